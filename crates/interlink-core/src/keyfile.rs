@@ -1,0 +1,215 @@
+//! The identity key file: the one place in this crate that touches the file system.
+//!
+//! Format (text, one line that matters):
+//! ```text
+//! # interlink-p2p identity key: keep secret (mode 0600)
+//! interlink-p2p-ed25519-v1 <64 hex digits of the Ed25519 secret seed>
+//! ```
+//! The file is created with mode 0600 (its directory 0700) and published atomically
+//! (written to a temporary file, fsynced, then hard-linked into place, which fails
+//! rather than overwrites), so two sessions starting at once agree on one identity.
+//! A key file readable or writable by group or others is refused.
+
+use std::{
+    fs, io,
+    io::Write,
+    path::{Path, PathBuf},
+};
+
+use rand_core::CryptoRng;
+use zeroize::Zeroizing;
+
+use crate::identity::{Identity, hex_decode_into, hex_encode};
+
+/// The label in front of the secret in the key file.
+pub const KEY_LABEL: &str = "interlink-p2p-ed25519-v1";
+
+/// Loading or creating the key file failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyFileError {
+    /// An I/O error.
+    #[error("key file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// Group or others may read or write the file.
+    #[error(
+        "key file {path} has mode {mode:04o}: group or others can access it. \
+         Fix it with: chmod 600 {path}"
+    )]
+    InsecurePermissions {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The file's contents are not a key in the expected format.
+    #[error("key file {path} is not an interlink-p2p key: {reason}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: &'static str,
+    },
+}
+
+/// Parses the text of a key file.
+pub fn parse(text: &str) -> Result<Identity, &'static str> {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .ok_or("no key line")?;
+    let hex = line
+        .strip_prefix(KEY_LABEL)
+        .ok_or("the key line does not start with the expected label")?
+        .trim();
+    let mut seed = Zeroizing::new([0u8; 32]);
+    hex_decode_into(hex, seed.as_mut_slice()).ok_or("the secret is not 64 hex digits")?;
+    Ok(Identity::from_seed(&seed))
+}
+
+/// The text of a key file for `identity`.
+pub fn render(identity: &Identity) -> Zeroizing<String> {
+    Zeroizing::new(format!(
+        "# interlink-p2p identity key: keep secret (mode 0600)\n{KEY_LABEL} {}\n",
+        hex_encode(identity.seed().as_slice())
+    ))
+}
+
+/// Loads the identity from `path`, refusing a file group or others can access.
+pub fn load(path: &Path) -> Result<Identity, KeyFileError> {
+    let io_err = |source| KeyFileError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    check_permissions(path)?;
+    let text = Zeroizing::new(fs::read_to_string(path).map_err(io_err)?);
+    parse(&text).map_err(|reason| KeyFileError::Malformed {
+        path: path.to_owned(),
+        reason,
+    })
+}
+
+/// Loads the identity from `path`, creating a new one (mode 0600) if there is none.
+/// Returns whether it was created.
+pub fn load_or_create(
+    path: &Path,
+    rng: &mut impl CryptoRng,
+) -> Result<(Identity, bool), KeyFileError> {
+    match load(path) {
+        Err(KeyFileError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+        other => return other.map(|id| (id, false)),
+    }
+    let io_err = |source| KeyFileError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        create_private_dir(dir).map_err(io_err)?;
+    }
+    let identity = Identity::generate(rng);
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let written = write_private(&tmp, render(&identity).as_bytes());
+    let published = written.and_then(|()| fs::hard_link(&tmp, path));
+    let _ = fs::remove_file(&tmp);
+    match published {
+        Ok(()) => Ok((identity, true)),
+        // Another process created it first: use theirs.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => load(path).map(|id| (id, false)),
+        Err(e) => Err(io_err(e)),
+    }
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut opts = fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+#[cfg(unix)]
+fn check_permissions(path: &Path) -> Result<(), KeyFileError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = fs::metadata(path).map_err(|source| KeyFileError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(KeyFileError::InsecurePermissions {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_permissions(_path: &Path) -> Result<(), KeyFileError> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn create_then_load_same_identity_with_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("identity.key");
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let (a, created) = load_or_create(&path, &mut rng).unwrap();
+        assert!(created);
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let (b, created) = load_or_create(&path, &mut rng).unwrap();
+        assert!(!created);
+        assert_eq!(a.public(), b.public());
+    }
+
+    #[test]
+    fn refuses_group_readable_key_with_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("identity.key");
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        load_or_create(&path, &mut rng).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        let err = load(&path).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, KeyFileError::InsecurePermissions { mode: 0o644, .. }));
+        assert!(msg.contains("chmod 600"), "{msg}");
+    }
+
+    #[test]
+    fn malformed_files_are_refused() {
+        for text in ["", "# only a comment\n", "wrong-label 00\n", "interlink-p2p-ed25519-v1 zz\n"] {
+            assert!(parse(text).is_err(), "{text:?}");
+        }
+        let id = Identity::from_seed(&[9; 32]);
+        assert_eq!(parse(&render(&id)).unwrap().public(), id.public());
+    }
+}

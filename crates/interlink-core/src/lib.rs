@@ -1,0 +1,38 @@
+//! The IO-free core of interlink-p2p.
+//!
+//! Everything a session needs to decide — who it is, what bytes go on the wire, whether
+//! a message is genuine, fresh and allowed, who is present, where a message is routed,
+//! how mailbox copies merge — lives here as plain functions and state machines. Time
+//! (`now_ms`, milliseconds since the Unix epoch) and randomness (`&mut impl CryptoRng`)
+//! are passed in by the caller, so every rule is testable without a network or a clock.
+//!
+//! The only module that touches the file system is [`keyfile`], which loads and
+//! creates the identity key file with strict permissions; it is kept apart so the rest
+//! stays pure.
+//!
+//! Layers, bottom up:
+//! - [`limits`] — every size, count and time bound, by name.
+//! - [`identity`], [`session`] — keys, fingerprints, derived transport and sealing keys,
+//!   session-id resolution.
+//! - [`sign`], [`seal`] — domain-separated Ed25519 signatures; HPKE sealing of bodies.
+//! - [`wire`] — the versioned CBOR wire types and their verified decoders.
+//! - [`replay`] — freshness and the bounded replay set.
+//! - [`presence`], [`routing`], [`trust`], [`mailbox`] — the state machines and rules
+//!   built on the verified wire types.
+
+pub mod identity;
+pub mod keyfile;
+pub mod limits;
+pub mod mailbox;
+pub mod presence;
+pub mod replay;
+pub mod routing;
+pub mod seal;
+pub mod session;
+pub mod sign;
+pub mod trust;
+pub mod wire;
+
+pub use identity::{Fingerprint, Identity, IdentityKey, SealingKey};
+pub use session::SessionId;
+pub use wire::MsgId;

@@ -1,0 +1,82 @@
+//! Every bound the protocol enforces, by name.
+//!
+//! Sizes are in bytes, times in milliseconds. Changing a wire limit changes what peers
+//! accept: docs/PROTOCOL.md lists them and must be kept in step.
+
+/// One second, in milliseconds.
+pub const SECOND_MS: u64 = 1_000;
+/// One minute, in milliseconds.
+pub const MINUTE_MS: u64 = 60 * SECOND_MS;
+/// One hour, in milliseconds.
+pub const HOUR_MS: u64 = 60 * MINUTE_MS;
+/// One day, in milliseconds.
+pub const DAY_MS: u64 = 24 * HOUR_MS;
+
+/// Largest plaintext message body (UTF-8 text) a session will seal or accept.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest encoded envelope (body, HPKE overhead and header fields).
+pub const MAX_ENVELOPE_BYTES: usize = MAX_BODY_BYTES + 4 * 1024;
+/// Largest encoded announcement.
+pub const MAX_ANNOUNCEMENT_BYTES: usize = 8 * 1024;
+/// Largest encoded goodbye, receipt or ack for a single id.
+pub const MAX_SMALL_MESSAGE_BYTES: usize = 1024;
+/// Largest encoded ack (it lists up to [`MAX_ACK_IDS`] message ids).
+pub const MAX_ACK_BYTES: usize = 1024 + MAX_ACK_IDS * 20;
+/// Largest encoded mailbox record value.
+pub const MAX_MAILBOX_RECORD_BYTES: usize = 4 * 1024 * 1024;
+
+/// Longest session summary, in bytes of UTF-8.
+pub const MAX_SUMMARY_BYTES: usize = 512;
+/// Longest working-directory string in an announcement.
+pub const MAX_CWD_BYTES: usize = 1024;
+/// Longest git-root label in an announcement.
+pub const MAX_GIT_LABEL_BYTES: usize = 256;
+/// Most listen addresses one announcement may carry.
+pub const MAX_LISTEN_ADDRS: usize = 16;
+/// Longest multiaddr (text form) in an announcement.
+pub const MAX_ADDR_BYTES: usize = 256;
+/// Longest session id.
+pub const MAX_SESSION_ID_BYTES: usize = 128;
+/// Longest task id.
+pub const MAX_TASK_ID_BYTES: usize = 128;
+/// Longest petname, and longest name a knock may claim.
+pub const MAX_NAME_BYTES: usize = 32;
+/// Most message ids one ack may list.
+pub const MAX_ACK_IDS: usize = 256;
+
+/// How far in the future a timestamp may lie before it is rejected (clock skew).
+pub const MAX_FUTURE_SKEW_MS: u64 = 2 * MINUTE_MS;
+/// Oldest envelope the live path accepts. Mailbox envelopes use [`MAILBOX_RETENTION_MS`].
+pub const LIVE_FRESHNESS_MS: u64 = HOUR_MS;
+/// Oldest receipt accepted.
+pub const RECEIPT_FRESHNESS_MS: u64 = MAILBOX_RETENTION_MS;
+
+/// A session re-announces itself this often.
+pub const HEARTBEAT_MS: u64 = 30 * SECOND_MS;
+/// A session whose last announcement is younger than this is live.
+pub const LIVE_WINDOW_MS: u64 = 90 * SECOND_MS;
+/// A silent session stays on the roster (away) this long, then it is gone.
+pub const AWAY_RETENTION_MS: u64 = 3 * DAY_MS;
+
+/// Most sessions one identity may have on a roster at once.
+pub const MAX_SESSIONS_PER_IDENTITY: usize = 32;
+/// Most identities a roster holds.
+pub const MAX_ROSTER_IDENTITIES: usize = 1024;
+
+/// How long a queued envelope stays deliverable, and how long an ack tombstone lives.
+pub const MAILBOX_RETENTION_MS: u64 = 7 * DAY_MS;
+/// Most envelopes one mailbox holds; beyond it the oldest are dropped.
+pub const MAILBOX_MAX_ENVELOPES: usize = 256;
+/// Most envelopes from one sender in one mailbox; beyond it that sender's oldest go.
+pub const MAILBOX_SENDER_QUOTA: usize = 64;
+/// Most bytes of envelopes one mailbox holds; beyond it the oldest are dropped.
+pub const MAILBOX_MAX_BYTES: usize = 2 * 1024 * 1024;
+/// Most owner acks one mailbox keeps; beyond it the oldest are dropped.
+pub const MAILBOX_MAX_ACKS: usize = 64;
+
+/// Capacity of the replay set (message ids remembered).
+pub const REPLAY_SET_CAPACITY: usize = 65_536;
+/// Most pending knocks a session keeps.
+pub const KNOCK_QUEUE_CAPACITY: usize = 64;
+/// Most peers in one peers policy.
+pub const MAX_PEERS: usize = 4096;

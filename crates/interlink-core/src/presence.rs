@@ -1,0 +1,1 @@
+//! presence (in progress)

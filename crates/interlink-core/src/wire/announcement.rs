@@ -1,0 +1,162 @@
+//! Presence announcements: who a session is and where it listens.
+
+use serde::{Deserialize, Serialize};
+use serde_bytes::{ByteArray, ByteBuf};
+
+use super::{SignedBody, WireError, check_text, invalid};
+use crate::{
+    identity::{Identity, IdentityKey, SealingKey},
+    limits::{
+        MAX_ADDR_BYTES, MAX_ANNOUNCEMENT_BYTES, MAX_CWD_BYTES, MAX_GIT_LABEL_BYTES,
+        MAX_LISTEN_ADDRS, MAX_SUMMARY_BYTES,
+    },
+    session::SessionId,
+    sign::{self, Domain},
+};
+
+/// Which agent host runs the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostKind {
+    /// Claude Code.
+    Claude,
+    /// Codex CLI.
+    Codex,
+    /// Anything else (a shell, a test, an example).
+    Other,
+}
+
+/// How delivered messages reach the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryMode {
+    /// The local inbox file plus the Stop-hook waiter (Claude Code's default).
+    Inbox,
+    /// Pushed as MCP channel notifications.
+    Channel,
+    /// A notice queued into the bound Codex thread.
+    Codex,
+    /// Only when the agent calls `receive_messages`.
+    Poll,
+}
+
+/// A sealing key bound to an identity: `sig` signs, in the sealing-key domain, the 64
+/// bytes `identity || sealing key`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SealingBinding {
+    /// The X25519 sealing key.
+    pub key: SealingKey,
+    /// The identity's signature over it.
+    pub sig: ByteArray<64>,
+}
+
+impl SealingBinding {
+    /// Binds `identity`'s own sealing key.
+    pub fn new(identity: &Identity) -> Self {
+        let key = identity.sealing_secret().public();
+        let sig = identity.sign(Domain::SealingKey, &Self::payload(&identity.public(), &key));
+        Self {
+            key,
+            sig: ByteArray::new(sig),
+        }
+    }
+
+    /// Verifies the binding for `identity`.
+    pub fn verify(&self, identity: &IdentityKey) -> Result<(), sign::SignatureError> {
+        sign::verify(
+            identity,
+            Domain::SealingKey,
+            &Self::payload(identity, &self.key),
+            self.sig.as_slice(),
+        )
+    }
+
+    fn payload(identity: &IdentityKey, key: &SealingKey) -> [u8; 64] {
+        let mut p = [0u8; 64];
+        p[..32].copy_from_slice(identity.as_bytes());
+        p[32..].copy_from_slice(key.as_bytes());
+        p
+    }
+}
+
+/// A session's signed presence announcement.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Announcement {
+    /// Protocol version, [`super::VERSION`].
+    pub v: u8,
+    /// The announcing identity (the signer).
+    pub identity: IdentityKey,
+    /// Its sealing key, bound by signature.
+    pub sealing: SealingBinding,
+    /// The session.
+    pub session_id: SessionId,
+    /// The session's libp2p PeerId, as bytes (multihash).
+    pub peer_id: ByteBuf,
+    /// Listen multiaddrs, text form.
+    pub addrs: Vec<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// Label of the git root (usually its directory name), if in a repository.
+    pub git_label: Option<String>,
+    /// Free-text description of the session's work.
+    pub summary: String,
+    /// Agent host.
+    pub host: HostKind,
+    /// Delivery mode.
+    pub delivery: DeliveryMode,
+    /// Milliseconds since the Unix epoch.
+    pub ts: u64,
+    /// Increases with every announcement of this session; orders two with equal `ts`.
+    pub seq: u64,
+}
+
+impl SignedBody for Announcement {
+    const KIND: &'static str = "announcement";
+    const DOMAIN: Domain = Domain::Announcement;
+    const MAX_BYTES: usize = MAX_ANNOUNCEMENT_BYTES;
+
+    fn signer(&self) -> &IdentityKey {
+        &self.identity
+    }
+    fn version(&self) -> u8 {
+        self.v
+    }
+    fn ts(&self) -> u64 {
+        self.ts
+    }
+
+    fn check_fields(&self) -> Result<(), WireError> {
+        if libp2p_identity::PeerId::from_bytes(&self.peer_id).is_err() {
+            return Err(invalid::<Self>("peer_id", "is not a PeerId"));
+        }
+        if self.addrs.len() > MAX_LISTEN_ADDRS {
+            return Err(invalid::<Self>(
+                "addrs",
+                format!("has {} entries; the limit is {MAX_LISTEN_ADDRS}", self.addrs.len()),
+            ));
+        }
+        for a in &self.addrs {
+            check_text::<Self>("addrs", a, MAX_ADDR_BYTES, false)?;
+            if !a.starts_with('/') {
+                return Err(invalid::<Self>("addrs", "entries must be multiaddrs"));
+            }
+        }
+        check_text::<Self>("cwd", &self.cwd, MAX_CWD_BYTES, false)?;
+        if let Some(g) = &self.git_label {
+            check_text::<Self>("git_label", g, MAX_GIT_LABEL_BYTES, false)?;
+        }
+        check_text::<Self>("summary", &self.summary, MAX_SUMMARY_BYTES, false)?;
+        self.sealing
+            .verify(&self.identity)
+            .map_err(|e| invalid::<Self>("sealing", format!("binding rejected: {e}")))
+    }
+}
+
+impl Announcement {
+    /// The PeerId it claims.
+    pub fn peer_id(&self) -> Option<libp2p_identity::PeerId> {
+        libp2p_identity::PeerId::from_bytes(&self.peer_id).ok()
+    }
+}

@@ -1,0 +1,221 @@
+//! Envelopes: one message from a sender session to a recipient session.
+
+use rand_core::CryptoRng;
+use serde::{Deserialize, Serialize};
+
+use super::{MsgId, SessionAddr, Signed, SignedBody, WireError, check_text, invalid, is_valid_name};
+use crate::{
+    identity::{IdentityKey, SealingKey, SealingSecret},
+    limits::{MAX_BODY_BYTES, MAX_ENVELOPE_BYTES, MAX_TASK_ID_BYTES},
+    seal::{self, SealError, Sealed, TAG_BYTES},
+    session::SessionId,
+    sign::Domain,
+};
+
+/// What an envelope is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvelopeKind {
+    /// A message with a sealed text body.
+    Message,
+    /// A pairing request from a non-peer: no body, only a claimed name.
+    Knock,
+    /// Acceptance of a pairing request: no body.
+    PairAccept,
+    /// The sending session closed: no body.
+    Goodbye,
+}
+
+/// Where a task stands, as its sender reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Progress.
+    Update,
+    /// Blocked on the other side's answer.
+    NeedsInput,
+    /// Finished with a result.
+    Result,
+    /// Finished without success.
+    Failed,
+    /// Called off.
+    Canceled,
+}
+
+/// A signed envelope body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    /// Protocol version.
+    pub v: u8,
+    /// The sender identity (the signer).
+    pub sender: IdentityKey,
+    /// The sending session.
+    pub sender_session: SessionId,
+    /// The recipient identity.
+    pub recipient: IdentityKey,
+    /// The recipient session (whose mailbox and inbox it belongs to).
+    pub recipient_session: SessionId,
+    /// Random id; the unit of dedupe, receipts and acks.
+    pub msg_id: MsgId,
+    /// Milliseconds since the Unix epoch.
+    pub ts: u64,
+    /// What it is.
+    pub kind: EnvelopeKind,
+    /// Task this message belongs to.
+    pub task_id: Option<String>,
+    /// Task status reported by the sender.
+    pub status: Option<TaskStatus>,
+    /// The message this one answers.
+    pub in_reply_to: Option<MsgId>,
+    /// Knock and pair-accept only: the name the sender suggests for itself.
+    pub name: Option<String>,
+    /// Message only: the sealed UTF-8 text.
+    pub sealed: Option<Sealed>,
+}
+
+/// Opening a message body failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Knocks, accepts and goodbyes carry no body.
+    #[error("this envelope has no body")]
+    NoBody,
+    /// The body did not open.
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    /// The opened body is not UTF-8 text.
+    #[error("the body is not UTF-8 text")]
+    NotText,
+}
+
+impl Envelope {
+    /// The associated data binding a sealed body to this envelope:
+    /// `msg_id (16) || sender (32) || recipient (32)`.
+    pub fn seal_aad(&self) -> [u8; 80] {
+        let mut aad = [0u8; 80];
+        aad[..16].copy_from_slice(self.msg_id.as_bytes());
+        aad[16..48].copy_from_slice(self.sender.as_bytes());
+        aad[48..].copy_from_slice(self.recipient.as_bytes());
+        aad
+    }
+
+    /// Seals `text` to the recipient's sealing key into this envelope's body.
+    pub fn seal_text(
+        &mut self,
+        text: &str,
+        to: &SealingKey,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(), SealError> {
+        self.sealed = Some(seal::seal(text.as_bytes(), to, &self.seal_aad(), rng)?);
+        Ok(())
+    }
+
+    /// Opens the body with the recipient's sealing secret.
+    pub fn open_text(&self, secret: &SealingSecret) -> Result<String, OpenError> {
+        let sealed = self.sealed.as_ref().ok_or(OpenError::NoBody)?;
+        let bytes = seal::open(sealed, secret, &self.seal_aad())?;
+        String::from_utf8(bytes).map_err(|_| OpenError::NotText)
+    }
+
+    /// The sending session's address.
+    pub fn sender_addr(&self) -> SessionAddr {
+        SessionAddr {
+            key: self.sender,
+            session: self.sender_session.clone(),
+        }
+    }
+
+    /// The recipient session's address.
+    pub fn recipient_addr(&self) -> SessionAddr {
+        SessionAddr {
+            key: self.recipient,
+            session: self.recipient_session.clone(),
+        }
+    }
+}
+
+impl SignedBody for Envelope {
+    const KIND: &'static str = "envelope";
+    const DOMAIN: Domain = Domain::Envelope;
+    const MAX_BYTES: usize = MAX_ENVELOPE_BYTES;
+    const ALLOWS_REPLY_TO: bool = true;
+
+    fn signer(&self) -> &IdentityKey {
+        &self.sender
+    }
+    fn version(&self) -> u8 {
+        self.v
+    }
+    fn ts(&self) -> u64 {
+        self.ts
+    }
+
+    fn check_fields(&self) -> Result<(), WireError> {
+        if let Some(t) = &self.task_id {
+            if t.is_empty() {
+                return Err(invalid::<Self>("task_id", "is empty"));
+            }
+            check_text::<Self>("task_id", t, MAX_TASK_ID_BYTES, false)?;
+        }
+        match (&self.name, self.kind) {
+            (Some(n), EnvelopeKind::Knock | EnvelopeKind::PairAccept) => {
+                if !is_valid_name(n) {
+                    return Err(invalid::<Self>(
+                        "name",
+                        "must be 1-32 characters from A-Z a-z 0-9 . _ -",
+                    ));
+                }
+            }
+            (Some(_), _) => return Err(invalid::<Self>("name", "is only for knocks and accepts")),
+            (None, _) => {}
+        }
+        match (&self.sealed, self.kind) {
+            (Some(s), EnvelopeKind::Message) => {
+                if s.ct.len() > MAX_BODY_BYTES + TAG_BYTES {
+                    return Err(invalid::<Self>(
+                        "sealed",
+                        format!(
+                            "body is {} bytes; the limit is {MAX_BODY_BYTES}",
+                            s.ct.len().saturating_sub(TAG_BYTES)
+                        ),
+                    ));
+                }
+                if s.ct.len() < TAG_BYTES {
+                    return Err(invalid::<Self>("sealed", "is shorter than its tag"));
+                }
+            }
+            (None, EnvelopeKind::Message) => {
+                return Err(invalid::<Self>("sealed", "is required on a message"));
+            }
+            (Some(_), _) => {
+                return Err(invalid::<Self>(
+                    "sealed",
+                    "must be absent: knocks, accepts and goodbyes carry no text",
+                ));
+            }
+            (None, _) => {}
+        }
+        if self.sender == self.recipient && self.sender_session == self.recipient_session {
+            return Err(invalid::<Self>("recipient", "is the sending session itself"));
+        }
+        Ok(())
+    }
+}
+
+impl Signed<Envelope> {
+    /// Attaches the unsigned reply-to hint.
+    pub fn with_reply_to(mut self, addr: SessionAddr) -> Self {
+        self.reply_to = Some(addr);
+        self
+    }
+
+    /// The reply-to hint, only if its key is the signed sender's; otherwise the
+    /// signed sender session. Replies are routed here.
+    pub fn reply_address(&self) -> SessionAddr {
+        match &self.reply_to {
+            Some(r) if r.key == self.body.sender => r.clone(),
+            _ => self.body.sender_addr(),
+        }
+    }
+}

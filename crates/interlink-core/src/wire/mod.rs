@@ -1,0 +1,365 @@
+//! The wire protocol: versioned CBOR types and their verified decoders.
+//!
+//! Every signed object travels as a [`Signed`] wrapper: a CBOR map
+//! `{ "body": bytes, "sig": bytes(64), "reply_to"?: {..} }`. `body` holds the exact
+//! CBOR encoding of the inner struct; `sig` signs `domain tag || body` (see
+//! [`crate::sign`]). Verifying the bytes as received — rather than a re-encoding —
+//! means no canonical-encoding rules are needed and any change to a signed byte is
+//! caught. `reply_to` is an unsigned routing hint, allowed only on envelopes and
+//! honoured only when its key equals the signed sender.
+//!
+//! Decoding checks, in order: the size limit of the kind, CBOR shape (unknown fields
+//! are refused), the version, field limits, then the signature. Freshness and replay
+//! depend on where an object came from (gossip, live path, mailbox) and are checked by
+//! the caller with [`crate::replay`].
+
+mod ack;
+mod announcement;
+mod envelope;
+mod goodbye;
+mod receipt;
+
+use std::{fmt, str::FromStr};
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_bytes::{ByteArray, ByteBuf};
+
+pub use ack::Ack;
+pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
+pub use envelope::{Envelope, EnvelopeKind, OpenError, TaskStatus};
+pub use crate::seal::Sealed;
+pub use goodbye::Goodbye;
+pub use receipt::{Receipt, ReceiptState};
+
+use crate::{
+    identity::{IdentityKey, SealingKey, hex_decode_into, hex_encode},
+    session::SessionId,
+    sign::{self, Domain, SignatureError},
+    Identity,
+};
+
+/// The protocol version every body carries in its `v` field.
+pub const VERSION: u8 = 1;
+
+/// Why bytes from the wire were refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WireError {
+    /// Larger than the kind's limit; not decoded at all.
+    #[error("{kind} is {len} bytes; the limit is {max}")]
+    Oversized {
+        /// The kind of object.
+        kind: &'static str,
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Not valid CBOR of the expected shape.
+    #[error("malformed {kind}: {reason}")]
+    Malformed {
+        /// The kind of object.
+        kind: &'static str,
+        /// The decoder's complaint.
+        reason: String,
+    },
+    /// A version this node does not speak.
+    #[error("{kind} has protocol version {got}; this node speaks {VERSION}")]
+    UnsupportedVersion {
+        /// The kind of object.
+        kind: &'static str,
+        /// The version found.
+        got: u8,
+    },
+    /// A field breaks a rule (length, charset, combination).
+    #[error("invalid {kind}: {field} {reason}")]
+    InvalidField {
+        /// The kind of object.
+        kind: &'static str,
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The signature did not verify.
+    #[error("{kind} signature rejected: {source}")]
+    BadSignature {
+        /// The kind of object.
+        kind: &'static str,
+        /// Why.
+        source: SignatureError,
+    },
+}
+
+/// A signed body type: an announcement, goodbye, envelope, receipt or ack.
+pub trait SignedBody: Serialize + DeserializeOwned + Clone + fmt::Debug {
+    /// Name used in errors.
+    const KIND: &'static str;
+    /// The signing domain.
+    const DOMAIN: Domain;
+    /// Size limit of the whole encoded [`Signed`] wrapper.
+    const MAX_BYTES: usize;
+    /// Whether the unsigned `reply_to` hint may be present.
+    const ALLOWS_REPLY_TO: bool = false;
+
+    /// The key that must have signed it.
+    fn signer(&self) -> &IdentityKey;
+    /// The body's `v` field.
+    fn version(&self) -> u8;
+    /// Its timestamp (ms since the Unix epoch).
+    fn ts(&self) -> u64;
+    /// Field rules beyond what the types enforce.
+    fn check_fields(&self) -> Result<(), WireError>;
+}
+
+/// A signed object as on the wire, decoded and verified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signed<T> {
+    body: T,
+    body_bytes: Vec<u8>,
+    sig: [u8; 64],
+    reply_to: Option<SessionAddr>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Outer {
+    body: ByteBuf,
+    sig: ByteArray<64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reply_to: Option<SessionAddr>,
+}
+
+impl<T: SignedBody> Signed<T> {
+    /// Encodes and signs `body` with `identity`, which must be the body's signer.
+    pub fn sign(body: T, identity: &Identity) -> Result<Self, WireError> {
+        if identity.public() != *body.signer() {
+            return Err(invalid::<T>("signer", "is not the signing identity"));
+        }
+        body.check_fields()?;
+        let body_bytes = encode(&body);
+        let sig = identity.sign(T::DOMAIN, &body_bytes);
+        Ok(Self {
+            body,
+            body_bytes,
+            sig,
+            reply_to: None,
+        })
+    }
+
+    /// Decodes and verifies a wire object: size, shape, version, fields, signature.
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        if bytes.len() > T::MAX_BYTES {
+            return Err(WireError::Oversized {
+                kind: T::KIND,
+                len: bytes.len(),
+                max: T::MAX_BYTES,
+            });
+        }
+        let outer: Outer = decode_cbor(T::KIND, bytes)?;
+        if outer.reply_to.is_some() && !T::ALLOWS_REPLY_TO {
+            return Err(invalid::<T>("reply_to", "is only allowed on envelopes"));
+        }
+        let body: T = decode_cbor(T::KIND, &outer.body)?;
+        if body.version() != VERSION {
+            return Err(WireError::UnsupportedVersion {
+                kind: T::KIND,
+                got: body.version(),
+            });
+        }
+        body.check_fields()?;
+        sign::verify(body.signer(), T::DOMAIN, &outer.body, outer.sig.as_slice()).map_err(
+            |source| WireError::BadSignature {
+                kind: T::KIND,
+                source,
+            },
+        )?;
+        Ok(Self {
+            body,
+            body_bytes: outer.body.into_vec(),
+            sig: outer.sig.into_array(),
+            reply_to: outer.reply_to,
+        })
+    }
+
+    /// The encoded wire form (what [`Signed::decode`] accepts).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        encode(&Outer {
+            body: ByteBuf::from(self.body_bytes.clone()),
+            sig: ByteArray::new(self.sig),
+            reply_to: self.reply_to.clone(),
+        })
+    }
+
+    /// The verified body.
+    pub fn body(&self) -> &T {
+        &self.body
+    }
+
+    /// The exact signed bytes of the body.
+    pub fn body_bytes(&self) -> &[u8] {
+        &self.body_bytes
+    }
+
+    /// The signature.
+    pub fn signature(&self) -> &[u8; 64] {
+        &self.sig
+    }
+
+    /// The unsigned reply-to hint as received, unchecked. Use
+    /// [`Signed::<Envelope>::trusted_reply_to`] to route by it.
+    pub fn raw_reply_to(&self) -> Option<&SessionAddr> {
+        self.reply_to.as_ref()
+    }
+}
+
+/// An address of one session: identity key and session id.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionAddr {
+    /// The identity.
+    pub key: IdentityKey,
+    /// The session under it.
+    pub session: SessionId,
+}
+
+impl fmt::Display for SessionAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.key, self.session)
+    }
+}
+
+/// A 16-byte message id, random per message. Text form: 32 hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MsgId([u8; 16]);
+
+impl MsgId {
+    /// Wraps 16 bytes.
+    pub const fn from_bytes(b: [u8; 16]) -> Self {
+        Self(b)
+    }
+
+    /// A fresh random id.
+    pub fn random(rng: &mut impl rand_core::CryptoRng) -> Self {
+        let mut b = [0u8; 16];
+        rng.fill_bytes(&mut b);
+        Self(b)
+    }
+
+    /// The raw bytes.
+    pub const fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+impl fmt::Display for MsgId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex_encode(&self.0))
+    }
+}
+
+impl fmt::Debug for MsgId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MsgId({self})")
+    }
+}
+
+impl FromStr for MsgId {
+    type Err = &'static str;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut b = [0u8; 16];
+        hex_decode_into(s.trim(), &mut b).ok_or("a message id is 32 hex digits")?;
+        Ok(Self(b))
+    }
+}
+
+macro_rules! bytes_serde {
+    ($ty:ty, $n:expr, $from:expr) => {
+        impl Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_bytes(self.as_bytes())
+            }
+        }
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let a = ByteArray::<$n>::deserialize(d)?;
+                Ok($from(a.into_array()))
+            }
+        }
+    };
+}
+bytes_serde!(IdentityKey, 32, IdentityKey::from_bytes);
+bytes_serde!(SealingKey, 32, SealingKey::from_bytes);
+bytes_serde!(MsgId, 16, MsgId::from_bytes);
+
+impl Serialize for SessionId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        SessionId::new(s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// CBOR-encodes `value`. Encoding into a `Vec` cannot fail for this crate's types;
+/// should it ever, the result is empty and every decoder refuses it.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    cbor4ii::serde::to_vec(Vec::new(), value).unwrap_or_default()
+}
+
+/// CBOR-decodes `bytes` as `T`, naming `kind` in the error.
+pub(crate) fn decode_cbor<T: DeserializeOwned>(
+    kind: &'static str,
+    bytes: &[u8],
+) -> Result<T, WireError> {
+    cbor4ii::serde::from_slice(bytes).map_err(|e| WireError::Malformed {
+        kind,
+        reason: e.to_string(),
+    })
+}
+
+pub(crate) fn invalid<T: SignedBody>(field: &'static str, reason: impl Into<String>) -> WireError {
+    WireError::InvalidField {
+        kind: T::KIND,
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// Checks a text field: at most `max` bytes and no control characters (newlines and
+/// tabs allowed only where `multiline`).
+pub(crate) fn check_text<T: SignedBody>(
+    field: &'static str,
+    s: &str,
+    max: usize,
+    multiline: bool,
+) -> Result<(), WireError> {
+    if s.len() > max {
+        return Err(invalid::<T>(field, format!("is {} bytes; the limit is {max}", s.len())));
+    }
+    if s
+        .chars()
+        .any(|c| c.is_control() && !(multiline && (c == '\n' || c == '\t')))
+    {
+        return Err(invalid::<T>(field, "contains control characters"));
+    }
+    Ok(())
+}
+
+/// Checks a petname-like token: 1 to [`crate::limits::MAX_NAME_BYTES`] characters from
+/// `A-Z a-z 0-9 . _ -`. Used for names a knock claims, so a knock carries no free text.
+pub fn is_valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= crate::limits::MAX_NAME_BYTES
+        && s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+#[cfg(test)]
+mod tests;
