@@ -1,1 +1,142 @@
-fn main() {}
+//! Costs of the core's hot paths: signing, verifying, sealing, opening, merging.
+//!
+//! Run: `cargo bench -p interlink-core --bench core` (numbers in docs/BENCHMARKS.md).
+
+use std::{hint::black_box, sync::OnceLock};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use interlink_core::{
+    Identity, MsgId, SessionId,
+    mailbox::{self, Mailbox},
+    seal,
+    wire::{Ack, Envelope, EnvelopeKind, Signed, VERSION},
+};
+use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
+
+const NOW: u64 = 1_790_000_000_000;
+
+struct Fixture {
+    alice: Identity,
+    bob: Identity,
+    bob_session: SessionId,
+    text: String,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| Fixture {
+        alice: Identity::from_seed(&[1; 32]),
+        bob: Identity::from_seed(&[2; 32]),
+        bob_session: SessionId::new("bob-1").unwrap(),
+        text: "x".repeat(1024),
+    })
+}
+
+fn envelope(from: &Identity, f: &Fixture, n: u64, rng: &mut ChaCha20Rng) -> Envelope {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&n.to_le_bytes());
+    let mut env = Envelope {
+        v: VERSION,
+        sender: from.public(),
+        sender_session: SessionId::new("alice-1").unwrap(),
+        recipient: f.bob.public(),
+        recipient_session: f.bob_session.clone(),
+        msg_id: MsgId::from_bytes(id),
+        ts: NOW - 1000 + n,
+        kind: EnvelopeKind::Message,
+        task_id: Some("task-1".into()),
+        status: None,
+        in_reply_to: None,
+        name: None,
+        sealed: None,
+    };
+    env.seal_text(&f.text, &f.bob.sealing_secret().public(), rng).unwrap();
+    env
+}
+
+fn bench_wire(c: &mut Criterion) {
+    let f = fixture();
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let env = envelope(&f.alice, f, 1, &mut rng);
+    let wire = Signed::sign(env.clone(), &f.alice).unwrap().to_bytes();
+    let bob_secret = f.bob.sealing_secret();
+    let bob_key = bob_secret.public();
+
+    c.bench_function("envelope 1KiB: sign+encode", |b| {
+        b.iter(|| Signed::sign(black_box(env.clone()), &f.alice).unwrap().to_bytes())
+    });
+    c.bench_function("envelope 1KiB: decode+verify", |b| {
+        b.iter(|| Signed::<Envelope>::decode(black_box(&wire)).unwrap())
+    });
+    c.bench_function("body 1KiB: seal", |b| {
+        b.iter(|| seal::seal(black_box(f.text.as_bytes()), &bob_key, b"aad", &mut rng).unwrap())
+    });
+    let sealed = seal::seal(f.text.as_bytes(), &bob_key, b"aad", &mut rng).unwrap();
+    c.bench_function("body 1KiB: open", |b| {
+        b.iter(|| seal::open(black_box(&sealed), &bob_secret, b"aad").unwrap())
+    });
+    c.bench_function("envelope 1KiB: decode+verify+open", |b| {
+        b.iter(|| {
+            let e = Signed::<Envelope>::decode(black_box(&wire)).unwrap();
+            e.body().open_text(&bob_secret).unwrap()
+        })
+    });
+}
+
+fn bench_mailbox(c: &mut Criterion) {
+    let f = fixture();
+    let cfg = mailbox::Config::default();
+    let mut rng = ChaCha20Rng::seed_from_u64(2);
+    // 256 envelopes from 8 senders (within the per-sender quota), split across two
+    // replicas that overlap by half, plus an owner ack of 32 of them.
+    let senders: Vec<Identity> = (10..18).map(|n| Identity::from_seed(&[n; 32])).collect();
+    let all: Vec<Signed<Envelope>> = (0..256u64)
+        .map(|n| {
+            let from = &senders[(n % 8) as usize];
+            Signed::sign(envelope(from, f, n, &mut rng), from).unwrap()
+        })
+        .collect();
+    let mut a = Mailbox::new(f.bob.public(), f.bob_session.clone());
+    let mut b = Mailbox::new(f.bob.public(), f.bob_session.clone());
+    for (i, e) in all.iter().enumerate() {
+        if i < 192 {
+            a.insert(e.clone(), NOW, &cfg).unwrap();
+        }
+        if i >= 64 {
+            b.insert(e.clone(), NOW, &cfg).unwrap();
+        }
+    }
+    let ack = Signed::sign(
+        Ack {
+            v: VERSION,
+            owner: f.bob.public(),
+            owner_session: f.bob_session.clone(),
+            msg_ids: all[..32].iter().map(|e| e.body().msg_id).collect(),
+            ts: NOW,
+        },
+        &f.bob,
+    )
+    .unwrap();
+    b.apply_ack(ack, NOW, &cfg).unwrap();
+    let b_bytes = b.encode();
+
+    c.bench_function("mailbox 256: merge (in memory)", |bench| {
+        bench.iter(|| {
+            let mut m = a.clone();
+            m.merge(black_box(&b), NOW, &cfg).unwrap();
+            m
+        })
+    });
+    c.bench_function("mailbox 256: decode+verify+merge+encode", |bench| {
+        bench.iter(|| {
+            let (other, rejected) = Mailbox::decode(black_box(&b_bytes), NOW, &cfg).unwrap();
+            assert!(rejected.is_empty());
+            let mut m = a.clone();
+            m.merge(&other, NOW, &cfg).unwrap();
+            m.encode()
+        })
+    });
+}
+
+criterion_group!(benches, bench_wire, bench_mailbox);
+criterion_main!(benches);

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The IO-free core of interlink-p2p.
 //!
 //! Everything a session needs to decide — who it is, what bytes go on the wire, whether
@@ -15,7 +16,8 @@
 //! - [`identity`], [`session`] — keys, fingerprints, derived transport and sealing keys,
 //!   session-id resolution.
 //! - [`sign`], [`seal`] — domain-separated Ed25519 signatures; HPKE sealing of bodies.
-//! - [`wire`] — the versioned CBOR wire types and their verified decoders.
+//! - [`wire`] — the versioned CBOR wire types and their verified decoders; [`names`] —
+//!   topic and protocol ids per overlay.
 //! - [`replay`] — freshness and the bounded replay set.
 //! - [`presence`], [`routing`], [`trust`], [`mailbox`] — the state machines and rules
 //!   built on the verified wire types.
@@ -24,6 +26,7 @@ pub mod identity;
 pub mod keyfile;
 pub mod limits;
 pub mod mailbox;
+pub mod names;
 pub mod presence;
 pub mod replay;
 pub mod routing;

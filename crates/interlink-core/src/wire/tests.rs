@@ -1,1 +1,271 @@
+//! Round trips, tamper detection and refusal of bad input for every wire type.
+
+use proptest::prelude::*;
+use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
+use serde_bytes::ByteBuf;
+
 use super::*;
+use crate::{limits, Identity};
+
+const NOW: u64 = 1_790_000_000_000;
+
+fn identity(n: u8) -> Identity {
+    Identity::from_seed(&[n; 32])
+}
+
+fn sid(s: &str) -> SessionId {
+    SessionId::new(s).unwrap()
+}
+
+pub(crate) fn announcement(id: &Identity, session: &str, summary: &str) -> Announcement {
+    let session = sid(session);
+    let peer = id.transport_keypair(&session).unwrap().public().to_peer_id();
+    Announcement {
+        v: VERSION,
+        identity: id.public(),
+        sealing: SealingBinding::new(id),
+        session_id: session,
+        peer_id: ByteBuf::from(peer.to_bytes()),
+        addrs: vec!["/ip4/127.0.0.1/tcp/4001".into()],
+        cwd: "/home/u/repo".into(),
+        git_label: Some("repo".into()),
+        summary: summary.into(),
+        host: HostKind::Claude,
+        delivery: DeliveryMode::Inbox,
+        ts: NOW,
+        seq: 1,
+    }
+}
+
+fn message(from: &Identity, to: &Identity, text: &str, rng: &mut ChaCha20Rng) -> Envelope {
+    let mut env = Envelope {
+        v: VERSION,
+        sender: from.public(),
+        sender_session: sid("s-a"),
+        recipient: to.public(),
+        recipient_session: sid("s-b"),
+        msg_id: MsgId::random(rng),
+        ts: NOW,
+        kind: EnvelopeKind::Message,
+        task_id: Some("t1".into()),
+        status: Some(TaskStatus::Update),
+        in_reply_to: None,
+        name: None,
+        sealed: None,
+    };
+    env.seal_text(text, &to.sealing_secret().public(), rng).unwrap();
+    env
+}
+
+#[test]
+fn announcement_round_trip() {
+    let a = identity(1);
+    let signed = Signed::sign(announcement(&a, "s1", "working"), &a).unwrap();
+    let back = Signed::<Announcement>::decode(&signed.to_bytes()).unwrap();
+    assert_eq!(back, signed);
+    assert_eq!(back.body().peer_id(), Some(a.transport_keypair(&sid("s1")).unwrap().public().to_peer_id()));
+}
+
+#[test]
+fn envelope_round_trip_and_open() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let signed = Signed::sign(message(&a, &b, "hello", &mut rng), &a).unwrap();
+    let back = Signed::<Envelope>::decode(&signed.to_bytes()).unwrap();
+    assert_eq!(back.body().open_text(&b.sealing_secret()).unwrap(), "hello");
+    assert_eq!(
+        back.body().open_text(&identity(3).sealing_secret()),
+        Err(OpenError::Seal(crate::seal::SealError::Open))
+    );
+}
+
+#[test]
+fn reply_to_honoured_only_for_the_signed_sender() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let signed = Signed::sign(message(&a, &b, "x", &mut rng), &a).unwrap();
+    let own = SessionAddr { key: a.public(), session: sid("other-a") };
+    let foreign = SessionAddr { key: identity(3).public(), session: sid("evil") };
+    let hinted = Signed::<Envelope>::decode(&signed.clone().with_reply_to(own.clone()).to_bytes()).unwrap();
+    assert_eq!(hinted.reply_address(), own);
+    let forged = Signed::<Envelope>::decode(&signed.with_reply_to(foreign).to_bytes()).unwrap();
+    assert_eq!(forged.reply_address(), forged.body().sender_addr());
+}
+
+#[test]
+fn sealed_body_cannot_move_to_another_envelope() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let original = message(&a, &b, "secret", &mut rng);
+    let mut stolen = original.clone();
+    stolen.sender = identity(3).public();
+    assert!(stolen.open_text(&b.sealing_secret()).is_err());
+    let mut other_id = original;
+    other_id.msg_id = MsgId::from_bytes([9; 16]);
+    assert!(other_id.open_text(&b.sealing_secret()).is_err());
+}
+
+#[test]
+fn receipt_ack_goodbye_round_trip() {
+    let b = identity(2);
+    let r = Signed::sign(
+        Receipt {
+            v: VERSION,
+            recipient: b.public(),
+            recipient_session: sid("s-b"),
+            sender: identity(1).public(),
+            msg_id: MsgId::from_bytes([1; 16]),
+            state: ReceiptState::Delivered,
+            ts: NOW,
+        },
+        &b,
+    )
+    .unwrap();
+    assert_eq!(Signed::<Receipt>::decode(&r.to_bytes()).unwrap(), r);
+    let ack = Signed::sign(
+        Ack { v: VERSION, owner: b.public(), owner_session: sid("s-b"), msg_ids: vec![MsgId::from_bytes([1; 16])], ts: NOW },
+        &b,
+    )
+    .unwrap();
+    assert_eq!(Signed::<Ack>::decode(&ack.to_bytes()).unwrap(), ack);
+    let bye = Signed::sign(Goodbye { v: VERSION, identity: b.public(), session_id: sid("s-b"), ts: NOW, seq: 9 }, &b).unwrap();
+    assert_eq!(Signed::<Goodbye>::decode(&bye.to_bytes()).unwrap(), bye);
+}
+
+#[test]
+fn kinds_do_not_cross() {
+    // A receipt's bytes must not verify as an ack or anything else.
+    let b = identity(2);
+    let bye = Signed::sign(Goodbye { v: VERSION, identity: b.public(), session_id: sid("s-b"), ts: NOW, seq: 9 }, &b).unwrap();
+    assert!(Signed::<Receipt>::decode(&bye.to_bytes()).is_err());
+    assert!(Signed::<Announcement>::decode(&bye.to_bytes()).is_err());
+}
+
+#[test]
+fn signing_with_the_wrong_identity_is_refused() {
+    let a = identity(1);
+    let err = Signed::sign(announcement(&a, "s1", ""), &identity(2)).unwrap_err();
+    assert!(matches!(err, WireError::InvalidField { field: "signer", .. }));
+}
+
+#[test]
+fn forged_signature_rejected() {
+    // Mallory copies Alice's announcement body, changes the summary, signs with her key
+    // but leaves Alice as the identity.
+    let (alice, mallory) = (identity(1), identity(4));
+    let mut body = announcement(&alice, "s1", "forged");
+    let bytes = encode(&body);
+    let sig = mallory.sign(crate::sign::Domain::Announcement, &bytes);
+    body.summary.clear();
+    let outer = Outer { body: ByteBuf::from(bytes), sig: serde_bytes::ByteArray::new(sig), reply_to: None };
+    let err = Signed::<Announcement>::decode(&encode(&outer)).unwrap_err();
+    assert!(matches!(err, WireError::BadSignature { .. }), "{err}");
+}
+
+#[test]
+fn oversized_and_malformed_rejected() {
+    let big = vec![0u8; limits::MAX_ANNOUNCEMENT_BYTES + 1];
+    assert!(matches!(Signed::<Announcement>::decode(&big), Err(WireError::Oversized { .. })));
+    assert!(matches!(Signed::<Announcement>::decode(&[]), Err(WireError::Malformed { .. })));
+    assert!(matches!(Signed::<Envelope>::decode(&[0xff, 0x00]), Err(WireError::Malformed { .. })));
+    let a = identity(1);
+    let mut ann = announcement(&a, "s1", "");
+    ann.summary = "x".repeat(limits::MAX_SUMMARY_BYTES + 1);
+    assert!(matches!(Signed::sign(ann, &a), Err(WireError::InvalidField { field: "summary", .. })));
+    let mut ann = announcement(&a, "s1", "");
+    ann.addrs = vec!["/ip4/1.2.3.4/tcp/1".into(); limits::MAX_LISTEN_ADDRS + 1];
+    assert!(matches!(Signed::sign(ann, &a), Err(WireError::InvalidField { field: "addrs", .. })));
+    let mut ann = announcement(&a, "s1", "");
+    ann.sealing = SealingBinding::new(&identity(2));
+    assert!(matches!(Signed::sign(ann, &a), Err(WireError::InvalidField { field: "sealing", .. })));
+}
+
+#[test]
+fn unsupported_version_rejected() {
+    let a = identity(1);
+    let mut ann = announcement(&a, "s1", "");
+    ann.v = 2;
+    let bytes = encode(&ann);
+    let sig = a.sign(crate::sign::Domain::Announcement, &bytes);
+    let outer = Outer { body: ByteBuf::from(bytes), sig: serde_bytes::ByteArray::new(sig), reply_to: None };
+    assert_eq!(
+        Signed::<Announcement>::decode(&encode(&outer)),
+        Err(WireError::UnsupportedVersion { kind: "announcement", got: 2 })
+    );
+}
+
+#[test]
+fn knocks_carry_no_text() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let mut knock = message(&a, &b, "let me in", &mut rng);
+    knock.kind = EnvelopeKind::Knock;
+    knock.task_id = None;
+    knock.status = None;
+    assert!(matches!(Signed::sign(knock.clone(), &a), Err(WireError::InvalidField { field: "sealed", .. })));
+    knock.sealed = None;
+    knock.name = Some("hi there, approve me".into());
+    assert!(matches!(Signed::sign(knock.clone(), &a), Err(WireError::InvalidField { field: "name", .. })));
+    knock.name = Some("alice-laptop".into());
+    Signed::sign(knock, &a).unwrap();
+}
+
+#[test]
+fn oversized_body_rejected() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let text = "x".repeat(limits::MAX_BODY_BYTES + 1);
+    let env = message(&a, &b, &text, &mut rng);
+    assert!(matches!(Signed::sign(env, &a), Err(WireError::InvalidField { field: "sealed", .. })));
+    let ok = message(&a, &b, &"x".repeat(limits::MAX_BODY_BYTES), &mut rng);
+    let signed = Signed::sign(ok, &a).unwrap();
+    assert!(signed.to_bytes().len() <= limits::MAX_ENVELOPE_BYTES);
+    Signed::<Envelope>::decode(&signed.to_bytes()).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn envelope_round_trips(text in ".{0,300}", task in proptest::option::of("[a-z0-9-]{1,20}"), seed: u64) {
+        let (a, b) = (identity(1), identity(2));
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let mut env = message(&a, &b, &text, &mut rng);
+        env.task_id = task;
+        let signed = Signed::sign(env, &a).unwrap();
+        let back = Signed::<Envelope>::decode(&signed.to_bytes()).unwrap();
+        prop_assert_eq!(back.body().open_text(&b.sealing_secret()).unwrap(), text);
+        prop_assert_eq!(back, signed);
+    }
+
+    #[test]
+    fn any_bit_flip_in_signed_bytes_is_rejected(bit in 0usize..100_000, summary in "[ -~]{0,40}") {
+        let a = identity(1);
+        let signed = Signed::sign(announcement(&a, "s1", &summary), &a).unwrap();
+        let mut body = signed.body_bytes().to_vec();
+        let bit = bit % (body.len() * 8);
+        body[bit / 8] ^= 1 << (bit % 8);
+        let outer = Outer { body: ByteBuf::from(body), sig: serde_bytes::ByteArray::new(*signed.signature()), reply_to: None };
+        prop_assert!(Signed::<Announcement>::decode(&encode(&outer)).is_err());
+    }
+
+    #[test]
+    fn any_bit_flip_in_signature_is_rejected(bit in 0usize..512) {
+        let (a, b) = (identity(1), identity(2));
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let signed = Signed::sign(message(&a, &b, "hi", &mut rng), &a).unwrap();
+        let mut sig = *signed.signature();
+        sig[bit / 8] ^= 1 << (bit % 8);
+        let outer = Outer { body: ByteBuf::from(signed.body_bytes().to_vec()), sig: serde_bytes::ByteArray::new(sig), reply_to: None };
+        prop_assert!(Signed::<Envelope>::decode(&encode(&outer)).is_err());
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        let _ = Signed::<Announcement>::decode(&bytes);
+        let _ = Signed::<Envelope>::decode(&bytes);
+        let _ = Signed::<Receipt>::decode(&bytes);
+        let _ = Signed::<Ack>::decode(&bytes);
+        let _ = Signed::<Goodbye>::decode(&bytes);
+    }
+}

@@ -1,0 +1,51 @@
+//! The `interlink-p2p` command: operator and debugging commands around a session.
+//!
+//! `main.rs` only parses arguments and calls into this library, so every command can
+//! be driven from tests. Commands print their results on stdout and progress or logs
+//! on stderr.
+#![warn(missing_docs)]
+
+pub mod demo;
+pub mod paths;
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use interlink_core::{Identity, keyfile};
+
+/// The operating system's random number generator, as the core's `CryptoRng`.
+pub fn os_rng() -> rand_core::UnwrapErr<getrandom::SysRng> {
+    rand_core::UnwrapErr(getrandom::SysRng)
+}
+
+/// Loads this user's identity from `home`, creating it on first use.
+/// Returns whether it was created.
+pub fn load_identity(home: &Path) -> anyhow::Result<(Identity, bool)> {
+    let path = paths::identity_path(home);
+    keyfile::load_or_create(&path, &mut os_rng())
+        .with_context(|| format!("loading the identity from {}", path.display()))
+}
+
+/// `interlink-p2p id`: creates the identity if missing and describes it.
+pub fn cmd_id(home: &Path, json: bool) -> anyhow::Result<String> {
+    let (identity, created) = load_identity(home)?;
+    let key = identity.public();
+    let path = paths::identity_path(home);
+    Ok(if json {
+        serde_json::json!({
+            "identity_key": key.to_hex(),
+            "fingerprint": key.fingerprint().to_string(),
+            "key_file": path,
+            "created": created,
+        })
+        .to_string()
+    } else {
+        format!(
+            "identity    {}\nfingerprint {}\nkey file    {}{}",
+            key.to_hex(),
+            key.fingerprint(),
+            path.display(),
+            if created { " (created)" } else { "" }
+        )
+    })
+}

@@ -1,0 +1,49 @@
+//! Where a user's interlink-p2p files live.
+//!
+//! The home directory holds the identity key, the peers policy and per-session state.
+//! It is `--home`, else `INTERLINK_HOME`, else `$XDG_CONFIG_HOME/interlink-p2p`, else
+//! `$HOME/.config/interlink-p2p`.
+
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming the home directory.
+pub const ENV_HOME: &str = "INTERLINK_HOME";
+/// File name of the identity key inside the home directory.
+pub const IDENTITY_FILE: &str = "identity.key";
+
+/// Resolves the home directory from an explicit value and an environment lookup.
+pub fn resolve_home(
+    explicit: Option<PathBuf>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Option<PathBuf> {
+    let nonempty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    explicit
+        .or_else(|| nonempty(env(ENV_HOME)).map(PathBuf::from))
+        .or_else(|| nonempty(env("XDG_CONFIG_HOME")).map(|d| Path::new(&d).join("interlink-p2p")))
+        .or_else(|| nonempty(env("HOME")).map(|h| Path::new(&h).join(".config").join("interlink-p2p")))
+}
+
+/// The identity key file under `home`.
+pub fn identity_path(home: &Path) -> PathBuf {
+    home.join(IDENTITY_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolution_order() {
+        let env = |k: &str| match k {
+            "INTERLINK_HOME" => Some("/a".to_string()),
+            "XDG_CONFIG_HOME" => Some("/x".to_string()),
+            "HOME" => Some("/h".to_string()),
+            _ => None,
+        };
+        assert_eq!(resolve_home(Some("/f".into()), env), Some(PathBuf::from("/f")));
+        assert_eq!(resolve_home(None, env), Some(PathBuf::from("/a")));
+        let env = |k: &str| (k == "HOME").then(|| "/h".to_string());
+        assert_eq!(resolve_home(None, env), Some(PathBuf::from("/h/.config/interlink-p2p")));
+        assert_eq!(resolve_home(None, |_| None), None);
+    }
+}

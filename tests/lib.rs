@@ -1,0 +1,24 @@
+//! Helpers for the end-to-end tests: finding the built binaries.
+
+use std::path::PathBuf;
+
+/// Path of a workspace binary (`interlink-p2p`, later `interlink-relay`) in the same
+/// target directory as the running test executable.
+///
+/// Cargo builds every binary of the workspace before it runs the tests when invoked
+/// with `--workspace`; a missing binary is reported with the command that builds it.
+pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    // target/<profile>/deps/<test-exe> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .ok_or_else(|| anyhow::anyhow!("unexpected test executable path {}", exe.display()))?;
+    let path = dir.join(name);
+    anyhow::ensure!(
+        path.exists(),
+        "{} not built; run `cargo build --workspace --bins` (or test with --workspace)",
+        path.display()
+    );
+    Ok(path)
+}
