@@ -2,6 +2,8 @@
 //!
 //! Run: `cargo bench -p interlink-core --bench core` (numbers in docs/BENCHMARKS.md).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
 use std::{hint::black_box, sync::OnceLock};
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -50,7 +52,8 @@ fn envelope(from: &Identity, f: &Fixture, n: u64, rng: &mut ChaCha20Rng) -> Enve
         name: None,
         sealed: None,
     };
-    env.seal_text(&f.text, &f.bob.sealing_secret().public(), rng).unwrap();
+    env.seal_text(&f.text, &f.bob.sealing_secret().public(), rng)
+        .unwrap();
     env
 }
 
@@ -63,7 +66,11 @@ fn bench_wire(c: &mut Criterion) {
     let bob_key = bob_secret.public();
 
     c.bench_function("envelope 1KiB: sign+encode", |b| {
-        b.iter(|| Signed::sign(black_box(env.clone()), &f.alice).unwrap().to_bytes())
+        b.iter(|| {
+            Signed::sign(black_box(env.clone()), &f.alice)
+                .unwrap()
+                .to_bytes()
+        })
     });
     c.bench_function("envelope 1KiB: decode+verify", |b| {
         b.iter(|| Signed::<Envelope>::decode(black_box(&wire)).unwrap())

@@ -4,11 +4,12 @@
 //! test prints the whole block as it should read, so a deliberate protocol change is a
 //! copy-paste into the spec (and a version bump), never a silent drift.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
 use std::{convert::Infallible, fmt::Write as _};
 
 use interlink_core::{
-    Identity, MsgId, SessionId,
-    mailbox,
+    Identity, MsgId, SessionId, mailbox,
     wire::{
         Ack, Announcement, DeliveryMode, Envelope, EnvelopeKind, Goodbye, HostKind, Receipt,
         ReceiptState, SealingBinding, SessionAddr, Signed, TaskStatus, VERSION,
@@ -85,13 +86,19 @@ fn vectors() -> Vec<(&'static str, String)> {
         name: None,
         sealed: None,
     };
-    env.seal_text("hello bob", &bob.sealing_secret().public(), &mut FixedRng(0x33))
-        .unwrap();
+    env.seal_text(
+        "hello bob",
+        &bob.sealing_secret().public(),
+        &mut FixedRng(0x33),
+    )
+    .unwrap();
     let sealed = env.sealed.clone().unwrap();
-    let envelope = Signed::sign(env, &alice).unwrap().with_reply_to(SessionAddr {
-        key: alice.public(),
-        session: sa.clone(),
-    });
+    let envelope = Signed::sign(env, &alice)
+        .unwrap()
+        .with_reply_to(SessionAddr {
+            key: alice.public(),
+            session: sa.clone(),
+        });
 
     let receipt = Signed::sign(
         Receipt {
@@ -132,13 +139,25 @@ fn vectors() -> Vec<(&'static str, String)> {
     vec![
         ("alice.seed", hex(&[0x11; 32])),
         ("alice.identity_key", alice.public().to_hex()),
-        ("alice.fingerprint", alice.public().fingerprint().to_string()),
-        ("alice.sealing_key", hex(alice.sealing_secret().public().as_bytes())),
+        (
+            "alice.fingerprint",
+            alice.public().fingerprint().to_string(),
+        ),
+        (
+            "alice.sealing_key",
+            hex(alice.sealing_secret().public().as_bytes()),
+        ),
         ("alice.session-a.peer_id", alice_peer.to_base58()),
         ("bob.seed", hex(&[0x22; 32])),
         ("bob.identity_key", bob.public().to_hex()),
-        ("bob.sealing_key", hex(bob.sealing_secret().public().as_bytes())),
-        ("bob.session-b.mailbox_key", hex(&mailbox::record_key(&bob.public(), &sb))),
+        (
+            "bob.sealing_key",
+            hex(bob.sealing_secret().public().as_bytes()),
+        ),
+        (
+            "bob.session-b.mailbox_key",
+            hex(&mailbox::record_key(&bob.public(), &sb)),
+        ),
         ("announcement.wire", hex(&announcement.to_bytes())),
         ("envelope.seal.enc", hex(sealed.enc.as_slice())),
         ("envelope.seal.ct", hex(&sealed.ct)),
@@ -215,7 +234,10 @@ fn spec_vectors_decode_and_verify() {
     Signed::<Announcement>::decode(&get("announcement.wire")).unwrap();
     let env = Signed::<Envelope>::decode(&get("envelope.wire")).unwrap();
     let bob = Identity::from_seed(&[0x22; 32]);
-    assert_eq!(env.body().open_text(&bob.sealing_secret()).unwrap(), "hello bob");
+    assert_eq!(
+        env.body().open_text(&bob.sealing_secret()).unwrap(),
+        "hello bob"
+    );
     Signed::<Receipt>::decode(&get("receipt.wire")).unwrap();
     Signed::<Ack>::decode(&get("ack.wire")).unwrap();
     Signed::<Goodbye>::decode(&get("goodbye.wire")).unwrap();

@@ -20,7 +20,9 @@ pub fn resolve_home(
     explicit
         .or_else(|| nonempty(env(ENV_HOME)).map(PathBuf::from))
         .or_else(|| nonempty(env("XDG_CONFIG_HOME")).map(|d| Path::new(&d).join("interlink-p2p")))
-        .or_else(|| nonempty(env("HOME")).map(|h| Path::new(&h).join(".config").join("interlink-p2p")))
+        .or_else(|| {
+            nonempty(env("HOME")).map(|h| Path::new(&h).join(".config").join("interlink-p2p"))
+        })
 }
 
 /// The identity key file under `home`.
@@ -40,10 +42,16 @@ mod tests {
             "HOME" => Some("/h".to_string()),
             _ => None,
         };
-        assert_eq!(resolve_home(Some("/f".into()), env), Some(PathBuf::from("/f")));
+        assert_eq!(
+            resolve_home(Some("/f".into()), env),
+            Some(PathBuf::from("/f"))
+        );
         assert_eq!(resolve_home(None, env), Some(PathBuf::from("/a")));
         let env = |k: &str| (k == "HOME").then(|| "/h".to_string());
-        assert_eq!(resolve_home(None, env), Some(PathBuf::from("/h/.config/interlink-p2p")));
+        assert_eq!(
+            resolve_home(None, env),
+            Some(PathBuf::from("/h/.config/interlink-p2p"))
+        );
         assert_eq!(resolve_home(None, |_| None), None);
     }
 }
