@@ -48,7 +48,12 @@ fn main() -> anyhow::Result<()> {
 
     // Alice verifies it and learns Bob's sealing key and session.
     let seen = Signed::<Announcement>::decode(&announcement)?;
-    println!("alice sees {} session {} ({})", seen.body().identity.fingerprint(), seen.body().session_id, seen.body().summary);
+    println!(
+        "alice sees {} session {} ({})",
+        seen.body().identity.fingerprint(),
+        seen.body().session_id,
+        seen.body().summary
+    );
 
     let mut env = Envelope {
         v: VERSION,
@@ -65,14 +70,24 @@ fn main() -> anyhow::Result<()> {
         name: None,
         sealed: None,
     };
-    env.seal_text("which endpoint issues refresh tokens?", &seen.body().sealing.key, &mut rng)?;
+    env.seal_text(
+        "which endpoint issues refresh tokens?",
+        &seen.body().sealing.key,
+        &mut rng,
+    )?;
     let wire = Signed::sign(env, &alice)?.to_bytes();
-    println!("alice sends {} bytes (body sealed; holders see ciphertext only)", wire.len());
+    println!(
+        "alice sends {} bytes (body sealed; holders see ciphertext only)",
+        wire.len()
+    );
 
     // Bob verifies the signature and opens the body.
     let got = Signed::<Envelope>::decode(&wire)?;
     let text = got.body().open_text(&bob.sealing_secret())?;
-    println!("bob reads from {}: {text:?}", got.body().sender.fingerprint());
+    println!(
+        "bob reads from {}: {text:?}",
+        got.body().sender.fingerprint()
+    );
 
     let receipt = Signed::sign(
         Receipt {
@@ -88,6 +103,10 @@ fn main() -> anyhow::Result<()> {
     )?
     .to_bytes();
     let receipt = Signed::<Receipt>::decode(&receipt)?;
-    println!("alice holds bob's signed receipt for {}: {:?}", receipt.body().msg_id, receipt.body().state);
+    println!(
+        "alice holds bob's signed receipt for {}: {:?}",
+        receipt.body().msg_id,
+        receipt.body().state
+    );
     Ok(())
 }

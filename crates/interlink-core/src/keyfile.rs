@@ -200,13 +200,21 @@ mod tests {
         fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
         let err = load(&path).unwrap_err();
         let msg = err.to_string();
-        assert!(matches!(err, KeyFileError::InsecurePermissions { mode: 0o644, .. }));
+        assert!(matches!(
+            err,
+            KeyFileError::InsecurePermissions { mode: 0o644, .. }
+        ));
         assert!(msg.contains("chmod 600"), "{msg}");
     }
 
     #[test]
     fn malformed_files_are_refused() {
-        for text in ["", "# only a comment\n", "wrong-label 00\n", "interlink-p2p-ed25519-v1 zz\n"] {
+        for text in [
+            "",
+            "# only a comment\n",
+            "wrong-label 00\n",
+            "interlink-p2p-ed25519-v1 zz\n",
+        ] {
             assert!(parse(text).is_err(), "{text:?}");
         }
         let id = Identity::from_seed(&[9; 32]);

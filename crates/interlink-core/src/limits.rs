@@ -78,5 +78,10 @@ pub const MAILBOX_MAX_ACKS: usize = 64;
 pub const REPLAY_SET_CAPACITY: usize = 65_536;
 /// Most pending knocks a session keeps.
 pub const KNOCK_QUEUE_CAPACITY: usize = 64;
+/// Most identities a session remembers having sent a pair request to; beyond it the
+/// oldest request is forgotten and a late acceptance from it is dropped.
+pub const MAX_PENDING_PAIR_REQUESTS: usize = 64;
 /// Most peers in one peers policy.
 pub const MAX_PEERS: usize = 4096;
+/// Largest roster-fetch response.
+pub const MAX_ROSTER_RESPONSE_BYTES: usize = 1024 * 1024;

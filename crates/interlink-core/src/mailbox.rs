@@ -1,1 +1,596 @@
-//! mailbox (in progress)
+//! The mailbox record: a session's store-and-forward queue in the DHT, kept as a
+//! state-based CRDT.
+//!
+//! A mailbox belongs to one session (`owner key + session id`) and lives in the DHT
+//! under [`record_key`]. Its value holds signed envelopes addressed to that session and
+//! the owner's signed acks. The DHT has no delete and any holder may re-publish an old
+//! copy at any time, so copies are merged, never overwritten: a merge takes the union of
+//! both copies and normalises it.
+//!
+//! Normalising, in order:
+//! 1. envelopes and acks outside their time window go (an ack lives the retention plus
+//!    the clock-skew tolerance, so it outlives every envelope it names);
+//! 2. only the newest [`Config::max_acks`] acks stay;
+//! 3. envelopes whose id a remaining ack lists go: acks are the tombstones;
+//! 4. one pass over the remaining envelopes, newest first, keeps an envelope when its
+//!    sender has fewer than [`Config::sender_quota`] kept, fewer than
+//!    [`Config::max_envelopes`] are kept in all, it fits in what is left of
+//!    [`Config::max_bytes`], and no version of it is kept yet.
+//!
+//! "Newest" is the order on `(ts, msg_id, sender, digest of the wire bytes)`. An entry is
+//! one `(msg_id, sender)`: ids are visible to every holder, so keying by id alone would
+//! let anyone displace a pending message by copying its id. Of several versions of one
+//! entry (re-signed by its sender, or carrying another unsigned reply-to hint) only the
+//! newest is kept.
+//!
+//! # Algebra, and where it stops
+//!
+//! Step 4 judges each envelope only by the envelopes kept before it. Hence merging is
+//! commutative, idempotent and absorbing — `a ⊔ (a ⊔ b) = a ⊔ b`, so re-publishing an
+//! old copy never changes a merged one — and every result respects every bound.
+//! Merging is associative while no bound discards anything (it is then the union minus
+//! expired and acked entries), and also when only quotas and the count cap discard and
+//! no ack is involved: "keep the newest k" filters compose. Otherwise the grouping of
+//! merges can matter, because an entry a bound discarded is not reconsidered when room
+//! appears later:
+//!
+//! - **Late ack.** A copy over a quota or the count cap drops its oldest envelope; an
+//!   ack merged afterwards removes a newer one. Merged in another order, the old
+//!   envelope would have had room.
+//! - **Ack cap.** Past `max_acks` the oldest ack goes, and with it the tombstone of
+//!   every envelope it listed; a copy still holding such an envelope brings it back.
+//!   The owner already has it: the inbox dedupes it by id and the next ack buries it.
+//! - **Byte cap.** Which older envelopes still fit depends on which larger, newer ones
+//!   were there to compete.
+//!
+//! Each boundary is pinned by a unit test; the property tests check everything else.
+//! A copy only ever lacks envelopes that a bound ruled out in some merge, and the owner
+//! takes the union of every holder's copy.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
+    fmt,
+};
+
+use serde::{Deserialize, Serialize};
+use serde_bytes::{ByteBuf, Bytes};
+use sha2::{Digest, Sha256};
+
+use crate::{
+    identity::{Fingerprint, IdentityKey},
+    limits::{
+        MAILBOX_MAX_ACKS, MAILBOX_MAX_BYTES, MAILBOX_MAX_ENVELOPES, MAILBOX_RETENTION_MS,
+        MAILBOX_SENDER_QUOTA, MAX_FUTURE_SKEW_MS, MAX_MAILBOX_RECORD_BYTES,
+    },
+    replay::{TimeError, check_time},
+    session::SessionId,
+    wire::{self, Ack, Envelope, MsgId, SessionAddr, Signed, WireError},
+};
+
+/// Domain prefix of a mailbox's DHT record key.
+pub const RECORD_KEY_DOMAIN: &[u8] = b"interlink-p2p/v1/mailbox";
+/// Version of the encoded mailbox record.
+pub const RECORD_VERSION: u8 = 1;
+
+/// The DHT record key of the mailbox of `owner`'s session `session`:
+/// SHA-256([`RECORD_KEY_DOMAIN`] || owner key || session id as UTF-8).
+pub fn record_key(owner: &IdentityKey, session: &SessionId) -> [u8; 32] {
+    Sha256::new()
+        .chain_update(RECORD_KEY_DOMAIN)
+        .chain_update(owner.as_bytes())
+        .chain_update(session.as_str().as_bytes())
+        .finalize()
+        .into()
+}
+
+/// Mailbox bounds. Every holder of a mailbox must use the same values, or copies
+/// normalise differently and a holder refuses a peer's larger copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Most envelopes kept.
+    pub max_envelopes: usize,
+    /// Most envelopes kept from one sender identity.
+    pub sender_quota: usize,
+    /// Most bytes of envelopes (signed wire form) kept.
+    pub max_bytes: usize,
+    /// Most acks kept.
+    pub max_acks: usize,
+    /// How long an envelope stays deliverable, in ms.
+    pub retention_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            max_envelopes: MAILBOX_MAX_ENVELOPES,
+            sender_quota: MAILBOX_SENDER_QUOTA,
+            max_bytes: MAILBOX_MAX_BYTES,
+            max_acks: MAILBOX_MAX_ACKS,
+            retention_ms: MAILBOX_RETENTION_MS,
+        }
+    }
+}
+
+impl Config {
+    // An ack must outlive every envelope it names. The owner accepted that envelope
+    // with a timestamp at most the skew tolerance ahead of the ack's.
+    fn ack_window(&self) -> u64 {
+        self.retention_ms.saturating_add(MAX_FUTURE_SKEW_MS)
+    }
+}
+
+/// Why a mailbox refused an entry, a merge or a record.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MailboxError {
+    /// The entry or copy belongs to another session's mailbox.
+    #[error("belongs to the mailbox of {found}, not of {expected}")]
+    WrongMailbox {
+        /// This mailbox.
+        expected: SessionAddr,
+        /// Where the entry belongs.
+        found: SessionAddr,
+    },
+    /// An ack signed by someone other than the mailbox owner.
+    #[error("ack signed by {signer}, not by the mailbox owner {owner}")]
+    NotOwner {
+        /// The owner's fingerprint.
+        owner: Fingerprint,
+        /// The signer's fingerprint.
+        signer: Fingerprint,
+    },
+    /// Outside the retention window.
+    #[error(transparent)]
+    Time(#[from] TimeError),
+    /// The owner already acked this message id.
+    #[error("message {0} was already acknowledged by the mailbox owner")]
+    AlreadyAcked(MsgId),
+    /// The encoded record is too large to decode.
+    #[error("mailbox record is {len} bytes; the limit is {MAX_MAILBOX_RECORD_BYTES}")]
+    Oversized {
+        /// Its size.
+        len: usize,
+    },
+    /// The encoded record is not a mailbox record.
+    #[error("malformed mailbox record: {0}")]
+    Malformed(#[source] WireError),
+    /// A record version this node does not read.
+    #[error("mailbox record version {got}; this node reads {RECORD_VERSION}")]
+    UnsupportedVersion {
+        /// The version found.
+        got: u8,
+    },
+    /// More entries than any copy normalised under this node's [`Config`] can hold.
+    #[error("mailbox record lists {envelopes} envelopes and {acks} acks; over the caps")]
+    TooManyEntries {
+        /// Envelopes listed.
+        envelopes: usize,
+        /// Acks listed.
+        acks: usize,
+    },
+    /// An entry that does not decode or verify.
+    #[error(transparent)]
+    InvalidEntry(WireError),
+}
+
+/// What [`Mailbox::insert`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Inserted {
+    /// Stored (possibly replacing an older version of the same entry).
+    Stored,
+    /// Already held, or a newer version of it is held; nothing changed.
+    Duplicate,
+    /// Valid, but older than everything the quota or caps keep, so dropped at once.
+    Dropped,
+}
+
+/// Which list of a record a rejected entry came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// `envelopes`.
+    Envelope,
+    /// `acks`.
+    Ack,
+}
+
+/// An entry of a decoded record that was skipped.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Rejected {
+    /// Its list.
+    pub kind: EntryKind,
+    /// Its position in that list.
+    pub index: usize,
+    /// What is wrong with it.
+    pub reason: MailboxError,
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            EntryKind::Envelope => "envelope",
+            EntryKind::Ack => "ack",
+        };
+        write!(f, "{kind} #{}: {}", self.index, self.reason)
+    }
+}
+
+/// `(ts, msg_id, sender, wire digest)`: the order "newest" refers to, and the map key.
+/// The digest tells apart versions of one entry that share a timestamp.
+type EnvKey = (u64, MsgId, IdentityKey, [u8; 32]);
+/// `(ts, signature)`: a deterministic order on acks, and their map key.
+type AckKey = (u64, [u8; 64]);
+
+/// An envelope with its signed wire form, which the byte cap counts and `encode` emits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Held {
+    env: Signed<Envelope>,
+    wire: Vec<u8>,
+    digest: [u8; 32],
+}
+
+impl Held {
+    fn new(env: Signed<Envelope>) -> Self {
+        let wire = env.to_bytes();
+        let digest = Sha256::digest(&wire).into();
+        Self { env, wire, digest }
+    }
+
+    fn key(&self) -> EnvKey {
+        let b = self.env.body();
+        (b.ts, b.msg_id, b.sender, self.digest)
+    }
+}
+
+/// One session's mailbox: envelopes waiting for it and the owner's acks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mailbox {
+    owner: IdentityKey,
+    session: SessionId,
+    envelopes: BTreeMap<EnvKey, Held>,
+    acks: BTreeMap<AckKey, Signed<Ack>>,
+}
+
+#[derive(Serialize)]
+struct RecordOut<'a> {
+    v: u8,
+    owner: &'a IdentityKey,
+    session: &'a SessionId,
+    envelopes: Vec<&'a Bytes>,
+    acks: Vec<ByteBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordIn {
+    // Already checked through `VersionProbe`; named here so the field is not unknown.
+    #[serde(rename = "v")]
+    _v: u8,
+    owner: IdentityKey,
+    session: SessionId,
+    envelopes: Vec<ByteBuf>,
+    acks: Vec<ByteBuf>,
+}
+
+// Read first, ignoring other fields, so a newer record reports its version rather
+// than a confusing shape error.
+#[derive(Deserialize)]
+struct VersionProbe {
+    v: u8,
+}
+
+const RECORD_KIND: &str = "mailbox record";
+
+impl Mailbox {
+    /// An empty mailbox of `owner`'s session `session`.
+    pub fn new(owner: IdentityKey, session: SessionId) -> Self {
+        Self {
+            owner,
+            session,
+            envelopes: BTreeMap::new(),
+            acks: BTreeMap::new(),
+        }
+    }
+
+    /// The owner identity.
+    pub fn owner(&self) -> &IdentityKey {
+        &self.owner
+    }
+
+    /// The owner's session.
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    /// The owner session's address.
+    pub fn address(&self) -> SessionAddr {
+        SessionAddr {
+            key: self.owner,
+            session: self.session.clone(),
+        }
+    }
+
+    /// The DHT record key of this mailbox.
+    pub fn record_key(&self) -> [u8; 32] {
+        record_key(&self.owner, &self.session)
+    }
+
+    /// Adds a verified envelope. It must be addressed to this mailbox's session, be
+    /// inside the retention window and not already acked.
+    pub fn insert(
+        &mut self,
+        env: Signed<Envelope>,
+        now: u64,
+        cfg: &Config,
+    ) -> Result<Inserted, MailboxError> {
+        self.check_envelope(env.body())?;
+        let b = env.body();
+        check_time(b.ts, now, cfg.retention_ms)?;
+        if self
+            .acks
+            .values()
+            .any(|a| a.body().msg_ids.contains(&b.msg_id))
+        {
+            return Err(MailboxError::AlreadyAcked(b.msg_id));
+        }
+        let held = Held::new(env);
+        let key = held.key();
+        if self.envelopes.contains_key(&key) {
+            return Ok(Inserted::Duplicate);
+        }
+        self.envelopes.insert(key, held);
+        self.normalise(now, cfg);
+        if self.envelopes.contains_key(&key) {
+            Ok(Inserted::Stored)
+        } else if self.envelopes.keys().any(|k| (k.1, k.2) == (key.1, key.2)) {
+            // A newer version of the same entry is kept.
+            Ok(Inserted::Duplicate)
+        } else {
+            Ok(Inserted::Dropped)
+        }
+    }
+
+    /// Adds the owner's ack and drops the envelopes it names; returns how many
+    /// envelopes left (acked, or expired meanwhile). The signature was verified when the
+    /// [`Signed`] ack was made, under the key in `ack.owner`; requiring that key to be
+    /// this mailbox's owner is what makes a forged ack fail.
+    pub fn apply_ack(
+        &mut self,
+        ack: Signed<Ack>,
+        now: u64,
+        cfg: &Config,
+    ) -> Result<usize, MailboxError> {
+        self.check_ack(ack.body())?;
+        check_time(ack.body().ts, now, cfg.ack_window())?;
+        let before = self.envelopes.len();
+        self.acks.insert((ack.body().ts, *ack.signature()), ack);
+        self.normalise(now, cfg);
+        Ok(before.saturating_sub(self.envelopes.len()))
+    }
+
+    /// Merges another copy of this mailbox into this one: the union of both, then
+    /// normalised (see the module docs for the algebra).
+    pub fn merge(&mut self, other: &Mailbox, now: u64, cfg: &Config) -> Result<(), MailboxError> {
+        if other.owner != self.owner || other.session != self.session {
+            return Err(MailboxError::WrongMailbox {
+                expected: self.address(),
+                found: other.address(),
+            });
+        }
+        for (k, held) in &other.envelopes {
+            self.envelopes.entry(*k).or_insert_with(|| held.clone());
+        }
+        for (k, a) in &other.acks {
+            self.acks.entry(*k).or_insert_with(|| a.clone());
+        }
+        self.normalise(now, cfg);
+        Ok(())
+    }
+
+    /// Drops what expired by `now` and re-applies the bounds; returns how many
+    /// envelopes left.
+    pub fn sweep(&mut self, now: u64, cfg: &Config) -> usize {
+        let before = self.envelopes.len();
+        self.normalise(now, cfg);
+        before.saturating_sub(self.envelopes.len())
+    }
+
+    /// The waiting envelopes, oldest first.
+    pub fn pending(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = &Signed<Envelope>> + ExactSizeIterator {
+        self.envelopes.values().map(|h| &h.env)
+    }
+
+    /// The held acks, oldest first.
+    pub fn acks(&self) -> impl DoubleEndedIterator<Item = &Signed<Ack>> + ExactSizeIterator {
+        self.acks.values()
+    }
+
+    /// Every message id a held ack lists.
+    pub fn acked_ids(&self) -> BTreeSet<MsgId> {
+        self.acks
+            .values()
+            .flat_map(|a| a.body().msg_ids.iter().copied())
+            .collect()
+    }
+
+    /// Number of waiting envelopes.
+    pub fn len(&self) -> usize {
+        self.envelopes.len()
+    }
+
+    /// Whether no envelope is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.envelopes.is_empty()
+    }
+
+    /// Bytes of [`Mailbox::encode`].
+    pub fn encoded_len(&self) -> usize {
+        self.encode().len()
+    }
+
+    /// The record value: CBOR `{ v, owner, session, envelopes: [bytes], acks: [bytes] }`,
+    /// each entry in its signed wire form, envelopes oldest first and acks by
+    /// `(ts, signature)`, so equal mailboxes encode to equal bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        wire::encode(&RecordOut {
+            v: RECORD_VERSION,
+            owner: &self.owner,
+            session: &self.session,
+            envelopes: self
+                .envelopes
+                .values()
+                .map(|h| Bytes::new(&h.wire))
+                .collect(),
+            acks: self
+                .acks
+                .values()
+                .map(|a| ByteBuf::from(a.to_bytes()))
+                .collect(),
+        })
+    }
+
+    /// Decodes a record value. A record that is oversized, malformed, of another version
+    /// or lists more entries than the caps allow is an error. Each entry is then
+    /// verified on its own: entries that fail to decode, verify or belong here are
+    /// skipped and listed in the returned [`Rejected`] (a holder should refuse such a
+    /// put; a recipient can still use the rest). Expired and already-acked envelopes are
+    /// not rejections — they are normalised away like in any merge. The caller checks
+    /// that [`Mailbox::record_key`] is the key the record was stored under.
+    pub fn decode(
+        bytes: &[u8],
+        now: u64,
+        cfg: &Config,
+    ) -> Result<(Mailbox, Vec<Rejected>), MailboxError> {
+        if bytes.len() > MAX_MAILBOX_RECORD_BYTES {
+            return Err(MailboxError::Oversized { len: bytes.len() });
+        }
+        let probe: VersionProbe =
+            wire::decode_cbor(RECORD_KIND, bytes).map_err(MailboxError::Malformed)?;
+        if probe.v != RECORD_VERSION {
+            return Err(MailboxError::UnsupportedVersion { got: probe.v });
+        }
+        let rec: RecordIn =
+            wire::decode_cbor(RECORD_KIND, bytes).map_err(MailboxError::Malformed)?;
+        // Checked before any signature is verified: a copy normalised under the same
+        // config never exceeds these, and verifying costs CPU a hostile put could waste.
+        if rec.envelopes.len() > cfg.max_envelopes || rec.acks.len() > cfg.max_acks {
+            return Err(MailboxError::TooManyEntries {
+                envelopes: rec.envelopes.len(),
+                acks: rec.acks.len(),
+            });
+        }
+        let mut mailbox = Mailbox::new(rec.owner, rec.session);
+        let mut rejected = Vec::new();
+        for (index, raw) in rec.acks.iter().enumerate() {
+            let checked = Signed::<Ack>::decode(raw)
+                .map_err(MailboxError::InvalidEntry)
+                .and_then(|a| mailbox.check_ack(a.body()).map(|()| a));
+            match checked {
+                Ok(a) => {
+                    mailbox.acks.insert((a.body().ts, *a.signature()), a);
+                }
+                Err(reason) => rejected.push(Rejected {
+                    kind: EntryKind::Ack,
+                    index,
+                    reason,
+                }),
+            }
+        }
+        let mut envelopes = Vec::with_capacity(rec.envelopes.len());
+        for (index, raw) in rec.envelopes.iter().enumerate() {
+            let checked = Signed::<Envelope>::decode(raw)
+                .map_err(MailboxError::InvalidEntry)
+                .and_then(|e| mailbox.check_envelope(e.body()).map(|()| e));
+            match checked {
+                Ok(e) => envelopes.push(Held::new(e)),
+                Err(reason) => rejected.push(Rejected {
+                    kind: EntryKind::Envelope,
+                    index,
+                    reason,
+                }),
+            }
+        }
+        mailbox
+            .envelopes
+            .extend(envelopes.into_iter().map(|h| (h.key(), h)));
+        mailbox.normalise(now, cfg);
+        Ok((mailbox, rejected))
+    }
+
+    fn check_envelope(&self, b: &Envelope) -> Result<(), MailboxError> {
+        if b.recipient != self.owner || b.recipient_session != self.session {
+            return Err(MailboxError::WrongMailbox {
+                expected: self.address(),
+                found: b.recipient_addr(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_ack(&self, a: &Ack) -> Result<(), MailboxError> {
+        if a.owner != self.owner {
+            return Err(MailboxError::NotOwner {
+                owner: self.owner.fingerprint(),
+                signer: a.owner.fingerprint(),
+            });
+        }
+        if a.owner_session != self.session {
+            return Err(MailboxError::WrongMailbox {
+                expected: self.address(),
+                found: SessionAddr {
+                    key: a.owner,
+                    session: a.owner_session.clone(),
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// Restores the invariants listed in the module docs, in that order.
+    fn normalise(&mut self, now: u64, cfg: &Config) {
+        let ack_window = cfg.ack_window();
+        self.acks
+            .retain(|k, _| check_time(k.0, now, ack_window).is_ok());
+        while self.acks.len() > cfg.max_acks {
+            self.acks.pop_first();
+        }
+        let acked: HashSet<MsgId> = self
+            .acks
+            .values()
+            .flat_map(|a| a.body().msg_ids.iter().copied())
+            .collect();
+        self.envelopes
+            .retain(|k, _| check_time(k.0, now, cfg.retention_ms).is_ok() && !acked.contains(&k.1));
+
+        // Newest first, each envelope judged only by those kept before it: that is what
+        // makes re-merging an input a no-op (see the module docs).
+        let mut per_sender: HashMap<IdentityKey, usize> = HashMap::new();
+        let mut kept_entries: HashSet<(MsgId, IdentityKey)> = HashSet::new();
+        let mut bytes_left = cfg.max_bytes;
+        let mut doomed = Vec::new();
+        for (key, held) in self.envelopes.iter().rev() {
+            let sender_kept = per_sender.get(&key.2).copied().unwrap_or(0);
+            let size = held.wire.len();
+            let keep = kept_entries.len() < cfg.max_envelopes
+                && sender_kept < cfg.sender_quota
+                && size <= bytes_left
+                && !kept_entries.contains(&(key.1, key.2));
+            if keep {
+                per_sender.insert(key.2, sender_kept + 1);
+                kept_entries.insert((key.1, key.2));
+                bytes_left -= size;
+            } else {
+                doomed.push(*key);
+            }
+        }
+        for key in doomed {
+            self.envelopes.remove(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "mailbox_tests.rs"]
+mod tests;

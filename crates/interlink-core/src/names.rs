@@ -22,9 +22,9 @@ impl Network {
     pub fn new(name: &str) -> Result<Self, BadNetworkName> {
         let ok = !name.is_empty()
             && name.len() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'));
+            && name.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+            });
         if ok {
             Ok(Self(name.to_owned()))
         } else {
@@ -84,7 +84,10 @@ mod tests {
         let n = Network::default();
         assert_eq!(n.announce_topic(), "interlink-p2p/v1/default/announce");
         assert_eq!(n.deliver_protocol(), "/interlink-p2p/default/deliver/1");
-        assert_ne!(Network::new("lab").unwrap().kad_protocol(), n.kad_protocol());
+        assert_ne!(
+            Network::new("lab").unwrap().kad_protocol(),
+            n.kad_protocol()
+        );
         assert!(Network::new("Bad Name").is_err());
         assert!(Network::new("").is_err());
     }

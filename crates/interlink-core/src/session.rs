@@ -178,7 +178,10 @@ mod tests {
         let claude = [(ENV_SESSION, " "), (ENV_CLAUDE_SESSION, "claude-1")];
         assert_eq!(
             resolve(None, env(&claude), &mut rng).unwrap(),
-            (SessionId::new("claude-1").unwrap(), SessionSource::ClaudeEnv)
+            (
+                SessionId::new("claude-1").unwrap(),
+                SessionSource::ClaudeEnv
+            )
         );
         let (id, src) = resolve(None, env(&[]), &mut rng).unwrap();
         assert_eq!(src, SessionSource::Random);

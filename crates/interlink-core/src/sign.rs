@@ -93,7 +93,10 @@ mod tests {
     fn domains_separate() {
         let id = Identity::from_seed(&[7; 32]);
         let sig = id.sign(Domain::Receipt, b"payload");
-        assert_eq!(verify(&id.public(), Domain::Receipt, b"payload", &sig), Ok(()));
+        assert_eq!(
+            verify(&id.public(), Domain::Receipt, b"payload", &sig),
+            Ok(())
+        );
         for d in Domain::ALL {
             if d != Domain::Receipt {
                 assert_eq!(

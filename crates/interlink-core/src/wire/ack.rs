@@ -44,7 +44,10 @@ impl SignedBody for Ack {
         if self.msg_ids.is_empty() || self.msg_ids.len() > MAX_ACK_IDS {
             return Err(invalid::<Self>(
                 "msg_ids",
-                format!("must list 1 to {MAX_ACK_IDS} ids, got {}", self.msg_ids.len()),
+                format!(
+                    "must list 1 to {MAX_ACK_IDS} ids, got {}",
+                    self.msg_ids.len()
+                ),
             ));
         }
         Ok(())

@@ -134,7 +134,10 @@ impl SignedBody for Announcement {
         if self.addrs.len() > MAX_LISTEN_ADDRS {
             return Err(invalid::<Self>(
                 "addrs",
-                format!("has {} entries; the limit is {MAX_LISTEN_ADDRS}", self.addrs.len()),
+                format!(
+                    "has {} entries; the limit is {MAX_LISTEN_ADDRS}",
+                    self.addrs.len()
+                ),
             ));
         }
         for a in &self.addrs {
@@ -155,6 +158,14 @@ impl SignedBody for Announcement {
 }
 
 impl Announcement {
+    /// The announced session's address.
+    pub fn session_addr(&self) -> super::SessionAddr {
+        super::SessionAddr {
+            key: self.identity,
+            session: self.session_id.clone(),
+        }
+    }
+
     /// The PeerId it claims.
     pub fn peer_id(&self) -> Option<libp2p_identity::PeerId> {
         libp2p_identity::PeerId::from_bytes(&self.peer_id).ok()

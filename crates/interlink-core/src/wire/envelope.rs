@@ -3,7 +3,9 @@
 use rand_core::CryptoRng;
 use serde::{Deserialize, Serialize};
 
-use super::{MsgId, SessionAddr, Signed, SignedBody, WireError, check_text, invalid, is_valid_name};
+use super::{
+    MsgId, SessionAddr, Signed, SignedBody, WireError, check_text, invalid, is_valid_name,
+};
 use crate::{
     identity::{IdentityKey, SealingKey, SealingSecret},
     limits::{MAX_BODY_BYTES, MAX_ENVELOPE_BYTES, MAX_TASK_ID_BYTES},
@@ -197,7 +199,10 @@ impl SignedBody for Envelope {
             (None, _) => {}
         }
         if self.sender == self.recipient && self.sender_session == self.recipient_session {
-            return Err(invalid::<Self>("recipient", "is the sending session itself"));
+            return Err(invalid::<Self>(
+                "recipient",
+                "is the sending session itself",
+            ));
         }
         Ok(())
     }

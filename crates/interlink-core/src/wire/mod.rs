@@ -17,6 +17,7 @@ mod ack;
 mod announcement;
 mod envelope;
 mod goodbye;
+mod overlay;
 mod receipt;
 
 use std::{fmt, str::FromStr};
@@ -24,18 +25,19 @@ use std::{fmt, str::FromStr};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_bytes::{ByteArray, ByteBuf};
 
+pub use crate::seal::Sealed;
 pub use ack::Ack;
 pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use envelope::{Envelope, EnvelopeKind, OpenError, TaskStatus};
-pub use crate::seal::Sealed;
 pub use goodbye::Goodbye;
+pub use overlay::{MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage, RosterRequest, RosterResponse};
 pub use receipt::{Receipt, ReceiptState};
 
 use crate::{
+    Identity,
     identity::{IdentityKey, SealingKey, hex_decode_into, hex_encode},
     session::SessionId,
     sign::{self, Domain, SignatureError},
-    Identity,
 };
 
 /// The protocol version every body carries in its `v` field.
@@ -340,10 +342,12 @@ pub(crate) fn check_text<T: SignedBody>(
     multiline: bool,
 ) -> Result<(), WireError> {
     if s.len() > max {
-        return Err(invalid::<T>(field, format!("is {} bytes; the limit is {max}", s.len())));
+        return Err(invalid::<T>(
+            field,
+            format!("is {} bytes; the limit is {max}", s.len()),
+        ));
     }
-    if s
-        .chars()
+    if s.chars()
         .any(|c| c.is_control() && !(multiline && (c == '\n' || c == '\t')))
     {
         return Err(invalid::<T>(field, "contains control characters"));
@@ -356,8 +360,7 @@ pub(crate) fn check_text<T: SignedBody>(
 pub fn is_valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= crate::limits::MAX_NAME_BYTES
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 

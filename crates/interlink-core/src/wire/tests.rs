@@ -5,7 +5,7 @@ use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
 use serde_bytes::ByteBuf;
 
 use super::*;
-use crate::{limits, Identity};
+use crate::{Identity, limits};
 
 const NOW: u64 = 1_790_000_000_000;
 
@@ -19,7 +19,11 @@ fn sid(s: &str) -> SessionId {
 
 pub(crate) fn announcement(id: &Identity, session: &str, summary: &str) -> Announcement {
     let session = sid(session);
-    let peer = id.transport_keypair(&session).unwrap().public().to_peer_id();
+    let peer = id
+        .transport_keypair(&session)
+        .unwrap()
+        .public()
+        .to_peer_id();
     Announcement {
         v: VERSION,
         identity: id.public(),
@@ -53,7 +57,8 @@ fn message(from: &Identity, to: &Identity, text: &str, rng: &mut ChaCha20Rng) ->
         name: None,
         sealed: None,
     };
-    env.seal_text(text, &to.sealing_secret().public(), rng).unwrap();
+    env.seal_text(text, &to.sealing_secret().public(), rng)
+        .unwrap();
     env
 }
 
@@ -63,7 +68,15 @@ fn announcement_round_trip() {
     let signed = Signed::sign(announcement(&a, "s1", "working"), &a).unwrap();
     let back = Signed::<Announcement>::decode(&signed.to_bytes()).unwrap();
     assert_eq!(back, signed);
-    assert_eq!(back.body().peer_id(), Some(a.transport_keypair(&sid("s1")).unwrap().public().to_peer_id()));
+    assert_eq!(
+        back.body().peer_id(),
+        Some(
+            a.transport_keypair(&sid("s1"))
+                .unwrap()
+                .public()
+                .to_peer_id()
+        )
+    );
 }
 
 #[test]
@@ -84,9 +97,16 @@ fn reply_to_honoured_only_for_the_signed_sender() {
     let (a, b) = (identity(1), identity(2));
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let signed = Signed::sign(message(&a, &b, "x", &mut rng), &a).unwrap();
-    let own = SessionAddr { key: a.public(), session: sid("other-a") };
-    let foreign = SessionAddr { key: identity(3).public(), session: sid("evil") };
-    let hinted = Signed::<Envelope>::decode(&signed.clone().with_reply_to(own.clone()).to_bytes()).unwrap();
+    let own = SessionAddr {
+        key: a.public(),
+        session: sid("other-a"),
+    };
+    let foreign = SessionAddr {
+        key: identity(3).public(),
+        session: sid("evil"),
+    };
+    let hinted =
+        Signed::<Envelope>::decode(&signed.clone().with_reply_to(own.clone()).to_bytes()).unwrap();
     assert_eq!(hinted.reply_address(), own);
     let forged = Signed::<Envelope>::decode(&signed.with_reply_to(foreign).to_bytes()).unwrap();
     assert_eq!(forged.reply_address(), forged.body().sender_addr());
@@ -123,12 +143,28 @@ fn receipt_ack_goodbye_round_trip() {
     .unwrap();
     assert_eq!(Signed::<Receipt>::decode(&r.to_bytes()).unwrap(), r);
     let ack = Signed::sign(
-        Ack { v: VERSION, owner: b.public(), owner_session: sid("s-b"), msg_ids: vec![MsgId::from_bytes([1; 16])], ts: NOW },
+        Ack {
+            v: VERSION,
+            owner: b.public(),
+            owner_session: sid("s-b"),
+            msg_ids: vec![MsgId::from_bytes([1; 16])],
+            ts: NOW,
+        },
         &b,
     )
     .unwrap();
     assert_eq!(Signed::<Ack>::decode(&ack.to_bytes()).unwrap(), ack);
-    let bye = Signed::sign(Goodbye { v: VERSION, identity: b.public(), session_id: sid("s-b"), ts: NOW, seq: 9 }, &b).unwrap();
+    let bye = Signed::sign(
+        Goodbye {
+            v: VERSION,
+            identity: b.public(),
+            session_id: sid("s-b"),
+            ts: NOW,
+            seq: 9,
+        },
+        &b,
+    )
+    .unwrap();
     assert_eq!(Signed::<Goodbye>::decode(&bye.to_bytes()).unwrap(), bye);
 }
 
@@ -136,7 +172,17 @@ fn receipt_ack_goodbye_round_trip() {
 fn kinds_do_not_cross() {
     // A receipt's bytes must not verify as an ack or anything else.
     let b = identity(2);
-    let bye = Signed::sign(Goodbye { v: VERSION, identity: b.public(), session_id: sid("s-b"), ts: NOW, seq: 9 }, &b).unwrap();
+    let bye = Signed::sign(
+        Goodbye {
+            v: VERSION,
+            identity: b.public(),
+            session_id: sid("s-b"),
+            ts: NOW,
+            seq: 9,
+        },
+        &b,
+    )
+    .unwrap();
     assert!(Signed::<Receipt>::decode(&bye.to_bytes()).is_err());
     assert!(Signed::<Announcement>::decode(&bye.to_bytes()).is_err());
 }
@@ -145,7 +191,13 @@ fn kinds_do_not_cross() {
 fn signing_with_the_wrong_identity_is_refused() {
     let a = identity(1);
     let err = Signed::sign(announcement(&a, "s1", ""), &identity(2)).unwrap_err();
-    assert!(matches!(err, WireError::InvalidField { field: "signer", .. }));
+    assert!(matches!(
+        err,
+        WireError::InvalidField {
+            field: "signer",
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -157,7 +209,11 @@ fn forged_signature_rejected() {
     let bytes = encode(&body);
     let sig = mallory.sign(crate::sign::Domain::Announcement, &bytes);
     body.summary.clear();
-    let outer = Outer { body: ByteBuf::from(bytes), sig: serde_bytes::ByteArray::new(sig), reply_to: None };
+    let outer = Outer {
+        body: ByteBuf::from(bytes),
+        sig: serde_bytes::ByteArray::new(sig),
+        reply_to: None,
+    };
     let err = Signed::<Announcement>::decode(&encode(&outer)).unwrap_err();
     assert!(matches!(err, WireError::BadSignature { .. }), "{err}");
 }
@@ -165,19 +221,43 @@ fn forged_signature_rejected() {
 #[test]
 fn oversized_and_malformed_rejected() {
     let big = vec![0u8; limits::MAX_ANNOUNCEMENT_BYTES + 1];
-    assert!(matches!(Signed::<Announcement>::decode(&big), Err(WireError::Oversized { .. })));
-    assert!(matches!(Signed::<Announcement>::decode(&[]), Err(WireError::Malformed { .. })));
-    assert!(matches!(Signed::<Envelope>::decode(&[0xff, 0x00]), Err(WireError::Malformed { .. })));
+    assert!(matches!(
+        Signed::<Announcement>::decode(&big),
+        Err(WireError::Oversized { .. })
+    ));
+    assert!(matches!(
+        Signed::<Announcement>::decode(&[]),
+        Err(WireError::Malformed { .. })
+    ));
+    assert!(matches!(
+        Signed::<Envelope>::decode(&[0xff, 0x00]),
+        Err(WireError::Malformed { .. })
+    ));
     let a = identity(1);
     let mut ann = announcement(&a, "s1", "");
     ann.summary = "x".repeat(limits::MAX_SUMMARY_BYTES + 1);
-    assert!(matches!(Signed::sign(ann, &a), Err(WireError::InvalidField { field: "summary", .. })));
+    assert!(matches!(
+        Signed::sign(ann, &a),
+        Err(WireError::InvalidField {
+            field: "summary",
+            ..
+        })
+    ));
     let mut ann = announcement(&a, "s1", "");
     ann.addrs = vec!["/ip4/1.2.3.4/tcp/1".into(); limits::MAX_LISTEN_ADDRS + 1];
-    assert!(matches!(Signed::sign(ann, &a), Err(WireError::InvalidField { field: "addrs", .. })));
+    assert!(matches!(
+        Signed::sign(ann, &a),
+        Err(WireError::InvalidField { field: "addrs", .. })
+    ));
     let mut ann = announcement(&a, "s1", "");
     ann.sealing = SealingBinding::new(&identity(2));
-    assert!(matches!(Signed::sign(ann, &a), Err(WireError::InvalidField { field: "sealing", .. })));
+    assert!(matches!(
+        Signed::sign(ann, &a),
+        Err(WireError::InvalidField {
+            field: "sealing",
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -187,10 +267,17 @@ fn unsupported_version_rejected() {
     ann.v = 2;
     let bytes = encode(&ann);
     let sig = a.sign(crate::sign::Domain::Announcement, &bytes);
-    let outer = Outer { body: ByteBuf::from(bytes), sig: serde_bytes::ByteArray::new(sig), reply_to: None };
+    let outer = Outer {
+        body: ByteBuf::from(bytes),
+        sig: serde_bytes::ByteArray::new(sig),
+        reply_to: None,
+    };
     assert_eq!(
         Signed::<Announcement>::decode(&encode(&outer)),
-        Err(WireError::UnsupportedVersion { kind: "announcement", got: 2 })
+        Err(WireError::UnsupportedVersion {
+            kind: "announcement",
+            got: 2
+        })
     );
 }
 
@@ -202,10 +289,19 @@ fn knocks_carry_no_text() {
     knock.kind = EnvelopeKind::Knock;
     knock.task_id = None;
     knock.status = None;
-    assert!(matches!(Signed::sign(knock.clone(), &a), Err(WireError::InvalidField { field: "sealed", .. })));
+    assert!(matches!(
+        Signed::sign(knock.clone(), &a),
+        Err(WireError::InvalidField {
+            field: "sealed",
+            ..
+        })
+    ));
     knock.sealed = None;
     knock.name = Some("hi there, approve me".into());
-    assert!(matches!(Signed::sign(knock.clone(), &a), Err(WireError::InvalidField { field: "name", .. })));
+    assert!(matches!(
+        Signed::sign(knock.clone(), &a),
+        Err(WireError::InvalidField { field: "name", .. })
+    ));
     knock.name = Some("alice-laptop".into());
     Signed::sign(knock, &a).unwrap();
 }
@@ -216,7 +312,13 @@ fn oversized_body_rejected() {
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let text = "x".repeat(limits::MAX_BODY_BYTES + 1);
     let env = message(&a, &b, &text, &mut rng);
-    assert!(matches!(Signed::sign(env, &a), Err(WireError::InvalidField { field: "sealed", .. })));
+    assert!(matches!(
+        Signed::sign(env, &a),
+        Err(WireError::InvalidField {
+            field: "sealed",
+            ..
+        })
+    ));
     let ok = message(&a, &b, &"x".repeat(limits::MAX_BODY_BYTES), &mut rng);
     let signed = Signed::sign(ok, &a).unwrap();
     assert!(signed.to_bytes().len() <= limits::MAX_ENVELOPE_BYTES);

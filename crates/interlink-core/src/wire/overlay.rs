@@ -1,0 +1,127 @@
+//! Messages of the overlay itself: what rides the presence topic, and the roster fetch.
+
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+
+use super::{Announcement, Goodbye, Signed, VERSION, WireError, decode_cbor, encode};
+use crate::limits::{MAX_ANNOUNCEMENT_BYTES, MAX_ROSTER_RESPONSE_BYTES};
+
+/// A message on the presence topic: a CBOR map with exactly one key,
+/// `announcement` or `goodbye`, whose value is the signed wrapper's bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // short-lived values, decoded and consumed at once
+pub enum PresenceMessage {
+    /// A session is here (or still here).
+    Announcement(Signed<Announcement>),
+    /// A session closed.
+    Goodbye(Signed<Goodbye>),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum PresenceWire {
+    Announcement(ByteBuf),
+    Goodbye(ByteBuf),
+}
+
+/// Largest presence-topic message.
+pub const MAX_PRESENCE_MESSAGE_BYTES: usize = MAX_ANNOUNCEMENT_BYTES + 64;
+
+impl PresenceMessage {
+    /// The bytes published on the topic.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        encode(&match self {
+            PresenceMessage::Announcement(a) => {
+                PresenceWire::Announcement(ByteBuf::from(a.to_bytes()))
+            }
+            PresenceMessage::Goodbye(g) => PresenceWire::Goodbye(ByteBuf::from(g.to_bytes())),
+        })
+    }
+
+    /// Decodes and verifies a topic message.
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        if bytes.len() > MAX_PRESENCE_MESSAGE_BYTES {
+            return Err(WireError::Oversized {
+                kind: "presence message",
+                len: bytes.len(),
+                max: MAX_PRESENCE_MESSAGE_BYTES,
+            });
+        }
+        Ok(
+            match decode_cbor::<PresenceWire>("presence message", bytes)? {
+                PresenceWire::Announcement(b) => PresenceMessage::Announcement(Signed::decode(&b)?),
+                PresenceWire::Goodbye(b) => PresenceMessage::Goodbye(Signed::decode(&b)?),
+            },
+        )
+    }
+}
+
+/// Roster fetch request: "send me the announcements you hold".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RosterRequest {
+    /// Protocol version.
+    pub v: u8,
+}
+
+impl Default for RosterRequest {
+    fn default() -> Self {
+        Self { v: VERSION }
+    }
+}
+
+/// Roster fetch response: signed announcements as held by the responder (each is
+/// verified again by the requester), newest first, at most
+/// [`MAX_ROSTER_RESPONSE_BYTES`] in all.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RosterResponse {
+    /// Protocol version.
+    pub v: u8,
+    /// Signed announcement wrappers.
+    pub announcements: Vec<ByteBuf>,
+}
+
+impl RosterResponse {
+    /// Builds a response from announcements, newest first, stopping before the size
+    /// limit.
+    pub fn new<'a>(announcements: impl IntoIterator<Item = &'a Signed<Announcement>>) -> Self {
+        let mut all: Vec<&Signed<Announcement>> = announcements.into_iter().collect();
+        all.sort_by_key(|a| std::cmp::Reverse((a.body().ts, a.body().seq)));
+        let mut total = 16;
+        let mut out = Vec::new();
+        for a in all {
+            let bytes = a.to_bytes();
+            total += bytes.len() + 8;
+            if total > MAX_ROSTER_RESPONSE_BYTES {
+                break;
+            }
+            out.push(ByteBuf::from(bytes));
+        }
+        Self {
+            v: VERSION,
+            announcements: out,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Identity;
+
+    #[test]
+    fn presence_message_round_trip_and_refusals() {
+        let a = Identity::from_seed(&[1; 32]);
+        let ann = Signed::sign(super::super::tests::announcement(&a, "s1", "x"), &a).unwrap();
+        let msg = PresenceMessage::Announcement(ann.clone());
+        assert_eq!(PresenceMessage::decode(&msg.to_bytes()).unwrap(), msg);
+        assert!(PresenceMessage::decode(&[0xa0]).is_err());
+        assert!(PresenceMessage::decode(&vec![0; MAX_PRESENCE_MESSAGE_BYTES + 1]).is_err());
+        // An announcement's bytes under the goodbye key do not verify as a goodbye.
+        let wrong = encode(&PresenceWire::Goodbye(ByteBuf::from(ann.to_bytes())));
+        assert!(PresenceMessage::decode(&wrong).is_err());
+        let resp = RosterResponse::new([&ann]);
+        assert_eq!(resp.announcements.len(), 1);
+    }
+}

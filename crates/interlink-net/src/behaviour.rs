@@ -1,0 +1,119 @@
+#![allow(missing_docs)] // the NetworkBehaviour derive generates an undocumented event enum
+//! The composed libp2p behaviour of a node.
+
+use std::time::Duration;
+
+use interlink_core::{
+    limits::MAX_ROSTER_RESPONSE_BYTES,
+    names::Network,
+    wire::{MAX_PRESENCE_MESSAGE_BYTES, RosterRequest, RosterResponse},
+};
+use libp2p::{
+    StreamProtocol, autonat, dcutr, gossipsub, identify, identity::Keypair, kad, mdns, ping, relay,
+    request_response, swarm::NetworkBehaviour, swarm::behaviour::toggle::Toggle,
+};
+
+use crate::NetError;
+
+/// The agent-version string identify announces.
+pub const AGENT_VERSION: &str = concat!("interlink-p2p/", env!("CARGO_PKG_VERSION"));
+
+/// Everything a node speaks. Optional parts are `Toggle`s: mDNS can be turned off, and
+/// the relay client and its hole punching exist only on swarms built with the relay
+/// transport (in-memory test swarms have none).
+#[derive(NetworkBehaviour)]
+#[allow(missing_debug_implementations)] // the derived event enum can't derive Debug for all parts
+pub struct Behaviour {
+    /// Presence topic.
+    pub gossipsub: gossipsub::Behaviour,
+    /// DHT: discovery now, mailboxes later.
+    pub kad: kad::Behaviour<kad::store::MemoryStore>,
+    /// Protocol and address exchange.
+    pub identify: identify::Behaviour,
+    /// Liveness and RTT.
+    pub ping: ping::Behaviour,
+    /// LAN discovery.
+    pub mdns: Toggle<mdns::tokio::Behaviour>,
+    /// Roster fetch on connect.
+    pub roster: request_response::cbor::Behaviour<RosterRequest, RosterResponse>,
+    /// Circuit relay client.
+    pub relay_client: Toggle<relay::client::Behaviour>,
+    /// Hole punching over relayed connections.
+    pub dcutr: Toggle<dcutr::Behaviour>,
+    /// Reachability probing.
+    pub autonat: Toggle<autonat::Behaviour>,
+}
+
+impl Behaviour {
+    /// Builds the behaviour for `key` on `network`.
+    pub fn new(
+        key: &Keypair,
+        network: &Network,
+        mdns_on: bool,
+        relay_client: Option<relay::client::Behaviour>,
+    ) -> Result<Self, NetError> {
+        let peer_id = key.public().to_peer_id();
+        let gossipsub = gossipsub::Behaviour::new(
+            gossipsub::MessageAuthenticity::Signed(key.clone()),
+            gossipsub::ConfigBuilder::default()
+                .validation_mode(gossipsub::ValidationMode::Strict)
+                .validate_messages()
+                .max_transmit_size(MAX_PRESENCE_MESSAGE_BYTES + 1024)
+                .heartbeat_interval(Duration::from_secs(1))
+                .heartbeat_initial_delay(Duration::from_millis(100))
+                .build()
+                .map_err(|e| NetError::Setup(format!("gossipsub config: {e}")))?,
+        )
+        .map_err(|e| NetError::Setup(format!("gossipsub: {e}")))?;
+
+        let kad_protocol = protocol(network.kad_protocol())?;
+        let mut kad_config = kad::Config::new(kad_protocol);
+        kad_config.set_query_timeout(Duration::from_secs(10));
+        let mut kad =
+            kad::Behaviour::with_config(peer_id, kad::store::MemoryStore::new(peer_id), kad_config);
+        // On a LAN or loopback no external address is ever confirmed, so kad would
+        // stay a client forever; every session is a full DHT participant.
+        kad.set_mode(Some(kad::Mode::Server));
+
+        let identify = identify::Behaviour::new(
+            identify::Config::new(network.identify_version(), key.public())
+                .with_agent_version(AGENT_VERSION.to_owned()),
+        );
+        let mdns = if mdns_on {
+            Some(
+                mdns::tokio::Behaviour::new(mdns::Config::default(), peer_id)
+                    .map_err(|e| NetError::Setup(format!("mdns: {e}")))?,
+            )
+        } else {
+            None
+        };
+        let roster = request_response::cbor::Behaviour::with_codec(
+            request_response::cbor::codec::Codec::default()
+                .set_request_size_maximum(1024)
+                .set_response_size_maximum(MAX_ROSTER_RESPONSE_BYTES as u64 + 1024),
+            [(
+                protocol(network.roster_protocol())?,
+                request_response::ProtocolSupport::Full,
+            )],
+            request_response::Config::default().with_request_timeout(Duration::from_secs(10)),
+        );
+        let has_relay = relay_client.is_some();
+        Ok(Self {
+            gossipsub,
+            kad,
+            identify,
+            ping: ping::Behaviour::new(ping::Config::new()),
+            mdns: mdns.into(),
+            roster,
+            relay_client: relay_client.into(),
+            dcutr: has_relay.then(|| dcutr::Behaviour::new(peer_id)).into(),
+            autonat: has_relay
+                .then(|| autonat::Behaviour::new(peer_id, autonat::Config::default()))
+                .into(),
+        })
+    }
+}
+
+fn protocol(name: String) -> Result<StreamProtocol, NetError> {
+    StreamProtocol::try_from_owned(name).map_err(|e| NetError::Setup(format!("protocol id: {e}")))
+}

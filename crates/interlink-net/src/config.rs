@@ -1,0 +1,89 @@
+//! Node configuration.
+
+use std::{sync::Arc, time::Duration};
+
+use interlink_core::{
+    Identity, SessionId,
+    limits::{AWAY_RETENTION_MS, HEARTBEAT_MS, LIVE_WINDOW_MS},
+    names::Network,
+    wire::{DeliveryMode, HostKind},
+};
+use libp2p::Multiaddr;
+
+/// What a node is on the overlay.
+#[derive(Clone, Debug)]
+pub enum Role {
+    /// An agent session: announces itself and stays on the roster.
+    Session(Box<SessionSpec>),
+    /// An observer (`interlink-p2p peers`): joins the overlay and reads the roster, but
+    /// never announces itself.
+    Observer,
+}
+
+/// The session a node announces.
+#[derive(Clone, Debug)]
+pub struct SessionSpec {
+    /// The identity that signs.
+    pub identity: Arc<Identity>,
+    /// The session id.
+    pub session: SessionId,
+    /// Working directory.
+    pub cwd: String,
+    /// Git root label.
+    pub git_label: Option<String>,
+    /// Initial summary.
+    pub summary: String,
+    /// Agent host.
+    pub host: HostKind,
+    /// Delivery mode.
+    pub delivery: DeliveryMode,
+}
+
+/// Configuration of a node.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The overlay; topic and protocol ids include its name.
+    pub network: Network,
+    /// Addresses to listen on.
+    pub listen: Vec<Multiaddr>,
+    /// Peers dialled at start and redialled with backoff while disconnected.
+    pub bootstrap: Vec<Multiaddr>,
+    /// Whether mDNS discovery runs.
+    pub mdns: bool,
+    /// How long an idle connection stays open. Presence links must outlive the
+    /// heartbeat, so this is far above libp2p's 10 s default.
+    pub idle_connection_timeout: Duration,
+    /// Re-announcement interval (30 s; shortened only by test knobs).
+    pub heartbeat: Duration,
+    /// Presence windows and caps.
+    pub presence: interlink_core::presence::Config,
+    /// Most peers this node dials on its own (discovery stops adding peers beyond it).
+    pub max_dialed_peers: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            network: Network::default(),
+            listen: default_listen(),
+            bootstrap: Vec::new(),
+            mdns: true,
+            idle_connection_timeout: Duration::from_secs(3600),
+            heartbeat: Duration::from_millis(HEARTBEAT_MS),
+            presence: interlink_core::presence::Config {
+                live_window_ms: LIVE_WINDOW_MS,
+                away_retention_ms: AWAY_RETENTION_MS,
+                ..Default::default()
+            },
+            max_dialed_peers: 64,
+        }
+    }
+}
+
+/// All interfaces, TCP and QUIC, port 0.
+pub fn default_listen() -> Vec<Multiaddr> {
+    ["/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"]
+        .iter()
+        .filter_map(|a| a.parse().ok())
+        .collect()
+}

@@ -1,0 +1,35 @@
+//! What `interlink-p2p peers` shows about the network itself.
+
+use libp2p::{Multiaddr, PeerId};
+
+/// A snapshot of the node's network state.
+#[derive(Clone, Debug, Default)]
+pub struct Diagnostics {
+    /// This node's PeerId.
+    pub peer_id: Option<PeerId>,
+    /// Addresses it listens on.
+    pub listen_addrs: Vec<Multiaddr>,
+    /// Connected peers.
+    pub connected: Vec<ConnectedPeer>,
+    /// Peers in the gossipsub mesh of the presence topic.
+    pub mesh_peers: Vec<PeerId>,
+    /// Peers subscribed to the presence topic.
+    pub topic_peers: usize,
+    /// Entries in the Kademlia routing table.
+    pub kad_routing_table: usize,
+    /// Relay reservations held (circuit listen addresses).
+    pub relay_reservations: Vec<Multiaddr>,
+}
+
+/// One connected peer.
+#[derive(Clone, Debug)]
+pub struct ConnectedPeer {
+    /// Its PeerId.
+    pub peer_id: PeerId,
+    /// The remote address of a connection to it.
+    pub addr: Multiaddr,
+    /// Last measured round-trip time, in microseconds.
+    pub rtt_us: Option<u64>,
+    /// Its identify agent version, once known.
+    pub agent: Option<String>,
+}

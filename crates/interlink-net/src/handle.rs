@@ -1,0 +1,98 @@
+//! The cheap, cloneable handle to a running node.
+
+use interlink_core::presence::IdentityView;
+use libp2p::{Multiaddr, PeerId};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Diagnostics, NetError};
+
+/// Something that happened on the node, for subscribers (the CLI's `--watch`, the MCP
+/// layer). Delivered through a bounded broadcast channel.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Event {
+    /// The roster changed (a session appeared, changed, or left).
+    RosterChanged,
+    /// The node listens on a new address.
+    ListenAddr(Multiaddr),
+    /// A first connection to a peer opened.
+    PeerConnected(PeerId),
+    /// The last connection to a peer closed.
+    PeerDisconnected(PeerId),
+    /// A presence message or roster entry was refused.
+    Rejected {
+        /// The peer it came from.
+        from: PeerId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Requests from handles to the node task; each carries its reply channel.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Roster(oneshot::Sender<Vec<IdentityView>>),
+    Diagnostics(oneshot::Sender<Diagnostics>),
+    SetSummary(String, oneshot::Sender<()>),
+    Dial(Multiaddr, oneshot::Sender<Result<(), NetError>>),
+}
+
+/// A handle to a running node. Cloning is cheap; all clones talk to the same task.
+#[derive(Clone, Debug)]
+pub struct Handle {
+    pub(crate) commands: mpsc::Sender<Command>,
+    pub(crate) events: broadcast::Sender<Event>,
+    pub(crate) peer_id: PeerId,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl Handle {
+    /// This node's PeerId.
+    pub fn peer_id(&self) -> PeerId {
+        self.peer_id
+    }
+
+    /// Subscribes to node events.
+    pub fn events(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// The roster as this node sees it now: identity → sessions with presence.
+    pub async fn roster(&self) -> Result<Vec<IdentityView>, NetError> {
+        self.request(Command::Roster).await
+    }
+
+    /// A snapshot of the node's network state.
+    pub async fn diagnostics(&self) -> Result<Diagnostics, NetError> {
+        self.request(Command::Diagnostics).await
+    }
+
+    /// Changes this session's summary and re-announces at once.
+    pub async fn set_summary(&self, summary: String) -> Result<(), NetError> {
+        self.request(|tx| Command::SetSummary(summary, tx)).await
+    }
+
+    /// Dials an address (with or without a `/p2p/` suffix).
+    pub async fn dial(&self, addr: Multiaddr) -> Result<(), NetError> {
+        self.request(|tx| Command::Dial(addr, tx)).await?
+    }
+
+    /// Asks the node to shut down (publishing its goodbye first). Returns at once; await
+    /// [`crate::Node::shutdown`] or the node's task to know when it is done.
+    pub fn shutdown(&self) {
+        self.cancel.cancel();
+    }
+
+    async fn request<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(make(tx))
+            .await
+            .map_err(|_| NetError::Stopped)?;
+        rx.await.map_err(|_| NetError::Stopped)
+    }
+}

@@ -1,0 +1,319 @@
+//! The node task: owns the swarm, runs presence and discovery, serves handles.
+
+mod discovery;
+mod presence;
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use interlink_core::presence::Roster;
+use libp2p::{
+    Multiaddr, PeerId, Swarm, gossipsub,
+    swarm::{SwarmEvent, dial_opts::DialOpts},
+};
+use tokio::{
+    sync::{broadcast, mpsc},
+    task::JoinHandle,
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::{
+    COMMAND_CHANNEL_CAPACITY, Config, ConnectedPeer, Diagnostics, EVENT_CHANNEL_CAPACITY, Event,
+    Handle, NetError, Role,
+    behaviour::{Behaviour, BehaviourEvent},
+    handle::Command,
+};
+
+/// The housekeeping tick: re-announcement, roster sweep, bootstrap redial.
+const TICK: Duration = Duration::from_secs(1);
+/// How long shutdown keeps driving the swarm so the goodbye leaves.
+const GOODBYE_FLUSH: Duration = Duration::from_millis(300);
+
+/// A running node: its handle and its task.
+#[derive(Debug)]
+pub struct Node {
+    handle: Handle,
+    task: JoinHandle<()>,
+}
+
+impl Node {
+    /// Starts listening on `config.listen`, dials the bootstrap peers and spawns the
+    /// node task on the current tokio runtime.
+    pub fn spawn(
+        mut swarm: Swarm<Behaviour>,
+        config: Config,
+        role: Role,
+    ) -> Result<Self, NetError> {
+        for addr in &config.listen {
+            swarm
+                .listen_on(addr.clone())
+                .map_err(|e| NetError::Listen {
+                    addr: addr.to_string(),
+                    reason: e.to_string(),
+                })?;
+        }
+        let topic = gossipsub::IdentTopic::new(config.network.announce_topic());
+        swarm
+            .behaviour_mut()
+            .gossipsub
+            .subscribe(&topic)
+            .map_err(|e| NetError::Setup(format!("subscribe: {e}")))?;
+
+        let (cmd_tx, cmd_rx) = mpsc::channel(COMMAND_CHANNEL_CAPACITY);
+        let (ev_tx, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
+        let cancel = CancellationToken::new();
+        let handle = Handle {
+            commands: cmd_tx,
+            events: ev_tx.clone(),
+            peer_id: *swarm.local_peer_id(),
+            cancel: cancel.clone(),
+        };
+        let summary = match &role {
+            Role::Session(s) => s.summary.clone(),
+            Role::Observer => String::new(),
+        };
+        let mut actor = Actor {
+            roster: Roster::new(config.presence),
+            bootstrap: discovery::Bootstrap::new(&config.bootstrap),
+            swarm,
+            config,
+            role,
+            topic,
+            commands: cmd_rx,
+            events: ev_tx,
+            cancel,
+            seq: 0,
+            summary,
+            announce_due: true,
+            last_announce: None,
+            listen_addrs: Vec::new(),
+            peers: HashMap::new(),
+        };
+        actor.bootstrap.dial_due(&mut actor.swarm, Instant::now());
+        let task = tokio::spawn(async move { actor.run().await });
+        Ok(Self { handle, task })
+    }
+
+    /// A handle to the node.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// Shuts the node down (goodbye first) and waits for its task to end.
+    pub async fn shutdown(self) {
+        self.handle.shutdown();
+        if let Err(e) = self.task.await {
+            warn!("node task ended abnormally: {e}");
+        }
+    }
+}
+
+/// What the node knows about a connected peer.
+#[derive(Debug, Default)]
+struct PeerInfo {
+    addr: Option<Multiaddr>,
+    rtt: Option<Duration>,
+    agent: Option<String>,
+}
+
+struct Actor {
+    swarm: Swarm<Behaviour>,
+    config: Config,
+    role: Role,
+    topic: gossipsub::IdentTopic,
+    roster: Roster,
+    commands: mpsc::Receiver<Command>,
+    events: broadcast::Sender<Event>,
+    cancel: CancellationToken,
+    /// Sequence number of the last announcement published.
+    seq: u64,
+    summary: String,
+    /// An announcement is owed (start, summary change, new listen address).
+    announce_due: bool,
+    last_announce: Option<Instant>,
+    listen_addrs: Vec<Multiaddr>,
+    /// Connected peers. Bounded by the swarm's connections.
+    peers: HashMap<PeerId, PeerInfo>,
+    bootstrap: discovery::Bootstrap,
+}
+
+impl Actor {
+    async fn run(&mut self) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => break,
+                Some(cmd) = self.commands.recv() => self.on_command(cmd),
+                event = self.swarm.select_next_some() => self.on_swarm_event(event),
+                _ = tick.tick() => self.on_tick(),
+            }
+        }
+        self.goodbye().await;
+    }
+
+    fn emit(&self, event: Event) {
+        // No subscribers is fine; a lagging one sees `Lagged`.
+        let _ = self.events.send(event);
+    }
+
+    fn on_tick(&mut self) {
+        let now = Instant::now();
+        let removed = self.roster.sweep(crate::now_ms());
+        if !removed.is_empty() {
+            self.emit(Event::RosterChanged);
+        }
+        let heartbeat_due = self
+            .last_announce
+            .is_none_or(|t| now.duration_since(t) >= self.config.heartbeat);
+        if self.announce_due || heartbeat_due {
+            self.announce();
+        }
+        self.bootstrap.dial_due(&mut self.swarm, now);
+        discovery::periodic(self, now);
+    }
+
+    fn on_command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Roster(tx) => {
+                let _ = tx.send(self.roster.view(crate::now_ms()));
+            }
+            Command::Diagnostics(tx) => {
+                let _ = tx.send(self.diagnostics());
+            }
+            Command::SetSummary(summary, tx) => {
+                self.summary = summary;
+                self.announce_due = true;
+                self.announce();
+                let _ = tx.send(());
+            }
+            Command::Dial(addr, tx) => {
+                let res = self
+                    .swarm
+                    .dial(DialOpts::unknown_peer_id().address(addr).build())
+                    .map_err(|e| NetError::Dial(e.to_string()));
+                let _ = tx.send(res);
+            }
+        }
+    }
+
+    fn on_swarm_event(&mut self, event: SwarmEvent<BehaviourEvent>) {
+        match event {
+            SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(ev)) => self.on_gossipsub(ev),
+            SwarmEvent::Behaviour(BehaviourEvent::Roster(ev)) => self.on_roster_fetch(ev),
+            SwarmEvent::Behaviour(ev) => discovery::on_behaviour_event(self, ev),
+            SwarmEvent::NewListenAddr { address, .. } => {
+                info!(%address, "listening");
+                if !self.listen_addrs.contains(&address) {
+                    self.listen_addrs.push(address.clone());
+                    self.announce_due = true;
+                }
+                self.emit(Event::ListenAddr(address));
+            }
+            SwarmEvent::ExpiredListenAddr { address, .. } => {
+                self.listen_addrs.retain(|a| a != &address);
+                self.announce_due = true;
+            }
+            SwarmEvent::ConnectionEstablished {
+                peer_id,
+                endpoint,
+                num_established,
+                ..
+            } => {
+                self.bootstrap
+                    .on_connected(peer_id, endpoint.get_remote_address());
+                let info = self.peers.entry(peer_id).or_default();
+                info.addr = Some(endpoint.get_remote_address().clone());
+                if num_established.get() == 1 {
+                    debug!(%peer_id, "connected");
+                    self.fetch_roster(peer_id);
+                    self.emit(Event::PeerConnected(peer_id));
+                }
+            }
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                num_established: 0,
+                ..
+            } => {
+                debug!(%peer_id, "disconnected");
+                self.peers.remove(&peer_id);
+                self.bootstrap.on_disconnected(peer_id, Instant::now());
+                self.emit(Event::PeerDisconnected(peer_id));
+            }
+            SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
+                debug!(?peer_id, %error, "dial failed");
+            }
+            _ => {}
+        }
+    }
+
+    fn diagnostics(&mut self) -> Diagnostics {
+        let gs = &self.swarm.behaviour().gossipsub;
+        let topic_hash = self.topic.hash();
+        let mesh_peers = gs.mesh_peers(&topic_hash).copied().collect();
+        let topic_peers = gs
+            .all_peers()
+            .filter(|(_, topics)| topics.contains(&&topic_hash))
+            .count();
+        let kad_routing_table = self
+            .swarm
+            .behaviour_mut()
+            .kad
+            .kbuckets()
+            .map(|b| b.num_entries())
+            .sum();
+        let connected = self
+            .peers
+            .iter()
+            .filter_map(|(peer_id, info)| {
+                Some(ConnectedPeer {
+                    peer_id: *peer_id,
+                    addr: info.addr.clone()?,
+                    rtt_us: info
+                        .rtt
+                        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+                    agent: info.agent.clone(),
+                })
+            })
+            .collect();
+        let relay_reservations = self
+            .listen_addrs
+            .iter()
+            .filter(|a| {
+                a.iter()
+                    .any(|p| matches!(p, libp2p::multiaddr::Protocol::P2pCircuit))
+            })
+            .cloned()
+            .collect();
+        Diagnostics {
+            peer_id: Some(*self.swarm.local_peer_id()),
+            listen_addrs: self.listen_addrs.clone(),
+            connected,
+            mesh_peers,
+            topic_peers,
+            kad_routing_table,
+            relay_reservations,
+        }
+    }
+
+    /// Publishes the goodbye and keeps the swarm running briefly so it leaves.
+    async fn goodbye(&mut self) {
+        if !self.publish_goodbye() {
+            return;
+        }
+        let deadline = tokio::time::sleep(GOODBYE_FLUSH);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                () = &mut deadline => break,
+                // Events during the flush are dropped: the node is going away.
+                _event = self.swarm.select_next_some() => {}
+            }
+        }
+    }
+}

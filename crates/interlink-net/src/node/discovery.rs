@@ -1,0 +1,209 @@
+//! Finding peers: bootstrap addresses with backoff, mDNS, identify-fed Kademlia.
+
+use std::time::{Duration, Instant};
+
+use libp2p::{
+    Multiaddr, PeerId, Swarm, identify, kad, mdns,
+    multiaddr::Protocol,
+    ping,
+    swarm::dial_opts::{DialOpts, PeerCondition},
+};
+use tracing::{debug, warn};
+
+use super::Actor;
+use crate::behaviour::{Behaviour, BehaviourEvent};
+
+/// First redial delay of a bootstrap peer; doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_secs(1);
+/// Longest redial delay.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How often the node walks the DHT to find more peers.
+const KAD_BOOTSTRAP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// One configured bootstrap address.
+#[derive(Debug)]
+struct Entry {
+    addr: Multiaddr,
+    /// Known from the `/p2p/` suffix, or learned on first connection.
+    peer: Option<PeerId>,
+    connected: bool,
+    next_dial: Instant,
+    backoff: Duration,
+}
+
+/// The bootstrap peers and their redial state.
+#[derive(Debug)]
+pub(super) struct Bootstrap {
+    entries: Vec<Entry>,
+    last_kad_bootstrap: Option<Instant>,
+}
+
+impl Bootstrap {
+    pub(super) fn new(addrs: &[Multiaddr]) -> Self {
+        let now = Instant::now();
+        Self {
+            entries: addrs
+                .iter()
+                .map(|addr| Entry {
+                    peer: peer_of(addr),
+                    addr: addr.clone(),
+                    connected: false,
+                    next_dial: now,
+                    backoff: MIN_BACKOFF,
+                })
+                .collect(),
+            last_kad_bootstrap: None,
+        }
+    }
+
+    /// Dials every disconnected bootstrap peer whose backoff has passed.
+    pub(super) fn dial_due(&mut self, swarm: &mut Swarm<Behaviour>, now: Instant) {
+        for e in &mut self.entries {
+            if e.connected || now < e.next_dial {
+                continue;
+            }
+            if let Some(peer) = e.peer
+                && swarm.is_connected(&peer)
+            {
+                e.connected = true;
+                continue;
+            }
+            let opts = match e.peer {
+                Some(peer) => DialOpts::peer_id(peer)
+                    .addresses(vec![e.addr.clone()])
+                    .condition(PeerCondition::DisconnectedAndNotDialing)
+                    .build(),
+                None => DialOpts::unknown_peer_id().address(e.addr.clone()).build(),
+            };
+            if let Err(err) = swarm.dial(opts) {
+                debug!(addr = %e.addr, %err, "bootstrap dial not started");
+            }
+            e.next_dial = now + e.backoff;
+            e.backoff = (e.backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    pub(super) fn on_connected(&mut self, peer: PeerId, remote: &Multiaddr) {
+        for e in &mut self.entries {
+            let matches = match e.peer {
+                Some(p) => p == peer,
+                None => strip_p2p(&e.addr) == strip_p2p(remote),
+            };
+            if matches {
+                e.peer = Some(peer);
+                e.connected = true;
+                e.backoff = MIN_BACKOFF;
+            }
+        }
+    }
+
+    pub(super) fn on_disconnected(&mut self, peer: PeerId, now: Instant) {
+        for e in &mut self.entries {
+            if e.peer == Some(peer) {
+                e.connected = false;
+                e.next_dial = now + e.backoff;
+            }
+        }
+    }
+}
+
+fn peer_of(addr: &Multiaddr) -> Option<PeerId> {
+    addr.iter().find_map(|p| match p {
+        Protocol::P2p(id) => Some(id),
+        _ => None,
+    })
+}
+
+fn strip_p2p(addr: &Multiaddr) -> Multiaddr {
+    addr.iter()
+        .filter(|p| !matches!(p, Protocol::P2p(_)))
+        .collect()
+}
+
+/// Periodic discovery work.
+pub(super) fn periodic(actor: &mut Actor, now: Instant) {
+    let due = actor
+        .bootstrap
+        .last_kad_bootstrap
+        .is_none_or(|t| now.duration_since(t) >= KAD_BOOTSTRAP_INTERVAL);
+    if due && !actor.peers.is_empty() {
+        actor.bootstrap.last_kad_bootstrap = Some(now);
+        // Fails only with no known peers; then there is nothing to walk.
+        let _ = actor.swarm.behaviour_mut().kad.bootstrap();
+    }
+}
+
+/// Dials a discovered peer unless connected already or at the dial limit.
+fn dial_discovered(actor: &mut Actor, peer: PeerId, addrs: Vec<Multiaddr>) {
+    if peer == *actor.swarm.local_peer_id()
+        || actor.swarm.is_connected(&peer)
+        || actor.peers.len() >= actor.config.max_dialed_peers
+    {
+        return;
+    }
+    let opts = DialOpts::peer_id(peer)
+        .addresses(addrs)
+        .condition(PeerCondition::DisconnectedAndNotDialing)
+        .build();
+    if let Err(e) = actor.swarm.dial(opts) {
+        debug!(%peer, %e, "discovered peer not dialled");
+    }
+}
+
+pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
+    match event {
+        BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. }) => {
+            let expected = actor.config.network.identify_version();
+            if info.protocol_version != expected {
+                // Another overlay (or not interlink at all): presence and mailboxes
+                // must never mix, so don't keep the connection.
+                debug!(%peer_id, theirs = %info.protocol_version, "different network; disconnecting");
+                let _ = actor.swarm.disconnect_peer_id(peer_id);
+                return;
+            }
+            if let Some(p) = actor.peers.get_mut(&peer_id) {
+                p.agent = Some(info.agent_version.clone());
+            }
+            let kad_proto = actor.config.network.kad_protocol();
+            if info.protocols.iter().any(|p| p.as_ref() == kad_proto) {
+                for addr in info
+                    .listen_addrs
+                    .into_iter()
+                    .take(interlink_core::limits::MAX_LISTEN_ADDRS)
+                {
+                    actor.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
+                }
+            }
+        }
+        BehaviourEvent::Mdns(mdns::Event::Discovered(list)) => {
+            let mut by_peer: std::collections::BTreeMap<PeerId, Vec<Multiaddr>> =
+                Default::default();
+            for (peer, addr) in list {
+                by_peer.entry(peer).or_default().push(addr);
+            }
+            for (peer, addrs) in by_peer {
+                dial_discovered(actor, peer, addrs);
+            }
+        }
+        BehaviourEvent::Kad(kad::Event::RoutingUpdated {
+            peer, addresses, ..
+        }) => {
+            dial_discovered(actor, peer, addresses.into_vec());
+        }
+        BehaviourEvent::Ping(ping::Event { peer, result, .. }) => match result {
+            Ok(rtt) => {
+                if let Some(p) = actor.peers.get_mut(&peer) {
+                    p.rtt = Some(rtt);
+                }
+            }
+            Err(e) => debug!(%peer, %e, "ping failed"),
+        },
+        BehaviourEvent::RelayClient(ev) => debug!(?ev, "relay client"),
+        BehaviourEvent::Dcutr(ev) => debug!(?ev, "dcutr"),
+        BehaviourEvent::Autonat(ev) => debug!(?ev, "autonat"),
+        BehaviourEvent::Gossipsub(_) | BehaviourEvent::Roster(_) => {
+            warn!("presence event routed to discovery")
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,1 @@
+//! Sessionless probing of a node (see `probe`).
