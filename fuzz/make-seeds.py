@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Writes valid seed inputs for the fuzz targets from the test vectors in docs/PROTOCOL.md.
+
+Valid, signed inputs let the fuzzer reach the code after signature verification
+(field checks, mailbox normalisation) instead of stopping at the first byte it breaks.
+Run from fuzz/: python3 make-seeds.py
+"""
+import os, re
+
+spec = open(os.path.join(os.path.dirname(__file__), "..", "docs", "PROTOCOL.md")).read()
+block = spec[spec.index("```vectors") + len("```vectors"):]
+block = block[: block.index("```")]
+vectors, name = {}, None
+for line in block.splitlines():
+    if line.endswith(" ="):
+        name = line[:-2].strip()
+        vectors[name] = ""
+    elif name and line.strip():
+        vectors[name] += line.strip()
+raw = {k: bytes.fromhex(v) for k, v in vectors.items() if k.endswith(".wire") or k.endswith("_key")}
+
+
+def head(major, n):
+    if n < 24:
+        return bytes([major << 5 | n])
+    if n < 256:
+        return bytes([major << 5 | 24, n])
+    if n < 65536:
+        return bytes([major << 5 | 25]) + n.to_bytes(2, "big")
+    return bytes([major << 5 | 26]) + n.to_bytes(4, "big")
+
+
+def bstr(b):
+    return head(2, len(b)) + b
+
+
+def tstr(s):
+    return head(3, len(s.encode())) + s.encode()
+
+
+def write(target, name, data):
+    d = os.path.join("seeds", target)
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, name), "wb").write(data)
+
+
+for kind in ["announcement", "envelope", "receipt", "ack", "goodbye"]:
+    write(kind, "vector", raw[kind + ".wire"])
+write("presence", "announcement", head(5, 1) + tstr("announcement") + bstr(raw["announcement.wire"]))
+write("presence", "goodbye", head(5, 1) + tstr("goodbye") + bstr(raw["goodbye.wire"]))
+mailbox = (
+    head(5, 5)
+    + tstr("v") + bytes([1])
+    + tstr("owner") + bstr(raw["bob.identity_key"])
+    + tstr("session") + tstr("session-b")
+    + tstr("envelopes") + head(4, 1) + bstr(raw["envelope.wire"])
+    + tstr("acks") + head(4, 0)
+)
+write("mailbox", "one-envelope", mailbox)
+write("keyfile", "vector", ("interlink-p2p-ed25519-v1 " + "11" * 32 + "\n").encode())
+print("seeds written under fuzz/seeds/")
