@@ -65,6 +65,13 @@ impl Behaviour {
                 .map_err(|e| NetError::Setup(format!("gossipsub config: {e}")))?,
         )
         .map_err(|e| NetError::Setup(format!("gossipsub: {e}")))?;
+        let mut gossipsub = gossipsub;
+        gossipsub
+            .with_peer_score(
+                presence_score_params(network),
+                gossipsub::PeerScoreThresholds::default(),
+            )
+            .map_err(|e| NetError::Setup(format!("gossipsub scoring: {e}")))?;
 
         let kad_protocol = protocol(network.kad_protocol())?;
         let mut kad_config = kad::Config::new(kad_protocol);
@@ -112,6 +119,30 @@ impl Behaviour {
                 .into(),
         })
     }
+}
+
+/// Peer scoring for the presence topic. Only invalid messages cost score: each one
+/// rejected by the application counts squared (weight -10), so a peer that sends three
+/// falls below the graylist threshold (-80) and is ignored until the penalty decays (by
+/// 10 % a second). The mesh-delivery penalties are off: presence traffic is one message
+/// per session per 30 s, and quiet honest peers must not look like bad mesh members.
+fn presence_score_params(network: &Network) -> gossipsub::PeerScoreParams {
+    let topic = gossipsub::IdentTopic::new(network.announce_topic()).hash();
+    let mut params = gossipsub::PeerScoreParams::default();
+    params.topics.insert(
+        topic,
+        gossipsub::TopicScoreParams {
+            topic_weight: 1.0,
+            time_in_mesh_weight: 0.01,
+            first_message_deliveries_weight: 1.0,
+            mesh_message_deliveries_weight: 0.0,
+            mesh_failure_penalty_weight: 0.0,
+            invalid_message_deliveries_weight: -10.0,
+            invalid_message_deliveries_decay: 0.9,
+            ..Default::default()
+        },
+    );
+    params
 }
 
 fn protocol(name: String) -> Result<StreamProtocol, NetError> {

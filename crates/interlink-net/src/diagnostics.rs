@@ -32,4 +32,6 @@ pub struct ConnectedPeer {
     pub rtt_us: Option<u64>,
     /// Its identify agent version, once known.
     pub agent: Option<String>,
+    /// Its gossipsub peer score (negative after invalid presence messages).
+    pub score: Option<f64>,
 }

@@ -267,11 +267,13 @@ impl Actor {
             .kbuckets()
             .map(|b| b.num_entries())
             .sum();
+        let gs = &self.swarm.behaviour().gossipsub;
         let connected = self
             .peers
             .iter()
             .filter_map(|(peer_id, info)| {
                 Some(ConnectedPeer {
+                    score: gs.peer_score(peer_id),
                     peer_id: *peer_id,
                     addr: info.addr.clone()?,
                     rtt_us: info

@@ -11,11 +11,15 @@ use interlink_core::{
     names::Network,
     wire::{
         Announcement, DeliveryMode, HostKind, MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage,
-        SealingBinding, Signed, VERSION,
+        RosterRequest, SealingBinding, Signed, VERSION,
     },
 };
-use interlink_net::{Config, Handle, Node, Role, SessionSpec, behaviour::Behaviour, now_ms};
-use libp2p::{Multiaddr, PeerId, Swarm, gossipsub, swarm::SwarmEvent};
+use interlink_net::{
+    Config, Handle, Node, Role, SessionSpec,
+    behaviour::{Behaviour, BehaviourEvent},
+    now_ms,
+};
+use libp2p::{Multiaddr, PeerId, Swarm, gossipsub, request_response, swarm::SwarmEvent};
 use libp2p_swarm_test::SwarmExt as _;
 use serde_bytes::ByteBuf;
 
@@ -184,135 +188,235 @@ fn announcement(
     .unwrap()
 }
 
+/// A hostile node: speaks the protocols, but is driven by hand to send crafted input.
+struct Hostile {
+    swarm: Swarm<Behaviour>,
+    topic: gossipsub::IdentTopic,
+}
+
+impl Hostile {
+    /// Connects to `target` and waits until it has subscribed to the presence topic.
+    async fn join(port: u64, target: (u64, PeerId)) -> Self {
+        let mut swarm = swarm_for(
+            libp2p::identity::Keypair::generate_ed25519(),
+            &config(port, None),
+        );
+        let topic = gossipsub::IdentTopic::new(Network::default().announce_topic());
+        swarm.behaviour_mut().gossipsub.subscribe(&topic).unwrap();
+        swarm
+            .dial(memory_addr(target.0).with(libp2p::multiaddr::Protocol::P2p(target.1)))
+            .unwrap();
+        swarm
+            .wait(|e| match e {
+                SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(
+                    gossipsub::Event::Subscribed { peer_id, .. },
+                )) if peer_id == target.1 => Some(()),
+                _ => None,
+            })
+            .await;
+        Self { swarm, topic }
+    }
+
+    fn peer(&self) -> PeerId {
+        *self.swarm.local_peer_id()
+    }
+
+    fn publish(&mut self, bytes: Vec<u8>) {
+        self.swarm
+            .behaviour_mut()
+            .gossipsub
+            .publish(self.topic.clone(), bytes)
+            .unwrap();
+    }
+
+    /// Fetches `peer`'s roster the way any node may, returning the signed bytes.
+    async fn fetch_roster(&mut self, peer: PeerId) -> Vec<Vec<u8>> {
+        self.swarm
+            .behaviour_mut()
+            .roster
+            .send_request(&peer, RosterRequest::default());
+        self.swarm
+            .wait(|e| match e {
+                SwarmEvent::Behaviour(BehaviourEvent::Roster(
+                    request_response::Event::Message {
+                        message: request_response::Message::Response { response, .. },
+                        ..
+                    },
+                )) => Some(
+                    response
+                        .announcements
+                        .into_iter()
+                        .map(|b| b.into_vec())
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .await
+    }
+
+    /// Drives the hostile swarm until `events` reports a rejection containing `needle`
+    /// (returned), or 10 s pass (None).
+    async fn until_rejected(
+        &mut self,
+        events: &mut tokio::sync::broadcast::Receiver<interlink_net::Event>,
+        needle: &str,
+    ) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            tokio::select! {
+                _ = self.swarm.select_next_some() => {}
+                ev = events.recv() => match ev {
+                    Ok(interlink_net::Event::Rejected { reason, .. }) if reason.contains(needle) => {
+                        return Some(reason);
+                    }
+                    Ok(_) => {}
+                    Err(e) => panic!("event stream: {e}"),
+                },
+                () = tokio::time::sleep_until(deadline) => return None,
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_presence_is_rejected_not_forwarded_and_capped() {
     let base = 20_000 + u64::from(std::process::id() % 1000) * 100;
     let a = start(base, None, session_role(1, "honest-a"));
-    let b = start(
-        base + 1,
-        Some((base, a.handle().peer_id())),
-        session_role(2, "honest-b"),
-    );
-    wait_all(&[a.handle(), b.handle()], Duration::from_secs(10), 2).await;
-    let honest_ann = b.handle().roster().await.unwrap();
-    assert_eq!(honest_ann.len(), 2);
-    let mut rejections = a.handle().events();
-
-    // The hostile node speaks the protocols but is driven by hand.
-    let mut evil = swarm_for(
-        libp2p::identity::Keypair::generate_ed25519(),
-        &config(base + 2, None),
-    );
-    let topic = gossipsub::IdentTopic::new(Network::default().announce_topic());
-    evil.behaviour_mut().gossipsub.subscribe(&topic).unwrap();
     let a_peer = a.handle().peer_id();
-    evil.dial(memory_addr(base).with(libp2p::multiaddr::Protocol::P2p(a_peer)))
-        .unwrap();
-    evil.wait(|e| match e {
-        SwarmEvent::Behaviour(interlink_net::behaviour::BehaviourEvent::Gossipsub(
-            gossipsub::Event::Subscribed { peer_id, .. },
-        )) if peer_id == a_peer => Some(()),
-        _ => None,
-    })
-    .await;
-
+    // B hears about the overlay only through A: whatever A does not forward, B never sees.
+    let b = start(base + 1, Some((base, a_peer)), session_role(2, "honest-b"));
+    wait_all(&[a.handle(), b.handle()], Duration::from_secs(10), 2).await;
+    let mut events = a.handle().events();
     let mallory = Identity::from_seed(&[66; 32]);
-    let evil_peer = *evil.local_peer_id();
     let now = now_ms();
-    let valid = announcement(&mallory, "m-0", evil_peer, now, 1);
-    let mut forged =
-        PresenceMessage::Announcement(announcement(&mallory, "m-forged", evil_peer, now, 1))
-            .to_bytes();
-    let flip = forged.len() - 80;
-    forged[flip] ^= 1;
-    // An honest announcement republished by the hostile peer (replay by a third party).
-    let alice = Identity::from_seed(&[1; 32]);
-    let replayed = announcement(&alice, "honest-a-old", evil_peer, now - 1000, 1);
-    let _ = replayed; // signed by alice's key only in a real replay; see below
-    let bad: Vec<(&str, Vec<u8>)> = vec![
-        ("malformed", vec![0xa1, 0x61, 0x78, 0x01]),
-        ("forged", forged),
-        ("oversized", vec![0u8; MAX_PRESENCE_MESSAGE_BYTES + 100]),
+
+    // Each kind of bad input comes from a fresh hostile peer, so gossipsub's scoring of
+    // an earlier offence cannot hide a later one from the application.
+    let cases: Vec<(&str, &str, Box<dyn Fn(PeerId) -> Vec<u8>>)> = vec![
+        (
+            "malformed",
+            "malformed",
+            Box::new(|_| vec![0xa1, 0x61, 0x78, 0x01]),
+        ),
+        (
+            "forged",
+            "signature",
+            Box::new(|p| {
+                let mut bytes =
+                    PresenceMessage::Announcement(announcement(&mallory, "m-forged", p, now, 1))
+                        .to_bytes();
+                let flip = bytes.len() - 80;
+                bytes[flip] ^= 1;
+                bytes
+            }),
+        ),
+        (
+            "oversized",
+            "the limit is",
+            Box::new(|_| vec![0u8; MAX_PRESENCE_MESSAGE_BYTES + 100]),
+        ),
         (
             "future-dated",
-            PresenceMessage::Announcement(announcement(
-                &mallory,
-                "m-future",
-                evil_peer,
-                now + 3_600_000,
-                1,
-            ))
-            .to_bytes(),
+            "future",
+            Box::new(|p| {
+                PresenceMessage::Announcement(announcement(
+                    &mallory,
+                    "m-future",
+                    p,
+                    now + 3_600_000,
+                    1,
+                ))
+                .to_bytes()
+            }),
         ),
     ];
-    for (_, bytes) in &bad {
-        evil.behaviour_mut()
-            .gossipsub
-            .publish(topic.clone(), bytes.clone())
-            .unwrap();
+    for (i, (what, needle, make)) in cases.iter().enumerate() {
+        let mut evil = Hostile::join(base + 10 + i as u64, (base, a_peer)).await;
+        let bytes = make(evil.peer());
+        evil.publish(bytes);
+        let reason = evil.until_rejected(&mut events, needle).await;
+        assert!(reason.is_some(), "{what} input was not rejected");
     }
-    // Replay: republish honest node A's own current announcement from the hostile peer.
-    let a_view = a.handle().roster().await.unwrap();
-    let _ = a_view;
-    // Cap: one identity announcing far more sessions than allowed.
-    let mut published = 0;
+
+    // Replay: a hostile peer fetches A's roster and republishes B's genuine, signed
+    // announcement as its own message.
+    let mut evil = Hostile::join(base + 20, (base, a_peer)).await;
+    let held = evil.fetch_roster(a_peer).await;
+    let b_session = "honest-b";
+    let b_ann = held
+        .into_iter()
+        .map(|bytes| Signed::<Announcement>::decode(&bytes).unwrap())
+        .find(|s| s.body().session_id.as_str() == b_session)
+        .expect("A holds B's announcement");
+    evil.publish(PresenceMessage::Announcement(b_ann).to_bytes());
+    assert!(
+        evil.until_rejected(&mut events, "published by another peer")
+            .await
+            .is_some(),
+        "replayed announcement was not rejected"
+    );
+
+    // Cap: one identity announces far more sessions than allowed.
+    let mut evil = Hostile::join(base + 21, (base, a_peer)).await;
+    let evil_peer = evil.peer();
     for i in 0..(MAX_SESSIONS_PER_IDENTITY + 10) {
         let ann = announcement(&mallory, &format!("m-{i}"), evil_peer, now, 1 + i as u64);
-        if evil
-            .behaviour_mut()
-            .gossipsub
-            .publish(topic.clone(), PresenceMessage::Announcement(ann).to_bytes())
-            .is_ok()
-        {
-            published += 1;
-        }
+        evil.publish(PresenceMessage::Announcement(ann).to_bytes());
     }
-    assert!(published > MAX_SESSIONS_PER_IDENTITY);
-    let _ = valid;
+    assert!(
+        evil.until_rejected(&mut events, "session").await.is_some(),
+        "session cap was not enforced"
+    );
+    // The rejections cost the flooding peer its gossipsub score: once all ten excess
+    // sessions are rejected (each invalid message counts squared) it is far below zero.
+    let handle = a.handle();
+    let score_of = async || {
+        handle
+            .diagnostics()
+            .await
+            .unwrap()
+            .connected
+            .iter()
+            .find(|p| p.peer_id == evil_peer)
+            .and_then(|p| p.score)
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut score = score_of().await;
+    while !score.is_some_and(|s| s < 0.0) && tokio::time::Instant::now() < deadline {
+        let _ =
+            tokio::time::timeout(Duration::from_millis(50), evil.swarm.select_next_some()).await;
+        score = score_of().await;
+    }
+    assert!(
+        score.is_some_and(|s| s < 0.0),
+        "hostile peer score {score:?}"
+    );
+    drop(evil);
 
-    // Drive the hostile swarm while collecting A's rejections (up to 15 s).
-    let drive = tokio::spawn(async move {
-        loop {
-            evil.select_next_some().await;
-        }
-    });
-    let needles = [
-        ("malformed", "malformed"),
-        ("forged", "signature"),
-        ("oversized", "bytes; the limit"),
-        ("future-dated", "future"),
-        ("cap", "session"),
-    ];
-    let mut reasons = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while !needles
-        .iter()
-        .all(|(_, n)| reasons.iter().any(|r: &String| r.contains(n)))
-    {
-        match tokio::time::timeout_at(deadline, rejections.recv()).await {
-            Ok(Ok(interlink_net::Event::Rejected { reason, .. })) => reasons.push(reason),
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => panic!("event stream: {e}"),
-            Err(_) => break,
-        }
-    }
-    drive.abort();
-    for (what, needle) in needles {
-        assert!(
-            reasons.iter().any(|r| r.contains(needle)),
-            "no {what} rejection among {reasons:#?}"
-        );
-    }
+    // Neither A nor B (which only hears through A) holds anything hostile beyond the cap.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     for h in [a.handle(), b.handle()] {
-        let roster = h.roster().await.unwrap();
-        for ident in &roster {
+        for ident in h.roster().await.unwrap() {
             assert!(ident.sessions.len() <= MAX_SESSIONS_PER_IDENTITY);
             for s in &ident.sessions {
-                assert_ne!(s.addr.session.as_str(), "m-forged");
-                assert_ne!(s.addr.session.as_str(), "m-future");
+                assert!(!["m-forged", "m-future"].contains(&s.addr.session.as_str()));
             }
         }
     }
+    // A forwarded only accepted announcements, so B's view of Mallory equals A's.
+    let count = |r: Vec<interlink_core::presence::IdentityView>| {
+        r.iter()
+            .find(|i| i.key == mallory.public())
+            .map_or(0, |i| i.sessions.len())
+    };
+    let (in_a, in_b) = (
+        count(a.handle().roster().await.unwrap()),
+        count(b.handle().roster().await.unwrap()),
+    );
+    assert!(
+        in_a <= MAX_SESSIONS_PER_IDENTITY && in_b <= in_a,
+        "a {in_a} b {in_b}"
+    );
     a.shutdown().await;
     b.shutdown().await;
 }
