@@ -292,7 +292,9 @@ async fn hostile_presence_is_rejected_not_forwarded_and_capped() {
 
     // Each kind of bad input comes from a fresh hostile peer, so gossipsub's scoring of
     // an earlier offence cannot hide a later one from the application.
-    let cases: Vec<(&str, &str, Box<dyn Fn(PeerId) -> Vec<u8>>)> = vec![
+    // (what, expected reason, input made for the hostile peer's PeerId)
+    type Case<'a> = (&'a str, &'a str, Box<dyn Fn(PeerId) -> Vec<u8> + 'a>);
+    let cases: Vec<Case<'_>> = vec![
         (
             "malformed",
             "malformed",
