@@ -1,4 +1,7 @@
-//! Helpers for the end-to-end tests: finding the built binaries.
+//! Helpers for the end-to-end tests: finding the built binaries, and running them as
+//! guarded child processes ([`process`]).
+
+pub mod process;
 
 use std::path::PathBuf;
 

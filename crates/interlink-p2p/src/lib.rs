@@ -3,10 +3,20 @@
 //! `main.rs` only parses arguments and calls into this library, so every command can
 //! be driven from tests. Commands print their results on stdout and progress or logs
 //! on stderr.
+//!
+//! - `id` (here), `demo` ([`demo`]): the identity; an in-memory walk-through.
+//! - `run` ([`run`]): a headless session node.
+//! - `peers` ([`peers`]): an observer's view of the overlay.
+//! - `probe` ([`probe`]): a sessionless check of one address.
+//! - [`config`] builds the node configuration from flags and the environment.
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod demo;
 pub mod paths;
+pub mod peers;
+pub mod probe;
+pub mod run;
 
 use std::path::Path;
 

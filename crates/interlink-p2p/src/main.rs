@@ -1,9 +1,11 @@
 //! `interlink-p2p`: parses arguments, installs logging on stderr, calls the library.
 
-use std::path::PathBuf;
+use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use interlink_p2p::{config, peers, probe, run};
+use libp2p::Multiaddr;
 
 /// Coding-agent sessions that find each other and talk, peer to peer.
 #[derive(Debug, Parser)]
@@ -17,6 +19,37 @@ struct Cli {
     command: Command,
 }
 
+/// Network settings shared by the commands that run a node (see docs/CONFIG.md).
+#[derive(Debug, Args)]
+struct NetArgs {
+    /// Overlay name [env: INTERLINK_NETWORK] [default: default]
+    #[arg(long, value_name = "NAME")]
+    network: Option<String>,
+    /// Listen multiaddr; repeatable or comma-separated [env: INTERLINK_LISTEN]
+    /// [default: all interfaces, TCP and QUIC, port 0]
+    #[arg(long, value_name = "MULTIADDR")]
+    listen: Vec<String>,
+    /// Bootstrap peer multiaddr (`/p2p/<id>` suffix optional); repeatable or
+    /// comma-separated [env: INTERLINK_BOOTSTRAP]
+    #[arg(long, value_name = "MULTIADDR")]
+    bootstrap: Vec<String>,
+    /// Turn mDNS discovery off [env: INTERLINK_MDNS=0]
+    #[arg(long)]
+    no_mdns: bool,
+}
+
+impl NetArgs {
+    fn config(&self) -> anyhow::Result<interlink_net::Config> {
+        let flags = config::Flags {
+            network: self.network.clone(),
+            listen: self.listen.clone(),
+            bootstrap: self.bootstrap.clone(),
+            no_mdns: self.no_mdns,
+        };
+        Ok(config::build(&flags, |k| std::env::var(k).ok())?)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Create this user's identity if missing; print its key and fingerprint.
@@ -27,24 +60,149 @@ enum Command {
     },
     /// Walk through a signed, sealed exchange between two sessions, in memory.
     Demo,
+    /// Run a headless session (no MCP) until SIGTERM or Ctrl-C.
+    ///
+    /// Prints each listen address as a full multiaddr ending in /p2p/<peer id>, one per
+    /// line, then `ready`; logs go to stderr.
+    Run {
+        /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else random]
+        #[arg(long)]
+        session: Option<String>,
+        /// What this session is doing, as announced to peers.
+        #[arg(long, default_value = "", hide_default_value = true)]
+        summary: String,
+        #[command(flatten)]
+        net: NetArgs,
+    },
+    /// Join the overlay as an observer and show the sessions and network state.
+    Peers {
+        /// Print one JSON object (one per line with --watch); shape in docs/CLI.md.
+        #[arg(long)]
+        json: bool,
+        /// Keep running and print again on every change, until Ctrl-C.
+        #[arg(long)]
+        watch: bool,
+        /// Longest wait for the roster before printing, in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 3.0)]
+        wait: f64,
+        #[command(flatten)]
+        net: NetArgs,
+    },
+    /// Check whether an interlink-p2p session answers at an address (joins no roster).
+    #[command(after_help = probe::EXIT_CODES_HELP)]
+    Probe {
+        /// The address, e.g. /ip4/192.168.1.5/tcp/4001/p2p/12D3KooW… (the /p2p/ part is
+        /// optional).
+        multiaddr: Multiaddr,
+        /// Give up after this many seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+        timeout: f64,
+        /// Overlay name [env: INTERLINK_NETWORK] [default: default]
+        #[arg(long, value_name = "NAME")]
+        network: Option<String>,
+    },
 }
 
-fn main() -> anyhow::Result<()> {
+/// Exit code of a usage error (sysexits' EX_USAGE), distinct from probe's codes.
+const EXIT_USAGE: u8 = 64;
+
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = Cli::parse();
-    let home = || {
-        interlink_p2p::paths::resolve_home(cli.home.clone(), |k| std::env::var(k).ok())
-            .context("no home directory: set INTERLINK_HOME or HOME, or pass --home")
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
     };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let home_opt =
+        || interlink_p2p::paths::resolve_home(cli.home.clone(), |k| std::env::var(k).ok());
+    let home =
+        || home_opt().context("no home directory: set INTERLINK_HOME or HOME, or pass --home");
     match cli.command {
         Command::Id { json } => println!("{}", interlink_p2p::cmd_id(&home()?, json)?),
         Command::Demo => interlink_p2p::demo::run(&mut std::io::stdout())?,
+        Command::Run {
+            ref session,
+            ref summary,
+            ref net,
+        } => {
+            let config = net.config()?;
+            let options = run::Options {
+                session: session.clone(),
+                summary: summary.clone(),
+                cwd: std::env::current_dir().context("reading the current directory")?,
+            };
+            let home = home()?;
+            runtime()?.block_on(run::run(&home, config, options, &mut std::io::stdout()))?;
+        }
+        Command::Peers {
+            json,
+            watch,
+            wait,
+            ref net,
+        } => {
+            let config = net.config()?;
+            let wait = seconds("--wait", wait)?;
+            let options = peers::Options { json, watch, wait };
+            let home = home_opt();
+            runtime()?.block_on(peers::peers(
+                home.as_deref(),
+                config,
+                options,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            ))?;
+        }
+        Command::Probe {
+            ref multiaddr,
+            timeout,
+            ref network,
+        } => {
+            let flags = config::Flags {
+                network: network.clone(),
+                ..Default::default()
+            };
+            let network = config::network(&flags, |k| std::env::var(k).ok())?;
+            let timeout = seconds("--timeout", timeout)?;
+            let (line, code) =
+                runtime()?.block_on(probe::run(multiaddr.clone(), &network, timeout));
+            println!("{line}");
+            return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
+        }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .with_context(|| format!("{flag} {value}: expected a non-negative number of seconds"))
 }

@@ -1,0 +1,434 @@
+//! Building the node configuration from flags and the environment.
+//!
+//! Every setting has an environment variable; a flag, when given, overrides it.
+//! docs/CONFIG.md documents each one. The `INTERLINK_TEST_*` knobs exist only so
+//! process-level tests can shorten the presence windows; they are not for production.
+
+use std::time::Duration;
+
+use interlink_core::{
+    limits::{AWAY_RETENTION_MS, HEARTBEAT_MS, LIVE_WINDOW_MS},
+    names::{self, Network},
+};
+use libp2p::{Multiaddr, multiaddr::Protocol};
+
+/// The overlay name.
+pub const ENV_NETWORK: &str = "INTERLINK_NETWORK";
+/// Comma-separated listen multiaddrs.
+pub const ENV_LISTEN: &str = "INTERLINK_LISTEN";
+/// Comma-separated bootstrap multiaddrs (`/p2p/<id>` suffix optional).
+pub const ENV_BOOTSTRAP: &str = "INTERLINK_BOOTSTRAP";
+/// `0` (or `false`, `off`, `no`) turns mDNS off.
+pub const ENV_MDNS: &str = "INTERLINK_MDNS";
+/// Test only: the live window in milliseconds (default 90 s).
+pub const ENV_TEST_LIVE_WINDOW_MS: &str = "INTERLINK_TEST_LIVE_WINDOW_MS";
+/// Test only: how long a silent session stays away, in milliseconds (default 3 days).
+pub const ENV_TEST_AWAY_RETENTION_MS: &str = "INTERLINK_TEST_AWAY_RETENTION_MS";
+/// Test only: the re-announcement interval in milliseconds (default 30 s).
+pub const ENV_TEST_HEARTBEAT_MS: &str = "INTERLINK_TEST_HEARTBEAT_MS";
+
+/// Network settings given as flags; `None`/empty means "not given, use the environment".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Flags {
+    /// `--network`.
+    pub network: Option<String>,
+    /// `--listen`, repeatable, each possibly comma-separated.
+    pub listen: Vec<String>,
+    /// `--bootstrap`, repeatable, each possibly comma-separated.
+    pub bootstrap: Vec<String>,
+    /// `--no-mdns`.
+    pub no_mdns: bool,
+}
+
+/// A setting was refused; the message names the flag or variable and the value.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The overlay name is invalid.
+    #[error("{source_name}: {error}")]
+    Network {
+        /// Flag or variable it came from.
+        source_name: String,
+        /// Why.
+        error: names::BadNetworkName,
+    },
+    /// A multiaddr did not parse or has the wrong shape.
+    #[error("{source_name}: {value:?} is not a usable multiaddr: {reason}")]
+    Multiaddr {
+        /// Flag or variable it came from.
+        source_name: String,
+        /// The offending item.
+        value: String,
+        /// Why.
+        reason: String,
+    },
+    /// A variable has a value outside its allowed set or range.
+    #[error("{var}={value:?}: {reason}")]
+    Value {
+        /// The variable.
+        var: String,
+        /// Its value.
+        value: String,
+        /// What was expected.
+        reason: String,
+    },
+}
+
+/// Builds the node configuration from `flags` and `env` (a variable lookup, so tests
+/// can pass a map).
+pub fn build(
+    flags: &Flags,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<interlink_net::Config, ConfigError> {
+    let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    let mut config = interlink_net::Config {
+        network: network(flags, env)?,
+        ..interlink_net::Config::default()
+    };
+    if let Some(listen) = addr_list(&flags.listen, "--listen", ENV_LISTEN, env, check_listen)? {
+        config.listen = listen;
+    }
+    if config.listen.is_empty() {
+        let (var, value) = if flags.listen.is_empty() {
+            (ENV_LISTEN, env(ENV_LISTEN).unwrap_or_default())
+        } else {
+            ("--listen", flags.listen.join(","))
+        };
+        return Err(ConfigError::Value {
+            var: var.into(),
+            value,
+            reason: "no listen address given".into(),
+        });
+    }
+    config.bootstrap = addr_list(
+        &flags.bootstrap,
+        "--bootstrap",
+        ENV_BOOTSTRAP,
+        env,
+        check_bootstrap,
+    )?
+    .unwrap_or_default();
+    config.mdns = !flags.no_mdns && mdns_on(env(ENV_MDNS))?;
+    apply_test_knobs(&mut config, env)?;
+    Ok(config)
+}
+
+/// The overlay from `--network`, else [`ENV_NETWORK`], else `default`.
+pub fn network(
+    flags: &Flags,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Network, ConfigError> {
+    let (value, source_name) = match (&flags.network, env(ENV_NETWORK)) {
+        (Some(v), _) => (v.clone(), "--network"),
+        (None, Some(v)) => (v.trim().to_owned(), ENV_NETWORK),
+        (None, None) => (names::DEFAULT_NETWORK.to_owned(), "default"),
+    };
+    Network::new(&value).map_err(|error| ConfigError::Network {
+        source_name: source_name.into(),
+        error,
+    })
+}
+
+/// Parses a multiaddr list from the flags if any were given, else from the variable.
+/// `None` when neither is set.
+fn addr_list(
+    flag_values: &[String],
+    flag: &str,
+    var: &str,
+    env: impl Fn(&str) -> Option<String>,
+    check: fn(&Multiaddr) -> Result<(), &'static str>,
+) -> Result<Option<Vec<Multiaddr>>, ConfigError> {
+    let (values, source_name) = if flag_values.is_empty() {
+        match env(var) {
+            Some(v) => (vec![v], var),
+            None => return Ok(None),
+        }
+    } else {
+        (flag_values.to_vec(), flag)
+    };
+    let mut out = Vec::new();
+    for item in values.iter().flat_map(|v| v.split(',')) {
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        let refuse = |reason: String| ConfigError::Multiaddr {
+            source_name: source_name.into(),
+            value: item.into(),
+            reason,
+        };
+        let addr = item
+            .parse::<Multiaddr>()
+            .map_err(|e| refuse(e.to_string()))?;
+        check(&addr).map_err(|e| refuse(e.to_owned()))?;
+        out.push(addr);
+    }
+    Ok(Some(out))
+}
+
+/// A bootstrap address needs something to dial before its optional `/p2p/` suffix.
+fn check_bootstrap(addr: &Multiaddr) -> Result<(), &'static str> {
+    match addr.iter().next() {
+        Some(Protocol::P2p(_)) | None => {
+            Err("expected a transport address, optionally ending in /p2p/<peer id>")
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// A listen address names a local transport; it has no `/p2p/` part.
+fn check_listen(addr: &Multiaddr) -> Result<(), &'static str> {
+    let relayed = addr.iter().any(|p| p == Protocol::P2pCircuit);
+    if addr.is_empty() || !relayed && addr.iter().any(|p| matches!(p, Protocol::P2p(_))) {
+        return Err("a listen address is a local transport address without /p2p/<peer id>");
+    }
+    Ok(())
+}
+
+fn mdns_on(value: Option<String>) -> Result<bool, ConfigError> {
+    let Some(value) = value else {
+        return Ok(true);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(ConfigError::Value {
+            var: ENV_MDNS.into(),
+            value,
+            reason: "expected 0 or 1 (also false/true, off/on, no/yes)".into(),
+        }),
+    }
+}
+
+fn millis(var: &str, env: impl Fn(&str) -> Option<String>) -> Result<Option<u64>, ConfigError> {
+    let Some(value) = env(var) else {
+        return Ok(None);
+    };
+    match value.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Some(ms)),
+        _ => Err(ConfigError::Value {
+            var: var.into(),
+            value,
+            reason: "expected a positive number of milliseconds".into(),
+        }),
+    }
+}
+
+/// Applies the `INTERLINK_TEST_*` knobs, keeping heartbeat < live window ≤ retention
+/// (otherwise live sessions would flicker to away between announcements).
+fn apply_test_knobs(
+    config: &mut interlink_net::Config,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    let live = millis(ENV_TEST_LIVE_WINDOW_MS, &env)?;
+    let away = millis(ENV_TEST_AWAY_RETENTION_MS, &env)?;
+    let heartbeat = millis(ENV_TEST_HEARTBEAT_MS, &env)?;
+    let live_ms = live.unwrap_or(LIVE_WINDOW_MS);
+    let away_ms = away.unwrap_or(AWAY_RETENTION_MS);
+    let heartbeat_ms = heartbeat.unwrap_or(HEARTBEAT_MS);
+    let refuse = |var: &str, value: u64, reason: String| ConfigError::Value {
+        var: var.into(),
+        value: value.to_string(),
+        reason,
+    };
+    if away_ms < live_ms {
+        let var = if away.is_some() {
+            ENV_TEST_AWAY_RETENTION_MS
+        } else {
+            ENV_TEST_LIVE_WINDOW_MS
+        };
+        let value = if away.is_some() { away_ms } else { live_ms };
+        return Err(refuse(
+            var,
+            value,
+            format!(
+                "the away retention ({away_ms} ms) must not be below the live window ({live_ms} ms)"
+            ),
+        ));
+    }
+    if heartbeat_ms >= live_ms {
+        let var = if heartbeat.is_some() {
+            ENV_TEST_HEARTBEAT_MS
+        } else {
+            ENV_TEST_LIVE_WINDOW_MS
+        };
+        let value = if heartbeat.is_some() {
+            heartbeat_ms
+        } else {
+            live_ms
+        };
+        return Err(refuse(
+            var,
+            value,
+            format!(
+                "the heartbeat ({heartbeat_ms} ms) must be below the live window ({live_ms} ms); \
+                 set {ENV_TEST_HEARTBEAT_MS} too"
+            ),
+        ));
+    }
+    config.presence.live_window_ms = live_ms;
+    config.presence.away_retention_ms = away_ms;
+    config.heartbeat = Duration::from_millis(heartbeat_ms);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_without_flags_or_environment() {
+        let c = build(&Flags::default(), env(&[])).unwrap();
+        assert_eq!(c.network.as_str(), "default");
+        assert_eq!(c.listen, interlink_net::config::default_listen());
+        assert!(c.bootstrap.is_empty());
+        assert!(c.mdns);
+        assert_eq!(c.presence.live_window_ms, LIVE_WINDOW_MS);
+        assert_eq!(c.presence.away_retention_ms, AWAY_RETENTION_MS);
+        assert_eq!(c.heartbeat, Duration::from_millis(HEARTBEAT_MS));
+    }
+
+    #[test]
+    fn environment_is_read() {
+        let c = build(
+            &Flags::default(),
+            env(&[
+                (ENV_NETWORK, "team-a"),
+                (ENV_LISTEN, "/ip4/127.0.0.1/tcp/0, /ip4/127.0.0.1/udp/0/quic-v1"),
+                (
+                    ENV_BOOTSTRAP,
+                    "/ip4/10.0.0.1/tcp/4001,/dns4/relay.example/tcp/4001/p2p/12D3KooWLEGyHBEPWFBvEgjw6ptnCEpg3XdGsVyao7XT6dD5M58R",
+                ),
+                (ENV_MDNS, "0"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.network.as_str(), "team-a");
+        assert_eq!(c.listen.len(), 2);
+        assert_eq!(c.bootstrap.len(), 2);
+        assert!(!c.mdns);
+    }
+
+    #[test]
+    fn flags_override_environment() {
+        let flags = Flags {
+            network: Some("flagnet".into()),
+            listen: vec!["/ip4/127.0.0.1/tcp/0".into()],
+            bootstrap: vec![
+                "/ip4/127.0.0.1/tcp/1".into(),
+                "/ip4/127.0.0.1/tcp/2,/ip4/127.0.0.1/tcp/3".into(),
+            ],
+            no_mdns: true,
+        };
+        let c = build(
+            &flags,
+            env(&[
+                (ENV_NETWORK, "envnet"),
+                (ENV_LISTEN, "/ip4/0.0.0.0/tcp/9"),
+                (ENV_BOOTSTRAP, "/ip4/10.0.0.1/tcp/4001"),
+                (ENV_MDNS, "1"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.network.as_str(), "flagnet");
+        assert_eq!(c.listen, vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()]);
+        assert_eq!(c.bootstrap.len(), 3);
+        assert!(!c.mdns);
+    }
+
+    #[test]
+    fn empty_variables_count_as_unset() {
+        let c = build(
+            &Flags::default(),
+            env(&[(ENV_NETWORK, " "), (ENV_LISTEN, ""), (ENV_MDNS, "")]),
+        )
+        .unwrap();
+        assert_eq!(c.network.as_str(), "default");
+        assert!(c.mdns);
+        assert!(!c.listen.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_variable_and_the_value() {
+        // (environment, words the error must contain)
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
+        let cases: &[Case<'_>] = &[
+            (&[(ENV_NETWORK, "Bad Name")], &[ENV_NETWORK, "Bad Name"]),
+            (
+                &[(ENV_LISTEN, "/ip4/127.0.0.1/tcp/0,tcp:4001")],
+                &[ENV_LISTEN, "tcp:4001"],
+            ),
+            (
+                &[(ENV_BOOTSTRAP, "/ip4/1.2.3.4/tcp/x")],
+                &[ENV_BOOTSTRAP, "/ip4/1.2.3.4/tcp/x"],
+            ),
+            (
+                &[(
+                    ENV_BOOTSTRAP,
+                    "/p2p/12D3KooWLEGyHBEPWFBvEgjw6ptnCEpg3XdGsVyao7XT6dD5M58R",
+                )],
+                &[ENV_BOOTSTRAP, "transport address"],
+            ),
+            (&[(ENV_MDNS, "maybe")], &[ENV_MDNS, "maybe"]),
+            (&[(ENV_LISTEN, " , ")], &[ENV_LISTEN, "no listen address"]),
+            (
+                &[(ENV_TEST_LIVE_WINDOW_MS, "soon")],
+                &[ENV_TEST_LIVE_WINDOW_MS, "soon"],
+            ),
+            (
+                &[(ENV_TEST_HEARTBEAT_MS, "0")],
+                &[ENV_TEST_HEARTBEAT_MS, "positive"],
+            ),
+            (
+                &[(ENV_TEST_LIVE_WINDOW_MS, "2000")],
+                &[ENV_TEST_LIVE_WINDOW_MS, ENV_TEST_HEARTBEAT_MS],
+            ),
+            (
+                &[
+                    (ENV_TEST_LIVE_WINDOW_MS, "2000"),
+                    (ENV_TEST_HEARTBEAT_MS, "500"),
+                    (ENV_TEST_AWAY_RETENTION_MS, "1000"),
+                ],
+                &[ENV_TEST_AWAY_RETENTION_MS, "1000"],
+            ),
+        ];
+        for (vars, needles) in cases {
+            let err = build(&Flags::default(), env(vars)).unwrap_err().to_string();
+            for needle in *needles {
+                assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+            }
+        }
+        let flags = Flags {
+            network: Some("UPPER".into()),
+            ..Flags::default()
+        };
+        let err = build(&flags, env(&[])).unwrap_err().to_string();
+        assert!(err.contains("--network") && err.contains("UPPER"), "{err}");
+    }
+
+    #[test]
+    fn test_knobs_shorten_the_windows() {
+        let c = build(
+            &Flags::default(),
+            env(&[
+                (ENV_TEST_LIVE_WINDOW_MS, "2000"),
+                (ENV_TEST_AWAY_RETENTION_MS, "60000"),
+                (ENV_TEST_HEARTBEAT_MS, "500"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.presence.live_window_ms, 2000);
+        assert_eq!(c.presence.away_retention_ms, 60_000);
+        assert_eq!(c.heartbeat, Duration::from_millis(500));
+    }
+}

@@ -1,0 +1,254 @@
+//! `interlink-p2p peers`: join the overlay as an observer and show who is there.
+//!
+//! The observer runs a node with a random transport key in [`Role::Observer`]: it
+//! dials, fetches rosters and listens to presence like a session, but never announces
+//! itself, so looking does not change what is seen. It waits until the roster is
+//! non-empty and has been quiet for a moment (or `--wait` passes), prints the roster
+//! and the network diagnostics, and with `--watch` prints again on every change.
+
+pub mod render;
+pub mod report;
+
+use std::{
+    io::Write,
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+use interlink_core::{IdentityKey, keyfile, trust::PeerPolicy};
+use interlink_net::{Config, Event, Handle, Node, Role};
+use tokio::{
+    signal::unix::{SignalKind, signal},
+    sync::broadcast::error::RecvError,
+};
+
+use self::report::Report;
+
+/// File name of the peers policy (petnames → keys) inside the home directory.
+pub const PEERS_FILE: &str = "peers.json";
+/// How long the roster must stay unchanged before the wait ends early.
+const QUIET: Duration = Duration::from_millis(500);
+/// After a change under `--watch`, how long to gather further changes before printing.
+const WATCH_DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// How `peers` runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Print JSON (one object; one per line under `--watch`).
+    pub json: bool,
+    /// Keep running and print again on every change, until Ctrl-C.
+    pub watch: bool,
+    /// The longest wait for the roster before printing.
+    pub wait: Duration,
+}
+
+/// Runs `peers`: results to `out`, progress to `progress`.
+pub async fn peers(
+    home: Option<&Path>,
+    config: Config,
+    options: Options,
+    out: &mut impl Write,
+    progress: &mut impl Write,
+) -> anyhow::Result<()> {
+    let petnames = match home {
+        Some(h) => read_petnames(h, progress),
+        None => PeerPolicy::new(),
+    };
+    let own = home.and_then(own_key);
+    let network = config.network.as_str().to_owned();
+    let key = libp2p::identity::Keypair::generate_ed25519();
+    let swarm = interlink_net::build_swarm(key, &config)?;
+    let node = Node::spawn(swarm, config, Role::Observer)?;
+    let handle = node.handle();
+    let mut events = handle.events();
+
+    let snapshot = |handle: Handle| {
+        let petnames = petnames.clone();
+        let network = network.clone();
+        async move {
+            let roster = handle.roster().await?;
+            let diagnostics = handle.diagnostics().await?;
+            anyhow::Ok(report::build(
+                &network,
+                interlink_net::now_ms(),
+                &roster,
+                &diagnostics,
+                &petnames,
+                own.as_ref(),
+            ))
+        }
+    };
+    let result = async {
+        let _ = writeln!(progress, "peers: joining overlay {network} as an observer…");
+        wait_for_roster(&handle, &mut events, options.wait, progress).await?;
+        let first = snapshot(handle.clone()).await?;
+        print(out, &first, options.json)?;
+        if options.watch {
+            watch(&handle, &mut events, first, out, options.json, &snapshot).await?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    node.shutdown().await;
+    result
+}
+
+/// Waits until the roster is non-empty and quiet for [`QUIET`], or `wait` passes,
+/// reporting progress whenever the counts change.
+async fn wait_for_roster(
+    handle: &Handle,
+    events: &mut tokio::sync::broadcast::Receiver<Event>,
+    wait: Duration,
+    progress: &mut impl Write,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut last_change = Instant::now();
+    let mut shown = (usize::MAX, usize::MAX);
+    loop {
+        let sessions: usize = handle
+            .roster()
+            .await?
+            .iter()
+            .map(|i| i.sessions.len())
+            .sum();
+        let connected = handle.diagnostics().await?.connected.len();
+        if (connected, sessions) != shown {
+            shown = (connected, sessions);
+            let _ = writeln!(
+                progress,
+                "peers: {:.1}s: {connected} peer(s) connected, {sessions} session(s) seen",
+                start.elapsed().as_secs_f64()
+            );
+        }
+        if sessions > 0 && last_change.elapsed() >= QUIET {
+            return Ok(());
+        }
+        let tick = tokio::time::Instant::now() + Duration::from_millis(100);
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => {
+                if sessions == 0 {
+                    let _ = writeln!(progress, "peers: no sessions seen within {wait:?}");
+                }
+                return Ok(());
+            }
+            ev = events.recv() => match ev {
+                Ok(Event::RosterChanged | Event::PeerConnected(_)) | Err(RecvError::Lagged(_)) => {
+                    last_change = Instant::now();
+                }
+                Ok(_) => {}
+                Err(RecvError::Closed) => anyhow::bail!("the observer node stopped"),
+            },
+            () = tokio::time::sleep_until(tick) => {}
+        }
+    }
+}
+
+/// Prints again whenever the roster changes (and when a session's presence changes,
+/// which the node does not announce as an event), until Ctrl-C.
+async fn watch<F, Fut>(
+    handle: &Handle,
+    events: &mut tokio::sync::broadcast::Receiver<Event>,
+    first: Report,
+    out: &mut impl Write,
+    json: bool,
+    snapshot: &F,
+) -> anyhow::Result<()>
+where
+    F: Fn(Handle) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Report>>,
+{
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut shown = first.presence_signature();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let changed = tokio::select! {
+            _ = int.recv() => return Ok(()),
+            _ = term.recv() => return Ok(()),
+            ev = events.recv() => match ev {
+                Ok(Event::RosterChanged) | Err(RecvError::Lagged(_)) => true,
+                Ok(_) => false,
+                Err(RecvError::Closed) => anyhow::bail!("the observer node stopped"),
+            },
+            _ = tick.tick() => false,
+        };
+        if changed {
+            // Gather a burst of changes into one print.
+            tokio::time::sleep(WATCH_DEBOUNCE).await;
+            while !events.is_empty() {
+                let _ = events.try_recv();
+            }
+        }
+        let report = snapshot(handle.clone()).await?;
+        let signature = report.presence_signature();
+        if changed || signature != shown {
+            shown = signature;
+            if !json {
+                writeln!(out, "\n---")?;
+            }
+            print(out, &report, json)?;
+        }
+    }
+}
+
+fn print(out: &mut impl Write, report: &Report, json: bool) -> anyhow::Result<()> {
+    if json {
+        serde_json::to_writer(&mut *out, report)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(render::render(report).as_bytes())?;
+    }
+    out.flush().context("writing the report")
+}
+
+/// Petnames from `peers.json` in `home`; none when the file is absent. A file that
+/// cannot be read is reported on `progress` and ignored: this is a debugging view.
+pub fn read_petnames(home: &Path, progress: &mut impl Write) -> PeerPolicy {
+    let path = home.join(PEERS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return PeerPolicy::new(),
+        Err(e) => {
+            let _ = writeln!(progress, "peers: ignoring {}: {e}", path.display());
+            return PeerPolicy::new();
+        }
+    };
+    serde_json::from_str(&text).unwrap_or_else(|e| {
+        let _ = writeln!(progress, "peers: ignoring {}: {e}", path.display());
+        PeerPolicy::new()
+    })
+}
+
+/// The user's own identity key, if the key file exists and loads. Never creates one.
+fn own_key(home: &Path) -> Option<IdentityKey> {
+    keyfile::load(&crate::paths::identity_path(home))
+        .ok()
+        .map(|i| i.public())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn petnames_come_from_peers_json() {
+        let home = tempfile::tempdir().unwrap();
+        let mut sink = Vec::new();
+        assert!(read_petnames(home.path(), &mut sink).is_empty());
+        let key = "d04ab232742bb4ab3a1368bd4615e4e6d0224ab71a016baf8520a332c9778737";
+        std::fs::write(
+            home.path().join(PEERS_FILE),
+            format!(r#"{{"version":1,"peers":{{"alice":"{key}"}}}}"#),
+        )
+        .unwrap();
+        let policy = read_petnames(home.path(), &mut sink);
+        assert_eq!(policy.name_of(&key.parse().unwrap()), Some("alice"));
+        assert!(sink.is_empty());
+        std::fs::write(home.path().join(PEERS_FILE), "{not json").unwrap();
+        assert!(read_petnames(home.path(), &mut sink).is_empty());
+        assert!(String::from_utf8(sink).unwrap().contains("ignoring"));
+    }
+}

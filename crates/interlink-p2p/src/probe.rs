@@ -1,0 +1,131 @@
+//! `interlink-p2p probe MULTIADDR`: is there an interlink session at this address?
+//!
+//! A sessionless check (see `interlink_net::probe`): nothing joins a roster. The
+//! answer is one line on stdout and an exit code a script can test.
+
+use std::time::Duration;
+
+use interlink_core::names::Network;
+use interlink_net::probe::{self, Error};
+use libp2p::Multiaddr;
+
+/// Found an interlink session.
+pub const EXIT_OK: i32 = 0;
+/// Nothing answered, the connection failed, or no answer came in time.
+pub const EXIT_UNREACHABLE: i32 = 2;
+/// Something answered that is not an interlink node.
+pub const EXIT_NOT_INTERLINK: i32 = 3;
+/// An interlink node of another network (overlay).
+pub const EXIT_OTHER_NETWORK: i32 = 4;
+/// An interlink node without a session of its own (an observer or a relay).
+pub const EXIT_NO_SESSION: i32 = 5;
+/// The probe itself could not run.
+pub const EXIT_FAILED: i32 = 1;
+
+/// The exit codes, for `--help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0   an interlink-p2p session answered
+  1   the probe could not run (setup error)
+  2   unreachable: nothing answered, the connection failed, or the timeout passed
+  3   something answered that is not an interlink-p2p node
+  4   an interlink-p2p node of another network
+  5   an interlink-p2p node without a session (an observer or a relay)
+  64  usage error (bad arguments)";
+
+/// Probes `addr`; returns the line to print and the exit code.
+pub async fn run(addr: Multiaddr, network: &Network, timeout: Duration) -> (String, i32) {
+    match probe::probe(addr, network, timeout).await {
+        Ok(found) => (
+            format!(
+                "interlink-p2p node {} session {} version {}",
+                found.fingerprint,
+                found.session,
+                short_version(&found.version)
+            ),
+            EXIT_OK,
+        ),
+        Err(e) => describe(&e),
+    }
+}
+
+/// The line and exit code for a probe that found no session.
+pub fn describe(error: &Error) -> (String, i32) {
+    match error {
+        Error::Unreachable(why) => (format!("unreachable: {why}"), EXIT_UNREACHABLE),
+        Error::Timeout(t) => (
+            format!("unreachable: no answer within {:.1} s", t.as_secs_f64()),
+            EXIT_UNREACHABLE,
+        ),
+        Error::NotInterlink(what) => (
+            format!("not an interlink-p2p node: {what}"),
+            EXIT_NOT_INTERLINK,
+        ),
+        Error::OtherNetwork { theirs, ours } => (
+            format!("interlink-p2p node of another network: it speaks {theirs}, this probe {ours}"),
+            EXIT_OTHER_NETWORK,
+        ),
+        Error::NoSession { peer_id, agent } => (
+            format!(
+                "interlink-p2p node {peer_id} version {} without a session (an observer or a relay)",
+                short_version(agent)
+            ),
+            EXIT_NO_SESSION,
+        ),
+        other => (format!("probe failed: {other}"), EXIT_FAILED),
+    }
+}
+
+/// `interlink-p2p/0.1.0` → `0.1.0`; any other agent string as it is.
+fn short_version(agent: &str) -> &str {
+    agent.strip_prefix("interlink-p2p/").unwrap_or(agent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_has_its_own_exit_code() {
+        let peer = libp2p::PeerId::random();
+        let cases = [
+            (
+                Error::Unreachable("refused".into()),
+                EXIT_UNREACHABLE,
+                "unreachable: refused",
+            ),
+            (
+                Error::Timeout(Duration::from_secs(3)),
+                EXIT_UNREACHABLE,
+                "within 3.0 s",
+            ),
+            (
+                Error::NotInterlink("http".into()),
+                EXIT_NOT_INTERLINK,
+                "not an interlink-p2p node: http",
+            ),
+            (
+                Error::OtherNetwork {
+                    theirs: "interlink-p2p/1/x".into(),
+                    ours: "interlink-p2p/1/default".into(),
+                },
+                EXIT_OTHER_NETWORK,
+                "interlink-p2p/1/x",
+            ),
+            (
+                Error::NoSession {
+                    peer_id: peer,
+                    agent: "interlink-p2p/0.1.0".into(),
+                },
+                EXIT_NO_SESSION,
+                "version 0.1.0 without a session",
+            ),
+            (Error::Setup("x".into()), EXIT_FAILED, "probe failed"),
+        ];
+        for (error, code, needle) in cases {
+            let (line, got) = describe(&error);
+            assert_eq!(got, code, "{line}");
+            assert!(line.contains(needle), "{line:?} lacks {needle:?}");
+        }
+    }
+}
