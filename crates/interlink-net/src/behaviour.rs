@@ -76,6 +76,9 @@ impl Behaviour {
         let kad_protocol = protocol(network.kad_protocol())?;
         let mut kad_config = kad::Config::new(kad_protocol);
         kad_config.set_query_timeout(Duration::from_secs(10));
+        // The node walks the DHT itself once it has peers (node::discovery); kad's own
+        // timer would only warn "no known peers" on every lone node.
+        kad_config.set_periodic_bootstrap_interval(None);
         let mut kad =
             kad::Behaviour::with_config(peer_id, kad::store::MemoryStore::new(peer_id), kad_config);
         // On a LAN or loopback no external address is ever confirmed, so kad would
