@@ -145,5 +145,31 @@ fn bench_mailbox(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_wire, bench_mailbox);
+/// The floors under the numbers above: the raw primitives on this machine.
+fn bench_primitives(c: &mut Criterion) {
+    use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
+    let f = fixture();
+    let sk = SigningKey::from_bytes(&[7; 32]);
+    let msg = vec![0u8; 1100];
+    let sig = sk.sign(&msg);
+    let vk_bytes = sk.verifying_key().to_bytes();
+    let vk = sk.verifying_key();
+    c.bench_function("primitive: ed25519 key decompress", |b| {
+        b.iter(|| VerifyingKey::from_bytes(black_box(&vk_bytes)).unwrap())
+    });
+    c.bench_function("primitive: ed25519 verify_strict 1.1KiB", |b| {
+        b.iter(|| vk.verify_strict(black_box(&msg), &sig).unwrap())
+    });
+    c.bench_function("primitive: ed25519 verify 1.1KiB", |b| {
+        b.iter(|| vk.verify(black_box(&msg), &sig).unwrap())
+    });
+    let secret = f.bob.sealing_secret();
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let empty = seal::seal(b"", &secret.public(), b"", &mut rng).unwrap();
+    c.bench_function("primitive: HPKE open of an empty body (DH + key schedule)", |b| {
+        b.iter(|| seal::open(black_box(&empty), &secret, b"").unwrap())
+    });
+}
+
+criterion_group!(benches, bench_wire, bench_mailbox, bench_primitives);
 criterion_main!(benches);
