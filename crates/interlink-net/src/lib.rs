@@ -16,6 +16,7 @@ pub mod behaviour;
 pub mod config;
 mod diagnostics;
 mod handle;
+pub mod inbox;
 mod node;
 pub mod probe;
 mod swarm;
