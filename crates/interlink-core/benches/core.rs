@@ -166,9 +166,10 @@ fn bench_primitives(c: &mut Criterion) {
     let secret = f.bob.sealing_secret();
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     let empty = seal::seal(b"", &secret.public(), b"", &mut rng).unwrap();
-    c.bench_function("primitive: HPKE open of an empty body (DH + key schedule)", |b| {
-        b.iter(|| seal::open(black_box(&empty), &secret, b"").unwrap())
-    });
+    c.bench_function(
+        "primitive: HPKE open of an empty body (DH + key schedule)",
+        |b| b.iter(|| seal::open(black_box(&empty), &secret, b"").unwrap()),
+    );
 }
 
 criterion_group!(benches, bench_wire, bench_mailbox, bench_primitives);

@@ -4,9 +4,12 @@
 use std::time::Duration;
 
 use interlink_core::{
+    limits::MAX_ENVELOPE_BYTES,
     limits::MAX_ROSTER_RESPONSE_BYTES,
     names::Network,
-    wire::{MAX_PRESENCE_MESSAGE_BYTES, RosterRequest, RosterResponse},
+    wire::{
+        DeliverRequest, DeliverResponse, MAX_PRESENCE_MESSAGE_BYTES, RosterRequest, RosterResponse,
+    },
 };
 use libp2p::{
     StreamProtocol, autonat, dcutr, gossipsub, identify, identity::Keypair, kad, mdns, ping, relay,
@@ -14,6 +17,10 @@ use libp2p::{
 };
 
 use crate::NetError;
+
+/// How long one live delivery attempt may take. Short on purpose: a recipient that
+/// does not answer within it is treated as asleep and the message is queued instead.
+pub const LIVE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The agent-version string identify announces.
 pub const AGENT_VERSION: &str = concat!("interlink-p2p/", env!("CARGO_PKG_VERSION"));
@@ -36,6 +43,8 @@ pub struct Behaviour {
     pub mdns: Toggle<mdns::tokio::Behaviour>,
     /// Roster fetch on connect.
     pub roster: request_response::cbor::Behaviour<RosterRequest, RosterResponse>,
+    /// Live delivery of envelopes, answered with signed receipts.
+    pub deliver: request_response::cbor::Behaviour<DeliverRequest, DeliverResponse>,
     /// Circuit relay client.
     pub relay_client: Toggle<relay::client::Behaviour>,
     /// Hole punching over relayed connections.
@@ -107,6 +116,16 @@ impl Behaviour {
             )],
             request_response::Config::default().with_request_timeout(Duration::from_secs(10)),
         );
+        let deliver = request_response::cbor::Behaviour::with_codec(
+            request_response::cbor::codec::Codec::default()
+                .set_request_size_maximum(MAX_ENVELOPE_BYTES as u64 + 1024)
+                .set_response_size_maximum(4096),
+            [(
+                protocol(network.deliver_protocol())?,
+                request_response::ProtocolSupport::Full,
+            )],
+            request_response::Config::default().with_request_timeout(LIVE_ATTEMPT_TIMEOUT),
+        );
         let has_relay = relay_client.is_some();
         Ok(Self {
             gossipsub,
@@ -115,6 +134,7 @@ impl Behaviour {
             ping: ping::Behaviour::new(ping::Config::new()),
             mdns: mdns.into(),
             roster,
+            deliver,
             relay_client: relay_client.into(),
             dcutr: has_relay.then(|| dcutr::Behaviour::new(peer_id)).into(),
             autonat: has_relay

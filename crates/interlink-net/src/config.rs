@@ -1,11 +1,12 @@
 //! Node configuration.
 
-use std::{sync::Arc, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use interlink_core::{
     Identity, SessionId,
     limits::{AWAY_RETENTION_MS, HEARTBEAT_MS, LIVE_WINDOW_MS},
     names::Network,
+    trust::PeerPolicy,
     wire::{DeliveryMode, HostKind},
 };
 use libp2p::Multiaddr;
@@ -59,6 +60,18 @@ pub struct Config {
     pub presence: interlink_core::presence::Config,
     /// Most peers this node dials on its own (discovery stops adding peers beyond it).
     pub max_dialed_peers: usize,
+    /// Inbound delivery (sessions only).
+    pub delivery: Delivery,
+}
+
+/// Where a session's delivered messages go and whom it accepts them from.
+#[derive(Clone, Debug, Default)]
+pub struct Delivery {
+    /// The session's inbox directory; without one the node refuses every delivery.
+    pub inbox_dir: Option<PathBuf>,
+    /// The peers policy (deny by default). Replace it at run time with
+    /// [`crate::Handle::set_policy`].
+    pub policy: PeerPolicy,
 }
 
 impl Default for Config {
@@ -76,6 +89,7 @@ impl Default for Config {
                 ..Default::default()
             },
             max_dialed_peers: 64,
+            delivery: Delivery::default(),
         }
     }
 }

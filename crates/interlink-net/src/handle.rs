@@ -1,11 +1,11 @@
 //! The cheap, cloneable handle to a running node.
 
-use interlink_core::presence::IdentityView;
+use interlink_core::{IdentityKey, MsgId, SessionId, presence::IdentityView, trust::PeerPolicy};
 use libp2p::{Multiaddr, PeerId};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Diagnostics, NetError};
+use crate::{Diagnostics, NetError, OutgoingMessage, SendError, Sent};
 
 /// Something that happened on the node, for subscribers (the CLI's `--watch`, the MCP
 /// layer). Delivered through a bounded broadcast channel.
@@ -20,6 +20,20 @@ pub enum Event {
     PeerConnected(PeerId),
     /// The last connection to a peer closed.
     PeerDisconnected(PeerId),
+    /// A message was written to this session's inbox (first time only).
+    Delivered {
+        /// Its id.
+        msg_id: MsgId,
+        /// The verified sender.
+        from: IdentityKey,
+    },
+    /// A stranger knocked (held for the operator; nothing reached the inbox).
+    Knock {
+        /// The stranger's identity.
+        from: IdentityKey,
+        /// Its session.
+        session: SessionId,
+    },
     /// A presence message or roster entry was refused.
     Rejected {
         /// The peer it came from.
@@ -36,6 +50,11 @@ pub(crate) enum Command {
     Diagnostics(oneshot::Sender<Diagnostics>),
     SetSummary(String, oneshot::Sender<()>),
     Dial(Multiaddr, oneshot::Sender<Result<(), NetError>>),
+    Send(
+        Box<OutgoingMessage>,
+        oneshot::Sender<Result<Sent, SendError>>,
+    ),
+    SetPolicy(PeerPolicy, oneshot::Sender<()>),
 }
 
 /// A handle to a running node. Cloning is cheap; all clones talk to the same task.
@@ -76,6 +95,22 @@ impl Handle {
     /// Dials an address (with or without a `/p2p/` suffix).
     pub async fn dial(&self, addr: Multiaddr) -> Result<(), NetError> {
         self.request(|tx| Command::Dial(addr, tx)).await?
+    }
+
+    /// Sends a message to a session on the roster over the live path and waits for the
+    /// recipient's signed receipt (or the refusal, or the failure).
+    pub async fn send(&self, msg: OutgoingMessage) -> Result<Sent, SendError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Send(Box::new(msg), tx))
+            .await
+            .map_err(|_| SendError::Stopped)?;
+        rx.await.map_err(|_| SendError::Stopped)?
+    }
+
+    /// Replaces the peers policy the node's trust gate applies.
+    pub async fn set_policy(&self, policy: PeerPolicy) -> Result<(), NetError> {
+        self.request(|tx| Command::SetPolicy(policy, tx)).await
     }
 
     /// Asks the node to shut down (publishing its goodbye first). Returns at once; await

@@ -21,7 +21,7 @@ mod node;
 pub mod probe;
 mod swarm;
 
-pub use config::{Config, Role, SessionSpec};
+pub use config::{Config, Delivery, Role, SessionSpec};
 pub use diagnostics::{ConnectedPeer, Diagnostics};
 pub use handle::{Event, Handle};
 pub use node::Node;
@@ -54,6 +54,80 @@ pub enum NetError {
     /// A dial failed.
     #[error("dial failed: {0}")]
     Dial(String),
+}
+
+/// A message to send over the live path.
+#[derive(Clone, Debug)]
+pub struct OutgoingMessage {
+    /// The recipient session (must be on the roster: its announcement gives the
+    /// PeerId, addresses and sealing key).
+    pub to: interlink_core::wire::SessionAddr,
+    /// What it is.
+    pub kind: interlink_core::wire::EnvelopeKind,
+    /// The text (messages only; sealed to the recipient).
+    pub text: Option<String>,
+    /// Task it belongs to.
+    pub task_id: Option<String>,
+    /// Task status.
+    pub status: Option<interlink_core::wire::TaskStatus>,
+    /// The message it answers.
+    pub in_reply_to: Option<interlink_core::MsgId>,
+    /// Knocks and accepts: the name suggested for this identity.
+    pub name: Option<String>,
+}
+
+impl OutgoingMessage {
+    /// A plain text message to `to`.
+    pub fn text(to: interlink_core::wire::SessionAddr, text: impl Into<String>) -> Self {
+        Self {
+            to,
+            kind: interlink_core::wire::EnvelopeKind::Message,
+            text: Some(text.into()),
+            task_id: None,
+            status: None,
+            in_reply_to: None,
+            name: None,
+        }
+    }
+}
+
+/// A message the recipient receipted.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    /// Its id.
+    pub msg_id: interlink_core::MsgId,
+    /// The recipient's signed receipt (verified).
+    pub receipt: interlink_core::wire::Signed<interlink_core::wire::Receipt>,
+}
+
+/// Sending over the live path failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// Observers don't send.
+    #[error("this node is not a session")]
+    NotASession,
+    /// The recipient session is not on the roster (no address or sealing key known).
+    #[error("session {0} is not on the roster")]
+    NotOnRoster(interlink_core::wire::SessionAddr),
+    /// The message could not be built (a field breaks a wire rule).
+    #[error("invalid message: {0}")]
+    Invalid(String),
+    /// No answer: not connected, timed out, or the connection failed.
+    #[error("recipient unreachable: {0}")]
+    Unreachable(String),
+    /// The recipient refused it, with its reason.
+    #[error("recipient refused the message: {0}")]
+    Refused(String),
+    /// The recipient answered with something that is not a valid receipt for it.
+    #[error("invalid receipt: {0}")]
+    BadReceipt(String),
+    /// Too many messages queued for that recipient.
+    #[error("too many messages queued for this recipient")]
+    Busy,
+    /// The node has shut down.
+    #[error("the node has shut down")]
+    Stopped,
 }
 
 /// Milliseconds since the Unix epoch from the system clock (0 if it is before 1970).

@@ -1,5 +1,6 @@
 //! The node task: owns the swarm, runs presence and discovery, serves handles.
 
+mod delivery;
 mod discovery;
 mod presence;
 
@@ -9,7 +10,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use interlink_core::presence::Roster;
+use interlink_core::{identity::SealingSecret, presence::Roster, trust::Gate};
 use libp2p::{
     Multiaddr, PeerId, Swarm, gossipsub,
     swarm::{SwarmEvent, dial_opts::DialOpts},
@@ -26,6 +27,7 @@ use crate::{
     Handle, NetError, Role,
     behaviour::{Behaviour, BehaviourEvent},
     handle::Command,
+    inbox::Inbox,
 };
 
 /// The housekeeping tick: re-announcement, roster sweep, bootstrap redial.
@@ -76,6 +78,14 @@ impl Node {
             Role::Session(s) => s.summary.clone(),
             Role::Observer => String::new(),
         };
+        let (gate, inbox, sealing) = match (&role, &config.delivery.inbox_dir) {
+            (Role::Session(spec), Some(dir)) => (
+                Some(Gate::new(config.delivery.policy.clone())),
+                Some(Inbox::open(dir).map_err(|e| NetError::Setup(e.to_string()))?),
+                Some(spec.identity.sealing_secret()),
+            ),
+            _ => (None, None, None),
+        };
         let mut actor = Actor {
             roster: Roster::new(config.presence),
             bootstrap: discovery::Bootstrap::new(&config.bootstrap),
@@ -92,6 +102,10 @@ impl Node {
             last_announce: None,
             listen_addrs: Vec::new(),
             peers: HashMap::new(),
+            gate,
+            inbox,
+            sealing,
+            outbox: delivery::Outbox::default(),
         };
         actor.bootstrap.dial_due(&mut actor.swarm, Instant::now());
         let task = tokio::spawn(async move { actor.run().await });
@@ -139,6 +153,11 @@ struct Actor {
     /// Connected peers. Bounded by the swarm's connections.
     peers: HashMap<PeerId, PeerInfo>,
     bootstrap: discovery::Bootstrap,
+    /// Sessions with an inbox: the trust gate, the inbox and the sealing secret.
+    gate: Option<Gate>,
+    inbox: Option<Inbox>,
+    sealing: Option<SealingSecret>,
+    outbox: delivery::Outbox,
 }
 
 impl Actor {
@@ -192,6 +211,13 @@ impl Actor {
                 self.announce();
                 let _ = tx.send(());
             }
+            Command::Send(msg, tx) => self.send_message(*msg, tx),
+            Command::SetPolicy(policy, tx) => {
+                if let Some(gate) = self.gate.as_mut() {
+                    gate.set_policy(policy);
+                }
+                let _ = tx.send(());
+            }
             Command::Dial(addr, tx) => {
                 let res = self
                     .swarm
@@ -206,6 +232,7 @@ impl Actor {
         match event {
             SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(ev)) => self.on_gossipsub(ev),
             SwarmEvent::Behaviour(BehaviourEvent::Roster(ev)) => self.on_roster_fetch(ev),
+            SwarmEvent::Behaviour(BehaviourEvent::Deliver(ev)) => self.on_deliver(ev),
             SwarmEvent::Behaviour(ev) => discovery::on_behaviour_event(self, ev),
             SwarmEvent::NewListenAddr { address, .. } => {
                 info!(%address, "listening");

@@ -30,7 +30,10 @@ pub use ack::Ack;
 pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use envelope::{Envelope, EnvelopeKind, OpenError, TaskStatus};
 pub use goodbye::Goodbye;
-pub use overlay::{MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage, RosterRequest, RosterResponse};
+pub use overlay::{
+    DeliverRequest, DeliverResponse, MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage, RosterRequest,
+    RosterResponse,
+};
 pub use receipt::{Receipt, ReceiptState};
 
 use crate::{

@@ -105,6 +105,29 @@ impl RosterResponse {
     }
 }
 
+/// Live delivery request: one signed envelope wrapper.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliverRequest {
+    /// Protocol version.
+    pub v: u8,
+    /// The signed envelope wrapper.
+    pub envelope: ByteBuf,
+}
+
+/// Live delivery response: the recipient's signed receipt, or why it refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliverResponse {
+    /// Protocol version.
+    pub v: u8,
+    /// A signed receipt wrapper (`delivered`) once the message is durably in the
+    /// recipient's inbox (also for a message it already had).
+    pub receipt: Option<ByteBuf>,
+    /// Why the recipient refused the envelope.
+    pub refused: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

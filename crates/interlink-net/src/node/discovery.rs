@@ -201,7 +201,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
         BehaviourEvent::RelayClient(ev) => debug!(?ev, "relay client"),
         BehaviourEvent::Dcutr(ev) => debug!(?ev, "dcutr"),
         BehaviourEvent::Autonat(ev) => debug!(?ev, "autonat"),
-        BehaviourEvent::Gossipsub(_) | BehaviourEvent::Roster(_) => {
+        BehaviourEvent::Gossipsub(_) | BehaviourEvent::Roster(_) | BehaviourEvent::Deliver(_) => {
             warn!("presence event routed to discovery")
         }
         _ => {}

@@ -1,0 +1,216 @@
+//! Live delivery between in-process nodes: receipts, inbox, order, trust, knocks.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::{sync::Arc, time::Duration};
+
+use interlink_core::{
+    Identity, SessionId,
+    names::Network,
+    trust::PeerPolicy,
+    wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr},
+};
+use interlink_net::{
+    Config, Delivery, Event, Handle, Node, OutgoingMessage, Role, SendError, SessionSpec,
+    inbox::{self, INBOX_FILE},
+};
+use libp2p::{Multiaddr, PeerId, multiaddr::Protocol};
+
+struct Peer {
+    node: Node,
+    addr: SessionAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Peer {
+    fn handle(&self) -> Handle {
+        self.node.handle()
+    }
+
+    fn inbox_texts(&self) -> Vec<String> {
+        let (entries, _) = inbox::read_from(&self.dir.path().join(INBOX_FILE), 0).unwrap();
+        entries.into_iter().filter_map(|e| e.text).collect()
+    }
+}
+
+fn memory(port: u64) -> Multiaddr {
+    format!("/memory/{port}").parse().unwrap()
+}
+
+fn start(
+    port: u64,
+    seed: u8,
+    session: &str,
+    peers: &[(&str, &Identity)],
+    boot: Option<(u64, PeerId)>,
+) -> Peer {
+    let identity = Arc::new(Identity::from_seed(&[seed; 32]));
+    let session = SessionId::new(session).unwrap();
+    let mut policy = PeerPolicy::new();
+    for (name, id) in peers {
+        policy.add(*name, id.public()).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        network: Network::default(),
+        listen: vec![memory(port)],
+        bootstrap: boot
+            .map(|(p, id)| vec![memory(p).with(Protocol::P2p(id))])
+            .unwrap_or_default(),
+        mdns: false,
+        delivery: Delivery {
+            inbox_dir: Some(dir.path().to_owned()),
+            policy,
+        },
+        ..Config::default()
+    };
+    let key = identity.transport_keypair(&session).unwrap();
+    let swarm = interlink_net::build_swarm(key, &config).unwrap();
+    let addr = SessionAddr {
+        key: identity.public(),
+        session: session.clone(),
+    };
+    let role = Role::Session(Box::new(SessionSpec {
+        identity,
+        session,
+        cwd: "/tmp".into(),
+        git_label: None,
+        summary: String::new(),
+        host: HostKind::Other,
+        delivery: DeliveryMode::Poll,
+    }));
+    Peer {
+        node: Node::spawn(swarm, config, role).unwrap(),
+        addr,
+        dir,
+    }
+}
+
+async fn wait_roster(handles: &[Handle], want: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut ok = true;
+        for h in handles {
+            let n: usize = h
+                .roster()
+                .await
+                .unwrap()
+                .iter()
+                .map(|i| i.sessions.len())
+                .sum();
+            ok &= n == want;
+        }
+        if ok {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "rosters never reached {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_messages_are_receipted_stored_in_order_and_gated() {
+    let base = 30_000 + u64::from(std::process::id() % 1000) * 100;
+    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let alice = start(base, 1, "alice-1", &[("bob", &bob_id)], None);
+    let boot = Some((base, alice.handle().peer_id()));
+    let bob = start(base + 1, 2, "bob-1", &[("alice", &alice_id)], boot);
+    let mallory = start(base + 2, 3, "mallory-1", &[("bob", &bob_id)], boot);
+    let alice2 = start(base + 3, 1, "alice-2", &[], boot);
+    wait_roster(
+        &[
+            alice.handle(),
+            bob.handle(),
+            mallory.handle(),
+            alice2.handle(),
+        ],
+        4,
+    )
+    .await;
+    let mut bob_events = bob.handle().events();
+
+    // Both ways, with receipts signed by the recipient.
+    let sent = alice
+        .handle()
+        .send(OutgoingMessage::text(bob.addr.clone(), "hello bob"))
+        .await
+        .unwrap();
+    assert_eq!(sent.receipt.body().recipient, bob.addr.key);
+    assert_eq!(sent.receipt.body().msg_id, sent.msg_id);
+    bob.handle()
+        .send(OutgoingMessage::text(alice.addr.clone(), "hello alice"))
+        .await
+        .unwrap();
+    assert_eq!(bob.inbox_texts(), ["hello bob"]);
+    assert_eq!(alice.inbox_texts(), ["hello alice"]);
+    let delivered = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let Ok(Event::Delivered { msg_id, from }) = bob_events.recv().await {
+                return (msg_id, from);
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(delivered, (sent.msg_id, alice.addr.key));
+
+    // Twenty sends issued at once arrive in send order.
+    let handle = alice.handle();
+    let sends =
+        (0..20).map(|i| handle.send(OutgoingMessage::text(bob.addr.clone(), format!("n{i}"))));
+    for r in futures::future::join_all(sends).await {
+        r.unwrap();
+    }
+    let texts = bob.inbox_texts();
+    let expected: Vec<String> = std::iter::once("hello bob".to_string())
+        .chain((0..20).map(|i| format!("n{i}")))
+        .collect();
+    assert_eq!(texts, expected);
+
+    // A stranger's message is refused with the reason, and nothing is stored.
+    let err = mallory
+        .handle()
+        .send(OutgoingMessage::text(bob.addr.clone(), "let me in"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SendError::Refused(r) if r.contains("not a peer")),
+        "{err}"
+    );
+    assert_eq!(bob.inbox_texts().len(), 21);
+
+    // A stranger may knock: receipted, held for the operator, not in the inbox.
+    let knock = OutgoingMessage {
+        kind: EnvelopeKind::Knock,
+        text: None,
+        name: Some("mallory".into()),
+        ..OutgoingMessage::text(bob.addr.clone(), "")
+    };
+    mallory.handle().send(knock).await.unwrap();
+    let knocked = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let Ok(Event::Knock { from, .. }) = bob_events.recv().await {
+                return from;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(knocked, mallory.addr.key);
+    assert_eq!(bob.inbox_texts().len(), 21);
+
+    // Sessions of one identity reach each other without pairing.
+    alice2
+        .handle()
+        .send(OutgoingMessage::text(alice.addr.clone(), "from my sibling"))
+        .await
+        .unwrap();
+    assert_eq!(alice.inbox_texts(), ["hello alice", "from my sibling"]);
+
+    for p in [alice, bob, mallory, alice2] {
+        p.node.shutdown().await;
+    }
+}
