@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use interlink_core::{
-    limits::MAX_ENVELOPE_BYTES,
     limits::MAX_ROSTER_RESPONSE_BYTES,
+    limits::{MAX_ENVELOPE_BYTES, MAX_MAILBOX_RECORD_BYTES},
     names::Network,
     wire::{
         DeliverRequest, DeliverResponse, MAX_PRESENCE_MESSAGE_BYTES, RosterRequest, RosterResponse,
@@ -18,9 +18,12 @@ use libp2p::{
 
 use crate::NetError;
 
+/// Most mailbox records one node holds for others.
+pub const MAX_MAILBOX_RECORDS: usize = 1024;
+
 /// How long one live delivery attempt may take. Short on purpose: a recipient that
 /// does not answer within it is treated as asleep and the message is queued instead.
-pub const LIVE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
+pub const LIVE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The agent-version string identify announces.
 pub const AGENT_VERSION: &str = concat!("interlink-p2p/", env!("CARGO_PKG_VERSION"));
@@ -88,8 +91,20 @@ impl Behaviour {
         // The node walks the DHT itself once it has peers (node::discovery); kad's own
         // timer would only warn "no known peers" on every lone node.
         kad_config.set_periodic_bootstrap_interval(None);
-        let mut kad =
-            kad::Behaviour::with_config(peer_id, kad::store::MemoryStore::new(peer_id), kad_config);
+        // Mailboxes are merged by the application (node::mailbox), never overwritten,
+        // and live as long as their contents: kad's own expiry is off.
+        kad_config.set_record_filtering(kad::StoreInserts::FilterBoth);
+        kad_config.set_max_packet_size(MAX_MAILBOX_RECORD_BYTES + 64 * 1024);
+        kad_config.set_record_ttl(None);
+        let store = kad::store::MemoryStore::with_config(
+            peer_id,
+            kad::store::MemoryStoreConfig {
+                max_records: MAX_MAILBOX_RECORDS,
+                max_value_bytes: MAX_MAILBOX_RECORD_BYTES,
+                ..Default::default()
+            },
+        );
+        let mut kad = kad::Behaviour::with_config(peer_id, store, kad_config);
         // On a LAN or loopback no external address is ever confirmed, so kad would
         // stay a client forever; every session is a full DHT participant.
         kad.set_mode(Some(kad::Mode::Server));

@@ -19,6 +19,10 @@ pub struct Diagnostics {
     pub kad_routing_table: usize,
     /// Relay reservations held (circuit listen addresses).
     pub relay_reservations: Vec<Multiaddr>,
+    /// Mailbox records this node holds (for itself and others).
+    pub mailboxes_held: usize,
+    /// Mailbox puts refused (forged, wrong mailbox, oversized, …) since start.
+    pub mailbox_puts_refused: u64,
 }
 
 /// One connected peer.

@@ -1,11 +1,13 @@
 //! The cheap, cloneable handle to a running node.
 
-use interlink_core::{IdentityKey, MsgId, SessionId, presence::IdentityView, trust::PeerPolicy};
+use interlink_core::{
+    IdentityKey, MsgId, SessionId, presence::IdentityView, trust::PeerPolicy, wire::SessionAddr,
+};
 use libp2p::{Multiaddr, PeerId};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Diagnostics, NetError, OutgoingMessage, SendError, Sent};
+use crate::{Diagnostics, NetError, OutgoingMessage, SendError, SendOutcome};
 
 /// Something that happened on the node, for subscribers (the CLI's `--watch`, the MCP
 /// layer). Delivered through a bounded broadcast channel.
@@ -52,9 +54,19 @@ pub(crate) enum Command {
     Dial(Multiaddr, oneshot::Sender<Result<(), NetError>>),
     Send(
         Box<OutgoingMessage>,
-        oneshot::Sender<Result<Sent, SendError>>,
+        oneshot::Sender<Result<SendOutcome, SendError>>,
     ),
     SetPolicy(PeerPolicy, oneshot::Sender<()>),
+    HeldMailbox(SessionAddr, oneshot::Sender<Option<HeldMailbox>>),
+}
+
+/// What a node holds of one session's mailbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldMailbox {
+    /// Envelopes waiting for the owner.
+    pub pending: usize,
+    /// Message ids the owner acked (tombstones).
+    pub acked: usize,
 }
 
 /// A handle to a running node. Cloning is cheap; all clones talk to the same task.
@@ -97,9 +109,10 @@ impl Handle {
         self.request(|tx| Command::Dial(addr, tx)).await?
     }
 
-    /// Sends a message to a session on the roster over the live path and waits for the
-    /// recipient's signed receipt (or the refusal, or the failure).
-    pub async fn send(&self, msg: OutgoingMessage) -> Result<Sent, SendError> {
+    /// Sends a message to a session on the roster: over the live path, answered by the
+    /// recipient's signed receipt, or — if the recipient does not answer — queued in
+    /// its DHT mailbox. A refusal by the recipient is an error with its reason.
+    pub async fn send(&self, msg: OutgoingMessage) -> Result<SendOutcome, SendError> {
         let (tx, rx) = oneshot::channel();
         self.commands
             .send(Command::Send(Box::new(msg), tx))
@@ -111,6 +124,11 @@ impl Handle {
     /// Replaces the peers policy the node's trust gate applies.
     pub async fn set_policy(&self, policy: PeerPolicy) -> Result<(), NetError> {
         self.request(|tx| Command::SetPolicy(policy, tx)).await
+    }
+
+    /// What this node holds of `addr`'s mailbox, if anything.
+    pub async fn held_mailbox(&self, addr: SessionAddr) -> Result<Option<HeldMailbox>, NetError> {
+        self.request(|tx| Command::HeldMailbox(addr, tx)).await
     }
 
     /// Asks the node to shut down (publishing its goodbye first). Returns at once; await

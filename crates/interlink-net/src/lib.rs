@@ -23,7 +23,7 @@ mod swarm;
 
 pub use config::{Config, Delivery, Role, SessionSpec};
 pub use diagnostics::{ConnectedPeer, Diagnostics};
-pub use handle::{Event, Handle};
+pub use handle::{Event, Handle, HeldMailbox};
 pub use node::Node;
 pub use swarm::build_swarm;
 
@@ -89,6 +89,18 @@ impl OutgoingMessage {
             name: None,
         }
     }
+}
+
+/// What became of a sent message.
+#[derive(Clone, Debug)]
+pub enum SendOutcome {
+    /// The recipient's node stored it and receipted it.
+    Delivered(Box<Sent>),
+    /// The recipient did not answer; the message waits in its mailbox in the DHT.
+    Queued {
+        /// Its id.
+        msg_id: interlink_core::MsgId,
+    },
 }
 
 /// A message the recipient receipted.

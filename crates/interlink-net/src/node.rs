@@ -2,6 +2,7 @@
 
 mod delivery;
 mod discovery;
+mod mailbox;
 mod presence;
 
 use std::{
@@ -106,7 +107,11 @@ impl Node {
             inbox,
             sealing,
             outbox: delivery::Outbox::default(),
+            mailboxes: mailbox::Mailboxes::default(),
+            last_tick: Instant::now(),
+            last_envelope_ts: 0,
         };
+        actor.mailboxes.request_fetch();
         actor.bootstrap.dial_due(&mut actor.swarm, Instant::now());
         let task = tokio::spawn(async move { actor.run().await });
         Ok(Self { handle, task })
@@ -115,6 +120,12 @@ impl Node {
     /// A handle to the node.
     pub fn handle(&self) -> Handle {
         self.handle.clone()
+    }
+
+    /// Stops the node at once, without a goodbye, as a crash would. For tests and
+    /// benchmarks that need a session to vanish.
+    pub fn abort(self) {
+        self.task.abort();
     }
 
     /// Shuts the node down (goodbye first) and waits for its task to end.
@@ -158,6 +169,11 @@ struct Actor {
     inbox: Option<Inbox>,
     sealing: Option<SealingSecret>,
     outbox: delivery::Outbox,
+    mailboxes: mailbox::Mailboxes,
+    last_tick: Instant,
+    /// Timestamp of the last envelope sent: kept strictly increasing, so a recipient
+    /// draining its mailbox (ordered by timestamp) sees one sender's messages in order.
+    last_envelope_ts: u64,
 }
 
 impl Actor {
@@ -183,6 +199,14 @@ impl Actor {
 
     fn on_tick(&mut self) {
         let now = Instant::now();
+        // A tick far later than due: the process was stopped (SIGSTOP) or the machine
+        // slept. Fetch the mailbox and re-announce at once rather than on the timers.
+        if now.duration_since(self.last_tick) >= mailbox::WAKE_GAP {
+            info!(gap = ?now.duration_since(self.last_tick), "woke up");
+            self.mailboxes.request_fetch();
+            self.announce_due = true;
+        }
+        self.last_tick = now;
         let removed = self.roster.sweep(crate::now_ms());
         if !removed.is_empty() {
             self.emit(Event::RosterChanged);
@@ -195,6 +219,7 @@ impl Actor {
         }
         self.bootstrap.dial_due(&mut self.swarm, now);
         discovery::periodic(self, now);
+        self.maybe_fetch_mailbox(now);
     }
 
     fn on_command(&mut self, cmd: Command) {
@@ -212,6 +237,9 @@ impl Actor {
                 let _ = tx.send(());
             }
             Command::Send(msg, tx) => self.send_message(*msg, tx),
+            Command::HeldMailbox(addr, tx) => {
+                let _ = tx.send(self.held_mailbox_info(&addr));
+            }
             Command::SetPolicy(policy, tx) => {
                 if let Some(gate) = self.gate.as_mut() {
                     gate.set_policy(policy);
@@ -256,6 +284,11 @@ impl Actor {
                     .on_connected(peer_id, endpoint.get_remote_address());
                 let info = self.peers.entry(peer_id).or_default();
                 info.addr = Some(endpoint.get_remote_address().clone());
+                self.mailboxes.alive(&peer_id);
+                if self.peers.len() == 1 {
+                    // Back from having no peers: whatever was queued for us may be there.
+                    self.mailboxes.request_fetch();
+                }
                 if num_established.get() == 1 {
                     debug!(%peer_id, "connected");
                     self.fetch_roster(peer_id);
@@ -319,7 +352,13 @@ impl Actor {
             })
             .cloned()
             .collect();
+        let mailboxes_held = {
+            use libp2p::kad::store::RecordStore as _;
+            self.swarm.behaviour_mut().kad.store_mut().records().count()
+        };
         Diagnostics {
+            mailboxes_held,
+            mailbox_puts_refused: self.mailboxes.refused_puts,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,

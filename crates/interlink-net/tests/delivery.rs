@@ -11,7 +11,8 @@ use interlink_core::{
     wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr},
 };
 use interlink_net::{
-    Config, Delivery, Event, Handle, Node, OutgoingMessage, Role, SendError, SessionSpec,
+    Config, Delivery, Event, Handle, Node, OutgoingMessage, Role, SendError, SendOutcome, Sent,
+    SessionSpec,
     inbox::{self, INBOX_FILE},
 };
 use libp2p::{Multiaddr, PeerId, multiaddr::Protocol};
@@ -44,13 +45,31 @@ fn start(
     peers: &[(&str, &Identity)],
     boot: Option<(u64, PeerId)>,
 ) -> Peer {
+    start_in(
+        tempfile::tempdir().unwrap(),
+        port,
+        seed,
+        session,
+        peers,
+        boot,
+    )
+}
+
+/// Like `start`, with a given state directory (to restart a session over its inbox).
+fn start_in(
+    dir: tempfile::TempDir,
+    port: u64,
+    seed: u8,
+    session: &str,
+    peers: &[(&str, &Identity)],
+    boot: Option<(u64, PeerId)>,
+) -> Peer {
     let identity = Arc::new(Identity::from_seed(&[seed; 32]));
     let session = SessionId::new(session).unwrap();
     let mut policy = PeerPolicy::new();
     for (name, id) in peers {
         policy.add(*name, id.public()).unwrap();
     }
-    let dir = tempfile::tempdir().unwrap();
     let config = Config {
         network: Network::default(),
         listen: vec![memory(port)],
@@ -83,6 +102,14 @@ fn start(
         node: Node::spawn(swarm, config, role).unwrap(),
         addr,
         dir,
+    }
+}
+
+/// The receipt of a message the recipient's node answered live.
+fn delivered(outcome: SendOutcome) -> Sent {
+    match outcome {
+        SendOutcome::Delivered(sent) => *sent,
+        other => panic!("expected a live delivery, got {other:?}"),
     }
 }
 
@@ -133,11 +160,13 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
     let mut bob_events = bob.handle().events();
 
     // Both ways, with receipts signed by the recipient.
-    let sent = alice
-        .handle()
-        .send(OutgoingMessage::text(bob.addr.clone(), "hello bob"))
-        .await
-        .unwrap();
+    let sent = delivered(
+        alice
+            .handle()
+            .send(OutgoingMessage::text(bob.addr.clone(), "hello bob"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(sent.receipt.body().recipient, bob.addr.key);
     assert_eq!(sent.receipt.body().msg_id, sent.msg_id);
     bob.handle()
@@ -213,4 +242,84 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
     for p in [alice, bob, mallory, alice2] {
         p.node.shutdown().await;
     }
+}
+
+/// Waits until `peer`'s inbox holds `want` texts.
+async fn wait_inbox(peer: &Peer, want: &[String]) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let texts = peer.inbox_texts();
+        if texts == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "inbox never reached {want:?}; it holds {texts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_to_a_vanished_session_wait_in_the_dht_until_it_returns() {
+    let base = 40_000 + u64::from(std::process::id() % 1000) * 100;
+    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let carol = start(base, 9, "carol-1", &[], None);
+    let boot = Some((base, carol.handle().peer_id()));
+    let alice = start(base + 1, 1, "alice-1", &[("bob", &bob_id)], boot);
+    let bob = start(base + 2, 2, "bob-1", &[("alice", &alice_id)], boot);
+    wait_roster(&[alice.handle(), bob.handle(), carol.handle()], 3).await;
+
+    // Bob's process dies without a goodbye: he stays on the roster (away, in time).
+    let bob_addr = bob.addr.clone();
+    let Peer {
+        node, dir: bob_dir, ..
+    } = bob;
+    node.abort();
+
+    // The first message pays one live attempt, the rest queue at once; all are queued.
+    let mut expected = Vec::new();
+    for i in 0..6 {
+        let text = format!("while you were away {i}");
+        let outcome = alice
+            .handle()
+            .send(OutgoingMessage::text(bob_addr.clone(), text.clone()))
+            .await
+            .unwrap();
+        assert!(matches!(outcome, SendOutcome::Queued { .. }), "{outcome:?}");
+        expected.push(text);
+    }
+    // The sender leaves at once; only Carol (a holder, not a peer of anyone) remains.
+    alice.node.shutdown().await;
+
+    // Bob restarts under the same session id over the same inbox, knowing only Carol.
+    let bob = start_in(bob_dir, base + 3, 2, "bob-1", &[("alice", &alice_id)], boot);
+    wait_inbox(&bob, &expected).await;
+
+    // He acked them: a second restart delivers nothing twice.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let Peer {
+        node, dir: bob_dir, ..
+    } = bob;
+    node.shutdown().await;
+    let bob = start_in(bob_dir, base + 4, 2, "bob-1", &[("alice", &alice_id)], boot);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(bob.inbox_texts(), expected);
+    // Carol, a holder, received Bob's ack: his messages are tombstones there now.
+    let held = carol.handle().held_mailbox(bob_addr.clone()).await.unwrap();
+    assert_eq!(
+        held.map(|h| (h.pending, h.acked)),
+        Some((0, expected.len()))
+    );
+    assert_eq!(
+        carol
+            .handle()
+            .diagnostics()
+            .await
+            .unwrap()
+            .mailbox_puts_refused,
+        0
+    );
+    bob.node.shutdown().await;
+    carol.node.shutdown().await;
 }

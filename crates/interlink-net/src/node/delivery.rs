@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 
 use super::Actor;
 use crate::{
-    Event, OutgoingMessage, Role, SendError, Sent,
+    Event, OutgoingMessage, Role, SendError, SendOutcome, Sent,
     inbox::{Appended, InboxEntry},
 };
 
@@ -38,7 +38,7 @@ pub(crate) const OUTBOX_RECIPIENTS: usize = 1024;
 pub(crate) struct Queued {
     envelope: Signed<Envelope>,
     peer: PeerId,
-    reply: oneshot::Sender<Result<Sent, SendError>>,
+    reply: oneshot::Sender<Result<SendOutcome, SendError>>,
 }
 
 /// Outbound state: per-recipient queues and the requests in flight.
@@ -53,7 +53,7 @@ impl Actor {
     pub(super) fn send_message(
         &mut self,
         msg: OutgoingMessage,
-        reply: oneshot::Sender<Result<Sent, SendError>>,
+        reply: oneshot::Sender<Result<SendOutcome, SendError>>,
     ) {
         let result = self.build_envelope(&msg);
         let (envelope, peer) = match result {
@@ -81,10 +81,16 @@ impl Actor {
         }
     }
 
+    fn next_envelope_ts(&mut self) -> u64 {
+        self.last_envelope_ts = crate::now_ms().max(self.last_envelope_ts + 1);
+        self.last_envelope_ts
+    }
+
     fn build_envelope(
         &mut self,
         msg: &OutgoingMessage,
     ) -> Result<(Signed<Envelope>, PeerId), SendError> {
+        let ts = self.next_envelope_ts();
         let Role::Session(spec) = &self.role else {
             return Err(SendError::NotASession);
         };
@@ -110,7 +116,7 @@ impl Actor {
             recipient: msg.to.key,
             recipient_session: msg.to.session.clone(),
             msg_id: MsgId::random(&mut rng),
-            ts: crate::now_ms(),
+            ts,
             kind: msg.kind,
             task_id: msg.task_id.clone(),
             status: msg.status,
@@ -128,10 +134,24 @@ impl Actor {
     }
 
     fn send_next(&mut self, to: &SessionAddr) {
-        let Some(queued) = self.outbox.queues.get_mut(to).and_then(VecDeque::pop_front) else {
-            self.outbox.queues.remove(to);
+        loop {
+            let Some(queued) = self.outbox.queues.get_mut(to).and_then(VecDeque::pop_front) else {
+                self.outbox.queues.remove(to);
+                return;
+            };
+            // A recipient that just failed to answer is asleep or gone until it shows
+            // life again: queue at once instead of paying a timeout per message.
+            if self.mailboxes.is_unreachable(&queued.peer) {
+                let outcome = self.queue_in_mailbox(&queued.envelope);
+                let _ = queued.reply.send(outcome);
+                continue;
+            }
+            self.send_live(to, queued);
             return;
-        };
+        }
+    }
+
+    fn send_live(&mut self, to: &SessionAddr, queued: Queued) {
         let request = DeliverRequest {
             v: VERSION,
             envelope: ByteBuf::from(queued.envelope.to_bytes()),
@@ -146,7 +166,17 @@ impl Actor {
 
     fn finish(&mut self, id: request_response::OutboundRequestId, result: Result<Sent, SendError>) {
         if let Some((to, queued)) = self.outbox.in_flight.remove(&id) {
-            let _ = queued.reply.send(result);
+            let outcome = match result {
+                Ok(sent) => Ok(SendOutcome::Delivered(Box::new(sent))),
+                // No answer: store and forward. Refusals and bad receipts are final.
+                Err(SendError::Unreachable(reason)) => {
+                    debug!(%to, %reason, "live delivery failed; queueing in the mailbox");
+                    self.mailboxes.mark_unreachable(queued.peer);
+                    self.queue_in_mailbox(&queued.envelope)
+                }
+                Err(e) => Err(e),
+            };
+            let _ = queued.reply.send(outcome);
             self.send_next(&to);
         }
     }
@@ -208,70 +238,22 @@ impl Actor {
             receipt: None,
             refused: Some(reason),
         };
-        let Role::Session(spec) = &self.role else {
-            return refuse("this node is not a session".into());
-        };
-        let me = SessionAddr {
-            key: spec.identity.public(),
-            session: spec.session.clone(),
-        };
-        let (Some(gate), Some(inbox), Some(sealing)) = (
-            self.gate.as_mut(),
-            self.inbox.as_mut(),
-            self.sealing.as_ref(),
-        ) else {
-            return refuse("this session takes no messages".into());
-        };
         let env = match Signed::<Envelope>::decode(bytes) {
             Ok(env) => env,
             Err(e) => return refuse(e.to_string()),
         };
-        let body = env.body();
-        let already = body.recipient == me.key
-            && body.recipient_session == me.session
-            && inbox.contains(&body.msg_id);
-        if !already {
-            match gate.decide(&env, &me, LIVE_FRESHNESS_MS, crate::now_ms()) {
-                Decision::Deliver => {}
-                Decision::HoldKnock(knock) => {
-                    let _ = self.events.send(Event::Knock {
-                        from: knock.sender,
-                        session: knock.sender_session,
-                    });
-                }
-                Decision::Drop(reason) => {
-                    debug!(%from, %reason, "delivery refused");
-                    return refuse(reason.to_string());
-                }
-            }
-            if body.kind != EnvelopeKind::Knock {
-                let text = match body.kind {
-                    EnvelopeKind::Message => match body.open_text(sealing) {
-                        Ok(t) => Some(t),
-                        Err(e) => return refuse(e.to_string()),
-                    },
-                    _ => None,
-                };
-                let entry = inbox_entry(&env, text);
-                match inbox.append(body.msg_id, &entry) {
-                    Ok(Appended::New) => {
-                        let _ = self.events.send(Event::Delivered {
-                            msg_id: body.msg_id,
-                            from: body.sender,
-                        });
-                    }
-                    Ok(Appended::Duplicate) => {}
-                    Err(e) => {
-                        warn!("inbox write failed: {e}");
-                        return refuse("the recipient could not store the message".into());
-                    }
-                }
-            }
+        if let Err(reason) = self.store_envelope(&env, LIVE_FRESHNESS_MS) {
+            debug!(%from, %reason, "delivery refused");
+            return refuse(reason);
         }
+        let Role::Session(spec) = &self.role else {
+            return refuse("this node is not a session".into());
+        };
+        let body = env.body();
         let receipt = Receipt {
             v: VERSION,
-            recipient: me.key,
-            recipient_session: me.session,
+            recipient: spec.identity.public(),
+            recipient_session: spec.session.clone(),
             sender: body.sender,
             msg_id: body.msg_id,
             state: ReceiptState::Delivered,
@@ -284,6 +266,67 @@ impl Actor {
                 refused: None,
             },
             Err(e) => refuse(e.to_string()),
+        }
+    }
+
+    /// Puts a verified envelope through the trust gate (with the path's freshness
+    /// window) into the inbox. `Ok` means it is durably there (now or before) or, for a
+    /// knock, held for the operator.
+    pub(super) fn store_envelope(
+        &mut self,
+        env: &Signed<Envelope>,
+        window_ms: u64,
+    ) -> Result<(), String> {
+        let Role::Session(spec) = &self.role else {
+            return Err("this node is not a session".into());
+        };
+        let me = SessionAddr {
+            key: spec.identity.public(),
+            session: spec.session.clone(),
+        };
+        let (Some(gate), Some(inbox), Some(sealing)) = (
+            self.gate.as_mut(),
+            self.inbox.as_mut(),
+            self.sealing.as_ref(),
+        ) else {
+            return Err("this session takes no messages".into());
+        };
+        let body = env.body();
+        // A retry of something already stored is answered again, not refused as a replay.
+        if body.recipient == me.key
+            && body.recipient_session == me.session
+            && inbox.contains(&body.msg_id)
+        {
+            return Ok(());
+        }
+        match gate.decide(env, &me, window_ms, crate::now_ms()) {
+            Decision::Deliver => {}
+            Decision::HoldKnock(knock) => {
+                let _ = self.events.send(Event::Knock {
+                    from: knock.sender,
+                    session: knock.sender_session,
+                });
+                return Ok(());
+            }
+            Decision::Drop(reason) => return Err(reason.to_string()),
+        }
+        let text = match body.kind {
+            EnvelopeKind::Message => Some(body.open_text(sealing).map_err(|e| e.to_string())?),
+            _ => None,
+        };
+        match inbox.append(body.msg_id, &inbox_entry(env, text)) {
+            Ok(Appended::New) => {
+                let _ = self.events.send(Event::Delivered {
+                    msg_id: body.msg_id,
+                    from: body.sender,
+                });
+                Ok(())
+            }
+            Ok(Appended::Duplicate) => Ok(()),
+            Err(e) => {
+                warn!("inbox write failed: {e}");
+                Err("the recipient could not store the message".into())
+            }
         }
     }
 }

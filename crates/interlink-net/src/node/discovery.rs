@@ -185,6 +185,20 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                 dial_discovered(actor, peer, addrs);
             }
         }
+        BehaviourEvent::Kad(kad::Event::InboundRequest {
+            request:
+                kad::InboundRequest::PutRecord {
+                    source,
+                    record: Some(record),
+                    ..
+                },
+        }) => actor.on_inbound_put(source, record),
+        BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
+            id,
+            result: kad::QueryResult::GetRecord(result),
+            step,
+            ..
+        }) => actor.on_get_record(id, result, step.last),
         BehaviourEvent::Kad(kad::Event::RoutingUpdated {
             peer, addresses, ..
         }) => {

@@ -1,0 +1,273 @@
+//! Store-and-forward: session mailboxes in the Kademlia DHT.
+//!
+//! A message whose live attempt fails goes into the recipient session's mailbox record
+//! (key and merge rules from `interlink_core::mailbox`). Kademlia runs with record
+//! filtering, so every inbound put reaches this module, which verifies it, merges it
+//! with the copy held and stores the result — holders merge, never overwrite. The owner
+//! fetches its mailbox from every holder on start, on wake and every few seconds,
+//! delivers what is new to its inbox, and publishes a signed ack so holders drop it.
+
+use std::{
+    collections::HashSet,
+    time::{Duration, Instant},
+};
+
+use interlink_core::{
+    limits::{MAILBOX_RETENTION_MS, MAX_ACK_IDS},
+    mailbox::{self, Mailbox},
+    wire::{Ack, Envelope, SessionAddr, Signed, VERSION},
+};
+use libp2p::{
+    PeerId,
+    kad::{self, Record, RecordKey, store::RecordStore as _},
+};
+use tracing::{debug, warn};
+
+use super::Actor;
+use crate::{Event, Role, SendError, SendOutcome};
+
+/// How often a session fetches its own mailbox while awake.
+pub(crate) const MAILBOX_POLL: Duration = Duration::from_secs(10);
+/// A housekeeping tick this late means the process was stopped or the machine slept.
+pub(crate) const WAKE_GAP: Duration = Duration::from_secs(3);
+/// Most peers remembered as unreachable at once.
+const MAX_UNREACHABLE: usize = 1024;
+
+/// Mailbox state of a node.
+#[derive(Debug, Default)]
+pub(crate) struct Mailboxes {
+    /// The fetch of our own mailbox in flight, with what it has gathered so far.
+    fetch: Option<(kad::QueryId, Mailbox)>,
+    last_fetch: Option<Instant>,
+    /// A fetch is owed (start, wake, first connection) as soon as one can run.
+    fetch_due: bool,
+    /// Peers that failed a live attempt and have not shown life since.
+    unreachable: HashSet<PeerId>,
+    /// Puts refused, for diagnostics.
+    pub(crate) refused_puts: u64,
+}
+
+impl Mailboxes {
+    pub(crate) fn is_unreachable(&self, peer: &PeerId) -> bool {
+        self.unreachable.contains(peer)
+    }
+
+    pub(crate) fn mark_unreachable(&mut self, peer: PeerId) {
+        if self.unreachable.len() < MAX_UNREACHABLE {
+            self.unreachable.insert(peer);
+        }
+    }
+
+    /// The peer showed life (connected, announced): try it live again.
+    pub(crate) fn alive(&mut self, peer: &PeerId) {
+        self.unreachable.remove(peer);
+    }
+
+    pub(crate) fn request_fetch(&mut self) {
+        self.fetch_due = true;
+    }
+}
+
+fn key_of(addr: &SessionAddr) -> RecordKey {
+    RecordKey::new(&mailbox::record_key(&addr.key, &addr.session))
+}
+
+impl Actor {
+    fn own_addr(&self) -> Option<SessionAddr> {
+        match &self.role {
+            Role::Session(spec) => Some(SessionAddr {
+                key: spec.identity.public(),
+                session: spec.session.clone(),
+            }),
+            Role::Observer => None,
+        }
+    }
+
+    /// The copy of a mailbox this node holds, if any (entries that fail to verify are
+    /// dropped: only verified entries are ever stored).
+    fn held_mailbox(&mut self, key: &RecordKey) -> Option<Mailbox> {
+        let record = self.swarm.behaviour_mut().kad.store_mut().get(key)?;
+        mailbox::Mailbox::decode(&record.value, crate::now_ms(), &mailbox::Config::default())
+            .ok()
+            .map(|(m, _)| m)
+    }
+
+    /// Counts of what this node holds of `addr`'s mailbox.
+    pub(super) fn held_mailbox_info(&mut self, addr: &SessionAddr) -> Option<crate::HeldMailbox> {
+        let mb = self.held_mailbox(&key_of(addr))?;
+        Some(crate::HeldMailbox {
+            pending: mb.len(),
+            acked: mb.acked_ids().len(),
+        })
+    }
+
+    /// Merges `mailbox` into the held copy and publishes the result to the DHT.
+    fn publish_mailbox(&mut self, mut merged: Mailbox) {
+        let key = RecordKey::new(&merged.record_key());
+        let cfg = mailbox::Config::default();
+        let now = crate::now_ms();
+        if let Some(held) = self.held_mailbox(&key) {
+            let _ = merged.merge(&held, now, &cfg);
+        }
+        let record = Record::new(key, merged.encode());
+        if let Err(e) = self
+            .swarm
+            .behaviour_mut()
+            .kad
+            .put_record(record, kad::Quorum::One)
+        {
+            warn!("mailbox record not stored: {e}");
+        }
+    }
+
+    /// Puts `env` into its recipient's mailbox (locally and on the DHT).
+    pub(super) fn queue_in_mailbox(
+        &mut self,
+        env: &Signed<Envelope>,
+    ) -> Result<SendOutcome, SendError> {
+        let to = env.body().recipient_addr();
+        let mut mb = Mailbox::new(to.key, to.session.clone());
+        mb.insert(env.clone(), crate::now_ms(), &mailbox::Config::default())
+            .map_err(|e| SendError::Invalid(e.to_string()))?;
+        self.publish_mailbox(mb);
+        Ok(SendOutcome::Queued {
+            msg_id: env.body().msg_id,
+        })
+    }
+
+    /// An inbound put (record filtering is on, so nothing is stored unless we do it).
+    pub(super) fn on_inbound_put(&mut self, source: PeerId, record: Record) {
+        let now = crate::now_ms();
+        let cfg = mailbox::Config::default();
+        let reason = match Mailbox::decode(&record.value, now, &cfg) {
+            Err(e) => Some(e.to_string()),
+            Ok((_, rejected)) if !rejected.is_empty() => Some(format!(
+                "{} invalid entries, first: {}",
+                rejected.len(),
+                rejected[0]
+            )),
+            Ok((mb, _)) if RecordKey::new(&mb.record_key()) != record.key => {
+                Some("record key does not match the mailbox".into())
+            }
+            Ok((mut mb, _)) => {
+                if let Some(held) = self.held_mailbox(&record.key) {
+                    let _ = mb.merge(&held, now, &cfg);
+                }
+                let merged = Record {
+                    key: record.key,
+                    value: mb.encode(),
+                    publisher: record.publisher,
+                    expires: None,
+                };
+                match self.swarm.behaviour_mut().kad.store_mut().put(merged) {
+                    Ok(()) => None,
+                    Err(e) => Some(format!("store full: {e}")),
+                }
+            }
+        };
+        if let Some(reason) = reason {
+            self.mailboxes.refused_puts += 1;
+            debug!(%source, %reason, "mailbox put refused");
+            let _ = self.events.send(Event::Rejected {
+                from: source,
+                reason,
+            });
+        }
+    }
+
+    /// Starts fetching our own mailbox from every holder, if due and none is running.
+    pub(super) fn maybe_fetch_mailbox(&mut self, now: Instant) {
+        if self.inbox.is_none() || self.mailboxes.fetch.is_some() {
+            return;
+        }
+        let periodic = self
+            .mailboxes
+            .last_fetch
+            .is_none_or(|t| now.duration_since(t) >= MAILBOX_POLL);
+        if !(self.mailboxes.fetch_due || periodic) || self.peers.is_empty() {
+            return;
+        }
+        let Some(me) = self.own_addr() else { return };
+        let key = key_of(&me);
+        let start = self
+            .held_mailbox(&key)
+            .unwrap_or_else(|| Mailbox::new(me.key, me.session.clone()));
+        let id = self.swarm.behaviour_mut().kad.get_record(key);
+        self.mailboxes.fetch = Some((id, start));
+        self.mailboxes.fetch_due = false;
+        self.mailboxes.last_fetch = Some(now);
+    }
+
+    /// Progress of a get-record query: gather every holder's copy of our mailbox.
+    pub(super) fn on_get_record(
+        &mut self,
+        id: kad::QueryId,
+        result: Result<kad::GetRecordOk, kad::GetRecordError>,
+        last: bool,
+    ) {
+        let Some((fetch_id, gathered)) = self.mailboxes.fetch.as_mut() else {
+            return;
+        };
+        if *fetch_id != id {
+            return;
+        }
+        if let Ok(kad::GetRecordOk::FoundRecord(found)) = result {
+            let cfg = mailbox::Config::default();
+            // A holder's copy may carry invalid entries; the valid ones are still ours.
+            if let Ok((copy, _)) = Mailbox::decode(&found.record.value, crate::now_ms(), &cfg)
+                && copy.owner() == gathered.owner()
+                && copy.session() == gathered.session()
+            {
+                let _ = gathered.merge(&copy, crate::now_ms(), &cfg);
+            }
+        }
+        if last && let Some((_, gathered)) = self.mailboxes.fetch.take() {
+            self.drain_mailbox(gathered);
+        }
+    }
+
+    /// Delivers what the gathered mailbox holds, then acks it so holders drop it.
+    fn drain_mailbox(&mut self, mut gathered: Mailbox) {
+        let mut done = Vec::new();
+        let pending: Vec<Signed<Envelope>> = gathered.pending().cloned().collect();
+        for env in &pending {
+            match self.store_envelope(env, MAILBOX_RETENTION_MS) {
+                Ok(()) => done.push(env.body().msg_id),
+                Err(reason) => {
+                    // Not for us to keep (not a peer, stale…): ack it too, so holders
+                    // stop carrying what will never be delivered.
+                    debug!(msg_id = %env.body().msg_id, %reason, "queued message refused");
+                    done.push(env.body().msg_id);
+                }
+            }
+        }
+        if done.is_empty() {
+            return;
+        }
+        let Role::Session(spec) = &self.role else {
+            return;
+        };
+        let identity = spec.identity.clone();
+        let session = spec.session.clone();
+        let cfg = mailbox::Config::default();
+        let now = crate::now_ms();
+        for ids in done.chunks(MAX_ACK_IDS) {
+            let ack = Ack {
+                v: VERSION,
+                owner: identity.public(),
+                owner_session: session.clone(),
+                msg_ids: ids.to_vec(),
+                ts: now,
+            };
+            match Signed::sign(ack, &identity) {
+                Ok(ack) => {
+                    if let Err(e) = gathered.apply_ack(ack, now, &cfg) {
+                        warn!("own ack not applied: {e}");
+                    }
+                }
+                Err(e) => warn!("cannot sign ack: {e}"),
+            }
+        }
+        self.publish_mailbox(gathered);
+    }
+}
