@@ -323,3 +323,209 @@ async fn messages_to_a_vanished_session_wait_in_the_dht_until_it_returns() {
     bob.node.shutdown().await;
     carol.node.shutdown().await;
 }
+
+/// A mailbox record as it goes on the wire, built by hand so a test can put anything in
+/// it (the core's own `Mailbox` refuses to hold invalid entries).
+#[derive(serde::Serialize)]
+struct RawRecord {
+    v: u8,
+    owner: interlink_core::IdentityKey,
+    session: SessionId,
+    envelopes: Vec<serde_bytes::ByteBuf>,
+    acks: Vec<serde_bytes::ByteBuf>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_mailbox_puts_are_refused_and_counted() {
+    use interlink_core::{
+        MsgId,
+        mailbox::record_key,
+        wire::{Ack, Envelope, Signed, VERSION},
+    };
+    use libp2p::kad::{Quorum, Record, RecordKey};
+
+    let base = 50_000 + u64::from(std::process::id() % 1000) * 100;
+    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let carol = start(base, 9, "carol-1", &[], None);
+    let boot = Some((base, carol.handle().peer_id()));
+    let alice = start(base + 1, 1, "alice-1", &[("bob", &bob_id)], boot);
+    let bob = start(base + 2, 2, "bob-1", &[("alice", &alice_id)], boot);
+    wait_roster(&[alice.handle(), bob.handle(), carol.handle()], 3).await;
+    let bob_addr = bob.addr.clone();
+    let Peer {
+        node, dir: bob_dir, ..
+    } = bob;
+    node.abort();
+    // One genuine queued message from Alice, held by Carol.
+    let outcome = alice
+        .handle()
+        .send(OutgoingMessage::text(bob_addr.clone(), "genuine"))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, SendOutcome::Queued { .. }));
+
+    // Mallory, a node of the overlay, puts crafted versions of Bob's mailbox.
+    let mallory = Identity::from_seed(&[66; 32]);
+    let now = interlink_net::now_ms();
+    let env_to = |recipient: &SessionAddr, text: &str| {
+        let mut e = Envelope {
+            v: VERSION,
+            sender: mallory.public(),
+            sender_session: SessionId::new("m-1").unwrap(),
+            recipient: recipient.key,
+            recipient_session: recipient.session.clone(),
+            msg_id: MsgId::random(&mut rand_core::UnwrapErr(getrandom::SysRng)),
+            ts: now,
+            kind: EnvelopeKind::Message,
+            task_id: None,
+            status: None,
+            in_reply_to: None,
+            name: None,
+            sealed: None,
+        };
+        e.seal_text(
+            text,
+            &bob_id.sealing_secret().public(),
+            &mut rand_core::UnwrapErr(getrandom::SysRng),
+        )
+        .unwrap();
+        Signed::sign(e, &mallory).unwrap().to_bytes()
+    };
+    let carol_addr = SessionAddr {
+        key: Identity::from_seed(&[9; 32]).public(),
+        session: SessionId::new("carol-1").unwrap(),
+    };
+    let forged_ack = Signed::sign(
+        Ack {
+            v: VERSION,
+            owner: mallory.public(),
+            owner_session: bob_addr.session.clone(),
+            msg_ids: vec![MsgId::from_bytes([0; 16])],
+            ts: now,
+        },
+        &mallory,
+    )
+    .unwrap()
+    .to_bytes();
+    let record = |envelopes: Vec<Vec<u8>>, acks: Vec<Vec<u8>>| {
+        cbor4ii::serde::to_vec(
+            Vec::new(),
+            &RawRecord {
+                v: 1,
+                owner: bob_addr.key,
+                session: bob_addr.session.clone(),
+                envelopes: envelopes
+                    .into_iter()
+                    .map(serde_bytes::ByteBuf::from)
+                    .collect(),
+                acks: acks.into_iter().map(serde_bytes::ByteBuf::from).collect(),
+            },
+        )
+        .unwrap()
+    };
+    let bad: Vec<(&str, Vec<u8>)> = vec![
+        ("malformed", vec![0xa1, 0x61, 0x76, 0x02]),
+        (
+            "wrong mailbox",
+            record(vec![env_to(&carol_addr, "not for bob")], vec![]),
+        ),
+        ("forged ack", record(vec![], vec![forged_ack])),
+        (
+            "flood",
+            record(
+                (0..300)
+                    .map(|i| env_to(&bob_addr, &format!("spam {i}")))
+                    .collect(),
+                vec![],
+            ),
+        ),
+    ];
+    let key = RecordKey::new(&record_key(&bob_addr.key, &bob_addr.session));
+    let config = Config {
+        listen: vec![memory(base + 5)],
+        bootstrap: vec![memory(base).with(Protocol::P2p(carol.handle().peer_id()))],
+        mdns: false,
+        ..Config::default()
+    };
+    let mut evil =
+        interlink_net::build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    evil.dial(config.bootstrap[0].clone()).unwrap();
+    let carol_peer = carol.handle().peer_id();
+    let mut events = carol.handle().events();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut puts = bad.iter();
+    let mut refused = Vec::new();
+    use futures::StreamExt as _;
+    loop {
+        tokio::select! {
+            ev = evil.select_next_some() => {
+                if let libp2p::swarm::SwarmEvent::ConnectionEstablished { peer_id, .. } = ev
+                    && peer_id == carol_peer
+                {
+                    evil.behaviour_mut().kad.add_address(&carol_peer, config.bootstrap[0].clone());
+                    for (_, value) in puts.by_ref() {
+                        let _ = evil.behaviour_mut().kad.put_record_to(
+                            Record::new(key.clone(), value.clone()),
+                            std::iter::once(carol_peer),
+                            Quorum::One,
+                        );
+                    }
+                }
+            }
+            ev = events.recv() => {
+                if let Ok(Event::Rejected { reason, .. }) = ev {
+                    refused.push(reason);
+                    if refused.len() == bad.len() {
+                        break;
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    assert_eq!(refused.len(), bad.len(), "refusals: {refused:#?}");
+    assert_eq!(
+        carol
+            .handle()
+            .diagnostics()
+            .await
+            .unwrap()
+            .mailbox_puts_refused,
+        bad.len() as u64
+    );
+    // Carol still holds exactly Alice's genuine message for Bob.
+    let held = carol.handle().held_mailbox(bob_addr.clone()).await.unwrap();
+    assert_eq!(held.map(|h| h.pending), Some(1));
+
+    // A flood of valid puts, one envelope each: Mallory's per-sender quota fills, and
+    // the paired sender's message is not evicted.
+    for i in 0..100 {
+        let value = record(vec![env_to(&bob_addr, &format!("flood {i}"))], vec![]);
+        let _ = evil.behaviour_mut().kad.put_record_to(
+            Record::new(key.clone(), value),
+            std::iter::once(carol_peer),
+            Quorum::One,
+        );
+    }
+    let quota = interlink_core::limits::MAILBOX_SENDER_QUOTA;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let _ = tokio::time::timeout(Duration::from_millis(50), evil.select_next_some()).await;
+        let held = carol.handle().held_mailbox(bob_addr.clone()).await.unwrap();
+        if held.map(|h| h.pending) == Some(1 + quota) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "flood never settled: {held:?}"
+        );
+    }
+    drop(evil);
+
+    // And Bob, back, gets only that.
+    let bob = start_in(bob_dir, base + 3, 2, "bob-1", &[("alice", &alice_id)], boot);
+    wait_inbox(&bob, &["genuine".to_string()]).await;
+    bob.node.shutdown().await;
+    alice.node.shutdown().await;
+    carol.node.shutdown().await;
+}
