@@ -36,8 +36,9 @@ const MAX_UNREACHABLE: usize = 1024;
 /// Mailbox state of a node.
 #[derive(Debug, Default)]
 pub(crate) struct Mailboxes {
-    /// The fetch of our own mailbox in flight, with what it has gathered so far.
-    fetch: Option<(kad::QueryId, Mailbox)>,
+    /// The fetch of our own mailbox in flight: what it has gathered so far, and the
+    /// ids handled (delivered, or refused for good) to ack when it ends.
+    fetch: Option<Fetch>,
     last_fetch: Option<Instant>,
     /// A fetch is owed (start, wake, first connection) as soon as one can run.
     fetch_due: bool,
@@ -66,6 +67,13 @@ impl Mailboxes {
     pub(crate) fn request_fetch(&mut self) {
         self.fetch_due = true;
     }
+}
+
+#[derive(Debug)]
+struct Fetch {
+    query: kad::QueryId,
+    gathered: Mailbox,
+    handled: Vec<interlink_core::MsgId>,
 }
 
 fn key_of(addr: &SessionAddr) -> RecordKey {
@@ -176,6 +184,7 @@ impl Actor {
     }
 
     /// Starts fetching our own mailbox from every holder, if due and none is running.
+    /// What this node holds itself is delivered at once.
     pub(super) fn maybe_fetch_mailbox(&mut self, now: Instant) {
         if self.inbox.is_none() || self.mailboxes.fetch.is_some() {
             return;
@@ -189,59 +198,78 @@ impl Actor {
         }
         let Some(me) = self.own_addr() else { return };
         let key = key_of(&me);
-        let start = self
+        let gathered = self
             .held_mailbox(&key)
             .unwrap_or_else(|| Mailbox::new(me.key, me.session.clone()));
-        let id = self.swarm.behaviour_mut().kad.get_record(key);
-        self.mailboxes.fetch = Some((id, start));
+        let query = self.swarm.behaviour_mut().kad.get_record(key);
+        let mut fetch = Fetch {
+            query,
+            gathered,
+            handled: Vec::new(),
+        };
+        self.deliver_gathered(&mut fetch);
+        self.mailboxes.fetch = Some(fetch);
         self.mailboxes.fetch_due = false;
         self.mailboxes.last_fetch = Some(now);
     }
 
-    /// Progress of a get-record query: gather every holder's copy of our mailbox.
+    /// Progress of a get-record query: each holder's copy is merged and what is new in
+    /// it delivered at once (a slow or absent holder must not delay the others); the
+    /// ack goes out when the query ends.
     pub(super) fn on_get_record(
         &mut self,
         id: kad::QueryId,
         result: Result<kad::GetRecordOk, kad::GetRecordError>,
         last: bool,
     ) {
-        let Some((fetch_id, gathered)) = self.mailboxes.fetch.as_mut() else {
+        let Some(mut fetch) = self.mailboxes.fetch.take() else {
             return;
         };
-        if *fetch_id != id {
+        if fetch.query != id {
+            self.mailboxes.fetch = Some(fetch);
             return;
         }
         if let Ok(kad::GetRecordOk::FoundRecord(found)) = result {
             let cfg = mailbox::Config::default();
+            let now = crate::now_ms();
             // A holder's copy may carry invalid entries; the valid ones are still ours.
-            if let Ok((copy, _)) = Mailbox::decode(&found.record.value, crate::now_ms(), &cfg)
-                && copy.owner() == gathered.owner()
-                && copy.session() == gathered.session()
+            if let Ok((copy, _)) = Mailbox::decode(&found.record.value, now, &cfg)
+                && copy.owner() == fetch.gathered.owner()
+                && copy.session() == fetch.gathered.session()
             {
-                let _ = gathered.merge(&copy, crate::now_ms(), &cfg);
+                let _ = fetch.gathered.merge(&copy, now, &cfg);
+                self.deliver_gathered(&mut fetch);
             }
         }
-        if last && let Some((_, gathered)) = self.mailboxes.fetch.take() {
-            self.drain_mailbox(gathered);
+        if last {
+            self.ack_gathered(fetch);
+        } else {
+            self.mailboxes.fetch = Some(fetch);
         }
     }
 
-    /// Delivers what the gathered mailbox holds, then acks it so holders drop it.
-    fn drain_mailbox(&mut self, mut gathered: Mailbox) {
-        let mut done = Vec::new();
-        let pending: Vec<Signed<Envelope>> = gathered.pending().cloned().collect();
+    /// Delivers every envelope of the gathered mailbox not handled yet.
+    fn deliver_gathered(&mut self, fetch: &mut Fetch) {
+        let pending: Vec<Signed<Envelope>> = fetch
+            .gathered
+            .pending()
+            .filter(|e| !fetch.handled.contains(&e.body().msg_id))
+            .cloned()
+            .collect();
         for env in &pending {
-            match self.store_envelope(env, MAILBOX_RETENTION_MS) {
-                Ok(()) => done.push(env.body().msg_id),
-                Err(reason) => {
-                    // Not for us to keep (not a peer, stale…): ack it too, so holders
-                    // stop carrying what will never be delivered.
-                    debug!(msg_id = %env.body().msg_id, %reason, "queued message refused");
-                    done.push(env.body().msg_id);
-                }
+            if let Err(reason) = self.store_envelope(env, MAILBOX_RETENTION_MS) {
+                // Not for us to keep (not a peer, stale…): it is acked too, so holders
+                // stop carrying what will never be delivered.
+                debug!(msg_id = %env.body().msg_id, %reason, "queued message refused");
             }
+            fetch.handled.push(env.body().msg_id);
         }
-        if done.is_empty() {
+    }
+
+    /// Signs an ack for everything handled and publishes the mailbox with it, so
+    /// holders drop those envelopes and keep tombstones.
+    fn ack_gathered(&mut self, mut fetch: Fetch) {
+        if fetch.handled.is_empty() {
             return;
         }
         let Role::Session(spec) = &self.role else {
@@ -251,7 +279,7 @@ impl Actor {
         let session = spec.session.clone();
         let cfg = mailbox::Config::default();
         let now = crate::now_ms();
-        for ids in done.chunks(MAX_ACK_IDS) {
+        for ids in fetch.handled.chunks(MAX_ACK_IDS) {
             let ack = Ack {
                 v: VERSION,
                 owner: identity.public(),
@@ -261,13 +289,13 @@ impl Actor {
             };
             match Signed::sign(ack, &identity) {
                 Ok(ack) => {
-                    if let Err(e) = gathered.apply_ack(ack, now, &cfg) {
+                    if let Err(e) = fetch.gathered.apply_ack(ack, now, &cfg) {
                         warn!("own ack not applied: {e}");
                     }
                 }
                 Err(e) => warn!("cannot sign ack: {e}"),
             }
         }
-        self.publish_mailbox(gathered);
+        self.publish_mailbox(fetch.gathered);
     }
 }
