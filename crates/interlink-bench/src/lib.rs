@@ -1,0 +1,140 @@
+//! `interlink-bench`: the network benchmark harness of interlink-p2p.
+//!
+//! Named scenarios ([`scenarios::ALL`]) run complete nodes — in this process on the
+//! memory transport or loopback TCP, or as real `interlink-p2p` processes — and return
+//! rows of named measurements ([`report`]). The binary prints them as a table on
+//! stdout (progress goes to stderr) and writes them all as JSON.
+//!
+//! Everything is bounded: each case has an overall timeout and reports a failed row
+//! instead of hanging; in-process nodes ([`fleet::Fleet`]) and child processes
+//! ([`process::Proc`]) are shut down when dropped; ports are chosen by the kernel (TCP)
+//! or by a process-wide counter (memory transport).
+
+pub mod fleet;
+pub mod process;
+pub mod report;
+pub mod scenarios;
+pub mod stats;
+
+use std::{path::PathBuf, time::Instant};
+
+use report::{Row, ScenarioReport};
+
+/// An `interlink-p2p` binary that has the `run` command.
+#[derive(Debug, Clone)]
+pub struct P2p {
+    /// Its path.
+    pub path: PathBuf,
+    /// The output of `interlink-p2p run --help` (to check for optional flags).
+    pub run_help: String,
+}
+
+/// What every scenario gets.
+#[derive(Debug)]
+pub struct Context {
+    /// Fewer and shorter cases (`--quick`).
+    pub quick: bool,
+    /// The session binary for process-level cases, or why they are skipped.
+    pub p2p: Result<P2p, String>,
+}
+
+impl Context {
+    /// Finds the session binary (explicit path, else next to this binary) and checks
+    /// that it has `run`.
+    pub async fn new(quick: bool, p2p_bin: Option<PathBuf>) -> Self {
+        let p2p = match process::find_p2p_binary(p2p_bin.as_deref()) {
+            Ok(path) => process::run_command_help(&path)
+                .await
+                .map(|run_help| P2p { path, run_help }),
+            Err(reason) => Err(reason),
+        };
+        Self { quick, p2p }
+    }
+}
+
+/// Progress for people watching: stderr, never stdout (stdout is the table).
+pub fn progress(msg: impl std::fmt::Display) {
+    eprintln!("[bench] {msg}");
+}
+
+/// Runs `selected` scenarios in order and collects their reports.
+pub async fn run(selected: &[&'static scenarios::Scenario], ctx: &Context) -> Vec<ScenarioReport> {
+    let mut reports = Vec::new();
+    for scenario in selected {
+        progress(format_args!(
+            "scenario {}: {}",
+            scenario.name, scenario.about
+        ));
+        let start = Instant::now();
+        let rows = match (scenario.run)(ctx).await {
+            Ok(rows) => rows,
+            Err(e) => vec![Row::failed("-", format!("{e:#}"), Vec::new())],
+        };
+        let wall_s = start.elapsed().as_secs_f64();
+        progress(format_args!(
+            "scenario {} done in {wall_s:.1} s",
+            scenario.name
+        ));
+        reports.push(ScenarioReport {
+            scenario: scenario.name,
+            about: scenario.about,
+            wall_s,
+            rows,
+        });
+    }
+    reports
+}
+
+/// The current UTC time as RFC 3339 (seconds), without a date-time dependency.
+pub fn utc_now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day); Howard Hinnant's `civil_from_days`.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (
+        y,
+        u32::try_from(m).unwrap_or(1),
+        u32::try_from(d).unwrap_or(1),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+        assert_eq!(civil_from_days(20_454), (2026, 1, 1));
+    }
+
+    #[test]
+    fn scenario_names_are_unique() {
+        for (i, a) in scenarios::ALL.iter().enumerate() {
+            assert!(scenarios::ALL[i + 1..].iter().all(|b| b.name != a.name));
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! Real `interlink-p2p` processes: finding the binary, starting a session process in a
+//! throw-away home, reading its `ready` line, stopping it, and sampling its cost from
+//! `/proc`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+use tempfile::TempDir;
+use tokio::{
+    io::{AsyncBufReadExt as _, BufReader},
+    process::{Child, Command},
+    sync::mpsc,
+    task::JoinHandle,
+};
+
+/// Name of the session binary.
+pub const P2P_BIN: &str = "interlink-p2p";
+/// Stdout lines buffered between the reader task and the bench; later lines are dropped
+/// rather than blocking the child on a full pipe.
+const STDOUT_LINES: usize = 64;
+/// How long a process gets to exit after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+/// Settings a child must not inherit from the bench's environment: each case passes
+/// exactly what it means (an inherited `CLAUDE_CODE_SESSION_ID` would pin every
+/// process to one session id).
+const CLEARED_ENV: &[&str] = &[
+    "INTERLINK_HOME",
+    "INTERLINK_NETWORK",
+    "INTERLINK_LISTEN",
+    "INTERLINK_BOOTSTRAP",
+    "INTERLINK_MDNS",
+    "INTERLINK_SESSION",
+    "CLAUDE_CODE_SESSION_ID",
+    "INTERLINK_TEST_LIVE_WINDOW_MS",
+    "INTERLINK_TEST_AWAY_RETENTION_MS",
+    "INTERLINK_TEST_HEARTBEAT_MS",
+];
+/// Bound on helper invocations (`--help`, `id`).
+const HELPER_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Finds `interlink-p2p`: the explicit path, else next to the running bench binary
+/// (`target/<profile>/`), so a release bench uses the release node. `Err` is the reason
+/// process-level cases are skipped.
+pub fn find_p2p_binary(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot locate the bench binary: {e}"))?
+            .parent()
+            .ok_or("the bench binary has no parent directory")?
+            .join(P2P_BIN),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} not found (build it: cargo build --release -p interlink-p2p)",
+            path.display()
+        ))
+    }
+}
+
+/// Whether the binary has the `run` command: `interlink-p2p run --help` exits 0.
+/// Returns the help text, or the reason it is unusable.
+pub async fn run_command_help(bin: &Path) -> Result<String, String> {
+    let out = tokio::time::timeout(
+        HELPER_TIMEOUT,
+        Command::new(bin)
+            .args(["run", "--help"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .map_err(|_| format!("`{} run --help` timed out", bin.display()))?
+    .map_err(|e| format!("cannot execute {}: {e}", bin.display()))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!("{} has no `run` command", bin.display()))
+    }
+}
+
+/// Creates an identity in `home` with `interlink-p2p id --json`; returns its key (hex).
+pub async fn create_identity(bin: &Path, home: &Path) -> anyhow::Result<String> {
+    let out = tokio::time::timeout(
+        HELPER_TIMEOUT,
+        Command::new(bin)
+            .args(["id", "--json"])
+            .env("INTERLINK_HOME", home)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .context("`interlink-p2p id` timed out")?
+    .context("running `interlink-p2p id`")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "`interlink-p2p id` failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("parsing `interlink-p2p id --json`")?;
+    v["identity_key"]
+        .as_str()
+        .map(str::to_owned)
+        .context("`id --json` has no identity_key")
+}
+
+/// A running `interlink-p2p` process with its own temporary home. Dropping it kills the
+/// process (SIGKILL) and removes the home; [`Proc::stop`] stops it gracefully first.
+#[derive(Debug)]
+pub struct Proc {
+    child: Child,
+    pid: u32,
+    /// When `spawn` was called: the start of every "process start → ..." timing.
+    pub started: Instant,
+    lines: mpsc::Receiver<(Instant, String)>,
+    reader: JoinHandle<()>,
+    stderr_path: PathBuf,
+    // Declared last so it is removed after the process was told to die.
+    home: TempDir,
+}
+
+/// What a session process printed before `ready`.
+#[derive(Debug)]
+pub struct Ready {
+    /// When the `ready` line arrived.
+    pub at: Instant,
+    /// The `/p2p/` multiaddrs it printed.
+    pub addrs: Vec<String>,
+}
+
+impl Proc {
+    /// Starts `bin args...` with `INTERLINK_HOME` = `home` and `env`, stdout piped (read
+    /// by a task), stderr to a file in the home.
+    pub fn spawn(
+        bin: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        home: TempDir,
+    ) -> anyhow::Result<Self> {
+        let stderr_path = home.path().join("stderr.log");
+        let stderr = std::fs::File::create(&stderr_path)
+            .with_context(|| format!("creating {}", stderr_path.display()))?;
+        let mut cmd = Command::new(bin);
+        for k in CLEARED_ENV {
+            cmd.env_remove(k);
+        }
+        cmd.args(args)
+            .env("INTERLINK_HOME", home.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let started = Instant::now();
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let pid = child.id().context("the child exited at once")?;
+        let stdout = child.stdout.take().context("child stdout not piped")?;
+        let (tx, lines) = mpsc::channel(STDOUT_LINES);
+        let reader = tokio::spawn(async move {
+            let mut stdout = BufReader::new(stdout).lines();
+            // Keep draining until EOF so the child never blocks on a full pipe.
+            while let Ok(Some(line)) = stdout.next_line().await {
+                let _ = tx.try_send((Instant::now(), line));
+            }
+        });
+        Ok(Self {
+            child,
+            pid,
+            started,
+            lines,
+            reader,
+            stderr_path,
+            home,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The process's home directory.
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// Waits for the `ready` line, collecting the `/p2p/` addresses printed before it.
+    pub async fn wait_ready(&mut self, limit: Duration) -> anyhow::Result<Ready> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut addrs = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some((at, line))) => {
+                    let line = line.trim();
+                    if line == "ready" {
+                        return Ok(Ready { at, addrs });
+                    }
+                    if line.contains("/p2p/") {
+                        addrs.push(line.to_owned());
+                    }
+                }
+                Ok(None) => anyhow::bail!("process exited before `ready`: {}", self.stderr_tail()),
+                Err(_) => anyhow::bail!(
+                    "no `ready` within {limit:?}; stderr: {}",
+                    self.stderr_tail()
+                ),
+            }
+        }
+    }
+
+    /// Whether the process has exited.
+    pub fn has_exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The last few lines of the process's stderr, for failure reports.
+    pub fn stderr_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
+        if tail.is_empty() {
+            "(stderr empty)".into()
+        } else {
+            tail
+        }
+    }
+
+    /// Stops the process: SIGTERM (so it can say goodbye), then SIGKILL after a grace
+    /// period. The home is removed when `self` drops.
+    pub async fn stop(mut self) {
+        // `kill` is the portable way to send SIGTERM without unsafe code.
+        let term = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+        if term.is_ok_and(|s| s.success())
+            && tokio::time::timeout(STOP_GRACE, self.child.wait())
+                .await
+                .is_ok()
+        {
+            return;
+        }
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(STOP_GRACE, self.child.wait()).await;
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // Already exited is fine; anything else must not outlive the bench.
+        let _ = self.child.start_kill();
+        self.reader.abort();
+    }
+}
+
+/// One reading of a process's cost from `/proc`.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    /// Resident set size, KiB.
+    pub rss_kib: u64,
+    /// Peak resident set size so far, KiB.
+    pub hwm_kib: u64,
+    /// Threads.
+    pub threads: u64,
+    /// User + system CPU time, in clock ticks (`/proc/<pid>/stat`).
+    pub cpu_ticks: u64,
+    /// Time on CPU in nanoseconds, summed over the live threads
+    /// (`/proc/<pid>/task/*/schedstat`); `None` where the kernel has no schedstat.
+    /// Finer than the tick count, but misses threads that exited in between.
+    pub cpu_ns: Option<u64>,
+}
+
+/// Reads `/proc/<pid>/status` and `/proc/<pid>/stat`.
+pub fn sample(pid: u32) -> anyhow::Result<Sample> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let field = |name: &str| -> anyhow::Result<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("no {name} in /proc/{pid}/status"))
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // The command name (field 2) is in parentheses and may contain spaces; fields are
+    // counted after its closing parenthesis, where field 3 (state) is index 0, so
+    // utime (14) and stime (15) are indexes 11 and 12.
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .context("malformed /proc/<pid>/stat")?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| -> anyhow::Result<u64> {
+        fields
+            .get(i)
+            .and_then(|v| v.parse().ok())
+            .context("malformed /proc/<pid>/stat")
+    };
+    Ok(Sample {
+        rss_kib: field("VmRSS:")?,
+        hwm_kib: field("VmHWM:")?,
+        threads: field("Threads:")?,
+        cpu_ticks: tick(11)? + tick(12)?,
+        cpu_ns: thread_cpu_ns(pid),
+    })
+}
+
+fn thread_cpu_ns(pid: u32) -> Option<u64> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+/// Clock ticks per second for `/proc/<pid>/stat` (`getconf CLK_TCK`; 100 on Linux
+/// unless it says otherwise).
+pub async fn clock_ticks_per_second() -> u64 {
+    let out = Command::new("getconf")
+        .arg("CLK_TCK")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await;
+    out.ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .filter(|t| *t > 0)
+        .unwrap_or(100)
+}
+
+/// A non-loopback interface that is up and multicast-capable, from
+/// `/sys/class/net/*/flags` (IFF_UP 0x1, IFF_LOOPBACK 0x8, IFF_MULTICAST 0x1000).
+pub fn multicast_interface() -> Option<String> {
+    const IFF_UP: u32 = 0x1;
+    const IFF_LOOPBACK: u32 = 0x8;
+    const IFF_MULTICAST: u32 = 0x1000;
+    let dir = std::fs::read_dir("/sys/class/net").ok()?;
+    dir.filter_map(Result::ok).find_map(|entry| {
+        let flags = std::fs::read_to_string(entry.path().join("flags")).ok()?;
+        let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).ok()?;
+        (flags & IFF_UP != 0 && flags & IFF_LOOPBACK == 0 && flags & IFF_MULTICAST != 0)
+            .then(|| entry.file_name().to_string_lossy().into_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_this_process() {
+        let s = sample(std::process::id()).unwrap();
+        assert!(s.rss_kib > 0 && s.hwm_kib >= s.rss_kib && s.threads >= 1);
+        assert!(s.cpu_ns.is_none_or(|ns| ns > 0));
+    }
+}

@@ -1,0 +1,36 @@
+//! The scenario registry.
+//!
+//! A scenario is one module exposing a `SCENARIO` constant; adding one is that module
+//! plus one line in [`ALL`]. Each returns rows of named measurements and never hangs:
+//! every wait is bounded and a timeout becomes a failed row.
+
+use futures::future::BoxFuture;
+
+use crate::{Context, report::Row};
+
+mod idle_cost;
+mod roster_convergence;
+mod visible_after_start;
+
+/// A named benchmark scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// The name used on the command line and in the JSON.
+    pub name: &'static str,
+    /// One line on what it measures.
+    pub about: &'static str,
+    /// Runs it. An `Err` is reported as a single failed row.
+    pub run: for<'a> fn(&'a Context) -> BoxFuture<'a, anyhow::Result<Vec<Row>>>,
+}
+
+/// Every scenario, in the order they run by default.
+pub const ALL: &[Scenario] = &[
+    roster_convergence::SCENARIO,
+    visible_after_start::SCENARIO,
+    idle_cost::SCENARIO,
+];
+
+/// Looks a scenario up by name.
+pub fn find(name: &str) -> Option<&'static Scenario> {
+    ALL.iter().find(|s| s.name == name)
+}
