@@ -347,9 +347,31 @@ pub async fn clock_ticks_per_second() -> u64 {
         .unwrap_or(100)
 }
 
+/// A non-loopback, up, multicast-capable interface of a *private* LAN, or why there is
+/// none. mDNS multicast must never reach a real network from a benchmark, so the mDNS
+/// cases run only inside a network namespace without a default route — a LAN the
+/// operator built for the purpose (docs/BENCHMARKS.md shows how).
+pub fn private_multicast_interface() -> Result<String, String> {
+    if has_default_route() {
+        return Err("mDNS runs only inside a private network namespace \
+                    (this one has a default route; see docs/BENCHMARKS.md)"
+            .into());
+    }
+    multicast_interface().ok_or_else(|| "no multicast interface".into())
+}
+
+/// Whether this network namespace has a default IPv4 route (`/proc/net/route`).
+fn has_default_route() -> bool {
+    std::fs::read_to_string("/proc/net/route").is_ok_and(|t| {
+        t.lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().nth(1) == Some("00000000"))
+    })
+}
+
 /// A non-loopback interface that is up and multicast-capable, from
 /// `/sys/class/net/*/flags` (IFF_UP 0x1, IFF_LOOPBACK 0x8, IFF_MULTICAST 0x1000).
-pub fn multicast_interface() -> Option<String> {
+fn multicast_interface() -> Option<String> {
     const IFF_UP: u32 = 0x1;
     const IFF_LOOPBACK: u32 = 0x8;
     const IFF_MULTICAST: u32 = 0x1000;

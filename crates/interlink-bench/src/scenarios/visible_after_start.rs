@@ -82,12 +82,15 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     // mDNS: a private overlay name, so nothing else on the LAN mixes with the bench,
     // and all interfaces (libp2p-mdns advertises only the querying interface's own
     // addresses, never loopback ones).
-    let Some(interface) = process::multicast_interface() else {
-        progress("visible-after-start: mDNS skipped: no multicast interface");
-        for case in ["mdns, in-process", "mdns, process"] {
-            rows.push(Row::skipped(case, "no multicast interface"));
+    let interface = match process::private_multicast_interface() {
+        Ok(i) => i,
+        Err(reason) => {
+            progress(format_args!("visible-after-start: mDNS skipped: {reason}"));
+            for case in ["mdns, in-process", "mdns, process"] {
+                rows.push(Row::skipped(case, reason.clone()));
+            }
+            return Ok(rows);
         }
-        return Ok(rows);
     };
     progress(format_args!(
         "visible-after-start: mDNS via multicast interface {interface}"

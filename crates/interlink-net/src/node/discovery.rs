@@ -19,6 +19,12 @@ const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How often the node walks the DHT to find more peers.
 const KAD_BOOTSTRAP_INTERVAL: Duration = Duration::from_secs(60);
+/// How often the node fetches one connected peer's roster (anti-entropy): an
+/// announcement that missed the gossip mesh is picked up within this interval instead
+/// of waiting for the next 30 s heartbeat.
+const ROSTER_SYNC_INTERVAL: Duration = Duration::from_secs(10);
+/// Most mDNS-discovered peers remembered for redialling.
+const MAX_MDNS_PEERS: usize = 256;
 
 /// One configured bootstrap address.
 #[derive(Debug)]
@@ -31,11 +37,17 @@ struct Entry {
     backoff: Duration,
 }
 
-/// The bootstrap peers and their redial state.
+/// The bootstrap peers and their redial state, and the peers mDNS found.
 #[derive(Debug)]
 pub(super) struct Bootstrap {
     entries: Vec<Entry>,
     last_kad_bootstrap: Option<Instant>,
+    last_roster_sync: Option<Instant>,
+    roster_sync_turn: usize,
+    /// Peers mDNS found and we are not connected to: addresses, next dial, backoff.
+    /// Two nodes that find each other at the same instant dial each other at once and
+    /// both handshakes can fail; without a redial they would never meet.
+    mdns: std::collections::HashMap<PeerId, (Vec<Multiaddr>, Instant, Duration)>,
 }
 
 impl Bootstrap {
@@ -53,6 +65,9 @@ impl Bootstrap {
                 })
                 .collect(),
             last_kad_bootstrap: None,
+            last_roster_sync: None,
+            roster_sync_turn: 0,
+            mdns: Default::default(),
         }
     }
 
@@ -84,6 +99,7 @@ impl Bootstrap {
     }
 
     pub(super) fn on_connected(&mut self, peer: PeerId, remote: &Multiaddr) {
+        self.mdns.remove(&peer);
         for e in &mut self.entries {
             let matches = match e.peer {
                 Some(p) => p == peer,
@@ -122,6 +138,21 @@ fn strip_p2p(addr: &Multiaddr) -> Multiaddr {
 
 /// Periodic discovery work.
 pub(super) fn periodic(actor: &mut Actor, now: Instant) {
+    // Redial mDNS peers we are still not connected to.
+    redial_mdns(actor, now);
+    // Anti-entropy: fetch one connected peer's roster, round robin.
+    let sync_due = actor
+        .bootstrap
+        .last_roster_sync
+        .is_none_or(|t| now.duration_since(t) >= ROSTER_SYNC_INTERVAL);
+    if sync_due && !actor.peers.is_empty() {
+        actor.bootstrap.last_roster_sync = Some(now);
+        let mut peers: Vec<PeerId> = actor.peers.keys().copied().collect();
+        peers.sort();
+        let turn = actor.bootstrap.roster_sync_turn % peers.len();
+        actor.bootstrap.roster_sync_turn = actor.bootstrap.roster_sync_turn.wrapping_add(1);
+        actor.fetch_roster(peers[turn]);
+    }
     let due = actor
         .bootstrap
         .last_kad_bootstrap
@@ -130,6 +161,24 @@ pub(super) fn periodic(actor: &mut Actor, now: Instant) {
         actor.bootstrap.last_kad_bootstrap = Some(now);
         // Fails only with no known peers; then there is nothing to walk.
         let _ = actor.swarm.behaviour_mut().kad.bootstrap();
+    }
+}
+
+/// Dials the mDNS peers whose first dial is due now.
+fn redial_mdns(actor: &mut Actor, now: Instant) {
+    let due: Vec<(PeerId, Vec<Multiaddr>)> = actor
+        .bootstrap
+        .mdns
+        .iter_mut()
+        .filter(|(_, (_, next, _))| *next <= now)
+        .map(|(peer, (addrs, next, backoff))| {
+            *next = now + *backoff;
+            *backoff = (*backoff * 2).min(MAX_BACKOFF);
+            (*peer, addrs.clone())
+        })
+        .collect();
+    for (peer, addrs) in due {
+        dial_discovered(actor, peer, addrs);
     }
 }
 
@@ -181,9 +230,25 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             for (peer, addr) in list {
                 by_peer.entry(peer).or_default().push(addr);
             }
+            let local = *actor.swarm.local_peer_id();
+            let now = Instant::now();
             for (peer, addrs) in by_peer {
-                dial_discovered(actor, peer, addrs);
+                if peer == local || actor.swarm.is_connected(&peer) {
+                    continue;
+                }
+                // Tie-break simultaneous discovery: the lower PeerId dials at once, the
+                // other a second later if still unconnected; both keep redialling.
+                let first = if local < peer { now } else { now + MIN_BACKOFF };
+                if actor.bootstrap.mdns.len() < MAX_MDNS_PEERS
+                    || actor.bootstrap.mdns.contains_key(&peer)
+                {
+                    actor
+                        .bootstrap
+                        .mdns
+                        .insert(peer, (addrs, first, MIN_BACKOFF));
+                }
             }
+            redial_mdns(actor, now);
         }
         BehaviourEvent::Kad(kad::Event::InboundRequest {
             request:
@@ -199,6 +264,11 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             step,
             ..
         }) => actor.on_get_record(id, result, step.last),
+        BehaviourEvent::Mdns(mdns::Event::Expired(list)) => {
+            for (peer, _) in list {
+                actor.bootstrap.mdns.remove(&peer);
+            }
+        }
         BehaviourEvent::Kad(kad::Event::RoutingUpdated {
             peer, addresses, ..
         }) => {
