@@ -23,6 +23,8 @@ const KAD_BOOTSTRAP_INTERVAL: Duration = Duration::from_secs(60);
 /// announcement that missed the gossip mesh is picked up within this interval instead
 /// of waiting for the next 30 s heartbeat.
 const ROSTER_SYNC_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a peer of another network stays connected after identify.
+const FOREIGN_GRACE: Duration = Duration::from_millis(500);
 /// Most mDNS-discovered peers remembered for redialling.
 const MAX_MDNS_PEERS: usize = 256;
 
@@ -48,6 +50,8 @@ pub(super) struct Bootstrap {
     /// Two nodes that find each other at the same instant dial each other at once and
     /// both handshakes can fail; without a redial they would never meet.
     mdns: std::collections::HashMap<PeerId, (Vec<Multiaddr>, Instant, Duration)>,
+    /// Peers of another network, to be disconnected at the given time.
+    foreign: std::collections::HashMap<PeerId, Instant>,
 }
 
 impl Bootstrap {
@@ -68,6 +72,7 @@ impl Bootstrap {
             last_roster_sync: None,
             roster_sync_turn: 0,
             mdns: Default::default(),
+            foreign: Default::default(),
         }
     }
 
@@ -140,6 +145,18 @@ fn strip_p2p(addr: &Multiaddr) -> Multiaddr {
 pub(super) fn periodic(actor: &mut Actor, now: Instant) {
     // Redial mDNS peers we are still not connected to.
     redial_mdns(actor, now);
+    // Drop peers of other networks whose grace has passed.
+    let gone: Vec<PeerId> = actor
+        .bootstrap
+        .foreign
+        .iter()
+        .filter(|(_, t)| **t <= now)
+        .map(|(p, _)| *p)
+        .collect();
+    for peer in gone {
+        actor.bootstrap.foreign.remove(&peer);
+        let _ = actor.swarm.disconnect_peer_id(peer);
+    }
     // Anti-entropy: fetch one connected peer's roster, round robin.
     let sync_due = actor
         .bootstrap
@@ -207,7 +224,16 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                 // Another overlay (or not interlink at all): presence and mailboxes
                 // must never mix, so don't keep the connection.
                 debug!(%peer_id, theirs = %info.protocol_version, "different network; disconnecting");
-                let _ = actor.swarm.disconnect_peer_id(peer_id);
+                // A moment's grace lets the other side finish its own identify, so it
+                // can tell "other network" from "not an interlink node" (probe).
+                if actor.bootstrap.foreign.len() < MAX_MDNS_PEERS {
+                    actor
+                        .bootstrap
+                        .foreign
+                        .insert(peer_id, Instant::now() + FOREIGN_GRACE);
+                } else {
+                    let _ = actor.swarm.disconnect_peer_id(peer_id);
+                }
                 return;
             }
             if let Some(p) = actor.peers.get_mut(&peer_id) {
