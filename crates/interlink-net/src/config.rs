@@ -88,7 +88,7 @@ impl Default for Config {
                 away_retention_ms: AWAY_RETENTION_MS,
                 ..Default::default()
             },
-            max_dialed_peers: 64,
+            max_dialed_peers: 24,
             delivery: Delivery::default(),
         }
     }

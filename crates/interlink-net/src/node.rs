@@ -110,6 +110,7 @@ impl Node {
             mailboxes: mailbox::Mailboxes::default(),
             last_tick: Instant::now(),
             last_envelope_ts: 0,
+            known_announcements: Default::default(),
         };
         actor.mailboxes.request_fetch();
         actor.bootstrap.dial_due(&mut actor.swarm, Instant::now());
@@ -174,6 +175,8 @@ struct Actor {
     /// Timestamp of the last envelope sent: kept strictly increasing, so a recipient
     /// draining its mailbox (ordered by timestamp) sees one sender's messages in order.
     last_envelope_ts: u64,
+    /// Digests of announcement wire bytes already verified and applied (bounded).
+    known_announcements: std::collections::HashSet<[u8; 32]>,
 }
 
 impl Actor {

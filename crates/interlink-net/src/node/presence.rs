@@ -10,7 +10,11 @@ use interlink_core::{
 };
 use libp2p::{PeerId, gossipsub, request_response};
 use serde_bytes::ByteBuf;
+use sha2::{Digest as _, Sha256};
 use tracing::{debug, trace, warn};
+
+/// Most announcement digests remembered as already verified.
+const KNOWN_ANNOUNCEMENTS: usize = 8192;
 
 use super::Actor;
 use crate::{Event, Role, SessionSpec};
@@ -203,6 +207,15 @@ impl Actor {
         }
     }
 
+    /// Remembers the digest of announcement bytes already verified and applied.
+    fn remember_announcement(&mut self, digest: [u8; 32]) {
+        if self.known_announcements.len() >= KNOWN_ANNOUNCEMENTS {
+            // Forgetting only costs a re-verification; clearing keeps this bounded.
+            self.known_announcements.clear();
+        }
+        self.known_announcements.insert(digest);
+    }
+
     pub(super) fn fetch_roster(&mut self, peer: PeerId) {
         self.swarm
             .behaviour_mut()
@@ -239,7 +252,14 @@ impl Actor {
                 let now = crate::now_ms();
                 let mut changed = false;
                 for bytes in response.announcements {
-                    // Each entry is verified again: the responder is not trusted.
+                    // An entry whose exact bytes we already applied needs no second
+                    // signature check: on a busy overlay every connection brings a
+                    // roster, and verifying each copy again dominated the CPU.
+                    let digest: [u8; 32] = Sha256::digest(&bytes).into();
+                    if self.known_announcements.contains(&digest) {
+                        continue;
+                    }
+                    // Anything new is verified: the responder is not trusted.
                     let result = Signed::<Announcement>::decode(&bytes)
                         .map_err(|e| e.to_string())
                         .and_then(|a| {
@@ -247,6 +267,9 @@ impl Actor {
                                 .apply_announcement(a, now)
                                 .map_err(|e| roster_error(&e))
                         });
+                    if result.is_ok() {
+                        self.remember_announcement(digest);
+                    }
                     match result {
                         Ok(Upsert::Inserted | Upsert::Updated) => changed = true,
                         Ok(_) => {}
