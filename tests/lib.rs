@@ -1,7 +1,9 @@
-//! Helpers for the end-to-end tests: finding the built binaries, and running them as
-//! guarded child processes ([`process`]).
+//! Helpers for the end-to-end tests: finding the built binaries, running them as
+//! guarded child processes ([`process`]), and users with their own home directories
+//! driving the CLI ([`user`]).
 
 pub mod process;
+pub mod user;
 
 use std::path::PathBuf;
 

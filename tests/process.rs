@@ -167,7 +167,15 @@ impl Guard {
     }
 }
 
-/// A headless session (`interlink-p2p run`) with its own home directory.
+/// Where a session keeps its home directory: its own temporary one, or one a test
+/// shares between runs (to restart a session over its identity and inbox).
+#[derive(Debug)]
+enum HomeDir {
+    Own(tempfile::TempDir),
+    Shared(PathBuf),
+}
+
+/// A headless session (`interlink-p2p run`) with its home directory.
 #[derive(Debug)]
 pub struct Session {
     /// The process.
@@ -176,17 +184,42 @@ pub struct Session {
     pub id: String,
     /// The addresses it printed, each ending in `/p2p/<peer id>`.
     pub addrs: Vec<String>,
-    home: tempfile::TempDir,
+    home: HomeDir,
 }
 
 impl Session {
-    /// Starts `interlink-p2p run --session <id>` with `args` and `env`, and reads its
-    /// stdout up to `ready`, checking every line before it is a full multiaddr.
+    /// Starts `interlink-p2p run --session <id>` with `args` and `env` in a new home
+    /// directory, and reads its stdout up to `ready`, checking every line before it is
+    /// a full multiaddr.
     pub fn start(id: &str, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Self> {
-        let home = tempfile::tempdir()?;
-        let mut cmd = command(home.path(), env)?;
+        Self::start_with(HomeDir::Own(tempfile::tempdir()?), id, args, env)
+    }
+
+    /// Like [`Session::start`], in an existing home directory (which the caller keeps).
+    pub fn start_in(
+        home: &Path,
+        id: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        Self::start_with(HomeDir::Shared(home.to_owned()), id, args, env)
+    }
+
+    fn start_with(
+        home: HomeDir,
+        id: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        let home_path = match &home {
+            HomeDir::Own(dir) => dir.path().to_owned(),
+            HomeDir::Shared(path) => path.clone(),
+        };
+        let mut cmd = command(&home_path, env)?;
         cmd.args(["run", "--session", id]).args(args);
-        let process = Guard::spawn(cmd, home.path().join("stderr.log"))?;
+        // One log per start, so a restarted session keeps its predecessor's log.
+        let log = home_path.join(format!("{id}.{}.stderr.log", unique_suffix()));
+        let process = Guard::spawn(cmd, log)?;
         let deadline = Instant::now() + DEADLINE;
         let mut addrs = Vec::new();
         loop {
@@ -213,7 +246,10 @@ impl Session {
 
     /// Its home directory.
     pub fn home(&self) -> &Path {
-        self.home.path()
+        match &self.home {
+            HomeDir::Own(dir) => dir.path(),
+            HomeDir::Shared(path) => path,
+        }
     }
 
     /// Its first loopback address.
@@ -226,17 +262,46 @@ impl Session {
     }
 }
 
+/// Nanoseconds of the wall clock: distinct enough for log file names.
+fn unique_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
 /// Runs a short-lived command to completion, killing it at `deadline`. Returns exit
 /// status, stdout and stderr.
-pub fn run_to_end(
+pub fn run_to_end(cmd: Command, deadline: Instant) -> anyhow::Result<(ExitStatus, String, String)> {
+    run_with_input(cmd, None, deadline)
+}
+
+/// Like [`run_to_end`], writing `input` (if any) to the command's stdin and then
+/// closing it.
+pub fn run_with_input(
     mut cmd: Command,
+    input: Option<&str>,
     deadline: Instant,
 ) -> anyhow::Result<(ExitStatus, String, String)> {
+    let stdin = if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
     let mut child = cmd
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
+    if let (Some(input), Some(mut pipe)) = (input, child.stdin.take()) {
+        let input = input.to_owned();
+        // A thread, so a child that stops reading cannot block the test past its
+        // deadline; dropping the pipe closes the child's stdin.
+        std::thread::spawn(move || {
+            use std::io::Write as _;
+            let _ = pipe.write_all(input.as_bytes());
+        });
+    }
     let reader = |pipe: Option<Box<dyn std::io::Read + Send>>| {
         std::thread::spawn(move || {
             let mut text = String::new();

@@ -223,6 +223,7 @@ impl Actor {
         self.bootstrap.dial_due(&mut self.swarm, now);
         discovery::periodic(self, now);
         self.maybe_fetch_mailbox(now);
+        self.expire_live_attempts(now);
     }
 
     fn on_command(&mut self, cmd: Command) {

@@ -5,7 +5,11 @@
 //! on stderr.
 //!
 //! - `id` (here), `demo` ([`demo`]): the identity; an in-memory walk-through.
-//! - `run` ([`run`]): a headless session node.
+//! - `run` ([`run`]): a headless session node that takes messages.
+//! - `send` ([`send`]): messages from a shell, as a short-lived session; routing over
+//!   the roster view is in [`route`].
+//! - `inbox` ([`inbox`]): a session's delivered messages.
+//! - `peer` ([`peer`]): the peers policy, `peers.json` ([`policy`]).
 //! - `peers` ([`peers`]): an observer's view of the overlay.
 //! - `probe` ([`probe`]): a sessionless check of one address.
 //! - [`config`] builds the node configuration from flags and the environment.
@@ -13,10 +17,15 @@
 
 pub mod config;
 pub mod demo;
+pub mod inbox;
 pub mod paths;
+pub mod peer;
 pub mod peers;
+pub mod policy;
 pub mod probe;
+pub mod route;
 pub mod run;
+pub mod send;
 
 use std::path::Path;
 

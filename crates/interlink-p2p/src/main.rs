@@ -4,7 +4,7 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, time::Duration}
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use interlink_p2p::{config, peers, probe, run};
+use interlink_p2p::{config, inbox, peer, peers, probe, run, send};
 use libp2p::Multiaddr;
 
 /// Coding-agent sessions that find each other and talk, peer to peer.
@@ -88,6 +88,55 @@ enum Command {
         #[command(flatten)]
         net: NetArgs,
     },
+    /// Send messages to a peer's session, as a short-lived session of this user.
+    ///
+    /// Prints one line per message: `delivered <msg_id>` (the recipient's node stored
+    /// it and receipted it) or `queued <msg_id>` (it waits in the recipient's mailbox).
+    Send {
+        /// The recipient: a petname from peers.json, a fingerprint or key prefix, or
+        /// `self` (this user's other sessions).
+        #[arg(long, value_name = "TARGET")]
+        to: String,
+        /// The recipient session: an exact id or a unique prefix [default: chosen by
+        /// the routing rules]
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// The message text.
+        #[arg(required_unless_present = "stdin", conflicts_with = "stdin")]
+        text: Option<String>,
+        /// Read messages from stdin, one per line (empty lines skipped), sent in order.
+        #[arg(long)]
+        stdin: bool,
+        /// Task the messages belong to.
+        #[arg(long, value_name = "ID")]
+        task: Option<String>,
+        /// Task status: update, needs_input, result, failed or canceled.
+        #[arg(long, value_name = "S", value_parser = send::parse_status)]
+        status: Option<interlink_core::wire::TaskStatus>,
+        /// Longest wait for the recipient to appear on the overlay, in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+        wait: f64,
+        #[command(flatten)]
+        net: NetArgs,
+    },
+    /// Print a session's inbox: the messages its node delivered.
+    Inbox {
+        /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else
+        /// the only session with an inbox]
+        #[arg(long)]
+        session: Option<String>,
+        /// One JSON object per line (the inbox entry plus `petname` and `own`).
+        #[arg(long)]
+        json: bool,
+        /// Start at this byte offset (printed on stderr by the previous read).
+        #[arg(long, value_name = "OFFSET", default_value_t = 0)]
+        from: u64,
+    },
+    /// Show or change the peers (petname → identity key) allowed to message you.
+    Peer {
+        #[command(subcommand)]
+        action: PeerCommand,
+    },
     /// Check whether an interlink-p2p session answers at an address (joins no roster).
     #[command(after_help = probe::EXIT_CODES_HELP)]
     Probe {
@@ -100,6 +149,29 @@ enum Command {
         /// Overlay name [env: INTERLINK_NETWORK] [default: default]
         #[arg(long, value_name = "NAME")]
         network: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PeerCommand {
+    /// List the peers.
+    List {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Allow the identity KEY (64 hex digits, from `interlink-p2p id` on its machine)
+    /// under the petname NAME.
+    Add {
+        /// Petname: 1-32 characters of A-Z a-z 0-9 . _ -
+        name: String,
+        /// Identity key, 64 hex digits.
+        key: String,
+    },
+    /// Remove the peer named NAME.
+    Remove {
+        /// Petname.
+        name: String,
     },
 }
 
@@ -174,6 +246,70 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 &mut std::io::stdout(),
                 &mut std::io::stderr(),
             ))?;
+        }
+        Command::Send {
+            to,
+            session,
+            text,
+            stdin,
+            task,
+            status,
+            wait,
+            ref net,
+        } => {
+            let config = net.config()?;
+            let options = send::Options {
+                to,
+                session,
+                task_id: task,
+                status,
+                wait: seconds("--wait", wait)?,
+                cwd: std::env::current_dir().context("reading the current directory")?,
+            };
+            let home = home()?;
+            let messages = match (text, stdin) {
+                (Some(text), false) => send::Messages::One(text),
+                _ => send::Messages::Lines(tokio::io::BufReader::new(tokio::io::stdin())),
+            };
+            runtime()?.block_on(send::send(
+                &home,
+                config,
+                options,
+                messages,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            ))?;
+        }
+        Command::Inbox {
+            session,
+            json,
+            from,
+        } => {
+            let options = inbox::Options {
+                session,
+                json,
+                from,
+            };
+            inbox::run(
+                &home()?,
+                &options,
+                |k| std::env::var(k).ok(),
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            )?;
+        }
+        Command::Peer { action } => {
+            let action = match action {
+                PeerCommand::List { json } => peer::Action::List { json },
+                PeerCommand::Add { name, key } => peer::Action::Add { name, key },
+                PeerCommand::Remove { name } => peer::Action::Remove { name },
+            };
+            peer::run(
+                &home()?,
+                action,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            )?;
         }
         Command::Probe {
             ref multiaddr,

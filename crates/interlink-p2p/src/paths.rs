@@ -1,10 +1,13 @@
 //! Where a user's interlink-p2p files live.
 //!
-//! The home directory holds the identity key, the peers policy and per-session state.
+//! The home directory holds the identity key, the peers policy and per-session state
+//! (`sessions/<session id>/`, where the session's inbox is).
 //! It is `--home`, else `INTERLINK_HOME`, else `$XDG_CONFIG_HOME/interlink-p2p`, else
 //! `$HOME/.config/interlink-p2p`.
 
 use std::path::{Path, PathBuf};
+
+use interlink_core::SessionId;
 
 /// Environment variable naming the home directory.
 pub const ENV_HOME: &str = "INTERLINK_HOME";
@@ -25,9 +28,24 @@ pub fn resolve_home(
         })
 }
 
+/// Directory under the home directory holding one directory per session.
+pub const SESSIONS_DIR: &str = "sessions";
+
 /// The identity key file under `home`.
 pub fn identity_path(home: &Path) -> PathBuf {
     home.join(IDENTITY_FILE)
+}
+
+/// The state directory of `session` (its inbox lives there):
+/// `<home>/sessions/<session id>`. Session ids are plain file names, except that `.`
+/// and `..` are valid ids but name no directory of their own, so they are refused.
+pub fn session_dir(home: &Path, session: &SessionId) -> anyhow::Result<PathBuf> {
+    let id = session.as_str();
+    anyhow::ensure!(
+        id != "." && id != "..",
+        "session id {id:?} cannot name a state directory; choose another id"
+    );
+    Ok(home.join(SESSIONS_DIR).join(id))
 }
 
 #[cfg(test)]
@@ -53,5 +71,16 @@ mod tests {
             Some(PathBuf::from("/h/.config/interlink-p2p"))
         );
         assert_eq!(resolve_home(None, |_| None), None);
+    }
+
+    #[test]
+    fn session_dirs() {
+        let id = |s: &str| SessionId::new(s).unwrap();
+        assert_eq!(
+            session_dir(Path::new("/h"), &id("a:b")).unwrap(),
+            PathBuf::from("/h/sessions/a:b")
+        );
+        assert!(session_dir(Path::new("/h"), &id("..")).is_err());
+        assert!(session_dir(Path::new("/h"), &id(".")).is_err());
     }
 }

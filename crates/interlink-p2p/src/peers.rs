@@ -25,8 +25,7 @@ use tokio::{
 
 use self::report::Report;
 
-/// File name of the peers policy (petnames → keys) inside the home directory.
-pub const PEERS_FILE: &str = "peers.json";
+pub use crate::policy::PEERS_FILE;
 /// How long the roster must stay unchanged before the wait ends early.
 const QUIET: Duration = Duration::from_millis(500);
 /// After a change under `--watch`, how long to gather further changes before printing.

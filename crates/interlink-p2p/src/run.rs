@@ -4,6 +4,10 @@
 //! address as a full multiaddr ending in `/p2p/<peer id>`, one per line, then `ready`,
 //! then nothing more. Logs go to stderr. SIGTERM or SIGINT shuts it down cleanly: the
 //! goodbye is published, so peers drop the session at once, and the exit code is 0.
+//!
+//! The session takes messages from its peers: delivered ones are appended to its inbox
+//! (`<home>/sessions/<session id>/inbox.jsonl`), and the peers policy follows
+//! `peers.json` while it runs.
 
 use std::{
     io::Write,
@@ -14,20 +18,25 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use interlink_core::{
+    SessionId,
     limits::{MAX_CWD_BYTES, MAX_GIT_LABEL_BYTES, MAX_SUMMARY_BYTES},
     session,
     wire::{DeliveryMode, HostKind},
 };
-use interlink_net::{Config, Handle, Node, Role, SessionSpec};
+use interlink_net::{Config, Delivery, Handle, Node, Role, SessionSpec};
 use libp2p::{Multiaddr, multiaddr::Protocol};
 use tokio::signal::unix::{SignalKind, signal};
-use tracing::info;
+use tracing::{info, warn};
+
+use crate::{paths, policy};
 
 /// How long `run` waits for its listeners before giving up.
 const LISTEN_DEADLINE: Duration = Duration::from_secs(10);
 /// After every configured listener has an address, how long to wait for more
 /// addresses of the same listeners (one per interface for `0.0.0.0`).
 const LISTEN_SETTLE: Duration = Duration::from_millis(150);
+/// How often a running session checks whether `peers.json` changed.
+const POLICY_POLL: Duration = Duration::from_secs(1);
 
 /// What the session announces, besides its identity.
 #[derive(Clone, Debug)]
@@ -42,9 +51,12 @@ pub struct Options {
 
 /// Runs a headless session until SIGTERM or SIGINT. Writes the listen addresses and
 /// `ready` to `out`.
+///
+/// The session takes messages: its inbox is `<home>/sessions/<session id>/`, and its
+/// peers policy is `<home>/peers.json`, re-read whenever the file changes.
 pub async fn run(
     home: &Path,
-    config: Config,
+    mut config: Config,
     options: Options,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
@@ -53,14 +65,21 @@ pub async fn run(
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
 
-    let spec = session_spec(home, options)?;
-    let key = spec
-        .identity
-        .transport_keypair(&spec.session)
-        .context("deriving the transport key")?;
-    info!(session = %spec.session, "starting session");
-    let swarm = interlink_net::build_swarm(key, &config)?;
-    let node = Node::spawn(swarm, config.clone(), Role::Session(Box::new(spec)))?;
+    let (session, source) = session::resolve(
+        options.session.as_deref(),
+        |k| std::env::var(k).ok(),
+        &mut crate::os_rng(),
+    )?;
+    info!(%session, ?source, "session id");
+    // Read the policy before the node exists: a malformed file stops the session
+    // rather than letting it run with a policy nobody wrote.
+    let mut watcher = policy::Watcher::new(home);
+    config.delivery = Delivery {
+        inbox_dir: Some(paths::session_dir(home, &session)?),
+        policy: policy::load(home)?,
+    };
+    let spec = session_spec(home, session, options.summary, &options.cwd)?;
+    let node = start_node(spec, &config)?;
     let handle = node.handle();
 
     let addrs = match wait_listening(&handle, &config.listen).await {
@@ -81,45 +100,75 @@ pub async fn run(
         return Err(e).context("writing the listen addresses");
     }
 
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM: shutting down"),
-        _ = int.recv() => info!("SIGINT: shutting down"),
+    let mut poll = tokio::time::interval(POLICY_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = term.recv() => { info!("SIGTERM: shutting down"); break; }
+            _ = int.recv() => { info!("SIGINT: shutting down"); break; }
+            _ = poll.tick() => match watcher.poll() {
+                None => {}
+                Some(Ok(policy)) => {
+                    info!(peers = policy.len(), "peers.json changed; policy updated");
+                    if handle.set_policy(policy).await.is_err() {
+                        break;
+                    }
+                }
+                // Keep the policy in force: a half-edited file must not open the gate
+                // or lock everyone out.
+                Some(Err(e)) => warn!("keeping the current peers policy: {e:#}"),
+            },
+        }
     }
     node.shutdown().await;
     Ok(())
 }
 
-/// Loads the identity and resolves everything the session announces.
-fn session_spec(home: &Path, options: Options) -> anyhow::Result<SessionSpec> {
+/// Derives the session's transport key, builds the swarm and spawns a session node.
+pub(crate) fn start_node(spec: SessionSpec, config: &Config) -> anyhow::Result<Node> {
+    let key = spec
+        .identity
+        .transport_keypair(&spec.session)
+        .context("deriving the transport key")?;
+    info!(session = %spec.session, "starting session");
+    let swarm = interlink_net::build_swarm(key, config)?;
+    Ok(Node::spawn(
+        swarm,
+        config.clone(),
+        Role::Session(Box::new(spec)),
+    )?)
+}
+
+/// Loads the identity and checks everything the session announces.
+pub(crate) fn session_spec(
+    home: &Path,
+    session: SessionId,
+    summary: String,
+    cwd: &Path,
+) -> anyhow::Result<SessionSpec> {
     let (identity, _) = crate::load_identity(home)?;
-    let (session, source) = session::resolve(
-        options.session.as_deref(),
-        |k| std::env::var(k).ok(),
-        &mut crate::os_rng(),
-    )?;
-    info!(%session, ?source, "session id");
-    if options.summary.len() > MAX_SUMMARY_BYTES {
+    if summary.len() > MAX_SUMMARY_BYTES {
         bail!(
             "--summary is {} bytes; announcements allow at most {MAX_SUMMARY_BYTES}",
-            options.summary.len()
+            summary.len()
         );
     }
-    if options.summary.chars().any(char::is_control) {
+    if summary.chars().any(char::is_control) {
         bail!("--summary must not contain control characters (newlines, tabs, escapes)");
     }
-    let cwd = options.cwd.to_string_lossy().into_owned();
-    if cwd.len() > MAX_CWD_BYTES || cwd.chars().any(char::is_control) {
+    let cwd_text = cwd.to_string_lossy().into_owned();
+    if cwd_text.len() > MAX_CWD_BYTES || cwd_text.chars().any(char::is_control) {
         bail!(
-            "the working directory {cwd:?} cannot be announced: at most {MAX_CWD_BYTES} bytes \
-             without control characters"
+            "the working directory {cwd_text:?} cannot be announced: at most {MAX_CWD_BYTES} \
+             bytes without control characters"
         );
     }
     Ok(SessionSpec {
         identity: Arc::new(identity),
         session,
-        git_label: git_label(&options.cwd),
-        cwd,
-        summary: options.summary,
+        git_label: git_label(cwd),
+        cwd: cwd_text,
+        summary,
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,
     })
@@ -135,7 +184,10 @@ pub fn git_label(dir: &Path) -> Option<String> {
 
 /// Waits until every configured listener has reported an address, then a little
 /// longer for the other interfaces of wildcard listeners. Returns the addresses.
-async fn wait_listening(handle: &Handle, wanted: &[Multiaddr]) -> anyhow::Result<Vec<Multiaddr>> {
+pub(crate) async fn wait_listening(
+    handle: &Handle,
+    wanted: &[Multiaddr],
+) -> anyhow::Result<Vec<Multiaddr>> {
     let deadline = tokio::time::Instant::now() + LISTEN_DEADLINE;
     loop {
         let have = handle.diagnostics().await?.listen_addrs;

@@ -46,6 +46,9 @@ pub(crate) struct Queued {
 pub(crate) struct Outbox {
     queues: HashMap<SessionAddr, VecDeque<Queued>>,
     in_flight: HashMap<request_response::OutboundRequestId, (SessionAddr, Queued)>,
+    /// When each in-flight request was sent: a request to a peer that is not connected
+    /// waits for the dial (up to the transport's 10 s), which the live timeout must bound.
+    sent_at: HashMap<request_response::OutboundRequestId, std::time::Instant>,
 }
 
 impl Actor {
@@ -162,9 +165,11 @@ impl Actor {
             .deliver
             .send_request(&queued.peer, request);
         self.outbox.in_flight.insert(id, (to.clone(), queued));
+        self.outbox.sent_at.insert(id, std::time::Instant::now());
     }
 
     fn finish(&mut self, id: request_response::OutboundRequestId, result: Result<Sent, SendError>) {
+        self.outbox.sent_at.remove(&id);
         if let Some((to, queued)) = self.outbox.in_flight.remove(&id) {
             let outcome = match result {
                 Ok(sent) => Ok(SendOutcome::Delivered(Box::new(sent))),
@@ -178,6 +183,21 @@ impl Actor {
             };
             let _ = queued.reply.send(outcome);
             self.send_next(&to);
+        }
+    }
+
+    /// Gives up on live attempts older than the live timeout (still dialling): they are
+    /// queued in the mailbox; a late answer is ignored (the inbox dedupes a late copy).
+    pub(super) fn expire_live_attempts(&mut self, now: std::time::Instant) {
+        let expired: Vec<_> = self
+            .outbox
+            .sent_at
+            .iter()
+            .filter(|(_, t)| now.duration_since(**t) >= crate::behaviour::LIVE_ATTEMPT_TIMEOUT)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            self.finish(id, Err(SendError::Unreachable("no answer in time".into())));
         }
     }
 

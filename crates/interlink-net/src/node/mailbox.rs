@@ -118,6 +118,22 @@ impl Actor {
             let _ = merged.merge(&held, now, &cfg);
         }
         let record = Record::new(key, merged.encode());
+        // Straight to every connected peer that answers, too: the iterative put waits
+        // for the closest peers, and a stopped one (often the recipient) stalls it
+        // until the query times out, so nothing would be stored anywhere.
+        let direct: Vec<PeerId> = self
+            .peers
+            .keys()
+            .filter(|p| !self.mailboxes.is_unreachable(p))
+            .copied()
+            .collect();
+        if !direct.is_empty() {
+            self.swarm.behaviour_mut().kad.put_record_to(
+                record.clone(),
+                direct.into_iter(),
+                kad::Quorum::One,
+            );
+        }
         if let Err(e) = self
             .swarm
             .behaviour_mut()
@@ -194,6 +210,17 @@ impl Actor {
             .last_fetch
             .is_none_or(|t| now.duration_since(t) >= MAILBOX_POLL);
         if !(self.mailboxes.fetch_due || periodic) || self.peers.is_empty() {
+            return;
+        }
+        // Until identify has fed Kademlia a peer, a query finds nothing and the next
+        // attempt would be a whole poll interval away.
+        if self
+            .swarm
+            .behaviour_mut()
+            .kad
+            .kbuckets()
+            .all(|b| b.num_entries() == 0)
+        {
             return;
         }
         let Some(me) = self.own_addr() else { return };

@@ -1,0 +1,221 @@
+//! `interlink-p2p peer list|add|remove`: the operator's view and edits of `peers.json`.
+//!
+//! Pairing pins a full identity key under a petname; only pinned keys (and the user's
+//! own sessions) can put a message into a session's inbox. Edits go through
+//! [`policy::edit`] (lock, re-read, atomic replace), and running sessions pick them up
+//! within a second.
+
+use std::{io::Write, path::Path};
+
+use anyhow::{Context as _, bail};
+use interlink_core::{IdentityKey, keyfile};
+
+use crate::{paths, policy};
+
+/// What `peer` does.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Print the peers (`--json`: one JSON object).
+    List {
+        /// Print JSON.
+        json: bool,
+    },
+    /// Pin `key` under `name`.
+    Add {
+        /// The petname.
+        name: String,
+        /// The identity key, 64 hex digits.
+        key: String,
+    },
+    /// Unpin the peer named `name`.
+    Remove {
+        /// The petname.
+        name: String,
+    },
+}
+
+/// Runs `peer`: results to `out`, hints to `progress`.
+pub fn run(
+    home: &Path,
+    action: Action,
+    out: &mut impl Write,
+    progress: &mut impl Write,
+) -> anyhow::Result<()> {
+    match action {
+        Action::List { json } => list(home, json, out, progress),
+        Action::Add { name, key } => {
+            let key = parse_key(&key)?;
+            if let Some(own) = own_key(home)
+                && own == key
+            {
+                bail!(
+                    "{} is this user's own identity; its sessions reach each other without \
+                     pairing",
+                    key.fingerprint()
+                );
+            }
+            let added = policy::edit(home, |p| {
+                let already = p.get(&name) == Some(&key);
+                p.add(name.clone(), key)?;
+                Ok(!already)
+            })?;
+            let verb = if added { "added" } else { "already a peer:" };
+            writeln!(out, "{verb} {name} {}", key.fingerprint())?;
+            Ok(())
+        }
+        Action::Remove { name } => {
+            let removed = policy::edit(home, |p| {
+                p.remove(&name).with_context(|| {
+                    format!("no peer is named {name:?} (see `interlink-p2p peer list`)")
+                })
+            })?;
+            writeln!(out, "removed {name} {}", removed.fingerprint())?;
+            Ok(())
+        }
+    }
+}
+
+fn list(
+    home: &Path,
+    json: bool,
+    out: &mut impl Write,
+    progress: &mut impl Write,
+) -> anyhow::Result<()> {
+    let peers = policy::load(home)?;
+    if json {
+        let list: Vec<_> = peers
+            .iter()
+            .map(|(name, key)| {
+                serde_json::json!({
+                    "name": name,
+                    "identity_key": key.to_hex(),
+                    "fingerprint": key.fingerprint().to_string(),
+                })
+            })
+            .collect();
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "version": 1, "peers": list })
+        )?;
+        return Ok(());
+    }
+    if peers.is_empty() {
+        writeln!(
+            progress,
+            "no peers yet: add one with `interlink-p2p peer add NAME KEY` (the other side \
+             prints its KEY with `interlink-p2p id`)"
+        )?;
+        return Ok(());
+    }
+    let width = peers.iter().map(|(n, _)| n.len()).max().unwrap_or(4).max(4);
+    writeln!(out, "{:<width$}  {:<14}  KEY", "NAME", "FINGERPRINT")?;
+    for (name, key) in peers.iter() {
+        writeln!(
+            out,
+            "{name:<width$}  {}  {}",
+            key.fingerprint(),
+            key.to_hex()
+        )?;
+    }
+    Ok(())
+}
+
+/// A full identity key: 64 hex digits that are a valid Ed25519 point.
+fn parse_key(text: &str) -> anyhow::Result<IdentityKey> {
+    let key: IdentityKey = text.parse().with_context(|| {
+        format!("KEY {text:?} (get it with `interlink-p2p id` on the other side)")
+    })?;
+    key.verifying_key()
+        .with_context(|| format!("KEY {text:?}"))?;
+    Ok(key)
+}
+
+/// The user's own key, if the key file exists and loads. Never creates one.
+fn own_key(home: &Path) -> Option<IdentityKey> {
+    keyfile::load(&paths::identity_path(home))
+        .ok()
+        .map(|i| i.public())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(seed: u8) -> String {
+        interlink_core::Identity::from_seed(&[seed; 32])
+            .public()
+            .to_hex()
+    }
+
+    fn peer(home: &Path, action: Action) -> anyhow::Result<String> {
+        let mut out = Vec::new();
+        run(home, action, &mut out, &mut Vec::new())?;
+        Ok(String::from_utf8(out)?)
+    }
+
+    fn add(name: &str, key: &str) -> Action {
+        Action::Add {
+            name: name.into(),
+            key: key.into(),
+        }
+    }
+
+    #[test]
+    fn add_list_remove_and_their_errors() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let (key_a, other) = (key(1), key(2));
+        let fp = key_a.parse::<IdentityKey>().unwrap().fingerprint();
+        assert_eq!(
+            peer(h, add("alice", &key_a)).unwrap(),
+            format!("added alice {fp}\n")
+        );
+        assert_eq!(
+            peer(h, add("alice", &key_a)).unwrap(),
+            format!("already a peer: alice {fp}\n")
+        );
+        let err = |a| format!("{:#}", peer(h, a).unwrap_err());
+        let e = err(add("bob", &key_a));
+        assert!(e.contains("already a peer, named \"alice\""), "{e}");
+        let e = err(add("alice", &other));
+        assert!(e.contains("already used"), "{e}");
+        let e = err(add("bad name", &other));
+        assert!(e.contains("invalid petname"), "{e}");
+        let e = err(add("carol", "abcd"));
+        assert!(e.contains("64 hex digits"), "{e}");
+        let e = err(Action::Remove { name: "zed".into() });
+        assert!(e.contains("no peer is named \"zed\""), "{e}");
+
+        let listed = peer(h, Action::List { json: false }).unwrap();
+        assert!(
+            listed.contains("alice") && listed.contains(&key_a),
+            "{listed}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&peer(h, Action::List { json: true }).unwrap()).unwrap();
+        assert_eq!(json["peers"][0]["identity_key"], key_a.as_str());
+        assert_eq!(
+            peer(
+                h,
+                Action::Remove {
+                    name: "alice".into()
+                }
+            )
+            .unwrap(),
+            format!("removed alice {fp}\n")
+        );
+        assert_eq!(peer(h, Action::List { json: false }).unwrap(), "");
+    }
+
+    #[test]
+    fn own_key_is_refused() {
+        let home = tempfile::tempdir().unwrap();
+        let (me, _) = crate::load_identity(home.path()).unwrap();
+        let e = format!(
+            "{:#}",
+            peer(home.path(), add("me", &me.public().to_hex())).unwrap_err()
+        );
+        assert!(e.contains("own identity"), "{e}");
+    }
+}

@@ -1,0 +1,263 @@
+//! `interlink-p2p send`: a message from a shell, as a short-lived session.
+//!
+//! The command runs its own session node under the user's identity, with a fresh
+//! session id (`send-<uuid>`, never the id of a running session: two nodes with one
+//! PeerId would steal each other's connections, and this one's goodbye would drop the
+//! real session from everyone's roster). It joins the overlay, waits until the target
+//! identity has sessions on its roster, picks one by the routing rules
+//! (docs/SESSIONS.md) and sends each message in order. Every message gets one stdout
+//! line, `delivered <msg_id>` (the recipient receipted it) or `queued <msg_id>` (it
+//! waits in the recipient's DHT mailbox). A refusal stops the command with the reason.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+use interlink_core::{
+    IdentityKey, SessionId,
+    presence::{IdentityView, Presence},
+    routing::{Route, RouteRequest},
+    wire::{EnvelopeKind, SessionAddr, TaskStatus},
+};
+use interlink_net::{Config, Delivery, Handle, OutgoingMessage, SendOutcome};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
+
+use crate::{policy, route, run};
+
+/// After the target's first session shows up, how long its sessions must stay
+/// unchanged before routing (roster fetches and gossip from other peers may add more).
+const SETTLE: Duration = Duration::from_millis(300);
+/// How long the node stays up after a message was queued, so the DHT put reaches the
+/// mailbox holders before this process (which holds a copy too) leaves.
+const QUEUED_LINGER: Duration = Duration::from_secs(2);
+
+/// The messages to send.
+#[derive(Debug)]
+pub enum Messages<R> {
+    /// One message, from the command line.
+    One(String),
+    /// One message per line (empty lines skipped), sent in order.
+    Lines(R),
+}
+
+/// How `send` runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The target: a petname, a fingerprint or key prefix, or `self`.
+    pub to: String,
+    /// The target session: an exact id or a unique prefix.
+    pub session: Option<String>,
+    /// Task the messages belong to.
+    pub task_id: Option<String>,
+    /// Task status reported with them.
+    pub status: Option<TaskStatus>,
+    /// The longest wait for the target to appear on the roster.
+    pub wait: Duration,
+    /// The working directory announced (the current directory).
+    pub cwd: PathBuf,
+}
+
+/// Parses a `--status` value.
+pub fn parse_status(text: &str) -> Result<TaskStatus, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(|_| {
+        format!("{text:?} is not a status: use update, needs_input, result, failed or canceled")
+    })
+}
+
+/// Runs `send`: one outcome line per message to `out`, progress to `progress`.
+pub async fn send<R: AsyncBufRead + Unpin>(
+    home: &Path,
+    mut config: Config,
+    options: Options,
+    messages: Messages<R>,
+    out: &mut impl Write,
+    progress: &mut impl Write,
+) -> anyhow::Result<()> {
+    let (identity, _) = crate::load_identity(home)?;
+    let own_key = identity.public();
+    let peers = policy::load(home)?;
+    let target = if options.to.trim() == "self" {
+        own_key
+    } else {
+        peers.resolve(&options.to).with_context(|| {
+            format!(
+                "--to {:?} is not a peer (see `interlink-p2p peer list`; pair with \
+                 `interlink-p2p peer add NAME KEY`, KEY from `interlink-p2p id` on their side)",
+                options.to
+            )
+        })?
+    };
+    let target_name = match peers.name_of(&target) {
+        _ if target == own_key => "self".to_owned(),
+        Some(name) => name.to_owned(),
+        None => target.fingerprint().to_string(),
+    };
+    let session = SessionId::new(format!("send-{}", SessionId::random(&mut crate::os_rng())))?;
+    let own = SessionAddr {
+        key: own_key,
+        session: session.clone(),
+    };
+    // This session takes no messages: it has no inbox and leaves in seconds.
+    config.delivery = Delivery::default();
+    let spec = run::session_spec(home, session, "interlink-p2p send".into(), &options.cwd)?;
+    let node = run::start_node(spec, &config)?;
+    let handle = node.handle();
+    let _ = writeln!(
+        progress,
+        "send: joining overlay {} as {}…",
+        config.network.as_str(),
+        own.session
+    );
+
+    let mut queued = 0usize;
+    let result = async {
+        let roster = wait_for_target(
+            &handle,
+            target,
+            &own,
+            options.session.as_deref(),
+            options.wait,
+        )
+        .await?;
+        let req = RouteRequest {
+            target,
+            session: options.session.as_deref(),
+            own: &own,
+            sticky: None,
+            remembered: None,
+        };
+        let chosen = route::route(&roster, &req)
+            .with_context(|| format!("cannot route to {target_name} ({})", target.fingerprint()))?;
+        describe_route(progress, &target_name, &target, &chosen);
+        if chosen.presence == Presence::Gone {
+            bail!(
+                "session {} of {target_name} is not on the roster (nothing seen within {:?}); \
+                 a message can only be sealed to a session that has announced itself",
+                chosen.session,
+                options.wait
+            );
+        }
+        let to = SessionAddr {
+            key: target,
+            session: chosen.session.clone(),
+        };
+        let mut send_one = async |text: String| -> anyhow::Result<()> {
+            let msg = OutgoingMessage {
+                to: to.clone(),
+                kind: EnvelopeKind::Message,
+                text: Some(text),
+                task_id: options.task_id.clone(),
+                status: options.status,
+                in_reply_to: None,
+                name: None,
+            };
+            let line = match handle.send(msg).await.context("message not sent")? {
+                SendOutcome::Delivered(sent) => format!("delivered {}", sent.msg_id),
+                SendOutcome::Queued { msg_id } => {
+                    queued += 1;
+                    format!("queued {msg_id}")
+                }
+            };
+            writeln!(out, "{line}")?;
+            out.flush().context("writing the outcome")
+        };
+        match messages {
+            Messages::One(text) => send_one(text).await?,
+            Messages::Lines(mut input) => {
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    if input.read_line(&mut line).await.context("reading stdin")? == 0 {
+                        break;
+                    }
+                    let text = line.trim_end_matches(['\n', '\r']);
+                    if !text.is_empty() {
+                        send_one(text.to_owned()).await?;
+                    }
+                }
+            }
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    if queued > 0 {
+        let _ = writeln!(
+            progress,
+            "send: {queued} message(s) queued in the recipient's mailbox; it receives them when \
+             it next fetches (at once on waking, else within 10 s)"
+        );
+        tokio::time::sleep(QUEUED_LINGER).await;
+    }
+    node.shutdown().await;
+    result
+}
+
+/// Waits until `target` has sessions on the roster (one matching `session`, if given)
+/// and they stay unchanged for [`SETTLE`], or `wait` passes. Returns the roster.
+async fn wait_for_target(
+    handle: &Handle,
+    target: IdentityKey,
+    own: &SessionAddr,
+    session: Option<&str>,
+    wait: Duration,
+) -> anyhow::Result<Vec<IdentityView>> {
+    let deadline = Instant::now() + wait;
+    let mut shown: Option<(Vec<(String, Presence)>, Instant)> = None;
+    loop {
+        let roster = handle.roster().await?;
+        let mut sessions: Vec<(String, Presence)> = roster
+            .iter()
+            .filter(|i| i.key == target)
+            .flat_map(|i| &i.sessions)
+            .filter(|s| s.addr != *own)
+            .map(|s| (s.addr.session.to_string(), s.presence))
+            .collect();
+        sessions.sort();
+        let exact = session.is_some_and(|t| sessions.iter().any(|(id, _)| id == t.trim()));
+        let found = match session.map(str::trim).filter(|t| !t.is_empty()) {
+            Some(t) => sessions.iter().any(|(id, _)| id.starts_with(t)),
+            None => !sessions.is_empty(),
+        };
+        let now = Instant::now();
+        if exact || now >= deadline {
+            return Ok(roster);
+        }
+        if found {
+            match &shown {
+                Some((seen, since)) if *seen == sessions => {
+                    if now.duration_since(*since) >= SETTLE {
+                        return Ok(roster);
+                    }
+                }
+                _ => shown = Some((sessions, now)),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn describe_route(progress: &mut impl Write, name: &str, key: &IdentityKey, route: &Route) {
+    let _ = writeln!(
+        progress,
+        "send: to {name} ({}) session {} ({}; {})",
+        key.fingerprint(),
+        route.session,
+        route.presence,
+        route.reason
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses() {
+        assert_eq!(parse_status("needs_input"), Ok(TaskStatus::NeedsInput));
+        assert_eq!(parse_status("result"), Ok(TaskStatus::Result));
+        assert!(parse_status("done").unwrap_err().contains("needs_input"));
+    }
+}
