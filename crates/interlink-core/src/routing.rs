@@ -173,13 +173,24 @@ pub enum RouteError {
 
 /// Chooses the session of `req.target` to deliver to, judged at `now`.
 pub fn route(roster: &Roster, req: &RouteRequest<'_>, now: u64) -> Result<Route, RouteError> {
+    route_views(roster.sessions_of(&req.target, now), req)
+}
+
+/// The same rules as [`route`], over a snapshot of the target's sessions (what a
+/// process outside the node gets from its roster view). Sessions of other identities
+/// and gone sessions in `sessions` are ignored.
+pub fn route_views(
+    sessions: Vec<SessionView>,
+    req: &RouteRequest<'_>,
+) -> Result<Route, RouteError> {
     // When writing to our own identity, this session is on the roster too, but sending
     // to ourselves is never what is meant.
     let own = (req.target == req.own.key).then_some(&req.own.session);
-    let mut retained: Vec<SessionView> = roster
-        .sessions_of(&req.target, now)
+    let mut retained: Vec<SessionView> = sessions
         .into_iter()
-        .filter(|v| Some(&v.addr.session) != own)
+        .filter(|v| {
+            v.addr.key == req.target && v.presence != Presence::Gone && Some(&v.addr.session) != own
+        })
         .collect();
     // Live first, then freshest: the order candidates are shown in.
     retained.sort_by(|a, b| {

@@ -1,129 +1,30 @@
 //! Routing over the node's roster view.
 //!
-//! [`interlink_core::routing::route`] reads a core `Roster`, which holds signed
-//! announcements; a process outside the node task only gets the roster as views
-//! ([`interlink_net::Handle::roster`]). This module applies exactly the core's rules to
-//! those views and returns the core's [`Route`] and [`RouteError`] (so error texts are
-//! the same). It goes away once the core offers routing over views (the rules are in
-//! docs/SESSIONS.md; the core's tests cover them, the tests below check the port).
+//! A process outside the node task gets the roster as views
+//! ([`interlink_net::Handle::roster`]); [`interlink_core::routing::route_views`] applies
+//! the routing rules (docs/SESSIONS.md) to them.
 
 use interlink_core::{
-    SessionId,
-    presence::{IdentityView, Presence, SessionView},
-    routing::{Candidate, Route, RouteError, RouteReason, RouteRequest},
+    presence::IdentityView,
+    routing::{self, Route, RouteError, RouteRequest},
 };
 
-/// Chooses the session of `req.target` among the sessions `roster` shows for it, by
-/// the rules of [`interlink_core::routing::route`].
+/// Chooses the session of `req.target` among the sessions `roster` shows for it.
 pub fn route(roster: &[IdentityView], req: &RouteRequest<'_>) -> Result<Route, RouteError> {
-    let own = (req.target == req.own.key).then_some(&req.own.session);
-    let mut retained: Vec<&SessionView> = roster
+    let sessions = roster
         .iter()
         .filter(|i| i.key == req.target)
-        .flat_map(|i| &i.sessions)
-        .filter(|v| v.presence != Presence::Gone && Some(&v.addr.session) != own)
+        .flat_map(|i| i.sessions.iter().cloned())
         .collect();
-    retained.sort_by(|a, b| {
-        (a.presence, a.age_ms, &a.addr.session).cmp(&(b.presence, b.age_ms, &b.addr.session))
-    });
-    match req.session.map(str::trim).filter(|s| !s.is_empty()) {
-        Some(text) => explicit(text, own, &retained),
-        None => automatic(req, own, &retained),
-    }
-}
-
-fn candidate(v: &SessionView) -> Candidate {
-    Candidate {
-        session: v.addr.session.clone(),
-        cwd: v.announcement.cwd.clone(),
-        git_label: v.announcement.git_label.clone(),
-        summary: v.announcement.summary.clone(),
-        presence: v.presence,
-        age_ms: v.age_ms,
-    }
-}
-
-fn chosen(v: &SessionView, reason: RouteReason) -> Route {
-    Route {
-        session: v.addr.session.clone(),
-        presence: v.presence,
-        reason,
-    }
-}
-
-fn explicit(
-    text: &str,
-    own: Option<&SessionId>,
-    retained: &[&SessionView],
-) -> Result<Route, RouteError> {
-    if own.is_some_and(|o| o.as_str() == text) {
-        return Err(RouteError::OwnSession);
-    }
-    if let Some(v) = retained.iter().find(|v| v.addr.session.as_str() == text) {
-        return Ok(chosen(v, RouteReason::Exact));
-    }
-    let fits: Vec<&&SessionView> = retained
-        .iter()
-        .filter(|v| v.addr.session.as_str().starts_with(text))
-        .collect();
-    match fits.as_slice() {
-        [one] => Ok(chosen(one, RouteReason::Prefix)),
-        [] => {
-            let session = SessionId::new(text).map_err(|source| RouteError::InvalidSession {
-                value: text.to_owned(),
-                source,
-            })?;
-            Ok(Route {
-                session,
-                presence: Presence::Gone,
-                reason: RouteReason::Literal,
-            })
-        }
-        many => Err(RouteError::AmbiguousPrefix {
-            prefix: text.to_owned(),
-            candidates: many.iter().map(|v| candidate(v)).collect(),
-        }),
-    }
-}
-
-fn automatic(
-    req: &RouteRequest<'_>,
-    own: Option<&SessionId>,
-    retained: &[&SessionView],
-) -> Result<Route, RouteError> {
-    if let Some(sticky) = req.sticky.filter(|s| Some(*s) != own)
-        && let Some(v) = retained.iter().find(|v| &v.addr.session == sticky)
-    {
-        return Ok(chosen(v, RouteReason::Sticky));
-    }
-    let choose = || RouteError::ChooseSession {
-        candidates: retained.iter().map(|v| candidate(v)).collect(),
-    };
-    for (presence, reason) in [
-        (Presence::Live, RouteReason::SingleLive),
-        (Presence::Away, RouteReason::SingleAway),
-    ] {
-        let mut matching = retained.iter().filter(|v| v.presence == presence);
-        match (matching.next(), matching.next()) {
-            (Some(v), None) => return Ok(chosen(v, reason)),
-            (Some(_), Some(_)) => return Err(choose()),
-            _ => {}
-        }
-    }
-    match req.remembered.filter(|s| Some(*s) != own) {
-        Some(session) => Ok(Route {
-            session: session.clone(),
-            presence: Presence::Gone,
-            reason: RouteReason::Remembered,
-        }),
-        None => Err(RouteError::NoSession),
-    }
+    routing::route_views(sessions, req)
 }
 
 #[cfg(test)]
 mod tests {
     use interlink_core::{
-        Identity,
+        Identity, SessionId,
+        presence::{Presence, SessionView},
+        routing::RouteReason,
         wire::{Announcement, DeliveryMode, HostKind, SealingBinding, SessionAddr, VERSION},
     };
 
