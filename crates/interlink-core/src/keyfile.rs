@@ -138,7 +138,9 @@ fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     f.sync_all()
 }
 
-fn create_private_dir(dir: &Path) -> io::Result<()> {
+/// Creates `dir` and its parents, new directories with mode 0700 (owner only). Used for
+/// the key file's directory and for per-session state directories.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     let mut builder = fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]

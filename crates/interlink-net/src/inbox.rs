@@ -12,7 +12,7 @@
 
 use std::{
     collections::HashSet,
-    fs::{self, File, OpenOptions},
+    fs::{File, OpenOptions},
     io::{self, BufRead as _, BufReader, Seek as _, SeekFrom, Write as _},
     path::{Path, PathBuf},
 };
@@ -99,7 +99,7 @@ impl Inbox {
             path: path.clone(),
             source,
         };
-        create_private_dir(dir).map_err(|source| InboxError::Io {
+        interlink_core::keyfile::create_private_dir(dir).map_err(|source| InboxError::Io {
             path: dir.to_owned(),
             source,
         })?;
@@ -217,19 +217,10 @@ fn scan(file: &File) -> io::Result<(HashSet<MsgId>, u64)> {
     Ok((seen, complete))
 }
 
-fn create_private_dir(dir: &Path) -> io::Result<()> {
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn entry(id: MsgId, text: &str) -> InboxEntry {
