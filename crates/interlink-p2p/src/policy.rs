@@ -9,6 +9,7 @@
 //! reader never sees half a file. Running sessions notice a replacement with a
 //! [`Watcher`] (cheap `stat` polling) and push the new policy into their node.
 
+use interlink_core::keyfile::create_private_dir;
 use std::{
     fs::{self, File, OpenOptions},
     io::{self, Write as _},
@@ -94,18 +95,6 @@ fn private_file(path: &Path, truncate: bool) -> io::Result<File> {
         opts.mode(0o600);
     }
     opts.open(path)
-}
-
-/// Creates `dir` and its parents; a directory created here is mode 0700.
-pub fn create_private_dir(dir: &Path) -> io::Result<()> {
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
 }
 
 /// What identifies one version of the file: an edit replaces the file (new inode) and
