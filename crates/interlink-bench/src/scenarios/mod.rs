@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 
 use crate::{Context, report::Row};
 
+mod delivery_latency;
 mod idle_cost;
 mod roster_convergence;
 mod visible_after_start;
@@ -28,6 +29,7 @@ pub const ALL: &[Scenario] = &[
     roster_convergence::SCENARIO,
     visible_after_start::SCENARIO,
     idle_cost::SCENARIO,
+    delivery_latency::SCENARIO,
 ];
 
 /// Looks a scenario up by name.
