@@ -85,3 +85,7 @@ pub const MAX_PENDING_PAIR_REQUESTS: usize = 64;
 pub const MAX_PEERS: usize = 4096;
 /// Largest roster-fetch response.
 pub const MAX_ROSTER_RESPONSE_BYTES: usize = 1024 * 1024;
+/// Most envelopes in one live delivery request.
+pub const MAX_DELIVER_BATCH: usize = 64;
+/// Most envelope bytes packed into one live delivery request (one envelope may exceed it).
+pub const MAX_DELIVER_REQUEST_BYTES: usize = 1024 * 1024;

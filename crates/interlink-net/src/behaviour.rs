@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use interlink_core::{
     limits::MAX_ROSTER_RESPONSE_BYTES,
-    limits::{MAX_ENVELOPE_BYTES, MAX_MAILBOX_RECORD_BYTES},
+    limits::{
+        MAX_DELIVER_BATCH, MAX_DELIVER_REQUEST_BYTES, MAX_ENVELOPE_BYTES, MAX_MAILBOX_RECORD_BYTES,
+    },
     names::Network,
     wire::{
         DeliverRequest, DeliverResponse, MAX_PRESENCE_MESSAGE_BYTES, RosterRequest, RosterResponse,
@@ -133,8 +135,10 @@ impl Behaviour {
         );
         let deliver = request_response::cbor::Behaviour::with_codec(
             request_response::cbor::codec::Codec::default()
-                .set_request_size_maximum(MAX_ENVELOPE_BYTES as u64 + 1024)
-                .set_response_size_maximum(4096),
+                .set_request_size_maximum(
+                    (MAX_DELIVER_REQUEST_BYTES + MAX_ENVELOPE_BYTES + 64 * 1024) as u64,
+                )
+                .set_response_size_maximum((MAX_DELIVER_BATCH * 2048) as u64),
             [(
                 protocol(network.deliver_protocol())?,
                 request_response::ProtocolSupport::Full,

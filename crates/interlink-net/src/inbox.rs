@@ -123,19 +123,39 @@ impl Inbox {
     /// Appends `entry` unless its id is already present; returns once the line is on
     /// disk (`sync_data`).
     pub fn append(&mut self, id: MsgId, entry: &InboxEntry) -> Result<Appended, InboxError> {
-        if self.seen.contains(&id) {
-            return Ok(Appended::Duplicate);
+        let mut out = self.append_many(std::iter::once((id, entry)))?;
+        Ok(out.pop().unwrap_or(Appended::Duplicate))
+    }
+
+    /// Appends every entry whose id is not present yet, in order, with one write and
+    /// one `sync_data` for all of them; returns what happened to each.
+    pub fn append_many<'a>(
+        &mut self,
+        entries: impl IntoIterator<Item = (MsgId, &'a InboxEntry)>,
+    ) -> Result<Vec<Appended>, InboxError> {
+        let mut buf = Vec::new();
+        let mut outcome = Vec::new();
+        let mut new_ids = Vec::new();
+        for (id, entry) in entries {
+            if self.seen.contains(&id) || new_ids.contains(&id) {
+                outcome.push(Appended::Duplicate);
+                continue;
+            }
+            serde_json::to_writer(&mut buf, entry)?;
+            buf.push(b'\n');
+            new_ids.push(id);
+            outcome.push(Appended::New);
         }
-        let mut line = serde_json::to_vec(entry)?;
-        line.push(b'\n');
-        let io_err = |source| InboxError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        self.file.write_all(&line).map_err(io_err)?;
-        self.file.sync_data().map_err(io_err)?;
-        self.seen.insert(id);
-        Ok(Appended::New)
+        if !buf.is_empty() {
+            let io_err = |source| InboxError::Io {
+                path: self.path.clone(),
+                source,
+            };
+            self.file.write_all(&buf).map_err(io_err)?;
+            self.file.sync_data().map_err(io_err)?;
+            self.seen.extend(new_ids);
+        }
+        Ok(outcome)
     }
 
     /// Whether a message id is already in the inbox.

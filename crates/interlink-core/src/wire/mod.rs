@@ -31,8 +31,8 @@ pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use envelope::{Envelope, EnvelopeKind, OpenError, TaskStatus};
 pub use goodbye::Goodbye;
 pub use overlay::{
-    DeliverRequest, DeliverResponse, MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage, RosterRequest,
-    RosterResponse,
+    DeliverRequest, DeliverResponse, DeliverResult, MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage,
+    RosterRequest, RosterResponse,
 };
 pub use receipt::{Receipt, ReceiptState};
 

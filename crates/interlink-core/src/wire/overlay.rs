@@ -105,22 +105,33 @@ impl RosterResponse {
     }
 }
 
-/// Live delivery request: one signed envelope wrapper.
+/// Live delivery request: one or more signed envelope wrappers for one recipient
+/// session, in send order (at most [`crate::limits::MAX_DELIVER_BATCH`] envelopes and
+/// [`crate::limits::MAX_DELIVER_REQUEST_BYTES`] of them, unless a single envelope is
+/// larger). Batching lets the recipient store a burst with one fsync.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeliverRequest {
     /// Protocol version.
     pub v: u8,
-    /// The signed envelope wrapper.
-    pub envelope: ByteBuf,
+    /// The signed envelope wrappers, oldest first.
+    pub envelopes: Vec<ByteBuf>,
 }
 
-/// Live delivery response: the recipient's signed receipt, or why it refused.
+/// Live delivery response: one result per envelope of the request, in the same order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeliverResponse {
     /// Protocol version.
     pub v: u8,
+    /// The results, one per envelope.
+    pub results: Vec<DeliverResult>,
+}
+
+/// The outcome of one envelope of a delivery request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliverResult {
     /// A signed receipt wrapper (`delivered`) once the message is durably in the
     /// recipient's inbox (also for a message it already had).
     pub receipt: Option<ByteBuf>,

@@ -10,11 +10,11 @@ use std::collections::{HashMap, VecDeque};
 
 use interlink_core::{
     MsgId,
-    limits::LIVE_FRESHNESS_MS,
+    limits::{LIVE_FRESHNESS_MS, MAX_DELIVER_BATCH, MAX_DELIVER_REQUEST_BYTES},
     trust::Decision,
     wire::{
-        DeliverRequest, DeliverResponse, Envelope, EnvelopeKind, Receipt, ReceiptState,
-        SessionAddr, Signed, VERSION,
+        DeliverRequest, DeliverResponse, DeliverResult, Envelope, EnvelopeKind, Receipt,
+        ReceiptState, SessionAddr, Signed, VERSION,
     },
 };
 use libp2p::{PeerId, request_response};
@@ -30,6 +30,10 @@ use crate::{
 
 /// Most messages waiting for one recipient session behind the one in flight.
 pub(crate) const OUTBOX_PER_RECIPIENT: usize = 256;
+/// The refusal reason when the recipient's own inbox write failed (not final: the
+/// sender queues it, and a mailbox drain does not ack it).
+pub(crate) const STORE_FAILED: &str = "the recipient could not store the message";
+
 /// Most recipient sessions with queued messages at once.
 pub(crate) const OUTBOX_RECIPIENTS: usize = 1024;
 
@@ -45,7 +49,7 @@ pub(crate) struct Queued {
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
     queues: HashMap<SessionAddr, VecDeque<Queued>>,
-    in_flight: HashMap<request_response::OutboundRequestId, (SessionAddr, Queued)>,
+    in_flight: HashMap<request_response::OutboundRequestId, (SessionAddr, Vec<Queued>)>,
     /// When each in-flight request was sent: a request to a peer that is not connected
     /// waits for the dial (up to the transport's 10 s), which the live timeout must bound.
     sent_at: HashMap<request_response::OutboundRequestId, std::time::Instant>,
@@ -137,40 +141,81 @@ impl Actor {
     }
 
     fn send_next(&mut self, to: &SessionAddr) {
-        loop {
-            let Some(queued) = self.outbox.queues.get_mut(to).and_then(VecDeque::pop_front) else {
-                self.outbox.queues.remove(to);
-                return;
-            };
-            // A recipient that just failed to answer is asleep or gone until it shows
-            // life again: queue at once instead of paying a timeout per message.
+        // Messages for a recipient that just failed to answer (asleep or gone until it
+        // shows life again) are queued at once instead of each paying a timeout.
+        let mut batch: Vec<Queued> = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(queued) = self.outbox.queues.get_mut(to).and_then(VecDeque::pop_front) {
             if self.mailboxes.is_unreachable(&queued.peer) {
                 let outcome = self.queue_in_mailbox(&queued.envelope);
                 let _ = queued.reply.send(outcome);
                 continue;
             }
-            self.send_live(to, queued);
-            return;
+            // Pack what is waiting into one request (one fsync at the recipient), in
+            // order, within the batch bounds.
+            let len = queued.envelope.to_bytes().len();
+            if !batch.is_empty()
+                && (batch.len() >= MAX_DELIVER_BATCH || bytes + len > MAX_DELIVER_REQUEST_BYTES)
+            {
+                if let Some(q) = self.outbox.queues.get_mut(to) {
+                    q.push_front(queued);
+                }
+                break;
+            }
+            bytes += len;
+            batch.push(queued);
+        }
+        if self.outbox.queues.get(to).is_some_and(VecDeque::is_empty) {
+            self.outbox.queues.remove(to);
+        }
+        if !batch.is_empty() {
+            self.send_live(to, batch);
         }
     }
 
-    fn send_live(&mut self, to: &SessionAddr, queued: Queued) {
+    fn send_live(&mut self, to: &SessionAddr, batch: Vec<Queued>) {
+        let peer = batch[0].peer;
         let request = DeliverRequest {
             v: VERSION,
-            envelope: ByteBuf::from(queued.envelope.to_bytes()),
+            envelopes: batch
+                .iter()
+                .map(|q| ByteBuf::from(q.envelope.to_bytes()))
+                .collect(),
         };
         let id = self
             .swarm
             .behaviour_mut()
             .deliver
-            .send_request(&queued.peer, request);
-        self.outbox.in_flight.insert(id, (to.clone(), queued));
+            .send_request(&peer, request);
+        self.outbox.in_flight.insert(id, (to.clone(), batch));
         self.outbox.sent_at.insert(id, std::time::Instant::now());
     }
 
-    fn finish(&mut self, id: request_response::OutboundRequestId, result: Result<Sent, SendError>) {
+    /// Settles an in-flight request: each message gets its own outcome.
+    fn finish(
+        &mut self,
+        id: request_response::OutboundRequestId,
+        result: Result<Vec<Result<Sent, SendError>>, SendError>,
+    ) {
         self.outbox.sent_at.remove(&id);
-        if let Some((to, queued)) = self.outbox.in_flight.remove(&id) {
+        let Some((to, batch)) = self.outbox.in_flight.remove(&id) else {
+            return;
+        };
+        let mut results = match result {
+            Ok(r) => r.into_iter().map(Some).collect::<Vec<_>>(),
+            Err(e) => {
+                let reason = e.to_string();
+                batch
+                    .iter()
+                    .map(|_| Some(Err(SendError::Unreachable(reason.clone()))))
+                    .collect()
+            }
+        };
+        for (i, queued) in batch.into_iter().enumerate() {
+            let result = results
+                .get_mut(i)
+                .and_then(Option::take)
+                .unwrap_or_else(|| Err(SendError::BadReceipt("no result for this message".into())));
             let outcome = match result {
                 Ok(sent) => Ok(SendOutcome::Delivered(Box::new(sent))),
                 // No answer: store and forward. Refusals and bad receipts are final.
@@ -179,11 +224,15 @@ impl Actor {
                     self.mailboxes.mark_unreachable(queued.peer);
                     self.queue_in_mailbox(&queued.envelope)
                 }
+                // The recipient could not write its inbox: not its final word.
+                Err(SendError::Refused(reason)) if reason == STORE_FAILED => {
+                    self.queue_in_mailbox(&queued.envelope)
+                }
                 Err(e) => Err(e),
             };
             let _ = queued.reply.send(outcome);
-            self.send_next(&to);
         }
+        self.send_next(&to);
     }
 
     /// Gives up on live attempts older than the live timeout (still dialling): they are
@@ -214,7 +263,7 @@ impl Actor {
                     },
                 ..
             } => {
-                let response = self.accept_envelope(peer, &request.envelope);
+                let response = self.accept_batch(peer, &request.envelopes);
                 if self
                     .swarm
                     .behaviour_mut()
@@ -234,7 +283,7 @@ impl Actor {
                 ..
             } => {
                 let result = match self.outbox.in_flight.get(&request_id) {
-                    Some((to, queued)) => check_response(to, &queued.envelope, response),
+                    Some((to, batch)) => Ok(check_response(to, batch, response)),
                     None => return,
                 };
                 self.finish(request_id, result);
@@ -251,23 +300,59 @@ impl Actor {
         }
     }
 
-    /// Verifies, gates, stores and receipts one inbound envelope.
-    fn accept_envelope(&mut self, from: PeerId, bytes: &[u8]) -> DeliverResponse {
-        let refuse = |reason: String| DeliverResponse {
-            v: VERSION,
+    /// Verifies, gates, stores (one fsync for the batch) and receipts inbound envelopes.
+    fn accept_batch(&mut self, from: PeerId, wires: &[ByteBuf]) -> DeliverResponse {
+        let refused = |reason: String| DeliverResult {
             receipt: None,
             refused: Some(reason),
         };
-        let env = match Signed::<Envelope>::decode(bytes) {
-            Ok(env) => env,
-            Err(e) => return refuse(e.to_string()),
-        };
-        if let Err(reason) = self.store_envelope(&env, LIVE_FRESHNESS_MS) {
-            debug!(%from, %reason, "delivery refused");
-            return refuse(reason);
+        if wires.len() > MAX_DELIVER_BATCH {
+            let reason = format!("more than {MAX_DELIVER_BATCH} envelopes in one request");
+            return DeliverResponse {
+                v: VERSION,
+                results: wires.iter().map(|_| refused(reason.clone())).collect(),
+            };
         }
+        let envelopes: Vec<Result<Signed<Envelope>, String>> = wires
+            .iter()
+            .map(|b| Signed::<Envelope>::decode(b).map_err(|e| e.to_string()))
+            .collect();
+        let admitted: Vec<&Signed<Envelope>> =
+            envelopes.iter().filter_map(|e| e.as_ref().ok()).collect();
+        let stored = self.store_envelopes(&admitted, LIVE_FRESHNESS_MS);
+        let mut stored = stored.into_iter();
+        let results = envelopes
+            .iter()
+            .map(|env| {
+                let outcome = match env {
+                    Err(reason) => Err(reason.clone()),
+                    Ok(env) => stored
+                        .next()
+                        .unwrap_or_else(|| Err("not processed".into()))
+                        .and_then(|()| self.receipt_for(env)),
+                };
+                match outcome {
+                    Ok(receipt) => DeliverResult {
+                        receipt: Some(receipt),
+                        refused: None,
+                    },
+                    Err(reason) => {
+                        debug!(%from, %reason, "delivery refused");
+                        refused(reason)
+                    }
+                }
+            })
+            .collect();
+        DeliverResponse {
+            v: VERSION,
+            results,
+        }
+    }
+
+    /// This session's signed receipt for a stored envelope.
+    fn receipt_for(&self, env: &Signed<Envelope>) -> Result<ByteBuf, String> {
         let Role::Session(spec) = &self.role else {
-            return refuse("this node is not a session".into());
+            return Err("this node is not a session".into());
         };
         let body = env.body();
         let receipt = Receipt {
@@ -279,26 +364,24 @@ impl Actor {
             state: ReceiptState::Delivered,
             ts: crate::now_ms(),
         };
-        match Signed::sign(receipt, &spec.identity) {
-            Ok(r) => DeliverResponse {
-                v: VERSION,
-                receipt: Some(ByteBuf::from(r.to_bytes())),
-                refused: None,
-            },
-            Err(e) => refuse(e.to_string()),
-        }
+        Signed::sign(receipt, &spec.identity)
+            .map(|r| ByteBuf::from(r.to_bytes()))
+            .map_err(|e| e.to_string())
     }
 
-    /// Puts a verified envelope through the trust gate (with the path's freshness
-    /// window) into the inbox. `Ok` means it is durably there (now or before) or, for a
-    /// knock, held for the operator.
-    pub(super) fn store_envelope(
+    /// Puts verified envelopes through the trust gate (with the path's freshness
+    /// window) into the inbox, with one fsync for all. For each, `Ok` means it is
+    /// durably there (now or before) or, for a knock, held for the operator.
+    pub(super) fn store_envelopes(
         &mut self,
-        env: &Signed<Envelope>,
+        envs: &[&Signed<Envelope>],
         window_ms: u64,
-    ) -> Result<(), String> {
+    ) -> Vec<Result<(), String>> {
         let Role::Session(spec) = &self.role else {
-            return Err("this node is not a session".into());
+            return envs
+                .iter()
+                .map(|_| Err("this node is not a session".into()))
+                .collect();
         };
         let me = SessionAddr {
             key: spec.identity.public(),
@@ -309,45 +392,76 @@ impl Actor {
             self.inbox.as_mut(),
             self.sealing.as_ref(),
         ) else {
-            return Err("this session takes no messages".into());
+            return envs
+                .iter()
+                .map(|_| Err("this session takes no messages".into()))
+                .collect();
         };
-        let body = env.body();
-        // A retry of something already stored is answered again, not refused as a replay.
-        if body.recipient == me.key
-            && body.recipient_session == me.session
-            && inbox.contains(&body.msg_id)
-        {
-            return Ok(());
-        }
-        match gate.decide(env, &me, window_ms, crate::now_ms()) {
-            Decision::Deliver => {}
-            Decision::HoldKnock(knock) => {
-                let _ = self.events.send(Event::Knock {
-                    from: knock.sender,
-                    session: knock.sender_session,
-                });
-                return Ok(());
+        let now = crate::now_ms();
+        let mut results: Vec<Result<(), String>> = Vec::with_capacity(envs.len());
+        // Entries to write, with the index of their result.
+        let mut to_write: Vec<(usize, interlink_core::MsgId, InboxEntry)> = Vec::new();
+        for (i, env) in envs.iter().enumerate() {
+            let body = env.body();
+            // A retry of something already stored is answered again, not refused as a
+            // replay.
+            if body.recipient == me.key
+                && body.recipient_session == me.session
+                && inbox.contains(&body.msg_id)
+            {
+                results.push(Ok(()));
+                continue;
             }
-            Decision::Drop(reason) => return Err(reason.to_string()),
-        }
-        let text = match body.kind {
-            EnvelopeKind::Message => Some(body.open_text(sealing).map_err(|e| e.to_string())?),
-            _ => None,
-        };
-        match inbox.append(body.msg_id, &inbox_entry(env, text)) {
-            Ok(Appended::New) => {
-                let _ = self.events.send(Event::Delivered {
-                    msg_id: body.msg_id,
-                    from: body.sender,
-                });
-                Ok(())
+            match gate.decide(env, &me, window_ms, now) {
+                Decision::Deliver => {}
+                Decision::HoldKnock(knock) => {
+                    let _ = self.events.send(Event::Knock {
+                        from: knock.sender,
+                        session: knock.sender_session,
+                    });
+                    results.push(Ok(()));
+                    continue;
+                }
+                Decision::Drop(reason) => {
+                    results.push(Err(reason.to_string()));
+                    continue;
+                }
             }
-            Ok(Appended::Duplicate) => Ok(()),
+            let text = match body.kind {
+                EnvelopeKind::Message => match body.open_text(sealing) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        results.push(Err(e.to_string()));
+                        continue;
+                    }
+                },
+                _ => None,
+            };
+            to_write.push((i, body.msg_id, inbox_entry(env, text)));
+            results.push(Ok(()));
+        }
+        if to_write.is_empty() {
+            return results;
+        }
+        match inbox.append_many(to_write.iter().map(|(_, id, e)| (*id, e))) {
+            Ok(outcomes) => {
+                for ((i, id, _), outcome) in to_write.iter().zip(outcomes) {
+                    if outcome == Appended::New {
+                        let _ = self.events.send(Event::Delivered {
+                            msg_id: *id,
+                            from: envs[*i].body().sender,
+                        });
+                    }
+                }
+            }
             Err(e) => {
                 warn!("inbox write failed: {e}");
-                Err("the recipient could not store the message".into())
+                for (i, _, _) in &to_write {
+                    results[*i] = Err(STORE_FAILED.into());
+                }
             }
         }
+        results
     }
 }
 
@@ -369,16 +483,39 @@ fn inbox_entry(env: &Signed<Envelope>, text: Option<String>) -> InboxEntry {
     }
 }
 
-/// Checks a delivery response against the envelope it answers.
+/// Checks a delivery response against the batch it answers: one result per message.
 fn check_response(
     to: &SessionAddr,
-    sent: &Signed<Envelope>,
+    batch: &[Queued],
     response: DeliverResponse,
+) -> Vec<Result<Sent, SendError>> {
+    if response.results.len() != batch.len() {
+        let reason = format!(
+            "{} results for {} messages",
+            response.results.len(),
+            batch.len()
+        );
+        return batch
+            .iter()
+            .map(|_| Err(SendError::BadReceipt(reason.clone())))
+            .collect();
+    }
+    batch
+        .iter()
+        .zip(response.results)
+        .map(|(q, result)| check_result(to, &q.envelope, result))
+        .collect()
+}
+
+fn check_result(
+    to: &SessionAddr,
+    sent: &Signed<Envelope>,
+    result: DeliverResult,
 ) -> Result<Sent, SendError> {
-    if let Some(reason) = response.refused {
+    if let Some(reason) = result.refused {
         return Err(SendError::Refused(reason));
     }
-    let bytes = response
+    let bytes = result
         .receipt
         .ok_or_else(|| SendError::BadReceipt("no receipt".into()))?;
     let receipt =

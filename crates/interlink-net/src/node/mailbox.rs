@@ -283,11 +283,18 @@ impl Actor {
             .filter(|e| !fetch.handled.contains(&e.body().msg_id))
             .cloned()
             .collect();
-        for env in &pending {
-            if let Err(reason) = self.store_envelope(env, MAILBOX_RETENTION_MS) {
+        let refs: Vec<&Signed<Envelope>> = pending.iter().collect();
+        let results = self.store_envelopes(&refs, MAILBOX_RETENTION_MS);
+        for (env, result) in pending.iter().zip(results) {
+            match result {
+                Ok(()) => {}
+                // Our own storage failed: not acked, so it is fetched again next time.
+                Err(reason) if reason == super::delivery::STORE_FAILED => continue,
                 // Not for us to keep (not a peer, stale…): it is acked too, so holders
                 // stop carrying what will never be delivered.
-                debug!(msg_id = %env.body().msg_id, %reason, "queued message refused");
+                Err(reason) => {
+                    debug!(msg_id = %env.body().msg_id, %reason, "queued message refused");
+                }
             }
             fetch.handled.push(env.body().msg_id);
         }
