@@ -302,6 +302,8 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
         }
         BehaviourEvent::Ping(ping::Event { peer, result, .. }) => match result {
             Ok(rtt) => {
+                // A ping answered is a sign of life too.
+                actor.mailboxes.alive(&peer);
                 if let Some(p) = actor.peers.get_mut(&peer) {
                     p.rtt = Some(rtt);
                 }

@@ -183,6 +183,10 @@ impl Actor {
                 let version = (ann.body().ts, ann.body().seq);
                 match self.roster.apply_announcement(ann, now) {
                     Ok(Upsert::Inserted | Upsert::Updated) => {
+                        // A fresh announcement is a sign of life: try it live again.
+                        if let Some(source) = message.source {
+                            self.mailboxes.alive(&source);
+                        }
                         self.emit(Event::RosterChanged);
                         Ok(true)
                     }
