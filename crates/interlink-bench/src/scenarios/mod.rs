@@ -12,6 +12,7 @@ mod delivery_latency;
 mod idle_cost;
 mod roster_convergence;
 mod visible_after_start;
+mod wake_drain;
 
 /// A named benchmark scenario.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +31,7 @@ pub const ALL: &[Scenario] = &[
     visible_after_start::SCENARIO,
     idle_cost::SCENARIO,
     delivery_latency::SCENARIO,
+    wake_drain::SCENARIO,
 ];
 
 /// Looks a scenario up by name.
