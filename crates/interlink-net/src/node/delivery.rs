@@ -41,18 +41,27 @@ pub(crate) const OUTBOX_RECIPIENTS: usize = 1024;
 #[derive(Debug)]
 pub(crate) struct Queued {
     envelope: Signed<Envelope>,
+    /// Its wire encoding, made once when it was signed.
+    wire: Vec<u8>,
     peer: PeerId,
     reply: oneshot::Sender<Result<SendOutcome, SendError>>,
+}
+
+/// A live delivery request on its way.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    to: SessionAddr,
+    batch: Vec<Queued>,
+    /// A request to a peer that is not connected waits for the dial (up to the
+    /// transport's 10 s), which the live timeout must bound.
+    sent_at: std::time::Instant,
 }
 
 /// Outbound state: per-recipient queues and the requests in flight.
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
     queues: HashMap<SessionAddr, VecDeque<Queued>>,
-    in_flight: HashMap<request_response::OutboundRequestId, (SessionAddr, Vec<Queued>)>,
-    /// When each in-flight request was sent: a request to a peer that is not connected
-    /// waits for the dial (up to the transport's 10 s), which the live timeout must bound.
-    sent_at: HashMap<request_response::OutboundRequestId, std::time::Instant>,
+    in_flight: HashMap<request_response::OutboundRequestId, InFlight>,
 }
 
 impl Actor {
@@ -79,11 +88,12 @@ impl Actor {
             return;
         }
         queue.push_back(Queued {
+            wire: envelope.to_bytes(),
             envelope,
             peer,
             reply,
         });
-        if !self.outbox.in_flight.values().any(|(addr, _)| addr == &to) {
+        if !self.outbox.in_flight.values().any(|f| f.to == to) {
             self.send_next(&to);
         }
     }
@@ -153,7 +163,7 @@ impl Actor {
             }
             // Pack what is waiting into one request (one fsync at the recipient), in
             // order, within the batch bounds.
-            let len = queued.envelope.to_bytes().len();
+            let len = queued.wire.len();
             if !batch.is_empty()
                 && (batch.len() >= MAX_DELIVER_BATCH || bytes + len > MAX_DELIVER_REQUEST_BYTES)
             {
@@ -179,7 +189,7 @@ impl Actor {
             v: VERSION,
             envelopes: batch
                 .iter()
-                .map(|q| ByteBuf::from(q.envelope.to_bytes()))
+                .map(|q| ByteBuf::from(q.wire.clone()))
                 .collect(),
         };
         let id = self
@@ -187,8 +197,14 @@ impl Actor {
             .behaviour_mut()
             .deliver
             .send_request(&peer, request);
-        self.outbox.in_flight.insert(id, (to.clone(), batch));
-        self.outbox.sent_at.insert(id, std::time::Instant::now());
+        self.outbox.in_flight.insert(
+            id,
+            InFlight {
+                to: to.clone(),
+                batch,
+                sent_at: std::time::Instant::now(),
+            },
+        );
     }
 
     /// Settles an in-flight request: each message gets its own outcome.
@@ -197,8 +213,7 @@ impl Actor {
         id: request_response::OutboundRequestId,
         result: Result<Vec<Result<Sent, SendError>>, SendError>,
     ) {
-        self.outbox.sent_at.remove(&id);
-        let Some((to, batch)) = self.outbox.in_flight.remove(&id) else {
+        let Some(InFlight { to, batch, .. }) = self.outbox.in_flight.remove(&id) else {
             return;
         };
         let mut results = match result {
@@ -240,9 +255,11 @@ impl Actor {
     pub(super) fn expire_live_attempts(&mut self, now: std::time::Instant) {
         let expired: Vec<_> = self
             .outbox
-            .sent_at
+            .in_flight
             .iter()
-            .filter(|(_, t)| now.duration_since(**t) >= crate::behaviour::LIVE_ATTEMPT_TIMEOUT)
+            .filter(|(_, f)| {
+                now.duration_since(f.sent_at) >= crate::behaviour::LIVE_ATTEMPT_TIMEOUT
+            })
             .map(|(id, _)| *id)
             .collect();
         for id in expired {
@@ -283,7 +300,7 @@ impl Actor {
                 ..
             } => {
                 let result = match self.outbox.in_flight.get(&request_id) {
-                    Some((to, batch)) => Ok(check_response(to, batch, response)),
+                    Some(f) => Ok(check_response(&f.to, &f.batch, response)),
                     None => return,
                 };
                 self.finish(request_id, result);
