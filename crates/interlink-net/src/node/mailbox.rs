@@ -8,7 +8,7 @@
 //! delivers what is new to its inbox, and publishes a signed ack so holders drop it.
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     time::{Duration, Instant},
 };
 
@@ -46,6 +46,10 @@ pub(crate) struct Mailboxes {
     unreachable: HashSet<PeerId>,
     /// Puts refused, for diagnostics.
     pub(crate) refused_puts: u64,
+    /// Decoded copies of the records in the Kademlia store, so a merge does not verify
+    /// every held envelope's signature again (each was verified when it was stored).
+    /// Holds only keys the store holds, so it is bounded by the store's record limit.
+    held: HashMap<RecordKey, Mailbox>,
 }
 
 impl Mailboxes {
@@ -91,13 +95,17 @@ impl Actor {
         }
     }
 
-    /// The copy of a mailbox this node holds, if any (entries that fail to verify are
-    /// dropped: only verified entries are ever stored).
-    fn held_mailbox(&mut self, key: &RecordKey) -> Option<Mailbox> {
-        let record = self.swarm.behaviour_mut().kad.store_mut().get(key)?;
-        mailbox::Mailbox::decode(&record.value, crate::now_ms(), &mailbox::Config::default())
-            .ok()
-            .map(|(m, _)| m)
+    /// The copy of a mailbox this node holds, if any: from the decoded cache, or decoded
+    /// (and verified) from the store once.
+    fn held_mailbox(&mut self, key: &RecordKey) -> Option<&Mailbox> {
+        if !self.mailboxes.held.contains_key(key) {
+            let record = self.swarm.behaviour_mut().kad.store_mut().get(key)?;
+            let (mb, _) =
+                Mailbox::decode(&record.value, crate::now_ms(), &mailbox::Config::default())
+                    .ok()?;
+            self.mailboxes.held.insert(key.clone(), mb);
+        }
+        self.mailboxes.held.get(key)
     }
 
     /// Counts of what this node holds of `addr`'s mailbox.
@@ -115,9 +123,9 @@ impl Actor {
         let cfg = mailbox::Config::default();
         let now = crate::now_ms();
         if let Some(held) = self.held_mailbox(&key) {
-            let _ = merged.merge(&held, now, &cfg);
+            let _ = merged.merge(held, now, &cfg);
         }
-        let record = Record::new(key, merged.encode());
+        let record = Record::new(key.clone(), merged.encode());
         // Straight to every connected peer that answers, too: the iterative put waits
         // for the closest peers, and a stopped one (often the recipient) stalls it
         // until the query times out, so nothing would be stored anywhere.
@@ -134,13 +142,17 @@ impl Actor {
                 kad::Quorum::One,
             );
         }
-        if let Err(e) = self
+        // `put_record` stores the record locally first.
+        match self
             .swarm
             .behaviour_mut()
             .kad
             .put_record(record, kad::Quorum::One)
         {
-            warn!("mailbox record not stored: {e}");
+            Ok(_) => {
+                self.mailboxes.held.insert(key, merged);
+            }
+            Err(e) => warn!("mailbox record not stored: {e}"),
         }
     }
 
@@ -175,16 +187,19 @@ impl Actor {
             }
             Ok((mut mb, _)) => {
                 if let Some(held) = self.held_mailbox(&record.key) {
-                    let _ = mb.merge(&held, now, &cfg);
+                    let _ = mb.merge(held, now, &cfg);
                 }
                 let merged = Record {
-                    key: record.key,
+                    key: record.key.clone(),
                     value: mb.encode(),
                     publisher: record.publisher,
                     expires: None,
                 };
                 match self.swarm.behaviour_mut().kad.store_mut().put(merged) {
-                    Ok(()) => None,
+                    Ok(()) => {
+                        self.mailboxes.held.insert(record.key, mb);
+                        None
+                    }
                     Err(e) => Some(format!("store full: {e}")),
                 }
             }
@@ -227,6 +242,7 @@ impl Actor {
         let key = key_of(&me);
         let gathered = self
             .held_mailbox(&key)
+            .cloned()
             .unwrap_or_else(|| Mailbox::new(me.key, me.session.clone()));
         let query = self.swarm.behaviour_mut().kad.get_record(key);
         let mut fetch = Fetch {
