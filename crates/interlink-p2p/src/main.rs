@@ -135,7 +135,7 @@ enum Command {
     /// Show or change the peers (petname → identity key) allowed to message you.
     Peer {
         #[command(subcommand)]
-        action: PeerCommand,
+        action: peer::Action,
     },
     /// Check whether an interlink-p2p session answers at an address (joins no roster).
     #[command(after_help = probe::EXIT_CODES_HELP)]
@@ -149,29 +149,6 @@ enum Command {
         /// Overlay name [env: INTERLINK_NETWORK] [default: default]
         #[arg(long, value_name = "NAME")]
         network: Option<String>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum PeerCommand {
-    /// List the peers.
-    List {
-        /// Print one JSON object.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Allow the identity KEY (64 hex digits, from `interlink-p2p id` on its machine)
-    /// under the petname NAME.
-    Add {
-        /// Petname: 1-32 characters of A-Z a-z 0-9 . _ -
-        name: String,
-        /// Identity key, 64 hex digits.
-        key: String,
-    },
-    /// Remove the peer named NAME.
-    Remove {
-        /// Petname.
-        name: String,
     },
 }
 
@@ -299,11 +276,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             )?;
         }
         Command::Peer { action } => {
-            let action = match action {
-                PeerCommand::List { json } => peer::Action::List { json },
-                PeerCommand::Add { name, key } => peer::Action::Add { name, key },
-                PeerCommand::Remove { name } => peer::Action::Remove { name },
-            };
             peer::run(
                 &home()?,
                 action,

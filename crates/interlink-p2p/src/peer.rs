@@ -12,24 +12,27 @@ use interlink_core::{IdentityKey, keyfile};
 
 use crate::{paths, policy};
 
-/// What `peer` does.
-#[derive(Clone, Debug)]
+/// What `peer` does (also its command-line subcommands: the doc comments are the
+/// `--help` text).
+#[derive(Clone, Debug, clap::Subcommand)]
 pub enum Action {
-    /// Print the peers (`--json`: one JSON object).
+    /// List the peers.
     List {
-        /// Print JSON.
+        /// Print one JSON object.
+        #[arg(long)]
         json: bool,
     },
-    /// Pin `key` under `name`.
+    /// Allow the identity KEY (64 hex digits, from `interlink-p2p id` on its machine)
+    /// under the petname NAME.
     Add {
-        /// The petname.
+        /// Petname: 1-32 characters of A-Z a-z 0-9 . _ -
         name: String,
-        /// The identity key, 64 hex digits.
+        /// Identity key, 64 hex digits.
         key: String,
     },
-    /// Unpin the peer named `name`.
+    /// Remove the peer named NAME.
     Remove {
-        /// The petname.
+        /// Petname.
         name: String,
     },
 }
