@@ -85,27 +85,53 @@ pub async fn run_command_help(bin: &Path) -> Result<String, String> {
     }
 }
 
-/// Creates an identity in `home` with `interlink-p2p id --json`; returns its key (hex).
-pub async fn create_identity(bin: &Path, home: &Path) -> anyhow::Result<String> {
-    let out = tokio::time::timeout(
-        HELPER_TIMEOUT,
-        Command::new(bin)
-            .args(["id", "--json"])
-            .env("INTERLINK_HOME", home)
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .context("`interlink-p2p id` timed out")?
-    .context("running `interlink-p2p id`")?;
+/// Runs `bin args...` to completion with `INTERLINK_HOME` = `home` (mDNS off), feeding
+/// `input` on stdin; returns stdout, or an error with stderr if it failed. Bounded by
+/// [`HELPER_TIMEOUT`].
+pub async fn cli(
+    bin: &Path,
+    home: &Path,
+    args: &[&str],
+    input: Option<String>,
+) -> anyhow::Result<String> {
+    let mut cmd = Command::new(bin);
+    for k in CLEARED_ENV {
+        cmd.env_remove(k);
+    }
+    cmd.args(args)
+        .env("INTERLINK_HOME", home)
+        .env("INTERLINK_MDNS", "0")
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+        use tokio::io::AsyncWriteExt as _;
+        stdin.write_all(text.as_bytes()).await?;
+    }
+    let out = tokio::time::timeout(HELPER_TIMEOUT, child.wait_with_output())
+        .await
+        .with_context(|| format!("interlink-p2p {args:?} timed out"))??;
     anyhow::ensure!(
         out.status.success(),
-        "`interlink-p2p id` failed: {}",
+        "interlink-p2p {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr).trim()
     );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Creates an identity in `home` with `interlink-p2p id --json`; returns its key (hex).
+pub async fn create_identity(bin: &Path, home: &Path) -> anyhow::Result<String> {
+    let out = cli(bin, home, &["id", "--json"], None).await?;
     let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("parsing `interlink-p2p id --json`")?;
+        serde_json::from_str(&out).context("parsing `interlink-p2p id --json`")?;
     v["identity_key"]
         .as_str()
         .map(str::to_owned)

@@ -3,11 +3,7 @@
 //! has to notice it was stopped (a late housekeeping tick), fetch its mailbox from the
 //! holders and store everything.
 
-use std::{
-    path::Path,
-    process::Stdio,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use tokio::process::Command;
@@ -15,7 +11,7 @@ use tokio::process::Command;
 use super::Scenario;
 use crate::{
     Context,
-    process::{self, Proc},
+    process::{self, Proc, cli},
     progress,
     report::{Measurement, Row},
     stats,
@@ -37,40 +33,6 @@ const ENV: &[(&str, &str)] = &[
     ("INTERLINK_TEST_LIVE_WINDOW_MS", "10000"),
     ("INTERLINK_TEST_HEARTBEAT_MS", "1000"),
 ];
-
-async fn cli(
-    bin: &Path,
-    home: &Path,
-    args: &[&str],
-    input: Option<String>,
-) -> anyhow::Result<String> {
-    let mut cmd = Command::new(bin);
-    cmd.args(args)
-        .env("INTERLINK_HOME", home)
-        .env("INTERLINK_MDNS", "0")
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().context("starting interlink-p2p")?;
-    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
-        use tokio::io::AsyncWriteExt as _;
-        stdin.write_all(text.as_bytes()).await?;
-    }
-    let out = tokio::time::timeout(LIMIT, child.wait_with_output())
-        .await
-        .context("interlink-p2p timed out")??;
-    anyhow::ensure!(
-        out.status.success(),
-        "interlink-p2p {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
 
 async fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
     let status = Command::new("kill")
