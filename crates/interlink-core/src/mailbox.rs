@@ -12,16 +12,23 @@
 //!    the clock-skew tolerance, so it outlives every envelope it names);
 //! 2. only the newest [`Config::max_acks`] acks stay;
 //! 3. envelopes whose id a remaining ack lists go: acks are the tombstones;
-//! 4. one pass over the remaining envelopes, newest first, keeps an envelope when its
+//! 4. one pass over the remaining envelopes, oldest first, keeps an envelope when its
 //!    sender has fewer than [`Config::sender_quota`] kept, fewer than
 //!    [`Config::max_envelopes`] are kept in all, it fits in what is left of
 //!    [`Config::max_bytes`], and no version of it is kept yet.
 //!
-//! "Newest" is the order on `(ts, msg_id, sender, digest of the wire bytes)`. An entry is
+//! "Oldest" is the order on `(ts, msg_id, sender, digest of the wire bytes)`. An entry is
 //! one `(msg_id, sender)`: ids are visible to every holder, so keying by id alone would
 //! let anyone displace a pending message by copying its id. Of several versions of one
 //! entry (re-signed by its sender, or carrying another unsigned reply-to hint) only the
-//! newest is kept.
+//! oldest is kept.
+//!
+//! Keeping the oldest makes a full mailbox refuse new mail rather than evict mail it
+//! already took: a message once stored stays until it is acked or expires, so a sender
+//! told "queued" is never overtaken by its own later messages or by anyone else's, and
+//! a sender whose mail does not fit learns it at once ([`Inserted::Dropped`]) and can
+//! say so. One sender's quota is well below the count cap, so one stranger's flood
+//! cannot fill a mailbox.
 //!
 //! # Algebra, and where it stops
 //!
@@ -30,17 +37,17 @@
 //! old copy never changes a merged one — and every result respects every bound.
 //! Merging is associative while no bound discards anything (it is then the union minus
 //! expired and acked entries), and also when only quotas and the count cap discard and
-//! no ack is involved: "keep the newest k" filters compose. Otherwise the grouping of
+//! no ack is involved: "keep the oldest k" filters compose. Otherwise the grouping of
 //! merges can matter, because an entry a bound discarded is not reconsidered when room
 //! appears later:
 //!
-//! - **Late ack.** A copy over a quota or the count cap drops its oldest envelope; an
-//!   ack merged afterwards removes a newer one. Merged in another order, the old
+//! - **Late ack.** A copy over a quota or the count cap drops its newest envelope; an
+//!   ack merged afterwards removes an older one. Merged in another order, the new
 //!   envelope would have had room.
 //! - **Ack cap.** Past `max_acks` the oldest ack goes, and with it the tombstone of
 //!   every envelope it listed; a copy still holding such an envelope brings it back.
 //!   The owner already has it: the inbox dedupes it by id and the next ack buries it.
-//! - **Byte cap.** Which older envelopes still fit depends on which larger, newer ones
+//! - **Byte cap.** Which newer envelopes still fit depends on which larger, older ones
 //!   were there to compete.
 //!
 //! Each boundary is pinned by a unit test; the property tests check everything else.
@@ -177,11 +184,12 @@ pub enum MailboxError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Inserted {
-    /// Stored (possibly replacing an older version of the same entry).
+    /// Stored (possibly replacing a newer version of the same entry).
     Stored,
-    /// Already held, or a newer version of it is held; nothing changed.
+    /// Already held, or an older version of it is held; nothing changed.
     Duplicate,
-    /// Valid, but older than everything the quota or caps keep, so dropped at once.
+    /// Valid, but the mailbox is full for it (its sender's quota, the count or the byte
+    /// cap, all taken by older envelopes), so not kept.
     Dropped,
 }
 
@@ -215,7 +223,7 @@ impl fmt::Display for Rejected {
     }
 }
 
-/// `(ts, msg_id, sender, wire digest)`: the order "newest" refers to, and the map key.
+/// `(ts, msg_id, sender, wire digest)`: the order "oldest" refers to, and the map key.
 /// The digest tells apart versions of one entry that share a timestamp.
 type EnvKey = (u64, MsgId, IdentityKey, [u8; 32]);
 /// `(ts, signature)`: a deterministic order on acks, and their map key.
@@ -343,7 +351,7 @@ impl Mailbox {
         if self.envelopes.contains_key(&key) {
             Ok(Inserted::Stored)
         } else if self.envelopes.keys().any(|k| (k.1, k.2) == (key.1, key.2)) {
-            // A newer version of the same entry is kept.
+            // An older version of the same entry is kept.
             Ok(Inserted::Duplicate)
         } else {
             Ok(Inserted::Dropped)
@@ -564,13 +572,13 @@ impl Mailbox {
         self.envelopes
             .retain(|k, _| check_time(k.0, now, cfg.retention_ms).is_ok() && !acked.contains(&k.1));
 
-        // Newest first, each envelope judged only by those kept before it: that is what
+        // Oldest first, each envelope judged only by those kept before it: that is what
         // makes re-merging an input a no-op (see the module docs).
         let mut per_sender: HashMap<IdentityKey, usize> = HashMap::new();
         let mut kept_entries: HashSet<(MsgId, IdentityKey)> = HashSet::new();
         let mut bytes_left = cfg.max_bytes;
         let mut doomed = Vec::new();
-        for (key, held) in self.envelopes.iter().rev() {
+        for (key, held) in &self.envelopes {
             let sender_kept = per_sender.get(&key.2).copied().unwrap_or(0);
             let size = held.wire.len();
             let keep = kept_entries.len() < cfg.max_envelopes

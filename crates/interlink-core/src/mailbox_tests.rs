@@ -279,8 +279,7 @@ fn expiry_sweep() {
 fn one_stranger_cannot_evict_a_friend() {
     let cfg = Config::default();
     let mut m = empty();
-    // The friend's single envelope is the oldest in the mailbox.
-    m.insert(env(2, 0, T0, None), NOW, &cfg).unwrap();
+    // The friend's single envelope is the newest in the mailbox, taken last.
     let stranger = ident(3);
     for i in 1..=1000u32 {
         let e = envelope_to(
@@ -291,58 +290,82 @@ fn one_stranger_cannot_evict_a_friend() {
             T0 + u64::from(i),
             None,
         );
-        m.insert(e, NOW, &cfg).unwrap();
+        let expected = if i as usize <= cfg.sender_quota {
+            Inserted::Stored
+        } else {
+            Inserted::Dropped
+        };
+        assert_eq!(m.insert(e, NOW, &cfg), Ok(expected), "stranger's #{i}");
     }
+    assert_eq!(
+        m.insert(env(2, 0, T0 + 2000, None), NOW, &cfg),
+        Ok(Inserted::Stored)
+    );
     assert_eq!(m.len(), cfg.sender_quota + 1);
-    assert_eq!(m.pending().next().map(|e| e.body().msg_id), Some(mid(0)));
-    // The stranger keeps its newest envelopes; an older one no longer fits.
-    assert_eq!(m.pending().last().map(|e| e.body().msg_id), Some(mid(1000)));
-    let old = envelope_to(&stranger, &owner(), &inbox(), mid(5000), T0 + 1, None);
-    assert_eq!(m.insert(old, NOW, &cfg), Ok(Inserted::Dropped));
+    // The stranger keeps its first envelopes; later ones are refused, not swapped in.
+    assert_eq!(m.pending().next().map(|e| e.body().msg_id), Some(mid(1)));
+    let last_kept = u32::try_from(cfg.sender_quota).unwrap();
+    assert_eq!(
+        m.pending().nth(cfg.sender_quota - 1).map(|e| e.body().msg_id),
+        Some(mid(last_kept))
+    );
+    assert_eq!(m.pending().last().map(|e| e.body().msg_id), Some(mid(0)));
+    let late = envelope_to(&stranger, &owner(), &inbox(), mid(5000), T0 + 3000, None);
+    assert_eq!(m.insert(late, NOW, &cfg), Ok(Inserted::Dropped));
     assert_within(&m, &cfg);
 }
 
 #[test]
-fn count_and_byte_caps_keep_the_newest() {
+fn count_and_byte_caps_keep_the_oldest() {
     let cfg = Config {
         max_envelopes: 3,
         ..Config::default()
     };
     let mut m = empty();
     for i in 0..6u8 {
-        m.insert(
-            env(10 + i, u32::from(i), T0 + u64::from(i), None),
-            NOW,
-            &cfg,
-        )
-        .unwrap();
+        let expected = if i < 3 {
+            Inserted::Stored
+        } else {
+            Inserted::Dropped
+        };
+        assert_eq!(
+            m.insert(
+                env(10 + i, u32::from(i), T0 + u64::from(i), None),
+                NOW,
+                &cfg
+            ),
+            Ok(expected)
+        );
     }
-    assert_eq!(ids(&m), vec![mid(3), mid(4), mid(5)]);
+    assert_eq!(ids(&m), vec![mid(0), mid(1), mid(2)]);
+    // Only an envelope older than one kept can take a place, and it takes the newest's.
     assert_eq!(
-        m.insert(env(20, 9, T0, None), NOW, &cfg),
-        Ok(Inserted::Dropped)
+        m.insert(env(20, 9, T0 - 1, None), NOW, &cfg),
+        Ok(Inserted::Stored)
     );
+    assert_eq!(ids(&m), vec![mid(9), mid(0), mid(1)]);
     assert_within(&m, &cfg);
 
     let big = env(2, 1, T0 + 2, Some(2000));
     let small = env(3, 2, T0 + 3, None);
     let newest = env(4, 3, T0 + 4, Some(1000));
-    let tiny = env(5, 4, T0 + 1, None);
+    let tiny = env(5, 4, T0 + 5, None);
     let size = |e: &Signed<Envelope>| e.to_bytes().len();
     let cfg = Config {
         max_bytes: size(&newest) + size(&small) + size(&big) - 1,
         ..Config::default()
     };
-    assert!(size(&tiny) < size(&big));
+    assert!(size(&tiny) < size(&newest));
     let mut m = empty();
-    for e in [big, small, newest] {
-        m.insert(e, NOW, &cfg).unwrap();
+    for e in [big, small] {
+        assert_eq!(m.insert(e, NOW, &cfg), Ok(Inserted::Stored));
     }
-    // The big envelope does not fit beside the two newer ones.
-    assert_eq!(ids(&m), vec![mid(2), mid(3)]);
-    // An older, smaller one still does: each envelope takes what room is left.
+    // The newest envelope does not fit beside the two older ones.
+    assert_eq!(m.insert(newest, NOW, &cfg), Ok(Inserted::Dropped));
+    assert_eq!(ids(&m), vec![mid(1), mid(2)]);
+    // A newer, smaller one still does: each envelope takes what room is left.
     assert_eq!(m.insert(tiny, NOW, &cfg), Ok(Inserted::Stored));
-    assert_eq!(ids(&m), vec![mid(4), mid(2), mid(3)]);
+    assert_eq!(ids(&m), vec![mid(1), mid(2), mid(4)]);
     assert_within(&m, &cfg);
 }
 
@@ -353,11 +376,15 @@ fn duplicates_versions_and_shared_ids() {
     let v1 = env(2, 1, T0, None);
     assert_eq!(m.insert(v1.clone(), NOW, &cfg), Ok(Inserted::Stored));
     assert_eq!(m.insert(v1.clone(), NOW, &cfg), Ok(Inserted::Duplicate));
-    // The sender re-signed the same message later: the newer version wins.
+    // The sender re-signed the same message later: the first version stays.
     let v2 = env(2, 1, T0 + 5, Some(10));
-    assert_eq!(m.insert(v2.clone(), NOW, &cfg), Ok(Inserted::Stored));
+    assert_eq!(m.insert(v2.clone(), NOW, &cfg), Ok(Inserted::Duplicate));
+    assert_eq!(m.pending().collect::<Vec<_>>(), vec![&v1]);
+    // A version older than the one held replaces it.
+    let v0 = env(2, 1, T0 - 5, Some(3));
+    assert_eq!(m.insert(v0.clone(), NOW, &cfg), Ok(Inserted::Stored));
     assert_eq!(m.insert(v1, NOW, &cfg), Ok(Inserted::Duplicate));
-    assert_eq!(m.pending().collect::<Vec<_>>(), vec![&v2]);
+    assert_eq!(m.pending().collect::<Vec<_>>(), vec![&v0]);
     // Another sender reusing the id does not displace it.
     let copycat = env(3, 1, T0 + 9, None);
     assert_eq!(m.insert(copycat, NOW, &cfg), Ok(Inserted::Stored));
@@ -493,8 +520,8 @@ fn ack_cap_boundary_breaks_associativity() {
     assert_eq!(l.encode(), r.encode());
 }
 
-/// The late-ack boundary: a copy over the quota drops its oldest envelope; had the ack
-/// of the newer one been merged first, the old one would have kept its place.
+/// The late-ack boundary: a copy over the quota refuses its newest envelope; had the
+/// ack of the older one been merged first, the new one would have had room.
 #[test]
 fn late_ack_boundary_breaks_associativity() {
     let cfg = Config {
@@ -506,44 +533,44 @@ fn late_ack_boundary_breaks_associativity() {
     let mut y = empty();
     y.insert(env(2, 2, T0 + 1, None), NOW, &cfg).unwrap();
     let mut z = empty();
-    z.apply_ack(ack(&[2], T0 + 10), NOW, &cfg).unwrap();
+    z.apply_ack(ack(&[1], T0 + 10), NOW, &cfg).unwrap();
 
     let left = merged(&merged(&x, &y, &cfg), &z, &cfg);
     let right = merged(&x, &merged(&y, &z, &cfg), &cfg);
     assert!(
         left.is_empty(),
-        "mid(1) was dropped for the quota before the ack came"
+        "mid(2) was refused for the quota before the ack made room"
     );
-    assert_eq!(ids(&right), vec![mid(1)]);
+    assert_eq!(ids(&right), vec![mid(2)]);
 }
 
-/// The byte-cap boundary: which older envelopes fit depends on which larger, newer
+/// The byte-cap boundary: which newer envelopes fit depends on which larger, older
 /// ones competed for the bytes.
 #[test]
 fn byte_cap_boundary_breaks_associativity() {
-    let newest = env(2, 1, T0 + 3, None);
+    let first = env(4, 3, T0 + 1, Some(20));
     let large = env(3, 2, T0 + 2, Some(40));
-    let oldest = env(4, 3, T0 + 1, None);
+    let last = env(2, 1, T0 + 3, None);
     let size = |e: &Signed<Envelope>| e.to_bytes().len();
     let cfg = Config {
-        max_bytes: size(&newest) + size(&oldest),
+        max_bytes: size(&first) + size(&last),
         ..Config::default()
     };
     // `large` fits alone, but beside neither of the others.
     assert!(size(&large) <= cfg.max_bytes);
-    assert!(size(&large) > size(&newest).max(size(&oldest)));
+    assert!(size(&large) > size(&first).max(size(&last)));
     let one = |e: &Signed<Envelope>| {
         let mut m = empty();
         m.insert(e.clone(), NOW, &cfg).unwrap();
         m
     };
-    let (l, o, n) = (one(&large), one(&oldest), one(&newest));
-    let left = merged(&merged(&l, &o, &cfg), &n, &cfg);
-    let right = merged(&l, &merged(&o, &n, &cfg), &cfg);
+    let (l, f, n) = (one(&large), one(&first), one(&last));
+    let left = merged(&merged(&l, &n, &cfg), &f, &cfg);
+    let right = merged(&l, &merged(&n, &f, &cfg), &cfg);
     assert_eq!(
         ids(&left),
-        vec![mid(1)],
-        "oldest lost its bytes to large first"
+        vec![mid(3)],
+        "last lost its bytes to large first"
     );
     assert_eq!(ids(&right), vec![mid(3), mid(1)]);
     assert_within(&left, &cfg);
@@ -698,7 +725,7 @@ proptest! {
         prop_assert!(build(&all, &cfg).encode() == left.encode());
     }
 
-    /// Quotas and the count cap alone keep the newest k, which composes.
+    /// Quotas and the count cap alone keep the oldest k, which composes.
     #[test]
     fn quotas_and_count_cap_compose(a in replica(), b in replica(), c in replica()) {
         let cfg = Config { max_bytes: usize::MAX, ..tight_cfg() };
