@@ -20,7 +20,7 @@ const STEADY: &[(&str, &str)] = &[
 const ROUNDS: usize = 5;
 /// Per round: Alice → Bob, Carol → Bob, Bob → Alice. What one sender queues for a
 /// session that is down stays within the mailbox's per-sender quota (64): beyond it the
-/// oldest queued messages are evicted by design (docs/PROTOCOL.md §7.2).
+/// mailbox refuses more and `send` fails with "mailbox full" (docs/PROTOCOL.md §7.2).
 const TO_BOB_FROM_ALICE: usize = 60;
 const TO_BOB_FROM_CAROL: usize = 60;
 const TO_ALICE_FROM_BOB: usize = 80;

@@ -306,7 +306,9 @@ fn one_stranger_cannot_evict_a_friend() {
     assert_eq!(m.pending().next().map(|e| e.body().msg_id), Some(mid(1)));
     let last_kept = u32::try_from(cfg.sender_quota).unwrap();
     assert_eq!(
-        m.pending().nth(cfg.sender_quota - 1).map(|e| e.body().msg_id),
+        m.pending()
+            .nth(cfg.sender_quota - 1)
+            .map(|e| e.body().msg_id),
         Some(mid(last_kept))
     );
     assert_eq!(m.pending().last().map(|e| e.body().msg_id), Some(mid(0)));

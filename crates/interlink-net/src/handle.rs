@@ -7,7 +7,7 @@ use libp2p::{Multiaddr, PeerId};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Diagnostics, NetError, OutgoingMessage, SendError, SendOutcome};
+use crate::{Diagnostics, NetError, OutgoingMessage, SendError, SendOutcome, Settled};
 
 /// Something that happened on the node, for subscribers (the CLI's `--watch`, the MCP
 /// layer). Delivered through a bounded broadcast channel.
@@ -28,6 +28,14 @@ pub enum Event {
         msg_id: MsgId,
         /// The verified sender.
         from: IdentityKey,
+    },
+    /// A message this session queued in a mailbox was receipted by its recipient
+    /// after all (a live retry when the recipient came back).
+    Receipted {
+        /// Its id.
+        msg_id: MsgId,
+        /// The recipient session.
+        to: SessionAddr,
     },
     /// A stranger knocked (held for the operator; nothing reached the inbox).
     Knock {
@@ -58,6 +66,7 @@ pub(crate) enum Command {
     ),
     SetPolicy(PeerPolicy, oneshot::Sender<()>),
     HeldMailbox(SessionAddr, oneshot::Sender<Option<HeldMailbox>>),
+    Settle(std::time::Duration, oneshot::Sender<Settled>),
 }
 
 /// What a node holds of one session's mailbox.
@@ -129,6 +138,13 @@ impl Handle {
     /// What this node holds of `addr`'s mailbox, if anything.
     pub async fn held_mailbox(&self, addr: SessionAddr) -> Result<Option<HeldMailbox>, NetError> {
         self.request(|tx| Command::HeldMailbox(addr, tx)).await
+    }
+
+    /// Waits (at most `timeout`) until every message sent so far has left this node:
+    /// delivered, or queued with its mailbox copy taken by at least one peer — or
+    /// known to be held only here. A short-lived sender calls it before exiting.
+    pub async fn settle(&self, timeout: std::time::Duration) -> Result<Settled, NetError> {
+        self.request(|tx| Command::Settle(timeout, tx)).await
     }
 
     /// Asks the node to shut down (publishing its goodbye first). Returns at once; await

@@ -103,6 +103,17 @@ pub enum SendOutcome {
     },
 }
 
+/// Where the mailbox copies published so far stand ([`Handle::settle`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Publications at least one peer took a copy of.
+    pub stored_remotely: usize,
+    /// Publications no peer took: held only by this node, lost if it exits.
+    pub local_only: usize,
+    /// Publications (or the fetches before them) still under way.
+    pub pending: usize,
+}
+
 /// A message the recipient receipted.
 #[derive(Clone, Debug)]
 pub struct Sent {
@@ -137,6 +148,19 @@ pub enum SendError {
     /// Too many messages queued for that recipient.
     #[error("too many messages queued for this recipient")]
     Busy,
+    /// The recipient did not answer and its mailbox has no room for the message: it is
+    /// not queued anywhere. A mailbox keeps what it took and refuses what does not fit.
+    #[error(
+        "the recipient is unreachable and its mailbox is full ({waiting} messages waiting, \
+         {from_you} of them from this identity); nothing was queued — send again once the \
+         recipient has collected its mail"
+    )]
+    MailboxFull {
+        /// Envelopes waiting in the mailbox.
+        waiting: usize,
+        /// How many of them are from this sender's identity.
+        from_you: usize,
+    },
     /// The node has shut down.
     #[error("the node has shut down")]
     Stopped,

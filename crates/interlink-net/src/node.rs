@@ -4,6 +4,7 @@ mod delivery;
 mod discovery;
 mod mailbox;
 mod presence;
+mod queueing;
 
 use std::{
     collections::HashMap,
@@ -108,6 +109,7 @@ impl Node {
             sealing,
             outbox: delivery::Outbox::default(),
             mailboxes: mailbox::Mailboxes::default(),
+            queueing: queueing::Queueing::default(),
             last_tick: Instant::now(),
             last_envelope_ts: 0,
             known_announcements: Default::default(),
@@ -171,6 +173,7 @@ struct Actor {
     sealing: Option<SealingSecret>,
     outbox: delivery::Outbox,
     mailboxes: mailbox::Mailboxes,
+    queueing: queueing::Queueing,
     last_tick: Instant,
     /// Timestamp of the last envelope sent: kept strictly increasing, so a recipient
     /// draining its mailbox (ordered by timestamp) sees one sender's messages in order.
@@ -184,12 +187,19 @@ impl Actor {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            // Sub-second deadlines (a mailbox prefetch cut short) the tick is too coarse for.
+            let deadline = self.queueing.next_deadline();
+            let far = tokio::time::Instant::now() + TICK;
+            let wake = deadline.map_or(far, tokio::time::Instant::from_std);
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => break,
                 Some(cmd) = self.commands.recv() => self.on_command(cmd),
                 event = self.swarm.select_next_some() => self.on_swarm_event(event),
                 _ = tick.tick() => self.on_tick(),
+                () = tokio::time::sleep_until(wake), if deadline.is_some() => {
+                    self.on_queueing_deadline(Instant::now());
+                }
             }
         }
         self.goodbye().await;
@@ -241,6 +251,7 @@ impl Actor {
                 let _ = tx.send(());
             }
             Command::Send(msg, tx) => self.send_message(*msg, tx),
+            Command::Settle(timeout, tx) => self.settle(timeout, tx),
             Command::HeldMailbox(addr, tx) => {
                 let _ = tx.send(self.held_mailbox_info(&addr));
             }
@@ -288,7 +299,7 @@ impl Actor {
                     .on_connected(peer_id, endpoint.get_remote_address());
                 let info = self.peers.entry(peer_id).or_default();
                 info.addr = Some(endpoint.get_remote_address().clone());
-                self.mailboxes.alive(&peer_id);
+                self.peer_alive(peer_id);
                 if self.peers.len() == 1 {
                     // Back from having no peers: whatever was queued for us may be there.
                     self.mailboxes.request_fetch();

@@ -529,3 +529,133 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     alice.node.shutdown().await;
     carol.node.shutdown().await;
 }
+
+/// A mailbox that is full refuses (with a reason) instead of evicting what it holds;
+/// when the recipient comes back, the sender retries its queued messages live and
+/// learns they were delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_mailbox_refuses_and_a_returning_recipient_is_retried_live() {
+    let quota = interlink_core::limits::MAILBOX_SENDER_QUOTA;
+    let base = 50_000 + u64::from(std::process::id() % 1000) * 10;
+    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let carol = start(base, 9, "carol-1", &[], None);
+    let boot = Some((base, carol.handle().peer_id()));
+    let alice = start(base + 1, 1, "alice-1", &[("bob", &bob_id)], boot);
+    let bob = start(base + 2, 2, "bob-1", &[("alice", &alice_id)], boot);
+    wait_roster(&[alice.handle(), bob.handle(), carol.handle()], 3).await;
+    let mut alice_events = alice.handle().events();
+
+    let bob_addr = bob.addr.clone();
+    let Peer {
+        node, dir: bob_dir, ..
+    } = bob;
+    node.abort();
+
+    let mut expected = Vec::new();
+    let mut queued_ids = std::collections::HashSet::new();
+    for i in 0..quota {
+        let text = format!("queued {i:02}");
+        let outcome = alice
+            .handle()
+            .send(OutgoingMessage::text(bob_addr.clone(), text.clone()))
+            .await
+            .unwrap();
+        let SendOutcome::Queued { msg_id } = outcome else {
+            panic!("message {i}: expected queued, got {outcome:?}");
+        };
+        queued_ids.insert(msg_id);
+        expected.push(text);
+    }
+    // One more than the quota: refused with the numbers, not silently evicting the first.
+    let over = alice
+        .handle()
+        .send(OutgoingMessage::text(bob_addr.clone(), "one too many"))
+        .await;
+    match over {
+        Err(SendError::MailboxFull { waiting, from_you }) => {
+            assert_eq!((waiting, from_you), (quota, quota));
+        }
+        other => panic!("expected a full mailbox, got {other:?}"),
+    }
+
+    // Bob comes back under the same session: all of the quota arrives, in order.
+    let bob = start_in(bob_dir, base + 3, 2, "bob-1", &[("alice", &alice_id)], boot);
+    wait_inbox(&bob, &expected).await;
+    // Alice retried her queued messages live once Bob showed life: each is receipted.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut receipted = std::collections::HashSet::new();
+    while receipted.len() < queued_ids.len() {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, alice_events.recv()).await {
+            Ok(Ok(Event::Receipted { msg_id, to })) => {
+                assert_eq!(to, bob_addr);
+                assert!(queued_ids.contains(&msg_id), "receipt for an unknown id");
+                receipted.insert(msg_id);
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => panic!("event stream: {e}"),
+            Err(_) => panic!(
+                "only {} of {} queued messages were receipted",
+                receipted.len(),
+                queued_ids.len()
+            ),
+        }
+    }
+    // Room again: the refused message goes through, after everything queued before it.
+    let outcome = alice
+        .handle()
+        .send(OutgoingMessage::text(bob_addr.clone(), "one too many"))
+        .await
+        .unwrap();
+    delivered(outcome);
+    expected.push("one too many".into());
+    assert_eq!(bob.inbox_texts(), expected);
+    for p in [alice, bob, carol] {
+        p.node.shutdown().await;
+    }
+}
+
+/// `settle` tells a sender about to exit whether any peer took its mailbox copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_says_whether_a_peer_took_the_mailbox_copy() {
+    let base = 51_000 + u64::from(std::process::id() % 1000) * 10;
+    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let alice = start(base, 1, "alice-1", &[("bob", &bob_id)], None);
+    let boot = Some((base, alice.handle().peer_id()));
+    let bob = start(base + 1, 2, "bob-1", &[("alice", &alice_id)], boot);
+    wait_roster(&[alice.handle(), bob.handle()], 2).await;
+    let bob_addr = bob.addr.clone();
+    bob.node.abort();
+    let outcome = alice
+        .handle()
+        .send(OutgoingMessage::text(bob_addr.clone(), "nobody holds this"))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, SendOutcome::Queued { .. }), "{outcome:?}");
+    let settled = alice
+        .handle()
+        .settle(Duration::from_secs(15))
+        .await
+        .unwrap();
+    assert_eq!(settled.stored_remotely, 0, "{settled:?}");
+    assert!(settled.local_only >= 1, "{settled:?}");
+
+    // With a holder around, the copy is taken.
+    let carol = start(base + 2, 9, "carol-1", &[], boot);
+    wait_roster(&[alice.handle(), carol.handle()], 3).await;
+    let outcome = alice
+        .handle()
+        .send(OutgoingMessage::text(bob_addr, "carol holds this"))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, SendOutcome::Queued { .. }), "{outcome:?}");
+    let settled = alice
+        .handle()
+        .settle(Duration::from_secs(15))
+        .await
+        .unwrap();
+    assert!(settled.stored_remotely >= 1, "{settled:?}");
+    assert_eq!(settled.pending, 0, "{settled:?}");
+    alice.node.shutdown().await;
+    carol.node.shutdown().await;
+}

@@ -30,9 +30,9 @@ use crate::{policy, route, run};
 /// After the target's first session shows up, how long its sessions must stay
 /// unchanged before routing (roster fetches and gossip from other peers may add more).
 const SETTLE: Duration = Duration::from_millis(300);
-/// How long the node stays up after a message was queued, so the DHT put reaches the
-/// mailbox holders before this process (which holds a copy too) leaves.
-const QUEUED_LINGER: Duration = Duration::from_secs(2);
+/// Longest wait, after a message was queued, for a peer to take the mailbox copy
+/// before this process (which holds a copy too) leaves. The DHT query timeout.
+const QUEUED_SETTLE: Duration = Duration::from_secs(10);
 
 /// The messages to send.
 #[derive(Debug)]
@@ -183,16 +183,37 @@ pub async fn send<R: AsyncBufRead + Unpin>(
         anyhow::Ok(())
     }
     .await;
-    if queued > 0 {
-        let _ = writeln!(
-            progress,
-            "send: {queued} message(s) queued in the recipient's mailbox; it receives them when \
-             it next fetches (at once on waking, else within 10 s)"
-        );
-        tokio::time::sleep(QUEUED_LINGER).await;
-    }
+    let result = match result {
+        Ok(()) if queued > 0 => confirm_queued(&handle, queued, progress).await,
+        other => other,
+    };
     node.shutdown().await;
     result
+}
+
+/// Waits until a peer took the mailbox copy of what was queued: this process is about
+/// to exit, and a copy only it held would leave with it.
+async fn confirm_queued(
+    handle: &Handle,
+    queued: usize,
+    progress: &mut impl Write,
+) -> anyhow::Result<()> {
+    let settled = handle.settle(QUEUED_SETTLE).await?;
+    if settled.stored_remotely == 0 {
+        bail!(
+            "{queued} message(s) could not be queued: no peer took a copy of the recipient's \
+             mailbox ({} publication(s) reached no peer, {} still unanswered), and this command \
+             is exiting; start a session or relay the recipient can reach, then send again",
+            settled.local_only,
+            settled.pending
+        );
+    }
+    let _ = writeln!(
+        progress,
+        "send: {queued} message(s) queued in the recipient's mailbox, held by the overlay; it \
+         receives them when it next fetches (at once on waking, else within 10 s)"
+    );
+    Ok(())
 }
 
 /// Waits until `target` has sessions on the roster (one matching `session`, if given)

@@ -40,11 +40,13 @@ pub(crate) const OUTBOX_RECIPIENTS: usize = 1024;
 /// A message waiting to be sent.
 #[derive(Debug)]
 pub(crate) struct Queued {
-    envelope: Signed<Envelope>,
+    pub(super) envelope: Signed<Envelope>,
     /// Its wire encoding, made once when it was signed.
     wire: Vec<u8>,
-    peer: PeerId,
-    reply: oneshot::Sender<Result<SendOutcome, SendError>>,
+    pub(super) peer: PeerId,
+    /// The caller waiting for the outcome; `None` for a live retry of a message
+    /// already queued in the mailbox (its caller was answered "queued").
+    pub(super) reply: Option<oneshot::Sender<Result<SendOutcome, SendError>>>,
 }
 
 /// A live delivery request on its way.
@@ -82,20 +84,39 @@ impl Actor {
         let to = msg.to;
         let busy =
             self.outbox.queues.len() >= OUTBOX_RECIPIENTS && !self.outbox.queues.contains_key(&to);
-        let queue = self.outbox.queues.entry(to.clone()).or_default();
-        if busy || queue.len() >= OUTBOX_PER_RECIPIENT {
+        if busy || self.outbox_queue(&to).len() >= OUTBOX_PER_RECIPIENT {
             let _ = reply.send(Err(SendError::Busy));
             return;
         }
-        queue.push_back(Queued {
+        // Messages queued earlier for a recipient that answers again go first, so the
+        // new one does not overtake them.
+        if self.has_unconfirmed(&to) && !self.mailboxes.is_unreachable(&peer) {
+            self.retry_unconfirmed(&to);
+        }
+        self.outbox_queue(&to).push_back(Queued {
             wire: envelope.to_bytes(),
             envelope,
             peer,
-            reply,
+            reply: Some(reply),
         });
-        if !self.outbox.in_flight.values().any(|f| f.to == to) {
-            self.send_next(&to);
+        self.kick(&to);
+    }
+
+    /// The queue of messages waiting for `to`.
+    pub(super) fn outbox_queue(&mut self, to: &SessionAddr) -> &mut VecDeque<Queued> {
+        self.outbox.queues.entry(to.clone()).or_default()
+    }
+
+    /// Sends what waits for `to` unless a request to it is in flight.
+    pub(super) fn kick(&mut self, to: &SessionAddr) {
+        if !self.outbox.in_flight.values().any(|f| &f.to == to) {
+            self.send_next(to);
         }
+    }
+
+    /// Whether no message waits for or is on the live path.
+    pub(super) fn outbox_idle(&self) -> bool {
+        self.outbox.queues.is_empty() && self.outbox.in_flight.is_empty()
     }
 
     fn next_envelope_ts(&mut self) -> u64 {
@@ -157,8 +178,7 @@ impl Actor {
         let mut bytes = 0usize;
         while let Some(queued) = self.outbox.queues.get_mut(to).and_then(VecDeque::pop_front) {
             if self.mailboxes.is_unreachable(&queued.peer) {
-                let outcome = self.queue_in_mailbox(&queued.envelope);
-                let _ = queued.reply.send(outcome);
+                self.queue_in_mailbox(queued);
                 continue;
             }
             // Pack what is waiting into one request (one fsync at the recipient), in
@@ -232,20 +252,29 @@ impl Actor {
                 .and_then(Option::take)
                 .unwrap_or_else(|| Err(SendError::BadReceipt("no result for this message".into())));
             let outcome = match result {
-                Ok(sent) => Ok(SendOutcome::Delivered(Box::new(sent))),
+                Ok(sent) => Ok(sent),
                 // No answer: store and forward. Refusals and bad receipts are final.
                 Err(SendError::Unreachable(reason)) => {
                     debug!(%to, %reason, "live delivery failed; queueing in the mailbox");
                     self.mailboxes.mark_unreachable(queued.peer);
-                    self.queue_in_mailbox(&queued.envelope)
+                    self.queue_in_mailbox(queued);
+                    continue;
                 }
                 // The recipient could not write its inbox: not its final word.
                 Err(SendError::Refused(reason)) if reason == STORE_FAILED => {
-                    self.queue_in_mailbox(&queued.envelope)
+                    self.queue_in_mailbox(queued);
+                    continue;
                 }
                 Err(e) => Err(e),
             };
-            let _ = queued.reply.send(outcome);
+            match (queued.reply, outcome) {
+                (Some(reply), outcome) => {
+                    let _ = reply.send(outcome.map(|sent| SendOutcome::Delivered(Box::new(sent))));
+                }
+                (None, Ok(sent)) => self.on_retry_receipted(&to, sent.msg_id),
+                // The mailbox still has it; the recipient collects it from there.
+                (None, Err(e)) => debug!(%to, %e, "live retry of a queued message refused"),
+            }
         }
         self.send_next(&to);
     }

@@ -290,6 +290,11 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             step,
             ..
         }) => actor.on_get_record(id, result, step.last),
+        BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
+            id,
+            result: kad::QueryResult::PutRecord(result),
+            ..
+        }) => actor.on_put_result(id, result.is_ok()),
         BehaviourEvent::Mdns(mdns::Event::Expired(list)) => {
             for (peer, _) in list {
                 actor.bootstrap.mdns.remove(&peer);
@@ -303,7 +308,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
         BehaviourEvent::Ping(ping::Event { peer, result, .. }) => match result {
             Ok(rtt) => {
                 // A ping answered is a sign of life too.
-                actor.mailboxes.alive(&peer);
+                actor.peer_alive(peer);
                 if let Some(p) = actor.peers.get_mut(&peer) {
                     p.rtt = Some(rtt);
                 }

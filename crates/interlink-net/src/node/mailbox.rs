@@ -24,7 +24,7 @@ use libp2p::{
 use tracing::{debug, warn};
 
 use super::Actor;
-use crate::{Event, Role, SendError, SendOutcome};
+use crate::{Event, Role};
 
 /// How often a session fetches its own mailbox while awake.
 pub(crate) const MAILBOX_POLL: Duration = Duration::from_secs(10);
@@ -37,7 +37,7 @@ const MAX_UNREACHABLE: usize = 1024;
 #[derive(Debug, Default)]
 pub(crate) struct Mailboxes {
     /// The fetch of our own mailbox in flight: what it has gathered so far, and the
-    /// ids handled (delivered, or refused for good) to ack when it ends.
+    /// ids handled (delivered, or refused for good), acked as they are handled.
     fetch: Option<Fetch>,
     last_fetch: Option<Instant>,
     /// A fetch is owed (start, wake, first connection) as soon as one can run.
@@ -78,9 +78,11 @@ struct Fetch {
     query: kad::QueryId,
     gathered: Mailbox,
     handled: Vec<interlink_core::MsgId>,
+    /// How many of `handled` are acked already.
+    acked: usize,
 }
 
-fn key_of(addr: &SessionAddr) -> RecordKey {
+pub(super) fn key_of(addr: &SessionAddr) -> RecordKey {
     RecordKey::new(&mailbox::record_key(&addr.key, &addr.session))
 }
 
@@ -97,7 +99,7 @@ impl Actor {
 
     /// The copy of a mailbox this node holds, if any: from the decoded cache, or decoded
     /// (and verified) from the store once.
-    fn held_mailbox(&mut self, key: &RecordKey) -> Option<&Mailbox> {
+    pub(super) fn held_mailbox(&mut self, key: &RecordKey) -> Option<&Mailbox> {
         if !self.mailboxes.held.contains_key(key) {
             let record = self.swarm.behaviour_mut().kad.store_mut().get(key)?;
             let (mb, _) =
@@ -118,7 +120,7 @@ impl Actor {
     }
 
     /// Merges `mailbox` into the held copy and publishes the result to the DHT.
-    fn publish_mailbox(&mut self, mut merged: Mailbox) {
+    pub(super) fn publish_mailbox(&mut self, mut merged: Mailbox) {
         let key = RecordKey::new(&merged.record_key());
         let cfg = mailbox::Config::default();
         let now = crate::now_ms();
@@ -135,12 +137,13 @@ impl Actor {
             .filter(|p| !self.mailboxes.is_unreachable(p))
             .copied()
             .collect();
+        let mut queries = Vec::with_capacity(2);
         if !direct.is_empty() {
-            self.swarm.behaviour_mut().kad.put_record_to(
+            queries.push(self.swarm.behaviour_mut().kad.put_record_to(
                 record.clone(),
                 direct.into_iter(),
                 kad::Quorum::One,
-            );
+            ));
         }
         // `put_record` stores the record locally first.
         match self
@@ -149,26 +152,13 @@ impl Actor {
             .kad
             .put_record(record, kad::Quorum::One)
         {
-            Ok(_) => {
+            Ok(query) => {
+                queries.push(query);
                 self.mailboxes.held.insert(key, merged);
             }
             Err(e) => warn!("mailbox record not stored: {e}"),
         }
-    }
-
-    /// Puts `env` into its recipient's mailbox (locally and on the DHT).
-    pub(super) fn queue_in_mailbox(
-        &mut self,
-        env: &Signed<Envelope>,
-    ) -> Result<SendOutcome, SendError> {
-        let to = env.body().recipient_addr();
-        let mut mb = Mailbox::new(to.key, to.session.clone());
-        mb.insert(env.clone(), crate::now_ms(), &mailbox::Config::default())
-            .map_err(|e| SendError::Invalid(e.to_string()))?;
-        self.publish_mailbox(mb);
-        Ok(SendOutcome::Queued {
-            msg_id: env.body().msg_id,
-        })
+        self.track_publication(queries);
     }
 
     /// An inbound put (record filtering is on, so nothing is stored unless we do it).
@@ -249,6 +239,7 @@ impl Actor {
             query,
             gathered,
             handled: Vec::new(),
+            acked: 0,
         };
         self.deliver_gathered(&mut fetch);
         self.mailboxes.fetch = Some(fetch);
@@ -265,13 +256,13 @@ impl Actor {
         result: Result<kad::GetRecordOk, kad::GetRecordError>,
         last: bool,
     ) {
+        if self.mailboxes.fetch.as_ref().is_none_or(|f| f.query != id) {
+            self.on_prefetch_record(id, result, last);
+            return;
+        }
         let Some(mut fetch) = self.mailboxes.fetch.take() else {
             return;
         };
-        if fetch.query != id {
-            self.mailboxes.fetch = Some(fetch);
-            return;
-        }
         if let Ok(kad::GetRecordOk::FoundRecord(found)) = result {
             let cfg = mailbox::Config::default();
             let now = crate::now_ms();
@@ -284,9 +275,7 @@ impl Actor {
                 self.deliver_gathered(&mut fetch);
             }
         }
-        if last {
-            self.ack_gathered(fetch);
-        } else {
+        if !last {
             self.mailboxes.fetch = Some(fetch);
         }
     }
@@ -314,12 +303,16 @@ impl Actor {
             }
             fetch.handled.push(env.body().msg_id);
         }
+        self.ack_handled(fetch);
     }
 
-    /// Signs an ack for everything handled and publishes the mailbox with it, so
-    /// holders drop those envelopes and keep tombstones.
-    fn ack_gathered(&mut self, mut fetch: Fetch) {
-        if fetch.handled.is_empty() {
+    /// Signs an ack for what was handled since the last one and publishes the mailbox
+    /// with it at once, so holders drop those envelopes and keep tombstones. Not at the
+    /// end of the fetch: a holder that never answers holds the query open until its
+    /// timeout, and meanwhile senders would count delivered mail against the mailbox's
+    /// room.
+    fn ack_handled(&mut self, fetch: &mut Fetch) {
+        if fetch.handled.len() <= fetch.acked {
             return;
         }
         let Role::Session(spec) = &self.role else {
@@ -329,7 +322,7 @@ impl Actor {
         let session = spec.session.clone();
         let cfg = mailbox::Config::default();
         let now = crate::now_ms();
-        for ids in fetch.handled.chunks(MAX_ACK_IDS) {
+        for ids in fetch.handled[fetch.acked..].chunks(MAX_ACK_IDS) {
             let ack = Ack {
                 v: VERSION,
                 owner: identity.public(),
@@ -346,6 +339,7 @@ impl Actor {
                 Err(e) => warn!("cannot sign ack: {e}"),
             }
         }
-        self.publish_mailbox(fetch.gathered);
+        fetch.acked = fetch.handled.len();
+        self.publish_mailbox(fetch.gathered.clone());
     }
 }

@@ -185,7 +185,7 @@ impl Actor {
                     Ok(Upsert::Inserted | Upsert::Updated) => {
                         // A fresh announcement is a sign of life: try it live again.
                         if let Some(source) = message.source {
-                            self.mailboxes.alive(&source);
+                            self.peer_alive(source);
                         }
                         self.emit(Event::RosterChanged);
                         Ok(true)
