@@ -10,6 +10,7 @@ use crate::{Context, report::Row};
 
 mod delivery_latency;
 mod idle_cost;
+mod mailbox_dht;
 mod roster_convergence;
 mod visible_after_start;
 mod wake_drain;
@@ -32,6 +33,7 @@ pub const ALL: &[Scenario] = &[
     idle_cost::SCENARIO,
     delivery_latency::SCENARIO,
     wake_drain::SCENARIO,
+    mailbox_dht::SCENARIO,
 ];
 
 /// Looks a scenario up by name.

@@ -304,6 +304,9 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             peer, addresses, ..
         }) => {
             dial_discovered(actor, peer, addresses.into_vec());
+            // A fetch owed since start or wake waits for the routing table's first
+            // entry; run it now rather than on the next tick.
+            actor.maybe_fetch_mailbox(Instant::now());
         }
         BehaviourEvent::Ping(ping::Event { peer, result, .. }) => match result {
             Ok(rtt) => {
