@@ -52,6 +52,12 @@ impl Network {
         format!("/interlink-p2p/{}/deliver/1", self.0)
     }
 
+    /// Request-response protocol for handing a mailbox copy to a holder directly (relays)
+    /// and fetching one back.
+    pub fn mailbox_protocol(&self) -> String {
+        format!("/interlink-p2p/{}/mailbox/1", self.0)
+    }
+
     /// Request-response protocol for fetching a peer's roster.
     pub fn roster_protocol(&self) -> String {
         format!("/interlink-p2p/{}/roster/1", self.0)

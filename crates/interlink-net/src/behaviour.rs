@@ -10,7 +10,8 @@ use interlink_core::{
     },
     names::Network,
     wire::{
-        DeliverRequest, DeliverResponse, MAX_PRESENCE_MESSAGE_BYTES, RosterRequest, RosterResponse,
+        DeliverRequest, DeliverResponse, MAX_PRESENCE_MESSAGE_BYTES, MailboxRequest,
+        MailboxResponse, RosterRequest, RosterResponse,
     },
 };
 use libp2p::{
@@ -20,8 +21,34 @@ use libp2p::{
 
 use crate::NetError;
 
-/// Most mailbox records one node holds for others.
+/// Most mailbox records one session node holds for others.
 pub const MAX_MAILBOX_RECORDS: usize = 1024;
+
+/// Circuit relay server limits. Reservations are cheap (a session keeps one per relay
+/// it uses); circuits carry whole sessions' traffic when two sessions can reach each
+/// other only through the relay, so they are long and large compared with libp2p's
+/// defaults (2 min, 128 KiB), which are meant for hole-punching handshakes.
+pub mod relay_limits {
+    use std::time::Duration;
+
+    /// Reservations held at once.
+    pub const MAX_RESERVATIONS: usize = 1024;
+    /// Reservations per peer.
+    pub const MAX_RESERVATIONS_PER_PEER: usize = 4;
+    /// How long a reservation lasts before the client renews it.
+    pub const RESERVATION_DURATION: Duration = Duration::from_secs(3600);
+    /// Circuits open at once.
+    pub const MAX_CIRCUITS: usize = 256;
+    /// Circuits per peer.
+    pub const MAX_CIRCUITS_PER_PEER: usize = 32;
+    /// Longest life of one circuit (a new one is opened on the next dial).
+    pub const MAX_CIRCUIT_DURATION: Duration = Duration::from_secs(3600);
+    /// Most bytes one circuit carries (each direction).
+    pub const MAX_CIRCUIT_BYTES: u64 = 64 * 1024 * 1024;
+}
+
+/// How long a mailbox `hold` or `fetch` may take (a relay commits to disk first).
+pub const MAILBOX_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long one live delivery attempt may take. Short on purpose: a recipient that
 /// does not answer within it is treated as asleep and the message is queued instead.
@@ -50,6 +77,10 @@ pub struct Behaviour {
     pub roster: request_response::cbor::Behaviour<RosterRequest, RosterResponse>,
     /// Live delivery of envelopes, answered with signed receipts.
     pub deliver: request_response::cbor::Behaviour<DeliverRequest, DeliverResponse>,
+    /// Mailbox copies handed to a holder directly, and fetched back (relays).
+    pub mailbox: request_response::cbor::Behaviour<MailboxRequest, MailboxResponse>,
+    /// Circuit relay server (relay nodes only).
+    pub relay_server: Toggle<relay::Behaviour>,
     /// Circuit relay client.
     pub relay_client: Toggle<relay::client::Behaviour>,
     /// Hole punching over relayed connections.
@@ -59,13 +90,14 @@ pub struct Behaviour {
 }
 
 impl Behaviour {
-    /// Builds the behaviour for `key` on `network`.
+    /// Builds the behaviour for `key` as `config` asks.
     pub fn new(
         key: &Keypair,
-        network: &Network,
-        mdns_on: bool,
+        config: &crate::Config,
         relay_client: Option<relay::client::Behaviour>,
     ) -> Result<Self, NetError> {
+        let network = &config.network;
+        let mdns_on = config.mdns;
         let peer_id = key.public().to_peer_id();
         let gossipsub = gossipsub::Behaviour::new(
             gossipsub::MessageAuthenticity::Signed(key.clone()),
@@ -101,7 +133,7 @@ impl Behaviour {
         let store = kad::store::MemoryStore::with_config(
             peer_id,
             kad::store::MemoryStoreConfig {
-                max_records: MAX_MAILBOX_RECORDS,
+                max_records: config.max_mailbox_records,
                 max_value_bytes: MAX_MAILBOX_RECORD_BYTES,
                 ..Default::default()
             },
@@ -145,8 +177,36 @@ impl Behaviour {
             )],
             request_response::Config::default().with_request_timeout(LIVE_ATTEMPT_TIMEOUT),
         );
+        let mailbox = request_response::cbor::Behaviour::with_codec(
+            request_response::cbor::codec::Codec::default()
+                .set_request_size_maximum((MAX_MAILBOX_RECORD_BYTES + 64 * 1024) as u64)
+                .set_response_size_maximum((MAX_MAILBOX_RECORD_BYTES + 64 * 1024) as u64),
+            [(
+                protocol(network.mailbox_protocol())?,
+                request_response::ProtocolSupport::Full,
+            )],
+            request_response::Config::default().with_request_timeout(MAILBOX_REQUEST_TIMEOUT),
+        );
+        let relay_server = config.relay_server.then(|| {
+            use relay_limits::*;
+            relay::Behaviour::new(
+                peer_id,
+                relay::Config {
+                    max_reservations: MAX_RESERVATIONS,
+                    max_reservations_per_peer: MAX_RESERVATIONS_PER_PEER,
+                    reservation_duration: RESERVATION_DURATION,
+                    max_circuits: MAX_CIRCUITS,
+                    max_circuits_per_peer: MAX_CIRCUITS_PER_PEER,
+                    max_circuit_duration: MAX_CIRCUIT_DURATION,
+                    max_circuit_bytes: MAX_CIRCUIT_BYTES,
+                    ..Default::default()
+                },
+            )
+        });
         let has_relay = relay_client.is_some();
         Ok(Self {
+            mailbox,
+            relay_server: relay_server.into(),
             gossipsub,
             kad,
             identify,

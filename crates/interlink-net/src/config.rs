@@ -19,6 +19,17 @@ pub enum Role {
     /// An observer (`interlink-p2p peers`): joins the overlay and reads the roster, but
     /// never announces itself.
     Observer,
+    /// An always-on relay (`interlink-relay`): never announces itself; forwards
+    /// presence, answers roster fetches, runs the circuit relay server, and holds
+    /// mailboxes in a durable store, answering a mailbox `hold` only once committed.
+    Relay(RelaySpec),
+}
+
+/// What a relay node holds its mailboxes in.
+#[derive(Clone, Debug)]
+pub struct RelaySpec {
+    /// The durable mailbox store.
+    pub store: Arc<dyn crate::DurableMailboxes>,
 }
 
 /// The session a node announces.
@@ -62,6 +73,18 @@ pub struct Config {
     pub max_dialed_peers: usize,
     /// Inbound delivery (sessions only).
     pub delivery: Delivery,
+    /// Relays this session uses (each with its `/p2p/<id>`): dialled like bootstrap
+    /// peers, asked for a circuit reservation (the session listens and announces
+    /// through it), given a durable copy of every mailbox put, and asked for the
+    /// session's own mailbox on start and wake.
+    pub relays: Vec<Multiaddr>,
+    /// Runs the circuit relay server (relay nodes only).
+    pub relay_server: bool,
+    /// Addresses others can reach this node on, advertised as confirmed external
+    /// addresses (a relay's public or tailnet address).
+    pub external_addrs: Vec<Multiaddr>,
+    /// Most mailbox records held in memory (and served to the DHT).
+    pub max_mailbox_records: usize,
 }
 
 /// Where a session's delivered messages go and whom it accepts them from.
@@ -90,6 +113,10 @@ impl Default for Config {
             },
             max_dialed_peers: 24,
             delivery: Delivery::default(),
+            relays: Vec::new(),
+            relay_server: false,
+            external_addrs: Vec::new(),
+            max_mailbox_records: crate::behaviour::MAX_MAILBOX_RECORDS,
         }
     }
 }

@@ -23,6 +23,10 @@ pub struct Diagnostics {
     pub mailboxes_held: usize,
     /// Mailbox puts refused (forged, wrong mailbox, oversized, …) since start.
     pub mailbox_puts_refused: u64,
+    /// Relay nodes: peers holding a circuit reservation here.
+    pub served_reservations: usize,
+    /// Relay nodes: circuits open through here.
+    pub served_circuits: usize,
 }
 
 /// One connected peer.

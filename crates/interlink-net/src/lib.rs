@@ -15,14 +15,16 @@
 pub mod behaviour;
 pub mod config;
 mod diagnostics;
+pub mod durable;
 mod handle;
 pub mod inbox;
 mod node;
 pub mod probe;
 mod swarm;
 
-pub use config::{Config, Delivery, Role, SessionSpec};
+pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec};
 pub use diagnostics::{ConnectedPeer, Diagnostics};
+pub use durable::{DurableMailboxes, Refusal};
 pub use handle::{Event, Handle, HeldMailbox};
 pub use node::Node;
 pub use swarm::build_swarm;

@@ -5,6 +5,7 @@ mod discovery;
 mod mailbox;
 mod presence;
 mod queueing;
+mod relaying;
 
 use std::{
     collections::HashMap,
@@ -78,7 +79,7 @@ impl Node {
         };
         let summary = match &role {
             Role::Session(s) => s.summary.clone(),
-            Role::Observer => String::new(),
+            Role::Observer | Role::Relay(_) => String::new(),
         };
         let (gate, inbox, sealing) = match (&role, &config.delivery.inbox_dir) {
             (Role::Session(spec), Some(dir)) => (
@@ -90,7 +91,12 @@ impl Node {
         };
         let mut actor = Actor {
             roster: Roster::new(config.presence),
-            bootstrap: discovery::Bootstrap::new(&config.bootstrap),
+            // Relays are bootstrap peers too: a session that knows only a relay sees
+            // the whole overlay through it.
+            bootstrap: discovery::Bootstrap::new(
+                &[config.bootstrap.as_slice(), config.relays.as_slice()].concat(),
+            ),
+            relays: relaying::Relays::new(&config.relays),
             swarm,
             config,
             role,
@@ -114,6 +120,11 @@ impl Node {
             last_envelope_ts: 0,
             known_announcements: Default::default(),
         };
+        for addr in &actor.config.external_addrs {
+            actor.swarm.add_external_address(addr.clone());
+        }
+        actor.register_relays();
+        actor.load_durable_mailboxes();
         actor.mailboxes.request_fetch();
         actor.bootstrap.dial_due(&mut actor.swarm, Instant::now());
         let task = tokio::spawn(async move { actor.run().await });
@@ -174,6 +185,7 @@ struct Actor {
     outbox: delivery::Outbox,
     mailboxes: mailbox::Mailboxes,
     queueing: queueing::Queueing,
+    relays: relaying::Relays,
     last_tick: Instant,
     /// Timestamp of the last envelope sent: kept strictly increasing, so a recipient
     /// draining its mailbox (ordered by timestamp) sees one sender's messages in order.
@@ -276,9 +288,12 @@ impl Actor {
             SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(ev)) => self.on_gossipsub(ev),
             SwarmEvent::Behaviour(BehaviourEvent::Roster(ev)) => self.on_roster_fetch(ev),
             SwarmEvent::Behaviour(BehaviourEvent::Deliver(ev)) => self.on_deliver(ev),
+            SwarmEvent::Behaviour(BehaviourEvent::Mailbox(ev)) => self.on_mailbox_protocol(ev),
+            SwarmEvent::Behaviour(BehaviourEvent::RelayServer(ev)) => self.on_relay_server(ev),
             SwarmEvent::Behaviour(ev) => discovery::on_behaviour_event(self, ev),
             SwarmEvent::NewListenAddr { address, .. } => {
                 info!(%address, "listening");
+                self.relay_listen_addr(&address);
                 if !self.listen_addrs.contains(&address) {
                     self.listen_addrs.push(address.clone());
                     self.announce_due = true;
@@ -300,6 +315,7 @@ impl Actor {
                 let info = self.peers.entry(peer_id).or_default();
                 info.addr = Some(endpoint.get_remote_address().clone());
                 self.peer_alive(peer_id);
+                self.on_relay_connected(peer_id);
                 if self.peers.len() == 1 {
                     // Back from having no peers: whatever was queued for us may be there.
                     self.mailboxes.request_fetch();
@@ -317,6 +333,7 @@ impl Actor {
             } => {
                 debug!(%peer_id, "disconnected");
                 self.peers.remove(&peer_id);
+                self.on_relay_disconnected(&peer_id);
                 self.bootstrap.on_disconnected(peer_id, Instant::now());
                 self.emit(Event::PeerDisconnected(peer_id));
             }
@@ -372,6 +389,8 @@ impl Actor {
             self.swarm.behaviour_mut().kad.store_mut().records().count()
         };
         Diagnostics {
+            served_reservations: self.relays.reservations.len(),
+            served_circuits: self.relays.circuits,
             mailboxes_held,
             mailbox_puts_refused: self.mailboxes.refused_puts,
             peer_id: Some(*self.swarm.local_peer_id()),

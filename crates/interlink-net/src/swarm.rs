@@ -16,8 +16,6 @@ use crate::{Config, NetError, behaviour::Behaviour};
 /// Builds the swarm a session or observer runs on.
 pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, NetError> {
     let setup = |e: &dyn std::fmt::Display| NetError::Setup(e.to_string());
-    let network = config.network.clone();
-    let mdns = config.mdns;
     let swarm = libp2p::SwarmBuilder::with_existing_identity(key)
         .with_tokio()
         .with_tcp(
@@ -39,7 +37,7 @@ pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, Ne
         .with_relay_client(noise::Config::new, yamux::Config::default)
         .map_err(|e| setup(&e))?
         .with_behaviour(|key, relay_client| {
-            Behaviour::new(key, &network, mdns, Some(relay_client))
+            Behaviour::new(key, config, Some(relay_client))
                 .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
         })
         .map_err(|e| setup(&e))?

@@ -61,7 +61,7 @@ fn start(port: u64, bootstrap: Option<(u64, PeerId)>, role: Role) -> Node {
     let config = config(port, bootstrap);
     let key = match &role {
         Role::Session(s) => s.identity.transport_keypair(&s.session).unwrap(),
-        Role::Observer => libp2p::identity::Keypair::generate_ed25519(),
+        Role::Observer | Role::Relay(_) => libp2p::identity::Keypair::generate_ed25519(),
     };
     Node::spawn(swarm_for(key, &config), config, role).unwrap()
 }

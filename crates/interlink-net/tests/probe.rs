@@ -28,7 +28,7 @@ async fn start(network: &str, role: Role) -> (Node, Multiaddr) {
     let config = loopback_config(network);
     let key = match &role {
         Role::Session(s) => s.identity.transport_keypair(&s.session).unwrap(),
-        Role::Observer => libp2p::identity::Keypair::generate_ed25519(),
+        Role::Observer | Role::Relay(_) => libp2p::identity::Keypair::generate_ed25519(),
     };
     let swarm = interlink_net::build_swarm(key, &config).unwrap();
     let node = Node::spawn(swarm, config, role).unwrap();

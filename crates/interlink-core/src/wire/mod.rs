@@ -31,8 +31,9 @@ pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use envelope::{Envelope, EnvelopeKind, OpenError, TaskStatus};
 pub use goodbye::Goodbye;
 pub use overlay::{
-    DeliverRequest, DeliverResponse, DeliverResult, MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage,
-    RosterRequest, RosterResponse,
+    DeliverRequest, DeliverResponse, DeliverResult, MAX_PRESENCE_MESSAGE_BYTES, MailboxOp,
+    MailboxOutcome, MailboxRequest, MailboxResponse, PresenceMessage, RosterRequest,
+    RosterResponse,
 };
 pub use receipt::{Receipt, ReceiptState};
 

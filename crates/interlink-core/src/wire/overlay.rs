@@ -159,3 +159,62 @@ mod tests {
         assert_eq!(resp.announcements.len(), 1);
     }
 }
+
+/// Mailbox protocol request: hand a holder a copy of a mailbox record, or ask for the
+/// copy it holds. Sessions use it with relays, whose answer to `hold` comes only after
+/// the merged copy is committed to disk — unlike a Kademlia put, which is answered
+/// before the holder has looked at the record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MailboxRequest {
+    /// Protocol version.
+    pub v: u8,
+    /// What is asked.
+    pub op: MailboxOp,
+}
+
+/// What a [`MailboxRequest`] asks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum MailboxOp {
+    /// Merge this encoded mailbox record (`crate::mailbox`) into the copy held.
+    Hold {
+        /// The record's DHT key (32 bytes).
+        key: ByteBuf,
+        /// The encoded record.
+        record: ByteBuf,
+    },
+    /// Send the copy held under this key.
+    Fetch {
+        /// The record's DHT key (32 bytes).
+        key: ByteBuf,
+    },
+}
+
+/// Mailbox protocol response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MailboxResponse {
+    /// Protocol version.
+    pub v: u8,
+    /// The outcome.
+    pub outcome: MailboxOutcome,
+}
+
+/// The outcome of a [`MailboxRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum MailboxOutcome {
+    /// `hold`: merged and stored (on a relay: committed to disk).
+    Held,
+    /// `fetch`: the copy held, if any.
+    Record {
+        /// The encoded record.
+        record: Option<ByteBuf>,
+    },
+    /// Refused, with the reason.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+}

@@ -294,7 +294,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             id,
             result: kad::QueryResult::PutRecord(result),
             ..
-        }) => actor.on_put_result(id, result.is_ok()),
+        }) => actor.on_put_result(super::queueing::PutId::Kad(id), result.is_ok()),
         BehaviourEvent::Mdns(mdns::Event::Expired(list)) => {
             for (peer, _) in list {
                 actor.bootstrap.mdns.remove(&peer);

@@ -23,7 +23,7 @@ use libp2p::{
 };
 use tracing::{debug, warn};
 
-use super::Actor;
+use super::{Actor, queueing::PutId};
 use crate::{Event, Role};
 
 /// How often a session fetches its own mailbox while awake.
@@ -75,7 +75,8 @@ impl Mailboxes {
 
 #[derive(Debug)]
 struct Fetch {
-    query: kad::QueryId,
+    /// The DHT query; `None` for a copy a relay sent outside any query.
+    query: Option<kad::QueryId>,
     gathered: Mailbox,
     handled: Vec<interlink_core::MsgId>,
     /// How many of `handled` are acked already.
@@ -87,13 +88,13 @@ pub(super) fn key_of(addr: &SessionAddr) -> RecordKey {
 }
 
 impl Actor {
-    fn own_addr(&self) -> Option<SessionAddr> {
+    pub(super) fn own_addr(&self) -> Option<SessionAddr> {
         match &self.role {
             Role::Session(spec) => Some(SessionAddr {
                 key: spec.identity.public(),
                 session: spec.session.clone(),
             }),
-            Role::Observer => None,
+            Role::Observer | Role::Relay(_) => None,
         }
     }
 
@@ -134,16 +135,16 @@ impl Actor {
         let direct: Vec<PeerId> = self
             .peers
             .keys()
-            .filter(|p| !self.mailboxes.is_unreachable(p))
+            .filter(|p| !self.mailboxes.is_unreachable(p) && !self.relays.is_relay(p))
             .copied()
             .collect();
-        let mut queries = Vec::with_capacity(2);
+        let mut queries = self.hold_at_relays(&record);
         if !direct.is_empty() {
-            queries.push(self.swarm.behaviour_mut().kad.put_record_to(
+            queries.push(PutId::Kad(self.swarm.behaviour_mut().kad.put_record_to(
                 record.clone(),
                 direct.into_iter(),
                 kad::Quorum::One,
-            ));
+            )));
         }
         // `put_record` stores the record locally first.
         match self
@@ -153,7 +154,7 @@ impl Actor {
             .put_record(record, kad::Quorum::One)
         {
             Ok(query) => {
-                queries.push(query);
+                queries.push(PutId::Kad(query));
                 self.mailboxes.held.insert(key, merged);
             }
             Err(e) => warn!("mailbox record not stored: {e}"),
@@ -163,45 +164,74 @@ impl Actor {
 
     /// An inbound put (record filtering is on, so nothing is stored unless we do it).
     pub(super) fn on_inbound_put(&mut self, source: PeerId, record: Record) {
-        let now = crate::now_ms();
-        let cfg = mailbox::Config::default();
-        let reason = match Mailbox::decode(&record.value, now, &cfg) {
-            Err(e) => Some(e.to_string()),
-            Ok((_, rejected)) if !rejected.is_empty() => Some(format!(
-                "{} invalid entries, first: {}",
-                rejected.len(),
-                rejected[0]
-            )),
-            Ok((mb, _)) if RecordKey::new(&mb.record_key()) != record.key => {
-                Some("record key does not match the mailbox".into())
-            }
-            Ok((mut mb, _)) => {
-                if let Some(held) = self.held_mailbox(&record.key) {
-                    let _ = mb.merge(held, now, &cfg);
-                }
-                let merged = Record {
-                    key: record.key.clone(),
-                    value: mb.encode(),
-                    publisher: record.publisher,
-                    expires: None,
-                };
-                match self.swarm.behaviour_mut().kad.store_mut().put(merged) {
-                    Ok(()) => {
-                        self.mailboxes.held.insert(record.key, mb);
-                        None
-                    }
-                    Err(e) => Some(format!("store full: {e}")),
-                }
-            }
-        };
-        if let Some(reason) = reason {
-            self.mailboxes.refused_puts += 1;
-            debug!(%source, %reason, "mailbox put refused");
-            let _ = self.events.send(Event::Rejected {
-                from: source,
-                reason,
-            });
+        if let Err(reason) = self.hold_record(&record.key, &record.value) {
+            self.refused_put(source, reason);
         }
+    }
+
+    /// Counts and reports a mailbox copy this node refused to hold.
+    pub(super) fn refused_put(&mut self, source: PeerId, reason: String) {
+        self.mailboxes.refused_puts += 1;
+        debug!(%source, %reason, "mailbox put refused");
+        let _ = self.events.send(Event::Rejected {
+            from: source,
+            reason,
+        });
+    }
+
+    /// Verifies a mailbox copy someone handed us, merges it with the copy held and
+    /// stores the result — on a relay, durably before this returns.
+    pub(super) fn hold_record(&mut self, key: &RecordKey, value: &[u8]) -> Result<(), String> {
+        let now = crate::now_ms();
+        if let Role::Relay(spec) = &self.role {
+            let raw: [u8; 32] = key
+                .as_ref()
+                .try_into()
+                .map_err(|_| "record key is not 32 bytes".to_string())?;
+            let merged = spec
+                .store
+                .hold(&raw, value, now)
+                .map_err(|r| r.to_string())?;
+            // The store verified it; the decoded cache is filled again only if asked.
+            self.mailboxes.held.remove(key);
+            return self.store_record(key, merged);
+        }
+        let cfg = mailbox::Config::default();
+        let mut mb = match Mailbox::decode(value, now, &cfg) {
+            Err(e) => return Err(e.to_string()),
+            Ok((_, rejected)) if !rejected.is_empty() => {
+                return Err(format!(
+                    "{} invalid entries, first: {}",
+                    rejected.len(),
+                    rejected[0]
+                ));
+            }
+            Ok((mb, _)) => mb,
+        };
+        if RecordKey::new(&mb.record_key()) != *key {
+            return Err("record key does not match the mailbox".into());
+        }
+        if let Some(held) = self.held_mailbox(key) {
+            let _ = mb.merge(held, now, &cfg);
+        }
+        self.store_record(key, mb.encode())?;
+        self.mailboxes.held.insert(key.clone(), mb);
+        Ok(())
+    }
+
+    fn store_record(&mut self, key: &RecordKey, value: Vec<u8>) -> Result<(), String> {
+        let record = Record {
+            key: key.clone(),
+            value,
+            publisher: None,
+            expires: None,
+        };
+        self.swarm
+            .behaviour_mut()
+            .kad
+            .store_mut()
+            .put(record)
+            .map_err(|e| format!("store full: {e}"))
     }
 
     /// Starts fetching our own mailbox from every holder, if due and none is running.
@@ -234,9 +264,9 @@ impl Actor {
             .held_mailbox(&key)
             .cloned()
             .unwrap_or_else(|| Mailbox::new(me.key, me.session.clone()));
-        let query = self.swarm.behaviour_mut().kad.get_record(key);
+        let query = self.swarm.behaviour_mut().kad.get_record(key.clone());
         let mut fetch = Fetch {
-            query,
+            query: Some(query),
             gathered,
             handled: Vec::new(),
             acked: 0,
@@ -245,6 +275,7 @@ impl Actor {
         self.mailboxes.fetch = Some(fetch);
         self.mailboxes.fetch_due = false;
         self.mailboxes.last_fetch = Some(now);
+        self.fetch_from_relays(&key);
     }
 
     /// Progress of a get-record query: each holder's copy is merged and what is new in
@@ -256,26 +287,52 @@ impl Actor {
         result: Result<kad::GetRecordOk, kad::GetRecordError>,
         last: bool,
     ) {
-        if self.mailboxes.fetch.as_ref().is_none_or(|f| f.query != id) {
+        if self
+            .mailboxes
+            .fetch
+            .as_ref()
+            .is_none_or(|f| f.query != Some(id))
+        {
             self.on_prefetch_record(id, result, last);
             return;
         }
-        let Some(mut fetch) = self.mailboxes.fetch.take() else {
+        if let Ok(kad::GetRecordOk::FoundRecord(found)) = result {
+            self.on_own_copy(&found.record.value);
+        }
+        if last {
+            self.mailboxes.fetch = None;
+        }
+    }
+
+    /// A holder's copy of our own mailbox (from the DHT query, or sent by a relay):
+    /// merged into the fetch running, or into a one-off one, and what is new in it
+    /// delivered and acked at once. A copy may carry invalid entries; the valid ones are
+    /// still ours.
+    pub(super) fn on_own_copy(&mut self, value: &[u8]) {
+        let cfg = mailbox::Config::default();
+        let now = crate::now_ms();
+        let Some(me) = self.own_addr() else { return };
+        let Ok((copy, _)) = Mailbox::decode(value, now, &cfg) else {
             return;
         };
-        if let Ok(kad::GetRecordOk::FoundRecord(found)) = result {
-            let cfg = mailbox::Config::default();
-            let now = crate::now_ms();
-            // A holder's copy may carry invalid entries; the valid ones are still ours.
-            if let Ok((copy, _)) = Mailbox::decode(&found.record.value, now, &cfg)
-                && copy.owner() == fetch.gathered.owner()
-                && copy.session() == fetch.gathered.session()
-            {
-                let _ = fetch.gathered.merge(&copy, now, &cfg);
-                self.deliver_gathered(&mut fetch);
-            }
+        if copy.address() != me {
+            return;
         }
-        if !last {
+        let mut fetch = match self.mailboxes.fetch.take() {
+            Some(f) => f,
+            None => Fetch {
+                query: None,
+                gathered: self
+                    .held_mailbox(&key_of(&me))
+                    .cloned()
+                    .unwrap_or_else(|| Mailbox::new(me.key, me.session.clone())),
+                handled: Vec::new(),
+                acked: 0,
+            },
+        };
+        let _ = fetch.gathered.merge(&copy, now, &cfg);
+        self.deliver_gathered(&mut fetch);
+        if fetch.query.is_some() {
             self.mailboxes.fetch = Some(fetch);
         }
     }

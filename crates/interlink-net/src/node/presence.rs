@@ -30,7 +30,7 @@ impl Actor {
     fn session(&self) -> Option<&SessionSpec> {
         match &self.role {
             Role::Session(s) => Some(s),
-            Role::Observer => None,
+            Role::Observer | Role::Relay(_) => None,
         }
     }
 

@@ -64,13 +64,23 @@ pub(crate) struct Queueing {
     refreshed: HashMap<RecordKey, Instant>,
     unconfirmed: HashMap<SessionAddr, VecDeque<Queued>>,
     unconfirmed_len: usize,
-    /// Put queries in flight → their publication.
-    puts: HashMap<kad::QueryId, u64>,
+    /// Puts in flight (DHT queries, relay holds) → their publication.
+    puts: HashMap<PutId, u64>,
     /// Publications not settled yet → put queries still running for each.
     publications: HashMap<u64, usize>,
     next_publication: u64,
     settled: Settled,
     settle_waiters: Vec<(Instant, oneshot::Sender<Settled>)>,
+}
+
+/// One way a mailbox publication reaches peers: a DHT put query, or a `hold` request
+/// to a relay.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum PutId {
+    /// A Kademlia put query.
+    Kad(kad::QueryId),
+    /// A mailbox-protocol `hold` request.
+    Hold(libp2p::request_response::OutboundRequestId),
 }
 
 /// Messages waiting for the current copy of their recipient's mailbox.
@@ -305,8 +315,8 @@ impl Actor {
         self.answer_settle_waiters(now);
     }
 
-    /// Records the put queries of one mailbox publication.
-    pub(super) fn track_publication(&mut self, queries: Vec<kad::QueryId>) {
+    /// Records the puts of one mailbox publication.
+    pub(super) fn track_publication(&mut self, queries: Vec<PutId>) {
         if queries.is_empty() {
             self.queueing.settled.local_only += 1;
             return;
@@ -324,9 +334,9 @@ impl Actor {
         }
     }
 
-    /// A put query ended: the publication is confirmed by the first peer that took a
-    /// copy, or left local when none of its queries reached one.
-    pub(super) fn on_put_result(&mut self, id: kad::QueryId, ok: bool) {
+    /// A put ended: the publication is confirmed by the first peer that took a copy,
+    /// or left local when none of its puts reached one.
+    pub(super) fn on_put_result(&mut self, id: PutId, ok: bool) {
         let Some(publication) = self.queueing.puts.remove(&id) else {
             return;
         };

@@ -1,0 +1,40 @@
+//! The interface between a relay node and its durable mailbox store.
+//!
+//! A relay's node task verifies nothing twice: the store verifies, merges and commits a
+//! mailbox record in one call, and the node only answers a `hold` after that call
+//! returned. The store lives in the relay crate (redb); tests may use any
+//! implementation.
+
+use std::fmt;
+
+/// Why a store refused a record, as a short label (also a metrics label) and a
+/// human-readable reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// A stable label: `malformed`, `invalid_entry`, `wrong_mailbox`, `oversized`,
+    /// `store_full`, `io`, …
+    pub label: &'static str,
+    /// What was wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.reason, self.label)
+    }
+}
+
+/// A durable holder of mailbox records, keyed by their DHT key.
+///
+/// Calls block (a commit waits for the disk); the relay node makes them from its own
+/// task, one at a time.
+pub trait DurableMailboxes: Send + Sync + fmt::Debug + 'static {
+    /// Verifies `record` (an encoded `interlink_core::mailbox::Mailbox` that must
+    /// belong under `key`), merges it with the copy held, commits the result durably
+    /// and returns the merged record's encoding.
+    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<Vec<u8>, Refusal>;
+    /// The encoding of the copy held under `key`.
+    fn get(&self, key: &[u8; 32]) -> Option<Vec<u8>>;
+    /// Every key held, so a restarted relay serves what it kept.
+    fn keys(&self) -> Vec<[u8; 32]>;
+}

@@ -1,0 +1,324 @@
+//! Relays, from both sides.
+//!
+//! Every node answers the mailbox protocol: `hold` merges a copy into what it holds
+//! (exactly like an inbound DHT put, but answered after the merge — on a relay, after
+//! the commit to disk), `fetch` returns the copy held. A session configured with relays
+//! (`Config::relays`) dials them like bootstrap peers, listens through each one it
+//! reaches (a circuit reservation, announced with its other addresses), hands every
+//! mailbox copy it publishes to each of them with `hold`, and asks them for its own
+//! mailbox whenever it fetches it. A relay node runs the circuit relay server and
+//! counts the reservations and circuits it serves.
+
+use std::collections::{HashMap, HashSet};
+
+use interlink_core::wire::{MailboxOp, MailboxOutcome, MailboxRequest, MailboxResponse, VERSION};
+use libp2p::{
+    Multiaddr, PeerId,
+    kad::{Record, RecordKey, store::RecordStore as _},
+    multiaddr::Protocol,
+    relay, request_response,
+};
+use serde_bytes::ByteBuf;
+use tracing::{debug, info, warn};
+
+use super::{Actor, queueing::PutId};
+use crate::Role;
+
+/// Most relays a session uses.
+pub(crate) const MAX_RELAYS: usize = 8;
+/// Most fetch requests to relays in flight.
+const MAX_FETCHES_IN_FLIGHT: usize = 64;
+/// Peers counted as holding a reservation or circuit on this relay (each bounded by
+/// the relay server's own limits; these sets only mirror them).
+const MAX_SERVED: usize = 4096;
+
+/// Relay state of a node.
+#[derive(Debug, Default)]
+pub(crate) struct Relays {
+    /// The relays this session uses: PeerId → address (with its `/p2p/`).
+    configured: HashMap<PeerId, Multiaddr>,
+    /// Relays a circuit listener was opened through.
+    listening: HashSet<PeerId>,
+    /// Our own mailbox fetches from relays in flight.
+    fetches: HashSet<request_response::OutboundRequestId>,
+    /// Server side: peers holding a reservation here.
+    pub(crate) reservations: HashSet<PeerId>,
+    /// Server side: circuits open through here.
+    pub(crate) circuits: usize,
+}
+
+impl Relays {
+    /// The relays of `addrs` that name their PeerId; the others are logged and skipped.
+    pub(crate) fn new(addrs: &[Multiaddr]) -> Self {
+        let mut configured = HashMap::new();
+        for addr in addrs.iter().take(MAX_RELAYS) {
+            match addr.iter().last() {
+                Some(Protocol::P2p(peer)) => {
+                    configured.insert(peer, addr.clone());
+                }
+                _ => warn!(%addr, "relay address without /p2p/<peer id>; ignored"),
+            }
+        }
+        Self {
+            configured,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn is_relay(&self, peer: &PeerId) -> bool {
+        self.configured.contains_key(peer)
+    }
+}
+
+impl Actor {
+    /// Registers the relays' addresses so requests to them can dial.
+    pub(super) fn register_relays(&mut self) {
+        for (peer, addr) in &self.relays.configured {
+            self.swarm.add_peer_address(*peer, addr.clone());
+        }
+    }
+
+    /// A connection to `peer` opened: if it is one of our relays, listen through it.
+    pub(super) fn on_relay_connected(&mut self, peer: PeerId) {
+        if !matches!(self.role, Role::Session(_)) || self.relays.listening.contains(&peer) {
+            return;
+        }
+        let Some(addr) = self.relays.configured.get(&peer) else {
+            return;
+        };
+        let circuit = addr.clone().with(Protocol::P2pCircuit);
+        match self.swarm.listen_on(circuit.clone()) {
+            Ok(_) => {
+                info!(%circuit, "listening through relay");
+                self.relays.listening.insert(peer);
+            }
+            Err(e) => warn!(%circuit, "cannot listen through relay: {e}"),
+        }
+    }
+
+    /// The last connection to `peer` closed: its circuit listener closes with it and is
+    /// opened again on the next connection.
+    pub(super) fn on_relay_disconnected(&mut self, peer: &PeerId) {
+        self.relays.listening.remove(peer);
+    }
+
+    /// Sends `record` to every relay we use; returns the requests, for confirmation.
+    pub(super) fn hold_at_relays(&mut self, record: &Record) -> Vec<PutId> {
+        let peers: Vec<PeerId> = self.relays.configured.keys().copied().collect();
+        peers
+            .into_iter()
+            .map(|peer| {
+                let request = MailboxRequest {
+                    v: VERSION,
+                    op: MailboxOp::Hold {
+                        key: ByteBuf::from(record.key.to_vec()),
+                        record: ByteBuf::from(record.value.clone()),
+                    },
+                };
+                PutId::Hold(
+                    self.swarm
+                        .behaviour_mut()
+                        .mailbox
+                        .send_request(&peer, request),
+                )
+            })
+            .collect()
+    }
+
+    /// Asks every relay we use for its copy of our mailbox (`key`).
+    pub(super) fn fetch_from_relays(&mut self, key: &RecordKey) {
+        let peers: Vec<PeerId> = self.relays.configured.keys().copied().collect();
+        for peer in peers {
+            if self.relays.fetches.len() >= MAX_FETCHES_IN_FLIGHT {
+                break;
+            }
+            let request = MailboxRequest {
+                v: VERSION,
+                op: MailboxOp::Fetch {
+                    key: ByteBuf::from(key.to_vec()),
+                },
+            };
+            let id = self
+                .swarm
+                .behaviour_mut()
+                .mailbox
+                .send_request(&peer, request);
+            self.relays.fetches.insert(id);
+        }
+    }
+
+    pub(super) fn on_mailbox_protocol(
+        &mut self,
+        event: request_response::Event<MailboxRequest, MailboxResponse>,
+    ) {
+        match event {
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Request {
+                        request, channel, ..
+                    },
+                ..
+            } => {
+                let outcome = self.answer_mailbox_request(peer, request);
+                let response = MailboxResponse {
+                    v: VERSION,
+                    outcome,
+                };
+                if self
+                    .swarm
+                    .behaviour_mut()
+                    .mailbox
+                    .send_response(channel, response)
+                    .is_err()
+                {
+                    debug!(%peer, "mailbox response not sent: connection closed");
+                }
+            }
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            } => {
+                if self.relays.fetches.remove(&request_id) {
+                    match response.outcome {
+                        MailboxOutcome::Record {
+                            record: Some(record),
+                        } => self.on_own_copy(&record),
+                        MailboxOutcome::Refused { reason } => {
+                            debug!(%peer, %reason, "relay refused our mailbox fetch");
+                        }
+                        _ => {}
+                    }
+                } else {
+                    let held = matches!(response.outcome, MailboxOutcome::Held);
+                    if let MailboxOutcome::Refused { reason } = &response.outcome {
+                        warn!(%peer, %reason, "relay refused a mailbox copy");
+                    }
+                    self.on_put_result(PutId::Hold(request_id), held);
+                }
+            }
+            request_response::Event::OutboundFailure {
+                peer,
+                request_id,
+                error,
+                ..
+            } => {
+                debug!(%peer, %error, "mailbox request failed");
+                if !self.relays.fetches.remove(&request_id) {
+                    self.on_put_result(PutId::Hold(request_id), false);
+                }
+            }
+            request_response::Event::InboundFailure { peer, error, .. } => {
+                debug!(%peer, %error, "inbound mailbox request failed");
+            }
+            request_response::Event::ResponseSent { .. } => {}
+        }
+    }
+
+    fn answer_mailbox_request(&mut self, peer: PeerId, request: MailboxRequest) -> MailboxOutcome {
+        if request.v != VERSION {
+            return MailboxOutcome::Refused {
+                reason: format!(
+                    "mailbox protocol version {}; this node speaks {VERSION}",
+                    request.v
+                ),
+            };
+        }
+        match request.op {
+            MailboxOp::Hold { key, record } => {
+                let key = RecordKey::new(&key.as_slice());
+                match self.hold_record(&key, &record) {
+                    Ok(()) => MailboxOutcome::Held,
+                    Err(reason) => {
+                        self.refused_put(peer, reason.clone());
+                        MailboxOutcome::Refused { reason }
+                    }
+                }
+            }
+            MailboxOp::Fetch { key } => {
+                let key = RecordKey::new(&key.as_slice());
+                let record = self
+                    .swarm
+                    .behaviour_mut()
+                    .kad
+                    .store_mut()
+                    .get(&key)
+                    .map(|r| ByteBuf::from(r.value.clone()));
+                MailboxOutcome::Record { record }
+            }
+        }
+    }
+
+    /// A relay node: what its stored mailboxes are, served to the DHT from the start.
+    pub(super) fn load_durable_mailboxes(&mut self) {
+        let Role::Relay(spec) = &self.role else {
+            return;
+        };
+        let store = spec.store.clone();
+        let mut loaded = 0usize;
+        for key in store.keys() {
+            let Some(value) = store.get(&key) else {
+                continue;
+            };
+            let record = Record {
+                key: RecordKey::new(&key),
+                value,
+                publisher: None,
+                expires: None,
+            };
+            match self.swarm.behaviour_mut().kad.store_mut().put(record) {
+                Ok(()) => loaded += 1,
+                Err(e) => {
+                    warn!("mailbox not served to the DHT (still held on disk): {e}");
+                    break;
+                }
+            }
+        }
+        info!(mailboxes = loaded, "relay: stored mailboxes loaded");
+    }
+
+    /// A relay node listens on `address`: with no configured external address, a
+    /// specific (not wildcard) listen address is taken as one, so the relay server —
+    /// disabled by libp2p until it has an external address — serves on a LAN or
+    /// loopback too.
+    pub(super) fn relay_listen_addr(&mut self, address: &Multiaddr) {
+        if !self.config.relay_server || !self.config.external_addrs.is_empty() {
+            return;
+        }
+        let wildcard = address.iter().any(|p| match p {
+            Protocol::Ip4(ip) => ip.is_unspecified(),
+            Protocol::Ip6(ip) => ip.is_unspecified(),
+            _ => false,
+        });
+        if !wildcard {
+            self.swarm.add_external_address(address.clone());
+        }
+    }
+
+    pub(super) fn on_relay_server(&mut self, event: relay::Event) {
+        match event {
+            relay::Event::ReservationReqAccepted { src_peer_id, .. } => {
+                debug!(peer = %src_peer_id, "reservation accepted");
+                if self.relays.reservations.len() < MAX_SERVED {
+                    self.relays.reservations.insert(src_peer_id);
+                }
+            }
+            relay::Event::ReservationClosed { src_peer_id }
+            | relay::Event::ReservationTimedOut { src_peer_id } => {
+                self.relays.reservations.remove(&src_peer_id);
+            }
+            relay::Event::CircuitReqAccepted { .. } => {
+                self.relays.circuits = (self.relays.circuits + 1).min(MAX_SERVED);
+            }
+            relay::Event::CircuitClosed { .. } => {
+                self.relays.circuits = self.relays.circuits.saturating_sub(1);
+            }
+            other => debug!(?other, "relay server"),
+        }
+    }
+}

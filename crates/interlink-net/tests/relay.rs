@@ -1,0 +1,352 @@
+//! Relays in process: a relay node with a durable store (here an in-memory one that
+//! merges like the real one), sessions that use it for mailbox copies and fetches, and
+//! hostile `hold` requests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use interlink_core::{
+    Identity, SessionId,
+    mailbox::{self, Mailbox},
+    trust::PeerPolicy,
+    wire::{DeliveryMode, HostKind, SessionAddr},
+};
+use interlink_net::{
+    Config, Delivery, DurableMailboxes, Handle, Node, OutgoingMessage, Refusal, RelaySpec, Role,
+    SendOutcome, SessionSpec,
+    inbox::{self, INBOX_FILE},
+};
+use libp2p::{Multiaddr, PeerId, multiaddr::Protocol};
+
+/// A durable store kept in memory: verifies and merges exactly as a relay must.
+#[derive(Debug, Default)]
+struct MemoryDurable {
+    records: Mutex<HashMap<[u8; 32], Vec<u8>>>,
+    holds: Mutex<usize>,
+}
+
+impl DurableMailboxes for MemoryDurable {
+    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<Vec<u8>, Refusal> {
+        let cfg = mailbox::Config::default();
+        let refuse = |label, reason: String| Refusal { label, reason };
+        let (mut mb, rejected) = Mailbox::decode(record, now_ms, &cfg)
+            .map_err(|e| refuse("malformed", e.to_string()))?;
+        if let Some(first) = rejected.first() {
+            return Err(refuse("invalid_entry", first.to_string()));
+        }
+        if mb.record_key() != *key {
+            return Err(refuse(
+                "wrong_mailbox",
+                "record key does not match the mailbox".into(),
+            ));
+        }
+        let mut records = self.records.lock().unwrap();
+        if let Some(held) = records.get(key) {
+            let (held, _) = Mailbox::decode(held, now_ms, &cfg).unwrap();
+            mb.merge(&held, now_ms, &cfg).unwrap();
+        }
+        let merged = mb.encode();
+        records.insert(*key, merged.clone());
+        *self.holds.lock().unwrap() += 1;
+        Ok(merged)
+    }
+
+    fn get(&self, key: &[u8; 32]) -> Option<Vec<u8>> {
+        self.records.lock().unwrap().get(key).cloned()
+    }
+
+    fn keys(&self) -> Vec<[u8; 32]> {
+        self.records.lock().unwrap().keys().copied().collect()
+    }
+}
+
+fn memory(port: u64) -> Multiaddr {
+    format!("/memory/{port}").parse().unwrap()
+}
+
+fn relay_node(port: u64, store: Arc<MemoryDurable>) -> (Node, Multiaddr) {
+    let key = libp2p::identity::Keypair::generate_ed25519();
+    let addr = memory(port).with(Protocol::P2p(key.public().to_peer_id()));
+    let config = Config {
+        listen: vec![memory(port)],
+        mdns: false,
+        relay_server: true,
+        ..Config::default()
+    };
+    let swarm = interlink_net::build_swarm(key, &config).unwrap();
+    let node = Node::spawn(swarm, config, Role::Relay(RelaySpec { store })).unwrap();
+    (node, addr)
+}
+
+struct Session {
+    node: Node,
+    addr: SessionAddr,
+    dir: tempfile::TempDir,
+}
+
+fn session(
+    dir: tempfile::TempDir,
+    port: u64,
+    seed: u8,
+    name: &str,
+    peer: &Identity,
+    relay: &Multiaddr,
+) -> Session {
+    let identity = Arc::new(Identity::from_seed(&[seed; 32]));
+    let session = SessionId::new(name).unwrap();
+    let mut policy = PeerPolicy::new();
+    policy.add("peer", peer.public()).unwrap();
+    let config = Config {
+        listen: vec![memory(port)],
+        relays: vec![relay.clone()],
+        mdns: false,
+        delivery: Delivery {
+            inbox_dir: Some(dir.path().to_owned()),
+            policy,
+        },
+        ..Config::default()
+    };
+    let key = identity.transport_keypair(&session).unwrap();
+    let swarm = interlink_net::build_swarm(key, &config).unwrap();
+    let addr = SessionAddr {
+        key: identity.public(),
+        session: session.clone(),
+    };
+    let role = Role::Session(Box::new(SessionSpec {
+        identity,
+        session,
+        cwd: "/tmp".into(),
+        git_label: None,
+        summary: String::new(),
+        host: HostKind::Other,
+        delivery: DeliveryMode::Poll,
+    }));
+    Session {
+        node: Node::spawn(swarm, config, role).unwrap(),
+        addr,
+        dir,
+    }
+}
+
+async fn wait_sessions(h: &Handle, want: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: usize = h
+            .roster()
+            .await
+            .unwrap()
+            .iter()
+            .map(|i| i.sessions.len())
+            .sum();
+        if n == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "roster at {n}, not {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn texts(dir: &tempfile::TempDir) -> Vec<String> {
+    inbox::read_from(&dir.path().join(INBOX_FILE), 0)
+        .map(|(e, _)| e.into_iter().filter_map(|e| e.text).collect())
+        .unwrap_or_default()
+}
+
+/// A message queued while the recipient is down is confirmed by the relay's durable
+/// hold; the sender leaves; the recipient, knowing only the relay, gets it from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_holds_mail_durably_and_hands_it_to_the_returning_recipient() {
+    let base = 60_000 + u64::from(std::process::id() % 1000) * 10;
+    let store = Arc::new(MemoryDurable::default());
+    let (relay, relay_addr) = relay_node(base, store.clone());
+    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let alice = session(
+        tempfile::tempdir().unwrap(),
+        base + 1,
+        1,
+        "alice-1",
+        &bob_id,
+        &relay_addr,
+    );
+    let bob = session(
+        tempfile::tempdir().unwrap(),
+        base + 2,
+        2,
+        "bob-1",
+        &alice_id,
+        &relay_addr,
+    );
+    // The relay never announces itself, yet both sessions see each other through it.
+    wait_sessions(&alice.node.handle(), 2).await;
+    wait_sessions(&relay.handle(), 2).await;
+    // Both took a circuit reservation on the relay and listen through it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let served = relay
+            .handle()
+            .diagnostics()
+            .await
+            .unwrap()
+            .served_reservations;
+        let circuit = alice
+            .node
+            .handle()
+            .diagnostics()
+            .await
+            .unwrap()
+            .relay_reservations;
+        if served == 2 && !circuit.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "reservations: relay serves {served}, alice listens on {circuit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let Session {
+        node,
+        dir: bob_dir,
+        addr: bob_addr,
+    } = bob;
+    node.abort();
+    let outcome = alice
+        .node
+        .handle()
+        .send(OutgoingMessage::text(bob_addr.clone(), "kept by the relay"))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, SendOutcome::Queued { .. }), "{outcome:?}");
+    let settled = alice
+        .node
+        .handle()
+        .settle(Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(settled.stored_remotely >= 1, "{settled:?}");
+    let key = mailbox::record_key(&bob_addr.key, &bob_addr.session);
+    assert!(store.get(&key).is_some(), "the relay committed the mailbox");
+    alice.node.shutdown().await;
+
+    let bob = session(bob_dir, base + 3, 2, "bob-1", &alice_id, &relay_addr);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while texts(&bob.dir) != ["kept by the relay"] {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "inbox: {:?}",
+            texts(&bob.dir)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Bob's ack reaches the relay's store: nothing pending there any more.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (held, _) = Mailbox::decode(
+            &store.get(&key).unwrap(),
+            interlink_net::now_ms(),
+            &Default::default(),
+        )
+        .unwrap();
+        if held.is_empty() && !held.acked_ids().is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the relay never got the ack"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    bob.node.shutdown().await;
+    relay.shutdown().await;
+}
+
+/// Hostile `hold`s (garbage, a copy under another mailbox's key) are refused with the
+/// reason, counted, and leave the store untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_refuses_hostile_holds() {
+    use futures::StreamExt as _;
+    use interlink_core::wire::{MailboxOp, MailboxOutcome, MailboxRequest, VERSION};
+    use interlink_net::behaviour::BehaviourEvent;
+    use libp2p::{request_response, swarm::SwarmEvent};
+
+    let base = 61_000 + u64::from(std::process::id() % 1000) * 10;
+    let store = Arc::new(MemoryDurable::default());
+    let (relay, relay_addr) = relay_node(base, store.clone());
+    let relay_peer: PeerId = relay.handle().peer_id();
+    let config = Config {
+        listen: vec![memory(base + 1)],
+        mdns: false,
+        ..Config::default()
+    };
+    let mut evil =
+        interlink_net::build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    evil.add_peer_address(relay_peer, relay_addr.clone());
+
+    let owner = Identity::from_seed(&[7; 32]);
+    let other = mailbox::record_key(&owner.public(), &SessionId::new("other").unwrap());
+    let empty = Mailbox::new(owner.public(), SessionId::new("victim").unwrap()).encode();
+    let cases: Vec<(Vec<u8>, Vec<u8>, &str)> = vec![
+        (other.to_vec(), b"not cbor at all".to_vec(), "malformed"),
+        (other.to_vec(), empty, "does not match"),
+    ];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for (key, record, label) in cases {
+        let id = evil.behaviour_mut().mailbox.send_request(
+            &relay_peer,
+            MailboxRequest {
+                v: VERSION,
+                op: MailboxOp::Hold {
+                    key: key.into(),
+                    record: record.into(),
+                },
+            },
+        );
+        let outcome = loop {
+            let ev = tokio::time::timeout_at(deadline, evil.select_next_some())
+                .await
+                .expect("no answer from the relay");
+            match ev {
+                SwarmEvent::Behaviour(BehaviourEvent::Mailbox(
+                    request_response::Event::Message {
+                        message:
+                            request_response::Message::Response {
+                                request_id,
+                                response,
+                            },
+                        ..
+                    },
+                )) if request_id == id => break response.outcome,
+                SwarmEvent::Behaviour(BehaviourEvent::Mailbox(
+                    request_response::Event::OutboundFailure { error, .. },
+                )) => panic!("{error}"),
+                _ => {}
+            }
+        };
+        match outcome {
+            MailboxOutcome::Refused { reason } => {
+                assert!(reason.contains(label), "{label}: {reason}")
+            }
+            other => panic!("{label}: expected a refusal, got {other:?}"),
+        }
+    }
+    assert!(store.keys().is_empty());
+    assert_eq!(
+        relay
+            .handle()
+            .diagnostics()
+            .await
+            .unwrap()
+            .mailbox_puts_refused,
+        2
+    );
+    relay.shutdown().await;
+}
