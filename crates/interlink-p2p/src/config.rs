@@ -18,6 +18,10 @@ pub const ENV_NETWORK: &str = "INTERLINK_NETWORK";
 pub const ENV_LISTEN: &str = "INTERLINK_LISTEN";
 /// Comma-separated bootstrap multiaddrs (`/p2p/<id>` suffix optional).
 pub const ENV_BOOTSTRAP: &str = "INTERLINK_BOOTSTRAP";
+/// Comma-separated relay multiaddrs, each ending in `/p2p/<relay id>`.
+pub const ENV_RELAY: &str = "INTERLINK_RELAY";
+/// The listen value that means "no direct listener: reachable through relays only".
+pub const LISTEN_NONE: &str = "none";
 /// `0` (or `false`, `off`, `no`) turns mDNS off.
 pub const ENV_MDNS: &str = "INTERLINK_MDNS";
 /// Test only: the live window in milliseconds (default 90 s).
@@ -36,6 +40,8 @@ pub struct Flags {
     pub listen: Vec<String>,
     /// `--bootstrap`, repeatable, each possibly comma-separated.
     pub bootstrap: Vec<String>,
+    /// `--relay`, repeatable, each possibly comma-separated.
+    pub relay: Vec<String>,
     /// `--no-mdns`.
     pub no_mdns: bool,
 }
@@ -85,10 +91,31 @@ pub fn build(
         network: network(flags, env)?,
         ..interlink_net::Config::default()
     };
-    if let Some(listen) = addr_list(&flags.listen, "--listen", ENV_LISTEN, env, check_listen)? {
+    config.relays = addr_list(&flags.relay, "--relay", ENV_RELAY, env, check_relay)?
+        .unwrap_or_default();
+    let listen_none = match flags.listen.as_slice() {
+        [one] => one.trim() == LISTEN_NONE,
+        [] => env(ENV_LISTEN).is_some_and(|v| v.trim() == LISTEN_NONE),
+        _ => false,
+    };
+    if listen_none {
+        if config.relays.is_empty() {
+            return Err(ConfigError::Value {
+                var: ENV_LISTEN.into(),
+                value: LISTEN_NONE.into(),
+                reason: format!(
+                    "a session that listens nowhere is reachable only through a relay; set \
+                     {ENV_RELAY} too"
+                ),
+            });
+        }
+        config.listen = Vec::new();
+    } else if let Some(listen) =
+        addr_list(&flags.listen, "--listen", ENV_LISTEN, env, check_listen)?
+    {
         config.listen = listen;
     }
-    if config.listen.is_empty() {
+    if config.listen.is_empty() && !listen_none {
         let (var, value) = if flags.listen.is_empty() {
             (ENV_LISTEN, env(ENV_LISTEN).unwrap_or_default())
         } else {
@@ -173,6 +200,15 @@ fn check_bootstrap(addr: &Multiaddr) -> Result<(), &'static str> {
             Err("expected a transport address, optionally ending in /p2p/<peer id>")
         }
         Some(_) => Ok(()),
+    }
+}
+
+/// A relay address is dialled and named: a transport address ending in `/p2p/<id>`.
+fn check_relay(addr: &Multiaddr) -> Result<(), &'static str> {
+    check_bootstrap(addr)?;
+    match addr.iter().last() {
+        Some(Protocol::P2p(_)) => Ok(()),
+        _ => Err("a relay address must end in /p2p/<relay peer id>"),
     }
 }
 
@@ -287,6 +323,26 @@ mod tests {
     }
 
     #[test]
+    fn relays_need_their_peer_id_and_allow_listening_nowhere() {
+        let relay = "/ip4/10.0.0.9/tcp/4001/p2p/12D3KooWGzhDPTTsdwrqJBu5Mmw4RkqNsvn8BxMSsqjfCz8qGc7N";
+        let c = build(
+            &Flags::default(),
+            env(&[(ENV_RELAY, relay), (ENV_LISTEN, "none")]),
+        )
+        .unwrap();
+        assert_eq!(c.relays.len(), 1);
+        assert!(c.listen.is_empty());
+        let err = build(
+            &Flags::default(),
+            env(&[(ENV_RELAY, "/ip4/10.0.0.9/tcp/4001")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("/p2p/<relay peer id>"), "{err}");
+        let err = build(&Flags::default(), env(&[(ENV_LISTEN, "none")])).unwrap_err();
+        assert!(err.to_string().contains(ENV_RELAY), "{err}");
+    }
+
+    #[test]
     fn defaults_without_flags_or_environment() {
         let c = build(&Flags::default(), env(&[])).unwrap();
         assert_eq!(c.network.as_str(), "default");
@@ -328,6 +384,7 @@ mod tests {
                 "/ip4/127.0.0.1/tcp/1".into(),
                 "/ip4/127.0.0.1/tcp/2,/ip4/127.0.0.1/tcp/3".into(),
             ],
+            relay: Vec::new(),
             no_mdns: true,
         };
         let c = build(

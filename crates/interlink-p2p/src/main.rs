@@ -33,6 +33,10 @@ struct NetArgs {
     /// comma-separated [env: INTERLINK_BOOTSTRAP]
     #[arg(long, value_name = "MULTIADDR")]
     bootstrap: Vec<String>,
+    /// Relay multiaddr ending in `/p2p/<id>`: bootstrap, circuit reservation, durable
+    /// mailbox copies; repeatable or comma-separated [env: INTERLINK_RELAY]
+    #[arg(long, value_name = "MULTIADDR")]
+    relay: Vec<String>,
     /// Turn mDNS discovery off [env: INTERLINK_MDNS=0]
     #[arg(long)]
     no_mdns: bool,
@@ -44,6 +48,7 @@ impl NetArgs {
             network: self.network.clone(),
             listen: self.listen.clone(),
             bootstrap: self.bootstrap.clone(),
+            relay: self.relay.clone(),
             no_mdns: self.no_mdns,
         };
         Ok(config::build(&flags, |k| std::env::var(k).ok())?)

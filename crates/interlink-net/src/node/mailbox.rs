@@ -214,9 +214,44 @@ impl Actor {
         if let Some(held) = self.held_mailbox(key) {
             let _ = mb.merge(held, now, &cfg);
         }
-        self.store_record(key, mb.encode())?;
+        let encoded = mb.encode();
+        self.store_record(key, encoded.clone())?;
+        let owner = mb.address();
+        let pending = !mb.is_empty();
+        debug!(%owner, pending = mb.len(), acked = mb.acked_ids().len(), "holding a mailbox copy");
         self.mailboxes.held.insert(key.clone(), mb);
+        if Some(&owner) == self.own_addr().as_ref() {
+            // Our own mailbox, handed to us (a holder's push): deliver it now.
+            self.on_own_copy(&encoded);
+        } else if pending {
+            self.push_to_owner(&owner, key, encoded);
+        }
         Ok(())
+    }
+
+    /// Hands a mailbox copy with pending mail straight to its owner if it is connected
+    /// here. A stopped owner reads the request the moment it resumes — before its wake
+    /// detection or its next poll would fetch — like the predecessor's open long-poll.
+    fn push_to_owner(&mut self, owner: &SessionAddr, key: &RecordKey, record: Vec<u8>) {
+        let Some(peer) = self.roster.get(owner).and_then(|a| a.body().peer_id()) else {
+            return;
+        };
+        if !self.peers.contains_key(&peer) {
+            return;
+        }
+        let request = interlink_core::wire::MailboxRequest {
+            v: VERSION,
+            op: interlink_core::wire::MailboxOp::Hold {
+                key: serde_bytes::ByteBuf::from(key.to_vec()),
+                record: serde_bytes::ByteBuf::from(record),
+            },
+        };
+        // The answer (or a timeout while the owner sleeps) needs no handling.
+        let _ = self
+            .swarm
+            .behaviour_mut()
+            .mailbox
+            .send_request(&peer, request);
     }
 
     fn store_record(&mut self, key: &RecordKey, value: Vec<u8>) -> Result<(), String> {
@@ -396,6 +431,11 @@ impl Actor {
                 Err(e) => warn!("cannot sign ack: {e}"),
             }
         }
+        debug!(
+            acked = fetch.handled.len() - fetch.acked,
+            pending = fetch.gathered.len(),
+            "acking delivered mail"
+        );
         fetch.acked = fetch.handled.len();
         self.publish_mailbox(fetch.gathered.clone());
     }
