@@ -1,7 +1,19 @@
-//! The MCP server of an interlink-p2p session.
+//! The MCP server of an interlink-p2p session, and the local state files the agent
+//! side reads.
 //!
-//! This crate will hold the rmcp stdio server the agent host starts (`interlink-p2p
-//! mcp`): the tools (`whoami`, `discover`, `send_message`, …) over the network handle
-//! of `interlink-net`, and the local state files (inbox, cursor, peers.json) the
-//! agent-side delivery paths read. It is built by the MCP issue; nothing here yet.
+//! Local state, under the home directory ([`paths`]):
+//! - `peers.json` — who may message this user ([`policy`], edited through [`peers`]);
+//!   shared by every session of the user and the operator's `peer` command.
+//!
+//! [`session`] starts a session node (shared with `interlink-p2p run` and `send`);
+//! [`route`] applies the routing rules to the roster.
 #![deny(missing_docs)]
+
+mod files;
+pub mod paths;
+pub mod peers;
+pub mod policy;
+pub mod route;
+pub mod session;
+
+pub use route::route;
