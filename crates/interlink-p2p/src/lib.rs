@@ -10,6 +10,8 @@
 //!   the roster view is in [`route`].
 //! - `inbox` ([`inbox`]): a session's delivered messages.
 //! - `peer` ([`peer`]): the peers policy, `peers.json` ([`policy`]).
+//! - `mcp` ([`mcp`]): the MCP server of an agent session; `wait` ([`wait`]): the
+//!   Claude Code Stop hook.
 //! - `peers` ([`peers`]): an observer's view of the overlay.
 //! - `probe` ([`probe`]): a sessionless check of one address.
 //! - [`config`] builds the node configuration from flags and the environment.
@@ -22,11 +24,13 @@
 pub mod config;
 pub mod demo;
 pub mod inbox;
+pub mod mcp;
 pub mod peer;
 pub mod peers;
 pub mod probe;
 pub mod run;
 pub mod send;
+pub mod wait;
 
 pub use interlink_mcp::{paths, policy, route, session::os_rng};
 
