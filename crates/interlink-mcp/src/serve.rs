@@ -168,6 +168,7 @@ async fn run_node(
     };
     // Read the policy before the node exists: a malformed file stops the node rather
     // than letting it run with a policy nobody wrote.
+    let watcher = policy::Watcher::new(&home);
     let policy = match policy::load(&home) {
         Ok(p) => p,
         Err(e) => return fail(e.to_string()),
@@ -198,7 +199,7 @@ async fn run_node(
                 handle: handle.clone(),
                 listen,
             })));
-            session::follow_policy(&home, handle, cancel.clone()).await;
+            session::follow_policy(watcher, handle, cancel.clone()).await;
         }
     }
     node.shutdown().await;

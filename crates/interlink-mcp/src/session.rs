@@ -188,12 +188,18 @@ fn same_shape(configured: &Multiaddr, actual: &Multiaddr) -> bool {
             .all(|(c, a)| c.tag() == a.tag())
 }
 
-/// Keeps the node's peers policy in step with `<home>/peers.json` until `cancel` fires
-/// or the node stops: the file is checked every [`POLICY_POLL`]; a file that does not
-/// parse keeps the policy in force (a half-edited file must neither open the gate nor
-/// lock everyone out).
-pub async fn follow_policy(home: &Path, handle: Handle, cancel: CancellationToken) {
-    let mut watcher = policy::Watcher::new(home);
+/// Keeps the node's peers policy in step with `peers.json` until `cancel` fires or the
+/// node stops: the file is checked every [`POLICY_POLL`]; a file that does not parse
+/// keeps the policy in force (a half-edited file must neither open the gate nor lock
+/// everyone out).
+///
+/// Create `watcher` *before* reading the policy the node starts with, so an edit made
+/// in between is noticed rather than taken as already read.
+pub async fn follow_policy(
+    mut watcher: policy::Watcher,
+    handle: Handle,
+    cancel: CancellationToken,
+) {
     let mut poll = tokio::time::interval(POLICY_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -64,6 +64,7 @@ pub async fn run(
     info!(%session, ?source, "session id");
     // Read the policy before the node exists: a malformed file stops the session
     // rather than letting it run with a policy nobody wrote.
+    let watcher = policy::Watcher::new(home);
     config.delivery = Delivery {
         inbox_dir: Some(paths::session_dir(home, &session)?),
         policy: policy::load(home)?,
@@ -101,7 +102,7 @@ pub async fn run(
         _ = term.recv() => info!("SIGTERM: shutting down"),
         _ = int.recv() => info!("SIGINT: shutting down"),
         // Returns only if the node stopped on its own.
-        () = follow_policy(home, handle, cancel.clone()) => {}
+        () = follow_policy(watcher, handle, cancel.clone()) => {}
     }
     cancel.cancel();
     node.shutdown().await;
