@@ -148,6 +148,21 @@ impl Context {
         }
     }
 
+    /// Pushes `peers.json` into this session's node at once, after this server edited
+    /// it (other sessions notice the file within a second). A node still starting reads
+    /// the file itself.
+    pub async fn refresh_policy(&self) {
+        let ready = match &*self.node.borrow() {
+            NodeStatus::Ready(r) => Some(r.clone()),
+            _ => None,
+        };
+        if let Some(r) = ready
+            && let Ok(policy) = crate::policy::load(&self.home)
+        {
+            let _ = r.handle.set_policy(policy).await;
+        }
+    }
+
     /// The roster, from the node.
     pub async fn roster(&self) -> Result<Vec<IdentityView>, ToolError> {
         Ok(self.ready().await?.handle.roster().await?)

@@ -207,6 +207,9 @@ impl Server {
     #[tool(annotations(read_only_hint = true))]
     async fn receive_messages(&self, Parameters(args): Parameters<ReceiveArgs>) -> CallToolResult {
         let ctx = &self.ctx;
+        // The channel forwarder marks what it pushed under this lock: wait for it, so a
+        // pushed message is never also returned here.
+        let guard = ctx.read_lock.lock().await;
         let result = (|| {
             let limit = match args.limit {
                 None => DEFAULT_RECEIVE_LIMIT,
@@ -246,6 +249,7 @@ impl Server {
             }
             Ok((text, json!({ "messages": messages, "more": more })))
         })();
+        drop(guard);
         match result {
             Ok((text, value)) => ctx.ok(text, value),
             Err(e) => ctx.error(e),
@@ -376,10 +380,11 @@ impl Server {
         let ctx = &self.ctx;
         match peers::add(&ctx.home, args.name.trim(), &args.key) {
             Ok((key, added)) => {
+                ctx.refresh_policy().await;
                 let already = added == peers::Added::AlreadyPeer;
                 ctx.ok(
                     format!(
-                        "{} {} ({}); running sessions pick it up within a second",
+                        "{} {} ({}); this session applies it now, the user's other sessions within a second",
                         if already { "already a peer:" } else { "added" },
                         args.name.trim(),
                         key.fingerprint()
@@ -402,14 +407,17 @@ impl Server {
     async fn remove_peer(&self, Parameters(args): Parameters<RemovePeerArgs>) -> CallToolResult {
         let ctx = &self.ctx;
         match peers::remove(&ctx.home, args.name.trim()) {
-            Ok(key) => ctx.ok(
-                format!("removed {} ({})", args.name.trim(), key.fingerprint()),
-                json!({
-                    "name": args.name.trim(),
-                    "identity_key": key.to_hex(),
-                    "fingerprint": key.fingerprint().to_string(),
-                }),
-            ),
+            Ok(key) => {
+                ctx.refresh_policy().await;
+                ctx.ok(
+                    format!("removed {} ({})", args.name.trim(), key.fingerprint()),
+                    json!({
+                        "name": args.name.trim(),
+                        "identity_key": key.to_hex(),
+                        "fingerprint": key.fingerprint().to_string(),
+                    }),
+                )
+            }
             Err(e) => ctx.error(e.into()),
         }
     }
