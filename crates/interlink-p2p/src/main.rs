@@ -241,7 +241,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let config = net.config()?;
             let home = home()?;
-            runtime()?.block_on(mcp::run(home, session, summary, config))?;
+            let rt = runtime()?;
+            let result = rt.block_on(mcp::run(home, session, summary, config));
+            // The stdin reader is a blocking read that only ends with stdin: after a
+            // SIGTERM, waiting for it would keep the process alive.
+            rt.shutdown_background();
+            result?;
         }
         Command::Wait { session, timeout } => {
             let timeout = timeout.map(|t| seconds("--timeout", t)).transpose()?;
