@@ -95,7 +95,12 @@ async fn paired(
 ) -> (User, User, McpSession, McpSession) {
     let alice = User::new("alice", STEADY).unwrap();
     let bob = User::new("bob", STEADY).unwrap();
+    let spawned = Instant::now();
     let a = start(&alice, a_id, None, &[]).await;
+    // `initialize` does not wait for the node (the target is 50 ms in a release build).
+    let init = spawned.elapsed();
+    eprintln!("spawn to initialized: {init:?}");
+    assert!(init < Duration::from_secs(2), "initialize took {init:?}");
     let boot = loopback_addr(&a).await;
     let b = start(&bob, b_id, Some(&boot), b_env).await;
     a.ok("add_peer", json!({"name": "bob", "key": bob.key}))
@@ -251,6 +256,10 @@ async fn two_sessions_pair_discover_talk_and_acknowledge() {
         assert!(status.success(), "{status}");
         assert!(took < EXIT_BUDGET, "exit took {took:?}");
         eprintln!("exit after stdin close: {took:?}");
+        // Its goodbye: A drops it at once, not after the live window.
+        a.poll("discover", json!({}), deadline(), |v| !session_ids(v).contains("mcp-b"))
+            .await
+            .unwrap();
 
         // Restarted under the same id (through rmcp's child-process transport): what
         // was acknowledged stays acknowledged; a message sent meanwhile is there.

@@ -182,27 +182,20 @@ impl Context {
         Ok(entries)
     }
 
-    /// The footer line, if unread messages wait.
-    pub fn footer(&self) -> Option<String> {
-        let n = self.unread().map(|u| u.len()).unwrap_or(0);
-        (n > 0).then(|| {
-            format!(
-                "[interlink: {n} unread message{} waiting; call receive_messages]",
-                if n == 1 { "" } else { "s" }
-            )
-        })
+    /// The number of unread messages (0 if the inbox cannot be read).
+    fn unread_count(&self) -> usize {
+        self.unread().map(|u| u.len()).unwrap_or(0)
     }
 
     /// A successful result: `text` for the model, `structured` as structuredContent
     /// (with `unread` added), and the footer.
     pub fn ok(&self, text: String, mut structured: Value) -> CallToolResult {
-        let footer = self.footer();
+        let n = self.unread_count();
         if let Value::Object(map) = &mut structured {
-            let n = self.unread().map(|u| u.len()).unwrap_or(0);
             map.insert("unread".into(), json!(n));
         }
         let mut result =
-            CallToolResult::success(vec![ContentBlock::text(with_footer(text, footer))]);
+            CallToolResult::success(vec![ContentBlock::text(with_footer(text, footer(n)))]);
         result.structured_content = Some(structured);
         result
     }
@@ -212,11 +205,21 @@ impl Context {
     pub fn error(&self, e: ToolError) -> CallToolResult {
         let mut result = CallToolResult::error(vec![ContentBlock::text(with_footer(
             e.0.clone(),
-            self.footer(),
+            footer(self.unread_count()),
         ))]);
         result.structured_content = Some(json!({ "error": e.0 }));
         result
     }
+}
+
+/// The footer line, if unread messages wait.
+fn footer(n: usize) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "[interlink: {n} unread message{} waiting; call receive_messages]",
+            if n == 1 { "" } else { "s" }
+        )
+    })
 }
 
 fn with_footer(text: String, footer: Option<String>) -> String {
