@@ -486,3 +486,95 @@ fn a_second_waiter_for_a_session_exits_at_once() {
         "{status}: {err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routing_between_sessions_follows_the_seed_rules() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let alice = User::new("alice", STEADY).unwrap();
+        let bob = User::new("bob", STEADY).unwrap();
+        let b = start(&bob, "rt-b", None, &[]).await;
+        let boot = loopback_addr(&b).await;
+        let x = start(&alice, "rt-a-x", Some(&boot), &[]).await;
+        let y = start(&alice, "rt-a-y", Some(&boot), &[]).await;
+        b.ok("add_peer", json!({"name": "alice", "key": alice.key}))
+            .await
+            .unwrap();
+        x.ok("add_peer", json!({"name": "bob", "key": bob.key}))
+            .await
+            .unwrap();
+        y.ok("list_peers", json!({})).await.unwrap();
+        sees(&b, "rt-a-x").await;
+        sees(&b, "rt-a-y").await;
+        sees(&x, "rt-a-y").await;
+        sees(&y, "rt-a-x").await;
+
+        // Two live sessions and no history: the sender must choose, and is shown both.
+        let e = b
+            .err("send_message", json!({"to": "alice", "text": "which?"}))
+            .await
+            .unwrap();
+        assert!(
+            e.contains("rt-a-x") && e.contains("rt-a-y") && e.contains("session"),
+            "{e}"
+        );
+        // An ambiguous prefix is refused; a unique one is expanded to the full id.
+        let e = b
+            .err(
+                "send_message",
+                json!({"to": "alice", "session": "rt-a-", "text": "?"}),
+            )
+            .await
+            .unwrap();
+        assert!(e.contains("matches several sessions"), "{e}");
+        let (_, sent) = b
+            .ok(
+                "send_message",
+                json!({"to": "alice", "session": "rt-a-y", "text": "to y"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (&sent["session_id"], &sent["route"]),
+            (&json!("rt-a-y"), &json!("exact session id"))
+        );
+
+        // Sessions of one identity reach each other as `self`, without pairing; the
+        // sending session is never a candidate, so the other one is chosen.
+        let (_, to_self) = x
+            .ok("send_message", json!({"to": "self", "text": "sibling"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            (&to_self["status"], &to_self["session_id"]),
+            (&json!("delivered"), &json!("rt-a-y"))
+        );
+        let (_, got) = y.ok("receive_messages", json!({})).await.unwrap();
+        let froms: Vec<&Value> = got["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| &m["from"])
+            .collect();
+        assert_eq!(froms, [&json!("bob"), &json!("self")], "{got}");
+
+        // Sticky: once X has written to bob, bob's reply without `session` goes to X.
+        let (_, _) = x
+            .ok("send_message", json!({"to": "bob", "text": "from x"}))
+            .await
+            .unwrap();
+        b.ok("receive_messages", json!({})).await.unwrap();
+        let (_, reply) = b
+            .ok("send_message", json!({"to": "alice", "text": "back to x"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            (&reply["session_id"], &reply["route"]),
+            (&json!("rt-a-x"), &json!("the peer's last sending session"))
+        );
+        for s in [&b, &x, &y] {
+            assert_eq!(s.non_jsonrpc_stdout(), Vec::<String>::new());
+        }
+    })
+    .await
+    .expect("test deadline");
+}
