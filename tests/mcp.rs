@@ -415,6 +415,11 @@ async fn channel_mode_pushes_each_message_once() {
         let (alice, _bob, a, mut b) = paired("ch-a", "ch-b", &[("INTERLINK_CHANNELS", "1")]).await;
         let (_, who) = b.ok("whoami", json!({})).await.unwrap();
         assert_eq!(who["delivery"], "channel");
+        let instructions = b.client.peer_info().unwrap().instructions.clone().unwrap();
+        assert!(
+            instructions.contains("Channel mode is on"),
+            "{instructions}"
+        );
         sees(&a, "ch-b").await;
         let (_, sent) = a
             .ok(
