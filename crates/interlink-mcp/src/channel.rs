@@ -121,3 +121,48 @@ async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
         Err(e) => warn!("channel mode: marking pushed messages consumed: {e}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use interlink_core::wire::{EnvelopeKind, TaskStatus};
+
+    use super::*;
+
+    #[test]
+    fn meta_names_the_sender_and_leaves_absent_fields_out() {
+        let mut e = InboxEntry {
+            msg_id: "0a".repeat(16),
+            sender: "aa".repeat(32),
+            sender_fingerprint: "0000-0000-0000".into(),
+            sender_session: "s1".into(),
+            reply_to: format!("{}#s1", "aa".repeat(32)),
+            kind: EnvelopeKind::Message,
+            task_id: Some("t".into()),
+            status: Some(TaskStatus::NeedsInput),
+            in_reply_to: None,
+            sent_at: 1,
+            received_at: 2,
+            text: Some("hi".into()),
+        };
+        let n = notification(&e, Some("alice"));
+        assert_eq!(n.method, CHANNEL_METHOD);
+        let p = n.params.unwrap();
+        assert_eq!(p["content"], "hi");
+        assert_eq!(
+            p["meta"],
+            json!({
+                "sender": "alice", "sender_key": "aa".repeat(32),
+                "sender_fingerprint": "0000-0000-0000", "session": "s1",
+                "msg_id": "0a".repeat(16), "task_id": "t", "status": "needs_input",
+            })
+        );
+        e.task_id = None;
+        e.status = None;
+        let p = notification(&e, None).params.unwrap();
+        let keys: Vec<&String> = p["meta"].as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["msg_id", "sender_fingerprint", "sender_key", "session"]
+        );
+    }
+}
