@@ -1,7 +1,8 @@
 //! Helpers for the end-to-end tests: finding the built binaries, running them as
-//! guarded child processes ([`process`]), and users with their own home directories
-//! driving the CLI ([`user`]).
+//! guarded child processes ([`process`]), users with their own home directories
+//! driving the CLI ([`user`]), and MCP sessions driven by an MCP client ([`mcp_session`]).
 
+pub mod mcp_session;
 pub mod process;
 pub mod user;
 

@@ -1,7 +1,42 @@
-//! The MCP server of an interlink-p2p session.
+//! The MCP server of an interlink-p2p session, and the local state files the agent
+//! side reads.
 //!
-//! This crate will hold the rmcp stdio server the agent host starts (`interlink-p2p
-//! mcp`): the tools (`whoami`, `discover`, `send_message`, …) over the network handle
-//! of `interlink-net`, and the local state files (inbox, cursor, peers.json) the
-//! agent-side delivery paths read. It is built by the MCP issue; nothing here yet.
+//! An agent host (Claude Code, Codex) starts `interlink-p2p mcp` once per agent
+//! session; that command calls [`serve::serve_stdio`]: an rmcp server on stdio whose
+//! tools ([`tools`]) drive the session's libp2p node (`interlink-net`) through its
+//! handle. The node starts in the background so `initialize` is answered at once.
+//!
+//! Local state, under the home directory ([`paths`]):
+//! - `peers.json` — who may message this user ([`policy`], edited through [`peers`]);
+//!   shared by every session of the user and the operator's `peer` command;
+//! - `sessions/<id>/inbox.jsonl` — delivered messages, written by the node;
+//! - `sessions/<id>/read.json` — what the agent has consumed ([`read_state`]);
+//! - `sessions/<id>/wait.lock` — held by the Stop hook's waiter ([`wait`]).
+//!
+//! Delivery into the agent: the inbox plus the footer on every tool result and the
+//! Stop hook (`interlink-p2p wait`, [`wait`]); or, in channel mode ([`channel`]), a
+//! `notifications/claude/channel` notification per message.
+//!
+//! [`session`] starts a session node (shared with `interlink-p2p run` and `send`);
+//! [`route`] applies the routing rules to the roster.
 #![deny(missing_docs)]
+
+pub mod channel;
+mod files;
+pub mod paths;
+pub mod peers;
+pub mod policy;
+pub mod read_state;
+pub mod render;
+pub mod route;
+pub mod routes;
+mod send;
+pub mod serve;
+pub mod server;
+pub mod session;
+pub mod tools;
+pub mod wait;
+
+pub use route::route;
+pub use serve::{Options, ServeError, serve_stdio};
+pub use server::{Context, INSTRUCTIONS, Server};

@@ -182,6 +182,16 @@ impl Inbox {
 /// Reads the entries after byte `offset` of an inbox file; returns them and the offset
 /// after the last complete line (a reader's cursor). A missing file reads as empty.
 pub fn read_from(path: &Path, offset: u64) -> Result<(Vec<InboxEntry>, u64), InboxError> {
+    let (entries, end) = read_positioned_from(path, offset)?;
+    Ok((entries.into_iter().map(|(e, _)| e).collect(), end))
+}
+
+/// Like [`read_from`], with each entry the offset just after its line, so a reader
+/// can move its cursor past a prefix of the entries (e.g. the ones it has consumed).
+pub fn read_positioned_from(
+    path: &Path,
+    offset: u64,
+) -> Result<(Vec<(InboxEntry, u64)>, u64), InboxError> {
     let io_err = |source| InboxError::Io {
         path: path.to_owned(),
         source,
@@ -205,7 +215,7 @@ pub fn read_from(path: &Path, offset: u64) -> Result<(Vec<InboxEntry>, u64), Inb
         pos += n as u64;
         // A line that does not parse is skipped rather than blocking every later one.
         if let Ok(e) = serde_json::from_slice::<InboxEntry>(&line) {
-            entries.push(e);
+            entries.push((e, pos));
         }
     }
     Ok((entries, pos))

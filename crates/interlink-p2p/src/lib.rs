@@ -10,38 +10,40 @@
 //!   the roster view is in [`route`].
 //! - `inbox` ([`inbox`]): a session's delivered messages.
 //! - `peer` ([`peer`]): the peers policy, `peers.json` ([`policy`]).
+//! - `mcp` ([`mcp`]): the MCP server of an agent session; `wait` ([`wait`]): the
+//!   Claude Code Stop hook.
 //! - `peers` ([`peers`]): an observer's view of the overlay.
 //! - `probe` ([`probe`]): a sessionless check of one address.
 //! - [`config`] builds the node configuration from flags and the environment.
+//!
+//! The local state files (`peers.json`, the inbox read state), session start-up and
+//! routing are in `interlink-mcp`, shared with the MCP server; [`paths`], [`policy`]
+//! and [`route`] are re-exported from there.
 #![warn(missing_docs)]
 
 pub mod config;
 pub mod demo;
 pub mod inbox;
-pub mod paths;
+pub mod mcp;
 pub mod peer;
 pub mod peers;
-pub mod policy;
 pub mod probe;
-pub mod route;
 pub mod run;
 pub mod send;
+pub mod wait;
+
+pub use interlink_mcp::{paths, policy, route, session::os_rng};
 
 use std::path::Path;
 
 use anyhow::Context as _;
-use interlink_core::{Identity, keyfile};
-
-/// The operating system's random number generator, as the core's `CryptoRng`.
-pub fn os_rng() -> rand_core::UnwrapErr<getrandom::SysRng> {
-    rand_core::UnwrapErr(getrandom::SysRng)
-}
+use interlink_core::Identity;
 
 /// Loads this user's identity from `home`, creating it on first use.
 /// Returns whether it was created.
 pub fn load_identity(home: &Path) -> anyhow::Result<(Identity, bool)> {
     let path = paths::identity_path(home);
-    keyfile::load_or_create(&path, &mut os_rng())
+    interlink_mcp::session::load_identity(home)
         .with_context(|| format!("loading the identity from {}", path.display()))
 }
 

@@ -4,7 +4,7 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, time::Duration}
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use interlink_p2p::{config, inbox, peer, peers, probe, run, send};
+use interlink_p2p::{config, inbox, mcp, peer, peers, probe, run, send, wait};
 use libp2p::Multiaddr;
 
 /// Coding-agent sessions that find each other and talk, peer to peer.
@@ -78,6 +78,34 @@ enum Command {
         summary: String,
         #[command(flatten)]
         net: NetArgs,
+    },
+    /// Serve MCP on stdio for one agent session (started by Claude Code or Codex).
+    ///
+    /// Stdout carries only JSON-RPC; logs go to stderr. INTERLINK_CHANNELS=1 pushes each
+    /// message as a notifications/claude/channel notification. Stdin closing, SIGTERM
+    /// or SIGINT end the session (goodbye first).
+    Mcp {
+        /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else random]
+        #[arg(long)]
+        session: Option<String>,
+        /// What this session is doing, as announced to peers.
+        #[arg(long, default_value = "", hide_default_value = true)]
+        summary: String,
+        #[command(flatten)]
+        net: NetArgs,
+    },
+    /// Claude Code Stop hook: wait for an unread message of a session, print it, exit 2.
+    ///
+    /// Reads the hook's JSON from stdin (its `session_id`). Exits 2 after printing the
+    /// unread messages (stdout and stderr), 0 on --timeout, and 0 at once when another
+    /// `wait` for the same session is running.
+    Wait {
+        /// Session id, instead of the hook JSON on stdin.
+        #[arg(long)]
+        session: Option<String>,
+        /// Give up after this many seconds (exit 0) [default: wait indefinitely]
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<f64>,
     },
     /// Join the overlay as an observer and show the sessions and network state.
     Peers {
@@ -210,6 +238,24 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let home = home()?;
             runtime()?.block_on(run::run(&home, config, options, &mut std::io::stdout()))?;
+        }
+        Command::Mcp {
+            session,
+            summary,
+            ref net,
+        } => {
+            let config = net.config()?;
+            let home = home()?;
+            let rt = runtime()?;
+            let result = rt.block_on(mcp::run(home, session, summary, config));
+            // The stdin reader is a blocking read that only ends with stdin: after a
+            // SIGTERM, waiting for it would keep the process alive.
+            rt.shutdown_background();
+            result?;
+        }
+        Command::Wait { session, timeout } => {
+            let timeout = timeout.map(|t| seconds("--timeout", t)).transpose()?;
+            return wait::run(&home()?, session, timeout);
         }
         Command::Peers {
             json,

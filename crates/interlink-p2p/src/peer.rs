@@ -1,16 +1,13 @@
 //! `interlink-p2p peer list|add|remove`: the operator's view and edits of `peers.json`.
 //!
 //! Pairing pins a full identity key under a petname; only pinned keys (and the user's
-//! own sessions) can put a message into a session's inbox. Edits go through
-//! [`policy::edit`] (lock, re-read, atomic replace), and running sessions pick them up
-//! within a second.
+//! own sessions) can put a message into a session's inbox. The edits are
+//! [`interlink_mcp::peers`], the same ones the MCP tools make; running sessions pick
+//! them up within a second.
 
 use std::{io::Write, path::Path};
 
-use anyhow::{Context as _, bail};
-use interlink_core::{IdentityKey, keyfile};
-
-use crate::{paths, policy};
+use interlink_mcp::peers;
 
 /// What `peer` does (also its command-line subcommands: the doc comments are the
 /// `--help` text).
@@ -47,31 +44,16 @@ pub fn run(
     match action {
         Action::List { json } => list(home, json, out, progress),
         Action::Add { name, key } => {
-            let key = parse_key(&key)?;
-            if let Some(own) = own_key(home)
-                && own == key
-            {
-                bail!(
-                    "{} is this user's own identity; its sessions reach each other without \
-                     pairing",
-                    key.fingerprint()
-                );
-            }
-            let added = policy::edit(home, |p| {
-                let already = p.get(&name) == Some(&key);
-                p.add(name.clone(), key)?;
-                Ok(!already)
-            })?;
-            let verb = if added { "added" } else { "already a peer:" };
+            let (key, added) = peers::add(home, &name, &key)?;
+            let verb = match added {
+                peers::Added::Added => "added",
+                peers::Added::AlreadyPeer => "already a peer:",
+            };
             writeln!(out, "{verb} {name} {}", key.fingerprint())?;
             Ok(())
         }
         Action::Remove { name } => {
-            let removed = policy::edit(home, |p| {
-                p.remove(&name).with_context(|| {
-                    format!("no peer is named {name:?} (see `interlink-p2p peer list`)")
-                })
-            })?;
+            let removed = peers::remove(home, &name)?;
             writeln!(out, "removed {name} {}", removed.fingerprint())?;
             Ok(())
         }
@@ -84,15 +66,15 @@ fn list(
     out: &mut impl Write,
     progress: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let peers = policy::load(home)?;
+    let peers = peers::list(home)?;
     if json {
         let list: Vec<_> = peers
             .iter()
-            .map(|(name, key)| {
+            .map(|p| {
                 serde_json::json!({
-                    "name": name,
-                    "identity_key": key.to_hex(),
-                    "fingerprint": key.fingerprint().to_string(),
+                    "name": p.name,
+                    "identity_key": p.key.to_hex(),
+                    "fingerprint": p.key.fingerprint().to_string(),
                 })
             })
             .collect();
@@ -111,34 +93,18 @@ fn list(
         )?;
         return Ok(());
     }
-    let width = peers.iter().map(|(n, _)| n.len()).max().unwrap_or(4).max(4);
+    let width = peers.iter().map(|p| p.name.len()).max().unwrap_or(4).max(4);
     writeln!(out, "{:<width$}  {:<14}  KEY", "NAME", "FINGERPRINT")?;
-    for (name, key) in peers.iter() {
+    for p in &peers {
         writeln!(
             out,
-            "{name:<width$}  {}  {}",
-            key.fingerprint(),
-            key.to_hex()
+            "{:<width$}  {}  {}",
+            p.name,
+            p.key.fingerprint(),
+            p.key.to_hex()
         )?;
     }
     Ok(())
-}
-
-/// A full identity key: 64 hex digits that are a valid Ed25519 point.
-fn parse_key(text: &str) -> anyhow::Result<IdentityKey> {
-    let key: IdentityKey = text.parse().with_context(|| {
-        format!("KEY {text:?} (get it with `interlink-p2p id` on the other side)")
-    })?;
-    key.verifying_key()
-        .with_context(|| format!("KEY {text:?}"))?;
-    Ok(key)
-}
-
-/// The user's own key, if the key file exists and loads. Never creates one.
-fn own_key(home: &Path) -> Option<IdentityKey> {
-    keyfile::load(&paths::identity_path(home))
-        .ok()
-        .map(|i| i.public())
 }
 
 #[cfg(test)]
@@ -163,6 +129,8 @@ mod tests {
             key: key.into(),
         }
     }
+
+    use interlink_core::IdentityKey;
 
     #[test]
     fn add_list_remove_and_their_errors() {

@@ -7,36 +7,27 @@
 //!
 //! The session takes messages from its peers: delivered ones are appended to its inbox
 //! (`<home>/sessions/<session id>/inbox.jsonl`), and the peers policy follows
-//! `peers.json` while it runs.
+//! `peers.json` while it runs. Start-up is shared with the MCP server
+//! ([`interlink_mcp::session`]).
 
 use std::{
     io::Write,
     path::{Path, PathBuf},
-    sync::Arc,
-    time::Duration,
 };
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use interlink_core::{
-    SessionId,
-    limits::{MAX_CWD_BYTES, MAX_GIT_LABEL_BYTES, MAX_SUMMARY_BYTES},
     session,
     wire::{DeliveryMode, HostKind},
 };
-use interlink_net::{Config, Delivery, Handle, Node, Role, SessionSpec};
-use libp2p::{Multiaddr, multiaddr::Protocol};
+use interlink_mcp::session::{Describe, follow_policy, session_spec, start_node, wait_listening};
+use interlink_net::{Config, Delivery};
+use libp2p::multiaddr::Protocol;
 use tokio::signal::unix::{SignalKind, signal};
-use tracing::{info, warn};
+use tokio_util::sync::CancellationToken;
+use tracing::info;
 
 use crate::{paths, policy};
-
-/// How long `run` waits for its listeners before giving up.
-const LISTEN_DEADLINE: Duration = Duration::from_secs(10);
-/// After every configured listener has an address, how long to wait for more
-/// addresses of the same listeners (one per interface for `0.0.0.0`).
-const LISTEN_SETTLE: Duration = Duration::from_millis(150);
-/// How often a running session checks whether `peers.json` changed.
-const POLICY_POLL: Duration = Duration::from_secs(1);
 
 /// What the session announces, besides its identity.
 #[derive(Clone, Debug)]
@@ -73,12 +64,18 @@ pub async fn run(
     info!(%session, ?source, "session id");
     // Read the policy before the node exists: a malformed file stops the session
     // rather than letting it run with a policy nobody wrote.
-    let mut watcher = policy::Watcher::new(home);
+    let watcher = policy::Watcher::new(home);
     config.delivery = Delivery {
         inbox_dir: Some(paths::session_dir(home, &session)?),
         policy: policy::load(home)?,
     };
-    let spec = session_spec(home, session, options.summary, &options.cwd)?;
+    let describe = Describe {
+        summary: options.summary,
+        cwd: options.cwd,
+        host: HostKind::Other,
+        delivery: DeliveryMode::Poll,
+    };
+    let spec = session_spec(home, session, describe)?;
     let node = start_node(spec, &config)?;
     let handle = node.handle();
 
@@ -86,7 +83,7 @@ pub async fn run(
         Ok(addrs) => addrs,
         Err(e) => {
             node.shutdown().await;
-            return Err(e);
+            return Err(e.into());
         }
     };
     let peer = handle.peer_id();
@@ -100,159 +97,14 @@ pub async fn run(
         return Err(e).context("writing the listen addresses");
     }
 
-    let mut poll = tokio::time::interval(POLICY_POLL);
-    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = term.recv() => { info!("SIGTERM: shutting down"); break; }
-            _ = int.recv() => { info!("SIGINT: shutting down"); break; }
-            _ = poll.tick() => match watcher.poll() {
-                None => {}
-                Some(Ok(policy)) => {
-                    info!(peers = policy.len(), "peers.json changed; policy updated");
-                    if handle.set_policy(policy).await.is_err() {
-                        break;
-                    }
-                }
-                // Keep the policy in force: a half-edited file must not open the gate
-                // or lock everyone out.
-                Some(Err(e)) => warn!("keeping the current peers policy: {e:#}"),
-            },
-        }
+    let cancel = CancellationToken::new();
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM: shutting down"),
+        _ = int.recv() => info!("SIGINT: shutting down"),
+        // Returns only if the node stopped on its own.
+        () = follow_policy(watcher, handle, cancel.clone()) => {}
     }
+    cancel.cancel();
     node.shutdown().await;
     Ok(())
-}
-
-/// Derives the session's transport key, builds the swarm and spawns a session node.
-pub(crate) fn start_node(spec: SessionSpec, config: &Config) -> anyhow::Result<Node> {
-    let key = spec
-        .identity
-        .transport_keypair(&spec.session)
-        .context("deriving the transport key")?;
-    info!(session = %spec.session, "starting session");
-    let swarm = interlink_net::build_swarm(key, config)?;
-    Ok(Node::spawn(
-        swarm,
-        config.clone(),
-        Role::Session(Box::new(spec)),
-    )?)
-}
-
-/// Loads the identity and checks everything the session announces.
-pub(crate) fn session_spec(
-    home: &Path,
-    session: SessionId,
-    summary: String,
-    cwd: &Path,
-) -> anyhow::Result<SessionSpec> {
-    let (identity, _) = crate::load_identity(home)?;
-    if summary.len() > MAX_SUMMARY_BYTES {
-        bail!(
-            "--summary is {} bytes; announcements allow at most {MAX_SUMMARY_BYTES}",
-            summary.len()
-        );
-    }
-    if summary.chars().any(char::is_control) {
-        bail!("--summary must not contain control characters (newlines, tabs, escapes)");
-    }
-    let cwd_text = cwd.to_string_lossy().into_owned();
-    if cwd_text.len() > MAX_CWD_BYTES || cwd_text.chars().any(char::is_control) {
-        bail!(
-            "the working directory {cwd_text:?} cannot be announced: at most {MAX_CWD_BYTES} \
-             bytes without control characters"
-        );
-    }
-    Ok(SessionSpec {
-        identity: Arc::new(identity),
-        session,
-        git_label: git_label(cwd),
-        cwd: cwd_text,
-        summary,
-        host: HostKind::Other,
-        delivery: DeliveryMode::Poll,
-    })
-}
-
-/// The name of the git root directory containing `dir` (the nearest ancestor with a
-/// `.git` entry, a directory or a worktree's file), if any.
-pub fn git_label(dir: &Path) -> Option<String> {
-    let root = dir.ancestors().find(|d| d.join(".git").exists())?;
-    let name = root.file_name()?.to_string_lossy().into_owned();
-    (name.len() <= MAX_GIT_LABEL_BYTES && !name.chars().any(char::is_control)).then_some(name)
-}
-
-/// Waits until every configured listener has reported an address, then a little
-/// longer for the other interfaces of wildcard listeners. Returns the addresses.
-pub(crate) async fn wait_listening(
-    handle: &Handle,
-    wanted: &[Multiaddr],
-) -> anyhow::Result<Vec<Multiaddr>> {
-    let deadline = tokio::time::Instant::now() + LISTEN_DEADLINE;
-    loop {
-        let have = handle.diagnostics().await?.listen_addrs;
-        let covered = wanted.iter().all(|w| have.iter().any(|a| same_shape(w, a)));
-        if covered {
-            tokio::time::sleep(LISTEN_SETTLE).await;
-            return Ok(handle.diagnostics().await?.listen_addrs);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            if have.is_empty() {
-                bail!("no listen address came up within {LISTEN_DEADLINE:?}");
-            }
-            // Some listeners (e.g. a relay circuit) may take long; report what we have.
-            return Ok(have);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// True when `actual` could be an address of the listener configured as `configured`:
-/// the same protocols in the same order (`/ip4/0.0.0.0/tcp/0` → `/ip4/127.0.0.1/tcp/4711`).
-fn same_shape(configured: &Multiaddr, actual: &Multiaddr) -> bool {
-    configured.len() == actual.len()
-        && configured
-            .iter()
-            .zip(actual.iter())
-            .all(|(c, a)| c.tag() == a.tag())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn git_label_is_the_repository_root_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("eden");
-        let deep = repo.join("src").join("deep");
-        std::fs::create_dir_all(&deep).unwrap();
-        assert_eq!(git_label(&deep), None);
-        std::fs::create_dir(repo.join(".git")).unwrap();
-        assert_eq!(git_label(&deep).as_deref(), Some("eden"));
-        assert_eq!(git_label(&repo).as_deref(), Some("eden"));
-        // A worktree or submodule has a `.git` file instead.
-        let sub = deep.join("vendored");
-        std::fs::create_dir(&sub).unwrap();
-        std::fs::write(sub.join(".git"), "gitdir: ../x").unwrap();
-        assert_eq!(git_label(&sub).as_deref(), Some("vendored"));
-    }
-
-    #[test]
-    fn listen_shapes() {
-        let p = |s: &str| s.parse::<Multiaddr>().unwrap();
-        assert!(same_shape(
-            &p("/ip4/0.0.0.0/tcp/0"),
-            &p("/ip4/127.0.0.1/tcp/4711")
-        ));
-        assert!(same_shape(
-            &p("/ip4/0.0.0.0/udp/0/quic-v1"),
-            &p("/ip4/10.1.2.3/udp/5/quic-v1")
-        ));
-        assert!(!same_shape(
-            &p("/ip4/0.0.0.0/tcp/0"),
-            &p("/ip4/10.1.2.3/udp/5/quic-v1")
-        ));
-        assert!(!same_shape(&p("/ip4/0.0.0.0/tcp/0"), &p("/ip6/::1/tcp/5")));
-    }
 }

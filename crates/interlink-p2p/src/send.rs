@@ -20,12 +20,14 @@ use interlink_core::{
     IdentityKey, SessionId,
     presence::{IdentityView, Presence},
     routing::{Route, RouteRequest},
-    wire::{EnvelopeKind, SessionAddr, TaskStatus},
+    wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr, TaskStatus},
 };
 use interlink_net::{Config, Delivery, Handle, OutgoingMessage, SendOutcome};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
-use crate::{policy, route, run};
+use interlink_mcp::session::{Describe, session_spec, start_node};
+
+use crate::{policy, route};
 
 /// After the target's first session shows up, how long its sessions must stay
 /// unchanged before routing (roster fetches and gossip from other peers may add more).
@@ -102,8 +104,14 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     };
     // This session takes no messages: it has no inbox and leaves in seconds.
     config.delivery = Delivery::default();
-    let spec = run::session_spec(home, session, "interlink-p2p send".into(), &options.cwd)?;
-    let node = run::start_node(spec, &config)?;
+    let describe = Describe {
+        summary: "interlink-p2p send".into(),
+        cwd: options.cwd.clone(),
+        host: HostKind::Other,
+        delivery: DeliveryMode::Poll,
+    };
+    let spec = session_spec(home, session, describe)?;
+    let node = start_node(spec, &config)?;
     let handle = node.handle();
     let _ = writeln!(
         progress,

@@ -1,6 +1,7 @@
 //! Routing over the node's roster view.
 //!
-//! A process outside the node task gets the roster as views
+//! Shared by `send_message` and `interlink-p2p send`. A process outside the node task
+//! gets the roster as views
 //! ([`interlink_net::Handle::roster`]); [`interlink_core::routing::route_views`] applies
 //! the routing rules (docs/SESSIONS.md) to them.
 

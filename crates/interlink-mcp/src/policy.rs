@@ -9,15 +9,14 @@
 //! reader never sees half a file. Running sessions notice a replacement with a
 //! [`Watcher`] (cheap `stat` polling) and push the new policy into their node.
 
-use interlink_core::keyfile::create_private_dir;
 use std::{
-    fs::{self, File, OpenOptions},
-    io::{self, Write as _},
+    fs, io,
     path::{Path, PathBuf},
 };
 
-use anyhow::Context as _;
-use interlink_core::trust::PeerPolicy;
+use interlink_core::{keyfile::create_private_dir, trust::PeerPolicy};
+
+use crate::files::{private_file, write_atomically};
 
 /// File name of the peers policy inside the home directory.
 pub const PEERS_FILE: &str = "peers.json";
@@ -29,72 +28,73 @@ pub fn path(home: &Path) -> PathBuf {
     home.join(PEERS_FILE)
 }
 
+/// Reading or writing the peers file failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A file-system error on the file, its lock or its directory.
+    #[error("{what} {}: {source}", .path.display())]
+    Io {
+        /// What was being done ("reading", "locking", …).
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The file exists but is not a valid peers file.
+    #[error("{} is not a valid peers file: {source}", .path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
+fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> PolicyError + 'a {
+    move |source| PolicyError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
 /// Reads the policy from `home`: a missing file is an empty policy; a file that cannot
 /// be read or parsed is an error naming it.
-pub fn load(home: &Path) -> anyhow::Result<PeerPolicy> {
+pub fn load(home: &Path) -> Result<PeerPolicy, PolicyError> {
     let path = path(home);
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PeerPolicy::new()),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(e) => return Err(io_error("reading", &path)(e)),
     };
-    parse(&text).with_context(|| format!("{} is not a valid peers file", path.display()))
-}
-
-fn parse(text: &str) -> anyhow::Result<PeerPolicy> {
-    Ok(serde_json::from_str(text)?)
+    serde_json::from_str(&text).map_err(|source| PolicyError::Invalid { path, source })
 }
 
 /// Changes the policy in `home` under the editors' lock: reads the current file, lets
 /// `change` modify it, and writes the result atomically (mode 0600) if `change`
-/// succeeded. Returns what `change` returned.
-pub fn edit<T>(
+/// succeeded. Returns what `change` returned; its error type takes the file errors too.
+pub fn edit<T, E: From<PolicyError>>(
     home: &Path,
-    change: impl FnOnce(&mut PeerPolicy) -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
-    create_private_dir(home).with_context(|| format!("creating {}", home.display()))?;
+    change: impl FnOnce(&mut PeerPolicy) -> Result<T, E>,
+) -> Result<T, E> {
+    create_private_dir(home).map_err(io_error("creating", home))?;
     let lock_path = home.join(LOCK_FILE);
-    let lock = private_file(&lock_path, false)
-        .with_context(|| format!("opening the lock file {}", lock_path.display()))?;
+    let lock = private_file(&lock_path, false).map_err(io_error("opening", &lock_path))?;
     // `flock`: released when `lock` is closed, also if this process dies.
-    lock.lock()
-        .with_context(|| format!("locking {}", lock_path.display()))?;
+    lock.lock().map_err(io_error("locking", &lock_path))?;
     let mut policy = load(home)?;
     let out = change(&mut policy)?;
-    write_atomically(&path(home), &serde_json::to_vec_pretty(&policy)?)?;
+    let path = path(home);
+    let mut bytes = serde_json::to_vec_pretty(&policy).map_err(|source| PolicyError::Invalid {
+        path: path.clone(),
+        source,
+    })?;
+    bytes.push(b'\n');
+    write_atomically(&path, &bytes).map_err(io_error("writing", &path))?;
     drop(lock);
     Ok(out)
-}
-
-/// Replaces `path` with `bytes`: a temporary file in the same directory, synced, then
-/// renamed over it, then the directory synced so the rename survives a crash.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path.parent().context("the peers file has no directory")?;
-    let tmp = dir.join(format!(".{PEERS_FILE}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = private_file(&tmp, true)?;
-        file.write_all(bytes)?;
-        file.write_all(b"\n")?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.with_context(|| format!("writing {}", path.display()))
-}
-
-/// Opens (creating, mode 0600) a file for writing; `truncate` empties it.
-fn private_file(path: &Path, truncate: bool) -> io::Result<File> {
-    let mut opts = OpenOptions::new();
-    opts.write(true).create(true).truncate(truncate);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    opts.open(path)
 }
 
 /// What identifies one version of the file: an edit replaces the file (new inode) and
@@ -136,7 +136,7 @@ impl Watcher {
 
     /// `None` if the file is unchanged; otherwise its new content, read with the same
     /// rules as [`load`] (a removed file is an empty policy).
-    pub fn poll(&mut self) -> Option<anyhow::Result<PeerPolicy>> {
+    pub fn poll(&mut self) -> Option<Result<PeerPolicy, PolicyError>> {
         let now = stamp(&self.path);
         if now == self.seen {
             return None;
@@ -158,7 +158,7 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         assert!(load(home.path()).unwrap().is_empty());
         fs::write(path(home.path()), "{not json").unwrap();
-        let err = format!("{:#}", load(home.path()).unwrap_err());
+        let err = load(home.path()).unwrap_err().to_string();
         assert!(
             err.contains("peers.json") && err.contains("not a valid"),
             "{err}"
@@ -171,7 +171,8 @@ mod tests {
         let home = parent.path().join("home");
         let mut watcher = Watcher::new(&home);
         assert!(watcher.poll().is_none());
-        edit(&home, |p| Ok(p.add("alice", KEY_A.parse()?)?)).unwrap();
+        edit::<_, Box<dyn std::error::Error>>(&home, |p| Ok(p.add("alice", KEY_A.parse()?)?))
+            .unwrap();
         let seen = watcher.poll().unwrap().unwrap();
         assert_eq!(seen.get("alice").map(|k| k.to_hex()), Some(KEY_A.into()));
         assert!(watcher.poll().is_none());
@@ -183,9 +184,9 @@ mod tests {
             assert_eq!(mode(&home), 0o700);
         }
         // A failed change writes nothing.
-        let err = edit(&home, |p| {
+        let err = edit::<(), Box<dyn std::error::Error>>(&home, |p| {
             p.remove("alice");
-            anyhow::Result::<()>::Err(anyhow::anyhow!("changed my mind"))
+            Err("changed my mind".into())
         });
         assert!(err.is_err());
         assert_eq!(load(&home).unwrap().len(), 1);
@@ -206,7 +207,10 @@ mod tests {
                 let home = home.path().to_owned();
                 std::thread::spawn(move || {
                     let key = format!("{i:02x}{}", &KEY_A[2..]).parse().unwrap();
-                    edit(&home, |p| Ok(p.add(format!("peer{i}"), key)?)).unwrap();
+                    edit::<_, Box<dyn std::error::Error>>(&home, |p| {
+                        Ok(p.add(format!("peer{i}"), key)?)
+                    })
+                    .unwrap();
                 })
             })
             .collect();

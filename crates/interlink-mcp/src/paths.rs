@@ -1,7 +1,8 @@
 //! Where a user's interlink-p2p files live.
 //!
 //! The home directory holds the identity key, the peers policy and per-session state
-//! (`sessions/<session id>/`, where the session's inbox is).
+//! (`sessions/<session id>/`: the session's inbox, the agent's read state, the lock
+//! of `interlink-p2p wait`).
 //! It is `--home`, else `INTERLINK_HOME`, else `$XDG_CONFIG_HOME/interlink-p2p`, else
 //! `$HOME/.config/interlink-p2p`.
 
@@ -36,15 +37,19 @@ pub fn identity_path(home: &Path) -> PathBuf {
     home.join(IDENTITY_FILE)
 }
 
+/// A session id that names no state directory.
+#[derive(Debug, thiserror::Error)]
+#[error("session id {0:?} cannot name a state directory; choose another id")]
+pub struct SessionDirError(pub String);
+
 /// The state directory of `session` (its inbox lives there):
 /// `<home>/sessions/<session id>`. Session ids are plain file names, except that `.`
 /// and `..` are valid ids but name no directory of their own, so they are refused.
-pub fn session_dir(home: &Path, session: &SessionId) -> anyhow::Result<PathBuf> {
+pub fn session_dir(home: &Path, session: &SessionId) -> Result<PathBuf, SessionDirError> {
     let id = session.as_str();
-    anyhow::ensure!(
-        id != "." && id != "..",
-        "session id {id:?} cannot name a state directory; choose another id"
-    );
+    if id == "." || id == ".." {
+        return Err(SessionDirError(id.to_owned()));
+    }
     Ok(home.join(SESSIONS_DIR).join(id))
 }
 

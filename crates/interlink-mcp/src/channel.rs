@@ -1,0 +1,168 @@
+//! Channel mode (`INTERLINK_CHANNELS=1`): every verified message is pushed to the
+//! agent host as a `notifications/claude/channel` notification, then marked consumed,
+//! so the inbox path (footer, `receive_messages`, the Stop hook) does not deliver it a
+//! second time. A message whose push fails stays unread and is tried again with the
+//! next delivery.
+
+use std::sync::Arc;
+
+use interlink_core::IdentityKey;
+use interlink_net::{Event, inbox::InboxEntry};
+use rmcp::{
+    Peer, RoleServer,
+    model::{CustomNotification, ServerNotification},
+};
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::{
+    policy,
+    read_state::ReadState,
+    render,
+    server::{CHANNEL_METHOD, Context},
+};
+
+/// The notification for one inbox message: `content` is the peer's text, `meta` the
+/// verified sender and the message's fields (strings; absent fields left out).
+pub fn notification(e: &InboxEntry, name: Option<&str>) -> CustomNotification {
+    let mut meta = Map::new();
+    let mut put = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            meta.insert(k.to_owned(), Value::String(v));
+        }
+    };
+    put("sender", name.map(str::to_owned));
+    put("sender_key", Some(e.sender.clone()));
+    put("sender_fingerprint", Some(e.sender_fingerprint.clone()));
+    put("session", Some(e.sender_session.clone()));
+    put("msg_id", Some(e.msg_id.clone()));
+    put("task_id", e.task_id.clone());
+    put(
+        "status",
+        e.status
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|v| v.as_str().map(str::to_owned)),
+    );
+    put("in_reply_to", e.in_reply_to.clone());
+    CustomNotification::new(
+        CHANNEL_METHOD,
+        Some(json!({
+            "content": e.text.clone().unwrap_or_default(),
+            "meta": meta,
+        })),
+    )
+}
+
+/// Pushes unread messages to `peer` until `cancel` fires or the node stops: the ones
+/// waiting at start, then each new delivery.
+pub async fn forward(ctx: Arc<Context>, peer: Peer<RoleServer>, cancel: CancellationToken) {
+    let ready = tokio::select! {
+        () = cancel.cancelled() => return,
+        r = ctx.ready() => match r {
+            Ok(r) => r,
+            Err(e) => { warn!("channel mode off: {}", e.0); return; }
+        },
+    };
+    // Subscribe before the first push, so nothing delivered in between is missed.
+    let mut events = ready.handle.events();
+    push_unread(&ctx, &peer).await;
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            ev = events.recv() => match ev {
+                Ok(Event::Delivered { .. }) | Err(RecvError::Lagged(_)) => {
+                    push_unread(&ctx, &peer).await;
+                }
+                Ok(_) => {}
+                Err(RecvError::Closed) => return,
+            },
+        }
+    }
+}
+
+async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
+    let _guard = ctx.read_lock.lock().await;
+    let unread = match ctx.unread() {
+        Ok(u) => u,
+        Err(e) => {
+            warn!("channel mode: reading the inbox: {e}");
+            return;
+        }
+    };
+    let policy = policy::load(&ctx.home).unwrap_or_default();
+    let mut pushed = Vec::new();
+    for e in &unread {
+        let name = e
+            .sender
+            .parse::<IdentityKey>()
+            .ok()
+            .and_then(|k| render::petname(&policy, &ctx.key(), &k));
+        let n = notification(e, name.as_deref());
+        if let Err(err) = peer
+            .send_notification(ServerNotification::CustomNotification(n))
+            .await
+        {
+            warn!("channel notification failed: {err}");
+            break;
+        }
+        debug!(msg_id = %e.msg_id, "pushed as a channel notification");
+        if let Ok(id) = e.msg_id.parse() {
+            pushed.push(id);
+        }
+    }
+    if pushed.is_empty() {
+        return;
+    }
+    match ReadState::load(&ctx.session_dir).map(|mut s| s.acknowledge(&pushed)) {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => warn!("channel mode: marking pushed messages consumed: {e}"),
+        Err(e) => warn!("channel mode: marking pushed messages consumed: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use interlink_core::wire::{EnvelopeKind, TaskStatus};
+
+    use super::*;
+
+    #[test]
+    fn meta_names_the_sender_and_leaves_absent_fields_out() {
+        let mut e = InboxEntry {
+            msg_id: "0a".repeat(16),
+            sender: "aa".repeat(32),
+            sender_fingerprint: "0000-0000-0000".into(),
+            sender_session: "s1".into(),
+            reply_to: format!("{}#s1", "aa".repeat(32)),
+            kind: EnvelopeKind::Message,
+            task_id: Some("t".into()),
+            status: Some(TaskStatus::NeedsInput),
+            in_reply_to: None,
+            sent_at: 1,
+            received_at: 2,
+            text: Some("hi".into()),
+        };
+        let n = notification(&e, Some("alice"));
+        assert_eq!(n.method, CHANNEL_METHOD);
+        let p = n.params.unwrap();
+        assert_eq!(p["content"], "hi");
+        assert_eq!(
+            p["meta"],
+            json!({
+                "sender": "alice", "sender_key": "aa".repeat(32),
+                "sender_fingerprint": "0000-0000-0000", "session": "s1",
+                "msg_id": "0a".repeat(16), "task_id": "t", "status": "needs_input",
+            })
+        );
+        e.task_id = None;
+        e.status = None;
+        let p = notification(&e, None).params.unwrap();
+        let keys: Vec<&String> = p["meta"].as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["msg_id", "sender_fingerprint", "sender_key", "session"]
+        );
+    }
+}

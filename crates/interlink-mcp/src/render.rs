@@ -1,0 +1,197 @@
+//! How tool results look: the readable text and the structuredContent JSON of roster
+//! views and inbox messages (shapes documented in docs/MCP.md).
+
+use std::fmt::Write as _;
+
+use interlink_core::{
+    IdentityKey,
+    presence::{IdentityView, SessionView},
+    trust::PeerPolicy,
+    wire::SessionAddr,
+};
+use interlink_net::inbox::InboxEntry;
+use serde_json::{Value, json};
+
+/// How a sender or roster identity is named to the model: `self` for this user's own
+/// identity, its petname if paired, else nothing.
+pub fn petname(policy: &PeerPolicy, own: &IdentityKey, key: &IdentityKey) -> Option<String> {
+    if key == own {
+        Some("self".into())
+    } else {
+        policy.name_of(key).map(str::to_owned)
+    }
+}
+
+/// "alice (a1b2-c3d4-e5f6)" or "unpaired a1b2-c3d4-e5f6".
+pub fn label(name: Option<&str>, fingerprint: &str) -> String {
+    match name {
+        Some(n) => format!("{n} ({fingerprint})"),
+        None => format!("unpaired identity {fingerprint}"),
+    }
+}
+
+/// A duration in ms, short: "3s", "4m", "2h", "1d".
+pub fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+fn enum_text<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// One session of the roster, as JSON.
+fn session_json(v: &SessionView, own: &SessionAddr) -> Value {
+    let a = &v.announcement;
+    json!({
+        "session_id": v.addr.session.as_str(),
+        "cwd": a.cwd,
+        "git_label": a.git_label,
+        "summary": a.summary,
+        "presence": v.presence.to_string(),
+        "age_ms": v.age_ms,
+        "host": enum_text(&a.host),
+        "delivery": enum_text(&a.delivery),
+        "this_session": v.addr == *own,
+    })
+}
+
+/// The roster: readable text and `{"identities": [...]}`.
+pub fn discover(
+    roster: &[IdentityView],
+    policy: &PeerPolicy,
+    own: &SessionAddr,
+) -> (String, Value) {
+    let mut text = String::new();
+    let mut identities = Vec::new();
+    // Paired and own identities first, then strangers; by name, then fingerprint.
+    let mut sorted: Vec<&IdentityView> = roster.iter().collect();
+    sorted.sort_by_key(|i| {
+        let name = petname(policy, &own.key, &i.key);
+        (name.is_none(), name, i.key.fingerprint().to_string())
+    });
+    for ident in sorted {
+        let name = petname(policy, &own.key, &ident.key);
+        let fp = ident.key.fingerprint().to_string();
+        let paired = policy.contains(&ident.key);
+        let _ = writeln!(
+            text,
+            "{}{}",
+            label(name.as_deref(), &fp),
+            if name.is_none() {
+                " — not a peer; pairing is an operator decision"
+            } else {
+                ""
+            }
+        );
+        for s in &ident.sessions {
+            let a = &s.announcement;
+            let _ = write!(
+                text,
+                "  {}  {} ({} ago)  {}",
+                s.addr.session,
+                s.presence,
+                age(s.age_ms),
+                a.cwd
+            );
+            if let Some(g) = &a.git_label {
+                let _ = write!(text, "  git:{g}");
+            }
+            if !a.summary.is_empty() {
+                let _ = write!(text, "  {:?}", a.summary);
+            }
+            if s.addr == *own {
+                text.push_str("  (this session)");
+            }
+            text.push('\n');
+        }
+        identities.push(json!({
+            "identity_key": ident.key.to_hex(),
+            "fingerprint": fp,
+            "petname": name,
+            "paired": paired,
+            "self": ident.key == own.key,
+            "sessions": ident.sessions.iter().map(|s| session_json(s, own)).collect::<Vec<_>>(),
+        }));
+    }
+    if identities.is_empty() {
+        text.push_str(
+            "no sessions on the overlay yet (not even this one: the node may still be joining)\n",
+        );
+    }
+    (
+        text.trim_end().to_owned(),
+        json!({ "identities": identities }),
+    )
+}
+
+/// One inbox message, as JSON.
+pub fn message_json(e: &InboxEntry, name: Option<&str>) -> Value {
+    json!({
+        "msg_id": e.msg_id,
+        "from": name,
+        "sender_key": e.sender,
+        "sender_fingerprint": e.sender_fingerprint,
+        "sender_session": e.sender_session,
+        "reply_to": e.reply_to,
+        "task_id": e.task_id,
+        "status": e.status.as_ref().map(enum_text),
+        "in_reply_to": e.in_reply_to,
+        "sent_at": e.sent_at,
+        "received_at": e.received_at,
+        "text": e.text,
+    })
+}
+
+/// The header line of one message: who (verified), from which session, which id and
+/// task fields.
+pub fn message_header(e: &InboxEntry, name: Option<&str>) -> String {
+    let mut h = format!(
+        "message {} from {}, session {}",
+        e.msg_id,
+        label(name, &e.sender_fingerprint),
+        e.sender_session
+    );
+    if let Some(t) = &e.task_id {
+        let _ = write!(h, ", task {t}");
+    }
+    if let Some(s) = &e.status {
+        let _ = write!(h, ", status {}", enum_text(s));
+    }
+    if let Some(r) = &e.in_reply_to {
+        let _ = write!(h, ", in reply to {r}");
+    }
+    h
+}
+
+/// One message as text: the header, then the peer's text between markers, so it reads
+/// as quoted data rather than as part of the tool's own words.
+pub fn message_text(e: &InboxEntry, name: Option<&str>) -> String {
+    format!(
+        "{} (verified sender):\n<<<\n{}\n>>>",
+        message_header(e, name),
+        e.text.as_deref().unwrap_or("")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages() {
+        assert_eq!(age(0), "0s");
+        assert_eq!(age(59_999), "59s");
+        assert_eq!(age(60_000), "1m");
+        assert_eq!(age(7_200_000), "2h");
+        assert_eq!(age(3 * 86_400_000), "3d");
+    }
+}

@@ -1,0 +1,227 @@
+//! `send_message`: resolving the target among the peers, routing to one of its
+//! sessions (seed rules, with the sticky and remembered hints), sending, and the
+//! result's wording.
+
+use std::time::Duration;
+
+use interlink_core::{
+    IdentityKey, MsgId,
+    limits::MAX_BODY_BYTES,
+    presence::{IdentityView, Presence},
+    routing::{RouteError, RouteRequest},
+    trust::PeerPolicy,
+    wire::{EnvelopeKind, SessionAddr},
+};
+use interlink_net::{OutgoingMessage, SendError, SendOutcome};
+use serde_json::json;
+
+use crate::{
+    policy,
+    server::{Server, ToolError},
+    tools::SendMessageArgs,
+};
+
+/// How long `send_message` waits for a target with no session on the roster yet (the
+/// node may have just joined).
+const ROUTE_WAIT: Duration = Duration::from_secs(3);
+
+impl Server {
+    /// Sends one message; the readable result and its structuredContent.
+    pub(crate) async fn send(
+        &self,
+        args: SendMessageArgs,
+    ) -> Result<(String, serde_json::Value), ToolError> {
+        let ctx = &self.ctx;
+        if args.text.trim().is_empty() {
+            return Err(ToolError("text is empty".into()));
+        }
+        if args.text.len() > MAX_BODY_BYTES {
+            return Err(ToolError(format!(
+                "text is {} bytes; a message may be at most {MAX_BODY_BYTES} bytes (64 KiB): \
+                 shorten it or split it into several messages",
+                args.text.len()
+            )));
+        }
+        let in_reply_to = args
+            .in_reply_to
+            .as_deref()
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| {
+                t.parse::<MsgId>()
+                    .map_err(|e| ToolError(format!("in_reply_to {t:?}: {e}")))
+            })
+            .transpose()?;
+        let policy = policy::load(&ctx.home)?;
+        let ready = ctx.ready().await?;
+        let (target, name) = self
+            .resolve_target(&args.to, &policy, &ready.handle)
+            .await?;
+        // Make sure the roster has had a chance to see the target.
+        let deadline = tokio::time::Instant::now() + ROUTE_WAIT;
+        let route = loop {
+            let roster = ready.handle.roster().await?;
+            let hints = ctx
+                .routes
+                .lock()
+                .map(|r| r.get(&target))
+                .unwrap_or_default();
+            let req = RouteRequest {
+                target,
+                session: args.session.as_deref(),
+                own: &ctx.own,
+                sticky: hints.sticky.as_ref(),
+                remembered: hints.remembered.as_ref(),
+            };
+            match crate::route(&roster, &req) {
+                Err(RouteError::NoSession) if tokio::time::Instant::now() < deadline => {}
+                Ok(r) if r.presence == Presence::Gone && tokio::time::Instant::now() < deadline => {
+                }
+                other => break other,
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let route = route.map_err(|e| match e {
+            RouteError::NoSession if target == ctx.key() => ToolError(
+                "this user has no other session on the overlay (to = \"self\" reaches this \
+                 user's other sessions)"
+                    .into(),
+            ),
+            RouteError::NoSession => ToolError(format!(
+                "{name} has no session on the overlay and none was written to before; see \
+                 discover"
+            )),
+            other => ToolError(format!("cannot route to {name}: {other}")),
+        })?;
+        let to = SessionAddr {
+            key: target,
+            session: route.session.clone(),
+        };
+        let msg = OutgoingMessage {
+            to: to.clone(),
+            kind: EnvelopeKind::Message,
+            text: Some(args.text),
+            task_id: args.task_id.filter(|t| !t.is_empty()),
+            status: args.status.map(Into::into),
+            in_reply_to,
+            name: None,
+        };
+        let outcome = ready.handle.send(msg).await.map_err(|e| match e {
+            SendError::NotOnRoster(_) => ToolError(format!(
+                "session {} of {name} is not on the roster ({}); a message can only be sealed \
+                 to a session that has announced itself — see discover",
+                route.session, route.reason
+            )),
+            SendError::Refused(reason) => ToolError(format!(
+                "{name} refused the message: {reason} (if it is \"not a peer\", the other side \
+                 has not added this user's key yet: its operator runs `interlink-p2p peer add \
+                 NAME {}`)",
+                ctx.key().to_hex()
+            )),
+            other => ToolError(format!("message to {name} not sent: {other}")),
+        })?;
+        if let Ok(mut r) = ctx.routes.lock() {
+            r.outbound(target, route.session.clone());
+        }
+        let (status, msg_id) = match outcome {
+            SendOutcome::Delivered(sent) => ("delivered", sent.msg_id),
+            SendOutcome::Queued { msg_id } => ("queued", msg_id),
+        };
+        let text = match status {
+            "delivered" => format!(
+                "delivered to {name}, session {} ({}); msg_id {msg_id}",
+                route.session, route.presence
+            ),
+            _ => format!(
+                "queued for {name}, session {} ({}): it did not answer now, the message waits \
+                 in its mailbox and is delivered when the session is back; msg_id {msg_id}",
+                route.session, route.presence
+            ),
+        };
+        Ok((
+            text,
+            json!({
+                "status": status,
+                "msg_id": msg_id.to_string(),
+                "to": name,
+                "identity_key": target.to_hex(),
+                "session_id": route.session.as_str(),
+                "presence": route.presence.to_string(),
+                "route": route.reason.to_string(),
+            }),
+        ))
+    }
+
+    /// The identity `to` names among the peers (or `self`), and how to call it.
+    async fn resolve_target(
+        &self,
+        to: &str,
+        policy: &PeerPolicy,
+        handle: &interlink_net::Handle,
+    ) -> Result<(IdentityKey, String), ToolError> {
+        let ctx = &self.ctx;
+        let to = to.trim();
+        if to.is_empty() {
+            return Err(ToolError(
+                "`to` is empty: give a petname, a fingerprint or `self`".into(),
+            ));
+        }
+        if to == "self" {
+            return Ok((ctx.key(), "self".into()));
+        }
+        match policy.resolve(to) {
+            Ok(key) if key == ctx.key() => Ok((key, "self".into())),
+            Ok(key) => Ok((key, policy.name_of(&key).unwrap_or(to).to_owned())),
+            Err(e) => {
+                // Is it someone on the roster who is not paired?
+                let roster = handle.roster().await.unwrap_or_default();
+                let stranger = unpaired_match(&roster, to, policy);
+                Err(ToolError(match stranger {
+                    Some(key) => format!(
+                        "{to:?} matches {} on the overlay, which is not a peer. Pairing is your \
+                         operator's decision, not yours: if they want it, they run \
+                         `interlink-p2p peer add NAME {}` (or tell you to call add_peer), and \
+                         the other side adds this user's key {} the same way.",
+                        key.fingerprint(),
+                        key.to_hex(),
+                        ctx.key().to_hex()
+                    ),
+                    None => format!(
+                        "{e}. Known peers: {}. To pair with someone new, the operator runs \
+                         `interlink-p2p peer add NAME KEY` on both sides (KEY from \
+                         `interlink-p2p id` or whoami there).",
+                        if policy.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            policy.iter().map(|(n, _)| n).collect::<Vec<_>>().join(", ")
+                        }
+                    ),
+                }))
+            }
+        }
+    }
+}
+
+/// A roster identity that is not a peer and whose fingerprint or key starts with
+/// `text` (dashes ignored), if exactly one.
+fn unpaired_match(roster: &[IdentityView], text: &str, policy: &PeerPolicy) -> Option<IdentityKey> {
+    let pattern: String = text
+        .chars()
+        .filter(|c| *c != '-')
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if pattern.len() < 4 || !pattern.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut hits = roster.iter().map(|i| i.key).filter(|k| {
+        !policy.contains(k)
+            && (k.to_hex().starts_with(&pattern)
+                || k.fingerprint()
+                    .to_string()
+                    .replace('-', "")
+                    .starts_with(&pattern))
+    });
+    match (hits.next(), hits.next()) {
+        (Some(k), None) => Some(k),
+        _ => None,
+    }
+}

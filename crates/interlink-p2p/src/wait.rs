@@ -1,0 +1,41 @@
+//! `interlink-p2p wait`: the Claude Code Stop hook ([`interlink_mcp::wait`]).
+//!
+//! Exit codes: 2 with a message (printed on stdout and stderr — Claude Code shows the
+//! hook's stderr to the agent it wakes), 0 on timeout, 0 at once when another waiter
+//! for the same session is running.
+
+use std::{io::Read as _, path::Path, process::ExitCode, time::Duration};
+
+use anyhow::Context as _;
+use interlink_core::SessionId;
+use interlink_mcp::wait::{self, Outcome};
+
+/// Exit code that wakes the agent.
+pub const EXIT_WAKE: u8 = 2;
+
+/// Runs `wait`: the session id from `--session`, else from the hook JSON on stdin.
+pub fn run(
+    home: &Path,
+    session: Option<String>,
+    timeout: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    let session = match session {
+        Some(s) => SessionId::new(s)?,
+        None => {
+            let mut input = String::new();
+            std::io::stdin()
+                .read_to_string(&mut input)
+                .context("reading the hook input on stdin")?;
+            wait::session_from_hook_input(&input)?
+        }
+    };
+    Ok(match wait::wait(home, &session, timeout)? {
+        Outcome::Messages(messages) => {
+            let text = wait::render_messages(home, &messages);
+            println!("{text}");
+            eprintln!("{text}");
+            ExitCode::from(EXIT_WAKE)
+        }
+        Outcome::TimedOut | Outcome::AlreadyWaiting => ExitCode::SUCCESS,
+    })
+}

@@ -1,0 +1,251 @@
+//! `interlink-p2p mcp` sessions driven by an rmcp client, as an agent host drives them.
+//!
+//! The client talks to the child over its stdin/stdout. Every stdout line also goes
+//! into a record, so a test can check that stdout carried nothing but JSON-RPC. Custom
+//! notifications (channel mode) are collected in a bounded channel.
+
+use std::{
+    path::{Path, PathBuf},
+    process::ExitStatus,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+use rmcp::{
+    ClientHandler, RoleClient, ServiceExt as _,
+    model::{CallToolRequestParams, CallToolResult, CustomNotification},
+    service::{NotificationContext, RunningService},
+};
+use serde_json::Value;
+use tokio::{
+    io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader},
+    process::{Child, Command},
+    sync::mpsc,
+};
+
+use crate::process::command;
+
+/// Most custom notifications kept unread by a test.
+const NOTIFICATION_CAPACITY: usize = 256;
+
+/// Flags that keep an MCP session on loopback without mDNS.
+pub const LOOPBACK: &[&str] = &["--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"];
+
+/// The client side: records custom notifications.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    notes: mpsc::Sender<CustomNotification>,
+}
+
+impl ClientHandler for Recorder {
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.notes.try_send(notification);
+    }
+}
+
+/// A running `interlink-p2p mcp` with a connected client. The child is killed when
+/// dropped.
+#[derive(Debug)]
+pub struct McpSession {
+    /// The client.
+    pub client: RunningService<RoleClient, Recorder>,
+    /// Custom notifications received, oldest first.
+    pub notes: mpsc::Receiver<CustomNotification>,
+    /// Every line the child wrote to stdout.
+    pub stdout: Arc<Mutex<Vec<String>>>,
+    /// The session id.
+    pub session: String,
+    child: Child,
+    stderr_path: PathBuf,
+}
+
+impl McpSession {
+    /// Starts `interlink-p2p mcp --session <session> ARGS` in `home` with `env` added and
+    /// completes the MCP handshake.
+    pub async fn start(
+        home: &Path,
+        session: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        let mut cmd = command(home, env)?;
+        cmd.args(["mcp", "--session", session]).args(args);
+        let stderr_path = home.join(format!("mcp-{session}.{}.stderr.log", nanos()));
+        cmd.stderr(std::fs::File::create(&stderr_path)?);
+        let mut cmd = Command::from(cmd);
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().context("spawning interlink-p2p mcp")?;
+        let child_in = child.stdin.take().context("no stdin pipe")?;
+        let child_out = child.stdout.take().context("no stdout pipe")?;
+        // Tee the child's stdout: into the record, and on to the client.
+        let (client_read, mut tee_write) = tokio::io::duplex(1 << 20);
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let record = stdout.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(child_out).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(mut r) = record.lock() {
+                    r.push(line.clone());
+                }
+                let mut bytes = line.into_bytes();
+                bytes.push(b'\n');
+                if tee_write.write_all(&bytes).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let (tx, notes) = mpsc::channel(NOTIFICATION_CAPACITY);
+        let client = Recorder { notes: tx }
+            .serve((client_read, child_in))
+            .await
+            .with_context(|| format!("MCP handshake failed; stderr:\n{}", read(&stderr_path)))?;
+        Ok(Self {
+            client,
+            notes,
+            stdout,
+            session: session.to_owned(),
+            child,
+            stderr_path,
+        })
+    }
+
+    /// Calls `tool` with `args` (a JSON object).
+    pub async fn call(&self, tool: &str, args: Value) -> anyhow::Result<CallToolResult> {
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        self.client
+            .call_tool(params)
+            .await
+            .with_context(|| format!("{tool}: protocol error; stderr:\n{}", self.stderr()))
+    }
+
+    /// Calls `tool` and requires success; returns (text, structuredContent).
+    pub async fn ok(&self, tool: &str, args: Value) -> anyhow::Result<(String, Value)> {
+        let r = self.call(tool, args).await?;
+        let text = text_of(&r);
+        if r.is_error == Some(true) {
+            bail!("{tool} failed: {text}");
+        }
+        Ok((text, r.structured_content.unwrap_or(Value::Null)))
+    }
+
+    /// Calls `tool` and requires a tool error; returns its text.
+    pub async fn err(&self, tool: &str, args: Value) -> anyhow::Result<String> {
+        let r = self.call(tool, args).await?;
+        let text = text_of(&r);
+        if r.is_error != Some(true) {
+            bail!("{tool} succeeded but should have failed: {text}");
+        }
+        Ok(text)
+    }
+
+    /// Calls `tool` until `check` accepts its structuredContent or `deadline` passes.
+    pub async fn poll(
+        &self,
+        tool: &str,
+        args: Value,
+        deadline: Instant,
+        check: impl Fn(&Value) -> bool,
+    ) -> anyhow::Result<Value> {
+        loop {
+            let (_, value) = self.ok(tool, args.clone()).await?;
+            if check(&value) {
+                return Ok(value);
+            }
+            if Instant::now() >= deadline {
+                bail!("{tool} never showed the expected state; last: {value}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// What the child wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        read(&self.stderr_path)
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Closes the client (and so the child's stdin) and waits for the child to exit;
+    /// returns its status and how long it took after the close.
+    pub async fn close(self, deadline: Instant) -> anyhow::Result<(ExitStatus, Duration)> {
+        let Self {
+            client,
+            mut child,
+            stderr_path,
+            ..
+        } = self;
+        let started = Instant::now();
+        let _ = client.cancel().await;
+        wait_exit(&mut child, &stderr_path, started, deadline).await
+    }
+
+    /// Sends SIGTERM and waits for the child to exit; returns status and duration.
+    pub async fn terminate(mut self, deadline: Instant) -> anyhow::Result<(ExitStatus, Duration)> {
+        let pid = self.pid().context("child already reaped")?;
+        let started = Instant::now();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -TERM {pid} failed");
+        wait_exit(&mut self.child, &self.stderr_path, started, deadline).await
+    }
+
+    /// Stdout lines that are not JSON-RPC 2.0 messages.
+    pub fn non_jsonrpc_stdout(&self) -> Vec<String> {
+        let lines = self.stdout.lock().map(|l| l.clone()).unwrap_or_default();
+        lines
+            .into_iter()
+            .filter(|l| {
+                serde_json::from_str::<Value>(l)
+                    .map(|v| v["jsonrpc"] != "2.0")
+                    .unwrap_or(true)
+            })
+            .collect()
+    }
+}
+
+async fn wait_exit(
+    child: &mut Child,
+    stderr_path: &Path,
+    started: Instant,
+    deadline: Instant,
+) -> anyhow::Result<(ExitStatus, Duration)> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(left, child.wait()).await {
+        Ok(status) => Ok((status?, started.elapsed())),
+        Err(_) => bail!("mcp did not exit in time; stderr:\n{}", read(stderr_path)),
+    }
+}
+
+/// The text content of a tool result, joined.
+pub fn text_of(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
