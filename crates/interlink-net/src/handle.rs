@@ -122,12 +122,20 @@ impl Handle {
     /// recipient's signed receipt, or — if the recipient does not answer — queued in
     /// its DHT mailbox. A refusal by the recipient is an error with its reason.
     pub async fn send(&self, msg: OutgoingMessage) -> Result<SendOutcome, SendError> {
+        self.submit(msg).await?.await
+    }
+
+    /// Hands `msg` to the node and returns once the node has it, with the outcome to
+    /// await later. Messages submitted one after the other reach their recipient in that
+    /// order; keeping several in flight lets the node batch them (one delivery request,
+    /// one mailbox put for a burst to a sleeping recipient).
+    pub async fn submit(&self, msg: OutgoingMessage) -> Result<Outcome, SendError> {
         let (tx, rx) = oneshot::channel();
         self.commands
             .send(Command::Send(Box::new(msg), tx))
             .await
             .map_err(|_| SendError::Stopped)?;
-        rx.await.map_err(|_| SendError::Stopped)?
+        Ok(Outcome(rx))
     }
 
     /// Replaces the peers policy the node's trust gate applies.
@@ -163,5 +171,22 @@ impl Handle {
             .await
             .map_err(|_| NetError::Stopped)?;
         rx.await.map_err(|_| NetError::Stopped)
+    }
+}
+
+/// The outcome of a [`Handle::submit`]ted message, to await.
+#[derive(Debug)]
+pub struct Outcome(oneshot::Receiver<Result<SendOutcome, SendError>>);
+
+impl std::future::Future for Outcome {
+    type Output = Result<SendOutcome, SendError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(SendError::Stopped)))
     }
 }

@@ -25,7 +25,7 @@ mod swarm;
 pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec};
 pub use diagnostics::{ConnectedPeer, Diagnostics};
 pub use durable::{DurableMailboxes, Refusal};
-pub use handle::{Event, Handle, HeldMailbox};
+pub use handle::{Event, Handle, HeldMailbox, Outcome};
 pub use node::Node;
 pub use swarm::build_swarm;
 

@@ -10,6 +10,7 @@
 //! waits in the recipient's DHT mailbox). A refusal stops the command with the reason.
 
 use std::{
+    collections::VecDeque,
     io::Write,
     path::{Path, PathBuf},
     time::{Duration, Instant},
@@ -22,7 +23,7 @@ use interlink_core::{
     routing::{Route, RouteRequest},
     wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr, TaskStatus},
 };
-use interlink_net::{Config, Delivery, Handle, OutgoingMessage, SendOutcome};
+use interlink_net::{Config, Delivery, Handle, Outcome, OutgoingMessage, SendOutcome};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
 use interlink_mcp::session::{Describe, session_spec, start_node};
@@ -32,6 +33,8 @@ use crate::{policy, route};
 /// After the target's first session shows up, how long its sessions must stay
 /// unchanged before routing (roster fetches and gossip from other peers may add more).
 const SETTLE: Duration = Duration::from_millis(300);
+/// Most messages handed to the node whose outcome is not printed yet.
+const MAX_IN_FLIGHT: usize = 64;
 /// Longest wait, after a message was queued, for a peer to take the mailbox copy
 /// before this process (which holds a copy too) leaves. The DHT query timeout.
 const QUEUED_SETTLE: Duration = Duration::from_secs(10);
@@ -152,17 +155,22 @@ pub async fn send<R: AsyncBufRead + Unpin>(
             key: target,
             session: chosen.session.clone(),
         };
-        let mut send_one = async |text: String| -> anyhow::Result<()> {
-            let msg = OutgoingMessage {
-                to: to.clone(),
-                kind: EnvelopeKind::Message,
-                text: Some(text),
-                task_id: options.task_id.clone(),
-                status: options.status,
-                in_reply_to: None,
-                name: None,
-            };
-            let line = match handle.send(msg).await.context("message not sent")? {
+        let make = |text: String| OutgoingMessage {
+            to: to.clone(),
+            kind: EnvelopeKind::Message,
+            text: Some(text),
+            task_id: options.task_id.clone(),
+            status: options.status,
+            in_reply_to: None,
+            name: None,
+        };
+        // Messages are handed to the node as they are read and their outcomes printed in
+        // order as they come: the node batches what waits (one delivery request, one
+        // mailbox put for a sleeping recipient) instead of paying a round trip each.
+        let mut in_flight: VecDeque<Outcome> = VecDeque::new();
+        let mut failed: Option<anyhow::Error> = None;
+        let mut report = async |outcome: Outcome| -> anyhow::Result<()> {
+            let line = match outcome.await.context("message not sent")? {
                 SendOutcome::Delivered(sent) => format!("delivered {}", sent.msg_id),
                 SendOutcome::Queued { msg_id } => {
                     queued += 1;
@@ -172,21 +180,28 @@ pub async fn send<R: AsyncBufRead + Unpin>(
             writeln!(out, "{line}")?;
             out.flush().context("writing the outcome")
         };
-        match messages {
-            Messages::One(text) => send_one(text).await?,
-            Messages::Lines(mut input) => {
-                let mut line = String::new();
-                loop {
-                    line.clear();
-                    if input.read_line(&mut line).await.context("reading stdin")? == 0 {
-                        break;
-                    }
-                    let text = line.trim_end_matches(['\n', '\r']);
-                    if !text.is_empty() {
-                        send_one(text.to_owned()).await?;
-                    }
-                }
+        let mut texts = Texts::new(messages);
+        while failed.is_none() {
+            let Some(text) = texts.next().await? else {
+                break;
+            };
+            if in_flight.len() >= MAX_IN_FLIGHT
+                && let Some(oldest) = in_flight.pop_front()
+            {
+                failed = report(oldest).await.err();
             }
+            if failed.is_none() {
+                in_flight.push_back(handle.submit(make(text)).await?);
+            }
+        }
+        // Everything handed over gets its outcome printed, even after a failure.
+        for outcome in in_flight {
+            if let Err(e) = report(outcome).await {
+                failed.get_or_insert(e);
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         anyhow::Ok(())
     }
@@ -197,6 +212,46 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     };
     node.shutdown().await;
     result
+}
+
+/// The message texts of [`Messages`], one at a time.
+struct Texts<R> {
+    messages: Option<Messages<R>>,
+    line: String,
+}
+
+impl<R: AsyncBufRead + Unpin> Texts<R> {
+    fn new(messages: Messages<R>) -> Self {
+        Self {
+            messages: Some(messages),
+            line: String::new(),
+        }
+    }
+
+    /// The next text: the one of the command line, or the next non-empty line.
+    async fn next(&mut self) -> anyhow::Result<Option<String>> {
+        match self.messages.take() {
+            None => Ok(None),
+            Some(Messages::One(text)) => Ok(Some(text)),
+            Some(Messages::Lines(mut input)) => loop {
+                self.line.clear();
+                if input
+                    .read_line(&mut self.line)
+                    .await
+                    .context("reading stdin")?
+                    == 0
+                {
+                    return Ok(None);
+                }
+                let text = self.line.trim_end_matches(['\n', '\r']);
+                if !text.is_empty() {
+                    let text = text.to_owned();
+                    self.messages = Some(Messages::Lines(input));
+                    return Ok(Some(text));
+                }
+            },
+        }
+    }
 }
 
 /// Waits until a peer took the mailbox copy of what was queued: this process is about

@@ -229,31 +229,6 @@ impl Actor {
         Ok(())
     }
 
-    /// Hands a mailbox copy with pending mail straight to its owner if it is connected
-    /// here. A stopped owner reads the request the moment it resumes — before its wake
-    /// detection or its next poll would fetch — like the predecessor's open long-poll.
-    fn push_to_owner(&mut self, owner: &SessionAddr, key: &RecordKey, record: Vec<u8>) {
-        let Some(peer) = self.roster.get(owner).and_then(|a| a.body().peer_id()) else {
-            return;
-        };
-        if !self.peers.contains_key(&peer) {
-            return;
-        }
-        let request = interlink_core::wire::MailboxRequest {
-            v: VERSION,
-            op: interlink_core::wire::MailboxOp::Hold {
-                key: serde_bytes::ByteBuf::from(key.to_vec()),
-                record: serde_bytes::ByteBuf::from(record),
-            },
-        };
-        // The answer (or a timeout while the owner sleeps) needs no handling.
-        let _ = self
-            .swarm
-            .behaviour_mut()
-            .mailbox
-            .send_request(&peer, request);
-    }
-
     fn store_record(&mut self, key: &RecordKey, value: Vec<u8>) -> Result<(), String> {
         let record = Record {
             key: key.clone(),

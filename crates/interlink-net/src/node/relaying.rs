@@ -11,7 +11,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use interlink_core::wire::{MailboxOp, MailboxOutcome, MailboxRequest, MailboxResponse, VERSION};
+use interlink_core::wire::{
+    MailboxOp, MailboxOutcome, MailboxRequest, MailboxResponse, SessionAddr, VERSION,
+};
 use libp2p::{
     Multiaddr, PeerId,
     kad::{Record, RecordKey, store::RecordStore as _},
@@ -28,6 +30,8 @@ use crate::Role;
 pub(crate) const MAX_RELAYS: usize = 8;
 /// Most fetch requests to relays in flight.
 const MAX_FETCHES_IN_FLIGHT: usize = 64;
+/// Most mailboxes being pushed to their owners at once.
+const MAX_PUSHES: usize = 256;
 /// Peers counted as holding a reservation or circuit on this relay (each bounded by
 /// the relay server's own limits; these sets only mirror them).
 const MAX_SERVED: usize = 4096;
@@ -41,6 +45,10 @@ pub(crate) struct Relays {
     listening: HashSet<PeerId>,
     /// Our own mailbox fetches from relays in flight.
     fetches: HashSet<request_response::OutboundRequestId>,
+    /// Pushes of a mailbox copy to its owner in flight → the mailbox.
+    pushes: HashMap<request_response::OutboundRequestId, RecordKey>,
+    /// Mailboxes with a push in flight, and whether they changed since it left.
+    pushing: HashMap<RecordKey, bool>,
     /// Server side: peers holding a reservation here.
     pub(crate) reservations: HashSet<PeerId>,
     /// Server side: circuits open through here.
@@ -184,7 +192,9 @@ impl Actor {
                     },
                 ..
             } => {
-                if self.relays.fetches.remove(&request_id) {
+                if let Some(key) = self.relays.pushes.remove(&request_id) {
+                    self.push_done(&key, true);
+                } else if self.relays.fetches.remove(&request_id) {
                     match response.outcome {
                         MailboxOutcome::Record {
                             record: Some(record),
@@ -209,7 +219,9 @@ impl Actor {
                 ..
             } => {
                 debug!(%peer, %error, "mailbox request failed");
-                if !self.relays.fetches.remove(&request_id) {
+                if let Some(key) = self.relays.pushes.remove(&request_id) {
+                    self.push_done(&key, false);
+                } else if !self.relays.fetches.remove(&request_id) {
                     self.on_put_result(PutId::Hold(request_id), false);
                 }
             }
@@ -218,6 +230,54 @@ impl Actor {
             }
             request_response::Event::ResponseSent { .. } => {}
         }
+    }
+
+    /// Hands a mailbox copy with pending mail straight to its owner if it is connected
+    /// here. A stopped owner reads the request the moment it resumes — before its wake
+    /// detection or its next poll would fetch — like the predecessor's open long-poll.
+    /// One push per mailbox is in flight; changes meanwhile are pushed when it is
+    /// answered (not after a failure: an owner that did not answer in time fetches on
+    /// waking).
+    pub(super) fn push_to_owner(&mut self, owner: &SessionAddr, key: &RecordKey, record: Vec<u8>) {
+        if let Some(dirty) = self.relays.pushing.get_mut(key) {
+            *dirty = true;
+            return;
+        }
+        if self.relays.pushing.len() >= MAX_PUSHES {
+            return;
+        }
+        let Some(peer) = self.roster.get(owner).and_then(|a| a.body().peer_id()) else {
+            return;
+        };
+        if !self.peers.contains_key(&peer) {
+            return;
+        }
+        let request = MailboxRequest {
+            v: VERSION,
+            op: MailboxOp::Hold {
+                key: ByteBuf::from(key.to_vec()),
+                record: ByteBuf::from(record),
+            },
+        };
+        let id = self
+            .swarm
+            .behaviour_mut()
+            .mailbox
+            .send_request(&peer, request);
+        self.relays.pushes.insert(id, key.clone());
+        self.relays.pushing.insert(key.clone(), false);
+    }
+
+    fn push_done(&mut self, key: &RecordKey, answered: bool) {
+        let dirty = self.relays.pushing.remove(key).unwrap_or(false);
+        if !(answered && dirty) {
+            return;
+        }
+        let Some(mb) = self.held_mailbox(key).filter(|m| !m.is_empty()) else {
+            return;
+        };
+        let (owner, record) = (mb.address(), mb.encode());
+        self.push_to_owner(&owner, key, record);
     }
 
     fn answer_mailbox_request(&mut self, peer: PeerId, request: MailboxRequest) -> MailboxOutcome {
