@@ -384,6 +384,18 @@ impl Roster {
         self.groups.get(&addr.key)?.sessions.get(&addr.session)
     }
 
+    /// The sealing key `key` announced most recently, from any of its sessions held
+    /// (whatever their presence): the key is per identity, so a message to a session
+    /// that is no longer on the roster can still be sealed and queued for it.
+    pub fn sealing_key_of(&self, key: &IdentityKey) -> Option<crate::identity::SealingKey> {
+        self.groups
+            .get(key)?
+            .sessions
+            .values()
+            .max_by_key(|a| (a.body().ts, a.body().seq))
+            .map(|a| a.body().sealing.key)
+    }
+
     /// The live and away sessions of `key` at `now`, in session-id order.
     pub fn sessions_of(&self, key: &IdentityKey, now: u64) -> Vec<SessionView> {
         self.groups

@@ -659,3 +659,47 @@ async fn settle_says_whether_a_peer_took_the_mailbox_copy() {
     alice.node.shutdown().await;
     carol.node.shutdown().await;
 }
+
+/// A session not on the roster (gone, or not started yet) can be queued for: the
+/// sealing key is its identity's, known from another of its sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_not_on_the_roster_is_queued_for_and_gets_it_on_start() {
+    let base = 52_000 + u64::from(std::process::id() % 1000) * 10;
+    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let carol = start(base, 9, "carol-1", &[], None);
+    let boot = Some((base, carol.handle().peer_id()));
+    let alice = start(base + 1, 1, "alice-1", &[("bob", &bob_id)], boot);
+    let bob = start(base + 2, 2, "bob-1", &[("alice", &alice_id)], boot);
+    wait_roster(&[alice.handle(), bob.handle(), carol.handle()], 3).await;
+
+    let later = SessionAddr {
+        key: bob_id.public(),
+        session: SessionId::new("bob-2").unwrap(),
+    };
+    let outcome = alice
+        .handle()
+        .send(OutgoingMessage::text(
+            later.clone(),
+            "for your next session",
+        ))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, SendOutcome::Queued { .. }), "{outcome:?}");
+    // An identity never seen has no sealing key: that is an error, not a silent queue.
+    let stranger = SessionAddr {
+        key: Identity::from_seed(&[42; 32]).public(),
+        session: SessionId::new("x").unwrap(),
+    };
+    let err = alice
+        .handle()
+        .send(OutgoingMessage::text(stranger, "nobody"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SendError::NotOnRoster(_)), "{err}");
+
+    let bob2 = start(base + 3, 2, "bob-2", &[("alice", &alice_id)], boot);
+    wait_inbox(&bob2, &["for your next session".to_string()]).await;
+    for p in [alice, bob, bob2, carol] {
+        p.node.shutdown().await;
+    }
+}

@@ -144,11 +144,13 @@ pub async fn send<R: AsyncBufRead + Unpin>(
             .with_context(|| format!("cannot route to {target_name} ({})", target.fingerprint()))?;
         describe_route(progress, &target_name, &target, &chosen);
         if chosen.presence == Presence::Gone {
-            bail!(
-                "session {} of {target_name} is not on the roster (nothing seen within {:?}); \
-                 a message can only be sealed to a session that has announced itself",
-                chosen.session,
-                options.wait
+            // Sealed with the identity's key from another of its sessions and queued in
+            // the session's mailbox; the node refuses if it knows no such key.
+            let _ = writeln!(
+                progress,
+                "send: session {} of {target_name} is gone (not seen within {:?}); the \
+                 message waits in its mailbox for when it returns",
+                chosen.session, options.wait
             );
         }
         let to = SessionAddr {

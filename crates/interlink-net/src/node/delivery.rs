@@ -43,7 +43,8 @@ pub(crate) struct Queued {
     pub(super) envelope: Signed<Envelope>,
     /// Its wire encoding, made once when it was signed.
     wire: Vec<u8>,
-    pub(super) peer: PeerId,
+    /// The recipient's node; `None` for a session not on the roster (mailbox only).
+    pub(super) peer: Option<PeerId>,
     /// The caller waiting for the outcome; `None` for a live retry of a message
     /// already queued in the mailbox (its caller was answered "queued").
     pub(super) reply: Option<oneshot::Sender<Result<SendOutcome, SendError>>>,
@@ -84,21 +85,27 @@ impl Actor {
         let to = msg.to;
         let busy =
             self.outbox.queues.len() >= OUTBOX_RECIPIENTS && !self.outbox.queues.contains_key(&to);
-        if busy || self.outbox_queue(&to).len() >= OUTBOX_PER_RECIPIENT {
+        let waiting = self.outbox.queues.get(&to).map_or(0, VecDeque::len);
+        if busy || waiting >= OUTBOX_PER_RECIPIENT {
             let _ = reply.send(Err(SendError::Busy));
             return;
         }
+        let queued = Queued {
+            wire: envelope.to_bytes(),
+            envelope,
+            peer,
+            reply: Some(reply),
+        };
+        let Some(peer) = peer else {
+            self.queue_in_mailbox(queued);
+            return;
+        };
         // Messages queued earlier for a recipient that answers again go first, so the
         // new one does not overtake them.
         if self.has_unconfirmed(&to) && !self.mailboxes.is_unreachable(&peer) {
             self.retry_unconfirmed(&to);
         }
-        self.outbox_queue(&to).push_back(Queued {
-            wire: envelope.to_bytes(),
-            envelope,
-            peer,
-            reply: Some(reply),
-        });
+        self.outbox_queue(&to).push_back(queued);
         self.kick(&to);
     }
 
@@ -127,25 +134,33 @@ impl Actor {
     fn build_envelope(
         &mut self,
         msg: &OutgoingMessage,
-    ) -> Result<(Signed<Envelope>, PeerId), SendError> {
+    ) -> Result<(Signed<Envelope>, Option<PeerId>), SendError> {
         let ts = self.next_envelope_ts();
         let Role::Session(spec) = &self.role else {
             return Err(SendError::NotASession);
         };
-        let ann = self
-            .roster
-            .get(&msg.to)
-            .ok_or_else(|| SendError::NotOnRoster(msg.to.clone()))?;
-        let peer = ann
-            .body()
-            .peer_id()
-            .ok_or_else(|| SendError::NotOnRoster(msg.to.clone()))?;
-        for addr in &ann.body().addrs {
-            if let Ok(a) = addr.parse() {
-                self.swarm.add_peer_address(peer, a);
+        // A session on the roster is tried live; one that left it (gone, or never seen
+        // here) can still be queued for, sealed with its identity's key from another
+        // announcement.
+        let (sealing_key, peer) = match self.roster.get(&msg.to) {
+            Some(ann) => {
+                let peer = ann.body().peer_id();
+                if let Some(peer) = peer {
+                    for addr in &ann.body().addrs {
+                        if let Ok(a) = addr.parse() {
+                            self.swarm.add_peer_address(peer, a);
+                        }
+                    }
+                }
+                (ann.body().sealing.key, peer)
             }
-        }
-        let sealing_key = ann.body().sealing.key;
+            None => (
+                self.roster
+                    .sealing_key_of(&msg.to.key)
+                    .ok_or_else(|| SendError::NotOnRoster(msg.to.clone()))?,
+                None,
+            ),
+        };
         let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
         let mut env = Envelope {
             v: VERSION,
@@ -177,7 +192,10 @@ impl Actor {
         let mut batch: Vec<Queued> = Vec::new();
         let mut bytes = 0usize;
         while let Some(queued) = self.outbox.queues.get_mut(to).and_then(VecDeque::pop_front) {
-            if self.mailboxes.is_unreachable(&queued.peer) {
+            if queued
+                .peer
+                .is_none_or(|p| self.mailboxes.is_unreachable(&p))
+            {
                 self.queue_in_mailbox(queued);
                 continue;
             }
@@ -204,7 +222,13 @@ impl Actor {
     }
 
     fn send_live(&mut self, to: &SessionAddr, batch: Vec<Queued>) {
-        let peer = batch[0].peer;
+        // `send_next` only batches messages with a peer.
+        let Some(peer) = batch[0].peer else {
+            for q in batch {
+                self.queue_in_mailbox(q);
+            }
+            return;
+        };
         let request = DeliverRequest {
             v: VERSION,
             envelopes: batch
@@ -256,7 +280,9 @@ impl Actor {
                 // No answer: store and forward. Refusals and bad receipts are final.
                 Err(SendError::Unreachable(reason)) => {
                     debug!(%to, %reason, "live delivery failed; queueing in the mailbox");
-                    self.mailboxes.mark_unreachable(queued.peer);
+                    if let Some(peer) = queued.peer {
+                        self.mailboxes.mark_unreachable(peer);
+                    }
                     self.queue_in_mailbox(queued);
                     continue;
                 }

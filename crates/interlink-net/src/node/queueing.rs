@@ -102,6 +102,10 @@ impl Queueing {
 
     fn keep_unconfirmed(&mut self, mut q: Queued) {
         q.reply = None;
+        // Without a known node there is nothing to retry live; the mailbox has it.
+        if q.peer.is_none() {
+            return;
+        }
         let age = crate::now_ms().saturating_sub(q.envelope.body().ts);
         if age > RETRY_WINDOW_MS {
             return;
@@ -405,7 +409,7 @@ impl Actor {
             .queueing
             .unconfirmed
             .iter()
-            .filter(|(_, list)| list.front().is_some_and(|q| q.peer == peer))
+            .filter(|(_, list)| list.front().is_some_and(|q| q.peer == Some(peer)))
             .map(|(to, _)| to.clone())
             .collect();
         for to in targets {
