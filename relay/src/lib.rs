@@ -1,7 +1,13 @@
-//! The interlink-p2p relay node.
+//! The interlink-p2p relay node, `interlink-relay`.
 //!
-//! This crate will hold `interlink-relay`: a libp2p circuit-relay v2 server, a Kademlia
-//! server whose mailbox records live in redb (keep-until-ack, merged with
-//! [`interlink_core::mailbox`]), a bootstrap point for tailnets, and a metrics and
-//! probe endpoint. It is built by the relay issue; it has no binary until then.
+//! An optional always-on node that adds durability and reachability to the overlay:
+//! a libp2p circuit-relay v2 server, a Kademlia server whose mailbox records live in
+//! redb (keep-until-ack, merged with [`interlink_core::mailbox`]), a bootstrap point
+//! for tailnets, and a metrics and probe endpoint.
+//!
+//! - [`store`] — the durable mailbox store (blocking; callers use `spawn_blocking`).
 #![deny(missing_docs)]
+
+pub mod store;
+#[cfg(any(test, feature = "test-utils"))]
+pub mod testkit;
