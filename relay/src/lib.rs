@@ -6,8 +6,12 @@
 //! for tailnets, and a metrics and probe endpoint.
 //!
 //! - [`store`] — the durable mailbox store (blocking; callers use `spawn_blocking`).
+//! - [`metrics`] — counters, gauges and the probe identity, shared by every task.
+//! - [`http`] — the tiny HTTP server for `GET /metrics` and `GET /probe`.
 #![deny(missing_docs)]
 
+pub mod http;
+pub mod metrics;
 pub mod store;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testkit;
