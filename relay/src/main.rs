@@ -1,1 +1,77 @@
-fn main() {}
+//! `interlink-relay`: parses flags, installs logging and signal handling, runs the
+//! library. See docs/RELAY.md.
+//!
+//! Stdout carries only the relay's dialable multiaddrs, one per line, once it is up
+//! (scripts read them); everything else is logged to stderr.
+
+use std::{io::IsTerminal, process::ExitCode};
+
+use clap::Parser;
+use interlink_relay::{cli::Args, start};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal, not for journald or a log file.
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let config = match Args::parse().into_config() {
+        Ok(c) => c,
+        Err(e) => {
+            error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    let relay = match start(config, shutdown).await {
+        Ok(relay) => relay,
+        Err(e) => {
+            error!("relay did not start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for addr in relay.addrs() {
+        println!("{addr}");
+    }
+    match relay.wait().await {
+        Ok(()) => {
+            info!("relay stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("relay failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Cancels `shutdown` on SIGTERM or Ctrl-C (SIGINT).
+async fn stop_on_signal(shutdown: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => info!("SIGTERM: stopping"),
+                    _ = tokio::signal::ctrl_c() => info!("interrupt: stopping"),
+                }
+            }
+            Err(e) => {
+                error!("cannot watch SIGTERM ({e}); Ctrl-C still stops the relay");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    shutdown.cancel();
+}
