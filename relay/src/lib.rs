@@ -27,8 +27,8 @@ pub mod testkit;
 
 pub use config::Config;
 pub use node::{
-    RELAY_TRANSPORT_LABEL, Relay, RelayError, RunError, SHUTDOWN_GRACE, StartError, now_ms, run,
-    start, transport_keypair,
+    MAX_BLOCKING_THREADS, RELAY_TRANSPORT_LABEL, Relay, RelayError, RunError, SHUTDOWN_GRACE,
+    StartError, now_ms, run, start, transport_keypair,
 };
 
 #[cfg(test)]

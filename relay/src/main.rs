@@ -7,13 +7,28 @@
 use std::{io::IsTerminal, process::ExitCode};
 
 use clap::Parser;
-use interlink_relay::{cli::Args, start};
+use interlink_relay::{MAX_BLOCKING_THREADS, cli::Args, start};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        // Store calls run on blocking threads; they queue behind one write lock anyway,
+        // so a named cap keeps a burst of puts from spawning hundreds of threads.
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .build();
+    match runtime {
+        Ok(rt) => rt.block_on(relay_main()),
+        Err(e) => {
+            eprintln!("interlink-relay: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn relay_main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)

@@ -20,6 +20,8 @@ use crate::{
 /// key (like a session does), so the identity key itself is never a transport key and
 /// the PeerId is the same on every start.
 pub const RELAY_TRANSPORT_LABEL: &str = "interlink-relay";
+/// Most blocking threads the relay's runtime runs (store calls, key file I/O).
+pub const MAX_BLOCKING_THREADS: usize = 32;
 /// How long shutdown waits for the tasks before giving up on them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 

@@ -298,6 +298,18 @@ impl MailboxStore {
         Ok(value)
     }
 
+    /// Every record key held (at most [`Caps::max_mailboxes`] of them), so a restarted
+    /// relay can tell its network layer what it serves.
+    pub fn keys(&self) -> Result<Vec<[u8; 32]>, ReadError> {
+        let txn = self.db.begin_read().map_err(DbError::from)?;
+        let summary = txn.open_table(SUMMARY).map_err(DbError::from)?;
+        let mut keys = Vec::new();
+        for row in summary.iter().map_err(DbError::from)? {
+            keys.push(row.map_err(DbError::from)?.0.value());
+        }
+        Ok(keys)
+    }
+
     /// Counts of what is held.
     pub fn stats(&self) -> Stats {
         self.lock().totals

@@ -91,6 +91,7 @@ fn put_get_round_trip() {
     );
     assert_eq!(store.get(&key).unwrap().as_deref(), Some(bytes.as_slice()));
     assert_eq!(store.get(&[7; 32]).unwrap(), None);
+    assert_eq!(store.keys().unwrap(), vec![key]);
     assert_eq!(
         store.stats(),
         Stats {
