@@ -46,7 +46,7 @@ pub use self::caps::{
 pub use self::error::{DbError, OpenError, PutError, ReadError, Refusal, RejectReason, SweepError};
 use self::{
     cache::{DecodedCache, Key},
-    put::{Batch, verify_put},
+    put::{Batch, Current, verify_put},
 };
 
 /// Schema of the database file; a file of another schema is refused at open.
@@ -259,10 +259,10 @@ impl MailboxStore {
         match committed {
             Ok(()) => {
                 state.totals = totals;
-                for (key, (mb, bytes)) in touched {
-                    match mb {
-                        Some(mb) => state.cache.insert(key, mb, bytes),
-                        None => state.cache.remove(&key),
+                for (key, current) in touched {
+                    match current {
+                        Current::Held(mb, bytes) => state.cache.insert(key, mb, bytes),
+                        Current::Absent | Current::Unknown => state.cache.remove(&key),
                     }
                 }
                 results

@@ -5,12 +5,25 @@ use std::collections::{HashMap, HashSet};
 use interlink_core::{
     IdentityKey, MsgId,
     mailbox::{self, Mailbox},
+    wire::SessionAddr,
 };
 
 use super::{
     DbError, Key, MailboxStore, PutOutcome, Refusal, RejectReason, State, Stats, Summary, Tables,
     add_summary, is_vacant, open_tables, read_summary, sub_summary, write_record,
 };
+
+/// What the batch knows of a mailbox after staging a put of it.
+#[derive(Debug)]
+pub(super) enum Current {
+    /// This copy (staged or unchanged), with its encoded size.
+    Held(Mailbox, usize),
+    /// No record (never held, or deleted by this put).
+    Absent,
+    /// The decoded copy was spent on a merge that was then refused: the record in the
+    /// transaction is still the truth and is decoded again if needed.
+    Unknown,
+}
 
 impl MailboxStore {
     /// Opens a write transaction and stages every verified put in it.
@@ -23,9 +36,8 @@ impl MailboxStore {
         let txn = self.db.begin_write()?;
         let mut totals = state.totals;
         let mut results = Vec::with_capacity(decoded.len());
-        // The batch's current copy of each mailbox it touched (None: none held), with
-        // its encoded size: what goes back into the cache after the commit.
-        let mut touched: HashMap<Key, (Option<Mailbox>, usize)> = HashMap::new();
+        // What goes back into the cache after the commit.
+        let mut touched: HashMap<Key, Current> = HashMap::new();
         {
             let mut t = open_tables(&txn)?;
             for put in decoded {
@@ -39,13 +51,14 @@ impl MailboxStore {
                 let key = incoming.record_key();
                 let old = read_summary(&t, &key)?;
                 let held = match touched.remove(&key) {
-                    Some((mb, _)) => mb,
-                    None => self.held(state, &t, &key, now_ms)?,
+                    Some(Current::Held(mb, _)) => Some(mb),
+                    Some(Current::Absent) => None,
+                    Some(Current::Unknown) | None => self.held(state, &t, &key, now_ms)?,
                 };
-                let staged =
+                let (result, current) =
                     self.merge_one(&mut t, &mut totals, key, old, held, incoming, now_ms)?;
-                results.push(staged.result);
-                touched.insert(key, (staged.current, staged.bytes));
+                results.push(result);
+                touched.insert(key, current);
             }
         }
         Ok(Batch {
@@ -68,61 +81,58 @@ impl MailboxStore {
         held: Option<Mailbox>,
         incoming: &Mailbox,
         now_ms: u64,
-    ) -> Result<Staged, DbError> {
+    ) -> Result<(Result<PutOutcome, Refusal>, Current), DbError> {
         let cfg = &self.caps.mailbox;
         let old_bytes = old.map_or(0, |o| o.bytes);
-        let unchanged = |held: Option<Mailbox>, result| Staged {
-            result,
-            bytes: if held.is_some() {
-                old_bytes as usize
-            } else {
-                0
-            },
-            current: held,
-        };
-        // Merging is commutative: start from the incoming copy (usually one envelope)
-        // so the held one is kept intact for the comparison and for a refusal.
-        let mut merged = incoming.clone();
-        match &held {
-            Some(h) => {
-                // Same owner and session (the record key matched), so this cannot
-                // fail; if it did, the put is refused rather than the copy replaced.
-                if let Err(e) = merged.merge(h, now_ms, cfg) {
-                    return Ok(unchanged(held, Err(Refusal::from_mailbox(&e))));
+        let before = Entries::of(held.as_ref());
+        let was_held = held.is_some();
+        // The incoming copy is merged into the held one in place: a held mailbox can
+        // hold hundreds of envelopes, a put usually brings one.
+        let merged = match held {
+            Some(mut mb) => {
+                // Same owner and session (the record key matched), so this cannot fail.
+                if let Err(e) = mb.merge(incoming, now_ms, cfg) {
+                    return Ok((Err(Refusal::from_mailbox(&e)), Current::Unknown));
                 }
+                mb
             }
             None => {
-                merged.sweep(now_ms, cfg);
+                let mut mb = incoming.clone();
+                mb.sweep(now_ms, cfg);
+                mb
             }
-        }
-        let mut outcome = diff(held.as_ref(), &merged);
-        if held.as_ref() == Some(&merged) || (held.is_none() && is_vacant(&merged)) {
-            return Ok(unchanged(held, Ok(outcome)));
+        };
+        let after = Entries::of(Some(&merged));
+        let mut outcome = before.diff(&after, merged.len());
+        if before == after {
+            let current = if was_held {
+                Current::Held(merged, usize::try_from(old_bytes).unwrap_or(usize::MAX))
+            } else {
+                Current::Absent // nothing held, and the put brought nothing live
+            };
+            return Ok((Ok(outcome), current));
         }
         outcome.changed = true;
         if is_vacant(&merged) {
-            // Only when everything held expired and the put brought nothing live.
+            // Everything held expired and the put brought nothing live.
             if let Some(old) = old {
                 t.records.remove(&key)?;
                 t.summary.remove(&key)?;
                 sub_summary(totals, old);
                 totals.mailboxes = totals.mailboxes.saturating_sub(1);
             }
-            return Ok(Staged {
-                result: Ok(outcome),
-                current: None,
-                bytes: 0,
-            });
+            return Ok((Ok(outcome), Current::Absent));
+        }
+        // Refused from here on, the merged copy is dropped: the record is the truth.
+        let refused = |refusal| (Err(refusal), Current::Unknown);
+        if old.is_none() && totals.mailboxes >= self.caps.max_mailboxes as u64 {
+            return Ok(refused(Refusal::new(
+                RejectReason::StoreFullMailboxes,
+                format!("the store holds {} mailboxes", totals.mailboxes),
+            )));
         }
         let encoded = merged.encode();
         let new = Summary::of(&merged, encoded.len(), cfg);
-        if old.is_none() && totals.mailboxes >= self.caps.max_mailboxes as u64 {
-            let refusal = Refusal::new(
-                RejectReason::StoreFullMailboxes,
-                format!("the store holds {} mailboxes", totals.mailboxes),
-            );
-            return Ok(unchanged(held, Err(refusal)));
-        }
         let total_after = totals
             .bytes
             .saturating_sub(old_bytes)
@@ -130,14 +140,13 @@ impl MailboxStore {
         // A put that does not grow the store is let through even when it is full, so
         // owners can always ack (and so shrink) their mailboxes.
         if new.bytes > old_bytes && total_after > self.caps.max_total_bytes {
-            let refusal = Refusal::new(
+            return Ok(refused(Refusal::new(
                 RejectReason::StoreFullBytes,
                 format!(
                     "the store would hold {total_after} bytes; the cap is {}",
                     self.caps.max_total_bytes
                 ),
-            );
-            return Ok(unchanged(held, Err(refusal)));
+            )));
         }
         write_record(t, &key, &encoded, new)?;
         match old {
@@ -145,28 +154,15 @@ impl MailboxStore {
             None => totals.mailboxes += 1,
         }
         add_summary(totals, new);
-        Ok(Staged {
-            result: Ok(outcome),
-            current: Some(merged),
-            bytes: encoded.len(),
-        })
+        Ok((Ok(outcome), Current::Held(merged, encoded.len())))
     }
-}
-
-/// One put staged in a batch.
-struct Staged {
-    result: Result<PutOutcome, Refusal>,
-    /// The mailbox's copy after this put (staged, or unchanged).
-    current: Option<Mailbox>,
-    /// Its encoded size.
-    bytes: usize,
 }
 
 /// A staged, uncommitted batch of puts.
 pub(super) struct Batch {
     pub(super) txn: redb::WriteTransaction,
     pub(super) results: Vec<Result<PutOutcome, Refusal>>,
-    pub(super) touched: Vec<(Key, (Option<Mailbox>, usize))>,
+    pub(super) touched: Vec<(Key, Current)>,
     pub(super) totals: Stats,
 }
 
@@ -193,30 +189,54 @@ pub(super) fn verify_put(
     Ok(mb)
 }
 
-/// What changed from `held` to `merged`.
-fn diff(held: Option<&Mailbox>, merged: &Mailbox) -> PutOutcome {
-    let held_envs: HashSet<(MsgId, IdentityKey)> = held
-        .into_iter()
-        .flat_map(|h| h.pending())
-        .map(|e| (e.body().msg_id, e.body().sender))
-        .collect();
-    let merged_envs: HashSet<(MsgId, IdentityKey)> = merged
-        .pending()
-        .map(|e| (e.body().msg_id, e.body().sender))
-        .collect();
-    let held_acks: HashSet<[u8; 64]> = held
-        .into_iter()
-        .flat_map(|h| h.acks())
-        .map(|a| *a.signature())
-        .collect();
-    PutOutcome {
-        changed: false,
-        new_envelopes: merged_envs.difference(&held_envs).count(),
-        new_acks: merged
-            .acks()
-            .filter(|a| !held_acks.contains(a.signature()))
-            .count(),
-        removed: held_envs.difference(&merged_envs).count(),
-        held: merged.len(),
+/// One envelope version: `(ts, msg_id, sender, signature, reply-to hint)` determines
+/// its wire bytes, hence its place in the mailbox.
+type EnvelopeId = (u64, MsgId, IdentityKey, [u8; 64], Option<SessionAddr>);
+
+/// The entries of a mailbox copy, to tell what a merge changed without keeping (or
+/// comparing) whole copies.
+#[derive(Debug, PartialEq, Eq)]
+struct Entries {
+    envelopes: HashSet<EnvelopeId>,
+    /// `(msg_id, sender)` of each envelope: an entry, whatever its version.
+    entries: HashSet<(MsgId, IdentityKey)>,
+    acks: HashSet<(u64, [u8; 64])>,
+}
+
+impl Entries {
+    fn of(mb: Option<&Mailbox>) -> Self {
+        let mut e = Entries {
+            envelopes: HashSet::new(),
+            entries: HashSet::new(),
+            acks: HashSet::new(),
+        };
+        if let Some(mb) = mb {
+            for env in mb.pending() {
+                let b = env.body();
+                e.envelopes.insert((
+                    b.ts,
+                    b.msg_id,
+                    b.sender,
+                    *env.signature(),
+                    env.raw_reply_to().cloned(),
+                ));
+                e.entries.insert((b.msg_id, b.sender));
+            }
+            for ack in mb.acks() {
+                e.acks.insert((ack.body().ts, *ack.signature()));
+            }
+        }
+        e
+    }
+
+    /// What changed from `self` (held) to `after` (merged, holding `held` envelopes).
+    fn diff(&self, after: &Entries, held: usize) -> PutOutcome {
+        PutOutcome {
+            changed: false,
+            new_envelopes: after.entries.difference(&self.entries).count(),
+            new_acks: after.acks.difference(&self.acks).count(),
+            removed: self.entries.difference(&after.entries).count(),
+            held,
+        }
     }
 }

@@ -417,3 +417,26 @@ fn invalid_caps_are_refused() {
         Err(OpenError::Caps(_))
     ));
 }
+
+#[test]
+fn a_refusal_inside_a_batch_does_not_hide_the_held_copy_from_later_puts() {
+    for caps in both_caches() {
+        let f = Fixture::new();
+        let (key, one) = f.rec(&[f.msg(2, 1, T0)], &[], T0);
+        let store = f.open(caps.with_max_total_bytes(one.len() as u64 + 10));
+        store.put(key, &one, T0).unwrap();
+        let (_, grow) = f.rec(&[f.msg(3, 2, T0)], &[], T0);
+        let (_, ack) = f.rec(&[], &[f.ack(&[1], T0 + 1)], T0 + 1);
+        let results = store.put_many(&[(key, &grow), (key, &ack)], T0 + 1);
+        assert_eq!(
+            results[0].as_ref().unwrap_err().reason(),
+            Some(RejectReason::StoreFullBytes)
+        );
+        // The ack merged with the held copy: it removed message 1.
+        let out = results[1].as_ref().unwrap();
+        assert_eq!((out.removed, out.new_acks, out.held), (1, 1, 0));
+        let mb = held(&store, &key, T0 + 1);
+        assert!(mb.is_empty());
+        assert!(mb.acked_ids().contains(&msg_id(1)));
+    }
+}
