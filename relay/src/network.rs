@@ -40,13 +40,14 @@
 //!   [`MailboxStore::get`] (a short redb read; records ≤ 4 MiB) and whose `records()`
 //!   is empty so nothing is re-published from the relay, or a bounded in-memory mirror.
 //!   The kad put ack is sent *before* the application decides, so it promises nothing.
-//! - **Hold protocol** (request-response, `/interlink-p2p/<network>/hold/1`, new in
-//!   PROTOCOL.md): request = `(record key, encoded record)`, response = `Held {
-//!   envelopes }` or `Refused { reason label }`. The response is sent only after
-//!   [`MailboxStore::put`] returned, i.e. after the redb commit — this is the message
-//!   a session may treat as "the relay has it" (kill -9 safe). Same for the owner's
-//!   direct fetch: a `fetch` request answered with [`MailboxStore::get`], so a session
-//!   does not depend on Kademlia routing to reach its relay.
+//! - **Mailbox protocol** (request-response `hold` / `fetch`; its wire types belong in
+//!   interlink-core next to the other overlay messages, and PROTOCOL.md): `hold`
+//!   carries `(record key, encoded record)` and is answered only after
+//!   [`MailboxStore::put`] returned, i.e. after the redb commit — the answer is what a
+//!   session may treat as "the relay has it" (kill -9 safe); a refusal answers with its
+//!   [`crate::store::RejectReason::label`]. `fetch` is answered with
+//!   [`MailboxStore::get`], so a session reaches its mailbox on the relay without
+//!   depending on Kademlia routing.
 //! - **Gossipsub** on `Network::announce_topic` with `validate_messages()`: validate
 //!   each announcement/goodbye with the core (signature, freshness, size), report
 //!   Accept/Reject so valid ones are forwarded, keep a roster in memory
@@ -58,8 +59,23 @@
 //! - Per-peer rate limiting of puts (a named budget per peer per minute) so one peer
 //!   cannot make the relay fsync in a loop; refusals count as a reject reason.
 //!
+//! Store calls block (a commit waits for the disk, ~ms): make them from
+//! `spawn_blocking` or one writer thread fed by a bounded channel (which can batch with
+//! [`MailboxStore::put_many`]: one fsync per batch), never inside the swarm task, or
+//! every connection stalls while the disk syncs.
+//!
+//! # If interlink-net provides the node
+//!
+//! The session crate may grow a relay role that runs all of the above itself and
+//! calls a durable-store trait for `hold` / `get` / `keys` (work in progress there at
+//! the time of writing). Then this function shrinks to: wrap the store in an adapter
+//! implementing that trait (refusal label = [`crate::store::RejectReason::label`],
+//! database errors = `io`; count them in [`Metrics`]), start the node with the relay
+//! role, print its listen addresses, and copy its diagnostics (connected peers,
+//! reservations) into [`Metrics`] on a timer.
+//!
 //! Shutdown: when the token is cancelled, stop accepting requests, let in-flight store
-//! writes finish (their `spawn_blocking` tasks are awaited), then drop the swarm.
+//! writes finish (their blocking tasks are awaited), then drop the swarm.
 
 use std::{future::Future, pin::Pin, sync::Arc};
 
