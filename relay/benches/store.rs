@@ -32,6 +32,8 @@ const SINGLE_PUTS: usize = 1_000;
 /// Mailbox fetches timed.
 const GETS: usize = 10_000;
 
+/// Optional: the decoded-cache bound in MiB (default: the store's default).
+const CACHE_ENV: &str = "RELAY_BENCH_CACHE_MIB";
 /// Set (to a database path) in the child process that measures a fresh relay's RSS.
 const CHILD_ENV: &str = "RELAY_BENCH_CHILD_DB";
 
@@ -79,7 +81,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::env::var_os("RELAY_BENCH_DIR").unwrap_or_else(|| std::env::temp_dir().into()),
         )?;
     let path = tmp.path().join("mailboxes.redb");
-    let store = MailboxStore::open(&path, Caps::default())?;
+    let mut caps = Caps::default();
+    if let Some(mib) = std::env::var(CACHE_ENV)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        caps = caps.with_decoded_cache_bytes(mib * 1024 * 1024);
+    }
+    let cache_mib = caps.decoded_cache_bytes / (1024 * 1024);
+    let store = MailboxStore::open(&path, caps)?;
 
     let fill = Instant::now();
     for chunk in puts.chunks(BATCH) {
@@ -152,7 +162,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "relay store benchmark: {MAILBOXES} mailboxes x {PER_MAILBOX} envelopes ({SENDERS} senders, {TEXT_BYTES}-byte texts)"
     );
-    println!("database: {}", path.display());
+    println!(
+        "database: {}; decoded-mailbox cache: {cache_mib} MiB",
+        path.display()
+    );
     println!("| measure | value |");
     println!("|---|---|");
     println!(

@@ -8,8 +8,9 @@ use super::OpenError;
 pub const DEFAULT_MAX_MAILBOXES: usize = 100_000;
 /// Default most bytes of encoded records the store holds (4 GiB).
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 4 * 1024 * 1024 * 1024;
-/// Default bound of the decoded-mailbox cache, in bytes of the records it mirrors.
-pub const DEFAULT_DECODED_CACHE_BYTES: usize = 64 * 1024 * 1024;
+/// Default bound of the decoded-mailbox cache (estimated memory of the decoded copies:
+/// about 40 MB of records).
+pub const DEFAULT_DECODED_CACHE_BYTES: usize = 128 * 1024 * 1024;
 /// Default page cache redb may use (its own default is 1 GiB, too much for a small box).
 pub const DEFAULT_DB_CACHE_BYTES: usize = 64 * 1024 * 1024;
 
@@ -23,7 +24,9 @@ pub struct Caps {
     pub max_mailboxes: usize,
     /// Most bytes of encoded records held; a put growing the total past it is refused.
     pub max_total_bytes: u64,
-    /// Bound of the decoded-mailbox cache (bytes of the records it mirrors).
+    /// Bound of the decoded-mailbox cache, in estimated bytes of memory
+    /// ([`DECODED_SIZE_FACTOR`](crate::store::DECODED_SIZE_FACTOR) times the records' size). A miss costs a decode that
+    /// verifies every envelope of the mailbox again; 0 disables the cache.
     pub decoded_cache_bytes: usize,
     /// Page cache redb may use.
     pub db_cache_bytes: usize,

@@ -39,6 +39,7 @@ use interlink_core::{
 use redb::{Database, ReadableDatabase, ReadableTable, Table, TableDefinition};
 use tracing::warn;
 
+pub use self::cache::DECODED_SIZE_FACTOR;
 pub use self::caps::{
     Caps, DEFAULT_DB_CACHE_BYTES, DEFAULT_DECODED_CACHE_BYTES, DEFAULT_MAX_MAILBOXES,
     DEFAULT_MAX_TOTAL_BYTES,
