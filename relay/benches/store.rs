@@ -227,15 +227,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn child(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let rss_before = rss_kib();
     let t = Instant::now();
-    let store = MailboxStore::open(path, Caps::default())?;
+    let store = MailboxStore::open(path, caps_from_env())?;
     let open_time = t.elapsed();
     let rss_open = rss_kib();
     let session = testkit::session("inbox");
+    let owners: Vec<_> = (0..MAILBOXES as u64)
+        .map(|i| testkit::identity(10_000 + i))
+        .collect();
     let mut bytes = 0;
-    for i in 0..MAILBOXES as u64 {
-        let key = mailbox::record_key(&testkit::identity(10_000 + i).public(), &session);
+    for owner in &owners {
+        let key = mailbox::record_key(&owner.public(), &session);
         bytes += store.get(&key)?.map_or(0, |r| r.len());
     }
+    let rss_fetched = rss_kib();
+    // Then one more message into every mailbox, one commit each: the decoded cache
+    // fills to its bound.
+    let now = now_ms();
+    let sender = testkit::identity(99);
+    let puts: Vec<([u8; 32], Vec<u8>)> = owners
+        .iter()
+        .enumerate()
+        .map(|(i, owner)| {
+            let id = testkit::msg_id(2_000_000 + i as u64);
+            let env = testkit::message(&sender, owner, &session, id, now, &"y".repeat(TEXT_BYTES));
+            testkit::record(&owner.public(), &session, &[env], &[], now)
+        })
+        .collect();
+    let t = Instant::now();
+    for (k, b) in &puts {
+        store.put(*k, b, now)?;
+    }
+    let put_time = t.elapsed();
     println!(
         "| restart: open the filled store | {} ({} mailboxes) |",
         ms(open_time),
@@ -246,9 +268,26 @@ fn child(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         mb(bytes as u64),
         rss_mb(rss_before),
         rss_mb(rss_open),
+        rss_mb(rss_fetched)
+    );
+    println!(
+        "| restarted relay: one more put into each mailbox, one commit each | {:.0} puts/s; RSS after {} MB |",
+        MAILBOXES as f64 / put_time.as_secs_f64(),
         rss_mb(rss_kib())
     );
     Ok(())
+}
+
+/// The store caps, with the decoded-cache bound from [`CACHE_ENV`] if set.
+fn caps_from_env() -> Caps {
+    let caps = Caps::default();
+    match std::env::var(CACHE_ENV)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        Some(mib) => caps.with_decoded_cache_bytes(mib * 1024 * 1024),
+        None => caps,
+    }
 }
 
 fn pct(v: &mut [Duration], p: usize) -> Duration {
