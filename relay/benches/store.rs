@@ -34,12 +34,18 @@ const GETS: usize = 10_000;
 
 /// Optional: the decoded-cache bound in MiB (default: the store's default).
 const CACHE_ENV: &str = "RELAY_BENCH_CACHE_MIB";
+/// Set to measure only the memory of decoded mailboxes against their records' size
+/// (what `DECODED_SIZE_FACTOR` estimates).
+const FACTOR_ENV: &str = "RELAY_BENCH_DECODED_FACTOR";
 /// Set (to a database path) in the child process that measures a fresh relay's RSS.
 const CHILD_ENV: &str = "RELAY_BENCH_CHILD_DB";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = std::env::var_os(CHILD_ENV) {
         return child(Path::new(&path));
+    }
+    if std::env::var_os(FACTOR_ENV).is_some() {
+        return decoded_size_factor();
     }
     let rss_start = rss_kib();
     let now = now_ms();
@@ -274,6 +280,51 @@ fn child(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         "| restarted relay: one more put into each mailbox, one commit each | {:.0} puts/s; RSS after {} MB |",
         MAILBOXES as f64 / put_time.as_secs_f64(),
         rss_mb(rss_kib())
+    );
+    Ok(())
+}
+
+/// Decodes 200 mailboxes of 100 envelopes, keeps them, and compares the memory they
+/// take (RSS growth) with the size of their records.
+fn decoded_size_factor() -> Result<(), Box<dyn std::error::Error>> {
+    let now = now_ms();
+    let session = testkit::session("inbox");
+    let senders: Vec<_> = (0..SENDERS as u64).map(testkit::identity).collect();
+    let text = "x".repeat(TEXT_BYTES);
+    let records: Vec<Vec<u8>> = (0..200u64)
+        .map(|m| {
+            let owner = testkit::identity(10_000 + m);
+            let envs: Vec<_> = (0..PER_MAILBOX as u64)
+                .map(|n| {
+                    let id = testkit::msg_id(m * 1000 + n);
+                    testkit::message(
+                        &senders[n as usize % SENDERS],
+                        &owner,
+                        &session,
+                        id,
+                        now - 1000 + n,
+                        &text,
+                    )
+                })
+                .collect();
+            testkit::record(&owner.public(), &session, &envs, &[], now).1
+        })
+        .collect();
+    let record_bytes: usize = records.iter().map(Vec::len).sum();
+    let before = rss_kib().unwrap_or(0);
+    let cfg = mailbox::Config::default();
+    let mut kept = Vec::with_capacity(records.len());
+    for r in &records {
+        kept.push(Mailbox::decode(r, now, &cfg)?.0);
+    }
+    let after = rss_kib().unwrap_or(0);
+    let grown = after.saturating_sub(before) as f64 * 1024.0;
+    println!(
+        "decoded {} mailboxes: records {:.1} MB, RSS grew {:.1} MB: factor {:.2}",
+        kept.len(),
+        mb(record_bytes as u64),
+        grown / 1e6,
+        grown / record_bytes as f64
     );
     Ok(())
 }

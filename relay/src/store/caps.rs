@@ -9,7 +9,7 @@ pub const DEFAULT_MAX_MAILBOXES: usize = 100_000;
 /// Default most bytes of encoded records the store holds (4 GiB).
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 /// Default bound of the decoded-mailbox cache (estimated memory of the decoded copies:
-/// about 40 MB of records).
+/// about 27 MB of records).
 pub const DEFAULT_DECODED_CACHE_BYTES: usize = 128 * 1024 * 1024;
 /// Default page cache redb may use (its own default is 1 GiB, too much for a small box).
 pub const DEFAULT_DB_CACHE_BYTES: usize = 64 * 1024 * 1024;
