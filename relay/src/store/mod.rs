@@ -397,4 +397,6 @@ fn read_totals(db: &Database) -> Result<Stats, DbError> {
 }
 
 #[cfg(test)]
+mod kill_tests;
+#[cfg(test)]
 mod tests;
