@@ -43,7 +43,7 @@ async fn relay_main() -> ExitCode {
         }
     };
     let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(shutdown.clone()));
+    stop_on_signal(shutdown.clone());
     let relay = match start(config, shutdown).await {
         Ok(relay) => relay,
         Err(e) => {
@@ -66,27 +66,35 @@ async fn relay_main() -> ExitCode {
     }
 }
 
-/// Cancels `shutdown` on SIGTERM or Ctrl-C (SIGINT).
-async fn stop_on_signal(shutdown: CancellationToken) {
+/// Cancels `shutdown` on SIGTERM or Ctrl-C (SIGINT). The SIGTERM handler is installed
+/// before this returns (not when the task first runs), so a SIGTERM sent as soon as the
+/// relay is up is never lost to the default action.
+fn stop_on_signal(shutdown: CancellationToken) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => info!("SIGTERM: stopping"),
-                    _ = tokio::signal::ctrl_c() => info!("interrupt: stopping"),
-                }
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = term.recv() => info!("SIGTERM: stopping"),
+                        _ = tokio::signal::ctrl_c() => info!("interrupt: stopping"),
+                    }
+                    shutdown.cancel();
+                });
             }
             Err(e) => {
                 error!("cannot watch SIGTERM ({e}); Ctrl-C still stops the relay");
-                let _ = tokio::signal::ctrl_c().await;
+                tokio::spawn(async move {
+                    let _ = tokio::signal::ctrl_c().await;
+                    shutdown.cancel();
+                });
             }
         }
     }
     #[cfg(not(unix))]
-    {
+    tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
-    }
-    shutdown.cancel();
+        shutdown.cancel();
+    });
 }

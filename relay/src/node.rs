@@ -116,10 +116,14 @@ impl Relay {
     pub async fn wait(mut self) -> Result<(), RunError> {
         let mut outcome = Ok(());
         tokio::select! {
+            // Shutdown first: once it is cancelled the parts end on their own, and a
+            // part that ended because of it has not failed.
+            biased;
             () = self.shutdown.cancelled() => {}
             Some(joined) = self.tasks.join_next() => {
                 outcome = match joined {
                     Ok((_, Err(e))) => Err(e),
+                    Ok(_) if self.shutdown.is_cancelled() => Ok(()),
                     Ok((part, Ok(()))) => Err(RunError::Stopped(part)),
                     Err(e) => Err(RunError::Join(e)),
                 };
