@@ -1,7 +1,35 @@
-//! The interlink-p2p relay node.
+//! The interlink-p2p relay node, `interlink-relay`.
 //!
-//! This crate will hold `interlink-relay`: a libp2p circuit-relay v2 server, a Kademlia
-//! server whose mailbox records live in redb (keep-until-ack, merged with
-//! [`interlink_core::mailbox`]), a bootstrap point for tailnets, and a metrics and
-//! probe endpoint. It is built by the relay issue; it has no binary until then.
+//! An optional always-on node that adds durability and reachability to the overlay:
+//! a libp2p circuit-relay v2 server, a Kademlia server whose mailbox records live in
+//! redb (keep-until-ack, merged with [`interlink_core::mailbox`]), a bootstrap point
+//! for tailnets, and a metrics and probe endpoint. docs/RELAY.md is the operator's
+//! guide.
+//!
+//! Layers:
+//! - [`store`] — the durable mailbox store (blocking; callers use `spawn_blocking`).
+//! - [`metrics`] — counters, gauges and the probe identity, shared by every task.
+//! - [`http`] — the tiny HTTP server for `GET /metrics` and `GET /probe`.
+//! - [`network`] — the libp2p node (phase 2 of the relay issue: not built yet).
+//! - [`config`], [`cli`] — what to run; [`start`] / [`run`] — running it: key, store,
+//!   sweeper, metrics server and network, stopped by one cancellation token.
 #![deny(missing_docs)]
+
+pub mod cli;
+pub mod config;
+pub mod http;
+pub mod metrics;
+pub mod network;
+mod node;
+pub mod store;
+#[cfg(any(test, feature = "test-utils"))]
+pub mod testkit;
+
+pub use config::Config;
+pub use node::{
+    MAX_BLOCKING_THREADS, RELAY_TRANSPORT_LABEL, Relay, RelayError, RunError, SHUTDOWN_GRACE,
+    StartError, now_ms, run, start, transport_keypair,
+};
+
+#[cfg(test)]
+mod node_tests;
