@@ -1,88 +1,27 @@
-//! The relay's libp2p node — **not built yet (phase 2 of the relay issue)**.
+//! The relay's libp2p node.
 //!
-//! [`start`] is the seam: [`crate::start`] calls it with everything the node needs and
-//! runs what it returns until shutdown. Today it starts nothing, returns no address
-//! and logs an error saying so; a relay built from this code stores nothing from the
-//! network. Phase 2 replaces its body; the signature should not need to change.
+//! The node is `interlink-net`'s, in its relay role (`Role::Relay`): it never announces
+//! itself; forwards valid presence on the overlay's gossipsub topic and answers roster
+//! fetches, so a session that knows only the relay sees the whole overlay; runs the
+//! circuit relay v2 server (limits in `interlink_net::behaviour::relay_limits`,
+//! documented in docs/RELAY.md); is a Kademlia server; and answers the mailbox protocol
+//! (`hold` answered only after the redb commit, `fetch` from the store). This module
+//! plugs the redb [`MailboxStore`] into that node through
+//! [`interlink_net::DurableMailboxes`], counts puts and refusals in [`Metrics`], and
+//! copies the node's connection and reservation counts into [`Metrics`] every second.
 //!
-//! # What phase 2 must build here
-//!
-//! One task owns a `Swarm` (SwarmBuilder: identity → tokio → tcp → quic → dns →
-//! behaviour → swarm config with an idle-connection timeout well above 10 s, so
-//! presence connections stay up). It listens on [`NetworkContext::listen`], adds every
-//! [`NetworkContext::external`] address with `Swarm::add_external_address` (since
-//! libp2p-relay 0.22 the relay server stays disabled until it has a confirmed external
-//! address; call `set_status(Some(Status::Enable))` too, so a relay reachable only on a
-//! LAN or tailnet serves reservations), and returns the dialable addresses — listen
-//! addresses as reported by `NewListenAddr` (0.0.0.0 expanded to interfaces) plus the
-//! external ones, each ending in `/p2p/<peer id>` — once the listeners are up; the
-//! binary prints them to stdout, one per line. The behaviour:
-//!
-//! - **Circuit relay v2 server** (`libp2p::relay::Behaviour`) with documented limits
-//!   in docs/RELAY.md. The library defaults (128 reservations, circuits of 2 min and
-//!   128 KiB) are too tight for a session that listens only through the relay: raise
-//!   circuit duration and bytes, keep per-peer caps. Count reservations from
-//!   `ReservationReqAccepted` / `ReservationClosed` / `ReservationTimedOut` into
-//!   [`Metrics::set_reservations`]; connections from `ConnectionEstablished/Closed`
-//!   into [`Metrics::set_connected_peers`].
-//! - **Identify** with `Network::identify_version`, feeding Kademlia the listen
-//!   addresses of peers that speak its protocol.
-//! - **Kademlia server** on `Network::kad_protocol`, `set_mode(Some(Mode::Server))`,
-//!   `set_record_filtering(StoreInserts::FilterBoth)`, max packet size raised to carry
-//!   a full record (`MAX_MAILBOX_RECORD_BYTES`), record TTL and re-publication off for
-//!   records it holds (the store's retention governs them). An inbound
-//!   `InboundRequest::PutRecord { record: Some(r) }` goes to
-//!   [`MailboxStore::put`] in `spawn_blocking` (or a bounded writer thread batching
-//!   with [`MailboxStore::put_many`]); refusals are counted with
-//!   [`Metrics::record_reject`] and logged, accepted puts with [`Metrics::record_put`].
-//!   Kademlia answers inbound *gets* synchronously from its `RecordStore` (it calls
-//!   `store.get(key)` inside the swarm task): either a `RecordStore` whose `get` reads
-//!   [`MailboxStore::get`] (a short redb read; records ≤ 4 MiB) and whose `records()`
-//!   is empty so nothing is re-published from the relay, or a bounded in-memory mirror.
-//!   The kad put ack is sent *before* the application decides, so it promises nothing.
-//! - **Mailbox protocol** (request-response `hold` / `fetch`; its wire types belong in
-//!   interlink-core next to the other overlay messages, and PROTOCOL.md): `hold`
-//!   carries `(record key, encoded record)` and is answered only after
-//!   [`MailboxStore::put`] returned, i.e. after the redb commit — the answer is what a
-//!   session may treat as "the relay has it" (kill -9 safe); a refusal answers with its
-//!   [`crate::store::RejectReason::label`]. `fetch` is answered with
-//!   [`MailboxStore::get`], so a session reaches its mailbox on the relay without
-//!   depending on Kademlia routing.
-//! - **Gossipsub** on `Network::announce_topic` with `validate_messages()`: validate
-//!   each announcement/goodbye with the core (signature, freshness, size), report
-//!   Accept/Reject so valid ones are forwarded, keep a roster in memory
-//!   (`interlink_core::presence`), and answer roster fetches on
-//!   `Network::roster_protocol` with the signed announcements held. The relay never
-//!   announces itself as a session.
-//! - **Ping**, and connection limits (`memory-connection-limits` or a named cap on
-//!   established connections per peer and in total).
-//! - Per-peer rate limiting of puts (a named budget per peer per minute) so one peer
-//!   cannot make the relay fsync in a loop; refusals count as a reject reason.
-//!
-//! Store calls block (a commit waits for the disk, ~ms): make them from
-//! `spawn_blocking` or one writer thread fed by a bounded channel (which can batch with
-//! [`MailboxStore::put_many`]: one fsync per batch), never inside the swarm task, or
-//! every connection stalls while the disk syncs.
-//!
-//! # If interlink-net provides the node
-//!
-//! The session crate may grow a relay role that runs all of the above itself and
-//! calls a durable-store trait for `hold` / `get` / `keys` (work in progress there at
-//! the time of writing). Then this function shrinks to: wrap the store in an adapter
-//! implementing that trait (refusal label = [`crate::store::RejectReason::label`],
-//! database errors = `io`; count them in [`Metrics`]), start the node with the relay
-//! role, print its listen addresses, and copy its diagnostics (connected peers,
-//! reservations) into [`Metrics`] on a timer.
-//!
-//! Shutdown: when the token is cancelled, stop accepting requests, let in-flight store
-//! writes finish (their blocking tasks are awaited), then drop the swarm.
+//! Store calls block for a commit (an fsync, ~ms). The node makes them from its own
+//! task, one at a time, so every connection waits while the disk syncs: simple and
+//! correct (the answer to `hold` must wait for the commit anyway), and measured in
+//! docs/BENCHMARKS.md; a writer thread batching with [`MailboxStore::put_many`] is the
+//! way out if a relay ever serves enough sessions for it to matter.
 
-use std::{future::Future, pin::Pin, sync::Arc};
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use interlink_core::names::Network;
-use libp2p::{Multiaddr, PeerId, identity::Keypair};
+use interlink_net::{DurableMailboxes, Node, Refusal, RelaySpec, Role};
+use libp2p::{Multiaddr, identity::Keypair};
 use tokio_util::sync::CancellationToken;
-use tracing::error;
 
 use crate::{metrics::Metrics, store::MailboxStore};
 
@@ -139,25 +78,148 @@ pub enum NetworkError {
     Build(String),
 }
 
-/// Starts the relay's libp2p node. **Phase 1: starts nothing** (see the module docs
-/// for what phase 2 builds here); it returns no address and a task that only waits
-/// for shutdown.
+/// How often the node's counts are copied into the metrics.
+const METRICS_EVERY: Duration = Duration::from_secs(1);
+/// How long start-up waits for the listeners to come up.
+const LISTEN_WAIT: Duration = Duration::from_secs(10);
+/// Most mailboxes served to the DHT from memory (the store may hold more on disk; they
+/// are still held and fetched with the mailbox protocol).
+const MAX_SERVED_MAILBOXES: usize = 16_384;
+
+/// The redb store as the node's durable mailbox holder, counting into the metrics.
+#[derive(Debug)]
+struct Durable {
+    store: Arc<MailboxStore>,
+    metrics: Metrics,
+}
+
+impl DurableMailboxes for Durable {
+    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<Vec<u8>, Refusal> {
+        match self.store.put(*key, record, now_ms) {
+            Ok(outcome) => {
+                self.metrics.record_put(&outcome);
+                self.metrics.set_store(self.store.stats());
+                match self.store.get(key) {
+                    Ok(Some(merged)) => Ok(merged),
+                    Ok(None) => Err(Refusal {
+                        label: "io",
+                        reason: "the record vanished after its commit".into(),
+                    }),
+                    Err(e) => Err(Refusal {
+                        label: "io",
+                        reason: e.to_string(),
+                    }),
+                }
+            }
+            Err(e) => match e.reason() {
+                Some(reason) => {
+                    self.metrics.record_reject(reason);
+                    Err(Refusal {
+                        label: reason.label(),
+                        reason: e.to_string(),
+                    })
+                }
+                None => Err(Refusal {
+                    label: "io",
+                    reason: e.to_string(),
+                }),
+            },
+        }
+    }
+
+    fn get(&self, key: &[u8; 32]) -> Option<Vec<u8>> {
+        self.store.get(key).ok().flatten()
+    }
+
+    fn keys(&self) -> Vec<[u8; 32]> {
+        self.store.keys().unwrap_or_default()
+    }
+}
+
+/// Starts the relay's libp2p node; returns its dialable addresses once its listeners
+/// are up, and the task that runs it until `shutdown`.
 pub async fn start(
     ctx: NetworkContext,
     shutdown: CancellationToken,
 ) -> Result<Started, NetworkError> {
-    let peer_id = PeerId::from(ctx.keypair.public());
-    error!(
-        %peer_id,
-        listen = ?ctx.listen,
-        "the relay's network part is not built yet: it listens on nothing and serves \
-         no peer (store and metrics only)"
-    );
+    let config = interlink_net::Config {
+        network: ctx.network.clone(),
+        listen: ctx.listen.clone(),
+        mdns: false,
+        relay_server: true,
+        external_addrs: ctx.external.clone(),
+        max_mailbox_records: MAX_SERVED_MAILBOXES,
+        ..interlink_net::Config::default()
+    };
+    let store: Arc<dyn DurableMailboxes> = Arc::new(Durable {
+        store: ctx.store.clone(),
+        metrics: ctx.metrics.clone(),
+    });
+    let swarm = interlink_net::build_swarm(ctx.keypair, &config)
+        .map_err(|e| NetworkError::Build(e.to_string()))?;
+    let node = Node::spawn(swarm, config, Role::Relay(RelaySpec { store }))
+        .map_err(|e| NetworkError::Build(e.to_string()))?;
+    let handle = node.handle();
+    let addrs = match listening(&handle, ctx.listen.len(), &ctx.external).await {
+        Ok(addrs) => addrs,
+        Err(e) => {
+            node.shutdown().await;
+            return Err(e);
+        }
+    };
+    let metrics = ctx.metrics;
+    let task = async move {
+        let mut every = tokio::time::interval(METRICS_EVERY);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                _ = every.tick() => {
+                    if let Ok(d) = handle.diagnostics().await {
+                        metrics.set_connected_peers(d.connected.len() as u64);
+                        metrics.set_reservations(d.served_reservations as u64);
+                    }
+                }
+            }
+        }
+        node.shutdown().await;
+        Ok(())
+    };
     Ok(Started {
-        addrs: Vec::new(),
-        task: Box::pin(async move {
-            shutdown.cancelled().await;
-            Ok(())
-        }),
+        addrs,
+        task: Box::pin(task),
     })
+}
+
+/// Waits until the node listens on as many addresses as it was asked to (or at least
+/// one, once [`LISTEN_WAIT`] passed); returns them and the external ones, with
+/// `/p2p/<id>`.
+async fn listening(
+    handle: &interlink_net::Handle,
+    wanted: usize,
+    external: &[Multiaddr],
+) -> Result<Vec<Multiaddr>, NetworkError> {
+    let deadline = tokio::time::Instant::now() + LISTEN_WAIT;
+    loop {
+        let listen = handle
+            .diagnostics()
+            .await
+            .map_err(|e| NetworkError::Build(e.to_string()))?
+            .listen_addrs;
+        let done = listen.len() >= wanted.max(1);
+        if done || (tokio::time::Instant::now() >= deadline && !listen.is_empty()) {
+            let me = handle.peer_id();
+            return Ok(listen
+                .iter()
+                .chain(external)
+                .map(|a| interlink_net::dialable(a, me))
+                .collect());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(NetworkError::Listen {
+                addr: Multiaddr::empty(),
+                reason: format!("no listener came up within {LISTEN_WAIT:?}"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

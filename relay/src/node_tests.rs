@@ -25,6 +25,7 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> Result<String> {
 
 fn config(dir: &std::path::Path) -> Config {
     Config::new(dir.join("relay.key"), dir.join("mailboxes.redb"))
+        .with_listen(vec!["/ip4/127.0.0.1/tcp/0".parse().expect("addr")])
         .with_metrics("127.0.0.1:0".parse().expect("addr"))
 }
 

@@ -17,7 +17,6 @@ use interlink_core::{
     wire::{DeliveryMode, HostKind, SessionAddr},
 };
 use interlink_net::{Config, Delivery, SessionSpec};
-use libp2p::multiaddr::Protocol;
 use rmcp::ServiceExt as _;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -193,7 +192,7 @@ async fn run_node(
             let peer = handle.peer_id();
             let listen = addrs
                 .into_iter()
-                .map(|a| a.with(Protocol::P2p(peer)))
+                .map(|a| interlink_net::dialable(&a, peer))
                 .collect();
             let _ = status.send(NodeStatus::Ready(Arc::new(Ready {
                 handle: handle.clone(),

@@ -168,6 +168,15 @@ pub enum SendError {
     Stopped,
 }
 
+/// `addr` as others dial it: ending in `/p2p/<peer>` (a relay circuit address
+/// reported by the swarm already ends so; others get it appended).
+pub fn dialable(addr: &libp2p::Multiaddr, peer: libp2p::PeerId) -> libp2p::Multiaddr {
+    match addr.iter().last() {
+        Some(libp2p::multiaddr::Protocol::P2p(p)) if p == peer => addr.clone(),
+        _ => addr.clone().with(libp2p::multiaddr::Protocol::P2p(peer)),
+    }
+}
+
 /// Milliseconds since the Unix epoch from the system clock (0 if it is before 1970).
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()

@@ -117,6 +117,7 @@ impl Node {
             mailboxes: mailbox::Mailboxes::default(),
             queueing: queueing::Queueing::default(),
             last_tick: Instant::now(),
+            started: Instant::now(),
             last_envelope_ts: 0,
             known_announcements: Default::default(),
         };
@@ -187,6 +188,8 @@ struct Actor {
     queueing: queueing::Queueing,
     relays: relaying::Relays,
     last_tick: Instant,
+    /// When the node started.
+    started: Instant,
     /// Timestamp of the last envelope sent: kept strictly increasing, so a recipient
     /// draining its mailbox (ordered by timestamp) sees one sender's messages in order.
     last_envelope_ts: u64,

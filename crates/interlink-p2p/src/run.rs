@@ -22,7 +22,6 @@ use interlink_core::{
 };
 use interlink_mcp::session::{Describe, follow_policy, session_spec, start_node, wait_listening};
 use interlink_net::{Config, Delivery};
-use libp2p::multiaddr::Protocol;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -89,7 +88,7 @@ pub async fn run(
     let peer = handle.peer_id();
     let mut lines = String::new();
     for addr in addrs {
-        lines.push_str(&format!("{}\n", addr.with(Protocol::P2p(peer))));
+        lines.push_str(&format!("{}\n", interlink_net::dialable(&addr, peer)));
     }
     lines.push_str("ready\n");
     if let Err(e) = out.write_all(lines.as_bytes()).and_then(|()| out.flush()) {

@@ -17,6 +17,9 @@ use tracing::{debug, trace, warn};
 const KNOWN_ANNOUNCEMENTS: usize = 8192;
 
 use super::Actor;
+
+/// How long a session without any listen address holds back its first announcement.
+const ANNOUNCE_WITHOUT_ADDRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 use crate::{Event, Role, SessionSpec};
 
 impl Actor {
@@ -41,6 +44,12 @@ impl Actor {
             self.announce_due = false;
             return;
         };
+        // A session listening only through relays has no address until a reservation
+        // is accepted; announced before, peers would find it but could not reach it.
+        // It waits (the tick retries while the announcement is due), a little.
+        if self.listen_addrs.is_empty() && self.started.elapsed() < ANNOUNCE_WITHOUT_ADDRESS_AFTER {
+            return;
+        }
         let seq = self.next_seq();
         let addrs = self
             .listen_addrs
