@@ -11,6 +11,7 @@ use crate::{Context, report::Row};
 mod delivery_latency;
 mod idle_cost;
 mod mailbox_dht;
+mod relay_latency;
 mod roster_convergence;
 mod visible_after_start;
 mod wake_drain;
@@ -34,6 +35,7 @@ pub const ALL: &[Scenario] = &[
     delivery_latency::SCENARIO,
     wake_drain::SCENARIO,
     mailbox_dht::SCENARIO,
+    relay_latency::SCENARIO,
 ];
 
 /// Looks a scenario up by name.
