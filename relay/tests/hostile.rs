@@ -39,8 +39,13 @@ async fn hostile_holds_are_refused_counted_and_leave_the_store_within_caps() {
     let inbox = session("inbox");
     let now = now_ms();
     let genuine = testkit::message(&friend, &owner, &inbox, msg_id(1), now, "hello");
-    let (key, genuine_record) =
-        testkit::record(&owner.public(), &inbox, &[genuine.clone()], &[], now);
+    let (key, genuine_record) = testkit::record(
+        &owner.public(),
+        &inbox,
+        std::slice::from_ref(&genuine),
+        &[],
+        now,
+    );
     let (other_key, _) = testkit::record(&owner.public(), &session("other"), &[], &[], now);
     let forged = testkit::forge(genuine.to_bytes(), genuine.signature());
     let flood: Vec<_> = (0..200u64)
