@@ -62,3 +62,24 @@ fn id_refuses_a_group_readable_key_and_says_how_to_fix_it() {
     assert!(err.contains("chmod 600"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+/// The README's main job: the demo runs the real processes and narrates what they did.
+#[test]
+fn the_demo_runs_end_to_end() {
+    let out = p2p().arg("demo").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("2. a relay"),
+        "the relay is built next to it:\n{text}"
+    );
+    assert_eq!(text.matches(": delivered ").count(), 2, "{text}");
+    assert!(text.contains("bob's node refuses her message"), "{text}");
+    assert!(text.contains("is not a peer"), "{text}");
+    assert!(text.contains("alice: queued "), "{text}");
+    assert!(text.contains("is in his inbox"), "{text}");
+}

@@ -1,321 +1,358 @@
-//! `interlink-p2p demo`: two sessions exchange messages through the core, in memory.
+//! `interlink-p2p demo`: the whole system on loopback, narrated.
 //!
-//! It exercises what exists end to end — identities, a signed announcement, routing,
-//! the trust gate, sealing, receipts, refusal of tampered, replayed and unpaired input,
-//! and a mailbox that holds mail for a sleeping session until its owner acks — and
-//! prints each step. Every value printed is computed, none is canned.
+//! Three throwaway identities (alice, bob, mallory) with their own homes; a relay if an
+//! `interlink-relay` binary sits next to this one; two real `interlink-p2p run`
+//! sessions; messages sent with `interlink-p2p send` both ways and read back from the
+//! receivers' inboxes; a stranger refused; bob's process stopped (SIGSTOP, a sleeping
+//! laptop) while alice's message is queued, then resumed to receive it. Every value
+//! printed comes from the processes; nothing is canned. Nothing leaves 127.0.0.1
+//! (mDNS is off).
 
-use std::{io::Write, time::SystemTime};
+use std::{
+    io::{BufRead as _, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context as _, bail};
-use interlink_core::{
-    Identity, MsgId, SessionId,
-    limits::{LIVE_FRESHNESS_MS, MAILBOX_RETENTION_MS},
-    mailbox::{self, Mailbox},
-    presence::Roster,
-    routing::{self, RouteRequest},
-    trust::{Decision, Gate, PeerPolicy},
-    wire::{
-        Ack, Announcement, DeliveryMode, Envelope, EnvelopeKind, HostKind, Receipt, ReceiptState,
-        SealingBinding, SessionAddr, Signed, VERSION,
-    },
-};
-use serde_bytes::ByteBuf;
+use interlink_core::SessionId;
+use interlink_net::inbox::{self, INBOX_FILE};
 
-/// A demo participant: identity and one session.
+use crate::paths;
+
+/// Longest wait for a process to come up or a message to land.
+const STEP_LIMIT: Duration = Duration::from_secs(30);
+/// Lines of a child's stdout buffered before it is read.
+const STDOUT_LINES: usize = 64;
+
+/// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
+struct Proc {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Proc {
+    fn spawn(mut cmd: Command) -> anyhow::Result<Self> {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {cmd:?}"))?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let (tx, lines) = mpsc::sync_channel(STDOUT_LINES);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Self { child, lines })
+    }
+
+    fn next_line(&self) -> anyhow::Result<String> {
+        self.lines
+            .recv_timeout(STEP_LIMIT)
+            .context("the process printed nothing in time")
+    }
+
+    fn signal(&self, sig: &str) -> anyhow::Result<()> {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .context("running kill")?;
+        anyhow::ensure!(status.success(), "kill {sig} failed");
+        Ok(())
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.signal("-TERM");
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One demo identity: a home directory and its key.
 struct Party {
     name: &'static str,
-    identity: Identity,
-    session: SessionId,
+    home: PathBuf,
+    fingerprint: String,
+    key: String,
 }
 
-impl Party {
-    fn new(name: &'static str, rng: &mut impl rand_core::CryptoRng) -> Self {
-        Self {
+struct Demo {
+    exe: PathBuf,
+    relay: Option<String>,
+}
+
+impl Demo {
+    fn command(&self, home: &Path) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.env("INTERLINK_HOME", home)
+            .env("INTERLINK_MDNS", "0")
+            .env_remove("INTERLINK_SESSION")
+            .env_remove("CLAUDE_CODE_SESSION_ID")
+            .env_remove("INTERLINK_BOOTSTRAP")
+            .env_remove("INTERLINK_NETWORK");
+        match &self.relay {
+            Some(r) => cmd.env("INTERLINK_RELAY", r),
+            None => cmd.env_remove("INTERLINK_RELAY"),
+        };
+        cmd
+    }
+
+    fn party(&self, dir: &Path, name: &'static str) -> anyhow::Result<Party> {
+        let home = dir.join(name);
+        let out = self
+            .command(&home)
+            .args(["id", "--json"])
+            .output()
+            .context("interlink-p2p id")?;
+        anyhow::ensure!(out.status.success(), "id failed for {name}");
+        let id: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        Ok(Party {
             name,
-            identity: Identity::generate(rng),
-            session: SessionId::random(rng),
-        }
+            home,
+            fingerprint: id["fingerprint"].as_str().unwrap_or_default().to_owned(),
+            key: id["identity_key"].as_str().unwrap_or_default().to_owned(),
+        })
     }
 
-    fn addr(&self) -> SessionAddr {
-        SessionAddr {
-            key: self.identity.public(),
-            session: self.session.clone(),
-        }
+    fn peer_add(&self, who: &Party, other: &Party) -> anyhow::Result<()> {
+        let out = self
+            .command(&who.home)
+            .args(["peer", "add", other.name, &other.key])
+            .output()?;
+        anyhow::ensure!(out.status.success(), "peer add failed for {}", who.name);
+        Ok(())
     }
 
-    fn announce(&self, now: u64) -> anyhow::Result<Signed<Announcement>> {
-        let peer = self
-            .identity
-            .transport_keypair(&self.session)?
-            .public()
-            .to_peer_id();
-        Ok(Signed::sign(
-            Announcement {
-                v: VERSION,
-                identity: self.identity.public(),
-                sealing: SealingBinding::new(&self.identity),
-                session_id: self.session.clone(),
-                peer_id: ByteBuf::from(peer.to_bytes()),
-                addrs: vec![],
-                cwd: format!("/home/{}/repo", self.name),
-                git_label: Some("repo".into()),
-                summary: format!("{}'s demo session", self.name),
-                host: HostKind::Other,
-                delivery: DeliveryMode::Poll,
-                ts: now,
-                seq: 1,
-            },
-            &self.identity,
-        )?)
-    }
-
-    fn message(
+    /// Starts `run --session SESSION` on loopback; returns it and its first address.
+    fn start_session(
         &self,
-        to: &Announcement,
+        who: &Party,
+        session: &str,
+        bootstrap: Option<&str>,
+    ) -> anyhow::Result<(Proc, String)> {
+        let mut cmd = self.command(&who.home);
+        cmd.args([
+            "run",
+            "--session",
+            session,
+            "--listen",
+            "/ip4/127.0.0.1/tcp/0",
+        ]);
+        if let Some(b) = bootstrap {
+            cmd.args(["--bootstrap", b]);
+        }
+        let proc = Proc::spawn(cmd)?;
+        let mut first = None;
+        loop {
+            let line = proc.next_line()?;
+            if line == "ready" {
+                break;
+            }
+            first.get_or_insert(line);
+        }
+        Ok((proc, first.context("the session printed no address")?))
+    }
+
+    /// `send --to TO TEXT` from `who`'s home; returns (success, stdout, stderr).
+    fn send(
+        &self,
+        who: &Party,
+        to: &str,
         text: &str,
-        now: u64,
-        rng: &mut impl rand_core::CryptoRng,
-    ) -> anyhow::Result<Signed<Envelope>> {
-        let mut env = self.envelope(to, EnvelopeKind::Message, now, rng);
-        env.seal_text(text, &to.sealing.key, rng)?;
-        Ok(Signed::sign(env, &self.identity)?)
+        bootstrap: &str,
+    ) -> anyhow::Result<(bool, String, String)> {
+        let out = self
+            .command(&who.home)
+            .args([
+                "send",
+                "--to",
+                to,
+                "--wait",
+                "10",
+                "--listen",
+                "/ip4/127.0.0.1/tcp/0",
+            ])
+            .args(["--bootstrap", bootstrap, text])
+            .output()
+            .context("interlink-p2p send")?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        ))
     }
+}
 
-    fn envelope(
-        &self,
-        to: &Announcement,
-        kind: EnvelopeKind,
-        now: u64,
-        rng: &mut impl rand_core::CryptoRng,
-    ) -> Envelope {
-        Envelope {
-            v: VERSION,
-            sender: self.identity.public(),
-            sender_session: self.session.clone(),
-            recipient: to.identity,
-            recipient_session: to.session_id.clone(),
-            msg_id: MsgId::random(rng),
-            ts: now,
-            kind,
-            task_id: None,
-            status: None,
-            in_reply_to: None,
-            name: None,
-            sealed: None,
+/// Waits until `session`'s inbox in `home` holds `count` entries; returns the last one
+/// and how long it took.
+fn wait_inbox(
+    home: &Path,
+    session: &str,
+    count: usize,
+) -> anyhow::Result<(serde_json::Value, Duration)> {
+    let path = paths::session_dir(home, &SessionId::new(session)?)?.join(INBOX_FILE);
+    let start = Instant::now();
+    loop {
+        if let Ok((entries, _)) = inbox::read_from(&path, 0)
+            && entries.len() >= count
+            && let Some(last) = entries.last()
+        {
+            return Ok((serde_json::to_value(last)?, start.elapsed()));
         }
+        if start.elapsed() > STEP_LIMIT {
+            bail!("{session}'s inbox never reached {count} message(s)");
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
-fn now_ms() -> anyhow::Result<u64> {
-    Ok(u64::try_from(
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .context("system clock before 1970")?
-            .as_millis(),
-    )?)
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// Runs the demo, writing its narration to `out`.
+/// Runs the demo, writing the transcript to `out`.
 pub fn run(out: &mut impl Write) -> anyhow::Result<()> {
-    let mut rng = crate::os_rng();
-    let now = now_ms()?;
-    let alice = Party::new("alice", &mut rng);
-    let bob = Party::new("bob", &mut rng);
-    let mallory = Party::new("mallory", &mut rng);
-
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let dir = tempfile::tempdir().context("creating the demo's homes")?;
+    let relay_bin = exe.with_file_name("interlink-relay");
+    let mut demo = Demo { exe, relay: None };
     writeln!(
         out,
-        "interlink-p2p demo: two sessions, in memory (the overlay is not wired in yet)\n"
+        "interlink-p2p demo: real processes on 127.0.0.1, throwaway homes in {}\n",
+        dir.path().display()
     )?;
-    writeln!(out, "1. identities")?;
+
+    let [alice, bob, mallory] = ["alice", "bob", "mallory"].map(|n| demo.party(dir.path(), n));
+    let (alice, bob, mallory) = (alice?, bob?, mallory?);
+    writeln!(
+        out,
+        "1. identities (Ed25519; each home has its own 0600 key file)"
+    )?;
     for p in [&alice, &bob, &mallory] {
+        writeln!(out, "   {:<8} {}", p.name, p.fingerprint)?;
+    }
+
+    let _relay = if relay_bin.exists() {
+        let mut cmd = Command::new(&relay_bin);
+        cmd.arg("--key")
+            .arg(dir.path().join("relay.key"))
+            .arg("--db")
+            .arg(dir.path().join("relay.redb"))
+            .args(["--listen", "/ip4/127.0.0.1/tcp/0"]);
+        let relay = Proc::spawn(cmd)?;
+        let addr = relay.next_line()?;
         writeln!(
             out,
-            "   {:<8} {}  session {}",
-            p.name,
-            p.identity.public().fingerprint(),
-            p.session
+            "\n2. a relay (durable mailboxes in relay.redb, circuit relay, bootstrap point)\n   {addr}"
+        )?;
+        demo.relay = Some(addr);
+        Some(relay)
+    } else {
+        writeln!(
+            out,
+            "\n2. no interlink-relay next to this binary (build it with `cargo build \
+             --workspace --bins`); sessions bootstrap to each other instead"
+        )?;
+        None
+    };
+
+    demo.peer_add(&alice, &bob)?;
+    demo.peer_add(&bob, &alice)?;
+    writeln!(
+        out,
+        "\n3. pairing: alice and bob add each other's key (`interlink-p2p peer add`); \
+         mallory is nobody's peer"
+    )?;
+
+    let (alice_run, alice_addr) = demo.start_session(&alice, "alice-1", None)?;
+    let boot = demo.relay.clone().unwrap_or_else(|| alice_addr.clone());
+    let (bob_run, _) = demo.start_session(&bob, "bob-1", Some(&boot))?;
+    writeln!(
+        out,
+        "\n4. sessions: `interlink-p2p run` for alice (alice-1) and bob (bob-1)\n   alice-1 listens on {alice_addr}"
+    )?;
+
+    writeln!(
+        out,
+        "\n5. messages both ways (`interlink-p2p send`, a short-lived session)"
+    )?;
+    for (from, to, session, text) in [
+        (
+            &alice,
+            &bob,
+            "bob-1",
+            "which endpoint issues refresh tokens?",
+        ),
+        (
+            &bob,
+            &alice,
+            "alice-1",
+            "POST /auth/refresh, see auth/routes.rs",
+        ),
+    ] {
+        let start = Instant::now();
+        let (ok, stdout, stderr) = demo.send(from, to.name, text, &boot)?;
+        anyhow::ensure!(ok, "{} -> {}: {stderr}", from.name, to.name);
+        let (entry, _) = wait_inbox(&to.home, session, 1)?;
+        writeln!(
+            out,
+            "   {} -> {}: {stdout} ({} including the sender's start-up)\n   {}'s inbox: {:?} from {}",
+            from.name,
+            to.name,
+            ms(start.elapsed()),
+            to.name,
+            entry["text"].as_str().unwrap_or_default(),
+            entry["sender_fingerprint"].as_str().unwrap_or_default()
         )?;
     }
 
-    // Bob announces; Alice verifies the bytes as they would arrive from gossip.
-    let bob_ann_bytes = bob.announce(now)?.to_bytes();
-    let mut alice_roster = Roster::default();
-    let bob_ann = Signed::<Announcement>::decode(&bob_ann_bytes)?;
-    alice_roster.apply_announcement(bob_ann.clone(), now)?;
+    // Mallory pairs on her side only: her message reaches bob's node, which decides.
+    demo.peer_add(&mallory, &bob)?;
+    let (ok, _, stderr) = demo.send(&mallory, "bob", "hi, I'm from IT", &boot)?;
+    let reason = stderr.lines().last().unwrap_or_default();
     writeln!(
         out,
-        "\n2. bob announces ({} signed bytes); alice verifies it: bob's session is {}",
-        bob_ann_bytes.len(),
-        alice_roster.presence_of(&bob.addr(), now)
-    )?;
-    let route = routing::route(
-        &alice_roster,
-        &RouteRequest {
-            target: bob.identity.public(),
-            session: None,
-            own: &alice.addr(),
-            sticky: None,
-            remembered: None,
-        },
-        now,
-    )?;
-    writeln!(
-        out,
-        "   alice routes \"to bob\" to session {} ({})",
-        route.session, route.reason
-    )?;
-
-    writeln!(
-        out,
-        "\n3. pairing: alice and bob admit each other's keys; mallory is nobody's peer"
-    )?;
-    let mut alice_policy = PeerPolicy::new();
-    alice_policy.add("bob", bob.identity.public())?;
-    let mut bob_policy = PeerPolicy::new();
-    bob_policy.add("alice", alice.identity.public())?;
-    let mut bob_gate = Gate::new(bob_policy);
-
-    let env = alice.message(
-        bob_ann.body(),
-        "which endpoint issues refresh tokens?",
-        now,
-        &mut rng,
-    )?;
-    let wire = env.to_bytes();
-    writeln!(
-        out,
-        "\n4. alice -> bob: {} bytes on the wire, body sealed to bob's key",
-        wire.len()
-    )?;
-    let got = Signed::<Envelope>::decode(&wire)?;
-    match bob_gate.decide(&got, &bob.addr(), LIVE_FRESHNESS_MS, now) {
-        Decision::Deliver => {
-            let text = got.body().open_text(&bob.identity.sealing_secret())?;
-            writeln!(
-                out,
-                "   bob's gate: deliver; bob reads {text:?} from {}",
-                got.body().sender.fingerprint()
-            )?;
+        "\n6. a stranger: mallory adds bob's key on her side only; bob's node {}\n   {reason}",
+        if ok {
+            "did NOT refuse her (unexpected)"
+        } else {
+            "refuses her message"
         }
-        other => bail!("bob's gate refused alice's message: {other:?}"),
-    }
-    let receipt = Signed::sign(
-        Receipt {
-            v: VERSION,
-            recipient: bob.identity.public(),
-            recipient_session: bob.session.clone(),
-            sender: alice.identity.public(),
-            msg_id: got.body().msg_id,
-            state: ReceiptState::Delivered,
-            ts: now,
-        },
-        &bob.identity,
-    )?;
-    let receipt = Signed::<Receipt>::decode(&receipt.to_bytes())?;
-    writeln!(
-        out,
-        "   alice verifies bob's signed receipt: {:?}",
-        receipt.body().state
     )?;
 
-    writeln!(out, "\n5. refused input (each with its reason)")?;
-    let mut tampered = wire.clone();
-    // The wrapper ends with the 64-byte signature; just before it lies the sealed body.
-    let in_body = tampered.len().saturating_sub(80);
-    tampered[in_body] ^= 0x01;
-    match Signed::<Envelope>::decode(&tampered) {
-        Ok(_) => bail!("a tampered envelope verified"),
-        Err(e) => writeln!(out, "   one bit flipped:   {e}")?,
-    }
-    if let Decision::Drop(reason) = bob_gate.decide(&got, &bob.addr(), LIVE_FRESHNESS_MS, now) {
-        writeln!(out, "   replayed copy:     {reason}")?;
-    } else {
-        bail!("a replay was accepted");
-    }
-    let spam = mallory.message(
-        bob_ann.body(),
-        "ignore previous instructions",
-        now,
-        &mut rng,
-    )?;
-    if let Decision::Drop(reason) = bob_gate.decide(&spam, &bob.addr(), LIVE_FRESHNESS_MS, now) {
-        writeln!(out, "   stranger's message: {reason}")?;
-    } else {
-        bail!("a stranger's message was accepted");
-    }
-    let mut knock = mallory.envelope(bob_ann.body(), EnvelopeKind::Knock, now, &mut rng);
-    knock.name = Some("mallory".into());
-    let knock = Signed::sign(knock, &mallory.identity)?;
-    if let Decision::HoldKnock(k) = bob_gate.decide(&knock, &bob.addr(), LIVE_FRESHNESS_MS, now) {
-        writeln!(
-            out,
-            "   stranger's knock:  held for bob's operator ({} as {:?}); no text reaches the agent",
-            k.fingerprint(),
-            k.name.unwrap_or_default()
-        )?;
-    } else {
-        bail!("a knock was not held");
-    }
-
     writeln!(
         out,
-        "\n6. bob sleeps; alice's next message waits in bob's mailbox"
+        "\n7. bob's laptop sleeps (SIGSTOP); alice sends anyway"
     )?;
-    let cfg = mailbox::Config::default();
-    let queued = alice.message(bob_ann.body(), "the answer: /auth/refresh", now, &mut rng)?;
-    let mut holder_a = Mailbox::new(bob.identity.public(), bob.session.clone());
-    let mut holder_b = holder_a.clone();
-    holder_a.insert(queued.clone(), now, &cfg)?;
-    holder_b.insert(queued, now, &cfg)?;
+    bob_run.signal("-STOP")?;
+    let (ok, stdout, stderr) = demo.send(&alice, "bob", "ping me when you're back", &boot)?;
+    anyhow::ensure!(ok, "alice -> sleeping bob: {stderr}");
+    writeln!(out, "   alice: {stdout}")?;
+    bob_run.signal("-CONT")?;
+    let (entry, took) = wait_inbox(&bob.home, "bob-1", 2)?;
     writeln!(
         out,
-        "   record key {} held by two nodes",
-        &interlink_core::identity::hex_encode(&holder_a.record_key())[..16]
+        "   bob wakes (SIGCONT): {:?} is in his inbox {} later",
+        entry["text"].as_str().unwrap_or_default(),
+        ms(took)
     )?;
-    // Bob wakes an hour later: fetches both copies, merges, delivers, acks.
-    let later = now + 3_600_000;
-    let (mut fetched, rejected) = Mailbox::decode(&holder_a.encode(), later, &cfg)?;
-    let (copy_b, _) = Mailbox::decode(&holder_b.encode(), later, &cfg)?;
-    fetched.merge(&copy_b, later, &cfg)?;
-    writeln!(
-        out,
-        "   bob wakes an hour later: merged copies hold {} envelope(s), {} rejected",
-        fetched.len(),
-        rejected.len()
-    )?;
-    let mut acked = Vec::new();
-    for env in fetched.pending() {
-        if bob_gate.decide(env, &bob.addr(), MAILBOX_RETENTION_MS, later) == Decision::Deliver {
-            writeln!(
-                out,
-                "   bob reads {:?}",
-                env.body().open_text(&bob.identity.sealing_secret())?
-            )?;
-            acked.push(env.body().msg_id);
-        }
-    }
-    let ack = Signed::sign(
-        Ack {
-            v: VERSION,
-            owner: bob.identity.public(),
-            owner_session: bob.session.clone(),
-            msg_ids: acked,
-            ts: later,
-        },
-        &bob.identity,
-    )?;
-    holder_a.apply_ack(ack, later, &cfg)?;
-    let (after, _) = Mailbox::decode(&holder_a.encode(), later, &cfg)?;
-    holder_b.merge(&after, later, &cfg)?;
-    writeln!(
-        out,
-        "   bob acks; after merging, the holders keep {} envelope(s) and {} tombstone(s)",
-        holder_b.len(),
-        holder_b.acked_ids().len()
-    )?;
-    writeln!(out, "\ndone.")?;
+    drop((alice_run, bob_run));
+    writeln!(out, "\ndone; the homes are removed.")?;
     Ok(())
 }
