@@ -43,7 +43,13 @@ struct Relay {
 /// Starts `interlink-relay` on `port` with its key and database in `dir`; returns it
 /// with the address it printed.
 fn start_relay(dir: &Path, port: u16, metrics: u16) -> anyhow::Result<Relay> {
+    start_relay_at(dir, port, metrics, 0)
+}
+
+/// Like [`start_relay`], with the relay's clock moved by `offset_ms`.
+fn start_relay_at(dir: &Path, port: u16, metrics: u16, offset_ms: i64) -> anyhow::Result<Relay> {
     let mut cmd = Command::new(binary("interlink-relay")?);
+    cmd.env("INTERLINK_TEST_CLOCK_OFFSET_MS", offset_ms.to_string());
     cmd.arg("--key")
         .arg(dir.join("relay.key"))
         .arg("--db")
@@ -99,7 +105,8 @@ fn users(relay: &str) -> (User, User) {
 
 /// The relay takes queued mail durably: the sender leaves, the relay is killed with
 /// SIGKILL and restarted on the same database, and the recipient — started only then,
-/// with the relay as the only other node alive — gets every message once.
+/// an hour later by the clocks of everything still running (the test clock knob), with
+/// the relay as the only other node alive — gets every message once, and acks it.
 #[test]
 fn mail_held_by_a_relay_survives_its_kill_and_reaches_a_later_recipient() {
     let dir = tempfile::tempdir().unwrap();
@@ -137,8 +144,16 @@ fn mail_held_by_a_relay_survives_its_kill_and_reaches_a_later_recipient() {
     let Relay { mut process, .. } = relay;
     process.kill().unwrap();
     drop(process);
-    let relay = start_relay(dir.path(), port, metrics).unwrap();
-    let _b = bob.start("relay-b", None).unwrap();
+    const HOUR_MS: i64 = 3_600_000;
+    let relay = start_relay_at(dir.path(), port, metrics, HOUR_MS).unwrap();
+    let hour = HOUR_MS.to_string();
+    let mut later = KNOBS.to_vec();
+    later.extend([
+        ("INTERLINK_RELAY", relay.addr.as_str()),
+        ("INTERLINK_TEST_CLOCK_OFFSET_MS", hour.as_str()),
+    ]);
+    let _b =
+        Session::start_in(bob.home(), "relay-b", interlink_e2e::user::LOOPBACK, &later).unwrap();
     let inbox = bob
         .wait_inbox("relay-b", Instant::now() + DEADLINE, |e| {
             e.len() >= texts.len()

@@ -42,6 +42,13 @@ async fn relay_main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Test knob, as for the sessions: move this process's clock.
+    if let Some(ms) = std::env::var("INTERLINK_TEST_CLOCK_OFFSET_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+    {
+        interlink_net::set_test_clock_offset_ms(ms);
+    }
     let shutdown = CancellationToken::new();
     stop_on_signal(shutdown.clone());
     let relay = match start(config, shutdown).await {

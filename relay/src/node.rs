@@ -261,10 +261,7 @@ pub fn transport_keypair(identity: &Identity) -> Result<Keypair, StartError> {
 
 /// Milliseconds since the Unix epoch from the system clock (0 before 1970).
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+    interlink_net::now_ms()
 }
 
 /// Sweeps the store at start and then every `every`, until shutdown.

@@ -28,6 +28,8 @@ pub const ENV_MDNS: &str = "INTERLINK_MDNS";
 pub const ENV_TEST_LIVE_WINDOW_MS: &str = "INTERLINK_TEST_LIVE_WINDOW_MS";
 /// Test only: how long a silent session stays away, in milliseconds (default 3 days).
 pub const ENV_TEST_AWAY_RETENTION_MS: &str = "INTERLINK_TEST_AWAY_RETENTION_MS";
+/// Test only: moves this process's clock by this many milliseconds (may be negative).
+pub const ENV_TEST_CLOCK_OFFSET_MS: &str = "INTERLINK_TEST_CLOCK_OFFSET_MS";
 /// Test only: the re-announcement interval in milliseconds (default 30 s).
 pub const ENV_TEST_HEARTBEAT_MS: &str = "INTERLINK_TEST_HEARTBEAT_MS";
 
@@ -256,6 +258,15 @@ fn apply_test_knobs(
     config: &mut interlink_net::Config,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(), ConfigError> {
+    if let Some(v) = env(ENV_TEST_CLOCK_OFFSET_MS) {
+        let ms = v.trim().parse::<i64>().map_err(|e| ConfigError::Value {
+            var: ENV_TEST_CLOCK_OFFSET_MS.into(),
+            value: v.clone(),
+            reason: format!("expected a whole number of milliseconds: {e}"),
+        })?;
+        // A process-wide clock: every node of this process (there is one) follows it.
+        interlink_net::set_test_clock_offset_ms(ms);
+    }
     let live = millis(ENV_TEST_LIVE_WINDOW_MS, &env)?;
     let away = millis(ENV_TEST_AWAY_RETENTION_MS, &env)?;
     let heartbeat = millis(ENV_TEST_HEARTBEAT_MS, &env)?;
