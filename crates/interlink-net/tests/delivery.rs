@@ -2,141 +2,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use interlink_core::{
     Identity, SessionId,
-    names::Network,
-    trust::PeerPolicy,
-    wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr},
+    wire::{EnvelopeKind, SessionAddr},
 };
-use interlink_net::{
-    Config, Delivery, Event, Handle, Node, OutgoingMessage, Role, SendError, SendOutcome, Sent,
-    SessionSpec,
-    inbox::{self, INBOX_FILE},
-};
-use libp2p::{Multiaddr, PeerId, multiaddr::Protocol};
+use interlink_net::{Config, Event, OutgoingMessage, SendError, SendOutcome};
+use libp2p::multiaddr::Protocol;
 
-struct Peer {
-    node: Node,
-    addr: SessionAddr,
-    dir: tempfile::TempDir,
-}
+mod common;
 
-impl Peer {
-    fn handle(&self) -> Handle {
-        self.node.handle()
-    }
-
-    fn inbox_texts(&self) -> Vec<String> {
-        let (entries, _) = inbox::read_from(&self.dir.path().join(INBOX_FILE), 0).unwrap();
-        entries.into_iter().filter_map(|e| e.text).collect()
-    }
-}
-
-fn memory(port: u64) -> Multiaddr {
-    format!("/memory/{port}").parse().unwrap()
-}
-
-fn start(
-    port: u64,
-    seed: u8,
-    session: &str,
-    peers: &[(&str, &Identity)],
-    boot: Option<(u64, PeerId)>,
-) -> Peer {
-    start_in(
-        tempfile::tempdir().unwrap(),
-        port,
-        seed,
-        session,
-        peers,
-        boot,
-    )
-}
-
-/// Like `start`, with a given state directory (to restart a session over its inbox).
-fn start_in(
-    dir: tempfile::TempDir,
-    port: u64,
-    seed: u8,
-    session: &str,
-    peers: &[(&str, &Identity)],
-    boot: Option<(u64, PeerId)>,
-) -> Peer {
-    let identity = Arc::new(Identity::from_seed(&[seed; 32]));
-    let session = SessionId::new(session).unwrap();
-    let mut policy = PeerPolicy::new();
-    for (name, id) in peers {
-        policy.add(*name, id.public()).unwrap();
-    }
-    let config = Config {
-        network: Network::default(),
-        listen: vec![memory(port)],
-        bootstrap: boot
-            .map(|(p, id)| vec![memory(p).with(Protocol::P2p(id))])
-            .unwrap_or_default(),
-        mdns: false,
-        delivery: Delivery {
-            inbox_dir: Some(dir.path().to_owned()),
-            policy,
-        },
-        ..Config::default()
-    };
-    let key = identity.transport_keypair(&session).unwrap();
-    let swarm = interlink_net::build_swarm(key, &config).unwrap();
-    let addr = SessionAddr {
-        key: identity.public(),
-        session: session.clone(),
-    };
-    let role = Role::Session(Box::new(SessionSpec {
-        identity,
-        session,
-        cwd: "/tmp".into(),
-        git_label: None,
-        summary: String::new(),
-        host: HostKind::Other,
-        delivery: DeliveryMode::Poll,
-    }));
-    Peer {
-        node: Node::spawn(swarm, config, role).unwrap(),
-        addr,
-        dir,
-    }
-}
-
-/// The receipt of a message the recipient's node answered live.
-fn delivered(outcome: SendOutcome) -> Sent {
-    match outcome {
-        SendOutcome::Delivered(sent) => *sent,
-        other => panic!("expected a live delivery, got {other:?}"),
-    }
-}
-
-async fn wait_roster(handles: &[Handle], want: usize) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut ok = true;
-        for h in handles {
-            let n: usize = h
-                .roster()
-                .await
-                .unwrap()
-                .iter()
-                .map(|i| i.sessions.len())
-                .sum();
-            ok &= n == want;
-        }
-        if ok {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "rosters never reached {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use common::{Peer, delivered, memory, start, start_in, trio, wait_inbox, wait_roster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_messages_are_receipted_stored_in_order_and_gated() {
@@ -245,30 +122,18 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
 }
 
 /// Waits until `peer`'s inbox holds `want` texts.
-async fn wait_inbox(peer: &Peer, want: &[String]) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let texts = peer.inbox_texts();
-        if texts == want {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "inbox never reached {want:?}; it holds {texts:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_to_a_vanished_session_wait_in_the_dht_until_it_returns() {
     let base = 40_000 + u64::from(std::process::id() % 1000) * 100;
-    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
-    let carol = start(base, 9, "carol-1", &[], None);
-    let boot = Some((base, carol.handle().peer_id()));
-    let alice = start(base + 1, 1, "alice-1", &[("bob", &bob_id)], boot);
-    let bob = start(base + 2, 2, "bob-1", &[("alice", &alice_id)], boot);
-    wait_roster(&[alice.handle(), bob.handle(), carol.handle()], 3).await;
+    let common::Trio {
+        alice,
+        bob,
+        carol,
+        alice_id,
+        bob_id: _,
+        boot,
+    } = trio(base).await;
 
     // Bob's process dies without a goodbye: he stays on the roster (away, in time).
     let bob_addr = bob.addr.clone();
@@ -345,12 +210,14 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     use libp2p::kad::{Quorum, Record, RecordKey};
 
     let base = 50_000 + u64::from(std::process::id() % 1000) * 100;
-    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
-    let carol = start(base, 9, "carol-1", &[], None);
-    let boot = Some((base, carol.handle().peer_id()));
-    let alice = start(base + 1, 1, "alice-1", &[("bob", &bob_id)], boot);
-    let bob = start(base + 2, 2, "bob-1", &[("alice", &alice_id)], boot);
-    wait_roster(&[alice.handle(), bob.handle(), carol.handle()], 3).await;
+    let common::Trio {
+        alice,
+        bob,
+        carol,
+        alice_id,
+        bob_id,
+        boot,
+    } = trio(base).await;
     let bob_addr = bob.addr.clone();
     let Peer {
         node, dir: bob_dir, ..
@@ -537,12 +404,14 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
 async fn a_full_mailbox_refuses_and_a_returning_recipient_is_retried_live() {
     let quota = interlink_core::limits::MAILBOX_SENDER_QUOTA;
     let base = 50_000 + u64::from(std::process::id() % 1000) * 10;
-    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
-    let carol = start(base, 9, "carol-1", &[], None);
-    let boot = Some((base, carol.handle().peer_id()));
-    let alice = start(base + 1, 1, "alice-1", &[("bob", &bob_id)], boot);
-    let bob = start(base + 2, 2, "bob-1", &[("alice", &alice_id)], boot);
-    wait_roster(&[alice.handle(), bob.handle(), carol.handle()], 3).await;
+    let common::Trio {
+        alice,
+        bob,
+        carol,
+        alice_id,
+        bob_id: _,
+        boot,
+    } = trio(base).await;
     let mut alice_events = alice.handle().events();
 
     let bob_addr = bob.addr.clone();
@@ -665,12 +534,14 @@ async fn settle_says_whether_a_peer_took_the_mailbox_copy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_not_on_the_roster_is_queued_for_and_gets_it_on_start() {
     let base = 52_000 + u64::from(std::process::id() % 1000) * 10;
-    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
-    let carol = start(base, 9, "carol-1", &[], None);
-    let boot = Some((base, carol.handle().peer_id()));
-    let alice = start(base + 1, 1, "alice-1", &[("bob", &bob_id)], boot);
-    let bob = start(base + 2, 2, "bob-1", &[("alice", &alice_id)], boot);
-    wait_roster(&[alice.handle(), bob.handle(), carol.handle()], 3).await;
+    let common::Trio {
+        alice,
+        bob,
+        carol,
+        alice_id,
+        bob_id,
+        boot,
+    } = trio(base).await;
 
     let later = SessionAddr {
         key: bob_id.public(),

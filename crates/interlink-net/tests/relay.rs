@@ -13,13 +13,9 @@ use std::{
 use interlink_core::{
     Identity, SessionId,
     mailbox::{self, Mailbox},
-    trust::PeerPolicy,
-    wire::{DeliveryMode, HostKind, SessionAddr},
 };
 use interlink_net::{
-    Config, Delivery, DurableMailboxes, Handle, Node, OutgoingMessage, Refusal, RelaySpec, Role,
-    SendOutcome, SessionSpec,
-    inbox::{self, INBOX_FILE},
+    Config, DurableMailboxes, Node, OutgoingMessage, Refusal, RelaySpec, Role, SendOutcome,
 };
 use libp2p::{Multiaddr, PeerId, multiaddr::Protocol};
 
@@ -65,9 +61,9 @@ impl DurableMailboxes for MemoryDurable {
     }
 }
 
-fn memory(port: u64) -> Multiaddr {
-    format!("/memory/{port}").parse().unwrap()
-}
+mod common;
+
+use common::{Peer, memory, start_with, wait_roster};
 
 fn relay_node(port: u64, store: Arc<MemoryDurable>) -> (Node, Multiaddr) {
     let key = libp2p::identity::Keypair::generate_ed25519();
@@ -83,12 +79,6 @@ fn relay_node(port: u64, store: Arc<MemoryDurable>) -> (Node, Multiaddr) {
     (node, addr)
 }
 
-struct Session {
-    node: Node,
-    addr: SessionAddr,
-    dir: tempfile::TempDir,
-}
-
 fn session(
     dir: tempfile::TempDir,
     port: u64,
@@ -96,68 +86,16 @@ fn session(
     name: &str,
     peer: &Identity,
     relay: &Multiaddr,
-) -> Session {
-    let identity = Arc::new(Identity::from_seed(&[seed; 32]));
-    let session = SessionId::new(name).unwrap();
-    let mut policy = PeerPolicy::new();
-    policy.add("peer", peer.public()).unwrap();
-    let config = Config {
-        listen: vec![memory(port)],
-        relays: vec![relay.clone()],
-        mdns: false,
-        delivery: Delivery {
-            inbox_dir: Some(dir.path().to_owned()),
-            policy,
-        },
-        ..Config::default()
-    };
-    let key = identity.transport_keypair(&session).unwrap();
-    let swarm = interlink_net::build_swarm(key, &config).unwrap();
-    let addr = SessionAddr {
-        key: identity.public(),
-        session: session.clone(),
-    };
-    let role = Role::Session(Box::new(SessionSpec {
-        identity,
-        session,
-        cwd: "/tmp".into(),
-        git_label: None,
-        summary: String::new(),
-        host: HostKind::Other,
-        delivery: DeliveryMode::Poll,
-    }));
-    Session {
-        node: Node::spawn(swarm, config, role).unwrap(),
-        addr,
+) -> Peer {
+    start_with(
         dir,
-    }
-}
-
-async fn wait_sessions(h: &Handle, want: usize) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let n: usize = h
-            .roster()
-            .await
-            .unwrap()
-            .iter()
-            .map(|i| i.sessions.len())
-            .sum();
-        if n == want {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "roster at {n}, not {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn texts(dir: &tempfile::TempDir) -> Vec<String> {
-    inbox::read_from(&dir.path().join(INBOX_FILE), 0)
-        .map(|(e, _)| e.into_iter().filter_map(|e| e.text).collect())
-        .unwrap_or_default()
+        port,
+        seed,
+        name,
+        &[("peer", peer)],
+        None,
+        std::slice::from_ref(relay),
+    )
 }
 
 /// A message queued while the recipient is down is confirmed by the relay's durable
@@ -185,8 +123,8 @@ async fn the_relay_holds_mail_durably_and_hands_it_to_the_returning_recipient() 
         &relay_addr,
     );
     // The relay never announces itself, yet both sessions see each other through it.
-    wait_sessions(&alice.node.handle(), 2).await;
-    wait_sessions(&relay.handle(), 2).await;
+    wait_roster(&[alice.node.handle()], 2).await;
+    wait_roster(&[relay.handle()], 2).await;
     // Both took a circuit reservation on the relay and listen through it.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -213,7 +151,7 @@ async fn the_relay_holds_mail_durably_and_hands_it_to_the_returning_recipient() 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    let Session {
+    let Peer {
         node,
         dir: bob_dir,
         addr: bob_addr,
@@ -239,11 +177,11 @@ async fn the_relay_holds_mail_durably_and_hands_it_to_the_returning_recipient() 
 
     let bob = session(bob_dir, base + 3, 2, "bob-1", &alice_id, &relay_addr);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while texts(&bob.dir) != ["kept by the relay"] {
+    while bob.inbox_texts() != ["kept by the relay"] {
         assert!(
             tokio::time::Instant::now() < deadline,
             "inbox: {:?}",
-            texts(&bob.dir)
+            bob.inbox_texts()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

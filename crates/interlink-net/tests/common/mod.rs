@@ -1,0 +1,197 @@
+//! Helpers shared by the in-process node tests: session nodes on the memory transport
+//! with their own inbox directories, and bounded waits.
+
+#![allow(dead_code, unreachable_pub)] // each test file uses a part
+
+use std::{sync::Arc, time::Duration};
+
+use interlink_core::{
+    Identity, SessionId,
+    names::Network,
+    trust::PeerPolicy,
+    wire::{DeliveryMode, HostKind, SessionAddr},
+};
+use interlink_net::{
+    Config, Delivery, Handle, Node, Role, SendOutcome, Sent, SessionSpec,
+    inbox::{self, INBOX_FILE},
+};
+use libp2p::{Multiaddr, PeerId, multiaddr::Protocol};
+
+pub struct Peer {
+    pub node: Node,
+    pub addr: SessionAddr,
+    pub dir: tempfile::TempDir,
+}
+
+impl Peer {
+    pub fn handle(&self) -> Handle {
+        self.node.handle()
+    }
+
+    pub fn inbox_texts(&self) -> Vec<String> {
+        let (entries, _) = inbox::read_from(&self.dir.path().join(INBOX_FILE), 0).unwrap();
+        entries.into_iter().filter_map(|e| e.text).collect()
+    }
+}
+
+pub fn memory(port: u64) -> Multiaddr {
+    format!("/memory/{port}").parse().unwrap()
+}
+
+pub fn start(
+    port: u64,
+    seed: u8,
+    session: &str,
+    peers: &[(&str, &Identity)],
+    boot: Option<(u64, PeerId)>,
+) -> Peer {
+    start_in(
+        tempfile::tempdir().unwrap(),
+        port,
+        seed,
+        session,
+        peers,
+        boot,
+    )
+}
+
+/// Like `start`, with a given state directory (to restart a session over its inbox).
+pub fn start_in(
+    dir: tempfile::TempDir,
+    port: u64,
+    seed: u8,
+    session: &str,
+    peers: &[(&str, &Identity)],
+    boot: Option<(u64, PeerId)>,
+) -> Peer {
+    start_with(dir, port, seed, session, peers, boot, &[])
+}
+
+/// Like `start_in`, using `relays`.
+pub fn start_with(
+    dir: tempfile::TempDir,
+    port: u64,
+    seed: u8,
+    session: &str,
+    peers: &[(&str, &Identity)],
+    boot: Option<(u64, PeerId)>,
+    relays: &[Multiaddr],
+) -> Peer {
+    let identity = Arc::new(Identity::from_seed(&[seed; 32]));
+    let session = SessionId::new(session).unwrap();
+    let mut policy = PeerPolicy::new();
+    for (name, id) in peers {
+        policy.add(*name, id.public()).unwrap();
+    }
+    let config = Config {
+        network: Network::default(),
+        listen: vec![memory(port)],
+        bootstrap: boot
+            .map(|(p, id)| vec![memory(p).with(Protocol::P2p(id))])
+            .unwrap_or_default(),
+        mdns: false,
+        relays: relays.to_vec(),
+        delivery: Delivery {
+            inbox_dir: Some(dir.path().to_owned()),
+            policy,
+        },
+        ..Config::default()
+    };
+    let key = identity.transport_keypair(&session).unwrap();
+    let swarm = interlink_net::build_swarm(key, &config).unwrap();
+    let addr = SessionAddr {
+        key: identity.public(),
+        session: session.clone(),
+    };
+    let role = Role::Session(Box::new(SessionSpec {
+        identity,
+        session,
+        cwd: "/tmp".into(),
+        git_label: None,
+        summary: String::new(),
+        host: HostKind::Other,
+        delivery: DeliveryMode::Poll,
+    }));
+    Peer {
+        node: Node::spawn(swarm, config, role).unwrap(),
+        addr,
+        dir,
+    }
+}
+
+/// The receipt of a message the recipient's node answered live.
+pub fn delivered(outcome: SendOutcome) -> Sent {
+    match outcome {
+        SendOutcome::Delivered(sent) => *sent,
+        other => panic!("expected a live delivery, got {other:?}"),
+    }
+}
+
+pub async fn wait_roster(handles: &[Handle], want: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut ok = true;
+        for h in handles {
+            let n: usize = h
+                .roster()
+                .await
+                .unwrap()
+                .iter()
+                .map(|i| i.sessions.len())
+                .sum();
+            ok &= n == want;
+        }
+        if ok {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "rosters never reached {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn wait_inbox(peer: &Peer, want: &[String]) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let texts = peer.inbox_texts();
+        if texts == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "inbox never reached {want:?}; it holds {texts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Three sessions: Carol (a holder, nobody's peer) whom Alice and Bob — peers of each
+/// other — bootstrap to, all on each other's rosters.
+pub struct Trio {
+    pub alice: Peer,
+    pub bob: Peer,
+    pub carol: Peer,
+    pub alice_id: Identity,
+    pub bob_id: Identity,
+    pub boot: Option<(u64, PeerId)>,
+}
+
+/// Starts a [`Trio`] on memory ports `base..base + 3`.
+pub async fn trio(base: u64) -> Trio {
+    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let carol = start(base, 9, "carol-1", &[], None);
+    let boot = Some((base, carol.handle().peer_id()));
+    let alice = start(base + 1, 1, "alice-1", &[("bob", &bob_id)], boot);
+    let bob = start(base + 2, 2, "bob-1", &[("alice", &alice_id)], boot);
+    wait_roster(&[alice.handle(), bob.handle(), carol.handle()], 3).await;
+    Trio {
+        alice,
+        bob,
+        carol,
+        alice_id,
+        bob_id,
+        boot,
+    }
+}
