@@ -6,6 +6,7 @@ mod mailbox;
 mod presence;
 mod queueing;
 mod relaying;
+mod sealing;
 
 use std::{
     collections::HashMap,
@@ -97,6 +98,8 @@ impl Node {
                 &[config.bootstrap.as_slice(), config.relays.as_slice()].concat(),
             ),
             relays: relaying::Relays::new(&config.relays),
+            seal_contexts: sealing::SealContexts::default(),
+            open_contexts: sealing::OpenContexts::default(),
             swarm,
             config,
             role,
@@ -187,6 +190,8 @@ struct Actor {
     mailboxes: mailbox::Mailboxes,
     queueing: queueing::Queueing,
     relays: relaying::Relays,
+    seal_contexts: sealing::SealContexts,
+    open_contexts: sealing::OpenContexts,
     last_tick: Instant,
     /// When the node started.
     started: Instant,

@@ -9,7 +9,7 @@ use super::{
 use crate::{
     identity::{IdentityKey, SealingKey, SealingSecret},
     limits::{MAX_BODY_BYTES, MAX_ENVELOPE_BYTES, MAX_TASK_ID_BYTES},
-    seal::{self, SealError, Sealed, TAG_BYTES},
+    seal::{self, NONCE_BYTES, SealError, Sealed, TAG_BYTES},
     session::SessionId,
     sign::Domain,
 };
@@ -113,11 +113,36 @@ impl Envelope {
         Ok(())
     }
 
+    /// Seals `text` as the body within a sender's context for the recipient's key
+    /// (the same key every envelope sealed in it goes to).
+    pub fn seal_text_in(
+        &mut self,
+        text: &str,
+        ctx: &seal::SealContext,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(), SealError> {
+        self.sealed = Some(ctx.seal(text.as_bytes(), &self.seal_aad(), rng)?);
+        Ok(())
+    }
+
     /// Opens the body with the recipient's sealing secret.
     pub fn open_text(&self, secret: &SealingSecret) -> Result<String, OpenError> {
         let sealed = self.sealed.as_ref().ok_or(OpenError::NoBody)?;
         let bytes = seal::open(sealed, secret, &self.seal_aad())?;
         String::from_utf8(bytes).map_err(|_| OpenError::NotText)
+    }
+
+    /// Opens the body with the context of its `enc` ([`Envelope::sealed_enc`]), set up
+    /// once by the recipient for every body sealed in the same sender context.
+    pub fn open_text_in(&self, ctx: &seal::OpenContext) -> Result<String, OpenError> {
+        let sealed = self.sealed.as_ref().ok_or(OpenError::NoBody)?;
+        let bytes = ctx.open(sealed, &self.seal_aad())?;
+        String::from_utf8(bytes).map_err(|_| OpenError::NotText)
+    }
+
+    /// The sender context (`enc`) the body was sealed in, if there is a body.
+    pub fn sealed_enc(&self) -> Option<[u8; 32]> {
+        self.sealed.as_ref().map(|s| *s.enc)
     }
 
     /// The sending session's address.
@@ -174,17 +199,20 @@ impl SignedBody for Envelope {
         }
         match (&self.sealed, self.kind) {
             (Some(s), EnvelopeKind::Message) => {
-                if s.ct.len() > MAX_BODY_BYTES + TAG_BYTES {
+                if s.ct.len() > MAX_BODY_BYTES + NONCE_BYTES + TAG_BYTES {
                     return Err(invalid::<Self>(
                         "sealed",
                         format!(
                             "body is {} bytes; the limit is {MAX_BODY_BYTES}",
-                            s.ct.len().saturating_sub(TAG_BYTES)
+                            s.ct.len().saturating_sub(NONCE_BYTES + TAG_BYTES)
                         ),
                     ));
                 }
-                if s.ct.len() < TAG_BYTES {
-                    return Err(invalid::<Self>("sealed", "is shorter than its tag"));
+                if s.ct.len() < NONCE_BYTES + TAG_BYTES {
+                    return Err(invalid::<Self>(
+                        "sealed",
+                        "is shorter than its nonce and tag",
+                    ));
                 }
             }
             (None, EnvelopeKind::Message) => {

@@ -178,7 +178,11 @@ impl Actor {
             sealed: None,
         };
         if let Some(text) = &msg.text {
-            env.seal_text(text, &sealing_key, &mut rng)
+            let ctx = self
+                .seal_contexts
+                .for_key(&sealing_key, &mut rng)
+                .map_err(|e| SendError::Invalid(e.to_string()))?;
+            env.seal_text_in(text, ctx, &mut rng)
                 .map_err(|e| SendError::Invalid(e.to_string()))?;
         }
         let signed =
@@ -459,6 +463,7 @@ impl Actor {
             key: spec.identity.public(),
             session: spec.session.clone(),
         };
+        let open_contexts = &mut self.open_contexts;
         let (Some(gate), Some(inbox), Some(sealing)) = (
             self.gate.as_mut(),
             self.inbox.as_mut(),
@@ -500,7 +505,12 @@ impl Actor {
                 }
             }
             let text = match body.kind {
-                EnvelopeKind::Message => match body.open_text(sealing) {
+                EnvelopeKind::Message => match body
+                    .sealed_enc()
+                    .ok_or(interlink_core::wire::OpenError::NoBody)
+                    .and_then(|enc| Ok(open_contexts.for_enc(enc, sealing)?))
+                    .and_then(|ctx| body.open_text_in(ctx))
+                {
                     Ok(t) => Some(t),
                     Err(e) => {
                         results.push(Err(e.to_string()));

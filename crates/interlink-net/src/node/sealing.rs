@@ -1,0 +1,104 @@
+//! Sealing contexts kept between messages (see `interlink_core::seal`): a sender keeps
+//! one per recipient key and replaces it after [`CONTEXT_LIFETIME`] or
+//! [`CONTEXT_USES`] bodies; a recipient keeps the opening context of each sender
+//! context it has seen. Either way the X25519 operation is paid once per context, not
+//! once per message.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    time::{Duration, Instant},
+};
+
+use interlink_core::{
+    identity::{SealingKey, SealingSecret},
+    seal::{OpenContext, SealContext, SealError},
+};
+
+/// Sender contexts kept at once (one per recipient identity).
+const MAX_SEAL_CONTEXTS: usize = 256;
+/// Opening contexts kept at once (one per sender context seen).
+const MAX_OPEN_CONTEXTS: usize = 1024;
+/// A sender context is replaced after this long…
+const CONTEXT_LIFETIME: Duration = Duration::from_secs(600);
+/// …or after sealing this many bodies, whichever comes first.
+const CONTEXT_USES: u32 = 10_000;
+
+#[derive(Debug)]
+struct Sending {
+    ctx: SealContext,
+    created: Instant,
+    uses: u32,
+}
+
+/// A sender's contexts, by recipient sealing key.
+#[derive(Debug, Default)]
+pub(crate) struct SealContexts {
+    by_key: HashMap<SealingKey, Sending>,
+}
+
+impl SealContexts {
+    /// The context to seal the next body to `to` in: the current one, or a new one when
+    /// there is none or it is spent.
+    pub(crate) fn for_key(
+        &mut self,
+        to: &SealingKey,
+        rng: &mut impl rand_core::CryptoRng,
+    ) -> Result<&SealContext, SealError> {
+        let now = Instant::now();
+        let fresh =
+            |s: &Sending| now.duration_since(s.created) < CONTEXT_LIFETIME && s.uses < CONTEXT_USES;
+        if !self.by_key.get(to).is_some_and(fresh) {
+            if self.by_key.len() >= MAX_SEAL_CONTEXTS && !self.by_key.contains_key(to) {
+                // The oldest goes; its recipient gets a new context next time.
+                if let Some(oldest) = self
+                    .by_key
+                    .iter()
+                    .min_by_key(|(_, s)| s.created)
+                    .map(|(k, _)| *k)
+                {
+                    self.by_key.remove(&oldest);
+                }
+            }
+            let ctx = SealContext::new(to, rng)?;
+            self.by_key.insert(
+                *to,
+                Sending {
+                    ctx,
+                    created: now,
+                    uses: 0,
+                },
+            );
+        }
+        let entry = self.by_key.get_mut(to).ok_or(SealError::Seal)?;
+        entry.uses += 1;
+        Ok(&entry.ctx)
+    }
+}
+
+/// A recipient's opening contexts, by the sender context's `enc`; the oldest go first.
+#[derive(Debug, Default)]
+pub(crate) struct OpenContexts {
+    by_enc: HashMap<[u8; 32], OpenContext>,
+    order: VecDeque<[u8; 32]>,
+}
+
+impl OpenContexts {
+    /// The opening context of `enc`, set up with `secret` the first time.
+    pub(crate) fn for_enc(
+        &mut self,
+        enc: [u8; 32],
+        secret: &SealingSecret,
+    ) -> Result<&OpenContext, SealError> {
+        if !self.by_enc.contains_key(&enc) {
+            let ctx = OpenContext::new(&enc, secret)?;
+            if self.order.len() >= MAX_OPEN_CONTEXTS
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.by_enc.remove(&oldest);
+            }
+            self.order.push_back(enc);
+            self.by_enc.insert(enc, ctx);
+        }
+        self.by_enc.get(&enc).ok_or(SealError::Open)
+    }
+}
