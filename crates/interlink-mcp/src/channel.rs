@@ -143,6 +143,7 @@ mod tests {
             sent_at: 1,
             received_at: 2,
             text: Some("hi".into()),
+            name: None,
         };
         let n = notification(&e, Some("alice"));
         assert_eq!(n.method, CHANNEL_METHOD);

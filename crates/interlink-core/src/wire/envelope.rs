@@ -26,6 +26,10 @@ pub enum EnvelopeKind {
     PairAccept,
     /// The sending session closed: no body.
     Goodbye,
+    /// A read receipt: the recipient's agent acknowledged the message named by
+    /// `in_reply_to`. No body; signed by the reader like every envelope, so it rides the
+    /// live path and the mailbox like a message and its signer is verified.
+    Read,
 }
 
 /// Where a task stands, as its sender reports it.
@@ -193,10 +197,16 @@ impl SignedBody for Envelope {
             (Some(_), _) => {
                 return Err(invalid::<Self>(
                     "sealed",
-                    "must be absent: knocks, accepts and goodbyes carry no text",
+                    "must be absent: knocks, accepts, goodbyes and read receipts carry no text",
                 ));
             }
             (None, _) => {}
+        }
+        if self.kind == EnvelopeKind::Read && self.in_reply_to.is_none() {
+            return Err(invalid::<Self>(
+                "in_reply_to",
+                "is required on a read receipt (the message that was read)",
+            ));
         }
         if self.sender == self.recipient && self.sender_session == self.recipient_session {
             return Err(invalid::<Self>(

@@ -82,6 +82,10 @@ impl Actor {
             }
         };
         let to = msg.to;
+        if msg.kind == EnvelopeKind::Knock {
+            // Let the acceptance in when it comes (also after a restart).
+            self.note_knock_sent(to.key);
+        }
         let busy =
             self.outbox.queues.len() >= OUTBOX_RECIPIENTS && !self.outbox.queues.contains_key(&to);
         if busy || self.outbox_queue(&to).len() >= OUTBOX_PER_RECIPIENT {
@@ -465,6 +469,9 @@ impl Actor {
                         from: knock.sender,
                         session: knock.sender_session,
                     });
+                    // Recorded in the inbox too (no text: a knock has none), so the
+                    // agent side can hold it for the operator across restarts.
+                    to_write.push((i, body.msg_id, inbox_entry(env, None)));
                     results.push(Ok(()));
                     continue;
                 }
@@ -526,6 +533,7 @@ fn inbox_entry(env: &Signed<Envelope>, text: Option<String>) -> InboxEntry {
         sent_at: b.ts,
         received_at: crate::now_ms(),
         text,
+        name: b.name.clone(),
     }
 }
 
