@@ -11,7 +11,11 @@
 //!   shared by every session of the user and the operator's `peer` command;
 //! - `sessions/<id>/inbox.jsonl` — delivered messages, written by the node;
 //! - `sessions/<id>/read.json` — what the agent has consumed ([`read_state`]);
-//! - `sessions/<id>/wait.lock` — held by the Stop hook's waiter ([`wait`]).
+//! - `pairing.json` — pair requests waiting for the operator and the ones sent
+//!   ([`pairing`]);
+//! - `sessions/<id>/wait.lock` — held by the Stop hook's waiter ([`wait`]);
+//! - `sessions/<id>/follow.json` — how far [`follow`] handled the inbox's knocks,
+//!   acceptances and read receipts.
 //!
 //! Delivery into the agent: the inbox plus the footer on every tool result and the
 //! Stop hook (`interlink-p2p wait`, [`wait`]); or, in channel mode ([`channel`]), a
@@ -23,6 +27,8 @@
 
 pub mod channel;
 mod files;
+pub mod follow;
+pub mod pairing;
 pub mod paths;
 pub mod peers;
 pub mod policy;
@@ -35,6 +41,7 @@ pub mod serve;
 pub mod server;
 pub mod session;
 pub mod tools;
+pub mod tools_pair;
 pub mod wait;
 
 pub use route::route;

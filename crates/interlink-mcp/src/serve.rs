@@ -49,6 +49,9 @@ pub struct Options {
     pub host: HostKind,
     /// Channel mode: push messages as `notifications/claude/channel`.
     pub channels: bool,
+    /// The name this user suggests for itself when pairing
+    /// ([`crate::pairing::own_name`]).
+    pub name: String,
     /// Node configuration (its `delivery` is filled here).
     pub config: Config,
 }
@@ -103,6 +106,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         node: status_rx,
         routes: Mutex::new(Routes::default()),
         read_lock: tokio::sync::Mutex::new(()),
+        name: options.name.clone(),
     });
 
     let node_cancel = CancellationToken::new();
@@ -121,6 +125,11 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         .serve_with_ct(rmcp::transport::stdio(), service_ct)
         .await;
     let channel_cancel = CancellationToken::new();
+    tokio::spawn(crate::follow::follow(
+        ctx.clone(),
+        ctx.session_dir.clone(),
+        channel_cancel.clone(),
+    ));
     let result = match served {
         Ok(service) => {
             if options.channels {

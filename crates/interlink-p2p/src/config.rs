@@ -91,8 +91,8 @@ pub fn build(
         network: network(flags, env)?,
         ..interlink_net::Config::default()
     };
-    config.relays = addr_list(&flags.relay, "--relay", ENV_RELAY, env, check_relay)?
-        .unwrap_or_default();
+    config.relays =
+        addr_list(&flags.relay, "--relay", ENV_RELAY, env, check_relay)?.unwrap_or_default();
     let listen_none = match flags.listen.as_slice() {
         [one] => one.trim() == LISTEN_NONE,
         [] => env(ENV_LISTEN).is_some_and(|v| v.trim() == LISTEN_NONE),
@@ -324,7 +324,8 @@ mod tests {
 
     #[test]
     fn relays_need_their_peer_id_and_allow_listening_nowhere() {
-        let relay = "/ip4/10.0.0.9/tcp/4001/p2p/12D3KooWGzhDPTTsdwrqJBu5Mmw4RkqNsvn8BxMSsqjfCz8qGc7N";
+        let relay =
+            "/ip4/10.0.0.9/tcp/4001/p2p/12D3KooWGzhDPTTsdwrqJBu5Mmw4RkqNsvn8BxMSsqjfCz8qGc7N";
         let c = build(
             &Flags::default(),
             env(&[(ENV_RELAY, relay), (ENV_LISTEN, "none")]),

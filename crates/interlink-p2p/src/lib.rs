@@ -9,7 +9,8 @@
 //! - `send` ([`send`]): messages from a shell, as a short-lived session; routing over
 //!   the roster view is in [`route`].
 //! - `inbox` ([`inbox`]): a session's delivered messages.
-//! - `peer` ([`peer`]): the peers policy, `peers.json` ([`policy`]).
+//! - `peer` ([`peer`]): the peers policy, `peers.json` ([`policy`]); `pair`
+//!   ([`pair`]): the operator's decisions on pair requests.
 //! - `mcp` ([`mcp`]): the MCP server of an agent session; `wait` ([`wait`]): the
 //!   Claude Code Stop hook.
 //! - `peers` ([`peers`]): an observer's view of the overlay.
@@ -25,6 +26,7 @@ pub mod config;
 pub mod demo;
 pub mod inbox;
 pub mod mcp;
+pub mod pair;
 pub mod peer;
 pub mod peers;
 pub mod probe;

@@ -4,7 +4,7 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, time::Duration}
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use interlink_p2p::{config, inbox, mcp, peer, peers, probe, run, send, wait};
+use interlink_p2p::{config, inbox, mcp, pair, peer, peers, probe, run, send, wait};
 use libp2p::Multiaddr;
 
 /// Coding-agent sessions that find each other and talk, peer to peer.
@@ -170,6 +170,14 @@ enum Command {
         #[command(subcommand)]
         action: peer::Action,
     },
+    /// Decide on pair requests: list them, accept one (pin the key, confirm to the
+    /// requesting session) or reject one.
+    Pair {
+        #[command(subcommand)]
+        action: pair::Action,
+        #[command(flatten)]
+        net: NetArgs,
+    },
     /// Check whether an interlink-p2p session answers at an address (joins no roster).
     #[command(after_help = probe::EXIT_CODES_HELP)]
     Probe {
@@ -333,6 +341,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 &mut std::io::stdout(),
                 &mut std::io::stderr(),
             )?;
+        }
+        Command::Pair { action, ref net } => {
+            let config = net.config()?;
+            let home = home()?;
+            runtime()?.block_on(pair::run(&home, action, config, &mut std::io::stdout()))?;
         }
         Command::Probe {
             ref multiaddr,

@@ -48,6 +48,7 @@ pub async fn run(
             _ => HostKind::Other,
         },
         channels,
+        name: interlink_mcp::pairing::own_name(|k| std::env::var(k).ok()),
         config,
     };
     let shutdown = CancellationToken::new();

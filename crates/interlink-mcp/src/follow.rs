@@ -1,0 +1,161 @@
+//! Follows the session's inbox for the lines addressed to the agent side rather than
+//! to the agent: a stranger's knock (kept for the operator), a pair acceptance (the
+//! other side accepted this user's request: pin it) and a read receipt (mark the sent
+//! message read).
+//!
+//! Those lines are never shown to the agent. How far they were handled is kept in
+//! `follow.json` next to the inbox, so a restart neither misses one nor handles one
+//! twice (each step is idempotent besides: a knock decided once, an acceptance without
+//! a pending request, a receipt for an unknown message are ignored).
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use interlink_core::{IdentityKey, SessionId, wire::EnvelopeKind};
+use interlink_net::{
+    Event,
+    inbox::{INBOX_FILE, InboxEntry, read_positioned_from},
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::{files::write_atomically, pairing, policy, server::Context};
+
+/// File name of the follower's position, in the session's directory.
+pub const FOLLOW_FILE: &str = "follow.json";
+/// How often the inbox is checked without a delivery event.
+const FOLLOW_POLL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Position {
+    offset: u64,
+}
+
+fn load_offset(dir: &Path) -> u64 {
+    std::fs::read(dir.join(FOLLOW_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Position>(&b).ok())
+        .map_or(0, |p| p.offset)
+}
+
+fn save_offset(dir: &Path, offset: u64) {
+    let bytes = serde_json::to_vec(&Position { offset }).unwrap_or_default();
+    if let Err(e) = write_atomically(&dir.join(FOLLOW_FILE), &bytes) {
+        warn!("saving {FOLLOW_FILE}: {e}");
+    }
+}
+
+/// Runs until `cancel` fires or the node stops.
+pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: CancellationToken) {
+    let ready = tokio::select! {
+        () = cancel.cancelled() => return,
+        r = ctx.ready() => match r {
+            Ok(r) => r,
+            Err(e) => { debug!("inbox follower off: {}", e.0); return; }
+        },
+    };
+    let mut events = ready.handle.events();
+    let mut offset = load_offset(&session_dir);
+    let mut poll = tokio::time::interval(FOLLOW_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        offset = step(&ctx, &session_dir, offset).await;
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = poll.tick() => {}
+            ev = events.recv() => match ev {
+                Ok(Event::Delivered { .. }) | Err(RecvError::Lagged(_)) => {}
+                Ok(_) => continue,
+                Err(RecvError::Closed) => return,
+            },
+        }
+    }
+}
+
+/// Handles the lines after `offset`; returns the new offset.
+async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
+    let (entries, end) = match read_positioned_from(&dir.join(INBOX_FILE), offset) {
+        Ok(r) => r,
+        Err(e) => {
+            warn!("inbox follower: {e}");
+            return offset;
+        }
+    };
+    let mut handled = false;
+    for (e, _) in &entries {
+        let Ok(sender) = e.sender.parse::<IdentityKey>() else {
+            continue;
+        };
+        match e.kind {
+            EnvelopeKind::Knock => on_knock(ctx, e, sender).await,
+            EnvelopeKind::PairAccept => on_accept(ctx, e, sender).await,
+            EnvelopeKind::Message | EnvelopeKind::Goodbye | EnvelopeKind::Read => continue,
+        }
+        handled = true;
+    }
+    if handled {
+        save_offset(dir, end);
+    }
+    end
+}
+
+async fn on_knock(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
+    if sender == ctx.key() {
+        return;
+    }
+    let policy = policy::load(&ctx.home).unwrap_or_default();
+    if policy.contains(&sender) {
+        // Already trusted here: the other side lost this user and asks again. Confirm,
+        // so its node pins this user (it does so only for a request its user made).
+        let Ok(session) = SessionId::new(&e.sender_session) else {
+            return;
+        };
+        if let Ok(ready) = ctx.ready().await {
+            let to = interlink_core::wire::SessionAddr {
+                key: sender,
+                session,
+            };
+            if let Err(err) = ctx
+                .send_pairing(&ready.handle, to, EnvelopeKind::PairAccept)
+                .await
+            {
+                debug!("confirming a peer's repeated knock: {err}");
+            }
+        }
+        return;
+    }
+    let via = ctx.own().map(|o| o.session);
+    match via.map(|via| pairing::record_knock(&ctx.home, e, &via)) {
+        Ok(Ok(true)) => info!(from = %e.sender_fingerprint, "pair request held for the operator"),
+        Ok(Ok(false)) => {}
+        Ok(Err(err)) => warn!("recording a pair request: {err}"),
+        Err(err) => warn!("recording a pair request: {}", err.0),
+    }
+}
+
+async fn on_accept(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
+    let request = match pairing::take_outgoing(&ctx.home, &sender) {
+        Ok(Some(r)) => r,
+        Ok(None) => return,
+        Err(err) => {
+            warn!("reading the pair requests sent: {err}");
+            return;
+        }
+    };
+    let result = policy::edit(&ctx.home, |p| {
+        if p.contains(&sender) {
+            return Ok::<_, pairing::PairingError>(());
+        }
+        let name = pairing::free_name(p, request.petname.as_deref().or(e.name.as_deref()), &sender);
+        p.add(name, sender)?;
+        Ok(())
+    });
+    match result {
+        Ok(()) => {
+            info!(peer = %e.sender_fingerprint, "pair request accepted; peer added");
+            ctx.refresh_policy().await;
+        }
+        Err(err) => warn!("adding the peer that accepted: {err}"),
+    }
+}
