@@ -66,6 +66,13 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
             _ = poll.tick() => {}
             ev = events.recv() => match ev {
                 Ok(Event::Delivered { .. }) | Err(RecvError::Lagged(_)) => {}
+                Ok(Event::Receipted { msg_id, .. }) => {
+                    // A queued message reached its recipient after all.
+                    if let Ok(mut log) = ctx.sent.lock() {
+                        log.mark_delivered(&msg_id.to_string(), interlink_net::now_ms());
+                    }
+                    continue;
+                }
                 Ok(_) => continue,
                 Err(RecvError::Closed) => return,
             },
@@ -90,7 +97,8 @@ async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
         match e.kind {
             EnvelopeKind::Knock => on_knock(ctx, e, sender).await,
             EnvelopeKind::PairAccept => on_accept(ctx, e, sender).await,
-            EnvelopeKind::Message | EnvelopeKind::Goodbye | EnvelopeKind::Read => continue,
+            EnvelopeKind::Read => on_read(ctx, e, sender),
+            EnvelopeKind::Message | EnvelopeKind::Goodbye => continue,
         }
         handled = true;
     }
@@ -131,6 +139,18 @@ async fn on_knock(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
         Ok(Ok(false)) => {}
         Ok(Err(err)) => warn!("recording a pair request: {err}"),
         Err(err) => warn!("recording a pair request: {}", err.0),
+    }
+}
+
+/// A read receipt: the message it names was read, if it went to the receipt's signer.
+fn on_read(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
+    let Some(id) = e.in_reply_to.as_deref() else {
+        return;
+    };
+    if let Ok(mut log) = ctx.sent.lock()
+        && log.mark_read(id, &sender, interlink_net::now_ms())
+    {
+        debug!(msg_id = id, "read receipt");
     }
 }
 

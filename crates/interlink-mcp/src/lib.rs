@@ -14,6 +14,8 @@
 //! - `pairing.json` — pair requests waiting for the operator and the ones sent
 //!   ([`pairing`]);
 //! - `sessions/<id>/wait.lock` — held by the Stop hook's waiter ([`wait`]);
+//! - `sessions/<id>/sent.json` — what this session sent and where it stands
+//!   ([`sent`]);
 //! - `sessions/<id>/follow.json` — how far [`follow`] handled the inbox's knocks,
 //!   acceptances and read receipts.
 //!
@@ -33,15 +35,18 @@ pub mod paths;
 pub mod peers;
 pub mod policy;
 pub mod read_state;
+pub mod receipts;
 pub mod render;
 pub mod route;
 pub mod routes;
 mod send;
+pub mod sent;
 pub mod serve;
 pub mod server;
 pub mod session;
 pub mod tools;
 pub mod tools_pair;
+pub mod tools_tasks;
 pub mod wait;
 
 pub use route::route;

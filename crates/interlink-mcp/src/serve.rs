@@ -27,9 +27,13 @@ use crate::{
     paths::{self, SessionDirError},
     policy,
     routes::Routes,
+    sent::SentLog,
     server::{Context, NodeStatus, Ready, Server},
     session::{self, Describe, StartError},
 };
+
+/// How soon after a change the sent-messages log is saved.
+pub const SENT_FLUSH: Duration = Duration::from_millis(500);
 
 /// Longest time from a shutdown request to [`serve_stdio`] returning.
 pub const SHUTDOWN_BUDGET: Duration = Duration::from_millis(900);
@@ -94,6 +98,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         session: options.session.clone(),
     };
     let (status_tx, status_rx) = watch::channel(NodeStatus::Starting);
+    let (receipts_tx, receipts_rx) = tokio::sync::mpsc::channel(crate::receipts::RECEIPT_QUEUE);
     let ctx = Arc::new(Context {
         home: options.home.clone(),
         session_dir: session_dir.clone(),
@@ -107,6 +112,8 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         routes: Mutex::new(Routes::default()),
         read_lock: tokio::sync::Mutex::new(()),
         name: options.name.clone(),
+        sent: Mutex::new(SentLog::load(&session_dir)),
+        receipts: receipts_tx,
     });
 
     let node_cancel = CancellationToken::new();
@@ -130,6 +137,12 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         ctx.session_dir.clone(),
         channel_cancel.clone(),
     ));
+    tokio::spawn(crate::receipts::run(
+        ctx.clone(),
+        receipts_rx,
+        channel_cancel.clone(),
+    ));
+    let flusher = tokio::spawn(flush_sent_log(ctx.clone(), channel_cancel.clone()));
     let result = match served {
         Ok(service) => {
             if options.channels {
@@ -152,6 +165,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         Err(e) => Err(ServeError::Handshake(e.to_string())),
     };
     channel_cancel.cancel();
+    let _ = flusher.await;
     node_cancel.cancel();
     if tokio::time::timeout(SHUTDOWN_BUDGET, node_task)
         .await
@@ -160,6 +174,32 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         warn!("the node did not stop within {SHUTDOWN_BUDGET:?}");
     }
     result
+}
+
+/// Saves the sent-messages log a moment after it changed (sending stays cheap: no
+/// file write per message) and once more when `cancel` fires.
+async fn flush_sent_log(ctx: Arc<Context>, cancel: CancellationToken) {
+    let mut tick = tokio::time::interval(SENT_FLUSH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let stop = tokio::select! {
+            () = cancel.cancelled() => true,
+            _ = tick.tick() => false,
+        };
+        // Encode under the lock, write outside it: a send never waits for an fsync.
+        let snapshot = ctx.sent.lock().ok().and_then(|mut l| l.take_snapshot());
+        if let (Some(bytes), Ok(dir)) = (snapshot, ctx.session_dir())
+            && let Err(e) = SentLog::write(&dir, &bytes)
+        {
+            warn!("saving the sent-messages log: {e}");
+            if let Ok(mut log) = ctx.sent.lock() {
+                log.mark_dirty();
+            }
+        }
+        if stop {
+            return;
+        }
+    }
 }
 
 /// Starts the node, publishes its status, follows peers.json, and shuts the node down

@@ -50,7 +50,10 @@ the overlay and its sessions, with presence live/away); send_message(to, session
 task_id?, status?, in_reply_to?) where `to` is a peer's petname, a fingerprint or key \
 prefix, or `self` for this user's other sessions, and `session` an id or unique prefix \
 when the peer has several; receive_messages (unread messages, oldest first) then \
-acknowledge_messages(msg_ids) once you have handled them; set_summary (tell peers what \
+acknowledge_messages(msg_ids) once you have handled them (the sender is told they \
+were read); message_status(msg_id) and list_pending (where your sent messages stand: \
+queued, delivered, read); conversation_history(peer?, task_id?, limit?); \
+cancel_task(to, task_id) (tells the peer the task is called off); set_summary (tell peers what \
 this session is doing); list_peers, add_peer, remove_peer (the paired identities); \
 request_pair(target, session?), list_pair_requests, accept_pair(fingerprint), \
 reject_pair(fingerprint) (pairing by knock: a stranger's request waits for your \
@@ -117,6 +120,10 @@ pub struct Context {
     pub read_lock: tokio::sync::Mutex<()>,
     /// The name this user suggests for itself in knocks and acceptances.
     pub name: String,
+    /// What this session sent and where each message stands.
+    pub sent: Mutex<crate::sent::SentLog>,
+    /// Read receipts waiting to be sent ([`crate::receipts`]).
+    pub receipts: tokio::sync::mpsc::Sender<crate::receipts::ReadReceipt>,
 }
 
 /// A tool failed; the text tells the model what to do about it.
@@ -138,6 +145,11 @@ impl Context {
     /// This session's address.
     pub fn own(&self) -> Result<SessionAddr, ToolError> {
         Ok(self.own.clone())
+    }
+
+    /// This session's state directory.
+    pub fn session_dir(&self) -> Result<PathBuf, ToolError> {
+        Ok(self.session_dir.clone())
     }
 
     /// Waits (at most [`NODE_WAIT`]) for the node.
@@ -285,7 +297,7 @@ impl Server {
     pub fn new(ctx: Arc<Context>) -> Self {
         Self {
             ctx,
-            tool_router: Self::tool_router() + Self::pairing_router(),
+            tool_router: Self::tool_router() + Self::pairing_router() + Self::tasks_router(),
         }
     }
 

@@ -283,7 +283,16 @@ impl Server {
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let _guard = ctx.read_lock.lock().await;
-            let acked = ReadState::load(&ctx.session_dir)?.acknowledge(&ids)?;
+            let session_dir = ctx.session_dir()?;
+            let unread = ReadState::load(&session_dir)?.unread()?;
+            let acked = ReadState::load(&session_dir)?.acknowledge(&ids)?;
+            // Tell each sender its message was read.
+            ctx.queue_read_receipts(
+                unread
+                    .iter()
+                    .filter(|e| acked.consumed.iter().any(|id| id.to_string() == e.msg_id))
+                    .filter_map(crate::receipts::ReadReceipt::for_entry),
+            );
             let strs = |v: &[MsgId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
             let mut text = format!("acknowledged {}", acked.consumed.len());
             if !acked.already.is_empty() {
