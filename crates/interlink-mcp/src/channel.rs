@@ -115,7 +115,10 @@ async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
     if pushed.is_empty() {
         return;
     }
-    match ReadState::load(&ctx.session_dir).map(|mut s| s.acknowledge(&pushed)) {
+    let Ok(dir) = ctx.session_dir() else {
+        return;
+    };
+    match ReadState::load(&dir).map(|mut s| s.acknowledge(&pushed)) {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => warn!("channel mode: marking pushed messages consumed: {e}"),
         Err(e) => warn!("channel mode: marking pushed messages consumed: {e}"),

@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 pub mod channel;
+pub mod codex;
 mod files;
 pub mod follow;
 pub mod pairing;
@@ -44,7 +45,9 @@ pub mod sent;
 pub mod serve;
 pub mod server;
 pub mod session;
+pub mod start;
 pub mod tools;
+pub mod tools_codex;
 pub mod tools_pair;
 pub mod tools_tasks;
 pub mod wait;

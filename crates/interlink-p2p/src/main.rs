@@ -88,6 +88,11 @@ enum Command {
         /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else random]
         #[arg(long)]
         session: Option<String>,
+        /// The agent host: claude, codex or other [default: claude with
+        /// $CLAUDE_CODE_SESSION_ID, else from the client's name at initialize]. A Codex
+        /// server without --session/INTERLINK_SESSION waits for bind_codex_session.
+        #[arg(long, value_name = "HOST", value_parser = mcp::parse_host)]
+        host: Option<interlink_core::wire::HostKind>,
         /// What this session is doing, as announced to peers.
         #[arg(long, default_value = "", hide_default_value = true)]
         summary: String,
@@ -250,12 +255,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp {
             session,
             summary,
+            host,
             ref net,
         } => {
             let config = net.config()?;
             let home = home()?;
             let rt = runtime()?;
-            let result = rt.block_on(mcp::run(home, session, summary, config));
+            let result = rt.block_on(mcp::run(home, session, summary, host, config));
             // The stdin reader is a blocking read that only ends with stdin: after a
             // SIGTERM, waiting for it would keep the process alive.
             rt.shutdown_background();
