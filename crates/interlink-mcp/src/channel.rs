@@ -163,7 +163,8 @@ mod tests {
         e.task_id = None;
         e.status = None;
         let p = notification(&e, None).params.unwrap();
-        let keys: Vec<&String> = p["meta"].as_object().unwrap().keys().collect();
+        let mut keys: Vec<&String> = p["meta"].as_object().unwrap().keys().collect();
+        keys.sort();
         assert_eq!(
             keys,
             ["msg_id", "sender_fingerprint", "sender_key", "session"]

@@ -15,6 +15,7 @@
 //!   Claude Code Stop hook.
 //! - `peers` ([`peers`]): an observer's view of the overlay.
 //! - `probe` ([`probe`]): a sessionless check of one address.
+//! - `install` / `uninstall` ([`install`]): the agent hosts' configuration.
 //! - [`config`] builds the node configuration from flags and the environment.
 //!
 //! The local state files (`peers.json`, the inbox read state), session start-up and
@@ -25,6 +26,7 @@
 pub mod config;
 pub mod demo;
 pub mod inbox;
+pub mod install;
 pub mod mcp;
 pub mod pair;
 pub mod peer;

@@ -4,7 +4,7 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, time::Duration}
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use interlink_p2p::{config, inbox, mcp, pair, peer, peers, probe, run, send, wait};
+use interlink_p2p::{config, inbox, install, mcp, pair, peer, peers, probe, run, send, wait};
 use libp2p::Multiaddr;
 
 /// Coding-agent sessions that find each other and talk, peer to peer.
@@ -183,6 +183,28 @@ enum Command {
         #[command(flatten)]
         net: NetArgs,
     },
+    /// Register the MCP server (and its wake-up hooks) in Claude Code's or Codex's user
+    /// configuration; idempotent, keeps every other entry, prints what changed.
+    Install {
+        /// claude or codex.
+        #[arg(value_enum)]
+        host: install::Host,
+        /// Print what would change without writing anything.
+        #[arg(long)]
+        dry_run: bool,
+        /// The interlink-p2p executable the entries run [default: this executable]
+        #[arg(long, value_name = "PATH")]
+        command: Option<String>,
+    },
+    /// Remove what `install` added (other entries are kept).
+    Uninstall {
+        /// claude or codex.
+        #[arg(value_enum)]
+        host: install::Host,
+        /// Print what would change without writing anything.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Check whether an interlink-p2p session answers at an address (joins no roster).
     #[command(after_help = probe::EXIT_CODES_HELP)]
     Probe {
@@ -346,6 +368,39 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 action,
                 &mut std::io::stdout(),
                 &mut std::io::stderr(),
+            )?;
+        }
+        Command::Install {
+            host,
+            dry_run,
+            ref command,
+        } => {
+            let locations = install::Locations::from_env(|k| std::env::var(k).ok())?;
+            let command = match command {
+                Some(c) => c.clone(),
+                None => std::env::current_exe()
+                    .context("finding this executable (or pass --command)")?
+                    .to_string_lossy()
+                    .into_owned(),
+            };
+            install::run(
+                &locations,
+                host,
+                install::Action::Install,
+                &command,
+                dry_run,
+                &mut std::io::stdout(),
+            )?;
+        }
+        Command::Uninstall { host, dry_run } => {
+            let locations = install::Locations::from_env(|k| std::env::var(k).ok())?;
+            install::run(
+                &locations,
+                host,
+                install::Action::Uninstall,
+                "interlink-p2p",
+                dry_run,
+                &mut std::io::stdout(),
             )?;
         }
         Command::Pair { action, ref net } => {
