@@ -186,6 +186,12 @@ async fn codex_binding_and_queue_delivery_with_failures_and_retries() {
             !notice.contains("secret body"),
             "the notice never carries the text: {notice}"
         );
+        // The sender sees it handed to the agent host.
+        a.poll("message_status", json!({"msg_id": &id1}), deadline(), |v| {
+            v["state"] == "host_queued"
+        })
+        .await
+        .unwrap();
 
         // Codex failing: retried, then saved; retried automatically once it works again.
         std::fs::write(fixture.path().join("fail"), b"").unwrap();
@@ -229,6 +235,11 @@ async fn codex_binding_and_queue_delivery_with_failures_and_retries() {
         .unwrap();
         let c = wait_calls(fixture.path(), 2).await;
         assert!(c[1][4].contains(&id2), "{c:?}");
+        a.poll("message_status", json!({"msg_id": &id2}), deadline(), |v| {
+            v["state"] == "host_queued"
+        })
+        .await
+        .unwrap();
 
         // A failure saved before a restart is still there after it; retry and discard
         // on request.

@@ -43,7 +43,7 @@ fn envelope(
         kind,
         task_id: None,
         status: None,
-        in_reply_to: (kind == EnvelopeKind::Read).then(|| MsgId::from_bytes([0xee; 16])),
+        in_reply_to: kind.is_receipt().then(|| MsgId::from_bytes([0xee; 16])),
         name: matches!(kind, EnvelopeKind::Knock | EnvelopeKind::PairAccept)
             .then(|| "bob".to_string()),
         sealed: None,
@@ -323,6 +323,7 @@ fn peer_message_delivered_once() {
         EnvelopeKind::PairAccept,
         EnvelopeKind::Goodbye,
         EnvelopeKind::Read,
+        EnvelopeKind::HostQueued,
     ]
     .into_iter()
     .enumerate()

@@ -111,6 +111,7 @@ async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
         if let Ok(id) = e.msg_id.parse() {
             pushed.push(id);
         }
+        ctx.queue_read_receipts(crate::receipts::ReadReceipt::host_queued(e));
     }
     if pushed.is_empty() {
         return;

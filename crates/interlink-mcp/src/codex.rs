@@ -87,6 +87,9 @@ pub struct Failure {
     pub failed_at: u64,
     /// When it is retried next.
     pub next_retry_at: u64,
+    /// The message's reply route (`key#session`), for its hand-over receipt.
+    #[serde(default)]
+    pub reply_to: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -235,6 +238,9 @@ impl Context {
         let _guard = self.codex_lock.lock().await;
         let failure = load_failures(dir).into_iter().find(|f| f.id == id)?;
         let outcome = queue(cfg, &failure.thread, &failure.notice).await;
+        if outcome.is_ok() {
+            self.queue_read_receipts(failure_receipt(&failure));
+        }
         let mut all = load_failures(dir);
         match &outcome {
             Ok(()) => all.retain(|f| f.id != id),
@@ -321,7 +327,10 @@ async fn hand_over(ctx: &Context, cfg: &CodexConfig, dir: &Path, thread: &str, o
             .and_then(|k| render::petname(&policy, &ctx.key(), &k));
         let text = notice(&e, name.as_deref());
         match queue_with_retries(cfg, thread, &text).await {
-            Ok(()) => info!(msg_id = %e.msg_id, "notice queued into the Codex thread"),
+            Ok(()) => {
+                info!(msg_id = %e.msg_id, "notice queued into the Codex thread");
+                ctx.queue_read_receipts(crate::receipts::ReadReceipt::host_queued(&e));
+            }
             Err(err) => {
                 warn!(msg_id = %e.msg_id, "codex delivery failed, saved for retry: {err}");
                 let now = interlink_net::now_ms();
@@ -336,6 +345,7 @@ async fn hand_over(ctx: &Context, cfg: &CodexConfig, dir: &Path, thread: &str, o
                         last_error: err,
                         failed_at: now,
                         next_retry_at: now + ms(retry_delay(cfg, 1)),
+                        reply_to: Some(e.reply_to.clone()),
                     },
                 )
                 .await;
@@ -345,6 +355,19 @@ async fn hand_over(ctx: &Context, cfg: &CodexConfig, dir: &Path, thread: &str, o
         save_position(dir, line_end);
     }
     end
+}
+
+/// The hand-over receipt for a saved failure that went through on a retry.
+fn failure_receipt(f: &Failure) -> Option<crate::receipts::ReadReceipt> {
+    let (key, session) = f.reply_to.as_deref()?.split_once('#')?;
+    Some(crate::receipts::ReadReceipt {
+        to: interlink_core::wire::SessionAddr {
+            key: key.parse().ok()?,
+            session: interlink_core::SessionId::new(session).ok()?,
+        },
+        msg_id: f.id.parse().ok()?,
+        kind: EnvelopeKind::HostQueued,
+    })
 }
 
 async fn retry_due(ctx: &Context, cfg: &CodexConfig, dir: &Path) {
@@ -388,6 +411,7 @@ mod tests {
             last_error: "e".into(),
             failed_at: 1,
             next_retry_at: 2,
+            reply_to: None,
         };
         save_failures(dir.path(), std::slice::from_ref(&f)).unwrap();
         assert_eq!(load_failures(dir.path()), vec![f]);

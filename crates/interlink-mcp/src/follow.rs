@@ -1,7 +1,7 @@
 //! Follows the session's inbox for the lines addressed to the agent side rather than
 //! to the agent: a stranger's knock (kept for the operator), a pair acceptance (the
-//! other side accepted this user's request: pin it) and a read receipt (mark the sent
-//! message read).
+//! other side accepted this user's request: pin it) and a receipt (mark the sent
+//! message read or handed to the host).
 //!
 //! Those lines are never shown to the agent. How far they were handled is kept in
 //! `follow.json` next to the inbox, so a restart neither misses one nor handles one
@@ -97,7 +97,7 @@ async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
         match e.kind {
             EnvelopeKind::Knock => on_knock(ctx, e, sender).await,
             EnvelopeKind::PairAccept => on_accept(ctx, e, sender).await,
-            EnvelopeKind::Read => on_read(ctx, e, sender),
+            EnvelopeKind::Read | EnvelopeKind::HostQueued => on_receipt(ctx, e, sender),
             EnvelopeKind::Message | EnvelopeKind::Goodbye => continue,
         }
         handled = true;
@@ -142,15 +142,21 @@ async fn on_knock(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
     }
 }
 
-/// A read receipt: the message it names was read, if it went to the receipt's signer.
-fn on_read(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
+/// A receipt: the message it names was read, or handed to the agent host — if it went
+/// to the receipt's signer.
+fn on_receipt(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
     let Some(id) = e.in_reply_to.as_deref() else {
         return;
     };
-    if let Ok(mut log) = ctx.sent.lock()
-        && log.mark_read(id, &sender, interlink_net::now_ms())
-    {
-        debug!(msg_id = id, "read receipt");
+    if let Ok(mut log) = ctx.sent.lock() {
+        let now = interlink_net::now_ms();
+        let moved = match e.kind {
+            EnvelopeKind::Read => log.mark_read(id, &sender, now),
+            _ => log.mark_host_queued(id, &sender, now),
+        };
+        if moved {
+            debug!(msg_id = id, kind = ?e.kind, "receipt");
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Read receipts: when the agent acknowledges messages, their senders are told.
+//! Receipts to senders: when the agent acknowledges messages (`read`), or when a
+//! message was handed to the agent host (`host_queued`: a channel push, a Codex turn).
 //!
 //! `acknowledge_messages` queues one [`ReadReceipt`] per newly consumed message on a
 //! bounded channel ([`RECEIPT_QUEUE`]); this worker sends each as a `read` envelope
@@ -26,22 +27,34 @@ pub const RECEIPT_QUEUE: usize = 1024;
 /// its move to the mailbox).
 pub const RECEIPTS_IN_FLIGHT: usize = 32;
 
-/// A read receipt to send.
+/// A receipt to send: `read`, or `host_queued` (handed to the agent host).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadReceipt {
     /// The session the message came from.
     pub to: SessionAddr,
-    /// The message read.
+    /// The message.
     pub msg_id: MsgId,
+    /// [`EnvelopeKind::Read`] or [`EnvelopeKind::HostQueued`].
+    pub kind: EnvelopeKind,
 }
 
 impl ReadReceipt {
-    /// The receipt for an inbox message, if its reply route is valid.
+    /// The read receipt for an inbox message, if its reply route is valid.
     pub fn for_entry(e: &InboxEntry) -> Option<Self> {
+        Self::of_kind(e, EnvelopeKind::Read)
+    }
+
+    /// The hand-over receipt for an inbox message.
+    pub fn host_queued(e: &InboxEntry) -> Option<Self> {
+        Self::of_kind(e, EnvelopeKind::HostQueued)
+    }
+
+    fn of_kind(e: &InboxEntry, kind: EnvelopeKind) -> Option<Self> {
         let (key, session) = reply_route(e)?;
         Some(Self {
             to: SessionAddr { key, session },
             msg_id: e.msg_id.parse().ok()?,
+            kind,
         })
     }
 }
@@ -78,7 +91,7 @@ pub async fn run(
         };
         let msg = OutgoingMessage {
             to: r.to.clone(),
-            kind: EnvelopeKind::Read,
+            kind: r.kind,
             text: None,
             task_id: None,
             status: None,

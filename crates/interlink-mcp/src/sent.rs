@@ -1,7 +1,8 @@
 //! What this session sent and where each message stands, as the sender can see it:
 //! `queued` (held in the recipient's mailbox) → `delivered` (the recipient's node
-//! receipted it: durably in its inbox) → `read` (its agent acknowledged it and a read
-//! receipt came back).
+//! receipted it: durably in its inbox) → `host_queued` (handed to its agent host: a
+//! channel notification, a Codex turn) → `read` (its agent acknowledged it and a read
+//! receipt came back). States only move forward.
 //!
 //! The log is bounded ([`MAX_SENT`] messages, the oldest dropped; [`MAX_SENT_TEXT`]
 //! bytes of each text kept for `conversation_history`) and kept in `sent.json` in the
@@ -32,6 +33,8 @@ pub enum State {
     Queued,
     /// The recipient's node receipted it.
     Delivered,
+    /// The recipient session handed it to its agent host.
+    HostQueued,
     /// The recipient's agent acknowledged it.
     Read,
 }
@@ -42,6 +45,7 @@ impl State {
         match self {
             State::Queued => "queued",
             State::Delivered => "delivered",
+            State::HostQueued => "host_queued",
             State::Read => "read",
         }
     }
@@ -178,6 +182,25 @@ impl SentLog {
         }
     }
 
+    /// A hand-over receipt for `msg_id` signed by `by`: marks it `host_queued` if it
+    /// went to `by` and is not further along.
+    pub fn mark_host_queued(&mut self, msg_id: &str, by: &IdentityKey, now: u64) -> bool {
+        let by = by.to_hex();
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| e.msg_id == msg_id && e.to_key == by)
+        {
+            Some(e) if e.state < State::HostQueued => {
+                e.delivered_at.get_or_insert(now);
+                e.state = State::HostQueued;
+                self.dirty = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// A read receipt for `msg_id` signed by `by`: marks it read if it went to `by`.
     pub fn mark_read(&mut self, msg_id: &str, by: &IdentityKey, now: u64) -> bool {
         let by = by.to_hex();
@@ -244,7 +267,10 @@ mod tests {
         // A read receipt signed by someone else does not count.
         assert!(!log.mark_read(&id, &eve, 1));
         assert!(log.mark_delivered(&id, 1));
+        assert!(!log.mark_host_queued(&id, &eve, 2));
+        assert!(log.mark_host_queued(&id, &bob, 2));
         assert!(log.mark_read(&id, &bob, 2));
+        assert!(!log.mark_host_queued(&id, &bob, 3));
         // Read never goes back to delivered.
         assert!(!log.mark_delivered(&id, 3));
         log.save(dir.path()).unwrap();

@@ -78,6 +78,9 @@ fn state_text(e: &SentEntry) -> String {
             "queued: waiting in the recipient's mailbox until its session is back".into()
         }
         State::Delivered => "delivered: in the recipient session's inbox, not read yet".into(),
+        State::HostQueued => {
+            "host_queued: handed to the recipient's agent host, not acknowledged yet".into()
+        }
         State::Read => "read: the recipient's agent acknowledged it".into(),
     }
 }
@@ -85,7 +88,8 @@ fn state_text(e: &SentEntry) -> String {
 #[tool_router(router = tasks_router, vis = "pub(crate)")]
 impl Server {
     /// Where a message this session sent stands: queued (waiting in the recipient's
-    /// mailbox), delivered (in its inbox) or read (its agent acknowledged it).
+    /// mailbox), delivered (in its inbox), host_queued (handed to its agent host) or
+    /// read (its agent acknowledged it).
     #[tool(annotations(read_only_hint = true))]
     async fn message_status(
         &self,

@@ -30,6 +30,17 @@ pub enum EnvelopeKind {
     /// `in_reply_to`. No body; signed by the reader like every envelope, so it rides the
     /// live path and the mailbox like a message and its signer is verified.
     Read,
+    /// A hand-over receipt: the recipient session handed the message named by
+    /// `in_reply_to` to its agent host (a channel notification pushed, a Codex turn
+    /// queued). No body, like [`EnvelopeKind::Read`].
+    HostQueued,
+}
+
+impl EnvelopeKind {
+    /// Whether this kind is a receipt for another message (`in_reply_to`).
+    pub fn is_receipt(self) -> bool {
+        matches!(self, EnvelopeKind::Read | EnvelopeKind::HostQueued)
+    }
 }
 
 /// Where a task stands, as its sender reports it.
@@ -202,10 +213,10 @@ impl SignedBody for Envelope {
             }
             (None, _) => {}
         }
-        if self.kind == EnvelopeKind::Read && self.in_reply_to.is_none() {
+        if self.kind.is_receipt() && self.in_reply_to.is_none() {
             return Err(invalid::<Self>(
                 "in_reply_to",
-                "is required on a read receipt (the message that was read)",
+                "is required on a receipt (the message it is about)",
             ));
         }
         if self.sender == self.recipient && self.sender_session == self.recipient_session {
