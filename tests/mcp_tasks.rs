@@ -4,7 +4,8 @@
 //! Covered: a message goes delivered → read once the recipient's agent acknowledges it
 //! (a signed read receipt comes back); a message to a stopped session is queued, listed
 //! as pending, and becomes delivered when the session resumes; the conversation history
-//! with filters; cancel_task; the sent log across a restart.
+//! with filters; cancel_task; the sent log across a restart; the goodbye to a sticky
+//! peer at shutdown.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
@@ -145,8 +146,15 @@ async fn delivery_states_up_to_read_history_and_cancel() {
         let (_, none) = a.ok("list_pending", json!({})).await.unwrap();
         assert_eq!(none["pending"], json!([]));
 
-        // The sent log survives a restart of the sender.
+        // The sent log survives a restart of the sender. Closing, A tells its sticky
+        // peer (bob wrote to it) with a signed goodbye.
         a.close(deadline()).await.unwrap();
+        let inbox = bob
+            .wait_inbox("st-b", deadline(), |e| e.iter().any(|l| l["kind"] == "goodbye"))
+            .unwrap();
+        let bye = inbox.iter().find(|l| l["kind"] == "goodbye").unwrap();
+        assert_eq!(bye["sender"], alice.key.as_str(), "{bye}");
+        assert_eq!(bye["sender_session"], "st-a");
         let a = start(&alice, "st-a", None).await;
         let (_, again) = a.ok("message_status", json!({"msg_id": &id})).await.unwrap();
         assert_eq!(again["state"], "read", "{again}");

@@ -98,7 +98,15 @@ async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
             EnvelopeKind::Knock => on_knock(ctx, e, sender).await,
             EnvelopeKind::PairAccept => on_accept(ctx, e, sender).await,
             EnvelopeKind::Read | EnvelopeKind::HostQueued => on_receipt(ctx, e, sender),
-            EnvelopeKind::Message | EnvelopeKind::Goodbye => continue,
+            EnvelopeKind::Goodbye => {
+                // The peer's session closed: stop routing replies to it.
+                if let Ok(session) = SessionId::new(&e.sender_session)
+                    && let Ok(mut routes) = ctx.routes.lock()
+                {
+                    routes.closed(&sender, &session);
+                }
+            }
+            EnvelopeKind::Message => continue,
         }
         handled = true;
     }

@@ -169,6 +169,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         }
         Err(e) => Err(ServeError::Handshake(e.to_string())),
     };
+    say_goodbye(&ctx).await;
     workers_cancel.cancel();
     let (node_task, flusher) = match tasks.lock() {
         Ok(mut t) => (t.node.take(), t.flusher.take()),
@@ -186,6 +187,52 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         warn!("the node did not stop within {SHUTDOWN_BUDGET:?}");
     }
     result
+}
+
+/// Most sticky peers told that this session closed.
+pub const MAX_GOODBYES: usize = 16;
+/// How long the goodbyes to sticky peers may take at shutdown.
+pub const GOODBYE_BUDGET: Duration = Duration::from_millis(300);
+
+/// Tells the peers that last wrote to this session (its sticky peers) that it closed,
+/// with a signed `goodbye` envelope each — best effort, within [`GOODBYE_BUDGET`], so
+/// an idle peer learns it before its next send. (The node's goodbye on the presence
+/// topic follows.)
+async fn say_goodbye(ctx: &Context) {
+    let ready = match &*ctx.node.borrow() {
+        NodeStatus::Ready(r) => r.clone(),
+        _ => return,
+    };
+    let targets = ctx
+        .routes
+        .lock()
+        .map(|r| r.sticky(MAX_GOODBYES))
+        .unwrap_or_default();
+    if targets.is_empty() {
+        return;
+    }
+    let mut sends = tokio::task::JoinSet::new();
+    for (key, session) in targets {
+        let handle = ready.handle.clone();
+        sends.spawn(async move {
+            let msg = interlink_net::OutgoingMessage {
+                to: interlink_core::wire::SessionAddr { key, session },
+                kind: interlink_core::wire::EnvelopeKind::Goodbye,
+                text: None,
+                task_id: None,
+                status: None,
+                in_reply_to: None,
+                name: None,
+            };
+            let _ = handle.send(msg).await;
+        });
+    }
+    if tokio::time::timeout(GOODBYE_BUDGET, sends.join_all())
+        .await
+        .is_err()
+    {
+        info!("goodbyes to sticky peers did not all finish in time");
+    }
 }
 
 #[cfg(test)]
