@@ -398,6 +398,36 @@ mod tests {
         assert_eq!(retry_delay(&cfg, 40), Duration::from_secs(300));
     }
 
+    #[cfg(unix)]
+    fn script(dir: &Path, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("codex");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_run_is_time_limited_and_its_failure_explained() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = CodexConfig {
+            bin: script(dir.path(), "sleep 5"),
+            attempt_timeout: Duration::from_millis(200),
+            ..CodexConfig::default()
+        };
+        let started = std::time::Instant::now();
+        let e = queue(&cfg, "t", "n").await.unwrap_err();
+        assert!(e.contains("did not finish"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        cfg.bin = script(dir.path(), "echo 'no such thread' >&2; exit 4");
+        let e = queue(&cfg, "t", "n").await.unwrap_err();
+        assert!(e.contains("no such thread"), "{e}");
+        cfg.bin = dir.path().join("missing");
+        let e = queue(&cfg, "t", "n").await.unwrap_err();
+        assert!(e.contains("cannot run"), "{e}");
+    }
+
     #[test]
     fn failures_are_saved() {
         let dir = tempfile::tempdir().unwrap();

@@ -19,9 +19,13 @@
 //! - `sessions/<id>/follow.json` — how far [`follow`] handled the inbox's knocks,
 //!   acceptances and read receipts.
 //!
+//! - `sessions/<id>/codex.json`, `codex_failed.json` — Codex delivery ([`codex`]).
+//!
 //! Delivery into the agent: the inbox plus the footer on every tool result and the
 //! Stop hook (`interlink-p2p wait`, [`wait`]); or, in channel mode ([`channel`]), a
-//! `notifications/claude/channel` notification per message.
+//! `notifications/claude/channel` notification per message; or, for Codex, a notice
+//! queued into the bound thread ([`codex`]). When the session starts (at once, at
+//! `initialize`, or when a Codex thread is bound) is decided by [`start`].
 //!
 //! [`session`] starts a session node (shared with `interlink-p2p run` and `send`);
 //! [`route`] applies the routing rules to the roster.
