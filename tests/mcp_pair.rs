@@ -143,6 +143,25 @@ async fn pairing_from_zero_by_knock_both_ways() {
         let (_, nothing_sent) = a.ok("list_pair_requests", json!({})).await.unwrap();
         assert_eq!(nothing_sent["outgoing"], json!([]));
 
+        // Bad requests are clear tool errors.
+        let e = a
+            .err("request_pair", json!({"target": &bob_fp}))
+            .await
+            .unwrap();
+        assert!(e.contains("already a peer"), "{e}");
+        let e = a
+            .err("request_pair", json!({"target": "ab"}))
+            .await
+            .unwrap();
+        assert!(e.contains("fingerprint"), "{e}");
+        let e = a.err("request_pair", json!({})).await.unwrap();
+        assert!(e.contains("request_pair") && e.contains("target"), "{e}");
+        let e = b
+            .err("accept_pair", json!({"fingerprint": "zz"}))
+            .await
+            .unwrap();
+        assert!(e.contains("no pair request"), "{e}");
+
         // Paired both ways: messages flow in both directions.
         let (_, sent) = a
             .ok("send_message", json!({"to": "bob", "text": "paired!"}))
