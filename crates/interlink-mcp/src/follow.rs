@@ -1,7 +1,8 @@
 //! Follows the session's inbox for the lines addressed to the agent side rather than
-//! to the agent: a stranger's knock (kept for the operator), a pair acceptance (the
+//! to the agent — a peer's repeated knock (answered), a pair acceptance (the
 //! other side accepted this user's request: pin it) and a receipt (mark the sent
-//! message read or handed to the host).
+//! message read or handed to the host), a goodbye — and the knocks the node holds for
+//! the operator (copied into `pairing.json`).
 //!
 //! Those lines are never shown to the agent. How far they were handled is kept in
 //! `follow.json` next to the inbox, so a restart neither misses one nor handles one
@@ -65,7 +66,7 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
             () = cancel.cancelled() => return,
             _ = poll.tick() => {}
             ev = events.recv() => match ev {
-                Ok(Event::Delivered { .. }) | Err(RecvError::Lagged(_)) => {}
+                Ok(Event::Delivered { .. } | Event::Knock { .. }) | Err(RecvError::Lagged(_)) => {}
                 Ok(Event::Receipted { msg_id, .. }) => {
                     // A queued message reached its recipient after all.
                     if let Ok(mut log) = ctx.sent.lock() {
@@ -89,6 +90,7 @@ async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
             return offset;
         }
     };
+    record_held_knocks(ctx, dir);
     let mut handled = false;
     for (e, _) in &entries {
         let Ok(sender) = e.sender.parse::<IdentityKey>() else {
@@ -116,37 +118,58 @@ async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
     end
 }
 
+/// A knock from a peer (it reached the inbox: peers pass the gate): the other side lost
+/// this user and asks again. Confirm, so its node pins this user (it does so only for
+/// a request its user made).
 async fn on_knock(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
     if sender == ctx.key() {
         return;
     }
     let policy = policy::load(&ctx.home).unwrap_or_default();
-    if policy.contains(&sender) {
-        // Already trusted here: the other side lost this user and asks again. Confirm,
-        // so its node pins this user (it does so only for a request its user made).
-        let Ok(session) = SessionId::new(&e.sender_session) else {
-            return;
-        };
-        if let Ok(ready) = ctx.ready().await {
-            let to = interlink_core::wire::SessionAddr {
-                key: sender,
-                session,
-            };
-            if let Err(err) = ctx
-                .send_pairing(&ready.handle, to, EnvelopeKind::PairAccept)
-                .await
-            {
-                debug!("confirming a peer's repeated knock: {err}");
-            }
-        }
+    if !policy.contains(&sender) {
         return;
     }
-    let via = ctx.own().map(|o| o.session);
-    match via.map(|via| pairing::record_knock(&ctx.home, e, &via)) {
-        Ok(Ok(true)) => info!(from = %e.sender_fingerprint, "pair request held for the operator"),
-        Ok(Ok(false)) => {}
-        Ok(Err(err)) => warn!("recording a pair request: {err}"),
-        Err(err) => warn!("recording a pair request: {}", err.0),
+    let Ok(session) = SessionId::new(&e.sender_session) else {
+        return;
+    };
+    if let Ok(ready) = ctx.ready().await {
+        let to = interlink_core::wire::SessionAddr {
+            key: sender,
+            session,
+        };
+        if let Err(err) = ctx
+            .send_pairing(&ready.handle, to, EnvelopeKind::PairAccept)
+            .await
+        {
+            debug!("confirming a peer's repeated knock: {err}");
+        }
+    }
+}
+
+/// Copies the knocks the node holds for the operator into `pairing.json` (strangers'
+/// only: a peer's knock is answered, see [`on_knock`]).
+fn record_held_knocks(ctx: &Context, dir: &Path) {
+    let held = interlink_net::knocks::load(dir);
+    if held.is_empty() {
+        return;
+    }
+    let Ok(via) = ctx.own().map(|o| o.session) else {
+        return;
+    };
+    let policy = policy::load(&ctx.home).unwrap_or_default();
+    for k in &held {
+        let stranger = k
+            .sender
+            .parse::<IdentityKey>()
+            .is_ok_and(|key| key != ctx.key() && !policy.contains(&key));
+        if !stranger {
+            continue;
+        }
+        match pairing::record_knock(&ctx.home, k, &via) {
+            Ok(true) => info!(from = %k.sender_fingerprint, "pair request held for the operator"),
+            Ok(false) => {}
+            Err(err) => warn!("recording a pair request: {err}"),
+        }
     }
 }
 

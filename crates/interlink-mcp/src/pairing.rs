@@ -2,7 +2,8 @@
 //! sent, in `pairing.json` in the home directory.
 //!
 //! A stranger can only knock (identity + suggested name, no text). Its knock reaches one
-//! session's inbox; the agent side records it here ([`record_knock`]) so it waits for
+//! session, whose node holds it ([`interlink_net::knocks`]); the agent side records it
+//! here ([`record_knock`]) so it waits for
 //! the operator across restarts and is visible to every session and to the
 //! `interlink-p2p pair` command. Accepting ([`accept`]) pins the key in `peers.json`
 //! under the suggested name (or one derived from it) and returns what is needed to
@@ -24,7 +25,7 @@ use interlink_core::{
     trust::{MIN_KEY_PREFIX, PeerPolicy, TrustError},
     wire::is_valid_name,
 };
-use interlink_net::inbox::InboxEntry;
+use interlink_net::knocks::HeldKnock;
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -183,27 +184,23 @@ fn edit<T>(
 /// Records a stranger's knock that `via` received. Returns false when it was already
 /// recorded or decided. A newer knock from the same identity replaces the older one
 /// (the acceptance goes to the session that knocked last).
-pub fn record_knock(
-    home: &Path,
-    knock: &InboxEntry,
-    via: &SessionId,
-) -> Result<bool, PairingError> {
+pub fn record_knock(home: &Path, knock: &HeldKnock, via: &SessionId) -> Result<bool, PairingError> {
+    let known = |state: &Pairing| {
+        state.decided.contains(&knock.msg_id)
+            || state.incoming.iter().any(|i| {
+                i.msg_id == knock.msg_id
+                    || (i.identity_key == knock.sender && i.knocked_at > knock.ts)
+            })
+    };
+    // Most calls see a knock already recorded: no lock, no write.
+    if known(&load(home)?) {
+        return Ok(false);
+    }
     edit(home, |state| {
-        if state.decided.contains(&knock.msg_id)
-            || state.incoming.iter().any(|i| i.msg_id == knock.msg_id)
-        {
+        if known(state) {
             return Ok(false);
         }
-        if let Some(i) = state
-            .incoming
-            .iter()
-            .position(|i| i.identity_key == knock.sender)
-        {
-            if state.incoming[i].knocked_at > knock.sent_at {
-                return Ok(false);
-            }
-            state.incoming.remove(i);
-        }
+        state.incoming.retain(|i| i.identity_key != knock.sender);
         if state.incoming.len() >= MAX_INCOMING {
             state.incoming.remove(0);
         }
@@ -213,7 +210,7 @@ pub fn record_knock(
             name: knock.name.clone().filter(|n| is_valid_name(n)),
             session: knock.sender_session.clone(),
             msg_id: knock.msg_id.clone(),
-            knocked_at: knock.sent_at,
+            knocked_at: knock.ts,
             via_session: via.to_string(),
         });
         Ok(true)

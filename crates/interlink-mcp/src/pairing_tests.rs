@@ -1,23 +1,16 @@
-use interlink_core::{Identity, wire::EnvelopeKind};
+use interlink_core::Identity;
 
 use super::*;
 
-fn knock(from: &Identity, id: u8, ts: u64, name: Option<&str>) -> InboxEntry {
+fn knock(from: &Identity, id: u8, ts: u64, name: Option<&str>) -> HeldKnock {
     let key = from.public();
-    InboxEntry {
-        msg_id: format!("{id:032x}"),
+    HeldKnock {
         sender: key.to_hex(),
         sender_fingerprint: key.fingerprint().to_string(),
         sender_session: format!("s{id}"),
-        reply_to: format!("{}#s{id}", key.to_hex()),
-        kind: EnvelopeKind::Knock,
-        task_id: None,
-        status: None,
-        in_reply_to: None,
-        sent_at: ts,
-        received_at: ts,
-        text: None,
         name: name.map(str::to_owned),
+        msg_id: format!("{id:032x}"),
+        ts,
     }
 }
 

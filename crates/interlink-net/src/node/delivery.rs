@@ -451,6 +451,9 @@ impl Actor {
         let mut results: Vec<Result<(), String>> = Vec::with_capacity(envs.len());
         // Entries to write, with the index of their result.
         let mut to_write: Vec<(usize, interlink_core::MsgId, InboxEntry)> = Vec::new();
+        // A held knock is mirrored to a bounded file for the agent side (never the
+        // inbox: a stranger's knocks must not grow it).
+        let mut held_knock = false;
         for (i, env) in envs.iter().enumerate() {
             let body = env.body();
             // A retry of something already stored is answered again, not refused as a
@@ -469,9 +472,7 @@ impl Actor {
                         from: knock.sender,
                         session: knock.sender_session,
                     });
-                    // Recorded in the inbox too (no text: a knock has none), so the
-                    // agent side can hold it for the operator across restarts.
-                    to_write.push((i, body.msg_id, inbox_entry(env, None)));
+                    held_knock = true;
                     results.push(Ok(()));
                     continue;
                 }
@@ -493,9 +494,15 @@ impl Actor {
             to_write.push((i, body.msg_id, inbox_entry(env, text)));
             results.push(Ok(()));
         }
+        if held_knock {
+            self.save_held_knocks();
+        }
         if to_write.is_empty() {
             return results;
         }
+        let Some(inbox) = self.inbox.as_mut() else {
+            return results;
+        };
         match inbox.append_many(to_write.iter().map(|(_, id, e)| (*id, e))) {
             Ok(outcomes) => {
                 for ((i, id, _), outcome) in to_write.iter().zip(outcomes) {

@@ -9,6 +9,9 @@
 //!
 //! The list is bounded by the gate ([`MAX_PENDING_PAIR_REQUESTS`]); identities that
 //! became peers are pruned by the gate and leave the file with the next knock.
+//!
+//! The other direction — knocks this session holds for its operator — is mirrored to
+//! [`crate::knocks`].
 
 use std::{
     io::Write as _,
@@ -79,6 +82,20 @@ pub(super) fn restored_gate(policy: interlink_core::trust::PeerPolicy, dir: &Pat
 }
 
 impl Actor {
+    /// Mirrors the gate's held knocks to [`crate::knocks::KNOCKS_FILE`].
+    pub(super) fn save_held_knocks(&self) {
+        let (Some(gate), Some(dir)) = (
+            self.gate.as_ref(),
+            self.config.delivery.inbox_dir.as_deref(),
+        ) else {
+            return;
+        };
+        let held: Vec<crate::knocks::HeldKnock> = gate.knocks().list().map(Into::into).collect();
+        if let Err(e) = crate::knocks::save(dir, &held) {
+            warn!("saving the held knocks: {e}");
+        }
+    }
+
     /// Records that this session knocked `key`: its acceptance will be let in, also
     /// after a restart.
     pub(super) fn note_knock_sent(&mut self, key: IdentityKey) {
