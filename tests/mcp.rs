@@ -4,7 +4,7 @@
 //!
 //! Covered: the tool list, whoami, pairing with add_peer, discover, messages both ways
 //! (delivered, with the verified sender), acknowledging (also across a restart), bad
-//! input as tool errors, channel-mode notifications, the Stop hook's exit codes,
+//! input as tool errors, channel-mode notifications (and the sender's host_queued), the Stop hook's exit codes,
 //! shutdown on stdin close and SIGTERM, and that stdout carries only JSON-RPC.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
@@ -448,6 +448,15 @@ async fn channel_mode_pushes_each_message_once() {
         let (_, none) = b.ok("receive_messages", json!({})).await.unwrap();
         assert_eq!(ids(&none), Vec::<String>::new());
         assert_eq!(b.non_jsonrpc_stdout(), Vec::<String>::new());
+        // The sender sees it handed to the agent host.
+        a.poll(
+            "message_status",
+            json!({"msg_id": sent["msg_id"]}),
+            deadline(),
+            |v| v["state"] == "host_queued",
+        )
+        .await
+        .unwrap();
     })
     .await
     .expect("test deadline");

@@ -14,7 +14,9 @@ use std::{
 use anyhow::{Context as _, bail};
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt as _,
-    model::{CallToolRequestParams, CallToolResult, CustomNotification},
+    model::{
+        CallToolRequestParams, CallToolResult, ClientConfig, CustomNotification, Implementation,
+    },
     service::{NotificationContext, RunningService},
 };
 use serde_json::Value;
@@ -36,9 +38,19 @@ pub const LOOPBACK: &[&str] = &["--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"]
 #[derive(Debug, Clone)]
 pub struct Recorder {
     notes: mpsc::Sender<CustomNotification>,
+    /// The client name sent at `initialize` (default: rmcp's).
+    name: Option<String>,
 }
 
 impl ClientHandler for Recorder {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        if let Some(name) = &self.name {
+            info.client_info = Implementation::new(name.clone(), "0.0.0");
+        }
+        info
+    }
+
     async fn on_custom_notification(
         &self,
         notification: CustomNotification,
@@ -73,8 +85,34 @@ impl McpSession {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
+        let mut all = vec!["--session", session];
+        all.extend_from_slice(args);
+        Self::spawn(home, session, &all, env).await
+    }
+
+    /// Starts `interlink-p2p mcp ARGS` (no `--session` added) in `home` with `env`
+    /// added, and completes the MCP handshake; `label` names its stderr log.
+    pub async fn spawn(
+        home: &Path,
+        label: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        Self::spawn_as(home, label, args, env, None).await
+    }
+
+    /// Like [`McpSession::spawn`], the client introducing itself as `client_name` at
+    /// `initialize`.
+    pub async fn spawn_as(
+        home: &Path,
+        label: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        client_name: Option<&str>,
+    ) -> anyhow::Result<Self> {
+        let session = label;
         let mut cmd = command(home, env)?;
-        cmd.args(["mcp", "--session", session]).args(args);
+        cmd.arg("mcp").args(args);
         let stderr_path = home.join(format!("mcp-{session}.{}.stderr.log", nanos()));
         cmd.stderr(std::fs::File::create(&stderr_path)?);
         let mut cmd = Command::from(cmd);
@@ -102,10 +140,13 @@ impl McpSession {
             }
         });
         let (tx, notes) = mpsc::channel(NOTIFICATION_CAPACITY);
-        let client = Recorder { notes: tx }
-            .serve((client_read, child_in))
-            .await
-            .with_context(|| format!("MCP handshake failed; stderr:\n{}", read(&stderr_path)))?;
+        let client = Recorder {
+            notes: tx,
+            name: client_name.map(str::to_owned),
+        }
+        .serve((client_read, child_in))
+        .await
+        .with_context(|| format!("MCP handshake failed; stderr:\n{}", read(&stderr_path)))?;
         Ok(Self {
             client,
             notes,

@@ -455,7 +455,7 @@ pub enum DropReason {
     /// This message id from this sender was already accepted.
     #[error("message {0} was already received (replay)")]
     Replayed(MsgId),
-    /// A message or goodbye from an identity that is not a peer.
+    /// A message, goodbye or receipt from an identity that is not a peer.
     #[error("sender {0} is not a peer; strangers may only knock")]
     NotPaired(Fingerprint),
     /// A pairing acceptance nobody asked for.
@@ -618,9 +618,10 @@ impl Gate {
             EnvelopeKind::PairAccept => {
                 Err(DropReason::UnsolicitedAccept(body.sender.fingerprint()))
             }
-            EnvelopeKind::Message | EnvelopeKind::Goodbye => {
-                Err(DropReason::NotPaired(body.sender.fingerprint()))
-            }
+            EnvelopeKind::Message
+            | EnvelopeKind::Goodbye
+            | EnvelopeKind::Read
+            | EnvelopeKind::HostQueued => Err(DropReason::NotPaired(body.sender.fingerprint())),
         }
     }
 }

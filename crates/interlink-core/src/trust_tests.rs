@@ -43,7 +43,7 @@ fn envelope(
         kind,
         task_id: None,
         status: None,
-        in_reply_to: None,
+        in_reply_to: kind.is_receipt().then(|| MsgId::from_bytes([0xee; 16])),
         name: matches!(kind, EnvelopeKind::Knock | EnvelopeKind::PairAccept)
             .then(|| "bob".to_string()),
         sealed: None,
@@ -322,6 +322,8 @@ fn peer_message_delivered_once() {
         EnvelopeKind::Knock,
         EnvelopeKind::PairAccept,
         EnvelopeKind::Goodbye,
+        EnvelopeKind::Read,
+        EnvelopeKind::HostQueued,
     ]
     .into_iter()
     .enumerate()
@@ -398,6 +400,12 @@ fn stranger_message_dropped_and_id_not_consumed() {
     let bye = envelope(&stranger, "s", &me, EnvelopeKind::Goodbye, 8, NOW);
     assert!(matches!(
         gate.decide(&bye, &me, W, NOW),
+        Decision::Drop(DropReason::NotPaired(_))
+    ));
+    // A stranger cannot send read receipts either.
+    let read = envelope(&stranger, "s", &me, EnvelopeKind::Read, 9, NOW);
+    assert!(matches!(
+        gate.decide(&read, &me, W, NOW),
         Decision::Drop(DropReason::NotPaired(_))
     ));
     // Once paired, the very same envelope is delivered: its id was never recorded.

@@ -111,11 +111,15 @@ async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
         if let Ok(id) = e.msg_id.parse() {
             pushed.push(id);
         }
+        ctx.queue_read_receipts(crate::receipts::ReadReceipt::host_queued(e));
     }
     if pushed.is_empty() {
         return;
     }
-    match ReadState::load(&ctx.session_dir).map(|mut s| s.acknowledge(&pushed)) {
+    let Ok(dir) = ctx.session_dir() else {
+        return;
+    };
+    match ReadState::load(&dir).map(|mut s| s.acknowledge(&pushed)) {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => warn!("channel mode: marking pushed messages consumed: {e}"),
         Err(e) => warn!("channel mode: marking pushed messages consumed: {e}"),
@@ -143,6 +147,7 @@ mod tests {
             sent_at: 1,
             received_at: 2,
             text: Some("hi".into()),
+            name: None,
         };
         let n = notification(&e, Some("alice"));
         assert_eq!(n.method, CHANNEL_METHOD);
@@ -159,7 +164,8 @@ mod tests {
         e.task_id = None;
         e.status = None;
         let p = notification(&e, None).params.unwrap();
-        let keys: Vec<&String> = p["meta"].as_object().unwrap().keys().collect();
+        let mut keys: Vec<&String> = p["meta"].as_object().unwrap().keys().collect();
+        keys.sort();
         assert_eq!(
             keys,
             ["msg_id", "sender_fingerprint", "sender_key", "session"]

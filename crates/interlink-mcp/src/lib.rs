@@ -11,30 +11,49 @@
 //!   shared by every session of the user and the operator's `peer` command;
 //! - `sessions/<id>/inbox.jsonl` — delivered messages, written by the node;
 //! - `sessions/<id>/read.json` — what the agent has consumed ([`read_state`]);
-//! - `sessions/<id>/wait.lock` — held by the Stop hook's waiter ([`wait`]).
+//! - `pairing.json` — pair requests waiting for the operator and the ones sent
+//!   ([`pairing`]);
+//! - `sessions/<id>/wait.lock` — held by the Stop hook's waiter ([`wait`]);
+//! - `sessions/<id>/sent.json` — what this session sent and where it stands
+//!   ([`sent`]);
+//! - `sessions/<id>/follow.json` — how far [`follow`] handled the inbox's knocks,
+//!   acceptances and read receipts.
+//!
+//! - `sessions/<id>/codex.json`, `codex_failed.json` — Codex delivery ([`codex`]).
 //!
 //! Delivery into the agent: the inbox plus the footer on every tool result and the
 //! Stop hook (`interlink-p2p wait`, [`wait`]); or, in channel mode ([`channel`]), a
-//! `notifications/claude/channel` notification per message.
+//! `notifications/claude/channel` notification per message; or, for Codex, a notice
+//! queued into the bound thread ([`codex`]). When the session starts (at once, at
+//! `initialize`, or when a Codex thread is bound) is decided by [`start`].
 //!
 //! [`session`] starts a session node (shared with `interlink-p2p run` and `send`);
 //! [`route`] applies the routing rules to the roster.
 #![deny(missing_docs)]
 
 pub mod channel;
+pub mod codex;
 mod files;
+pub mod follow;
+pub mod pairing;
 pub mod paths;
 pub mod peers;
 pub mod policy;
 pub mod read_state;
+pub mod receipts;
 pub mod render;
 pub mod route;
 pub mod routes;
 mod send;
+pub mod sent;
 pub mod serve;
 pub mod server;
 pub mod session;
+pub mod start;
 pub mod tools;
+pub mod tools_codex;
+pub mod tools_pair;
+pub mod tools_tasks;
 pub mod wait;
 
 pub use route::route;

@@ -255,6 +255,7 @@ mod tests {
             sent_at: 1,
             received_at: 2,
             text: Some(format!("text {id}")),
+            name: None,
         }
     }
 

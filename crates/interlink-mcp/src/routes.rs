@@ -42,6 +42,29 @@ impl Routes {
         self.touch(key).remembered = Some(session);
     }
 
+    /// The peers' sticky sessions (those that wrote to this session), most recently
+    /// updated first, at most `limit`.
+    pub fn sticky(&self, limit: usize) -> Vec<(IdentityKey, SessionId)> {
+        self.order
+            .iter()
+            .rev()
+            .filter_map(|k| Some((*k, self.hints.get(k)?.sticky.clone()?)))
+            .take(limit)
+            .collect()
+    }
+
+    /// The peer's session `session` closed: it is no longer sticky.
+    pub fn closed(&mut self, key: &IdentityKey, session: &SessionId) {
+        if let Some(h) = self.hints.get_mut(key) {
+            if h.sticky.as_ref() == Some(session) {
+                h.sticky = None;
+            }
+            if h.remembered.as_ref() == Some(session) {
+                h.remembered = None;
+            }
+        }
+    }
+
     fn touch(&mut self, key: IdentityKey) -> &mut Hints {
         self.order.retain(|k| *k != key);
         self.order.push_back(key);
@@ -81,5 +104,10 @@ mod tests {
         }
         assert_eq!(routes.get(&key(0)), Hints::default());
         assert_eq!(routes.hints.len(), MAX_ROUTE_HINTS);
+        let recent = routes.sticky(2);
+        assert_eq!(recent.len(), 2);
+        assert_eq!(recent[0].0, key(MAX_ROUTE_HINTS as u16));
+        routes.closed(&recent[0].0, &s("x"));
+        assert_eq!(routes.get(&recent[0].0).sticky, None);
     }
 }

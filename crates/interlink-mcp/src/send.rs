@@ -10,13 +10,14 @@ use interlink_core::{
     presence::{IdentityView, Presence},
     routing::{RouteError, RouteRequest},
     trust::PeerPolicy,
-    wire::{EnvelopeKind, SessionAddr},
+    wire::{EnvelopeKind, SessionAddr, TaskStatus},
 };
 use interlink_net::{OutgoingMessage, SendError, SendOutcome};
 use serde_json::json;
 
 use crate::{
     policy,
+    sent::{SentEntry, State},
     server::{Server, ToolError},
     tools::SendMessageArgs,
 };
@@ -32,6 +33,7 @@ impl Server {
         args: SendMessageArgs,
     ) -> Result<(String, serde_json::Value), ToolError> {
         let ctx = &self.ctx;
+        let own = ctx.own()?;
         if args.text.trim().is_empty() {
             return Err(ToolError("text is empty".into()));
         }
@@ -68,7 +70,7 @@ impl Server {
             let req = RouteRequest {
                 target,
                 session: args.session.as_deref(),
-                own: &ctx.own,
+                own: &own,
                 sticky: hints.sticky.as_ref(),
                 remembered: hints.remembered.as_ref(),
             };
@@ -96,11 +98,17 @@ impl Server {
             key: target,
             session: route.session.clone(),
         };
+        let task_id = args.task_id.filter(|t| !t.is_empty());
+        let task_status = args
+            .status
+            .and_then(|s| serde_json::to_value(TaskStatus::from(s)).ok())
+            .and_then(|v| v.as_str().map(str::to_owned));
+        let text = args.text;
         let msg = OutgoingMessage {
             to: to.clone(),
             kind: EnvelopeKind::Message,
-            text: Some(args.text),
-            task_id: args.task_id.filter(|t| !t.is_empty()),
+            text: Some(text.clone()),
+            task_id: task_id.clone(),
             status: args.status.map(Into::into),
             in_reply_to,
             name: None,
@@ -126,6 +134,29 @@ impl Server {
             SendOutcome::Delivered(sent) => ("delivered", sent.msg_id),
             SendOutcome::Queued { msg_id } => ("queued", msg_id),
         };
+        let now = interlink_net::now_ms();
+        let mut entry = SentEntry {
+            msg_id: msg_id.to_string(),
+            to_key: target.to_hex(),
+            to_session: route.session.to_string(),
+            state: if status == "delivered" {
+                State::Delivered
+            } else {
+                State::Queued
+            },
+            task_id: task_id.clone(),
+            status: task_status,
+            in_reply_to: in_reply_to.map(|m| m.to_string()),
+            text: String::new(),
+            truncated: false,
+            sent_at: now,
+            delivered_at: (status == "delivered").then_some(now),
+            read_at: None,
+        };
+        entry.set_text(&text);
+        if let Ok(mut log) = ctx.sent.lock() {
+            log.record(entry);
+        }
         let text = match status {
             "delivered" => format!(
                 "delivered to {name}, session {} ({}); msg_id {msg_id}",

@@ -2,32 +2,32 @@
 //!
 //! The order matters for the agent host: the server answers `initialize` at once
 //! while the node starts (tools wait for it, bounded by [`crate::server::NODE_WAIT`]);
-//! stdout carries only JSON-RPC (the caller sends logs to stderr). When stdin closes or
-//! the caller's shutdown token fires (SIGTERM), the background work stops, the node
-//! publishes its goodbye, and [`serve_stdio`] returns — within [`SHUTDOWN_BUDGET`].
+//! stdout carries only JSON-RPC (the caller sends logs to stderr). When the session
+//! starts is decided by [`crate::start`]. When stdin closes or the caller's shutdown
+//! token fires (SIGTERM), the background work stops, the node publishes its goodbye,
+//! and [`serve_stdio`] returns — within [`SHUTDOWN_BUDGET`].
 
 use std::{
     path::PathBuf,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, OnceLock},
     time::Duration,
 };
 
-use interlink_core::{
-    SessionId,
-    wire::{DeliveryMode, HostKind, SessionAddr},
-};
-use interlink_net::{Config, Delivery, SessionSpec};
+use interlink_core::{SessionId, session::SessionSource, wire::HostKind};
+use interlink_net::Config;
 use rmcp::ServiceExt as _;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
+    codex::CodexConfig,
     paths::{self, SessionDirError},
-    policy,
     routes::Routes,
-    server::{Context, NodeStatus, Ready, Server},
-    session::{self, Describe, StartError},
+    sent::SentLog,
+    server::{Context, NodeStatus, Server},
+    session::{self, StartError},
+    start::{self, StartAt, Starter, Tasks},
 };
 
 /// Longest time from a shutdown request to [`serve_stdio`] returning.
@@ -40,14 +40,22 @@ pub struct Options {
     pub home: PathBuf,
     /// The session id (resolved by the caller: flag, environment, random).
     pub session: SessionId,
+    /// Where the id came from: a pinned or host-given id starts the session at once.
+    pub source: SessionSource,
     /// Initial summary.
     pub summary: String,
     /// Working directory announced.
     pub cwd: PathBuf,
-    /// Agent host.
-    pub host: HostKind,
+    /// Agent host, if known at launch (`--host`, or Claude Code's environment);
+    /// `None`: learnt from the client's name at `initialize`.
+    pub host: Option<HostKind>,
     /// Channel mode: push messages as `notifications/claude/channel`.
     pub channels: bool,
+    /// The name this user suggests for itself when pairing
+    /// ([`crate::pairing::own_name`]).
+    pub name: String,
+    /// Delivery into a Codex thread.
+    pub codex: CodexConfig,
     /// Node configuration (its `delivery` is filled here).
     pub config: Config,
 }
@@ -67,66 +75,86 @@ pub enum ServeError {
     Handshake(String),
 }
 
+/// When a session with these options starts ([`crate::start`]).
+pub fn start_at(source: SessionSource, host: Option<HostKind>) -> StartAt {
+    let pinned = matches!(source, SessionSource::Flag | SessionSource::InterlinkEnv);
+    match (host, source) {
+        (Some(HostKind::Codex), _) if !pinned => StartAt::Bind,
+        (_, SessionSource::Random) if host.is_none() => StartAt::Initialize,
+        _ => StartAt::Now,
+    }
+}
+
 /// Serves MCP on stdin/stdout until stdin closes or `shutdown` fires.
 pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Result<(), ServeError> {
-    let delivery = if options.channels {
-        DeliveryMode::Channel
-    } else {
-        DeliveryMode::Inbox
+    // Checked now, so a bad id or summary fails at launch rather than at start.
+    paths::session_dir(&options.home, &options.session)?;
+    session::check_summary(&options.summary)?;
+    let (identity, _) =
+        session::load_identity(&options.home).map_err(|source| StartError::Identity {
+            path: paths::identity_path(&options.home),
+            source,
+        })?;
+    let at = start_at(options.source, options.host);
+    let host = match (options.host, at) {
+        (Some(h), _) => h,
+        (None, StartAt::Bind) => HostKind::Codex,
+        (None, _) => HostKind::Other,
     };
-    let session_dir = paths::session_dir(&options.home, &options.session)?;
-    let spec = session::session_spec(
-        &options.home,
-        options.session.clone(),
-        Describe {
-            summary: options.summary.clone(),
-            cwd: options.cwd.clone(),
-            host: options.host,
-            delivery,
-        },
-    )?;
-    let own = SessionAddr {
-        key: spec.identity.public(),
+    let (status_tx, status_rx) = watch::channel(NodeStatus::Unbound);
+    let (receipts_tx, receipts_rx) = tokio::sync::mpsc::channel(crate::receipts::RECEIPT_QUEUE);
+    let node_cancel = CancellationToken::new();
+    let workers_cancel = CancellationToken::new();
+    let tasks = Arc::new(Mutex::new(Tasks::default()));
+    let starter = Starter {
+        at,
         session: options.session.clone(),
+        cwd: options.cwd.clone(),
+        config: options.config,
+        status: status_tx,
+        receipts: receipts_rx,
+        node_cancel: node_cancel.clone(),
+        workers_cancel: workers_cancel.clone(),
+        tasks: tasks.clone(),
     };
-    let (status_tx, status_rx) = watch::channel(NodeStatus::Starting);
+    let cwd = options.cwd.to_string_lossy().into_owned();
     let ctx = Arc::new(Context {
         home: options.home.clone(),
-        session_dir: session_dir.clone(),
-        own,
-        cwd: spec.cwd.clone(),
-        git_label: spec.git_label.clone(),
+        identity: identity.public(),
+        bound: OnceLock::new(),
+        git_label: session::git_label(&options.cwd),
+        cwd,
         summary: Mutex::new(options.summary.clone()),
-        host: options.host,
-        delivery,
+        host: Mutex::new(host),
+        channels: options.channels,
         node: status_rx,
         routes: Mutex::new(Routes::default()),
         read_lock: tokio::sync::Mutex::new(()),
+        name: options.name.clone(),
+        sent: Mutex::new(SentLog::default()),
+        receipts: receipts_tx,
+        codex_thread: Mutex::new(None),
+        starter: Mutex::new(Some(starter)),
+        codex: options.codex,
+        codex_lock: tokio::sync::Mutex::new(()),
     });
-
-    let node_cancel = CancellationToken::new();
-    let mut config = options.config;
-    config.delivery.inbox_dir = Some(session_dir);
-    let node_task = tokio::spawn(run_node(
-        options.home.clone(),
-        spec,
-        config,
-        status_tx,
-        node_cancel.clone(),
-    ));
+    if at == StartAt::Now
+        && let Err(e) = start::start(&ctx, None)
+    {
+        warn!("the session did not start: {}", e.0);
+    }
 
     let service_ct = shutdown.child_token();
     let served = Server::new(ctx.clone())
         .serve_with_ct(rmcp::transport::stdio(), service_ct)
         .await;
-    let channel_cancel = CancellationToken::new();
     let result = match served {
         Ok(service) => {
             if options.channels {
                 tokio::spawn(crate::channel::forward(
                     ctx.clone(),
                     service.peer().clone(),
-                    channel_cancel.clone(),
+                    workers_cancel.clone(),
                 ));
             }
             match service.waiting().await {
@@ -141,65 +169,85 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         }
         Err(e) => Err(ServeError::Handshake(e.to_string())),
     };
-    channel_cancel.cancel();
+    say_goodbye(&ctx).await;
+    workers_cancel.cancel();
+    let (node_task, flusher) = match tasks.lock() {
+        Ok(mut t) => (t.node.take(), t.flusher.take()),
+        Err(_) => (None, None),
+    };
+    if let Some(f) = flusher {
+        let _ = tokio::time::timeout(SHUTDOWN_BUDGET / 3, f).await;
+    }
     node_cancel.cancel();
-    if tokio::time::timeout(SHUTDOWN_BUDGET, node_task)
-        .await
-        .is_err()
+    if let Some(node_task) = node_task
+        && tokio::time::timeout(SHUTDOWN_BUDGET, node_task)
+            .await
+            .is_err()
     {
         warn!("the node did not stop within {SHUTDOWN_BUDGET:?}");
     }
     result
 }
 
-/// Starts the node, publishes its status, follows peers.json, and shuts the node down
-/// (goodbye first) when `cancel` fires.
-async fn run_node(
-    home: PathBuf,
-    spec: SessionSpec,
-    mut config: Config,
-    status: watch::Sender<NodeStatus>,
-    cancel: CancellationToken,
-) {
-    let fail = |e: String| {
-        warn!("node failed to start: {e}");
-        let _ = status.send(NodeStatus::Failed(e));
+/// Most sticky peers told that this session closed.
+pub const MAX_GOODBYES: usize = 16;
+/// How long the goodbyes to sticky peers may take at shutdown.
+pub const GOODBYE_BUDGET: Duration = Duration::from_millis(300);
+
+/// Tells the peers that last wrote to this session (its sticky peers) that it closed,
+/// with a signed `goodbye` envelope each — best effort, within [`GOODBYE_BUDGET`], so
+/// an idle peer learns it before its next send. (The node's goodbye on the presence
+/// topic follows.)
+async fn say_goodbye(ctx: &Context) {
+    let ready = match &*ctx.node.borrow() {
+        NodeStatus::Ready(r) => r.clone(),
+        _ => return,
     };
-    // Read the policy before the node exists: a malformed file stops the node rather
-    // than letting it run with a policy nobody wrote.
-    let watcher = policy::Watcher::new(&home);
-    let policy = match policy::load(&home) {
-        Ok(p) => p,
-        Err(e) => return fail(e.to_string()),
-    };
-    config.delivery = Delivery {
-        inbox_dir: config.delivery.inbox_dir.take(),
-        policy,
-    };
-    let node = match session::start_node(spec, &config) {
-        Ok(n) => n,
-        Err(e) => return fail(e.to_string()),
-    };
-    let handle = node.handle();
-    let listening = tokio::select! {
-        () = cancel.cancelled() => None,
-        r = session::wait_listening(&handle, &config.listen) => Some(r),
-    };
-    match listening {
-        None => {}
-        Some(Err(e)) => fail(e.to_string()),
-        Some(Ok(addrs)) => {
-            let peer = handle.peer_id();
-            let listen = addrs
-                .into_iter()
-                .map(|a| interlink_net::dialable(&a, peer))
-                .collect();
-            let _ = status.send(NodeStatus::Ready(Arc::new(Ready {
-                handle: handle.clone(),
-                listen,
-            })));
-            session::follow_policy(watcher, handle, cancel.clone()).await;
-        }
+    let targets = ctx
+        .routes
+        .lock()
+        .map(|r| r.sticky(MAX_GOODBYES))
+        .unwrap_or_default();
+    if targets.is_empty() {
+        return;
     }
-    node.shutdown().await;
+    let mut sends = tokio::task::JoinSet::new();
+    for (key, session) in targets {
+        let handle = ready.handle.clone();
+        sends.spawn(async move {
+            let msg = interlink_net::OutgoingMessage {
+                to: interlink_core::wire::SessionAddr { key, session },
+                kind: interlink_core::wire::EnvelopeKind::Goodbye,
+                text: None,
+                task_id: None,
+                status: None,
+                in_reply_to: None,
+                name: None,
+            };
+            let _ = handle.send(msg).await;
+        });
+    }
+    if tokio::time::timeout(GOODBYE_BUDGET, sends.join_all())
+        .await
+        .is_err()
+    {
+        info!("goodbyes to sticky peers did not all finish in time");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn when_sessions_start() {
+        use SessionSource::*;
+        assert_eq!(start_at(Flag, Some(HostKind::Codex)), StartAt::Now);
+        assert_eq!(start_at(InterlinkEnv, None), StartAt::Now);
+        assert_eq!(start_at(Random, Some(HostKind::Codex)), StartAt::Bind);
+        assert_eq!(start_at(ClaudeEnv, Some(HostKind::Codex)), StartAt::Bind);
+        assert_eq!(start_at(ClaudeEnv, Some(HostKind::Claude)), StartAt::Now);
+        assert_eq!(start_at(Random, None), StartAt::Initialize);
+        assert_eq!(start_at(Random, Some(HostKind::Other)), StartAt::Now);
+    }
 }

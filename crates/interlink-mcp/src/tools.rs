@@ -134,13 +134,17 @@ impl Server {
         };
         let summary = ctx.summary.lock().map(|s| s.clone()).unwrap_or_default();
         let key = ctx.key();
-        let delivery = serde_json::to_value(ctx.delivery).unwrap_or_default();
-        let host = serde_json::to_value(ctx.host).unwrap_or_default();
+        let delivery = serde_json::to_value(ctx.delivery()).unwrap_or_default();
+        let host = serde_json::to_value(ctx.host()).unwrap_or_default();
+        let session = ctx
+            .own()
+            .map(|o| o.session.to_string())
+            .unwrap_or_else(|_| "(not bound yet)".to_owned());
         let mut text = format!(
             "identity {}\nfingerprint {}\nsession {}\ncwd {}\n",
             key.to_hex(),
             key.fingerprint(),
-            ctx.own.session,
+            session,
             ctx.cwd
         );
         if let Some(g) = &ctx.git_label {
@@ -158,7 +162,7 @@ impl Server {
             json!({
                 "identity_key": key.to_hex(),
                 "fingerprint": key.fingerprint().to_string(),
-                "session_id": ctx.own.session.as_str(),
+                "session_id": ctx.own().ok().map(|o| o.session.to_string()),
                 "cwd": ctx.cwd,
                 "git_label": ctx.git_label,
                 "summary": summary,
@@ -179,7 +183,8 @@ impl Server {
         let result = async {
             let roster = ctx.roster().await?;
             let policy = policy::load(&ctx.home)?;
-            Ok::<_, ToolError>(render::discover(&roster, &policy, &ctx.own))
+            let own = ctx.own()?;
+            Ok::<_, ToolError>(render::discover(&roster, &policy, &own))
         }
         .await;
         match result {
@@ -283,7 +288,16 @@ impl Server {
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let _guard = ctx.read_lock.lock().await;
-            let acked = ReadState::load(&ctx.session_dir)?.acknowledge(&ids)?;
+            let session_dir = ctx.session_dir()?;
+            let unread = ReadState::load(&session_dir)?.unread()?;
+            let acked = ReadState::load(&session_dir)?.acknowledge(&ids)?;
+            // Tell each sender its message was read.
+            ctx.queue_read_receipts(
+                unread
+                    .iter()
+                    .filter(|e| acked.consumed.iter().any(|id| id.to_string() == e.msg_id))
+                    .filter_map(crate::receipts::ReadReceipt::for_entry),
+            );
             let strs = |v: &[MsgId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
             let mut text = format!("acknowledged {}", acked.consumed.len());
             if !acked.already.is_empty() {

@@ -54,6 +54,10 @@ pub struct InboxEntry {
     pub received_at: u64,
     /// The opened text (messages only).
     pub text: Option<String>,
+    /// Knocks and pair acceptances: the name the sender suggests for itself
+    /// (unverified; shown to the operator, never trusted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// What [`Inbox::append`] did.
@@ -267,6 +271,7 @@ mod tests {
             sent_at: 1,
             received_at: 2,
             text: Some(text.into()),
+            name: None,
         }
     }
 

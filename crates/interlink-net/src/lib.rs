@@ -18,6 +18,7 @@ mod diagnostics;
 pub mod durable;
 mod handle;
 pub mod inbox;
+pub mod knocks;
 mod node;
 pub mod probe;
 mod swarm;

@@ -3,6 +3,7 @@
 mod delivery;
 mod discovery;
 mod mailbox;
+mod pairing;
 mod presence;
 mod queueing;
 mod relaying;
@@ -84,7 +85,7 @@ impl Node {
         };
         let (gate, inbox, sealing) = match (&role, &config.delivery.inbox_dir) {
             (Role::Session(spec), Some(dir)) => (
-                Some(Gate::new(config.delivery.policy.clone())),
+                Some(pairing::restored_gate(config.delivery.policy.clone(), dir)),
                 Some(Inbox::open(dir).map_err(|e| NetError::Setup(e.to_string()))?),
                 Some(spec.identity.sealing_secret()),
             ),

@@ -211,6 +211,7 @@ mod tests {
             sent_at: 0,
             received_at: 1,
             text: Some(text.into()),
+            name: None,
         }
     }
 

@@ -9,11 +9,13 @@
 //! - `send` ([`send`]): messages from a shell, as a short-lived session; routing over
 //!   the roster view is in [`route`].
 //! - `inbox` ([`inbox`]): a session's delivered messages.
-//! - `peer` ([`peer`]): the peers policy, `peers.json` ([`policy`]).
+//! - `peer` ([`peer`]): the peers policy, `peers.json` ([`policy`]); `pair`
+//!   ([`pair`]): the operator's decisions on pair requests.
 //! - `mcp` ([`mcp`]): the MCP server of an agent session; `wait` ([`wait`]): the
 //!   Claude Code Stop hook.
 //! - `peers` ([`peers`]): an observer's view of the overlay.
 //! - `probe` ([`probe`]): a sessionless check of one address.
+//! - `install` / `uninstall` ([`install`]): the agent hosts' configuration.
 //! - [`config`] builds the node configuration from flags and the environment.
 //!
 //! The local state files (`peers.json`, the inbox read state), session start-up and
@@ -24,7 +26,9 @@
 pub mod config;
 pub mod demo;
 pub mod inbox;
+pub mod install;
 pub mod mcp;
+pub mod pair;
 pub mod peer;
 pub mod peers;
 pub mod probe;

@@ -4,7 +4,7 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, time::Duration}
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use interlink_p2p::{config, inbox, mcp, peer, peers, probe, run, send, wait};
+use interlink_p2p::{config, inbox, install, mcp, pair, peer, peers, probe, run, send, wait};
 use libp2p::Multiaddr;
 
 /// Coding-agent sessions that find each other and talk, peer to peer.
@@ -88,6 +88,11 @@ enum Command {
         /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else random]
         #[arg(long)]
         session: Option<String>,
+        /// The agent host: claude, codex or other [default: claude with
+        /// $CLAUDE_CODE_SESSION_ID, else from the client's name at initialize]. A Codex
+        /// server without --session/INTERLINK_SESSION waits for bind_codex_session.
+        #[arg(long, value_name = "HOST", value_parser = mcp::parse_host)]
+        host: Option<interlink_core::wire::HostKind>,
         /// What this session is doing, as announced to peers.
         #[arg(long, default_value = "", hide_default_value = true)]
         summary: String,
@@ -170,6 +175,36 @@ enum Command {
         #[command(subcommand)]
         action: peer::Action,
     },
+    /// Decide on pair requests: list them, accept one (pin the key, confirm to the
+    /// requesting session) or reject one.
+    Pair {
+        #[command(subcommand)]
+        action: pair::Action,
+        #[command(flatten)]
+        net: NetArgs,
+    },
+    /// Register the MCP server (and its wake-up hooks) in Claude Code's or Codex's user
+    /// configuration; idempotent, keeps every other entry, prints what changed.
+    Install {
+        /// claude or codex.
+        #[arg(value_enum)]
+        host: install::Host,
+        /// Print what would change without writing anything.
+        #[arg(long)]
+        dry_run: bool,
+        /// The interlink-p2p executable the entries run [default: this executable]
+        #[arg(long, value_name = "PATH")]
+        command: Option<String>,
+    },
+    /// Remove what `install` added (other entries are kept).
+    Uninstall {
+        /// claude or codex.
+        #[arg(value_enum)]
+        host: install::Host,
+        /// Print what would change without writing anything.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Check whether an interlink-p2p session answers at an address (joins no roster).
     #[command(after_help = probe::EXIT_CODES_HELP)]
     Probe {
@@ -242,12 +277,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp {
             session,
             summary,
+            host,
             ref net,
         } => {
             let config = net.config()?;
             let home = home()?;
             let rt = runtime()?;
-            let result = rt.block_on(mcp::run(home, session, summary, config));
+            let result = rt.block_on(mcp::run(home, session, summary, host, config));
             // The stdin reader is a blocking read that only ends with stdin: after a
             // SIGTERM, waiting for it would keep the process alive.
             rt.shutdown_background();
@@ -333,6 +369,44 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 &mut std::io::stdout(),
                 &mut std::io::stderr(),
             )?;
+        }
+        Command::Install {
+            host,
+            dry_run,
+            ref command,
+        } => {
+            let locations = install::Locations::from_env(|k| std::env::var(k).ok())?;
+            let command = match command {
+                Some(c) => c.clone(),
+                None => std::env::current_exe()
+                    .context("finding this executable (or pass --command)")?
+                    .to_string_lossy()
+                    .into_owned(),
+            };
+            install::run(
+                &locations,
+                host,
+                install::Action::Install,
+                &command,
+                dry_run,
+                &mut std::io::stdout(),
+            )?;
+        }
+        Command::Uninstall { host, dry_run } => {
+            let locations = install::Locations::from_env(|k| std::env::var(k).ok())?;
+            install::run(
+                &locations,
+                host,
+                install::Action::Uninstall,
+                "interlink-p2p",
+                dry_run,
+                &mut std::io::stdout(),
+            )?;
+        }
+        Command::Pair { action, ref net } => {
+            let config = net.config()?;
+            let home = home()?;
+            runtime()?.block_on(pair::run(&home, action, config, &mut std::io::stdout()))?;
         }
         Command::Probe {
             ref multiaddr,

@@ -2,31 +2,73 @@
 //! ([`interlink_mcp::serve_stdio`]).
 //!
 //! The session id is resolved like `run`'s (`--session`, `INTERLINK_SESSION`,
-//! `CLAUDE_CODE_SESSION_ID`, random); the working directory and its git root label are
+//! `CLAUDE_CODE_SESSION_ID`, random), except that a Codex-hosted server (`--host codex`,
+//! or a client named Codex at `initialize`) without a pinned id starts its session
+//! only when `bind_codex_session` names the thread; the working directory and its git root label are
 //! announced automatically. `INTERLINK_CHANNELS=1` turns channel mode on. Stdout carries
 //! only JSON-RPC; SIGTERM, SIGINT or the end of stdin shut the session down (goodbye
 //! first) within a second.
 
-use std::path::PathBuf;
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context as _;
 use interlink_core::{
     session::{self, SessionSource},
     wire::HostKind,
 };
-use interlink_mcp::Options;
+use interlink_mcp::{Options, codex::CodexConfig};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 /// Environment variable turning channel mode on (`1`).
 pub const ENV_CHANNELS: &str = "INTERLINK_CHANNELS";
+/// Environment variable naming the `codex` executable (else `codex` on `PATH`).
+pub const ENV_CODEX_BIN: &str = "INTERLINK_CODEX_BIN";
+
+/// Delivery into Codex: the executable from [`ENV_CODEX_BIN`]; tests shorten the
+/// timings with `INTERLINK_TEST_CODEX_{TIMEOUT,BACKOFF,RETRY,RETRY_CAP}_MS`.
+pub fn codex_config(env: impl Fn(&str) -> Option<String>) -> CodexConfig {
+    let mut cfg = CodexConfig::default();
+    if let Some(bin) = env(ENV_CODEX_BIN).filter(|b| !b.trim().is_empty()) {
+        cfg.bin = PathBuf::from(bin);
+    }
+    let ms = |k: &str| {
+        env(k)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_millis)
+    };
+    if let Some(d) = ms("INTERLINK_TEST_CODEX_TIMEOUT_MS") {
+        cfg.attempt_timeout = d;
+    }
+    if let Some(d) = ms("INTERLINK_TEST_CODEX_BACKOFF_MS") {
+        cfg.backoff = d;
+    }
+    if let Some(d) = ms("INTERLINK_TEST_CODEX_RETRY_MS") {
+        cfg.retry_base = d;
+    }
+    if let Some(d) = ms("INTERLINK_TEST_CODEX_RETRY_CAP_MS") {
+        cfg.retry_cap = d;
+    }
+    cfg
+}
+
+/// Parses `--host`: `claude`, `codex` or `other`.
+pub fn parse_host(text: &str) -> Result<HostKind, String> {
+    match text.trim() {
+        "claude" => Ok(HostKind::Claude),
+        "codex" => Ok(HostKind::Codex),
+        "other" => Ok(HostKind::Other),
+        _ => Err(format!("{text:?}: expected claude, codex or other")),
+    }
+}
 
 /// Runs the server until stdin closes or a signal arrives.
 pub async fn run(
     home: PathBuf,
     session: Option<String>,
     summary: String,
+    host: Option<HostKind>,
     config: interlink_net::Config,
 ) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -43,11 +85,14 @@ pub async fn run(
         session,
         summary,
         cwd: std::env::current_dir().context("reading the current directory")?,
-        host: match source {
-            SessionSource::ClaudeEnv => HostKind::Claude,
-            _ => HostKind::Other,
-        },
+        source,
+        host: host.or(match source {
+            SessionSource::ClaudeEnv => Some(HostKind::Claude),
+            _ => None,
+        }),
         channels,
+        name: interlink_mcp::pairing::own_name(|k| std::env::var(k).ok()),
+        codex: codex_config(|k| std::env::var(k).ok()),
         config,
     };
     let shutdown = CancellationToken::new();

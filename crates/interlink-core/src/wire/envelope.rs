@@ -26,6 +26,21 @@ pub enum EnvelopeKind {
     PairAccept,
     /// The sending session closed: no body.
     Goodbye,
+    /// A read receipt: the recipient's agent acknowledged the message named by
+    /// `in_reply_to`. No body; signed by the reader like every envelope, so it rides the
+    /// live path and the mailbox like a message and its signer is verified.
+    Read,
+    /// A hand-over receipt: the recipient session handed the message named by
+    /// `in_reply_to` to its agent host (a channel notification pushed, a Codex turn
+    /// queued). No body, like [`EnvelopeKind::Read`].
+    HostQueued,
+}
+
+impl EnvelopeKind {
+    /// Whether this kind is a receipt for another message (`in_reply_to`).
+    pub fn is_receipt(self) -> bool {
+        matches!(self, EnvelopeKind::Read | EnvelopeKind::HostQueued)
+    }
 }
 
 /// Where a task stands, as its sender reports it.
@@ -221,10 +236,16 @@ impl SignedBody for Envelope {
             (Some(_), _) => {
                 return Err(invalid::<Self>(
                     "sealed",
-                    "must be absent: knocks, accepts and goodbyes carry no text",
+                    "must be absent: knocks, accepts, goodbyes and read receipts carry no text",
                 ));
             }
             (None, _) => {}
+        }
+        if self.kind.is_receipt() && self.in_reply_to.is_none() {
+            return Err(invalid::<Self>(
+                "in_reply_to",
+                "is required on a receipt (the message it is about)",
+            ));
         }
         if self.sender == self.recipient && self.sender_session == self.recipient_session {
             return Err(invalid::<Self>(

@@ -307,6 +307,35 @@ fn knocks_carry_no_text() {
 }
 
 #[test]
+fn read_receipts_name_a_message_and_carry_no_text() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let mut read = message(&a, &b, "secret", &mut rng);
+    read.kind = EnvelopeKind::Read;
+    read.in_reply_to = Some(MsgId::from_bytes([7; 16]));
+    assert!(matches!(
+        Signed::sign(read.clone(), &a),
+        Err(WireError::InvalidField {
+            field: "sealed",
+            ..
+        })
+    ));
+    read.sealed = None;
+    read.in_reply_to = None;
+    assert!(matches!(
+        Signed::sign(read.clone(), &a),
+        Err(WireError::InvalidField {
+            field: "in_reply_to",
+            ..
+        })
+    ));
+    read.in_reply_to = Some(MsgId::from_bytes([7; 16]));
+    let signed = Signed::sign(read, &a).unwrap();
+    let decoded = Signed::<Envelope>::decode(&signed.to_bytes()).unwrap();
+    assert_eq!(decoded.body().kind, EnvelopeKind::Read);
+}
+
+#[test]
 fn oversized_body_rejected() {
     let (a, b) = (identity(1), identity(2));
     let mut rng = ChaCha20Rng::seed_from_u64(1);

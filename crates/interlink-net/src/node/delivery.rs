@@ -83,6 +83,10 @@ impl Actor {
             }
         };
         let to = msg.to;
+        if msg.kind == EnvelopeKind::Knock {
+            // Let the acceptance in when it comes (also after a restart).
+            self.note_knock_sent(to.key);
+        }
         let busy =
             self.outbox.queues.len() >= OUTBOX_RECIPIENTS && !self.outbox.queues.contains_key(&to);
         let waiting = self.outbox.queues.get(&to).map_or(0, VecDeque::len);
@@ -478,6 +482,9 @@ impl Actor {
         let mut results: Vec<Result<(), String>> = Vec::with_capacity(envs.len());
         // Entries to write, with the index of their result.
         let mut to_write: Vec<(usize, interlink_core::MsgId, InboxEntry)> = Vec::new();
+        // A held knock is mirrored to a bounded file for the agent side (never the
+        // inbox: a stranger's knocks must not grow it).
+        let mut held_knock = false;
         for (i, env) in envs.iter().enumerate() {
             let body = env.body();
             // A retry of something already stored is answered again, not refused as a
@@ -496,6 +503,7 @@ impl Actor {
                         from: knock.sender,
                         session: knock.sender_session,
                     });
+                    held_knock = true;
                     results.push(Ok(()));
                     continue;
                 }
@@ -522,9 +530,15 @@ impl Actor {
             to_write.push((i, body.msg_id, inbox_entry(env, text)));
             results.push(Ok(()));
         }
+        if held_knock {
+            self.save_held_knocks();
+        }
         if to_write.is_empty() {
             return results;
         }
+        let Some(inbox) = self.inbox.as_mut() else {
+            return results;
+        };
         match inbox.append_many(to_write.iter().map(|(_, id, e)| (*id, e))) {
             Ok(outcomes) => {
                 for ((i, id, _), outcome) in to_write.iter().zip(outcomes) {
@@ -562,6 +576,7 @@ fn inbox_entry(env: &Signed<Envelope>, text: Option<String>) -> InboxEntry {
         sent_at: b.ts,
         received_at: crate::now_ms(),
         text,
+        name: b.name.clone(),
     }
 }
 

@@ -1,0 +1,218 @@
+//! Follows the session's inbox for the lines addressed to the agent side rather than
+//! to the agent — a peer's repeated knock (answered), a pair acceptance (the
+//! other side accepted this user's request: pin it) and a receipt (mark the sent
+//! message read or handed to the host), a goodbye — and the knocks the node holds for
+//! the operator (copied into `pairing.json`).
+//!
+//! Those lines are never shown to the agent. How far they were handled is kept in
+//! `follow.json` next to the inbox, so a restart neither misses one nor handles one
+//! twice (each step is idempotent besides: a knock decided once, an acceptance without
+//! a pending request, a receipt for an unknown message are ignored).
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use interlink_core::{IdentityKey, SessionId, wire::EnvelopeKind};
+use interlink_net::{
+    Event,
+    inbox::{INBOX_FILE, InboxEntry, read_positioned_from},
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::{files::write_atomically, pairing, policy, server::Context};
+
+/// File name of the follower's position, in the session's directory.
+pub const FOLLOW_FILE: &str = "follow.json";
+/// How often the inbox is checked without a delivery event.
+const FOLLOW_POLL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Position {
+    offset: u64,
+}
+
+fn load_offset(dir: &Path) -> u64 {
+    std::fs::read(dir.join(FOLLOW_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Position>(&b).ok())
+        .map_or(0, |p| p.offset)
+}
+
+fn save_offset(dir: &Path, offset: u64) {
+    let bytes = serde_json::to_vec(&Position { offset }).unwrap_or_default();
+    if let Err(e) = write_atomically(&dir.join(FOLLOW_FILE), &bytes) {
+        warn!("saving {FOLLOW_FILE}: {e}");
+    }
+}
+
+/// Runs until `cancel` fires or the node stops.
+pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: CancellationToken) {
+    let ready = tokio::select! {
+        () = cancel.cancelled() => return,
+        r = ctx.ready() => match r {
+            Ok(r) => r,
+            Err(e) => { debug!("inbox follower off: {}", e.0); return; }
+        },
+    };
+    let mut events = ready.handle.events();
+    let mut offset = load_offset(&session_dir);
+    let mut poll = tokio::time::interval(FOLLOW_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        offset = step(&ctx, &session_dir, offset).await;
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = poll.tick() => {}
+            ev = events.recv() => match ev {
+                Ok(Event::Delivered { .. } | Event::Knock { .. }) | Err(RecvError::Lagged(_)) => {}
+                Ok(Event::Receipted { msg_id, .. }) => {
+                    // A queued message reached its recipient after all.
+                    if let Ok(mut log) = ctx.sent.lock() {
+                        log.mark_delivered(&msg_id.to_string(), interlink_net::now_ms());
+                    }
+                    continue;
+                }
+                Ok(_) => continue,
+                Err(RecvError::Closed) => return,
+            },
+        }
+    }
+}
+
+/// Handles the lines after `offset`; returns the new offset.
+async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
+    let (entries, end) = match read_positioned_from(&dir.join(INBOX_FILE), offset) {
+        Ok(r) => r,
+        Err(e) => {
+            warn!("inbox follower: {e}");
+            return offset;
+        }
+    };
+    record_held_knocks(ctx, dir);
+    let mut handled = false;
+    for (e, _) in &entries {
+        let Ok(sender) = e.sender.parse::<IdentityKey>() else {
+            continue;
+        };
+        match e.kind {
+            EnvelopeKind::Knock => on_knock(ctx, e, sender).await,
+            EnvelopeKind::PairAccept => on_accept(ctx, e, sender).await,
+            EnvelopeKind::Read | EnvelopeKind::HostQueued => on_receipt(ctx, e, sender),
+            EnvelopeKind::Goodbye => {
+                // The peer's session closed: stop routing replies to it.
+                if let Ok(session) = SessionId::new(&e.sender_session)
+                    && let Ok(mut routes) = ctx.routes.lock()
+                {
+                    routes.closed(&sender, &session);
+                }
+            }
+            EnvelopeKind::Message => continue,
+        }
+        handled = true;
+    }
+    if handled {
+        save_offset(dir, end);
+    }
+    end
+}
+
+/// A knock from a peer (it reached the inbox: peers pass the gate): the other side lost
+/// this user and asks again. Confirm, so its node pins this user (it does so only for
+/// a request its user made).
+async fn on_knock(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
+    if sender == ctx.key() {
+        return;
+    }
+    let policy = policy::load(&ctx.home).unwrap_or_default();
+    if !policy.contains(&sender) {
+        return;
+    }
+    let Ok(session) = SessionId::new(&e.sender_session) else {
+        return;
+    };
+    if let Ok(ready) = ctx.ready().await {
+        let to = interlink_core::wire::SessionAddr {
+            key: sender,
+            session,
+        };
+        if let Err(err) = ctx
+            .send_pairing(&ready.handle, to, EnvelopeKind::PairAccept)
+            .await
+        {
+            debug!("confirming a peer's repeated knock: {err}");
+        }
+    }
+}
+
+/// Copies the knocks the node holds for the operator into `pairing.json` (strangers'
+/// only: a peer's knock is answered, see [`on_knock`]).
+fn record_held_knocks(ctx: &Context, dir: &Path) {
+    let held = interlink_net::knocks::load(dir);
+    if held.is_empty() {
+        return;
+    }
+    let Ok(via) = ctx.own().map(|o| o.session) else {
+        return;
+    };
+    let policy = policy::load(&ctx.home).unwrap_or_default();
+    for k in &held {
+        let stranger = k
+            .sender
+            .parse::<IdentityKey>()
+            .is_ok_and(|key| key != ctx.key() && !policy.contains(&key));
+        if !stranger {
+            continue;
+        }
+        match pairing::record_knock(&ctx.home, k, &via) {
+            Ok(true) => info!(from = %k.sender_fingerprint, "pair request held for the operator"),
+            Ok(false) => {}
+            Err(err) => warn!("recording a pair request: {err}"),
+        }
+    }
+}
+
+/// A receipt: the message it names was read, or handed to the agent host — if it went
+/// to the receipt's signer.
+fn on_receipt(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
+    let Some(id) = e.in_reply_to.as_deref() else {
+        return;
+    };
+    if let Ok(mut log) = ctx.sent.lock() {
+        let now = interlink_net::now_ms();
+        let moved = match e.kind {
+            EnvelopeKind::Read => log.mark_read(id, &sender, now),
+            _ => log.mark_host_queued(id, &sender, now),
+        };
+        if moved {
+            debug!(msg_id = id, kind = ?e.kind, "receipt");
+        }
+    }
+}
+
+async fn on_accept(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
+    let request = match pairing::take_outgoing(&ctx.home, &sender) {
+        Ok(Some(r)) => r,
+        Ok(None) => return,
+        Err(err) => {
+            warn!("reading the pair requests sent: {err}");
+            return;
+        }
+    };
+    let result = policy::edit(&ctx.home, |p| {
+        if p.contains(&sender) {
+            return Ok::<_, pairing::PairingError>(());
+        }
+        let name = pairing::free_name(p, request.petname.as_deref().or(e.name.as_deref()), &sender);
+        p.add(name, sender)?;
+        Ok(())
+    });
+    match result {
+        Ok(()) => {
+            info!(peer = %e.sender_fingerprint, "pair request accepted; peer added");
+            ctx.refresh_policy().await;
+        }
+        Err(err) => warn!("adding the peer that accepted: {err}"),
+    }
+}

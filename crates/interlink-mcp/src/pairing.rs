@@ -1,0 +1,403 @@
+//! Pairing by knock: the requests waiting for the operator, and the ones this user
+//! sent, in `pairing.json` in the home directory.
+//!
+//! A stranger can only knock (identity + suggested name, no text). Its knock reaches one
+//! session, whose node holds it ([`interlink_net::knocks`]); the agent side records it
+//! here ([`record_knock`]) so it waits for
+//! the operator across restarts and is visible to every session and to the
+//! `interlink-p2p pair` command. Accepting ([`accept`]) pins the key in `peers.json`
+//! under the suggested name (or one derived from it) and returns what is needed to
+//! send the `pair_accept` back to the exact session that knocked. The requester's side
+//! pins the acceptor when that `pair_accept` arrives, but only if this user asked
+//! ([`take_outgoing`]), so acceptance is mutual and identity-level.
+//!
+//! The file is bounded ([`MAX_INCOMING`], [`MAX_OUTGOING`], [`MAX_DECIDED`]) and edited
+//! like `peers.json`: under an exclusive `flock`, re-read, atomically replaced.
+
+use std::{
+    fs, io,
+    path::{Path, PathBuf},
+};
+
+use interlink_core::{
+    IdentityKey, SessionId,
+    limits::{KNOCK_QUEUE_CAPACITY, MAX_PENDING_PAIR_REQUESTS},
+    trust::{MIN_KEY_PREFIX, PeerPolicy, TrustError},
+    wire::is_valid_name,
+};
+use interlink_net::knocks::HeldKnock;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    files::{private_file, write_atomically},
+    policy::{self, PolicyError},
+};
+
+/// File name of the pairing state inside the home directory.
+pub const PAIRING_FILE: &str = "pairing.json";
+/// The lock editors hold.
+const LOCK_FILE: &str = "pairing.json.lock";
+/// Most knocks waiting for the operator; a new identity's knock drops the oldest.
+pub const MAX_INCOMING: usize = KNOCK_QUEUE_CAPACITY;
+/// Most pair requests this user has sent and not seen accepted.
+pub const MAX_OUTGOING: usize = MAX_PENDING_PAIR_REQUESTS;
+/// Most decided knock ids remembered, so a knock decided once is not offered again.
+pub const MAX_DECIDED: usize = 256;
+/// Environment variable naming the petname this user suggests to the identities it
+/// knocks (else the login name).
+pub const ENV_NAME: &str = "INTERLINK_NAME";
+const VERSION: u32 = 1;
+
+/// A knock waiting for the operator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Incoming {
+    /// The stranger's identity key (64 hex digits).
+    pub identity_key: String,
+    /// Its fingerprint.
+    pub fingerprint: String,
+    /// The name it suggests for itself (unverified).
+    pub name: Option<String>,
+    /// The session that knocked: the acceptance goes back there.
+    pub session: String,
+    /// The knock's id.
+    pub msg_id: String,
+    /// When it was sent (ms since the Unix epoch, the sender's clock).
+    pub knocked_at: u64,
+    /// This user's session that received it.
+    pub via_session: String,
+}
+
+/// A pair request this user sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outgoing {
+    /// The identity asked (64 hex digits).
+    pub identity_key: String,
+    /// Its session that was knocked.
+    pub session: String,
+    /// The petname to pin it under when it accepts (else the name it suggests).
+    pub petname: Option<String>,
+    /// When the knock was sent (ms since the Unix epoch).
+    pub sent_at: u64,
+}
+
+/// The whole file.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Pairing {
+    version: u32,
+    /// Knocks waiting for the operator, oldest first.
+    #[serde(default)]
+    pub incoming: Vec<Incoming>,
+    /// Requests sent, oldest first.
+    #[serde(default)]
+    pub outgoing: Vec<Outgoing>,
+    /// Ids of knocks accepted or rejected, oldest first.
+    #[serde(default)]
+    decided: Vec<String>,
+}
+
+/// Reading or changing the pairing state failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PairingError {
+    /// A file-system error.
+    #[error("{what} {}: {source}", .path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The file is not valid.
+    #[error("{} is not a valid pairing file: {source}", .path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// No waiting request matches.
+    #[error(
+        "no pair request waiting matches {0:?}; give the fingerprint (or at least \
+         {MIN_KEY_PREFIX} hex digits of it or of the key) from list_pair_requests"
+    )]
+    NoRequest(String),
+    /// Several waiting requests match.
+    #[error("{text:?} matches several pair requests: {}", .candidates.join(", "))]
+    Ambiguous {
+        /// What was given.
+        text: String,
+        /// The fingerprints matching.
+        candidates: Vec<String>,
+    },
+    /// The peers file refused the key.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+    /// The peers file could not be read or written.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+}
+
+fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> PairingError + 'a {
+    move |source| PairingError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Reads the pairing state of `home` (a missing file: nothing pending).
+pub fn load(home: &Path) -> Result<Pairing, PairingError> {
+    let path = home.join(PAIRING_FILE);
+    match fs::read(&path) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).map_err(|source| PairingError::Invalid { path, source })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Pairing::default()),
+        Err(e) => Err(io_error("reading", &path)(e)),
+    }
+}
+
+/// Changes the state under the editors' lock and writes it back atomically.
+fn edit<T>(
+    home: &Path,
+    change: impl FnOnce(&mut Pairing) -> Result<T, PairingError>,
+) -> Result<T, PairingError> {
+    interlink_core::keyfile::create_private_dir(home).map_err(io_error("creating", home))?;
+    let lock_path = home.join(LOCK_FILE);
+    let lock = private_file(&lock_path, false).map_err(io_error("opening", &lock_path))?;
+    lock.lock().map_err(io_error("locking", &lock_path))?;
+    let mut state = load(home)?;
+    let out = change(&mut state)?;
+    state.version = VERSION;
+    let path = home.join(PAIRING_FILE);
+    let bytes = serde_json::to_vec_pretty(&state).map_err(|source| PairingError::Invalid {
+        path: path.clone(),
+        source,
+    })?;
+    write_atomically(&path, &bytes).map_err(io_error("writing", &path))?;
+    drop(lock);
+    Ok(out)
+}
+
+/// Records a stranger's knock that `via` received. Returns false when it was already
+/// recorded or decided. A newer knock from the same identity replaces the older one
+/// (the acceptance goes to the session that knocked last).
+pub fn record_knock(home: &Path, knock: &HeldKnock, via: &SessionId) -> Result<bool, PairingError> {
+    let known = |state: &Pairing| {
+        state.decided.contains(&knock.msg_id)
+            || state.incoming.iter().any(|i| {
+                i.msg_id == knock.msg_id
+                    || (i.identity_key == knock.sender && i.knocked_at > knock.ts)
+            })
+    };
+    // Most calls see a knock already recorded: no lock, no write.
+    if known(&load(home)?) {
+        return Ok(false);
+    }
+    edit(home, |state| {
+        if known(state) {
+            return Ok(false);
+        }
+        state.incoming.retain(|i| i.identity_key != knock.sender);
+        if state.incoming.len() >= MAX_INCOMING {
+            state.incoming.remove(0);
+        }
+        state.incoming.push(Incoming {
+            identity_key: knock.sender.clone(),
+            fingerprint: knock.sender_fingerprint.clone(),
+            name: knock.name.clone().filter(|n| is_valid_name(n)),
+            session: knock.sender_session.clone(),
+            msg_id: knock.msg_id.clone(),
+            knocked_at: knock.ts,
+            via_session: via.to_string(),
+        });
+        Ok(true)
+    })
+}
+
+/// Records that this user knocked `key`'s session `session`.
+pub fn record_outgoing(
+    home: &Path,
+    key: &IdentityKey,
+    session: &SessionId,
+    petname: Option<String>,
+    now: u64,
+) -> Result<(), PairingError> {
+    edit(home, |state| {
+        let hex = key.to_hex();
+        state.outgoing.retain(|o| o.identity_key != hex);
+        if state.outgoing.len() >= MAX_OUTGOING {
+            state.outgoing.remove(0);
+        }
+        state.outgoing.push(Outgoing {
+            identity_key: hex,
+            session: session.to_string(),
+            petname,
+            sent_at: now,
+        });
+        Ok(())
+    })
+}
+
+/// Removes and returns this user's request to `key`, if one is pending (its
+/// acceptance arrived).
+pub fn take_outgoing(home: &Path, key: &IdentityKey) -> Result<Option<Outgoing>, PairingError> {
+    edit(home, |state| {
+        let hex = key.to_hex();
+        let i = state.outgoing.iter().position(|o| o.identity_key == hex);
+        Ok(i.map(|i| state.outgoing.remove(i)))
+    })
+}
+
+/// What [`accept`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Accepted {
+    /// The request accepted.
+    pub request: Incoming,
+    /// Its key.
+    pub key: IdentityKey,
+    /// The petname it is pinned under.
+    pub petname: String,
+}
+
+/// Accepts the waiting request matching `fingerprint`: pins its key in `peers.json`
+/// under its suggested name (or one derived from it) and forgets the request.
+pub fn accept(home: &Path, fingerprint: &str) -> Result<Accepted, PairingError> {
+    edit(home, |state| {
+        let i = find(&state.incoming, fingerprint)?;
+        let request = state.incoming[i].clone();
+        let key: IdentityKey = request
+            .identity_key
+            .parse()
+            .map_err(|_| PairingError::NoRequest(fingerprint.to_owned()))?;
+        let petname = policy::edit(home, |p| {
+            if let Some(existing) = p.name_of(&key) {
+                return Ok::<_, PairingError>(existing.to_owned());
+            }
+            let name = free_name(p, request.name.as_deref(), &key);
+            p.add(name.clone(), key)?;
+            Ok(name)
+        })?;
+        state.incoming.remove(i);
+        note_decided(state, &request.msg_id);
+        Ok(Accepted {
+            request,
+            key,
+            petname,
+        })
+    })
+}
+
+/// Rejects (discards) the waiting request matching `fingerprint`.
+pub fn reject(home: &Path, fingerprint: &str) -> Result<Incoming, PairingError> {
+    edit(home, |state| {
+        let i = find(&state.incoming, fingerprint)?;
+        let request = state.incoming.remove(i);
+        note_decided(state, &request.msg_id);
+        Ok(request)
+    })
+}
+
+/// Forgets waiting requests from identities that are peers now (paired some other way).
+pub fn prune(home: &Path, policy: &PeerPolicy) -> Result<(), PairingError> {
+    let stale = |i: &Incoming| {
+        i.identity_key
+            .parse::<IdentityKey>()
+            .is_ok_and(|k| policy.contains(&k))
+    };
+    if !load(home)?.incoming.iter().any(stale) {
+        return Ok(());
+    }
+    edit(home, |state| {
+        state.incoming.retain(|i| !stale(i));
+        Ok(())
+    })
+}
+
+fn note_decided(state: &mut Pairing, msg_id: &str) {
+    state.decided.push(msg_id.to_owned());
+    let excess = state.decided.len().saturating_sub(MAX_DECIDED);
+    state.decided.drain(..excess);
+}
+
+/// The one waiting request whose fingerprint (dashes optional) or key starts with
+/// `text` (at least [`MIN_KEY_PREFIX`] hex digits).
+fn find(incoming: &[Incoming], text: &str) -> Result<usize, PairingError> {
+    let pattern: String = text
+        .trim()
+        .chars()
+        .filter(|c| *c != '-')
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if pattern.len() < MIN_KEY_PREFIX || !pattern.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(PairingError::NoRequest(text.to_owned()));
+    }
+    let hits: Vec<usize> = incoming
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| {
+            i.fingerprint.replace('-', "").starts_with(&pattern)
+                || i.identity_key.starts_with(&pattern)
+        })
+        .map(|(n, _)| n)
+        .collect();
+    match hits.as_slice() {
+        [] => Err(PairingError::NoRequest(text.to_owned())),
+        [one] => Ok(*one),
+        many => Err(PairingError::Ambiguous {
+            text: text.to_owned(),
+            candidates: many
+                .iter()
+                .map(|n| incoming[*n].fingerprint.clone())
+                .collect(),
+        }),
+    }
+}
+
+/// A petname for `key` that `policy` does not use yet: the suggested name if it is a
+/// valid one and free, else the suggested name (or `peer`) followed by fingerprint
+/// digits.
+pub fn free_name(policy: &PeerPolicy, suggested: Option<&str>, key: &IdentityKey) -> String {
+    let fp = key.fingerprint().to_string().replace('-', "");
+    let base = suggested.filter(|n| is_valid_name(n));
+    let mut candidates: Vec<String> = base.iter().map(|b| (*b).to_owned()).collect();
+    let stem_of = base.unwrap_or("peer");
+    for digits in [4, 8, 12] {
+        let stem: String = stem_of.chars().take(32 - digits - 1).collect();
+        candidates.push(format!("{stem}-{}", &fp[..digits.min(fp.len())]));
+    }
+    candidates
+        .into_iter()
+        .find(|n| is_valid_name(n) && policy.get(n).is_none())
+        .unwrap_or_else(|| format!("peer-{fp}"))
+}
+
+/// The name this user suggests for itself when it knocks or accepts: `INTERLINK_NAME`,
+/// else the login name (`USER`), made to fit the petname rule; else `peer`.
+pub fn own_name(env: impl Fn(&str) -> Option<String>) -> String {
+    let clean = |s: String| -> Option<String> {
+        let s: String = s
+            .trim()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .take(32)
+            .collect();
+        is_valid_name(&s).then_some(s)
+    };
+    env(ENV_NAME)
+        .and_then(clean)
+        .or_else(|| env("USER").and_then(clean))
+        .unwrap_or_else(|| "peer".to_owned())
+}
+
+#[cfg(test)]
+#[path = "pairing_tests.rs"]
+mod tests;

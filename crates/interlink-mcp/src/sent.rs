@@ -1,0 +1,286 @@
+//! What this session sent and where each message stands, as the sender can see it:
+//! `queued` (held in the recipient's mailbox) → `delivered` (the recipient's node
+//! receipted it: durably in its inbox) → `host_queued` (handed to its agent host: a
+//! channel notification, a Codex turn) → `read` (its agent acknowledged it and a read
+//! receipt came back). States only move forward.
+//!
+//! The log is bounded ([`MAX_SENT`] messages, the oldest dropped; [`MAX_SENT_TEXT`]
+//! bytes of each text kept for `conversation_history`) and kept in `sent.json` in the
+//! session's directory, written atomically by [`SentLog::save`]. Sending must stay
+//! cheap, so the server saves it in the background a moment after a change
+//! ([`crate::serve`]) rather than on every send.
+
+use std::{collections::VecDeque, io, path::Path};
+
+use interlink_core::IdentityKey;
+use serde::{Deserialize, Serialize};
+
+use crate::files::write_atomically;
+
+/// File name of the sent-messages log in the session's directory.
+pub const SENT_FILE: &str = "sent.json";
+/// Most messages the log keeps.
+pub const MAX_SENT: usize = 1024;
+/// Most bytes of a message's text the log keeps.
+pub const MAX_SENT_TEXT: usize = 2048;
+const VERSION: u32 = 1;
+
+/// Where a sent message stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Waiting in the recipient's mailbox (DHT or relay).
+    Queued,
+    /// The recipient's node receipted it.
+    Delivered,
+    /// The recipient session handed it to its agent host.
+    HostQueued,
+    /// The recipient's agent acknowledged it.
+    Read,
+}
+
+impl State {
+    /// The state's name as the tools show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Queued => "queued",
+            State::Delivered => "delivered",
+            State::HostQueued => "host_queued",
+            State::Read => "read",
+        }
+    }
+}
+
+/// One sent message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentEntry {
+    /// Its id (32 hex digits).
+    pub msg_id: String,
+    /// The recipient identity (64 hex digits).
+    pub to_key: String,
+    /// The recipient session.
+    pub to_session: String,
+    /// Where it stands.
+    pub state: State,
+    /// Its task.
+    pub task_id: Option<String>,
+    /// Its task status (`canceled`, …).
+    pub status: Option<String>,
+    /// The message it answered.
+    pub in_reply_to: Option<String>,
+    /// Its text, cut to [`MAX_SENT_TEXT`] bytes.
+    pub text: String,
+    /// Whether the text was cut.
+    #[serde(default)]
+    pub truncated: bool,
+    /// When it was sent (ms since the Unix epoch).
+    pub sent_at: u64,
+    /// When the recipient's node receipted it.
+    pub delivered_at: Option<u64>,
+    /// When the read receipt arrived.
+    pub read_at: Option<u64>,
+}
+
+impl SentEntry {
+    /// Keeps at most [`MAX_SENT_TEXT`] bytes of `text` (on a character boundary).
+    pub fn set_text(&mut self, text: &str) {
+        let mut end = text.len().min(MAX_SENT_TEXT);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.text = text[..end].to_owned();
+        self.truncated = end < text.len();
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct File {
+    version: u32,
+    sent: VecDeque<SentEntry>,
+}
+
+/// The log, oldest first.
+#[derive(Debug, Default)]
+pub struct SentLog {
+    entries: VecDeque<SentEntry>,
+    dirty: bool,
+}
+
+impl SentLog {
+    /// Loads the log of the session in `dir` (missing or unreadable: empty).
+    pub fn load(dir: &Path) -> Self {
+        let entries = std::fs::read(dir.join(SENT_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<File>(&b).ok())
+            .map(|f| f.sent)
+            .unwrap_or_default();
+        Self {
+            entries,
+            dirty: false,
+        }
+    }
+
+    /// Writes the log if it changed since the last save.
+    pub fn save(&mut self, dir: &Path) -> io::Result<()> {
+        match self.take_snapshot() {
+            Some(bytes) => Self::write(dir, &bytes).inspect_err(|_| self.dirty = true),
+            None => Ok(()),
+        }
+    }
+
+    /// The encoded log if it changed since the last snapshot (then it counts as saved:
+    /// call [`SentLog::mark_dirty`] if writing it fails). Lets a caller write the file
+    /// without holding the log's lock.
+    pub fn take_snapshot(&mut self) -> Option<Vec<u8>> {
+        if !self.dirty {
+            return None;
+        }
+        let file = File {
+            version: VERSION,
+            sent: self.entries.clone(),
+        };
+        let bytes = serde_json::to_vec(&file).ok()?;
+        self.dirty = false;
+        Some(bytes)
+    }
+
+    /// Writes an encoded log ([`SentLog::take_snapshot`]) for the session in `dir`.
+    pub fn write(dir: &Path, bytes: &[u8]) -> io::Result<()> {
+        write_atomically(&dir.join(SENT_FILE), bytes)
+    }
+
+    /// Marks the log as changed (a write failed).
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Whether a change waits to be saved.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Adds a sent message, dropping the oldest beyond [`MAX_SENT`].
+    pub fn record(&mut self, entry: SentEntry) {
+        self.entries.retain(|e| e.msg_id != entry.msg_id);
+        self.entries.push_back(entry);
+        while self.entries.len() > MAX_SENT {
+            self.entries.pop_front();
+        }
+        self.dirty = true;
+    }
+
+    /// The recipient's node receipted `msg_id` (after it was queued).
+    pub fn mark_delivered(&mut self, msg_id: &str, now: u64) -> bool {
+        match self.entries.iter_mut().find(|e| e.msg_id == msg_id) {
+            Some(e) if e.state == State::Queued => {
+                e.state = State::Delivered;
+                e.delivered_at = Some(now);
+                self.dirty = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A hand-over receipt for `msg_id` signed by `by`: marks it `host_queued` if it
+    /// went to `by` and is not further along.
+    pub fn mark_host_queued(&mut self, msg_id: &str, by: &IdentityKey, now: u64) -> bool {
+        let by = by.to_hex();
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| e.msg_id == msg_id && e.to_key == by)
+        {
+            Some(e) if e.state < State::HostQueued => {
+                e.delivered_at.get_or_insert(now);
+                e.state = State::HostQueued;
+                self.dirty = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A read receipt for `msg_id` signed by `by`: marks it read if it went to `by`.
+    pub fn mark_read(&mut self, msg_id: &str, by: &IdentityKey, now: u64) -> bool {
+        let by = by.to_hex();
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| e.msg_id == msg_id && e.to_key == by)
+        {
+            Some(e) if e.state != State::Read => {
+                e.state = State::Read;
+                e.read_at = Some(now);
+                self.dirty = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The entry for `msg_id`.
+    pub fn get(&self, msg_id: &str) -> Option<&SentEntry> {
+        self.entries.iter().find(|e| e.msg_id == msg_id)
+    }
+
+    /// All entries, oldest first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &SentEntry> + '_ {
+        self.entries.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use interlink_core::Identity;
+
+    use super::*;
+
+    fn entry(id: usize, to: &IdentityKey) -> SentEntry {
+        SentEntry {
+            msg_id: format!("{id:032x}"),
+            to_key: to.to_hex(),
+            to_session: "s".into(),
+            state: State::Queued,
+            task_id: None,
+            status: None,
+            in_reply_to: None,
+            text: String::new(),
+            truncated: false,
+            sent_at: id as u64,
+            delivered_at: None,
+            read_at: None,
+        }
+    }
+
+    #[test]
+    fn states_move_forward_and_the_log_is_bounded_and_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let bob = Identity::from_seed(&[2; 32]).public();
+        let eve = Identity::from_seed(&[3; 32]).public();
+        let mut log = SentLog::load(dir.path());
+        for i in 0..=MAX_SENT {
+            log.record(entry(i, &bob));
+        }
+        assert!(log.get(&format!("{:032x}", 0)).is_none());
+        let id = format!("{:032x}", 5);
+        // A read receipt signed by someone else does not count.
+        assert!(!log.mark_read(&id, &eve, 1));
+        assert!(log.mark_delivered(&id, 1));
+        assert!(!log.mark_host_queued(&id, &eve, 2));
+        assert!(log.mark_host_queued(&id, &bob, 2));
+        assert!(log.mark_read(&id, &bob, 2));
+        assert!(!log.mark_host_queued(&id, &bob, 3));
+        // Read never goes back to delivered.
+        assert!(!log.mark_delivered(&id, 3));
+        log.save(dir.path()).unwrap();
+        assert!(!log.is_dirty());
+        let again = SentLog::load(dir.path());
+        assert_eq!(again.get(&id).unwrap().state, State::Read);
+        assert_eq!(again.iter().count(), MAX_SENT);
+
+        let mut e = entry(9, &bob);
+        e.set_text(&"é".repeat(MAX_SENT_TEXT));
+        assert!(e.truncated && e.text.len() <= MAX_SENT_TEXT);
+    }
+}

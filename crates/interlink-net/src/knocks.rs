@@ -1,0 +1,101 @@
+//! The knocks a session's trust gate holds for the operator, as a small file in the
+//! session's inbox directory (`knocks_held.json`), so the agent side can show them and
+//! keep them across a restart of the process.
+//!
+//! A knock carries no text: who is asking (verified), from which session, and the
+//! name it suggests (unverified). The file mirrors the gate's bounded knock queue
+//! ([`interlink_core::limits::KNOCK_QUEUE_CAPACITY`], at most one knock per identity)
+//! and is replaced atomically whenever a knock is held, so a stranger knocking over
+//! and over rewrites a bounded file rather than growing the inbox.
+
+use std::{io::Write as _, path::Path};
+
+use interlink_core::trust::Knock;
+use serde::{Deserialize, Serialize};
+
+/// File name of the held knocks in the session's inbox directory.
+pub const KNOCKS_FILE: &str = "knocks_held.json";
+
+/// One held knock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldKnock {
+    /// The identity asking to pair, 64 hex digits.
+    pub sender: String,
+    /// Its fingerprint.
+    pub sender_fingerprint: String,
+    /// The session that knocked (where an acceptance goes).
+    pub sender_session: String,
+    /// The name it suggests for itself (unverified).
+    pub name: Option<String>,
+    /// The knock's id, 32 hex digits.
+    pub msg_id: String,
+    /// When it was signed (ms since the Unix epoch).
+    pub ts: u64,
+}
+
+impl From<&Knock> for HeldKnock {
+    fn from(k: &Knock) -> Self {
+        Self {
+            sender: k.sender.to_hex(),
+            sender_fingerprint: k.fingerprint().to_string(),
+            sender_session: k.sender_session.to_string(),
+            name: k.name.clone(),
+            msg_id: k.msg_id.to_string(),
+            ts: k.ts,
+        }
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct File {
+    version: u32,
+    knocks: Vec<HeldKnock>,
+}
+
+/// The knocks held for the session whose inbox is in `dir` (missing or unreadable:
+/// none), oldest first.
+pub fn load(dir: &Path) -> Vec<HeldKnock> {
+    std::fs::read(dir.join(KNOCKS_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<File>(&b).ok())
+        .map(|f| f.knocks)
+        .unwrap_or_default()
+}
+
+/// Replaces the file with `knocks` (a temporary file renamed over it).
+pub fn save(dir: &Path, knocks: &[HeldKnock]) -> std::io::Result<()> {
+    let file = File {
+        version: 1,
+        knocks: knocks.to_vec(),
+    };
+    let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
+    let tmp = dir.join(format!(".{KNOCKS_FILE}.{}.tmp", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(&bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(KNOCKS_FILE))
+}
+
+#[cfg(test)]
+mod tests {
+    use interlink_core::{Identity, MsgId, SessionId};
+
+    use super::*;
+
+    #[test]
+    fn held_knocks_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load(dir.path()).is_empty());
+        let k = Knock {
+            sender: Identity::from_seed(&[1; 32]).public(),
+            sender_session: SessionId::new("s").unwrap(),
+            name: Some("carol".into()),
+            msg_id: MsgId::from_bytes([3; 16]),
+            ts: 9,
+        };
+        save(dir.path(), &[HeldKnock::from(&k)]).unwrap();
+        let back = load(dir.path());
+        assert_eq!(back, vec![HeldKnock::from(&k)]);
+        assert_eq!(back[0].name.as_deref(), Some("carol"));
+    }
+}

@@ -1,0 +1,498 @@
+//! `interlink-p2p install claude|codex [--dry-run]` and `uninstall`: registers the
+//! MCP server (and what wakes the agent) in the user's agent-host configuration,
+//! idempotently, keeping every other entry, and prints what it changed.
+//!
+//! - Claude Code: the user-scope MCP server `interlink` in `~/.claude.json`
+//!   (`mcpServers.interlink`: `interlink-p2p mcp`), and in `~/.claude/settings.json` the
+//!   asynchronous Stop hook running `interlink-p2p wait` with `asyncRewake`, which wakes
+//!   an idle agent when a message arrives.
+//! - Codex: in `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`)
+//!   `[mcp_servers.interlink]` running `interlink-p2p mcp --host codex`, and `mcp_tool`
+//!   hooks calling `bind_codex_session` with the thread id (`${session_id}`) on
+//!   SessionStart, UserPromptSubmit, PreToolUse (matcher `^mcp__interlink__`) and Stop —
+//!   SessionStart may run before the server is ready; the others are idempotent
+//!   fallbacks.
+//!
+//! A file that does not parse is refused, never overwritten. Files are replaced
+//! atomically (temporary file, rename).
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, bail};
+use serde_json::{Map, Value, json};
+use toml_edit::{ArrayOfTables, DocumentMut, InlineTable, Item, Table, value};
+
+/// The MCP server's name in the hosts' configuration.
+pub const SERVER_NAME: &str = "interlink";
+/// The Codex hook events that bind the session, with their matcher.
+pub const CODEX_HOOK_EVENTS: &[(&str, Option<&str>)] = &[
+    ("SessionStart", None),
+    ("UserPromptSubmit", None),
+    ("PreToolUse", Some("^mcp__interlink__")),
+    ("Stop", None),
+];
+/// Seconds a Codex `mcp_tool` hook may take.
+const CODEX_HOOK_TIMEOUT: i64 = 10;
+
+/// Which agent host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Host {
+    /// Claude Code.
+    Claude,
+    /// Codex CLI.
+    Codex,
+}
+
+/// Where the hosts keep their configuration.
+#[derive(Clone, Debug)]
+pub struct Locations {
+    /// The user's home directory (`HOME`).
+    pub home: PathBuf,
+    /// `CODEX_HOME`, if set (else `~/.codex`).
+    pub codex_home: Option<PathBuf>,
+}
+
+impl Locations {
+    /// From `HOME` and `CODEX_HOME`.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let home = env("HOME")
+            .filter(|h| !h.trim().is_empty())
+            .context("HOME is not set")?;
+        Ok(Self {
+            home: PathBuf::from(home),
+            codex_home: env("CODEX_HOME")
+                .filter(|h| !h.trim().is_empty())
+                .map(PathBuf::from),
+        })
+    }
+
+    fn claude_json(&self) -> PathBuf {
+        self.home.join(".claude.json")
+    }
+
+    fn claude_settings(&self) -> PathBuf {
+        self.home.join(".claude").join("settings.json")
+    }
+
+    fn codex_config(&self) -> PathBuf {
+        self.codex_home
+            .clone()
+            .unwrap_or_else(|| self.home.join(".codex"))
+            .join("config.toml")
+    }
+}
+
+/// Install or uninstall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Add or update the entries.
+    Install,
+    /// Remove the entries.
+    Uninstall,
+}
+
+/// Runs `install`/`uninstall` for `host`; `command` is the `interlink-p2p` executable
+/// the entries run. Prints one line per change (or `unchanged`) to `out`.
+pub fn run(
+    locations: &Locations,
+    host: Host,
+    action: Action,
+    command: &str,
+    dry_run: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let mut changes: Vec<(PathBuf, Vec<String>, Option<String>)> = Vec::new();
+    match host {
+        Host::Claude => {
+            let path = locations.claude_json();
+            let (new, notes) = edit_json(&path, |doc| claude_server(doc, command, action))?;
+            changes.push((path, notes, new));
+            let path = locations.claude_settings();
+            let (new, notes) = edit_json(&path, |doc| claude_hook(doc, command, action))?;
+            changes.push((path, notes, new));
+        }
+        Host::Codex => {
+            let path = locations.codex_config();
+            let text = read_optional(&path)?;
+            let mut doc: DocumentMut =
+                text.as_deref().unwrap_or("").parse().with_context(|| {
+                    format!("{} is not valid TOML; not changed", path.display())
+                })?;
+            let notes = codex_edit(&mut doc, command, action)?;
+            let new = (!notes.is_empty()).then(|| doc.to_string());
+            changes.push((path, notes, new));
+        }
+    }
+    let verb = if dry_run { "would change" } else { "changed" };
+    for (path, notes, new) in changes {
+        match new {
+            None => writeln!(out, "{}: unchanged", path.display())?,
+            Some(text) => {
+                for n in &notes {
+                    writeln!(out, "{}: {verb}: {n}", path.display())?;
+                }
+                if !dry_run {
+                    write_file(&path, text.as_bytes())?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn read_optional(path: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Replaces `path` atomically (creating its directory).
+fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path.parent().context("a config file has no directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.interlink-{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        // Keep the original file's permissions (~/.claude.json may hold secrets).
+        if let Ok(meta) = std::fs::metadata(path) {
+            std::fs::set_permissions(&tmp, meta.permissions())?;
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("writing {}", path.display()))
+}
+
+/// Applies `change` to the JSON object in `path` (missing: `{}`); returns the new text
+/// if anything changed, and the notes.
+fn edit_json(
+    path: &Path,
+    change: impl FnOnce(&mut Map<String, Value>) -> anyhow::Result<Vec<String>>,
+) -> anyhow::Result<(Option<String>, Vec<String>)> {
+    let text = read_optional(path)?;
+    let mut doc: Value = match text.as_deref() {
+        None => json!({}),
+        Some(t) if t.trim().is_empty() => json!({}),
+        Some(t) => serde_json::from_str(t)
+            .with_context(|| format!("{} is not valid JSON; not changed", path.display()))?,
+    };
+    let Value::Object(map) = &mut doc else {
+        bail!("{} is not a JSON object; not changed", path.display());
+    };
+    let notes = change(map)?;
+    if notes.is_empty() {
+        return Ok((None, notes));
+    }
+    let mut out = serde_json::to_string_pretty(&doc)?;
+    out.push('\n');
+    Ok((Some(out), notes))
+}
+
+fn object<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> anyhow::Result<&'a mut Map<String, Value>> {
+    map.entry(key.to_owned())
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .with_context(|| format!("`{key}` is not a JSON object; not changed"))
+}
+
+fn claude_server(
+    doc: &mut Map<String, Value>,
+    command: &str,
+    action: Action,
+) -> anyhow::Result<Vec<String>> {
+    let wanted = json!({"type": "stdio", "command": command, "args": ["mcp"], "env": {}});
+    match action {
+        Action::Install => {
+            let servers = object(doc, "mcpServers")?;
+            match servers.get(SERVER_NAME) {
+                Some(v) if *v == wanted => Ok(vec![]),
+                Some(_) => {
+                    servers.insert(SERVER_NAME.into(), wanted);
+                    Ok(vec![format!("updated mcpServers.{SERVER_NAME}")])
+                }
+                None => {
+                    servers.insert(SERVER_NAME.into(), wanted);
+                    Ok(vec![format!(
+                        "added mcpServers.{SERVER_NAME} ({command} mcp)"
+                    )])
+                }
+            }
+        }
+        Action::Uninstall => {
+            let removed = doc
+                .get_mut("mcpServers")
+                .and_then(Value::as_object_mut)
+                .and_then(|s| s.remove(SERVER_NAME))
+                .is_some();
+            Ok(if removed {
+                vec![format!("removed mcpServers.{SERVER_NAME}")]
+            } else {
+                vec![]
+            })
+        }
+    }
+}
+
+/// Whether a hook command is this program's `wait` (any path to `interlink-p2p`).
+fn is_our_wait(command: &str) -> bool {
+    let mut words = command.split_whitespace();
+    let program = words.next().unwrap_or("");
+    Path::new(program).file_name().and_then(|n| n.to_str()) == Some("interlink-p2p")
+        && words.next() == Some("wait")
+}
+
+fn claude_hook(
+    doc: &mut Map<String, Value>,
+    command: &str,
+    action: Action,
+) -> anyhow::Result<Vec<String>> {
+    let wait = format!("{command} wait");
+    let wanted = json!({"type": "command", "command": wait, "async": true, "asyncRewake": true});
+    let Some(stop) = doc
+        .get_mut("hooks")
+        .and_then(Value::as_object_mut)
+        .and_then(|h| h.get_mut("Stop"))
+        .and_then(Value::as_array_mut)
+    else {
+        if action == Action::Uninstall {
+            return Ok(vec![]);
+        }
+        let hooks = object(doc, "hooks")?;
+        hooks.insert("Stop".into(), json!([{"hooks": [wanted]}]));
+        return Ok(vec![format!(
+            "added the Stop hook `{wait}` (async, asyncRewake)"
+        )]);
+    };
+    let ours = |h: &Value| h["command"].as_str().is_some_and(is_our_wait);
+    match action {
+        Action::Install => {
+            let mut found = false;
+            let mut changed = false;
+            for group in stop.iter_mut() {
+                if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+                    for h in list.iter_mut().filter(|h| ours(h)) {
+                        found = true;
+                        if *h != wanted {
+                            *h = wanted.clone();
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !found {
+                stop.push(json!({"hooks": [wanted]}));
+                return Ok(vec![format!(
+                    "added the Stop hook `{wait}` (async, asyncRewake)"
+                )]);
+            }
+            Ok(if changed {
+                vec![format!("updated the Stop hook to `{wait}`")]
+            } else {
+                vec![]
+            })
+        }
+        Action::Uninstall => {
+            let before = stop.len();
+            let mut removed = false;
+            for group in stop.iter_mut() {
+                if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+                    let n = list.len();
+                    list.retain(|h| !ours(h));
+                    removed |= list.len() != n;
+                }
+            }
+            // Drop the groups left empty by the removal (only those).
+            stop.retain(|g| g["hooks"].as_array().is_none_or(|l| !l.is_empty()));
+            let emptied = stop.is_empty() && before > 0;
+            if emptied && let Some(hooks) = doc.get_mut("hooks").and_then(Value::as_object_mut) {
+                hooks.remove("Stop");
+            }
+            Ok(if removed {
+                vec!["removed the Stop hook `interlink-p2p wait`".to_owned()]
+            } else {
+                vec![]
+            })
+        }
+    }
+}
+
+fn codex_handler() -> Table {
+    let mut handler = Table::new();
+    handler["type"] = value("mcp_tool");
+    handler["server"] = value(SERVER_NAME);
+    handler["tool"] = value("bind_codex_session");
+    handler["timeout"] = value(CODEX_HOOK_TIMEOUT);
+    let mut input = InlineTable::new();
+    input.insert("thread_id", "${session_id}".into());
+    handler["input"] = value(input);
+    handler
+}
+
+/// Whether a hook handler (a table or an inline table) is our bind call.
+fn is_our_handler(get: impl Fn(&str) -> Option<String>) -> bool {
+    get("type").as_deref() == Some("mcp_tool")
+        && get("server").as_deref() == Some(SERVER_NAME)
+        && get("tool").as_deref() == Some("bind_codex_session")
+}
+
+fn group_has_ours(group: &Table) -> bool {
+    match group.get("hooks") {
+        Some(Item::ArrayOfTables(a)) => a
+            .iter()
+            .any(|t| is_our_handler(|k| t.get(k)?.as_str().map(str::to_owned))),
+        Some(Item::Value(v)) => v.as_array().is_some_and(|a| {
+            a.iter().any(|h| {
+                h.as_inline_table()
+                    .is_some_and(|t| is_our_handler(|k| t.get(k)?.as_str().map(str::to_owned)))
+            })
+        }),
+        _ => false,
+    }
+}
+
+fn codex_edit(doc: &mut DocumentMut, command: &str, action: Action) -> anyhow::Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let args = ["mcp", "--host", "codex"];
+    match action {
+        Action::Install => {
+            let servers = doc
+                .entry("mcp_servers")
+                .or_insert(toml_edit::table())
+                .as_table_mut()
+                .context("`mcp_servers` is not a table; not changed")?;
+            servers.set_implicit(true);
+            let current = servers.get(SERVER_NAME).and_then(Item::as_table);
+            let same = current.is_some_and(|t| {
+                t.get("command").and_then(Item::as_str) == Some(command)
+                    && t.get("args").and_then(Item::as_array).is_some_and(|a| {
+                        a.iter()
+                            .map(|v| v.as_str())
+                            .eq(args.iter().map(|a| Some(*a)))
+                    })
+            });
+            if !same {
+                let existed = current.is_some();
+                let mut t = Table::new();
+                t["command"] = value(command);
+                t["args"] = value(toml_edit::Array::from_iter(args));
+                servers.insert(SERVER_NAME, Item::Table(t));
+                notes.push(format!(
+                    "{} [mcp_servers.{SERVER_NAME}] ({command} mcp --host codex)",
+                    if existed { "updated" } else { "added" }
+                ));
+            }
+            let hooks = doc
+                .entry("hooks")
+                .or_insert(toml_edit::table())
+                .as_table_mut()
+                .context("`hooks` is not a table; not changed")?;
+            hooks.set_implicit(true);
+            for (event, matcher) in CODEX_HOOK_EVENTS {
+                let groups = hooks
+                    .entry(event)
+                    .or_insert(Item::ArrayOfTables(ArrayOfTables::new()))
+                    .as_array_of_tables_mut()
+                    .with_context(|| format!("`hooks.{event}` is not an array of tables"))?;
+                if groups.iter().any(group_has_ours) {
+                    continue;
+                }
+                let mut group = Table::new();
+                if let Some(m) = matcher {
+                    group["matcher"] = value(*m);
+                }
+                let mut handlers = ArrayOfTables::new();
+                handlers.push(codex_handler());
+                group.insert("hooks", Item::ArrayOfTables(handlers));
+                groups.push(group);
+                notes.push(format!("added the {event} hook calling bind_codex_session"));
+            }
+        }
+        Action::Uninstall => {
+            if let Some(servers) = doc.get_mut("mcp_servers").and_then(Item::as_table_mut)
+                && servers.remove(SERVER_NAME).is_some()
+            {
+                notes.push(format!("removed [mcp_servers.{SERVER_NAME}]"));
+            }
+            if let Some(hooks) = doc.get_mut("hooks").and_then(Item::as_table_mut) {
+                for (event, _) in CODEX_HOOK_EVENTS {
+                    let Some(groups) = hooks.get_mut(event).and_then(Item::as_array_of_tables_mut)
+                    else {
+                        continue;
+                    };
+                    let before = groups.len();
+                    groups.retain(|g| !group_has_ours(g));
+                    if groups.len() != before {
+                        notes.push(format!(
+                            "removed the {event} hook calling bind_codex_session"
+                        ));
+                    }
+                    if groups.is_empty() {
+                        hooks.remove(event);
+                    }
+                }
+            }
+        }
+    }
+    Ok(notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_wait_command_is_recognised_by_program_name() {
+        assert!(is_our_wait("interlink-p2p wait"));
+        assert!(is_our_wait(
+            "/home/u/.cargo/bin/interlink-p2p wait --timeout 5"
+        ));
+        assert!(!is_our_wait("other wait"));
+        assert!(!is_our_wait("interlink-p2p mcp"));
+    }
+
+    #[test]
+    fn codex_edits_are_idempotent_and_reversible() {
+        let original = "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\"\n";
+        let mut doc: DocumentMut = original.parse().unwrap();
+        let notes = codex_edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        assert_eq!(notes.len(), 1 + CODEX_HOOK_EVENTS.len(), "{notes:?}");
+        let installed = doc.to_string();
+        assert!(installed.contains("# my settings"), "{installed}");
+        assert!(installed.contains("[mcp_servers.other]"), "{installed}");
+        assert!(
+            installed.contains("thread_id = \"${session_id}\""),
+            "{installed}"
+        );
+        assert!(
+            installed.contains("matcher = \"^mcp__interlink__\""),
+            "{installed}"
+        );
+        let mut again: DocumentMut = installed.parse().unwrap();
+        assert!(
+            codex_edit(&mut again, "/bin/interlink-p2p", Action::Install)
+                .unwrap()
+                .is_empty()
+        );
+        let notes = codex_edit(&mut again, "/bin/interlink-p2p", Action::Uninstall).unwrap();
+        assert_eq!(notes.len(), 1 + CODEX_HOOK_EVENTS.len(), "{notes:?}");
+        let removed = again.to_string();
+        assert!(!removed.contains("interlink"), "{removed}");
+        assert!(removed.contains("[mcp_servers.other]") && removed.contains("# my settings"));
+    }
+}

@@ -1,0 +1,172 @@
+//! `interlink-p2p install` / `uninstall` against a throwaway HOME (and CODEX_HOME):
+//! the entries are added once, running it again changes nothing, `--dry-run` writes
+//! nothing, the user's other entries survive, and uninstall removes only ours.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::{path::Path, process::Command};
+
+use interlink_e2e::binary;
+use serde_json::{Value, json};
+
+fn p2p(home: &Path, codex_home: &Path, args: &[&str]) -> String {
+    let out = Command::new(binary("interlink-p2p").unwrap())
+        .env_remove("INTERLINK_HOME")
+        .env("HOME", home)
+        .env("CODEX_HOME", codex_home)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json_file(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn claude_install_is_idempotent_keeps_other_entries_and_uninstalls() {
+    let home = tempfile::tempdir().unwrap();
+    let codex = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let claude_json = h.join(".claude.json");
+    let settings = h.join(".claude").join("settings.json");
+    std::fs::create_dir_all(h.join(".claude")).unwrap();
+    std::fs::write(
+        &claude_json,
+        r#"{"numStartups": 3, "mcpServers": {"other": {"command": "x"}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        &settings,
+        r#"{"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}}"#,
+    )
+    .unwrap();
+    let cmd = "/opt/bin/interlink-p2p";
+
+    let dry = p2p(
+        h,
+        codex.path(),
+        &["install", "claude", "--dry-run", "--command", cmd],
+    );
+    assert!(dry.contains("would change"), "{dry}");
+    assert!(
+        !std::fs::read_to_string(&claude_json)
+            .unwrap()
+            .contains("interlink")
+    );
+
+    let out = p2p(h, codex.path(), &["install", "claude", "--command", cmd]);
+    assert!(out.contains("added mcpServers.interlink"), "{out}");
+    assert!(out.contains("added the Stop hook"), "{out}");
+    let c = json_file(&claude_json);
+    assert_eq!(c["numStartups"], 3);
+    assert_eq!(c["mcpServers"]["other"]["command"], "x");
+    assert_eq!(c["mcpServers"]["interlink"]["command"], cmd);
+    assert_eq!(c["mcpServers"]["interlink"]["args"], json!(["mcp"]));
+    let s = json_file(&settings);
+    assert_eq!(s["model"], "opus");
+    let stop = s["hooks"]["Stop"].as_array().unwrap();
+    assert_eq!(stop.len(), 2, "{s}");
+    let ours = &stop[1]["hooks"][0];
+    assert_eq!(ours["command"], format!("{cmd} wait"));
+    assert_eq!(
+        (&ours["async"], &ours["asyncRewake"]),
+        (&json!(true), &json!(true))
+    );
+
+    let again = p2p(h, codex.path(), &["install", "claude", "--command", cmd]);
+    assert_eq!(again.matches("unchanged").count(), 2, "{again}");
+
+    let out = p2p(h, codex.path(), &["uninstall", "claude"]);
+    assert!(out.contains("removed mcpServers.interlink"), "{out}");
+    let c = json_file(&claude_json);
+    assert_eq!(c["mcpServers"], json!({"other": {"command": "x"}}));
+    let s = json_file(&settings);
+    assert_eq!(
+        s["hooks"]["Stop"],
+        json!([{"hooks": [{"type": "command", "command": "notify-send done"}]}])
+    );
+    let again = p2p(h, codex.path(), &["uninstall", "claude"]);
+    assert_eq!(again.matches("unchanged").count(), 2, "{again}");
+}
+
+#[test]
+fn codex_install_writes_the_server_and_bind_hooks_under_codex_home() {
+    let home = tempfile::tempdir().unwrap();
+    let codex = tempfile::tempdir().unwrap();
+    let config = codex.path().join("config.toml");
+    let original = "# keep me\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\"\n";
+    std::fs::write(&config, original).unwrap();
+    let cmd = "/opt/bin/interlink-p2p";
+
+    let out = p2p(
+        home.path(),
+        codex.path(),
+        &["install", "codex", "--command", cmd],
+    );
+    assert!(out.contains("added [mcp_servers.interlink]"), "{out}");
+    for event in ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop"] {
+        assert!(out.contains(&format!("added the {event} hook")), "{out}");
+    }
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.starts_with("# keep me"), "{text}");
+    assert!(text.contains("[mcp_servers.other]"), "{text}");
+    assert!(
+        text.contains("args = [\"mcp\", \"--host\", \"codex\"]"),
+        "{text}"
+    );
+    assert!(text.contains("tool = \"bind_codex_session\""), "{text}");
+    assert!(text.contains("thread_id = \"${session_id}\""), "{text}");
+    assert!(
+        !home.path().join(".codex").exists(),
+        "CODEX_HOME is honoured"
+    );
+
+    let again = p2p(
+        home.path(),
+        codex.path(),
+        &["install", "codex", "--command", cmd],
+    );
+    assert!(again.contains("unchanged"), "{again}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), text);
+
+    let out = p2p(
+        home.path(),
+        codex.path(),
+        &["uninstall", "codex", "--dry-run"],
+    );
+    assert!(out.contains("would change"), "{out}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), text);
+    p2p(home.path(), codex.path(), &["uninstall", "codex"]);
+    let after = std::fs::read_to_string(&config).unwrap();
+    assert!(!after.contains("interlink"), "{after}");
+    assert!(
+        after.contains("# keep me") && after.contains("[mcp_servers.other]"),
+        "{after}"
+    );
+}
+
+#[test]
+fn a_malformed_config_is_refused_not_overwritten() {
+    let home = tempfile::tempdir().unwrap();
+    let codex = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join(".claude.json"), "{not json").unwrap();
+    let out = Command::new(binary("interlink-p2p").unwrap())
+        .env("HOME", home.path())
+        .env("CODEX_HOME", codex.path())
+        .args(["install", "claude"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not valid JSON"));
+    assert_eq!(
+        std::fs::read_to_string(home.path().join(".claude.json")).unwrap(),
+        "{not json"
+    );
+}

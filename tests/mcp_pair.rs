@@ -1,0 +1,255 @@
+//! Pairing by knock through MCP: real `interlink-p2p mcp` processes with their own
+//! homes on loopback (explicit bootstrap, no mDNS), driven by an rmcp client, and the
+//! operator's `interlink-p2p pair` command.
+//!
+//! Covered: from zero (no peers on either side), a knock waits for the operator, who
+//! accepts with the tool (both sides end up paired and talk) or with the command after
+//! a restart of the session that holds the request; a rejected knock leaves no trace.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::time::{Duration, Instant};
+
+use interlink_e2e::{
+    mcp_session::{LOOPBACK, McpSession},
+    process::DEADLINE,
+    user::User,
+};
+use serde_json::{Value, json};
+
+const STEADY: &[(&str, &str)] = &[
+    ("INTERLINK_TEST_LIVE_WINDOW_MS", "10000"),
+    ("INTERLINK_TEST_HEARTBEAT_MS", "1000"),
+];
+const TEST_DEADLINE: Duration = Duration::from_secs(120);
+
+fn deadline() -> Instant {
+    Instant::now() + DEADLINE
+}
+
+async fn start(user: &User, session: &str, boot: Option<&str>) -> McpSession {
+    let mut args: Vec<&str> = LOOPBACK.to_vec();
+    if let Some(b) = boot {
+        args.extend(["--bootstrap", b]);
+    }
+    let mut env = STEADY.to_vec();
+    env.push(("INTERLINK_NAME", user.name.as_str()));
+    McpSession::start(user.home(), session, &args, &env)
+        .await
+        .unwrap()
+}
+
+async fn loopback_addr(s: &McpSession) -> String {
+    let (_, who) = s.ok("whoami", json!({})).await.unwrap();
+    who["listen_addrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|a| a.starts_with("/ip4/127.0.0.1/"))
+        .unwrap()
+        .to_owned()
+}
+
+async fn sees(viewer: &McpSession, session: &str) {
+    viewer
+        .poll("discover", json!({}), deadline(), |v| {
+            v.to_string()
+                .contains(&format!("\"session_id\":\"{session}\""))
+        })
+        .await
+        .unwrap();
+}
+
+fn fingerprint(user: &User) -> String {
+    let out = user.cli(&["id", "--json"], None).unwrap();
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    v["fingerprint"].as_str().unwrap().to_owned()
+}
+
+async fn peer_names(s: &McpSession) -> Vec<String> {
+    let (_, v) = s.ok("list_peers", json!({})).await.unwrap();
+    v["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pairing_from_zero_by_knock_both_ways() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let alice = User::new("alice", STEADY).unwrap();
+        let bob = User::new("bob", STEADY).unwrap();
+        let carol = User::new("carol", STEADY).unwrap();
+        let a = start(&alice, "pair-a", None).await;
+        let boot = loopback_addr(&a).await;
+        let b = start(&bob, "pair-b", Some(&boot)).await;
+        sees(&a, "pair-b").await;
+        let bob_fp = fingerprint(&bob);
+        let alice_fp = fingerprint(&alice);
+
+        // Strangers cannot message; the error says how pairing works.
+        let e = a
+            .err("send_message", json!({"to": &bob_fp, "text": "hi"}))
+            .await
+            .unwrap();
+        assert!(e.contains("not a peer") && e.contains("operator"), "{e}");
+
+        // A knocks B's only live session.
+        let (text, knocked) = a
+            .ok("request_pair", json!({"target": &bob_fp}))
+            .await
+            .unwrap();
+        assert_eq!(knocked["status"], "delivered", "{text}");
+        assert_eq!(knocked["session_id"], "pair-b");
+        assert_eq!(knocked["suggested_name"], "alice");
+
+        // It waits at B for the operator, with the footer saying so.
+        let waiting = b
+            .poll("list_pair_requests", json!({}), deadline(), |v| {
+                v["incoming"].as_array().is_some_and(|i| !i.is_empty())
+            })
+            .await
+            .unwrap();
+        let req = &waiting["incoming"][0];
+        assert_eq!(req["fingerprint"], alice_fp.as_str());
+        assert_eq!(req["suggested_name"], "alice");
+        assert_eq!(req["session"], "pair-a");
+        let (who, _) = b.ok("whoami", json!({})).await.unwrap();
+        assert!(
+            who.contains("pair request") && who.contains("operator"),
+            "{who}"
+        );
+        assert!(peer_names(&b).await.is_empty());
+
+        // B's operator accepts: B pins alice; the confirmation reaches A's session,
+        // whose side pins bob.
+        let (text, accepted) = b
+            .ok("accept_pair", json!({"fingerprint": &alice_fp}))
+            .await
+            .unwrap();
+        assert_eq!(accepted["name"], "alice", "{text}");
+        assert_eq!(accepted["confirmation"], "delivered", "{text}");
+        assert_eq!(peer_names(&b).await, vec!["alice"]);
+        a.poll("list_peers", json!({}), deadline(), |v| {
+            v["peers"].to_string().contains("\"bob\"")
+        })
+        .await
+        .unwrap();
+        let (_, none) = b.ok("list_pair_requests", json!({})).await.unwrap();
+        assert_eq!(none["incoming"], json!([]));
+        let (_, nothing_sent) = a.ok("list_pair_requests", json!({})).await.unwrap();
+        assert_eq!(nothing_sent["outgoing"], json!([]));
+
+        // Bad requests are clear tool errors.
+        let e = a
+            .err("request_pair", json!({"target": &bob_fp}))
+            .await
+            .unwrap();
+        assert!(e.contains("already a peer"), "{e}");
+        let e = a
+            .err("request_pair", json!({"target": "ab"}))
+            .await
+            .unwrap();
+        assert!(e.contains("fingerprint"), "{e}");
+        let e = a.err("request_pair", json!({})).await.unwrap();
+        assert!(e.contains("request_pair") && e.contains("target"), "{e}");
+        let e = b
+            .err("accept_pair", json!({"fingerprint": "zz"}))
+            .await
+            .unwrap();
+        assert!(e.contains("no pair request"), "{e}");
+
+        // Paired both ways: messages flow in both directions.
+        let (_, sent) = a
+            .ok("send_message", json!({"to": "bob", "text": "paired!"}))
+            .await
+            .unwrap();
+        assert_eq!(sent["status"], "delivered", "{sent}");
+        let (_, back) = b
+            .ok("send_message", json!({"to": "alice", "text": "yes"}))
+            .await
+            .unwrap();
+        assert_eq!(back["status"], "delivered", "{back}");
+
+        // Carol knocks B, naming the petname she wants for bob; B restarts before its
+        // operator decides: the request is still there.
+        let c = start(&carol, "pair-c", Some(&boot)).await;
+        sees(&c, "pair-b").await;
+        let (_, k) = c
+            .ok(
+                "request_pair",
+                json!({"target": &bob_fp[..9], "name": "bobby"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(k["status"], "delivered", "{k}");
+        b.poll("list_pair_requests", json!({}), deadline(), |v| {
+            v["incoming"].as_array().is_some_and(|i| !i.is_empty())
+        })
+        .await
+        .unwrap();
+        b.close(deadline()).await.unwrap();
+        let b = start(&bob, "pair-b", Some(&boot)).await;
+        let (_, still) = b.ok("list_pair_requests", json!({})).await.unwrap();
+        let carol_fp = fingerprint(&carol);
+        assert_eq!(
+            still["incoming"][0]["fingerprint"],
+            carol_fp.as_str(),
+            "{still}"
+        );
+        sees(&c, "pair-b").await;
+
+        // The operator accepts at a shell: the command pins carol and confirms to her
+        // session from a short-lived session.
+        let mut args = vec!["pair", "--bootstrap", boot.as_str()];
+        args.extend(LOOPBACK);
+        args.extend(["accept", carol_fp.as_str()]);
+        let out = bob.cli(&args, None).unwrap();
+        assert!(out.status.success(), "{}", out.stderr);
+        assert!(out.stdout.contains("paired carol"), "{}", out.stdout);
+        assert!(
+            out.stdout.contains("confirmation delivered"),
+            "{}",
+            out.stdout
+        );
+        c.poll("list_peers", json!({}), deadline(), |v| {
+            v["peers"].to_string().contains("\"bobby\"")
+        })
+        .await
+        .unwrap();
+        let (_, to_b) = c
+            .ok("send_message", json!({"to": "bobby", "text": "hello"}))
+            .await
+            .unwrap();
+        assert_eq!(to_b["status"], "delivered", "{to_b}");
+
+        // A rejected knock: carol knocks alice, alice's operator rejects it.
+        sees(&c, "pair-a").await;
+        c.ok("request_pair", json!({"target": &alice_fp}))
+            .await
+            .unwrap();
+        a.poll("list_pair_requests", json!({}), deadline(), |v| {
+            v["incoming"].as_array().is_some_and(|i| !i.is_empty())
+        })
+        .await
+        .unwrap();
+        let out = alice.cli(&["pair", "list"], None).unwrap();
+        assert!(out.stdout.contains(&carol_fp), "{}", out.stdout);
+        let (_, rejected) = a
+            .ok("reject_pair", json!({"fingerprint": &carol_fp}))
+            .await
+            .unwrap();
+        assert_eq!(rejected["fingerprint"], carol_fp.as_str());
+        assert_eq!(peer_names(&a).await, vec!["bob"]);
+        let e = a
+            .err("accept_pair", json!({"fingerprint": &carol_fp}))
+            .await
+            .unwrap();
+        assert!(e.contains("no pair request"), "{e}");
+    })
+    .await
+    .expect("test deadline");
+}

@@ -1,0 +1,166 @@
+//! Delivery states and tasks through MCP: two real `interlink-p2p mcp` processes on
+//! loopback, paired, driven by an rmcp client.
+//!
+//! Covered: a message goes delivered → read once the recipient's agent acknowledges it
+//! (a signed read receipt comes back); a message to a stopped session is queued, listed
+//! as pending, and becomes delivered when the session resumes; the conversation history
+//! with filters; cancel_task; the sent log across a restart; the goodbye to a sticky
+//! peer at shutdown.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::time::{Duration, Instant};
+
+use interlink_e2e::{
+    mcp_session::{LOOPBACK, McpSession},
+    process::DEADLINE,
+    user::User,
+};
+use serde_json::{Value, json};
+
+const STEADY: &[(&str, &str)] = &[
+    ("INTERLINK_TEST_LIVE_WINDOW_MS", "10000"),
+    ("INTERLINK_TEST_HEARTBEAT_MS", "1000"),
+];
+const TEST_DEADLINE: Duration = Duration::from_secs(120);
+
+fn deadline() -> Instant {
+    Instant::now() + DEADLINE
+}
+
+async fn start(user: &User, session: &str, boot: Option<&str>) -> McpSession {
+    let mut args: Vec<&str> = LOOPBACK.to_vec();
+    if let Some(b) = boot {
+        args.extend(["--bootstrap", b]);
+    }
+    McpSession::start(user.home(), session, &args, STEADY)
+        .await
+        .unwrap()
+}
+
+async fn loopback_addr(s: &McpSession) -> String {
+    let (_, who) = s.ok("whoami", json!({})).await.unwrap();
+    who["listen_addrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|a| a.starts_with("/ip4/127.0.0.1/"))
+        .unwrap()
+        .to_owned()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let status = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {sig} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_states_up_to_read_history_and_cancel() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let alice = User::new("alice", STEADY).unwrap();
+        let bob = User::new("bob", STEADY).unwrap();
+        let a = start(&alice, "st-a", None).await;
+        let boot = loopback_addr(&a).await;
+        let b = start(&bob, "st-b", Some(&boot)).await;
+        // whoami waits for the node, so add_peer applies to it at once.
+        b.ok("whoami", json!({})).await.unwrap();
+        a.ok("add_peer", json!({"name": "bob", "key": bob.key})).await.unwrap();
+        b.ok("add_peer", json!({"name": "alice", "key": alice.key})).await.unwrap();
+
+        // Delivered, then read once bob's agent acknowledges it.
+        let (_, sent) = a
+            .ok("send_message", json!({"to": "bob", "text": "review t-1", "task_id": "t-1", "status": "needs_input"}))
+            .await
+            .unwrap();
+        assert_eq!(sent["status"], "delivered", "{sent}");
+        let id = sent["msg_id"].as_str().unwrap().to_owned();
+        let (text, st) = a.ok("message_status", json!({"msg_id": &id})).await.unwrap();
+        assert_eq!(st["state"], "delivered", "{text}");
+        assert_eq!(st["to"], "bob");
+        assert_eq!(st["task_id"], "t-1");
+        b.ok("acknowledge_messages", json!({"msg_ids": [&id]})).await.unwrap();
+        let read = a
+            .poll("message_status", json!({"msg_id": &id}), deadline(), |v| v["state"] == "read")
+            .await
+            .unwrap();
+        assert!(read["read_at"].as_u64().is_some(), "{read}");
+
+        // Bob answers in the task; the history shows both sides, oldest first.
+        b.ok("send_message", json!({"to": "alice", "text": "done", "task_id": "t-1", "status": "result", "in_reply_to": &id}))
+            .await
+            .unwrap();
+        a.ok("send_message", json!({"to": "bob", "text": "unrelated"})).await.unwrap();
+        let (_, hist) = a
+            .ok("conversation_history", json!({"peer": "bob", "task_id": "t-1"}))
+            .await
+            .unwrap();
+        let msgs = hist["messages"].as_array().unwrap();
+        let summary: Vec<(String, String)> = msgs
+            .iter()
+            .map(|m| (m["direction"].as_str().unwrap().to_owned(), m["text"].as_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![("sent".into(), "review t-1".into()), ("received".into(), "done".into())],
+            "{hist}"
+        );
+        let (_, last) = a.ok("conversation_history", json!({"limit": 1})).await.unwrap();
+        assert_eq!(last["messages"][0]["text"], "unrelated", "{last}");
+        assert_eq!(last["more"], 2);
+
+        // Cancel the task: bob gets a message in it with status canceled.
+        let (_, canceled) = a
+            .ok("cancel_task", json!({"to": "bob", "task_id": "t-1", "reason": "not needed"}))
+            .await
+            .unwrap();
+        assert_eq!(canceled["status"], "delivered", "{canceled}");
+        let got = b
+            .poll("receive_messages", json!({}), deadline(), |v| {
+                v["messages"].as_array().unwrap().iter().any(|m| m["status"] == "canceled")
+            })
+            .await
+            .unwrap();
+        let c = got["messages"].as_array().unwrap().iter().find(|m| m["status"] == "canceled").unwrap();
+        assert_eq!(c["task_id"], "t-1");
+        assert!(c["text"].as_str().unwrap().contains("not needed"), "{c}");
+
+        // A stopped session: queued and pending; delivered when it resumes.
+        let (_, none) = a.ok("list_pending", json!({})).await.unwrap();
+        assert_eq!(none["pending"], json!([]));
+        let pid = b.pid().unwrap();
+        signal(pid, "-STOP");
+        let (_, q) = a.ok("send_message", json!({"to": "bob", "text": "while you slept"})).await.unwrap();
+        assert_eq!(q["status"], "queued", "{q}");
+        let qid = q["msg_id"].as_str().unwrap().to_owned();
+        let (_, pending) = a.ok("list_pending", json!({})).await.unwrap();
+        assert_eq!(pending["pending"][0]["msg_id"], qid.as_str(), "{pending}");
+        signal(pid, "-CONT");
+        let late = Instant::now() + Duration::from_secs(60);
+        a.poll("message_status", json!({"msg_id": &qid}), late, |v| v["state"] != "queued")
+            .await
+            .unwrap();
+        let (_, none) = a.ok("list_pending", json!({})).await.unwrap();
+        assert_eq!(none["pending"], json!([]));
+
+        // The sent log survives a restart of the sender. Closing, A tells its sticky
+        // peer (bob wrote to it) with a signed goodbye.
+        a.close(deadline()).await.unwrap();
+        let inbox = bob
+            .wait_inbox("st-b", deadline(), |e| e.iter().any(|l| l["kind"] == "goodbye"))
+            .unwrap();
+        let bye = inbox.iter().find(|l| l["kind"] == "goodbye").unwrap();
+        assert_eq!(bye["sender"], alice.key.as_str(), "{bye}");
+        assert_eq!(bye["sender_session"], "st-a");
+        let a = start(&alice, "st-a", None).await;
+        let (_, again) = a.ok("message_status", json!({"msg_id": &id})).await.unwrap();
+        assert_eq!(again["state"], "read", "{again}");
+        let e = a.err("message_status", json!({"msg_id": "00000000000000000000000000000000"})).await.unwrap();
+        assert!(e.contains("not among the messages"), "{e}");
+    })
+    .await
+    .expect("test deadline");
+}
