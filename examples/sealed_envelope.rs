@@ -95,7 +95,7 @@ fn main() -> anyhow::Result<()> {
             recipient: bob.public(),
             recipient_session: bob_session,
             sender: got.body().sender,
-            msg_id: got.body().msg_id,
+            msg_ids: vec![got.body().msg_id],
             state: ReceiptState::Delivered,
             ts: now,
         },
@@ -105,7 +105,7 @@ fn main() -> anyhow::Result<()> {
     let receipt = Signed::<Receipt>::decode(&receipt)?;
     println!(
         "alice holds bob's signed receipt for {}: {:?}",
-        receipt.body().msg_id,
+        receipt.body().msg_ids[0],
         receipt.body().state
     );
     Ok(())

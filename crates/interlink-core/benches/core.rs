@@ -88,6 +88,32 @@ fn bench_wire(c: &mut Criterion) {
             e.body().open_text(&bob_secret).unwrap()
         })
     });
+    // What a node does per message once the sender's context (and the recipient's
+    // matching one) exist: no Diffie-Hellman.
+    let ctx = seal::SealContext::new(&bob_key, &mut rng).unwrap();
+    c.bench_function("body 1KiB: seal in a context", |b| {
+        b.iter(|| ctx.seal(black_box(f.text.as_bytes()), b"aad", &mut rng).unwrap())
+    });
+    let in_ctx = ctx.seal(f.text.as_bytes(), b"aad", &mut rng).unwrap();
+    let opener = seal::OpenContext::new(&in_ctx.enc, &bob_secret).unwrap();
+    c.bench_function("body 1KiB: open in a context", |b| {
+        b.iter(|| opener.open(black_box(&in_ctx), b"aad").unwrap())
+    });
+    let opener = seal::OpenContext::new(
+        &Signed::<Envelope>::decode(&wire)
+            .unwrap()
+            .body()
+            .sealed_enc()
+            .unwrap(),
+        &bob_secret,
+    )
+    .unwrap();
+    c.bench_function("envelope 1KiB: decode+verify+open in a context", |b| {
+        b.iter(|| {
+            let e = Signed::<Envelope>::decode(black_box(&wire)).unwrap();
+            e.body().open_text_in(&opener).unwrap()
+        })
+    });
 }
 
 fn bench_mailbox(c: &mut Criterion) {

@@ -20,6 +20,8 @@ pub const MAX_ENVELOPE_BYTES: usize = MAX_BODY_BYTES + 4 * 1024;
 pub const MAX_ANNOUNCEMENT_BYTES: usize = 8 * 1024;
 /// Largest encoded goodbye, receipt or ack for a single id.
 pub const MAX_SMALL_MESSAGE_BYTES: usize = 1024;
+/// Largest encoded receipt: a small message plus up to a full delivery batch of ids.
+pub const MAX_RECEIPT_BYTES: usize = MAX_SMALL_MESSAGE_BYTES + MAX_DELIVER_BATCH * 24;
 /// Largest encoded ack (it lists up to [`MAX_ACK_IDS`] message ids).
 pub const MAX_ACK_BYTES: usize = 1024 + MAX_ACK_IDS * 20;
 /// Largest encoded mailbox record value.

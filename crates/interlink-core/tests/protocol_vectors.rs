@@ -106,7 +106,7 @@ fn vectors() -> Vec<(&'static str, String)> {
             recipient: bob.public(),
             recipient_session: sb.clone(),
             sender: alice.public(),
-            msg_id: MsgId::from_bytes([0x44; 16]),
+            msg_ids: vec![MsgId::from_bytes([0x44; 16])],
             state: ReceiptState::Delivered,
             ts: TS + 1,
         },

@@ -118,12 +118,16 @@ pub struct DeliverRequest {
     pub envelopes: Vec<ByteBuf>,
 }
 
-/// Live delivery response: one result per envelope of the request, in the same order.
+/// Live delivery response: one signed receipt for every envelope of the request the
+/// recipient stored (now or before), and one result per envelope, in order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeliverResponse {
     /// Protocol version.
     pub v: u8,
+    /// The signed receipt wrapper (`delivered`) listing every stored message; absent
+    /// when none was stored.
+    pub receipt: Option<ByteBuf>,
     /// The results, one per envelope.
     pub results: Vec<DeliverResult>,
 }
@@ -132,10 +136,8 @@ pub struct DeliverResponse {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeliverResult {
-    /// A signed receipt wrapper (`delivered`) once the message is durably in the
-    /// recipient's inbox (also for a message it already had).
-    pub receipt: Option<ByteBuf>,
-    /// Why the recipient refused the envelope.
+    /// Why the recipient refused the envelope; `None` when it stored it, and the
+    /// response's receipt lists it.
     pub refused: Option<String>,
 }
 

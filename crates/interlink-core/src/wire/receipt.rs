@@ -1,10 +1,14 @@
-//! Receipts: the recipient's signed word that a message reached it.
+//! Receipts: the recipient's signed word that messages reached it — one signature for
+//! every message of a delivery request it stored.
 
 use serde::{Deserialize, Serialize};
 
 use super::{MsgId, SignedBody, WireError};
 use crate::{
-    identity::IdentityKey, limits::MAX_SMALL_MESSAGE_BYTES, session::SessionId, sign::Domain,
+    identity::IdentityKey,
+    limits::{MAX_DELIVER_BATCH, MAX_RECEIPT_BYTES},
+    session::SessionId,
+    sign::Domain,
 };
 
 /// What a receipt attests.
@@ -29,8 +33,8 @@ pub struct Receipt {
     pub recipient_session: SessionId,
     /// The original sender the receipt is for.
     pub sender: IdentityKey,
-    /// The message.
-    pub msg_id: MsgId,
+    /// The messages (1 to [`MAX_DELIVER_BATCH`], no repeats), all from `sender`.
+    pub msg_ids: Vec<MsgId>,
     /// What happened to it.
     pub state: ReceiptState,
     /// Milliseconds since the Unix epoch.
@@ -40,7 +44,7 @@ pub struct Receipt {
 impl SignedBody for Receipt {
     const KIND: &'static str = "receipt";
     const DOMAIN: Domain = Domain::Receipt;
-    const MAX_BYTES: usize = MAX_SMALL_MESSAGE_BYTES;
+    const MAX_BYTES: usize = MAX_RECEIPT_BYTES;
 
     fn signer(&self) -> &IdentityKey {
         &self.recipient
@@ -52,6 +56,22 @@ impl SignedBody for Receipt {
         self.ts
     }
     fn check_fields(&self) -> Result<(), WireError> {
+        let n = self.msg_ids.len();
+        if n == 0 || n > MAX_DELIVER_BATCH {
+            return Err(WireError::InvalidField {
+                kind: Self::KIND,
+                field: "msg_ids",
+                reason: format!("lists {n} ids; 1 to {MAX_DELIVER_BATCH} are allowed"),
+            });
+        }
+        let mut seen = std::collections::HashSet::with_capacity(n);
+        if !self.msg_ids.iter().all(|id| seen.insert(*id)) {
+            return Err(WireError::InvalidField {
+                kind: Self::KIND,
+                field: "msg_ids",
+                reason: "lists a message twice".into(),
+            });
+        }
         Ok(())
     }
 }

@@ -134,7 +134,7 @@ fn receipt_ack_goodbye_round_trip() {
             recipient: b.public(),
             recipient_session: sid("s-b"),
             sender: identity(1).public(),
-            msg_id: MsgId::from_bytes([1; 16]),
+            msg_ids: vec![MsgId::from_bytes([1; 16]), MsgId::from_bytes([2; 16])],
             state: ReceiptState::Delivered,
             ts: NOW,
         },
@@ -142,6 +142,25 @@ fn receipt_ack_goodbye_round_trip() {
     )
     .unwrap();
     assert_eq!(Signed::<Receipt>::decode(&r.to_bytes()).unwrap(), r);
+    // A receipt lists 1 to a batch of distinct ids.
+    for ids in [
+        vec![],
+        vec![MsgId::from_bytes([1; 16]), MsgId::from_bytes([1; 16])],
+        (0..=limits::MAX_DELIVER_BATCH as u8)
+            .map(|i| MsgId::from_bytes([i; 16]))
+            .collect(),
+    ] {
+        let bad = Receipt {
+            v: VERSION,
+            recipient: b.public(),
+            recipient_session: sid("s-b"),
+            sender: identity(1).public(),
+            msg_ids: ids,
+            state: ReceiptState::Delivered,
+            ts: NOW,
+        };
+        assert!(Signed::sign(bad, &b).is_err());
+    }
     let ack = Signed::sign(
         Ack {
             v: VERSION,

@@ -383,25 +383,36 @@ impl Actor {
     /// Verifies, gates, stores (one fsync for the batch) and receipts inbound envelopes.
     fn accept_batch(&mut self, from: PeerId, wires: &[ByteBuf]) -> DeliverResponse {
         let refused = |reason: String| DeliverResult {
-            receipt: None,
             refused: Some(reason),
         };
         if wires.len() > MAX_DELIVER_BATCH {
             let reason = format!("more than {MAX_DELIVER_BATCH} envelopes in one request");
             return DeliverResponse {
                 v: VERSION,
+                receipt: None,
                 results: wires.iter().map(|_| refused(reason.clone())).collect(),
             };
         }
+        let mut sender = None;
         let envelopes: Vec<Result<Signed<Envelope>, String>> = wires
             .iter()
-            .map(|b| Signed::<Envelope>::decode(b).map_err(|e| e.to_string()))
+            .map(|b| {
+                let env = Signed::<Envelope>::decode(b).map_err(|e| e.to_string())?;
+                // One receipt answers the request, for one sender.
+                let first = *sender.get_or_insert(env.body().sender);
+                if env.body().sender != first {
+                    return Err("a delivery request carries one sender's messages".into());
+                }
+                Ok(env)
+            })
             .collect();
         let admitted: Vec<&Signed<Envelope>> =
             envelopes.iter().filter_map(|e| e.as_ref().ok()).collect();
-        let stored = self.store_envelopes(&admitted, LIVE_FRESHNESS_MS);
-        let mut stored = stored.into_iter();
-        let results = envelopes
+        let mut stored = self
+            .store_envelopes(&admitted, LIVE_FRESHNESS_MS)
+            .into_iter();
+        let mut ids = Vec::new();
+        let mut results: Vec<DeliverResult> = envelopes
             .iter()
             .map(|env| {
                 let outcome = match env {
@@ -409,13 +420,13 @@ impl Actor {
                     Ok(env) => stored
                         .next()
                         .unwrap_or_else(|| Err("not processed".into()))
-                        .and_then(|()| self.receipt_for(env)),
+                        .map(|()| env.body().msg_id),
                 };
                 match outcome {
-                    Ok(receipt) => DeliverResult {
-                        receipt: Some(receipt),
-                        refused: None,
-                    },
+                    Ok(id) => {
+                        ids.push(id);
+                        DeliverResult { refused: None }
+                    }
                     Err(reason) => {
                         debug!(%from, %reason, "delivery refused");
                         refused(reason)
@@ -423,24 +434,44 @@ impl Actor {
                 }
             })
             .collect();
+        let receipt = match (sender, ids.is_empty()) {
+            (Some(sender), false) => match self.receipt_for(sender, ids) {
+                Ok(r) => Some(r),
+                Err(reason) => {
+                    // Stored but not receipted: the sender retries; the inbox dedupes.
+                    warn!(%reason, "cannot sign a receipt");
+                    for r in &mut results {
+                        if r.refused.is_none() {
+                            *r = refused(STORE_FAILED.into());
+                        }
+                    }
+                    None
+                }
+            },
+            _ => None,
+        };
         DeliverResponse {
             v: VERSION,
+            receipt,
             results,
         }
     }
 
-    /// This session's signed receipt for a stored envelope.
-    fn receipt_for(&self, env: &Signed<Envelope>) -> Result<ByteBuf, String> {
+    /// This session's signed receipt for the stored messages `ids` from `sender`.
+    fn receipt_for(
+        &self,
+        sender: interlink_core::IdentityKey,
+        msg_ids: Vec<MsgId>,
+    ) -> Result<ByteBuf, String> {
         let Role::Session(spec) = &self.role else {
             return Err("this node is not a session".into());
         };
-        let body = env.body();
         let receipt = Receipt {
             v: VERSION,
             recipient: spec.identity.public(),
             recipient_session: spec.session.clone(),
-            sender: body.sender,
-            msg_id: body.msg_id,
+            sender,
+            msg_ids,
             state: ReceiptState::Delivered,
             ts: crate::now_ms(),
         };
@@ -580,7 +611,8 @@ fn inbox_entry(env: &Signed<Envelope>, text: Option<String>) -> InboxEntry {
     }
 }
 
-/// Checks a delivery response against the batch it answers: one result per message.
+/// Checks a delivery response against the batch it answers: one result per message,
+/// and every message not refused listed in the one verified receipt.
 fn check_response(
     to: &SessionAddr,
     batch: &[Queued],
@@ -597,40 +629,44 @@ fn check_response(
             .map(|_| Err(SendError::BadReceipt(reason.clone())))
             .collect();
     }
+    let receipt = response.receipt.map(|bytes| {
+        let receipt =
+            Signed::<Receipt>::decode(&bytes).map_err(|e| SendError::BadReceipt(e.to_string()))?;
+        let r = receipt.body();
+        let sender = batch.first().map(|q| q.envelope.body().sender);
+        if r.recipient != to.key
+            || r.recipient_session != to.session
+            || Some(r.sender) != sender
+            || r.state != ReceiptState::Delivered
+        {
+            return Err(SendError::BadReceipt(
+                "the receipt is not from this recipient session for this sender".into(),
+            ));
+        }
+        Ok(receipt)
+    });
     batch
         .iter()
         .zip(response.results)
-        .map(|(q, result)| check_result(to, &q.envelope, result))
+        .map(|(q, result)| {
+            if let Some(reason) = result.refused {
+                return Err(SendError::Refused(reason));
+            }
+            let receipt = match &receipt {
+                Some(Ok(r)) => r,
+                Some(Err(e)) => return Err(SendError::BadReceipt(e.to_string())),
+                None => return Err(SendError::BadReceipt("no receipt".into())),
+            };
+            let msg_id = q.envelope.body().msg_id;
+            if !receipt.body().msg_ids.contains(&msg_id) {
+                return Err(SendError::BadReceipt(
+                    "the receipt does not list this message".into(),
+                ));
+            }
+            Ok(Sent {
+                msg_id,
+                receipt: receipt.clone(),
+            })
+        })
         .collect()
-}
-
-fn check_result(
-    to: &SessionAddr,
-    sent: &Signed<Envelope>,
-    result: DeliverResult,
-) -> Result<Sent, SendError> {
-    if let Some(reason) = result.refused {
-        return Err(SendError::Refused(reason));
-    }
-    let bytes = result
-        .receipt
-        .ok_or_else(|| SendError::BadReceipt("no receipt".into()))?;
-    let receipt =
-        Signed::<Receipt>::decode(&bytes).map_err(|e| SendError::BadReceipt(e.to_string()))?;
-    let r = receipt.body();
-    let s = sent.body();
-    if r.recipient != to.key
-        || r.recipient_session != to.session
-        || r.msg_id != s.msg_id
-        || r.sender != s.sender
-        || r.state != ReceiptState::Delivered
-    {
-        return Err(SendError::BadReceipt(
-            "the receipt is not for this message".into(),
-        ));
-    }
-    Ok(Sent {
-        msg_id: s.msg_id,
-        receipt,
-    })
 }
