@@ -92,7 +92,10 @@ fn bench_wire(c: &mut Criterion) {
     // matching one) exist: no Diffie-Hellman.
     let ctx = seal::SealContext::new(&bob_key, &mut rng).unwrap();
     c.bench_function("body 1KiB: seal in a context", |b| {
-        b.iter(|| ctx.seal(black_box(f.text.as_bytes()), b"aad", &mut rng).unwrap())
+        b.iter(|| {
+            ctx.seal(black_box(f.text.as_bytes()), b"aad", &mut rng)
+                .unwrap()
+        })
     });
     let in_ctx = ctx.seal(f.text.as_bytes(), b"aad", &mut rng).unwrap();
     let opener = seal::OpenContext::new(&in_ctx.enc, &bob_secret).unwrap();

@@ -2,6 +2,7 @@
 
 mod delivery;
 mod discovery;
+mod inbound;
 mod mailbox;
 mod pairing;
 mod presence;
