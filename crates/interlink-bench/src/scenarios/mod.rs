@@ -11,6 +11,7 @@ use crate::{Context, report::Row};
 mod delivery_latency;
 mod idle_cost;
 mod mailbox_dht;
+mod mcp;
 mod relay_latency;
 mod roster_convergence;
 mod visible_after_start;
@@ -36,6 +37,7 @@ pub const ALL: &[Scenario] = &[
     wake_drain::SCENARIO,
     mailbox_dht::SCENARIO,
     relay_latency::SCENARIO,
+    mcp::SCENARIO,
 ];
 
 /// Looks a scenario up by name.
