@@ -16,19 +16,12 @@ use std::{
 };
 
 use interlink_e2e::{
-    mcp_session::{LOOPBACK, McpSession},
-    process::{DEADLINE, command, run_with_input},
+    mcp_session::{LOOPBACK, McpSession, STEADY, deadline, loopback_addr},
+    process::{command, run_with_input},
     user::User,
 };
 use rmcp::{ServiceExt as _, model::CallToolRequestParams, transport::TokioChildProcess};
 use serde_json::{Value, json};
-
-/// A live window long enough that a loaded machine never shows a running session as
-/// away, with a heartbeat well inside it.
-const STEADY: &[(&str, &str)] = &[
-    ("INTERLINK_TEST_LIVE_WINDOW_MS", "10000"),
-    ("INTERLINK_TEST_HEARTBEAT_MS", "1000"),
-];
 
 /// Whole-test deadline.
 const TEST_DEADLINE: Duration = Duration::from_secs(90);
@@ -36,10 +29,6 @@ const TEST_DEADLINE: Duration = Duration::from_secs(90);
 /// How long a session may take to exit after stdin closes or SIGTERM: the server's
 /// budget is one second; the rest is slack for a loaded test machine.
 const EXIT_BUDGET: Duration = Duration::from_millis(2500);
-
-fn deadline() -> Instant {
-    Instant::now() + DEADLINE
-}
 
 /// Starts an MCP session for `user`, bootstrapped to `boot` if given.
 async fn start(user: &User, session: &str, boot: Option<&str>, env: &[(&str, &str)]) -> McpSession {
@@ -52,19 +41,6 @@ async fn start(user: &User, session: &str, boot: Option<&str>, env: &[(&str, &st
     McpSession::start(user.home(), session, &args, &all_env)
         .await
         .unwrap()
-}
-
-/// The first loopback listen address from whoami.
-async fn loopback_addr(s: &McpSession) -> String {
-    let (_, who) = s.ok("whoami", json!({})).await.unwrap();
-    who["listen_addrs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .find(|a| a.starts_with("/ip4/127.0.0.1/"))
-        .unwrap()
-        .to_owned()
 }
 
 /// Waits until `viewer`'s discover shows `session` (of any identity).

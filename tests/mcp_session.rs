@@ -34,6 +34,32 @@ const NOTIFICATION_CAPACITY: usize = 256;
 /// Flags that keep an MCP session on loopback without mDNS.
 pub const LOOPBACK: &[&str] = &["--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"];
 
+/// Presence windows short enough for tests (a session away within seconds).
+pub const STEADY: &[(&str, &str)] = &[
+    ("INTERLINK_TEST_LIVE_WINDOW_MS", "10000"),
+    ("INTERLINK_TEST_HEARTBEAT_MS", "1000"),
+];
+
+/// The deadline of one step of a test.
+pub fn deadline() -> Instant {
+    Instant::now() + crate::process::DEADLINE
+}
+
+/// The first loopback listen address of `s`, from `whoami`.
+pub async fn loopback_addr(s: &McpSession) -> String {
+    let Ok((_, who)) = s.ok("whoami", serde_json::json!({})).await else {
+        return String::new();
+    };
+    who["listen_addrs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|a| a.starts_with("/ip4/127.0.0.1/"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// The client side: records custom notifications.
 #[derive(Debug, Clone)]
 pub struct Recorder {

@@ -12,21 +12,12 @@
 use std::time::{Duration, Instant};
 
 use interlink_e2e::{
-    mcp_session::{LOOPBACK, McpSession},
-    process::DEADLINE,
+    mcp_session::{LOOPBACK, McpSession, STEADY, deadline, loopback_addr},
     user::User,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
-const STEADY: &[(&str, &str)] = &[
-    ("INTERLINK_TEST_LIVE_WINDOW_MS", "10000"),
-    ("INTERLINK_TEST_HEARTBEAT_MS", "1000"),
-];
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
-
-fn deadline() -> Instant {
-    Instant::now() + DEADLINE
-}
 
 async fn start(user: &User, session: &str, boot: Option<&str>) -> McpSession {
     let mut args: Vec<&str> = LOOPBACK.to_vec();
@@ -36,18 +27,6 @@ async fn start(user: &User, session: &str, boot: Option<&str>) -> McpSession {
     McpSession::start(user.home(), session, &args, STEADY)
         .await
         .unwrap()
-}
-
-async fn loopback_addr(s: &McpSession) -> String {
-    let (_, who) = s.ok("whoami", json!({})).await.unwrap();
-    who["listen_addrs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .find(|a| a.starts_with("/ip4/127.0.0.1/"))
-        .unwrap()
-        .to_owned()
 }
 
 fn signal(pid: u32, sig: &str) {
