@@ -138,6 +138,31 @@ impl ReadState {
         Ok(state)
     }
 
+    /// The unread messages, oldest first, reading from `hint` when it lies past the
+    /// recorded offset (the end of a prefix already known to hold nothing unread), and
+    /// the end of the longest prefix now known to hold nothing unread — the next
+    /// call's hint. Receipts and consumed messages never turn unread, so a session that
+    /// never acknowledges does not re-read its whole inbox on every call.
+    pub fn unread_from(&self, hint: u64) -> Result<(Vec<InboxEntry>, u64), ReadStateError> {
+        let len = std::fs::metadata(&self.inbox).map(|m| m.len()).unwrap_or(0);
+        let start = if hint > self.offset && hint <= len {
+            hint
+        } else {
+            self.offset
+        };
+        let (entries, _) = read_positioned_from(&self.inbox, start)?;
+        let mut clean = start;
+        let mut unread = Vec::new();
+        for (e, end) in entries {
+            if self.is_unread(&e) {
+                unread.push(e);
+            } else if unread.is_empty() {
+                clean = end;
+            }
+        }
+        Ok((unread, clean))
+    }
+
     /// The unread messages, oldest first.
     pub fn unread(&self) -> Result<Vec<InboxEntry>, ReadStateError> {
         let (entries, _) = read_positioned_from(&self.inbox, self.offset)?;
@@ -265,6 +290,32 @@ mod tests {
 
     fn ids(entries: &[InboxEntry]) -> Vec<String> {
         entries.iter().map(|e| e.msg_id.clone()).collect()
+    }
+
+    #[test]
+    fn unread_from_skips_a_prefix_with_nothing_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = Inbox::open(dir.path()).unwrap();
+        inbox
+            .append(id(1), &entry(id(1), EnvelopeKind::HostQueued))
+            .unwrap();
+        inbox
+            .append(id(2), &entry(id(2), EnvelopeKind::Read))
+            .unwrap();
+        inbox
+            .append(id(3), &entry(id(3), EnvelopeKind::Message))
+            .unwrap();
+        let state = ReadState::load(dir.path()).unwrap();
+        let (unread, clean) = state.unread_from(0).unwrap();
+        assert_eq!(ids(&unread), vec![id(3).to_string()]);
+        assert!(clean > 0, "the two receipts are a clean prefix");
+        // From the hint: the same answer without the prefix.
+        let (again, clean_again) = state.unread_from(clean).unwrap();
+        assert_eq!(ids(&again), vec![id(3).to_string()]);
+        assert_eq!(clean_again, clean);
+        // A hint past the end of the file (inbox replaced) is ignored.
+        let (all, _) = state.unread_from(u64::MAX).unwrap();
+        assert_eq!(ids(&all), vec![id(3).to_string()]);
     }
 
     #[test]

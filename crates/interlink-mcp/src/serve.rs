@@ -129,6 +129,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         channels: options.channels,
         node: status_rx,
         routes: Mutex::new(Routes::default()),
+        scanned: std::sync::atomic::AtomicU64::new(0),
         read_lock: tokio::sync::Mutex::new(()),
         name: options.name.clone(),
         sent: Mutex::new(SentLog::default()),

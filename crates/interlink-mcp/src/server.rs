@@ -137,6 +137,8 @@ pub struct Context {
     pub node: watch::Receiver<NodeStatus>,
     /// Routing hints per peer.
     pub routes: Mutex<Routes>,
+    /// Inbox offset before which nothing is unread (see `ReadState::unread_from`).
+    pub scanned: std::sync::atomic::AtomicU64,
     /// Serialises read-state changes (tools and the channel forwarder).
     pub read_lock: tokio::sync::Mutex<()>,
     /// The name this user suggests for itself in knocks and acceptances.
@@ -272,7 +274,10 @@ impl Context {
         let Some(bound) = self.bound.get() else {
             return Ok(Vec::new());
         };
-        let entries = ReadState::load(&bound.session_dir)?.unread()?;
+        let hint = self.scanned.load(std::sync::atomic::Ordering::Relaxed);
+        let (entries, clean) = ReadState::load(&bound.session_dir)?.unread_from(hint)?;
+        self.scanned
+            .store(clean, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut routes) = self.routes.lock() {
             for e in &entries {
                 if let Some((key, session)) = reply_route(e) {
