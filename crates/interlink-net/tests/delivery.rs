@@ -121,8 +121,6 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
     }
 }
 
-/// Waits until `peer`'s inbox holds `want` texts.
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_to_a_vanished_session_wait_in_the_dht_until_it_returns() {
     let base = 40_000 + u64::from(std::process::id() % 1000) * 100;

@@ -217,12 +217,17 @@ impl Actor {
         let encoded = mb.encode();
         self.store_record(key, encoded.clone())?;
         let owner = mb.address();
-        let pending = !mb.is_empty();
         debug!(%owner, pending = mb.len(), acked = mb.acked_ids().len(), "holding a mailbox copy");
+        let own = Some(&owner) == self.own_addr().as_ref();
+        let pending = !mb.is_empty();
+        // Held first: delivering our own mail acks it, and that publication merges with
+        // the held copy.
+        let verified = own.then(|| mb.clone());
         self.mailboxes.held.insert(key.clone(), mb);
-        if Some(&owner) == self.own_addr().as_ref() {
-            // Our own mailbox, handed to us (a holder's push): deliver it now.
-            self.on_own_copy(&encoded);
+        if let Some(copy) = verified {
+            // Our own mailbox, handed to us (a holder's push): deliver it now, from the
+            // copy verified above rather than decoding it again.
+            self.merge_own(&copy);
         } else if pending {
             self.push_to_owner(&owner, key, encoded);
         }
@@ -320,11 +325,16 @@ impl Actor {
     /// still ours.
     pub(super) fn on_own_copy(&mut self, value: &[u8]) {
         let cfg = mailbox::Config::default();
+        if let Ok((copy, _)) = Mailbox::decode(value, crate::now_ms(), &cfg) {
+            self.merge_own(&copy);
+        }
+    }
+
+    /// Merges an already verified copy of our own mailbox (see [`Self::on_own_copy`]).
+    fn merge_own(&mut self, copy: &Mailbox) {
+        let cfg = mailbox::Config::default();
         let now = crate::now_ms();
         let Some(me) = self.own_addr() else { return };
-        let Ok((copy, _)) = Mailbox::decode(value, now, &cfg) else {
-            return;
-        };
         if copy.address() != me {
             return;
         }
@@ -340,7 +350,7 @@ impl Actor {
                 acked: 0,
             },
         };
-        let _ = fetch.gathered.merge(&copy, now, &cfg);
+        let _ = fetch.gathered.merge(copy, now, &cfg);
         self.deliver_gathered(&mut fetch);
         if fetch.query.is_some() {
             self.mailboxes.fetch = Some(fetch);
