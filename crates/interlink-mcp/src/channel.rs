@@ -2,11 +2,13 @@
 //! agent host as a `notifications/claude/channel` notification, then marked consumed,
 //! so the inbox path (footer, `receive_messages`, the Stop hook) does not deliver it a
 //! second time. A message whose push fails stays unread and is tried again with the
-//! next delivery.
+//! next delivery. The mark is not synced to disk ([`Durability::Lazy`]): a crash of
+//! the machine right after a push can push the message again after the restart (at
+//! least once), never lose it.
 
 use std::sync::Arc;
 
-use interlink_core::IdentityKey;
+use interlink_core::{IdentityKey, wire::EnvelopeKind};
 use interlink_net::{Event, inbox::InboxEntry};
 use rmcp::{
     Peer, RoleServer,
@@ -19,7 +21,7 @@ use tracing::{debug, warn};
 
 use crate::{
     policy,
-    read_state::ReadState,
+    read_state::{Durability, ReadState},
     render,
     server::{CHANNEL_METHOD, Context},
 };
@@ -72,7 +74,10 @@ pub async fn forward(ctx: Arc<Context>, peer: Peer<RoleServer>, cancel: Cancella
         tokio::select! {
             () = cancel.cancelled() => return,
             ev = events.recv() => match ev {
-                Ok(Event::Delivered { .. }) | Err(RecvError::Lagged(_)) => {
+                // Receipts and notices for the session are not for the agent: reading
+                // the inbox for them would cost a scan per message this session sends.
+                Ok(Event::Delivered { kind: EnvelopeKind::Message, .. })
+                | Err(RecvError::Lagged(_)) => {
                     push_unread(&ctx, &peer).await;
                 }
                 Ok(_) => {}
@@ -119,7 +124,7 @@ async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
     let Ok(dir) = ctx.session_dir() else {
         return;
     };
-    match ReadState::load(&dir).map(|mut s| s.acknowledge(&pushed)) {
+    match ReadState::load(&dir).map(|mut s| s.acknowledge_with(&pushed, Durability::Lazy)) {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => warn!("channel mode: marking pushed messages consumed: {e}"),
         Err(e) => warn!("channel mode: marking pushed messages consumed: {e}"),

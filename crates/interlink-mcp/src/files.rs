@@ -11,6 +11,18 @@ use std::{
 /// synced, renamed over `path`, then the directory synced so the rename survives a
 /// crash. A reader sees the old file or the new one, never half of one.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, true)
+}
+
+/// Like [`write_atomically`] but without the two syncs: readers still see the old
+/// file or the new one, but a crash of the machine may keep the old one. For state
+/// whose loss only repeats work (a hand-off done again), where two journal commits
+/// per change would cost more than the repeat.
+pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no directory"))?;
@@ -22,9 +34,14 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let result = (|| {
         let mut file = private_file(&tmp, true)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
+        if sync {
+            file.sync_all()?;
+        }
         fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
+        if sync {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

@@ -5,9 +5,11 @@
 //! the operator (copied into `pairing.json`).
 //!
 //! Those lines are never shown to the agent. How far they were handled is kept in
-//! `follow.json` next to the inbox, so a restart neither misses one nor handles one
-//! twice (each step is idempotent besides: a knock decided once, an acceptance without
-//! a pending request, a receipt for an unknown message are ignored).
+//! `follow.json` next to the inbox, saved at most once a second and at shutdown, so a
+//! restart never misses one and at worst handles the last second's lines again — which
+//! is harmless, as every step is idempotent (a knock decided once, an acceptance
+//! without a pending request, a receipt for an unknown or further-on message are
+//! ignored).
 
 use std::{path::Path, sync::Arc, time::Duration};
 
@@ -58,13 +60,23 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
     };
     let mut events = ready.handle.events();
     let mut offset = load_offset(&session_dir);
+    let mut saved = offset;
     let mut poll = tokio::time::interval(FOLLOW_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The position is saved on the poll tick, not after every line: each step is
+    // idempotent, so a crash only means handling up to a second of lines again, while
+    // saving per receipt cost two fsyncs per message sent.
+    let save = |offset: u64, saved: &mut u64| {
+        if offset != *saved {
+            save_offset(&session_dir, offset);
+            *saved = offset;
+        }
+    };
     loop {
         offset = step(&ctx, &session_dir, offset).await;
         tokio::select! {
-            () = cancel.cancelled() => return,
-            _ = poll.tick() => {}
+            () = cancel.cancelled() => break,
+            _ = poll.tick() => save(offset, &mut saved),
             ev = events.recv() => match ev {
                 Ok(Event::Delivered { .. } | Event::Knock { .. }) | Err(RecvError::Lagged(_)) => {}
                 Ok(Event::Receipted { msg_id, .. }) => {
@@ -75,10 +87,11 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
                     continue;
                 }
                 Ok(_) => continue,
-                Err(RecvError::Closed) => return,
+                Err(RecvError::Closed) => break,
             },
         }
     }
+    save(offset, &mut saved);
 }
 
 /// Handles the lines after `offset`; returns the new offset.
@@ -91,7 +104,6 @@ async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
         }
     };
     record_held_knocks(ctx, dir);
-    let mut handled = false;
     for (e, _) in &entries {
         let Ok(sender) = e.sender.parse::<IdentityKey>() else {
             continue;
@@ -108,12 +120,8 @@ async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
                     routes.closed(&sender, &session);
                 }
             }
-            EnvelopeKind::Message => continue,
+            EnvelopeKind::Message => {}
         }
-        handled = true;
-    }
-    if handled {
-        save_offset(dir, end);
     }
     end
 }

@@ -7,7 +7,8 @@
 //! set stays small when messages are acknowledged roughly in order, and it is capped
 //! ([`MAX_CONSUMED_IDS`]) when they are not.
 //!
-//! Only the MCP server writes the file (atomically: temporary file, fsync, rename);
+//! Only the MCP server writes the file (atomically: temporary file, fsync, rename —
+//! without the fsyncs for messages pushed to the agent host, see [`Durability`]);
 //! `interlink-p2p wait` reads it to know what is unread. A missing file means nothing
 //! was consumed yet.
 //!
@@ -24,7 +25,7 @@ use interlink_core::{MsgId, wire::EnvelopeKind};
 use interlink_net::inbox::{INBOX_FILE, InboxEntry, InboxError, read_positioned_from};
 use serde::{Deserialize, Serialize};
 
-use crate::files::write_atomically;
+use crate::files::{write_atomically, write_replacing};
 
 /// File name of the read state inside a session's directory.
 pub const READ_STATE_FILE: &str = "read.json";
@@ -34,6 +35,18 @@ pub const READ_STATE_FILE: &str = "read.json";
 pub const MAX_CONSUMED_IDS: usize = 4096;
 /// Version of the file format.
 const VERSION: u32 = 1;
+
+/// How hard a change of the read state is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Synced before returning: the agent acknowledged these messages, and they must
+    /// never be shown again, also after a crash.
+    Synced,
+    /// Replaced atomically but not synced: messages handed to the agent host (channel
+    /// notifications). A crash of the machine may hand them over again (at least
+    /// once), which is cheaper than two fsyncs per message on the hot path.
+    Lazy,
+}
 
 /// Reading or changing the read state failed.
 #[derive(Debug, thiserror::Error)]
@@ -183,6 +196,15 @@ impl ReadState {
     /// Marks `ids` consumed, durably, and moves the offset past the longest consumed
     /// prefix of the inbox. Ids consumed before are reported, not refused.
     pub fn acknowledge(&mut self, ids: &[MsgId]) -> Result<Acked, AckError> {
+        self.acknowledge_with(ids, Durability::Synced)
+    }
+
+    /// [`ReadState::acknowledge`], written as `durability` says.
+    pub fn acknowledge_with(
+        &mut self,
+        ids: &[MsgId],
+        durability: Durability,
+    ) -> Result<Acked, AckError> {
         let (entries, _) =
             read_positioned_from(&self.inbox, self.offset).map_err(ReadStateError::from)?;
         let unread: BTreeSet<MsgId> = entries
@@ -223,7 +245,7 @@ impl ReadState {
             return Err(AckError::TooManyOutOfOrder);
         }
         if offset != self.offset || consumed != self.consumed {
-            self.save(offset, &consumed)?;
+            self.save(offset, &consumed, durability)?;
             self.offset = offset;
             self.consumed = consumed;
         }
@@ -243,7 +265,12 @@ impl ReadState {
             .any(|(e, _)| e.msg_id == text))
     }
 
-    fn save(&self, offset: u64, consumed: &BTreeSet<MsgId>) -> Result<(), ReadStateError> {
+    fn save(
+        &self,
+        offset: u64,
+        consumed: &BTreeSet<MsgId>,
+        durability: Durability,
+    ) -> Result<(), ReadStateError> {
         let file = File {
             version: VERSION,
             offset,
@@ -253,7 +280,11 @@ impl ReadState {
             path: self.path.clone(),
             source,
         })?;
-        write_atomically(&self.path, &bytes).map_err(|source| ReadStateError::Io {
+        let write = match durability {
+            Durability::Synced => write_atomically,
+            Durability::Lazy => write_replacing,
+        };
+        write(&self.path, &bytes).map_err(|source| ReadStateError::Io {
             path: self.path.clone(),
             source,
         })
@@ -369,5 +400,28 @@ mod tests {
         let mut state = ReadState::load(dir.path()).unwrap();
         assert!(state.unread().unwrap().is_empty());
         assert_eq!(state.acknowledge(&[id(1)]).unwrap().unknown, vec![id(1)]);
+    }
+
+    #[test]
+    fn a_lazy_acknowledgement_is_as_visible_as_a_synced_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = Inbox::open(dir.path()).unwrap();
+        for n in 1..=2 {
+            inbox
+                .append(id(n), &entry(id(n), EnvelopeKind::Message))
+                .unwrap();
+        }
+        let mut state = ReadState::load(dir.path()).unwrap();
+        let acked = state.acknowledge_with(&[id(1)], Durability::Lazy).unwrap();
+        assert_eq!(acked.consumed, vec![id(1)]);
+        // Another reader (the Stop hook, a restart) sees it at once.
+        let again = ReadState::load(dir.path()).unwrap();
+        assert_eq!(ids(&again.unread().unwrap()), [id(2).to_string()]);
+        // No temporary file is left behind.
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
     }
 }

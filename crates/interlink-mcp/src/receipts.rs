@@ -8,7 +8,7 @@
 //! session no longer on the roster is dropped; one for a session that does not answer
 //! waits in its mailbox like any envelope.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use interlink_core::{
     MsgId,
@@ -70,6 +70,14 @@ impl Context {
     }
 }
 
+/// How long the worker gathers receipts before sending them: under load, the receipts
+/// for many messages then leave together (the node packs what waits for one session
+/// into one request), instead of one round trip per message competing with the
+/// messages themselves.
+pub const RECEIPT_LINGER: Duration = Duration::from_millis(10);
+/// Most receipts gathered into one round.
+pub const RECEIPT_BATCH: usize = 64;
+
 /// Sends queued read receipts until `cancel` fires or the channel closes.
 pub async fn run(
     ctx: Arc<Context>,
@@ -77,37 +85,51 @@ pub async fn run(
     cancel: CancellationToken,
 ) {
     let mut in_flight = tokio::task::JoinSet::new();
+    let mut batch = Vec::with_capacity(RECEIPT_BATCH);
     loop {
-        let r = tokio::select! {
+        let first = tokio::select! {
             () = cancel.cancelled() => return,
             r = rx.recv() => match r { Some(r) => r, None => return },
         };
+        batch.push(first);
+        let linger = tokio::time::sleep(RECEIPT_LINGER);
+        tokio::pin!(linger);
+        while batch.len() < RECEIPT_BATCH {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = &mut linger => break,
+                r = rx.recv() => match r { Some(r) => batch.push(r), None => break },
+            }
+        }
         let ready = match ctx.ready().await {
             Ok(r) => r,
             Err(e) => {
-                debug!("read receipt not sent: {}", e.0);
+                debug!("{} read receipts not sent: {}", batch.len(), e.0);
+                batch.clear();
                 continue;
             }
         };
-        let msg = OutgoingMessage {
-            to: r.to.clone(),
-            kind: r.kind,
-            text: None,
-            task_id: None,
-            status: None,
-            in_reply_to: Some(r.msg_id),
-            name: None,
-        };
-        // Not awaited inline: a receipt to a slow session must not hold up the rest.
-        while in_flight.len() >= RECEIPTS_IN_FLIGHT {
-            in_flight.join_next().await;
-        }
-        let handle = ready.handle.clone();
-        in_flight.spawn(async move {
-            if let Err(e) = handle.send(msg).await {
-                debug!(to = %r.to, msg_id = %r.msg_id, "read receipt not sent: {e}");
+        for r in batch.drain(..) {
+            let msg = OutgoingMessage {
+                to: r.to.clone(),
+                kind: r.kind,
+                text: None,
+                task_id: None,
+                status: None,
+                in_reply_to: Some(r.msg_id),
+                name: None,
+            };
+            // Not awaited inline: a receipt to a slow session must not hold up the rest.
+            while in_flight.len() >= RECEIPTS_IN_FLIGHT {
+                in_flight.join_next().await;
             }
-        });
+            let handle = ready.handle.clone();
+            in_flight.spawn(async move {
+                if let Err(e) = handle.send(msg).await {
+                    debug!(to = %r.to, msg_id = %r.msg_id, "read receipt not sent: {e}");
+                }
+            });
+        }
         while in_flight.try_join_next().is_some() {}
     }
 }

@@ -1,7 +1,10 @@
 //! The cheap, cloneable handle to a running node.
 
 use interlink_core::{
-    IdentityKey, MsgId, SessionId, presence::IdentityView, trust::PeerPolicy, wire::SessionAddr,
+    IdentityKey, MsgId, SessionId,
+    presence::IdentityView,
+    trust::PeerPolicy,
+    wire::{EnvelopeKind, SessionAddr},
 };
 use libp2p::{Multiaddr, PeerId};
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -28,6 +31,8 @@ pub enum Event {
         msg_id: MsgId,
         /// The verified sender.
         from: IdentityKey,
+        /// Its kind: a message for the agent, or a receipt or notice for the session.
+        kind: EnvelopeKind,
     },
     /// A message this session queued in a mailbox was receipted by its recipient
     /// after all (a live retry when the recipient came back).

@@ -133,6 +133,12 @@ impl Inbox {
 
     /// Appends every entry whose id is not present yet, in order, with one write and
     /// one `sync_data` for all of them; returns what happened to each.
+    ///
+    /// A batch of nothing but receipts (`read`, `host_queued`) is written without the
+    /// `sync_data`: a receipt only moves the sender's view of a message forward, losing
+    /// one in a crash leaves that view one step behind, and every receipt would
+    /// otherwise cost a journal commit on the sender's disk. The next synced append
+    /// makes it durable with the rest of the file.
     pub fn append_many<'a>(
         &mut self,
         entries: impl IntoIterator<Item = (MsgId, &'a InboxEntry)>,
@@ -140,11 +146,13 @@ impl Inbox {
         let mut buf = Vec::new();
         let mut outcome = Vec::new();
         let mut new_ids = Vec::new();
+        let mut durable = false;
         for (id, entry) in entries {
             if self.seen.contains(&id) || new_ids.contains(&id) {
                 outcome.push(Appended::Duplicate);
                 continue;
             }
+            durable |= !entry.kind.is_receipt();
             serde_json::to_writer(&mut buf, entry)?;
             buf.push(b'\n');
             new_ids.push(id);
@@ -156,7 +164,9 @@ impl Inbox {
                 source,
             };
             self.file.write_all(&buf).map_err(io_err)?;
-            self.file.sync_data().map_err(io_err)?;
+            if durable {
+                self.file.sync_data().map_err(io_err)?;
+            }
             self.seen.extend(new_ids);
         }
         Ok(outcome)
@@ -307,6 +317,25 @@ mod tests {
             let mode = fs::metadata(inbox.path()).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600);
         }
+    }
+
+    #[test]
+    fn a_batch_of_receipts_is_appended_and_deduplicated_like_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = Inbox::open(dir.path()).unwrap();
+        let mut receipt = entry(MsgId::from_bytes([7; 16]), "");
+        receipt.kind = EnvelopeKind::HostQueued;
+        receipt.text = None;
+        let id = MsgId::from_bytes([7; 16]);
+        assert_eq!(inbox.append(id, &receipt).unwrap(), Appended::New);
+        assert_eq!(inbox.append(id, &receipt).unwrap(), Appended::Duplicate);
+        // Written without a sync, still there for readers and after reopening.
+        let (entries, _) = read_from(inbox.path(), 0).unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].kind, EnvelopeKind::HostQueued);
+        drop(inbox);
+        let inbox = Inbox::open(dir.path()).unwrap();
+        assert!(inbox.contains(&id));
     }
 
     #[test]

@@ -54,7 +54,7 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
     assert_eq!(alice.inbox_texts(), ["hello alice"]);
     let delivered = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
-            if let Ok(Event::Delivered { msg_id, from }) = bob_events.recv().await {
+            if let Ok(Event::Delivered { msg_id, from, .. }) = bob_events.recv().await {
                 return (msg_id, from);
             }
         }

@@ -219,6 +219,7 @@ impl Actor {
                         let _ = self.events.send(Event::Delivered {
                             msg_id: *id,
                             from: envs[*i].body().sender,
+                            kind: envs[*i].body().kind,
                         });
                     }
                 }
