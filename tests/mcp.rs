@@ -16,7 +16,9 @@ use std::{
 };
 
 use interlink_e2e::{
-    mcp_session::{LOOPBACK, McpSession, STEADY, deadline, loopback_addr},
+    mcp_session::{
+        self, LOOPBACK, McpSession, STEADY, deadline, loopback_addr, session_ids, start_on_loopback,
+    },
     process::{command, run_with_input},
     user::User,
 };
@@ -30,37 +32,14 @@ const TEST_DEADLINE: Duration = Duration::from_secs(90);
 /// budget is one second; the rest is slack for a loaded test machine.
 const EXIT_BUDGET: Duration = Duration::from_millis(2500);
 
-/// Starts an MCP session for `user`, bootstrapped to `boot` if given.
+/// Starts an MCP session for `user` on loopback, bootstrapped to `boot` if given.
 async fn start(user: &User, session: &str, boot: Option<&str>, env: &[(&str, &str)]) -> McpSession {
-    let mut args: Vec<&str> = LOOPBACK.to_vec();
-    if let Some(b) = boot {
-        args.extend(["--bootstrap", b]);
-    }
-    let mut all_env = STEADY.to_vec();
-    all_env.extend_from_slice(env);
-    McpSession::start(user.home(), session, &args, &all_env)
-        .await
-        .unwrap()
+    start_on_loopback(user, session, boot, env).await.unwrap()
 }
 
 /// Waits until `viewer`'s discover shows `session` (of any identity).
 async fn sees(viewer: &McpSession, session: &str) -> Value {
-    viewer
-        .poll("discover", json!({}), deadline(), |v| {
-            session_ids(v).contains(session)
-        })
-        .await
-        .unwrap()
-}
-
-fn session_ids(discover: &Value) -> BTreeSet<String> {
-    discover["identities"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|i| i["sessions"].as_array().into_iter().flatten())
-        .filter_map(|s| s["session_id"].as_str().map(str::to_owned))
-        .collect()
+    mcp_session::sees(viewer, session).await.unwrap()
 }
 
 /// Two users, one session each, paired through add_peer, B bootstrapped to A.
