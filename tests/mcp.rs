@@ -342,6 +342,61 @@ async fn bad_input_is_a_clear_tool_error() {
             .await
             .unwrap();
         assert!(e.contains("65536"), "{e}");
+        // Exactly at the limit it passes the size check and reaches carol's node (which
+        // refuses it for trust, not size).
+        let at_limit = "x".repeat(64 * 1024);
+        let e = a
+            .err("send_message", json!({"to": "carol", "text": at_limit}))
+            .await
+            .unwrap();
+        assert!(e.contains("refused") && !e.contains("65536"), "{e}");
+        // Empty text, an unknown field, a malformed in_reply_to, an over-long task id.
+        let e = a
+            .err("send_message", json!({"to": "carol", "text": "  "}))
+            .await
+            .unwrap();
+        assert!(e.contains("text is empty"), "{e}");
+        let e = a
+            .err(
+                "send_message",
+                json!({"to": "carol", "text": "x", "urgent": true}),
+            )
+            .await
+            .unwrap();
+        assert!(
+            e.contains("invalid arguments for send_message") && e.contains("urgent"),
+            "{e}"
+        );
+        let e = a
+            .err(
+                "send_message",
+                json!({"to": "carol", "text": "x", "in_reply_to": "xyz"}),
+            )
+            .await
+            .unwrap();
+        assert!(
+            e.contains("in_reply_to") && e.contains("32 hex digits"),
+            "{e}"
+        );
+        let e = a
+            .err(
+                "send_message",
+                json!({"to": "carol", "text": "x", "task_id": "t".repeat(129)}),
+            )
+            .await
+            .unwrap();
+        assert!(e.contains("task_id") && e.contains("128"), "{e}");
+        // receive_messages: a zero or ill-typed limit.
+        let e = a
+            .err("receive_messages", json!({"limit": 0}))
+            .await
+            .unwrap();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = a
+            .err("receive_messages", json!({"limit": "many"}))
+            .await
+            .unwrap();
+        assert!(e.contains("invalid arguments for receive_messages"), "{e}");
         // Self with no other session of this user.
         let e = a
             .err("send_message", json!({"to": "self", "text": "hi"}))
