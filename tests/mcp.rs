@@ -16,7 +16,9 @@ use std::{
 };
 
 use interlink_e2e::{
-    mcp_session::{LOOPBACK, McpSession, STEADY, deadline, loopback_addr},
+    mcp_session::{
+        self, LOOPBACK, McpSession, STEADY, deadline, loopback_addr, session_ids, start_on_loopback,
+    },
     process::{command, run_with_input},
     user::User,
 };
@@ -30,37 +32,14 @@ const TEST_DEADLINE: Duration = Duration::from_secs(90);
 /// budget is one second; the rest is slack for a loaded test machine.
 const EXIT_BUDGET: Duration = Duration::from_millis(2500);
 
-/// Starts an MCP session for `user`, bootstrapped to `boot` if given.
+/// Starts an MCP session for `user` on loopback, bootstrapped to `boot` if given.
 async fn start(user: &User, session: &str, boot: Option<&str>, env: &[(&str, &str)]) -> McpSession {
-    let mut args: Vec<&str> = LOOPBACK.to_vec();
-    if let Some(b) = boot {
-        args.extend(["--bootstrap", b]);
-    }
-    let mut all_env = STEADY.to_vec();
-    all_env.extend_from_slice(env);
-    McpSession::start(user.home(), session, &args, &all_env)
-        .await
-        .unwrap()
+    start_on_loopback(user, session, boot, env).await.unwrap()
 }
 
 /// Waits until `viewer`'s discover shows `session` (of any identity).
 async fn sees(viewer: &McpSession, session: &str) -> Value {
-    viewer
-        .poll("discover", json!({}), deadline(), |v| {
-            session_ids(v).contains(session)
-        })
-        .await
-        .unwrap()
-}
-
-fn session_ids(discover: &Value) -> BTreeSet<String> {
-    discover["identities"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|i| i["sessions"].as_array().into_iter().flatten())
-        .filter_map(|s| s["session_id"].as_str().map(str::to_owned))
-        .collect()
+    mcp_session::sees(viewer, session).await.unwrap()
 }
 
 /// Two users, one session each, paired through add_peer, B bootstrapped to A.
@@ -363,6 +342,61 @@ async fn bad_input_is_a_clear_tool_error() {
             .await
             .unwrap();
         assert!(e.contains("65536"), "{e}");
+        // Exactly at the limit it passes the size check and reaches carol's node (which
+        // refuses it for trust, not size).
+        let at_limit = "x".repeat(64 * 1024);
+        let e = a
+            .err("send_message", json!({"to": "carol", "text": at_limit}))
+            .await
+            .unwrap();
+        assert!(e.contains("refused") && !e.contains("65536"), "{e}");
+        // Empty text, an unknown field, a malformed in_reply_to, an over-long task id.
+        let e = a
+            .err("send_message", json!({"to": "carol", "text": "  "}))
+            .await
+            .unwrap();
+        assert!(e.contains("text is empty"), "{e}");
+        let e = a
+            .err(
+                "send_message",
+                json!({"to": "carol", "text": "x", "urgent": true}),
+            )
+            .await
+            .unwrap();
+        assert!(
+            e.contains("invalid arguments for send_message") && e.contains("urgent"),
+            "{e}"
+        );
+        let e = a
+            .err(
+                "send_message",
+                json!({"to": "carol", "text": "x", "in_reply_to": "xyz"}),
+            )
+            .await
+            .unwrap();
+        assert!(
+            e.contains("in_reply_to") && e.contains("32 hex digits"),
+            "{e}"
+        );
+        let e = a
+            .err(
+                "send_message",
+                json!({"to": "carol", "text": "x", "task_id": "t".repeat(129)}),
+            )
+            .await
+            .unwrap();
+        assert!(e.contains("task_id") && e.contains("128"), "{e}");
+        // receive_messages: a zero or ill-typed limit.
+        let e = a
+            .err("receive_messages", json!({"limit": 0}))
+            .await
+            .unwrap();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = a
+            .err("receive_messages", json!({"limit": "many"}))
+            .await
+            .unwrap();
+        assert!(e.contains("invalid arguments for receive_messages"), "{e}");
         // Self with no other session of this user.
         let e = a
             .err("send_message", json!({"to": "self", "text": "hi"}))

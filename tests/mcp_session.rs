@@ -26,7 +26,7 @@ use tokio::{
     sync::mpsc,
 };
 
-use crate::process::command;
+use crate::{process::command, user::User};
 
 /// Most custom notifications kept unread by a test.
 const NOTIFICATION_CAPACITY: usize = 256;
@@ -43,6 +43,45 @@ pub const STEADY: &[(&str, &str)] = &[
 /// The deadline of one step of a test.
 pub fn deadline() -> Instant {
     Instant::now() + crate::process::DEADLINE
+}
+
+/// Starts `interlink-p2p mcp --session <session>` in `user`'s home on loopback without
+/// mDNS ([`LOOPBACK`]), with the [`STEADY`] presence knobs and `env` added,
+/// bootstrapped to `boot` if given.
+pub async fn start_on_loopback(
+    user: &User,
+    session: &str,
+    boot: Option<&str>,
+    env: &[(&str, &str)],
+) -> anyhow::Result<McpSession> {
+    let mut args: Vec<&str> = LOOPBACK.to_vec();
+    if let Some(b) = boot {
+        args.extend(["--bootstrap", b]);
+    }
+    let mut all_env = STEADY.to_vec();
+    all_env.extend_from_slice(env);
+    McpSession::start(user.home(), session, &args, &all_env).await
+}
+
+/// Waits (one step's [`deadline`]) until `viewer`'s `discover` lists `session`, of any
+/// identity; returns that `discover` result.
+pub async fn sees(viewer: &McpSession, session: &str) -> anyhow::Result<Value> {
+    viewer
+        .poll("discover", serde_json::json!({}), deadline(), |v| {
+            session_ids(v).contains(session)
+        })
+        .await
+}
+
+/// The session ids a `discover` result lists, of every identity.
+pub fn session_ids(discover: &Value) -> std::collections::BTreeSet<String> {
+    discover["identities"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|i| i["sessions"].as_array().into_iter().flatten())
+        .filter_map(|s| s["session_id"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The first loopback listen address of `s`, from `whoami`.

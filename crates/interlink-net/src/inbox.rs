@@ -4,21 +4,23 @@
 //! fsynced before the node receipts a message, so a receipt always means "on disk".
 //! The file is append-only; readers (the MCP server, `interlink-p2p wait`) keep their
 //! own cursor. Message ids already in the file are refused as duplicates, which makes
-//! delivery exactly-once towards the agent even though the wire is at-least-once.
+//! delivery exactly-once towards the agent even though the wire is at-least-once. The
+//! inbox also remembers who sent each id, so the node can tell a sender's retry of a
+//! stored message from another identity reusing its id ([`Inbox::holds`]).
 //!
 //! A crash can leave a torn last line; opening the inbox cuts it off (the message it
 //! held was never receipted, so its sender still has it queued and will deliver it
 //! again).
 
 use std::{
-    collections::HashSet,
+    collections::HashMap,
     fs::{File, OpenOptions},
     io::{self, BufRead as _, BufReader, Seek as _, SeekFrom, Write as _},
     path::{Path, PathBuf},
 };
 
 use interlink_core::{
-    MsgId,
+    IdentityKey, MsgId,
     wire::{EnvelopeKind, TaskStatus},
 };
 use serde::{Deserialize, Serialize};
@@ -91,7 +93,9 @@ pub enum InboxError {
 pub struct Inbox {
     path: PathBuf,
     file: File,
-    seen: HashSet<MsgId>,
+    /// Every id in the file, with its verified sender (`None` for a line whose sender
+    /// does not parse: it still takes its id, but is nobody's to retry).
+    seen: HashMap<MsgId, Option<IdentityKey>>,
 }
 
 impl Inbox {
@@ -145,17 +149,17 @@ impl Inbox {
     ) -> Result<Vec<Appended>, InboxError> {
         let mut buf = Vec::new();
         let mut outcome = Vec::new();
-        let mut new_ids = Vec::new();
+        let mut new_ids: Vec<(MsgId, Option<IdentityKey>)> = Vec::new();
         let mut durable = false;
         for (id, entry) in entries {
-            if self.seen.contains(&id) || new_ids.contains(&id) {
+            if self.seen.contains_key(&id) || new_ids.iter().any(|(n, _)| *n == id) {
                 outcome.push(Appended::Duplicate);
                 continue;
             }
             durable |= !entry.kind.is_receipt();
             serde_json::to_writer(&mut buf, entry)?;
             buf.push(b'\n');
-            new_ids.push(id);
+            new_ids.push((id, entry.sender.parse().ok()));
             outcome.push(Appended::New);
         }
         if !buf.is_empty() {
@@ -172,9 +176,17 @@ impl Inbox {
         Ok(outcome)
     }
 
-    /// Whether a message id is already in the inbox.
+    /// Whether a message id is already in the inbox (from any sender).
     pub fn contains(&self, id: &MsgId) -> bool {
-        self.seen.contains(id)
+        self.seen.contains_key(id)
+    }
+
+    /// Whether the inbox holds message `id` from `sender`: a retry of a stored message,
+    /// as opposed to another identity reusing its id.
+    pub fn holds(&self, id: &MsgId, sender: &IdentityKey) -> bool {
+        self.seen
+            .get(id)
+            .is_some_and(|s| s.as_ref() == Some(sender))
     }
 
     /// Number of messages in the inbox.
@@ -235,10 +247,11 @@ pub fn read_positioned_from(
     Ok((entries, pos))
 }
 
-/// The ids of complete lines and the length up to the last complete line.
-fn scan(file: &File) -> io::Result<(HashSet<MsgId>, u64)> {
+/// The ids (with their senders) of complete lines and the length up to the last
+/// complete line.
+fn scan(file: &File) -> io::Result<(HashMap<MsgId, Option<IdentityKey>>, u64)> {
     let mut reader = BufReader::new(file);
-    let mut seen = HashSet::new();
+    let mut seen = HashMap::new();
     let mut complete = 0u64;
     let mut line = Vec::new();
     loop {
@@ -251,11 +264,13 @@ fn scan(file: &File) -> io::Result<(HashSet<MsgId>, u64)> {
         #[derive(Deserialize)]
         struct IdOnly {
             msg_id: String,
+            #[serde(default)]
+            sender: String,
         }
-        if let Ok(IdOnly { msg_id }) = serde_json::from_slice(&line)
+        if let Ok(IdOnly { msg_id, sender }) = serde_json::from_slice(&line)
             && let Ok(id) = msg_id.parse()
         {
-            seen.insert(id);
+            seen.entry(id).or_insert_with(|| sender.parse().ok());
         }
     }
     Ok((seen, complete))
@@ -336,6 +351,27 @@ mod tests {
         drop(inbox);
         let inbox = Inbox::open(dir.path()).unwrap();
         assert!(inbox.contains(&id));
+    }
+
+    #[test]
+    fn remembers_each_ids_sender_across_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = MsgId::from_bytes([1; 16]);
+        let sender: IdentityKey = "aa".repeat(32).parse().unwrap();
+        let other: IdentityKey = "bb".repeat(32).parse().unwrap();
+        let mut inbox = Inbox::open(dir.path()).unwrap();
+        inbox.append(a, &entry(a, "one")).unwrap();
+        assert!(inbox.holds(&a, &sender));
+        assert!(
+            !inbox.holds(&a, &other),
+            "another sender's reuse is no retry"
+        );
+        drop(inbox);
+        let inbox = Inbox::open(dir.path()).unwrap();
+        assert!(inbox.holds(&a, &sender));
+        assert!(!inbox.holds(&a, &other));
+        assert!(inbox.contains(&a));
+        assert!(!inbox.holds(&MsgId::from_bytes([2; 16]), &sender));
     }
 
     #[test]

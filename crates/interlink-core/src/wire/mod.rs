@@ -213,7 +213,7 @@ impl<T: SignedBody> Signed<T> {
     }
 
     /// The unsigned reply-to hint as received, unchecked. Use
-    /// [`Signed::<Envelope>::trusted_reply_to`] to route by it.
+    /// [`Signed::<Envelope>::reply_address`] to route by it.
     pub fn raw_reply_to(&self) -> Option<&SessionAddr> {
         self.reply_to.as_ref()
     }

@@ -161,10 +161,12 @@ impl Actor {
         for (i, env) in envs.iter().enumerate() {
             let body = env.body();
             // A retry of something already stored is answered again, not refused as a
-            // replay.
+            // replay — but only the sender's own: ids are visible in the DHT, and
+            // anyone else reusing one must go through the gate (a stranger is refused
+            // as a stranger, not receipted for a message it never sent).
             if body.recipient == me.key
                 && body.recipient_session == me.session
-                && inbox.contains(&body.msg_id)
+                && inbox.holds(&body.msg_id, &body.sender)
             {
                 results.push(Ok(()));
                 continue;
@@ -184,6 +186,18 @@ impl Actor {
                     results.push(Err(reason.to_string()));
                     continue;
                 }
+            }
+            // An admitted sender reusing an id this inbox already holds from someone
+            // else (or that an earlier envelope of this batch takes): one id names one
+            // message here, so it is refused — told, not falsely receipted.
+            if inbox.contains(&body.msg_id) || to_write.iter().any(|(_, id, _)| *id == body.msg_id)
+            {
+                results.push(Err(format!(
+                    "message id {} is already used in this inbox by another message; send it \
+                     again under a new id",
+                    body.msg_id
+                )));
+                continue;
             }
             let text = match body.kind {
                 EnvelopeKind::Message => match body

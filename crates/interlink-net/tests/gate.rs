@@ -1,0 +1,273 @@
+//! Hostile live deliveries, sent to a session node the way an attacker would: a raw
+//! swarm speaking the deliver protocol with envelopes it signed itself (the production
+//! `Handle` can put neither a forged reply-to hint nor a chosen message id on one).
+//!
+//! Covered: a stranger's message is refused with its reason and never stored, also when
+//! it reuses the id of a message the inbox holds (no receipt either way); a peer reusing
+//! another sender's stored id is refused, not receipted; the sender's own retry of a
+//! stored message is receipted again; an unsigned reply-to hint naming another identity
+//! is ignored (the inbox records the signed sender session), one naming the sender's own
+//! other session is kept.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use interlink_core::{
+    Identity, MsgId, SessionId,
+    wire::{
+        DeliverRequest, DeliverResponse, Envelope, EnvelopeKind, Receipt, SessionAddr, Signed,
+        VERSION,
+    },
+};
+use interlink_net::{
+    Config, OutgoingMessage,
+    behaviour::{Behaviour, BehaviourEvent},
+    inbox::{self, INBOX_FILE},
+};
+use libp2p::{PeerId, Swarm, request_response, swarm::SwarmEvent};
+use serde_bytes::ByteBuf;
+
+mod common;
+
+use common::{delivered, memory, start, wait_roster};
+
+fn rng() -> rand_core::UnwrapErr<getrandom::SysRng> {
+    rand_core::UnwrapErr(getrandom::SysRng)
+}
+
+/// A message from `from`'s session `from_session` to `to`, sealed to `to`'s identity
+/// (a session's sealing key is its identity's), with id `id`.
+fn message(
+    from: &Identity,
+    from_session: &str,
+    to: &SessionAddr,
+    to_identity: &Identity,
+    id: MsgId,
+    text: &str,
+) -> Signed<Envelope> {
+    let mut env = Envelope {
+        v: VERSION,
+        sender: from.public(),
+        sender_session: SessionId::new(from_session).unwrap(),
+        recipient: to.key,
+        recipient_session: to.session.clone(),
+        msg_id: id,
+        ts: interlink_net::now_ms(),
+        kind: EnvelopeKind::Message,
+        task_id: None,
+        status: None,
+        in_reply_to: None,
+        name: None,
+        sealed: None,
+    };
+    env.seal_text(text, &to_identity.sealing_secret().public(), &mut rng())
+        .unwrap();
+    Signed::sign(env, from).unwrap()
+}
+
+/// Sends one delivery request from the raw swarm and waits for its answer.
+async fn deliver(
+    evil: &mut Swarm<Behaviour>,
+    to: PeerId,
+    envelopes: &[&Signed<Envelope>],
+) -> DeliverResponse {
+    let request = DeliverRequest {
+        v: VERSION,
+        envelopes: envelopes
+            .iter()
+            .map(|e| ByteBuf::from(e.to_bytes()))
+            .collect(),
+    };
+    let id = evil.behaviour_mut().deliver.send_request(&to, request);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let ev = tokio::time::timeout_at(deadline, evil.select_next_some())
+            .await
+            .expect("the session never answered");
+        match ev {
+            SwarmEvent::Behaviour(BehaviourEvent::Deliver(request_response::Event::Message {
+                message:
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            })) if request_id == id => return response,
+            SwarmEvent::Behaviour(BehaviourEvent::Deliver(
+                request_response::Event::OutboundFailure {
+                    request_id, error, ..
+                },
+            )) if request_id == id => panic!("delivery request failed: {error}"),
+            _ => {}
+        }
+    }
+}
+
+/// The one result of a one-envelope response: `Ok` with the verified receipt's ids, or
+/// the refusal reason (then there must be no receipt).
+fn outcome(response: DeliverResponse) -> Result<Vec<MsgId>, String> {
+    assert_eq!(response.results.len(), 1, "{response:?}");
+    match &response.results[0].refused {
+        Some(reason) => {
+            assert!(
+                response.receipt.is_none(),
+                "refused ({reason}) yet receipted"
+            );
+            Err(reason.clone())
+        }
+        None => {
+            let bytes = response.receipt.expect("accepted without a receipt");
+            Ok(Signed::<Receipt>::decode(&bytes)
+                .unwrap()
+                .body()
+                .msg_ids
+                .clone())
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
+    let base = 70_000 + u64::from(std::process::id() % 1000) * 10;
+    let alice_id = Identity::from_seed(&[1; 32]);
+    let bob_id = Identity::from_seed(&[2; 32]);
+    let mallory_id = Identity::from_seed(&[3; 32]);
+    let carol_id = Identity::from_seed(&[5; 32]);
+    let eve_id = Identity::from_seed(&[66; 32]);
+    let bob = start(
+        base,
+        2,
+        "bob-1",
+        &[
+            ("alice", &alice_id),
+            ("mallory", &mallory_id),
+            ("carol", &carol_id),
+        ],
+        None,
+    );
+    let boot = Some((base, bob.handle().peer_id()));
+    let alice = start(base + 1, 1, "alice-1", &[("bob", &bob_id)], boot);
+    wait_roster(&[alice.handle(), bob.handle()], 2).await;
+
+    // One genuine message in Bob's inbox, whose id the others then reuse.
+    let genuine = delivered(
+        alice
+            .handle()
+            .send(OutgoingMessage::text(bob.addr.clone(), "genuine"))
+            .await
+            .unwrap(),
+    );
+    let taken = genuine.msg_id;
+
+    let config = Config {
+        listen: vec![memory(base + 2)],
+        mdns: false,
+        ..Config::default()
+    };
+    let mut evil =
+        interlink_net::build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    let bob_peer = bob.handle().peer_id();
+    evil.add_peer_address(bob_peer, memory(base));
+    let to_bob = |from: &Identity, session: &str, id: MsgId, text: &str| {
+        message(from, session, &bob.addr, &bob_id, id, text)
+    };
+
+    // A stranger's message: refused with the reason, no receipt.
+    let fresh = to_bob(&eve_id, "eve-1", MsgId::random(&mut rng()), "let me in");
+    let e = outcome(deliver(&mut evil, bob_peer, &[&fresh]).await).unwrap_err();
+    assert!(e.contains("not a peer"), "{e}");
+    // The same with the id of the message Bob holds: still refused as a stranger, not
+    // answered as a retry of Alice's message (which would sign a receipt for it).
+    let reused = to_bob(&eve_id, "eve-1", taken, "let me in");
+    let e = outcome(deliver(&mut evil, bob_peer, &[&reused]).await).unwrap_err();
+    assert!(e.contains("not a peer"), "{e}");
+    // A peer reusing that id is refused too (the id is taken), not falsely receipted.
+    let clash = to_bob(&mallory_id, "mallory-1", taken, "same id");
+    let e = outcome(deliver(&mut evil, bob_peer, &[&clash]).await).unwrap_err();
+    assert!(e.contains("already"), "{e}");
+    // Alice's own retry of the stored message is answered again, receipted.
+    let retry = to_bob(&alice_id, "alice-1", taken, "genuine");
+    assert_eq!(
+        outcome(deliver(&mut evil, bob_peer, &[&retry]).await),
+        Ok(vec![taken])
+    );
+
+    // A peer's message whose unsigned reply-to names another identity's session: it is
+    // stored, under the signed sender, with replies routed to the signed sending session.
+    let carol = SessionAddr {
+        key: carol_id.public(),
+        session: SessionId::new("carol-1").unwrap(),
+    };
+    let forged = to_bob(
+        &mallory_id,
+        "mallory-1",
+        MsgId::random(&mut rng()),
+        "forged hint",
+    )
+    .with_reply_to(carol);
+    let forged_id = forged.body().msg_id;
+    assert_eq!(
+        outcome(deliver(&mut evil, bob_peer, &[&forged]).await),
+        Ok(vec![forged_id])
+    );
+    // A hint naming the sender's own other session is kept (the same identity).
+    let own_other = SessionAddr {
+        key: mallory_id.public(),
+        session: SessionId::new("mallory-2").unwrap(),
+    };
+    let hinted = to_bob(
+        &mallory_id,
+        "mallory-1",
+        MsgId::random(&mut rng()),
+        "own hint",
+    )
+    .with_reply_to(own_other.clone());
+    let hinted_id = hinted.body().msg_id;
+    assert_eq!(
+        outcome(deliver(&mut evil, bob_peer, &[&hinted]).await),
+        Ok(vec![hinted_id])
+    );
+
+    let (entries, _) = inbox::read_from(&bob.dir.path().join(INBOX_FILE), 0).unwrap();
+    let lines: Vec<(String, String, String, Option<String>)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.msg_id.clone(),
+                e.sender.clone(),
+                e.reply_to.clone(),
+                e.text.clone(),
+            )
+        })
+        .collect();
+    let mallory_1 = format!("{}#mallory-1", mallory_id.public());
+    assert_eq!(
+        lines,
+        [
+            (
+                taken.to_string(),
+                alice_id.public().to_hex(),
+                format!("{}#alice-1", alice_id.public()),
+                Some("genuine".into())
+            ),
+            (
+                forged_id.to_string(),
+                mallory_id.public().to_hex(),
+                mallory_1,
+                Some("forged hint".into())
+            ),
+            (
+                hinted_id.to_string(),
+                mallory_id.public().to_hex(),
+                own_other.to_string(),
+                Some("own hint".into())
+            ),
+        ]
+    );
+
+    drop(evil);
+    alice.node.shutdown().await;
+    bob.node.shutdown().await;
+}
