@@ -299,6 +299,11 @@ impl Drop for Proc {
 pub struct Sample {
     /// Resident set size, KiB.
     pub rss_kib: u64,
+    /// The anonymous part of it (heap, stacks), KiB.
+    pub rss_anon_kib: u64,
+    /// The file-backed part of it (mapped code and data, shared with every process
+    /// of the same binary), KiB.
+    pub rss_file_kib: u64,
     /// Peak resident set size so far, KiB.
     pub hwm_kib: u64,
     /// Threads.
@@ -341,6 +346,8 @@ pub fn sample(pid: u32) -> anyhow::Result<Sample> {
     };
     Ok(Sample {
         rss_kib: field("VmRSS:")?,
+        rss_anon_kib: field("RssAnon:")?,
+        rss_file_kib: field("RssFile:")?,
         hwm_kib: field("VmHWM:")?,
         threads: field("Threads:")?,
         cpu_ticks: tick(11)? + tick(12)?,

@@ -14,6 +14,7 @@ use std::{
 };
 
 use anyhow::Context as _;
+use futures::StreamExt as _;
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt as _,
     model::{CallToolRequestParams, ClientConfig, CustomNotification},
@@ -41,6 +42,10 @@ const SPAWNS: usize = 10;
 const MESSAGES: usize = 1000;
 const QUICK_MESSAGES: usize = 100;
 const WARM_UP: usize = 20;
+/// Tool calls in flight in the concurrent throughput case.
+const CONCURRENT_CALLS: usize = 8;
+/// How long sessions settle before the idle RSS is read.
+const SETTLE: Duration = Duration::from_secs(2);
 const NOTES_CAPACITY: usize = 64;
 const LIMIT: Duration = Duration::from_secs(30);
 /// The targets.
@@ -190,6 +195,9 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
+    tokio::time::sleep(SETTLE).await;
+    rows.push(rss_row("idle session RSS (started, no messages yet)", &alice, &bob));
+
     let body = "x".repeat(1024);
     let send = |text: String| {
         alice.call(
@@ -242,15 +250,61 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
         ],
     ));
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut rss = Vec::new();
-    for (name, s) in [("alice", &alice), ("bob", &bob)] {
+    progress(format_args!(
+        "mcp: {messages} sends, {CONCURRENT_CALLS} calls in flight"
+    ));
+    let start = Instant::now();
+    let results: Vec<anyhow::Result<Value>> = futures::stream::iter(0..messages)
+        .map(|_| send(body.clone()))
+        .buffer_unordered(CONCURRENT_CALLS)
+        .collect()
+        .await;
+    let elapsed = start.elapsed();
+    for r in results {
+        let sent = r?;
+        anyhow::ensure!(sent["status"] == "delivered", "not delivered: {sent}");
+    }
+    #[allow(clippy::cast_precision_loss)] // counts far below 2^52
+    let per_s = messages as f64 / elapsed.as_secs_f64();
+    rows.push(Row::ok(
+        format!("concurrent send_message throughput, {CONCURRENT_CALLS} in flight"),
+        vec![
+            Measurement::new("sends_per_s", per_s, "msg/s"),
+            Measurement::new("per_send", 1000.0 / per_s, "ms").at_most(1000.0 / TARGET_SENDS_PER_S),
+        ],
+    ));
+
+    tokio::time::sleep(SETTLE).await;
+    rows.push(rss_row("idle session RSS (after the runs)", &alice, &bob));
+    Ok(rows)
+}
+
+/// RSS of both sessions: the total (against the target) and its anonymous and
+/// file-backed parts.
+fn rss_row(case: &str, alice: &Session, bob: &Session) -> Row {
+    let mib = |kib: u64| {
+        #[allow(clippy::cast_precision_loss)] // far below 2^52
+        let v = kib as f64 / 1024.0;
+        v
+    };
+    let mut m = Vec::new();
+    for (name, s) in [("alice", alice), ("bob", bob)] {
         if let Ok(sampled) = sample(s.pid) {
-            #[allow(clippy::cast_precision_loss)]
-            let mib = sampled.rss_kib as f64 / 1024.0;
-            rss.push(Measurement::new(format!("rss_{name}"), mib, "MiB").at_most(TARGET_RSS_MIB));
+            m.push(
+                Measurement::new(format!("rss_{name}"), mib(sampled.rss_kib), "MiB")
+                    .at_most(TARGET_RSS_MIB),
+            );
+            m.push(Measurement::new(
+                format!("rss_{name}_anon"),
+                mib(sampled.rss_anon_kib),
+                "MiB",
+            ));
+            m.push(Measurement::new(
+                format!("rss_{name}_file"),
+                mib(sampled.rss_file_kib),
+                "MiB",
+            ));
         }
     }
-    rows.push(Row::ok("idle session RSS (after the runs)", rss));
-    Ok(rows)
+    Row::ok(case, m)
 }
