@@ -5,7 +5,8 @@
 //! - Claude Code: the user-scope MCP server `interlink` in `~/.claude.json`
 //!   (`mcpServers.interlink`: `interlink-p2p mcp`), and in `~/.claude/settings.json` the
 //!   asynchronous Stop hook running `interlink-p2p wait` with `asyncRewake`, which wakes
-//!   an idle agent when a message arrives.
+//!   an idle agent when a message arrives. With `CLAUDE_CONFIG_DIR` set, Claude Code
+//!   reads both from that directory instead (`.claude.json`, `settings.json`).
 //! - Codex: in `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`)
 //!   `[mcp_servers.interlink]` running `interlink-p2p mcp --host codex`, and `mcp_tool`
 //!   hooks calling `bind_codex_session` with the thread id (`${session_id}`) on
@@ -51,30 +52,43 @@ pub enum Host {
 pub struct Locations {
     /// The user's home directory (`HOME`).
     pub home: PathBuf,
+    /// `CLAUDE_CONFIG_DIR`, if set: Claude Code then keeps `.claude.json` and
+    /// `settings.json` there instead of `~/.claude.json` and `~/.claude/settings.json`.
+    pub claude_config_dir: Option<PathBuf>,
     /// `CODEX_HOME`, if set (else `~/.codex`).
     pub codex_home: Option<PathBuf>,
 }
 
 impl Locations {
-    /// From `HOME` and `CODEX_HOME`.
+    /// From `HOME`, `CLAUDE_CONFIG_DIR` and `CODEX_HOME`.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
         let home = env("HOME")
             .filter(|h| !h.trim().is_empty())
             .context("HOME is not set")?;
+        let dir = |name: &str| {
+            env(name)
+                .filter(|h| !h.trim().is_empty())
+                .map(PathBuf::from)
+        };
         Ok(Self {
             home: PathBuf::from(home),
-            codex_home: env("CODEX_HOME")
-                .filter(|h| !h.trim().is_empty())
-                .map(PathBuf::from),
+            claude_config_dir: dir("CLAUDE_CONFIG_DIR"),
+            codex_home: dir("CODEX_HOME"),
         })
     }
 
     fn claude_json(&self) -> PathBuf {
-        self.home.join(".claude.json")
+        match &self.claude_config_dir {
+            Some(dir) => dir.join(".claude.json"),
+            None => self.home.join(".claude.json"),
+        }
     }
 
     fn claude_settings(&self) -> PathBuf {
-        self.home.join(".claude").join("settings.json")
+        match &self.claude_config_dir {
+            Some(dir) => dir.join("settings.json"),
+            None => self.home.join(".claude").join("settings.json"),
+        }
     }
 
     fn codex_config(&self) -> PathBuf {
@@ -494,5 +508,23 @@ mod tests {
         let removed = again.to_string();
         assert!(!removed.contains("interlink"), "{removed}");
         assert!(removed.contains("[mcp_servers.other]") && removed.contains("# my settings"));
+    }
+
+    #[test]
+    fn claude_config_dir_moves_both_claude_files() {
+        let env = |k: &str| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "CLAUDE_CONFIG_DIR" => Some("/cfg/claude".to_owned()),
+            _ => None,
+        };
+        let l = Locations::from_env(env).unwrap();
+        assert_eq!(l.claude_json(), Path::new("/cfg/claude/.claude.json"));
+        assert_eq!(l.claude_settings(), Path::new("/cfg/claude/settings.json"));
+        let l = Locations::from_env(|k| (k == "HOME").then(|| "/home/u".to_owned())).unwrap();
+        assert_eq!(l.claude_json(), Path::new("/home/u/.claude.json"));
+        assert_eq!(
+            l.claude_settings(),
+            Path::new("/home/u/.claude/settings.json")
+        );
     }
 }
