@@ -7,6 +7,7 @@
 use std::{path::Path, process::Command};
 
 use interlink_e2e::binary;
+use interlink_p2p::install::CODEX_ENV_VARS;
 use serde_json::{Value, json};
 
 /// `interlink-p2p` with a throwaway HOME and CODEX_HOME; `CLAUDE_CONFIG_DIR` is
@@ -127,6 +128,13 @@ fn codex_install_writes_the_server_and_bind_hooks_under_codex_home() {
         "{text}"
     );
     assert!(text.contains("tool = \"bind_codex_session\""), "{text}");
+    for var in CODEX_ENV_VARS {
+        assert!(
+            text.contains(&format!("\"{var}\"")),
+            "env_vars lacks {var}: {text}"
+        );
+    }
+    assert!(out.contains("only after you trust them"), "{out}");
     assert!(text.contains("thread_id = \"${session_id}\""), "{text}");
     assert!(
         !home.path().join(".codex").exists(),

@@ -8,11 +8,14 @@
 //!   an idle agent when a message arrives. With `CLAUDE_CONFIG_DIR` set, Claude Code
 //!   reads both from that directory instead (`.claude.json`, `settings.json`).
 //! - Codex: in `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`)
-//!   `[mcp_servers.interlink]` running `interlink-p2p mcp --host codex`, and `mcp_tool`
+//!   `[mcp_servers.interlink]` running `interlink-p2p mcp --host codex`, with the
+//!   environment variables the server reads listed in `env_vars` (Codex starts MCP
+//!   servers with only a few variables such as `HOME` and `PATH`), and `mcp_tool`
 //!   hooks calling `bind_codex_session` with the thread id (`${session_id}`) on
 //!   SessionStart, UserPromptSubmit, PreToolUse (matcher `^mcp__interlink__`) and Stop —
 //!   SessionStart may run before the server is ready; the others are idempotent
-//!   fallbacks.
+//!   fallbacks. Codex runs user hooks only once the user has trusted them (its startup
+//!   review or `/hooks`), so `install codex` says so when it adds them.
 //!
 //! A file that does not parse is refused, never overwritten. Files are replaced
 //! atomically (temporary file, rename).
@@ -37,6 +40,31 @@ pub const CODEX_HOOK_EVENTS: &[(&str, Option<&str>)] = &[
 ];
 /// Seconds a Codex `mcp_tool` hook may take.
 const CODEX_HOOK_TIMEOUT: i64 = 10;
+/// The variables Codex must pass on to `interlink-p2p mcp` (its `env_vars`).
+///
+/// Codex starts a stdio MCP server with a short allow-list of the user's environment
+/// (`HOME`, `PATH`, `SHELL`, `LANG`, `TERM`, ...; seen with codex-cli 0.171), so without
+/// this a user's `INTERLINK_HOME` or network settings would silently not reach the
+/// server, and `codex queue` run by the server would miss `CODEX_HOME`. A variable that
+/// is not set is skipped by Codex. `INTERLINK_SESSION` is left out on purpose: pinned
+/// in a shell it would give every Codex thread the same session.
+pub const CODEX_ENV_VARS: &[&str] = &[
+    "INTERLINK_HOME",
+    "XDG_CONFIG_HOME",
+    "INTERLINK_NETWORK",
+    "INTERLINK_LISTEN",
+    "INTERLINK_BOOTSTRAP",
+    "INTERLINK_RELAY",
+    "INTERLINK_MDNS",
+    "INTERLINK_NAME",
+    "INTERLINK_CODEX_BIN",
+    "CODEX_HOME",
+    "RUST_LOG",
+];
+/// Printed when `install codex` adds hooks: Codex ignores hooks the user has not trusted.
+pub const CODEX_TRUST_NOTE: &str = "note: Codex runs these hooks only after you trust \
+them: start `codex` and approve them when it says hooks need review (or with /hooks). \
+Until then sessions bind only when the agent calls bind_codex_session itself.";
 
 /// Which agent host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -153,6 +181,9 @@ pub fn run(
                 }
             }
         }
+    }
+    if host == Host::Codex && action == Action::Install {
+        writeln!(out, "{CODEX_TRUST_NOTE}")?;
     }
     Ok(())
 }
@@ -391,21 +422,54 @@ fn codex_edit(doc: &mut DocumentMut, command: &str, action: Action) -> anyhow::R
                 .as_table_mut()
                 .context("`mcp_servers` is not a table; not changed")?;
             servers.set_implicit(true);
-            let current = servers.get(SERVER_NAME).and_then(Item::as_table);
-            let same = current.is_some_and(|t| {
-                t.get("command").and_then(Item::as_str) == Some(command)
-                    && t.get("args").and_then(Item::as_array).is_some_and(|a| {
-                        a.iter()
-                            .map(|v| v.as_str())
-                            .eq(args.iter().map(|a| Some(*a)))
-                    })
-            });
-            if !same {
-                let existed = current.is_some();
-                let mut t = Table::new();
-                t["command"] = value(command);
-                t["args"] = value(toml_edit::Array::from_iter(args));
-                servers.insert(SERVER_NAME, Item::Table(t));
+            let existed = servers.contains_key(SERVER_NAME);
+            let server = servers
+                .entry(SERVER_NAME)
+                .or_insert(toml_edit::table())
+                .as_table_like_mut()
+                .with_context(|| {
+                    format!("`mcp_servers.{SERVER_NAME}` is not a table; not changed")
+                })?;
+            // Only the keys this program owns are set; others the user added to the
+            // entry (timeouts, extra env_vars) are kept.
+            let mut changed = false;
+            if server.get("command").and_then(Item::as_str) != Some(command) {
+                server.insert("command", value(command));
+                changed = true;
+            }
+            let args_same = server
+                .get("args")
+                .and_then(Item::as_array)
+                .is_some_and(|a| {
+                    a.iter()
+                        .map(|v| v.as_str())
+                        .eq(args.iter().map(|a| Some(*a)))
+                });
+            if !args_same {
+                server.insert("args", value(toml_edit::Array::from_iter(args)));
+                changed = true;
+            }
+            match server.get_mut("env_vars") {
+                Some(item) => {
+                    let list = item.as_array_mut().with_context(|| {
+                        format!("`mcp_servers.{SERVER_NAME}.env_vars` is not an array; not changed")
+                    })?;
+                    for var in CODEX_ENV_VARS {
+                        if !list.iter().any(|v| v.as_str() == Some(var)) {
+                            list.push(*var);
+                            changed = true;
+                        }
+                    }
+                }
+                None => {
+                    server.insert(
+                        "env_vars",
+                        value(toml_edit::Array::from_iter(CODEX_ENV_VARS.iter().copied())),
+                    );
+                    changed = true;
+                }
+            }
+            if changed {
                 notes.push(format!(
                     "{} [mcp_servers.{SERVER_NAME}] ({command} mcp --host codex)",
                     if existed { "updated" } else { "added" }
@@ -497,6 +561,13 @@ mod tests {
             installed.contains("matcher = \"^mcp__interlink__\""),
             "{installed}"
         );
+        let vars = doc["mcp_servers"]["interlink"]["env_vars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(vars, CODEX_ENV_VARS);
         let mut again: DocumentMut = installed.parse().unwrap();
         assert!(
             codex_edit(&mut again, "/bin/interlink-p2p", Action::Install)
@@ -508,6 +579,50 @@ mod tests {
         let removed = again.to_string();
         assert!(!removed.contains("interlink"), "{removed}");
         assert!(removed.contains("[mcp_servers.other]") && removed.contains("# my settings"));
+    }
+
+    #[test]
+    fn codex_update_keeps_the_users_own_keys_in_our_entry() {
+        // An entry from an older install (no env_vars) that the user tuned.
+        let original = "[mcp_servers.interlink]\ncommand = \"/old/interlink-p2p\"\n\
+            args = [\"mcp\", \"--host\", \"codex\"]\nstartup_timeout_sec = 30\n\
+            env_vars = [\"MY_VAR\", \"INTERLINK_HOME\"]\n";
+        let mut doc: DocumentMut = original.parse().unwrap();
+        let notes = codex_edit(&mut doc, "/new/interlink-p2p", Action::Install).unwrap();
+        assert!(
+            notes[0].starts_with("updated [mcp_servers.interlink]"),
+            "{notes:?}"
+        );
+        let server = &doc["mcp_servers"]["interlink"];
+        assert_eq!(server["command"].as_str(), Some("/new/interlink-p2p"));
+        assert_eq!(server["startup_timeout_sec"].as_integer(), Some(30));
+        let vars = server["env_vars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(&vars[..2], ["MY_VAR", "INTERLINK_HOME"]);
+        assert!(CODEX_ENV_VARS.iter().all(|v| vars.contains(v)), "{vars:?}");
+        assert_eq!(
+            vars.len(),
+            CODEX_ENV_VARS.len() + 1,
+            "no duplicates: {vars:?}"
+        );
+
+        // An inline-table entry is updated in place too.
+        let mut doc: DocumentMut = "mcp_servers.interlink = { command = \"x\", args = [] }\n"
+            .parse()
+            .unwrap();
+        codex_edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        let again = doc.to_string();
+        let mut reparsed: DocumentMut = again.parse().unwrap();
+        assert!(
+            codex_edit(&mut reparsed, "/bin/interlink-p2p", Action::Install)
+                .unwrap()
+                .is_empty(),
+            "{again}"
+        );
     }
 
     #[test]
