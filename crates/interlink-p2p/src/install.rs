@@ -64,7 +64,7 @@ pub const CODEX_ENV_VARS: &[&str] = &[
 /// Printed when `install codex` adds hooks: Codex ignores hooks the user has not trusted.
 pub const CODEX_TRUST_NOTE: &str = "note: Codex runs these hooks only after you trust \
 them: start `codex` and approve them when it says hooks need review (or with /hooks). \
-Until then sessions bind only when the agent calls bind_codex_session itself.";
+Until then a Codex thread is not bound and its interlink session does not start.";
 
 /// Which agent host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
