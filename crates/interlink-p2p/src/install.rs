@@ -12,7 +12,7 @@
 //!   environment variables the server reads listed in `env_vars` (Codex starts MCP
 //!   servers with only a few variables such as `HOME` and `PATH`), and `mcp_tool`
 //!   hooks calling `bind_codex_session` with the thread id (`${session_id}`) on
-//!   SessionStart, UserPromptSubmit, PreToolUse (matcher `^mcp__interlink__`) and Stop —
+//!   SessionStart, UserPromptSubmit and PreToolUse (matcher `^mcp__interlink__`) —
 //!   SessionStart may run before the server is ready; the others are idempotent
 //!   fallbacks. Codex runs user hooks only once the user has trusted them (its startup
 //!   review or `/hooks`), so `install codex` says so when it adds them.
@@ -36,8 +36,15 @@ pub const CODEX_HOOK_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("UserPromptSubmit", None),
     ("PreToolUse", Some("^mcp__interlink__")),
-    ("Stop", None),
 ];
+/// Events an older `install codex` also hooked; `install` and `uninstall` remove our
+/// hook from them.
+///
+/// Stop: Codex reads a Stop hook's result as Stop hook JSON (`decision`, `reason`,
+/// ...), so the plain-text answer of `bind_codex_session` made it report
+/// `hook: Stop Failed` after every turn (codex-cli 0.171). By the end of a turn
+/// UserPromptSubmit has bound the thread anyway.
+pub const CODEX_RETIRED_HOOK_EVENTS: &[&str] = &["Stop"];
 /// Seconds a Codex `mcp_tool` hook may take.
 const CODEX_HOOK_TIMEOUT: i64 = 10;
 /// The variables Codex must pass on to `interlink-p2p mcp` (its `env_vars`).
@@ -411,6 +418,24 @@ fn group_has_ours(group: &Table) -> bool {
     }
 }
 
+/// Removes the groups of `hooks.<event>` that call our `bind_codex_session` (and the
+/// event when no group is left), noting it.
+fn remove_our_hooks(hooks: &mut Table, event: &str, notes: &mut Vec<String>) {
+    let Some(groups) = hooks.get_mut(event).and_then(Item::as_array_of_tables_mut) else {
+        return;
+    };
+    let before = groups.len();
+    groups.retain(|g| !group_has_ours(g));
+    if groups.len() != before {
+        notes.push(format!(
+            "removed the {event} hook calling bind_codex_session"
+        ));
+    }
+    if groups.is_empty() {
+        hooks.remove(event);
+    }
+}
+
 fn codex_edit(doc: &mut DocumentMut, command: &str, action: Action) -> anyhow::Result<Vec<String>> {
     let mut notes = Vec::new();
     let args = ["mcp", "--host", "codex"];
@@ -500,6 +525,9 @@ fn codex_edit(doc: &mut DocumentMut, command: &str, action: Action) -> anyhow::R
                 groups.push(group);
                 notes.push(format!("added the {event} hook calling bind_codex_session"));
             }
+            for event in CODEX_RETIRED_HOOK_EVENTS {
+                remove_our_hooks(hooks, event, &mut notes);
+            }
         }
         Action::Uninstall => {
             if let Some(servers) = doc.get_mut("mcp_servers").and_then(Item::as_table_mut)
@@ -508,21 +536,9 @@ fn codex_edit(doc: &mut DocumentMut, command: &str, action: Action) -> anyhow::R
                 notes.push(format!("removed [mcp_servers.{SERVER_NAME}]"));
             }
             if let Some(hooks) = doc.get_mut("hooks").and_then(Item::as_table_mut) {
-                for (event, _) in CODEX_HOOK_EVENTS {
-                    let Some(groups) = hooks.get_mut(event).and_then(Item::as_array_of_tables_mut)
-                    else {
-                        continue;
-                    };
-                    let before = groups.len();
-                    groups.retain(|g| !group_has_ours(g));
-                    if groups.len() != before {
-                        notes.push(format!(
-                            "removed the {event} hook calling bind_codex_session"
-                        ));
-                    }
-                    if groups.is_empty() {
-                        hooks.remove(event);
-                    }
+                let events = CODEX_HOOK_EVENTS.iter().map(|(e, _)| *e);
+                for event in events.chain(CODEX_RETIRED_HOOK_EVENTS.iter().copied()) {
+                    remove_our_hooks(hooks, event, &mut notes);
                 }
             }
         }
@@ -579,6 +595,36 @@ mod tests {
         let removed = again.to_string();
         assert!(!removed.contains("interlink"), "{removed}");
         assert!(removed.contains("[mcp_servers.other]") && removed.contains("# my settings"));
+    }
+
+    #[test]
+    fn codex_install_drops_the_stop_hook_of_an_older_install() {
+        let mut doc: DocumentMut = "".parse().unwrap();
+        codex_edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        // What an older install added, next to a Stop hook of the user's own.
+        let older = format!(
+            "{doc}\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\n\
+             command = \"notify-send done\"\n\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\n\
+             type = \"mcp_tool\"\nserver = \"interlink\"\ntool = \"bind_codex_session\"\n"
+        );
+        let mut doc: DocumentMut = older.parse().unwrap();
+        let notes = codex_edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        assert_eq!(
+            notes,
+            ["removed the Stop hook calling bind_codex_session"],
+            "{doc}"
+        );
+        let stop = doc["hooks"]["Stop"].as_array_of_tables().unwrap();
+        assert_eq!(stop.len(), 1, "{doc}");
+        assert!(doc.to_string().contains("notify-send done"), "{doc}");
+        // And uninstall removes it too.
+        let mut doc: DocumentMut = older.parse().unwrap();
+        let notes = codex_edit(&mut doc, "/bin/interlink-p2p", Action::Uninstall).unwrap();
+        assert!(
+            notes.contains(&"removed the Stop hook calling bind_codex_session".to_owned()),
+            "{notes:?}"
+        );
+        assert!(!doc.to_string().contains("bind_codex_session"), "{doc}");
     }
 
     #[test]
