@@ -13,12 +13,13 @@
 //!   `interlink-p2p send` wakes the agent — the next model request carries its text.
 //! - Codex: `codex mcp list --json` / `codex mcp get interlink --json` show our entry;
 //!   the app server's `hooks/list` finds the four `mcp_tool` hooks with no errors (and
-//!   untrusted: Codex runs user hooks only after the user trusts them); one real
-//!   `codex exec --strict-config` (no unknown config keys) against a model endpoint on
-//!   loopback that never answers, with hook trust bypassed for that run, fires the
-//!   SessionStart hook, which binds the `interlink` server to Codex's thread id — in the
-//!   `INTERLINK_HOME` that only reaches the server through our `env_vars`; after
-//!   uninstall the list and the hooks are gone.
+//!   untrusted: Codex runs user hooks only after the user trusts them); one real turn
+//!   of `codex exec --strict-config` (no unknown config keys) against a model API on
+//!   loopback that calls `interlink`'s `whoami` and then answers, with hook trust
+//!   bypassed for that run: the SessionStart hook binds the `interlink` server to
+//!   Codex's thread id — in the `INTERLINK_HOME` that only reaches the server through
+//!   our `env_vars` — the PreToolUse matcher catches the tool call, and no hook fails;
+//!   after uninstall the list and the hooks are gone.
 //!
 //! The CLIs come from `INTERLINK_TEST_CLAUDE_BIN` and `INTERLINK_TEST_CODEX_BIN`
 //! (`eval "$(.ci/agent-clis)"` installs the pinned versions and prints them). Unset, a
@@ -51,8 +52,6 @@ use serde_json::{Value, json};
 
 /// How long one CLI command may take (`claude mcp list` waits for the health checks).
 const STEP: Duration = Duration::from_secs(60);
-/// How long the Codex SessionStart hook has to bind the session.
-const BIND_DEADLINE: Duration = Duration::from_secs(45);
 
 /// Where the CLI named by `var` is, or `None` (skipped) outside CI when it is unset.
 fn agent_cli(var: &str, what: &str) -> Option<PathBuf> {
@@ -352,8 +351,14 @@ fn claude_config_dir_install_is_the_one_claude_reads() {
     );
 }
 
-/// A stand-in for the Anthropic Messages API on loopback: every `POST /v1/messages`
-/// gets the one-word answer "ok" (streamed when asked), every other request `{}`.
+/// A stand-in for a model API on loopback, so a real agent CLI can run turns without
+/// a network or an account:
+/// - Anthropic Messages (`POST /v1/messages`, Claude Code): every request gets the
+///   one-word answer "ok" (streamed when asked);
+/// - OpenAI Responses (`POST /v1/responses`, Codex): the first request gets a call of
+///   the `interlink` MCP server's `whoami` tool, every later one the answer "done";
+/// - anything else: an empty JSON object (model lists and the like).
+///
 /// Keeps the request bodies, so a test can see what the agent was sent.
 struct FakeModel {
     url: String,
@@ -408,12 +413,21 @@ impl FakeModel {
             let mut words = request_line.split_whitespace();
             let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
             let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-            let (content_type, reply) = if method == "POST"
-                && path.starts_with("/v1/messages")
-                && !path.contains("count_tokens")
-            {
+            let (content_type, reply) = if method != "POST" {
+                (
+                    "application/json",
+                    r#"{"data": [], "models": []}"#.to_owned(),
+                )
+            } else if path.starts_with("/v1/messages") && !path.contains("count_tokens") {
                 kept.lock().unwrap().push(body.clone());
                 Self::answer(&request)
+            } else if path.starts_with("/v1/responses") {
+                let first = {
+                    let mut kept = kept.lock().unwrap();
+                    kept.push(body.clone());
+                    kept.len() == 1
+                };
+                ("text/event-stream", Self::respond(first))
             } else {
                 ("application/json", "{}".to_owned())
             };
@@ -453,6 +467,34 @@ impl FakeModel {
             .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("")))
             .collect();
         ("text/event-stream", stream)
+    }
+
+    /// A Responses API stream: a call of `mcp__interlink`'s `whoami` the `first` time,
+    /// else the message "done".
+    fn respond(first: bool) -> String {
+        let item = if first {
+            json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+                "namespace": "mcp__interlink", "name": "whoami", "arguments": "{}",
+                "status": "completed"})
+        } else {
+            json!({"type": "message", "id": "msg_done", "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "done", "annotations": []}]})
+        };
+        let usage = json!({"input_tokens": 1, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 2});
+        [
+            json!({"type": "response.created",
+                "response": {"id": "resp_fake", "status": "in_progress", "output": []}}),
+            json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+            json!({"type": "response.completed", "response": {"id": "resp_fake",
+                "status": "completed", "output": [item], "usage": usage}}),
+        ]
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("")))
+        .collect()
     }
 
     fn requests(&self) -> Vec<String> {
@@ -642,71 +684,38 @@ fn codex_hooks(home: &Home, codex: &Path) -> (Vec<Value>, Value) {
     (ours, entry)
 }
 
-/// Runs one `codex exec` turn whose model never answers, until `INTERLINK_HOME` has a
-/// session named after the thread; returns that id.
-fn codex_exec_binds_the_thread(home: &Home, codex: &Path) -> String {
-    // Accepts connections (the kernel's backlog) but never answers them: the turn
-    // waits, and nothing leaves the machine.
-    let model = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = model.local_addr().unwrap().port();
+/// Runs one whole `codex exec --strict-config` turn against [`FakeModel`]: the model
+/// calls `interlink`'s `whoami`, then answers. Returns the thread id and what Codex
+/// printed.
+fn codex_exec_turn(home: &Home, codex: &Path) -> (String, String) {
+    let model = FakeModel::start();
     let provider = format!(
-        "model_providers.silent={{name=\"silent\",base_url=\"http://127.0.0.1:{port}/v1\",\
-         wire_api=\"responses\",request_max_retries=0,stream_max_retries=0,\
-         supports_websockets=false}}"
+        "model_providers.fake={{name=\"fake\",base_url=\"{}/v1\",wire_api=\"responses\",\
+         request_max_retries=0,stream_max_retries=0,supports_websockets=false}}",
+        model.url
     );
-    let log = home.path().join("codex-exec.log");
-    let mut exec = home.command(codex);
-    exec.args(["exec", "--strict-config", "--skip-git-repo-check"])
+    let out = run(home
+        .command(codex)
+        .args(["exec", "--strict-config", "--skip-git-repo-check"])
         // Hook trust is the user's decision in Codex's TUI; this one run skips it so
         // the hooks themselves can be checked.
         .arg("--dangerously-bypass-hook-trust")
-        .args(["-c", &provider, "-c", "model_provider=silent", "-c"])
-        .args(["model=silent-model", "say hi"])
-        .stdin(Stdio::null());
-    // One open file for both streams, so neither overwrites the other.
-    let file = File::create(&log).unwrap();
-    exec.stderr(file.try_clone().unwrap()).stdout(file);
-    let mut group = Group::spawn(&mut exec);
-    let sessions = home.interlink_home().join("sessions");
-    let deadline = Instant::now() + BIND_DEADLINE;
-    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
-    loop {
-        // The thread id Codex prints in its header ("session id: <uuid>").
-        let text = log_text();
-        let thread = text
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("session id: "))
-            .map(str::to_owned);
-        if let Some(thread) = &thread {
-            if sessions.join(thread).join("inbox.jsonl").exists() {
-                drop(model);
-                return thread.clone();
-            }
-            // The default home: the server was bound, but without our INTERLINK_HOME.
-            let default = home
-                .path()
-                .join(".config/interlink-p2p/sessions")
-                .join(thread);
-            assert!(
-                !default.exists(),
-                "the thread was bound in {}, not in INTERLINK_HOME: Codex did not pass \
-                 the variable to the server (env_vars)\n{text}",
-                default.display()
-            );
-        }
-        if let Some(status) = group.wait(Instant::now()) {
-            panic!("codex exec exited ({status}) before the session was bound:\n{text}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no session bound to the Codex thread {thread:?} in {}: {:?}\n{text}",
-            sessions.display(),
-            std::fs::read_dir(&sessions)
-                .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
-                .unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        .args(["-c", &provider, "-c", "model_provider=fake"])
+        .args(["-c", "model=fake-model", "say hi"]));
+    let printed = format!("{}{}", out.stdout, out.stderr);
+    assert!(out.status.success(), "codex exec: {out}");
+    // The thread id Codex prints in its header ("session id: <uuid>").
+    let thread = printed
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("session id: "))
+        .unwrap_or_else(|| panic!("no session id in: {out}"))
+        .to_owned();
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "one request for the tool call, one after it: {out}"
+    );
+    (thread, printed)
 }
 
 #[test]
@@ -766,10 +775,48 @@ fn codex_lists_interlink_runs_its_hooks_and_forgets_both_after_uninstall() {
         assert_eq!(hook["trustStatus"], "untrusted", "{hook}");
     }
 
-    // A real turn: the SessionStart hook binds the server to the thread, under the
-    // INTERLINK_HOME that reaches the server only through `env_vars`.
-    let thread = codex_exec_binds_the_thread(&home, &codex);
-    eprintln!("codex thread {thread} bound by the SessionStart hook");
+    // A real turn: the SessionStart hook binds the server to the thread — under the
+    // INTERLINK_HOME that reaches the server only through `env_vars` — the PreToolUse
+    // matcher catches the `interlink` tool call, and no hook fails.
+    let (thread, printed) = codex_exec_turn(&home, &codex);
+    let default = home
+        .path()
+        .join(".config/interlink-p2p/sessions")
+        .join(&thread);
+    assert!(
+        !default.exists(),
+        "the thread was bound in {}, not in INTERLINK_HOME: Codex did not pass the \
+         variable to the server (env_vars)\n{printed}",
+        default.display()
+    );
+    let bound = home.interlink_home().join("sessions").join(&thread);
+    assert!(
+        bound.join("inbox.jsonl").exists(),
+        "the Codex thread {thread} has no interlink session in {}\n{printed}",
+        bound.display()
+    );
+    for line in [
+        "hook: SessionStart Completed",
+        "hook: UserPromptSubmit Completed",
+        "hook: PreToolUse Completed",
+        "mcp: interlink/whoami (completed)",
+    ] {
+        assert!(
+            printed.lines().any(|l| l.trim() == line),
+            "no `{line}`:\n{printed}"
+        );
+    }
+    // Codex prints `hook: <Event>` when a hook starts and `hook: <Event> <outcome>`
+    // when it ends.
+    let failed: Vec<&str> = printed
+        .lines()
+        .filter(|l| l.starts_with("hook: ") && l.split_whitespace().count() == 3)
+        .filter(|l| !l.ends_with(" Completed"))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "hooks that did not complete: {failed:?}\n{printed}"
+    );
 
     let out = home.p2p(&["uninstall", "codex"]);
     assert!(out.contains("removed [mcp_servers.interlink]"), "{out}");
