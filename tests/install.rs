@@ -7,16 +7,22 @@
 use std::{path::Path, process::Command};
 
 use interlink_e2e::binary;
+use interlink_p2p::install::CODEX_ENV_VARS;
 use serde_json::{Value, json};
 
-fn p2p(home: &Path, codex_home: &Path, args: &[&str]) -> String {
-    let out = Command::new(binary("interlink-p2p").unwrap())
-        .env_remove("INTERLINK_HOME")
+/// `interlink-p2p` with a throwaway HOME and CODEX_HOME; `CLAUDE_CONFIG_DIR` is
+/// removed so a developer's own setting never points it at their real config.
+fn command(home: &Path, codex_home: &Path) -> Command {
+    let mut c = Command::new(binary("interlink-p2p").unwrap());
+    c.env_remove("INTERLINK_HOME")
+        .env_remove("CLAUDE_CONFIG_DIR")
         .env("HOME", home)
-        .env("CODEX_HOME", codex_home)
-        .args(args)
-        .output()
-        .unwrap();
+        .env("CODEX_HOME", codex_home);
+    c
+}
+
+fn p2p(home: &Path, codex_home: &Path, args: &[&str]) -> String {
+    let out = command(home, codex_home).args(args).output().unwrap();
     assert!(
         out.status.success(),
         "{args:?}: {}",
@@ -111,9 +117,11 @@ fn codex_install_writes_the_server_and_bind_hooks_under_codex_home() {
         &["install", "codex", "--command", cmd],
     );
     assert!(out.contains("added [mcp_servers.interlink]"), "{out}");
-    for event in ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop"] {
+    for event in ["SessionStart", "UserPromptSubmit", "PreToolUse"] {
         assert!(out.contains(&format!("added the {event} hook")), "{out}");
     }
+    // No Stop hook: Codex takes its result for Stop hook JSON and reports a failure.
+    assert!(!out.contains("Stop"), "{out}");
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(text.starts_with("# keep me"), "{text}");
     assert!(text.contains("[mcp_servers.other]"), "{text}");
@@ -122,6 +130,13 @@ fn codex_install_writes_the_server_and_bind_hooks_under_codex_home() {
         "{text}"
     );
     assert!(text.contains("tool = \"bind_codex_session\""), "{text}");
+    for var in CODEX_ENV_VARS {
+        assert!(
+            text.contains(&format!("\"{var}\"")),
+            "env_vars lacks {var}: {text}"
+        );
+    }
+    assert!(out.contains("only after you trust them"), "{out}");
     assert!(text.contains("thread_id = \"${session_id}\""), "{text}");
     assert!(
         !home.path().join(".codex").exists(),
@@ -157,9 +172,7 @@ fn a_malformed_config_is_refused_not_overwritten() {
     let home = tempfile::tempdir().unwrap();
     let codex = tempfile::tempdir().unwrap();
     std::fs::write(home.path().join(".claude.json"), "{not json").unwrap();
-    let out = Command::new(binary("interlink-p2p").unwrap())
-        .env("HOME", home.path())
-        .env("CODEX_HOME", codex.path())
+    let out = command(home.path(), codex.path())
         .args(["install", "claude"])
         .output()
         .unwrap();
@@ -169,4 +182,27 @@ fn a_malformed_config_is_refused_not_overwritten() {
         std::fs::read_to_string(home.path().join(".claude.json")).unwrap(),
         "{not json"
     );
+}
+
+#[test]
+fn claude_config_dir_is_where_claude_entries_go() {
+    let home = tempfile::tempdir().unwrap();
+    let codex = tempfile::tempdir().unwrap();
+    let dir = home.path().join("claude-config");
+    let cmd = "/opt/bin/interlink-p2p";
+    let out = command(home.path(), codex.path())
+        .env("CLAUDE_CONFIG_DIR", &dir)
+        .args(["install", "claude", "--command", cmd])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let c = json_file(&dir.join(".claude.json"));
+    assert_eq!(c["mcpServers"]["interlink"]["command"], cmd);
+    let s = json_file(&dir.join("settings.json"));
+    assert_eq!(
+        s["hooks"]["Stop"][0]["hooks"][0]["command"],
+        format!("{cmd} wait")
+    );
+    assert!(!home.path().join(".claude.json").exists());
+    assert!(!home.path().join(".claude").exists());
 }

@@ -5,13 +5,17 @@
 //! - Claude Code: the user-scope MCP server `interlink` in `~/.claude.json`
 //!   (`mcpServers.interlink`: `interlink-p2p mcp`), and in `~/.claude/settings.json` the
 //!   asynchronous Stop hook running `interlink-p2p wait` with `asyncRewake`, which wakes
-//!   an idle agent when a message arrives.
+//!   an idle agent when a message arrives. With `CLAUDE_CONFIG_DIR` set, Claude Code
+//!   reads both from that directory instead (`.claude.json`, `settings.json`).
 //! - Codex: in `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`)
-//!   `[mcp_servers.interlink]` running `interlink-p2p mcp --host codex`, and `mcp_tool`
+//!   `[mcp_servers.interlink]` running `interlink-p2p mcp --host codex`, with the
+//!   environment variables the server reads listed in `env_vars` (Codex starts MCP
+//!   servers with only a few variables such as `HOME` and `PATH`), and `mcp_tool`
 //!   hooks calling `bind_codex_session` with the thread id (`${session_id}`) on
-//!   SessionStart, UserPromptSubmit, PreToolUse (matcher `^mcp__interlink__`) and Stop —
+//!   SessionStart, UserPromptSubmit and PreToolUse (matcher `^mcp__interlink__`) —
 //!   SessionStart may run before the server is ready; the others are idempotent
-//!   fallbacks.
+//!   fallbacks. Codex runs user hooks only once the user has trusted them (its startup
+//!   review or `/hooks`), so `install codex` says so when it adds them.
 //!
 //! A file that does not parse is refused, never overwritten. Files are replaced
 //! atomically (temporary file, rename).
@@ -32,10 +36,42 @@ pub const CODEX_HOOK_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("UserPromptSubmit", None),
     ("PreToolUse", Some("^mcp__interlink__")),
-    ("Stop", None),
 ];
+/// Events an older `install codex` also hooked; `install` and `uninstall` remove our
+/// hook from them.
+///
+/// Stop: Codex reads a Stop hook's result as Stop hook JSON (`decision`, `reason`,
+/// ...), so the plain-text answer of `bind_codex_session` made it report
+/// `hook: Stop Failed` after every turn (codex-cli 0.171). By the end of a turn
+/// UserPromptSubmit has bound the thread anyway.
+pub const CODEX_RETIRED_HOOK_EVENTS: &[&str] = &["Stop"];
 /// Seconds a Codex `mcp_tool` hook may take.
 const CODEX_HOOK_TIMEOUT: i64 = 10;
+/// The variables Codex must pass on to `interlink-p2p mcp` (its `env_vars`).
+///
+/// Codex starts a stdio MCP server with a short allow-list of the user's environment
+/// (`HOME`, `PATH`, `SHELL`, `LANG`, `TERM`, ...; seen with codex-cli 0.171), so without
+/// this a user's `INTERLINK_HOME` or network settings would silently not reach the
+/// server, and `codex queue` run by the server would miss `CODEX_HOME`. A variable that
+/// is not set is skipped by Codex. `INTERLINK_SESSION` is left out on purpose: pinned
+/// in a shell it would give every Codex thread the same session.
+pub const CODEX_ENV_VARS: &[&str] = &[
+    "INTERLINK_HOME",
+    "XDG_CONFIG_HOME",
+    "INTERLINK_NETWORK",
+    "INTERLINK_LISTEN",
+    "INTERLINK_BOOTSTRAP",
+    "INTERLINK_RELAY",
+    "INTERLINK_MDNS",
+    "INTERLINK_NAME",
+    "INTERLINK_CODEX_BIN",
+    "CODEX_HOME",
+    "RUST_LOG",
+];
+/// Printed when `install codex` adds hooks: Codex ignores hooks the user has not trusted.
+pub const CODEX_TRUST_NOTE: &str = "note: Codex runs these hooks only after you trust \
+them: start `codex` and approve them when it says hooks need review (or with /hooks). \
+Until then a Codex thread is not bound and its interlink session does not start.";
 
 /// Which agent host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -51,30 +87,43 @@ pub enum Host {
 pub struct Locations {
     /// The user's home directory (`HOME`).
     pub home: PathBuf,
+    /// `CLAUDE_CONFIG_DIR`, if set: Claude Code then keeps `.claude.json` and
+    /// `settings.json` there instead of `~/.claude.json` and `~/.claude/settings.json`.
+    pub claude_config_dir: Option<PathBuf>,
     /// `CODEX_HOME`, if set (else `~/.codex`).
     pub codex_home: Option<PathBuf>,
 }
 
 impl Locations {
-    /// From `HOME` and `CODEX_HOME`.
+    /// From `HOME`, `CLAUDE_CONFIG_DIR` and `CODEX_HOME`.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
         let home = env("HOME")
             .filter(|h| !h.trim().is_empty())
             .context("HOME is not set")?;
+        let dir = |name: &str| {
+            env(name)
+                .filter(|h| !h.trim().is_empty())
+                .map(PathBuf::from)
+        };
         Ok(Self {
             home: PathBuf::from(home),
-            codex_home: env("CODEX_HOME")
-                .filter(|h| !h.trim().is_empty())
-                .map(PathBuf::from),
+            claude_config_dir: dir("CLAUDE_CONFIG_DIR"),
+            codex_home: dir("CODEX_HOME"),
         })
     }
 
     fn claude_json(&self) -> PathBuf {
-        self.home.join(".claude.json")
+        match &self.claude_config_dir {
+            Some(dir) => dir.join(".claude.json"),
+            None => self.home.join(".claude.json"),
+        }
     }
 
     fn claude_settings(&self) -> PathBuf {
-        self.home.join(".claude").join("settings.json")
+        match &self.claude_config_dir {
+            Some(dir) => dir.join("settings.json"),
+            None => self.home.join(".claude").join("settings.json"),
+        }
     }
 
     fn codex_config(&self) -> PathBuf {
@@ -139,6 +188,9 @@ pub fn run(
                 }
             }
         }
+    }
+    if host == Host::Codex && action == Action::Install {
+        writeln!(out, "{CODEX_TRUST_NOTE}")?;
     }
     Ok(())
 }
@@ -366,6 +418,24 @@ fn group_has_ours(group: &Table) -> bool {
     }
 }
 
+/// Removes the groups of `hooks.<event>` that call our `bind_codex_session` (and the
+/// event when no group is left), noting it.
+fn remove_our_hooks(hooks: &mut Table, event: &str, notes: &mut Vec<String>) {
+    let Some(groups) = hooks.get_mut(event).and_then(Item::as_array_of_tables_mut) else {
+        return;
+    };
+    let before = groups.len();
+    groups.retain(|g| !group_has_ours(g));
+    if groups.len() != before {
+        notes.push(format!(
+            "removed the {event} hook calling bind_codex_session"
+        ));
+    }
+    if groups.is_empty() {
+        hooks.remove(event);
+    }
+}
+
 fn codex_edit(doc: &mut DocumentMut, command: &str, action: Action) -> anyhow::Result<Vec<String>> {
     let mut notes = Vec::new();
     let args = ["mcp", "--host", "codex"];
@@ -377,21 +447,54 @@ fn codex_edit(doc: &mut DocumentMut, command: &str, action: Action) -> anyhow::R
                 .as_table_mut()
                 .context("`mcp_servers` is not a table; not changed")?;
             servers.set_implicit(true);
-            let current = servers.get(SERVER_NAME).and_then(Item::as_table);
-            let same = current.is_some_and(|t| {
-                t.get("command").and_then(Item::as_str) == Some(command)
-                    && t.get("args").and_then(Item::as_array).is_some_and(|a| {
-                        a.iter()
-                            .map(|v| v.as_str())
-                            .eq(args.iter().map(|a| Some(*a)))
-                    })
-            });
-            if !same {
-                let existed = current.is_some();
-                let mut t = Table::new();
-                t["command"] = value(command);
-                t["args"] = value(toml_edit::Array::from_iter(args));
-                servers.insert(SERVER_NAME, Item::Table(t));
+            let existed = servers.contains_key(SERVER_NAME);
+            let server = servers
+                .entry(SERVER_NAME)
+                .or_insert(toml_edit::table())
+                .as_table_like_mut()
+                .with_context(|| {
+                    format!("`mcp_servers.{SERVER_NAME}` is not a table; not changed")
+                })?;
+            // Only the keys this program owns are set; others the user added to the
+            // entry (timeouts, extra env_vars) are kept.
+            let mut changed = false;
+            if server.get("command").and_then(Item::as_str) != Some(command) {
+                server.insert("command", value(command));
+                changed = true;
+            }
+            let args_same = server
+                .get("args")
+                .and_then(Item::as_array)
+                .is_some_and(|a| {
+                    a.iter()
+                        .map(|v| v.as_str())
+                        .eq(args.iter().map(|a| Some(*a)))
+                });
+            if !args_same {
+                server.insert("args", value(toml_edit::Array::from_iter(args)));
+                changed = true;
+            }
+            match server.get_mut("env_vars") {
+                Some(item) => {
+                    let list = item.as_array_mut().with_context(|| {
+                        format!("`mcp_servers.{SERVER_NAME}.env_vars` is not an array; not changed")
+                    })?;
+                    for var in CODEX_ENV_VARS {
+                        if !list.iter().any(|v| v.as_str() == Some(var)) {
+                            list.push(*var);
+                            changed = true;
+                        }
+                    }
+                }
+                None => {
+                    server.insert(
+                        "env_vars",
+                        value(toml_edit::Array::from_iter(CODEX_ENV_VARS.iter().copied())),
+                    );
+                    changed = true;
+                }
+            }
+            if changed {
                 notes.push(format!(
                     "{} [mcp_servers.{SERVER_NAME}] ({command} mcp --host codex)",
                     if existed { "updated" } else { "added" }
@@ -422,6 +525,9 @@ fn codex_edit(doc: &mut DocumentMut, command: &str, action: Action) -> anyhow::R
                 groups.push(group);
                 notes.push(format!("added the {event} hook calling bind_codex_session"));
             }
+            for event in CODEX_RETIRED_HOOK_EVENTS {
+                remove_our_hooks(hooks, event, &mut notes);
+            }
         }
         Action::Uninstall => {
             if let Some(servers) = doc.get_mut("mcp_servers").and_then(Item::as_table_mut)
@@ -430,21 +536,9 @@ fn codex_edit(doc: &mut DocumentMut, command: &str, action: Action) -> anyhow::R
                 notes.push(format!("removed [mcp_servers.{SERVER_NAME}]"));
             }
             if let Some(hooks) = doc.get_mut("hooks").and_then(Item::as_table_mut) {
-                for (event, _) in CODEX_HOOK_EVENTS {
-                    let Some(groups) = hooks.get_mut(event).and_then(Item::as_array_of_tables_mut)
-                    else {
-                        continue;
-                    };
-                    let before = groups.len();
-                    groups.retain(|g| !group_has_ours(g));
-                    if groups.len() != before {
-                        notes.push(format!(
-                            "removed the {event} hook calling bind_codex_session"
-                        ));
-                    }
-                    if groups.is_empty() {
-                        hooks.remove(event);
-                    }
+                let events = CODEX_HOOK_EVENTS.iter().map(|(e, _)| *e);
+                for event in events.chain(CODEX_RETIRED_HOOK_EVENTS.iter().copied()) {
+                    remove_our_hooks(hooks, event, &mut notes);
                 }
             }
         }
@@ -483,6 +577,13 @@ mod tests {
             installed.contains("matcher = \"^mcp__interlink__\""),
             "{installed}"
         );
+        let vars = doc["mcp_servers"]["interlink"]["env_vars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(vars, CODEX_ENV_VARS);
         let mut again: DocumentMut = installed.parse().unwrap();
         assert!(
             codex_edit(&mut again, "/bin/interlink-p2p", Action::Install)
@@ -494,5 +595,97 @@ mod tests {
         let removed = again.to_string();
         assert!(!removed.contains("interlink"), "{removed}");
         assert!(removed.contains("[mcp_servers.other]") && removed.contains("# my settings"));
+    }
+
+    #[test]
+    fn codex_install_drops_the_stop_hook_of_an_older_install() {
+        let mut doc: DocumentMut = "".parse().unwrap();
+        codex_edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        // What an older install added, next to a Stop hook of the user's own.
+        let older = format!(
+            "{doc}\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\n\
+             command = \"notify-send done\"\n\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\n\
+             type = \"mcp_tool\"\nserver = \"interlink\"\ntool = \"bind_codex_session\"\n"
+        );
+        let mut doc: DocumentMut = older.parse().unwrap();
+        let notes = codex_edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        assert_eq!(
+            notes,
+            ["removed the Stop hook calling bind_codex_session"],
+            "{doc}"
+        );
+        let stop = doc["hooks"]["Stop"].as_array_of_tables().unwrap();
+        assert_eq!(stop.len(), 1, "{doc}");
+        assert!(doc.to_string().contains("notify-send done"), "{doc}");
+        // And uninstall removes it too.
+        let mut doc: DocumentMut = older.parse().unwrap();
+        let notes = codex_edit(&mut doc, "/bin/interlink-p2p", Action::Uninstall).unwrap();
+        assert!(
+            notes.contains(&"removed the Stop hook calling bind_codex_session".to_owned()),
+            "{notes:?}"
+        );
+        assert!(!doc.to_string().contains("bind_codex_session"), "{doc}");
+    }
+
+    #[test]
+    fn codex_update_keeps_the_users_own_keys_in_our_entry() {
+        // An entry from an older install (no env_vars) that the user tuned.
+        let original = "[mcp_servers.interlink]\ncommand = \"/old/interlink-p2p\"\n\
+            args = [\"mcp\", \"--host\", \"codex\"]\nstartup_timeout_sec = 30\n\
+            env_vars = [\"MY_VAR\", \"INTERLINK_HOME\"]\n";
+        let mut doc: DocumentMut = original.parse().unwrap();
+        let notes = codex_edit(&mut doc, "/new/interlink-p2p", Action::Install).unwrap();
+        assert!(
+            notes[0].starts_with("updated [mcp_servers.interlink]"),
+            "{notes:?}"
+        );
+        let server = &doc["mcp_servers"]["interlink"];
+        assert_eq!(server["command"].as_str(), Some("/new/interlink-p2p"));
+        assert_eq!(server["startup_timeout_sec"].as_integer(), Some(30));
+        let vars = server["env_vars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(&vars[..2], ["MY_VAR", "INTERLINK_HOME"]);
+        assert!(CODEX_ENV_VARS.iter().all(|v| vars.contains(v)), "{vars:?}");
+        assert_eq!(
+            vars.len(),
+            CODEX_ENV_VARS.len() + 1,
+            "no duplicates: {vars:?}"
+        );
+
+        // An inline-table entry is updated in place too.
+        let mut doc: DocumentMut = "mcp_servers.interlink = { command = \"x\", args = [] }\n"
+            .parse()
+            .unwrap();
+        codex_edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        let again = doc.to_string();
+        let mut reparsed: DocumentMut = again.parse().unwrap();
+        assert!(
+            codex_edit(&mut reparsed, "/bin/interlink-p2p", Action::Install)
+                .unwrap()
+                .is_empty(),
+            "{again}"
+        );
+    }
+
+    #[test]
+    fn claude_config_dir_moves_both_claude_files() {
+        let env = |k: &str| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "CLAUDE_CONFIG_DIR" => Some("/cfg/claude".to_owned()),
+            _ => None,
+        };
+        let l = Locations::from_env(env).unwrap();
+        assert_eq!(l.claude_json(), Path::new("/cfg/claude/.claude.json"));
+        assert_eq!(l.claude_settings(), Path::new("/cfg/claude/settings.json"));
+        let l = Locations::from_env(|k| (k == "HOME").then(|| "/home/u".to_owned())).unwrap();
+        assert_eq!(l.claude_json(), Path::new("/home/u/.claude.json"));
+        assert_eq!(
+            l.claude_settings(),
+            Path::new("/home/u/.claude/settings.json")
+        );
     }
 }
