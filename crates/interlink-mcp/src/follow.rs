@@ -67,10 +67,10 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
             _ = poll.tick() => {}
             ev = events.recv() => match ev {
                 Ok(Event::Delivered { .. } | Event::Knock { .. }) | Err(RecvError::Lagged(_)) => {}
-                Ok(Event::Receipted { msg_id, .. }) => {
+                Ok(Event::Receipted { msg_id, to }) => {
                     // A queued message reached its recipient after all.
                     if let Ok(mut log) = ctx.sent.lock() {
-                        log.mark_delivered(&msg_id.to_string(), interlink_net::now_ms());
+                        log.mark_delivered(&msg_id.to_string(), &to, interlink_net::now_ms());
                     }
                     continue;
                 }
