@@ -7,6 +7,7 @@ mod mailbox;
 mod pairing;
 mod presence;
 mod queueing;
+mod receipting;
 mod relaying;
 mod sealing;
 
@@ -121,6 +122,7 @@ impl Node {
             outbox: delivery::Outbox::default(),
             mailboxes: mailbox::Mailboxes::default(),
             queueing: queueing::Queueing::default(),
+            receipting: receipting::Receipting::default(),
             last_tick: Instant::now(),
             started: Instant::now(),
             last_envelope_ts: 0,
@@ -191,6 +193,7 @@ struct Actor {
     outbox: delivery::Outbox,
     mailboxes: mailbox::Mailboxes,
     queueing: queueing::Queueing,
+    receipting: receipting::Receipting,
     relays: relaying::Relays,
     seal_contexts: sealing::SealContexts,
     open_contexts: sealing::OpenContexts,
@@ -299,6 +302,7 @@ impl Actor {
             SwarmEvent::Behaviour(BehaviourEvent::Roster(ev)) => self.on_roster_fetch(ev),
             SwarmEvent::Behaviour(BehaviourEvent::Deliver(ev)) => self.on_deliver(ev),
             SwarmEvent::Behaviour(BehaviourEvent::Mailbox(ev)) => self.on_mailbox_protocol(ev),
+            SwarmEvent::Behaviour(BehaviourEvent::Receipts(ev)) => self.on_receipt_protocol(ev),
             SwarmEvent::Behaviour(BehaviourEvent::RelayServer(ev)) => self.on_relay_server(ev),
             SwarmEvent::Behaviour(ev) => discovery::on_behaviour_event(self, ev),
             SwarmEvent::NewListenAddr { address, .. } => {
