@@ -56,7 +56,7 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
             Err(e) => { debug!("inbox follower off: {}", e.0); return; }
         },
     };
-    let mut events = ready.handle.events();
+    let mut events = ready.events_since_start();
     let mut offset = load_offset(&session_dir);
     let mut poll = tokio::time::interval(FOLLOW_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
