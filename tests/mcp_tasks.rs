@@ -143,3 +143,113 @@ async fn delivery_states_up_to_read_history_and_cancel() {
     .await
     .expect("test deadline");
 }
+
+/// Mail the recipient collects from its mailbox — it was not running yet, or it was
+/// stopped while the sender restarted (so the sender lost the list it retries live) —
+/// still shows as `delivered`: the recipient's node sends the sender a signed receipt
+/// for what it collected. Later states keep the delivery time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_collected_from_the_mailbox_is_seen_delivered() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let alice = User::new("alice", STEADY).unwrap();
+        let bob = User::new("bob", STEADY).unwrap();
+        let a = start(&alice, "co-a", None).await;
+        let boot_a = loopback_addr(&a).await;
+        let b = start(&bob, "co-b", Some(&boot_a)).await;
+        b.ok("whoami", json!({})).await.unwrap();
+        a.ok("add_peer", json!({"name": "bob", "key": bob.key}))
+            .await
+            .unwrap();
+        b.ok("add_peer", json!({"name": "alice", "key": alice.key}))
+            .await
+            .unwrap();
+        let boot_b = loopback_addr(&b).await;
+
+        // Not started yet: a message for bob's next session waits in its mailbox (bob's
+        // running session holds a copy). No live retry can follow: the sender never
+        // knew that session's node.
+        let (_, q) = a
+            .ok(
+                "send_message",
+                json!({"to": "bob", "session": "co-b2", "text": "for your next session"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(q["status"], "queued", "{q}");
+        let first = q["msg_id"].as_str().unwrap().to_owned();
+        let b2 = start(&bob, "co-b2", Some(&boot_b)).await;
+        let st = until_not_queued(&a, &first, &[&b, &b2]).await;
+        assert_eq!(st["state"], "delivered", "{st}");
+        assert!(st["delivered_at"].as_u64().is_some(), "{st}");
+
+        // Stopped while the sender restarts: the sender's live-retry list is gone (it is
+        // in memory), the mailbox copy is not. On waking, bob's session sees the
+        // sender's goodbye before its new announcement; its receipt waits for that.
+        let pid = b2.pid().unwrap();
+        signal(pid, "-STOP");
+        let (_, q) = a
+            .ok(
+                "send_message",
+                json!({"to": "bob", "session": "co-b2", "text": "while you slept"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(q["status"], "queued", "{q}");
+        let second = q["msg_id"].as_str().unwrap().to_owned();
+        a.close(deadline()).await.unwrap();
+        let a = start(&alice, "co-a", Some(&boot_b)).await;
+        let (_, again) = a
+            .ok("message_status", json!({"msg_id": &second}))
+            .await
+            .unwrap();
+        assert_eq!(again["state"], "queued", "{again}");
+        signal(pid, "-CONT");
+        let st = until_not_queued(&a, &second, &[&b, &b2]).await;
+        assert_eq!(st["state"], "delivered", "{st}");
+        let delivered_at = st["delivered_at"].as_u64().unwrap();
+
+        // Read later: the delivery time stays.
+        let (_, acked) = b2
+            .ok(
+                "acknowledge_messages",
+                json!({"msg_ids": [&first, &second]}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(acked["unknown"], json!([]), "{acked}");
+        let read = a
+            .poll(
+                "message_status",
+                json!({"msg_id": &second}),
+                deadline(),
+                |v| v["state"] == "read",
+            )
+            .await
+            .unwrap();
+        assert_eq!(read["delivered_at"].as_u64(), Some(delivered_at), "{read}");
+        assert!(read["read_at"].as_u64().is_some(), "{read}");
+    })
+    .await
+    .expect("test deadline");
+}
+
+/// Polls `a`'s `message_status` for `id` until it is no longer `queued`; on a timeout,
+/// fails with every session's log.
+async fn until_not_queued(a: &McpSession, id: &str, others: &[&McpSession]) -> serde_json::Value {
+    let late = Instant::now() + Duration::from_secs(30);
+    match a
+        .poll("message_status", json!({"msg_id": id}), late, |v| {
+            v["state"] != "queued"
+        })
+        .await
+    {
+        Ok(v) => v,
+        Err(e) => {
+            let logs: Vec<String> = std::iter::once(a)
+                .chain(others.iter().copied())
+                .map(|s| format!("--- {}:\n{}", s.session, s.stderr()))
+                .collect();
+            panic!("{e}\n{}", logs.join("\n"))
+        }
+    }
+}

@@ -1,11 +1,12 @@
 //! Fuzzes the request-response messages of the overlay (roster fetch, live delivery,
-//! mailbox protocol) as the CBOR codec decodes them off the wire: any bytes decode to
+//! mailbox protocol, receipts for collected mail) as the CBOR codec decodes them off the
+//! wire: any bytes decode to
 //! an error or to a value that re-encodes to something that decodes to the same value.
 #![no_main]
 
 use interlink_core::wire::{
-    DeliverRequest, DeliverResponse, MailboxRequest, MailboxResponse, RosterRequest,
-    RosterResponse,
+    DeliverRequest, DeliverResponse, MailboxRequest, MailboxResponse, Receipt, ReceiptRequest,
+    ReceiptResponse, RosterRequest, RosterResponse, Signed,
 };
 use libfuzzer_sys::fuzz_target;
 use serde::{Serialize, de::DeserializeOwned};
@@ -22,12 +23,20 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {
         return;
     };
-    match which % 6 {
+    match which % 8 {
         0 => round_trip::<RosterRequest>(rest),
         1 => round_trip::<RosterResponse>(rest),
         2 => round_trip::<DeliverRequest>(rest),
         3 => round_trip::<DeliverResponse>(rest),
         4 => round_trip::<MailboxRequest>(rest),
-        _ => round_trip::<MailboxResponse>(rest),
+        5 => round_trip::<MailboxResponse>(rest),
+        6 => {
+            round_trip::<ReceiptRequest>(rest);
+            // What a sender does next: verify the receipt inside.
+            if let Ok(req) = cbor4ii::serde::from_slice::<ReceiptRequest>(rest) {
+                let _ = Signed::<Receipt>::decode(&req.receipt);
+            }
+        }
+        _ => round_trip::<ReceiptResponse>(rest),
     }
 });

@@ -19,9 +19,10 @@
 //! - [`wire`] — the versioned CBOR wire types and their verified decoders; [`names`] —
 //!   topic and protocol ids per overlay.
 //! - [`replay`] — freshness and the bounded replay set.
-//! - [`presence`], [`routing`], [`trust`], [`mailbox`] — the state machines and rules
-//!   built on the verified wire types.
+//! - [`presence`], [`routing`], [`trust`], [`mailbox`], [`collected`] — the state
+//!   machines and rules built on the verified wire types.
 
+pub mod collected;
 pub mod identity;
 pub mod keyfile;
 pub mod limits;

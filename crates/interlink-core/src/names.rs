@@ -58,6 +58,12 @@ impl Network {
         format!("/interlink-p2p/{}/mailbox/1", self.0)
     }
 
+    /// Request-response protocol for receipts of mail a session collected from its
+    /// mailbox, sent to the sessions that sent it.
+    pub fn receipt_protocol(&self) -> String {
+        format!("/interlink-p2p/{}/receipt/1", self.0)
+    }
+
     /// Request-response protocol for fetching a peer's roster.
     pub fn roster_protocol(&self) -> String {
         format!("/interlink-p2p/{}/roster/1", self.0)
@@ -90,6 +96,7 @@ mod tests {
         let n = Network::default();
         assert_eq!(n.announce_topic(), "interlink-p2p/v1/default/announce");
         assert_eq!(n.deliver_protocol(), "/interlink-p2p/default/deliver/1");
+        assert_eq!(n.receipt_protocol(), "/interlink-p2p/default/receipt/1");
         assert_ne!(
             Network::new("lab").unwrap().kad_protocol(),
             n.kad_protocol()

@@ -12,7 +12,7 @@ use interlink_core::{
     Identity, MsgId, SessionId, mailbox,
     wire::{
         Ack, Announcement, DeliveryMode, Envelope, EnvelopeKind, Goodbye, HostKind, Receipt,
-        ReceiptState, SealingBinding, SessionAddr, Signed, TaskStatus, VERSION,
+        ReceiptRequest, ReceiptState, SealingBinding, SessionAddr, Signed, TaskStatus, VERSION,
     },
 };
 use rand_core::{TryCryptoRng, TryRng};
@@ -163,6 +163,17 @@ fn vectors() -> Vec<(&'static str, String)> {
         ("envelope.seal.ct", hex(&sealed.ct)),
         ("envelope.wire", hex(&envelope.to_bytes())),
         ("receipt.wire", hex(&receipt.to_bytes())),
+        (
+            "receipt_request.wire",
+            hex(&cbor4ii::serde::to_vec(
+                Vec::new(),
+                &ReceiptRequest {
+                    v: VERSION,
+                    receipt: ByteBuf::from(receipt.to_bytes()),
+                },
+            )
+            .unwrap()),
+        ),
         ("ack.wire", hex(&ack.to_bytes())),
         ("goodbye.wire", hex(&goodbye.to_bytes())),
     ]

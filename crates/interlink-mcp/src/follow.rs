@@ -58,7 +58,7 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
             Err(e) => { debug!("inbox follower off: {}", e.0); return; }
         },
     };
-    let mut events = ready.handle.events();
+    let mut events = ready.events_since_start();
     let mut offset = load_offset(&session_dir);
     let mut saved = offset;
     let mut poll = tokio::time::interval(FOLLOW_POLL);
@@ -79,10 +79,10 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
             _ = poll.tick() => save(offset, &mut saved),
             ev = events.recv() => match ev {
                 Ok(Event::Delivered { .. } | Event::Knock { .. }) | Err(RecvError::Lagged(_)) => {}
-                Ok(Event::Receipted { msg_id, .. }) => {
+                Ok(Event::Receipted { msg_id, to }) => {
                     // A queued message reached its recipient after all.
                     if let Ok(mut log) = ctx.sent.lock() {
-                        log.mark_delivered(&msg_id.to_string(), interlink_net::now_ms());
+                        log.mark_delivered(&msg_id.to_string(), &to, interlink_net::now_ms());
                     }
                     continue;
                 }

@@ -12,7 +12,7 @@
 
 use std::{collections::VecDeque, io, path::Path};
 
-use interlink_core::IdentityKey;
+use interlink_core::{IdentityKey, wire::SessionAddr};
 use serde::{Deserialize, Serialize};
 
 use crate::files::write_atomically;
@@ -169,9 +169,16 @@ impl SentLog {
         self.dirty = true;
     }
 
-    /// The recipient's node receipted `msg_id` (after it was queued).
-    pub fn mark_delivered(&mut self, msg_id: &str, now: u64) -> bool {
-        match self.entries.iter_mut().find(|e| e.msg_id == msg_id) {
+    /// The recipient session `by` receipted `msg_id` (after it was queued): marks it
+    /// delivered if it went to `by` and is still queued. A receipt proves only that its
+    /// signer holds the id, so one from any other session does not count.
+    pub fn mark_delivered(&mut self, msg_id: &str, by: &SessionAddr, now: u64) -> bool {
+        let key = by.key.to_hex();
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| e.msg_id == msg_id && e.to_key == key && e.to_session == by.session.as_str())
+        {
             Some(e) if e.state == State::Queued => {
                 e.state = State::Delivered;
                 e.delivered_at = Some(now);
@@ -183,7 +190,8 @@ impl SentLog {
     }
 
     /// A hand-over receipt for `msg_id` signed by `by`: marks it `host_queued` if it
-    /// went to `by` and is not further along.
+    /// went to `by` and is not further along. Handed over implies delivered: a message
+    /// whose delivered receipt never came (or comes later) gets its delivery time now.
     pub fn mark_host_queued(&mut self, msg_id: &str, by: &IdentityKey, now: u64) -> bool {
         let by = by.to_hex();
         match self
@@ -202,6 +210,7 @@ impl SentLog {
     }
 
     /// A read receipt for `msg_id` signed by `by`: marks it read if it went to `by`.
+    /// Read implies delivered: the delivery time is set too if it was never marked.
     pub fn mark_read(&mut self, msg_id: &str, by: &IdentityKey, now: u64) -> bool {
         let by = by.to_hex();
         match self
@@ -210,6 +219,7 @@ impl SentLog {
             .find(|e| e.msg_id == msg_id && e.to_key == by)
         {
             Some(e) if e.state != State::Read => {
+                e.delivered_at.get_or_insert(now);
                 e.state = State::Read;
                 e.read_at = Some(now);
                 self.dirty = true;
@@ -253,6 +263,44 @@ mod tests {
         }
     }
 
+    fn addr(id: &IdentityKey, session: &str) -> SessionAddr {
+        SessionAddr {
+            key: *id,
+            session: interlink_core::SessionId::new(session).unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_later_state_without_a_delivered_receipt_sets_the_delivery_time() {
+        let bob = Identity::from_seed(&[2; 32]).public();
+        let mut log = SentLog::default();
+        for i in 0..3 {
+            log.record(entry(i, &bob));
+        }
+        let id = |i: usize| format!("{i:032x}");
+        // Queued → read: delivered then, too.
+        assert!(log.mark_read(&id(0), &bob, 7));
+        let e = log.get(&id(0)).unwrap();
+        assert_eq!(
+            (e.state, e.delivered_at, e.read_at),
+            (State::Read, Some(7), Some(7))
+        );
+        // Queued → host_queued: likewise; the late delivered receipt changes nothing.
+        assert!(log.mark_host_queued(&id(1), &bob, 8));
+        assert!(!log.mark_delivered(&id(1), &addr(&bob, "s"), 9));
+        assert!(log.mark_read(&id(1), &bob, 10));
+        let e = log.get(&id(1)).unwrap();
+        assert_eq!(
+            (e.state, e.delivered_at, e.read_at),
+            (State::Read, Some(8), Some(10))
+        );
+        // Delivered first: the later states keep its time.
+        assert!(log.mark_delivered(&id(2), &addr(&bob, "s"), 3));
+        assert!(log.mark_host_queued(&id(2), &bob, 4));
+        assert!(log.mark_read(&id(2), &bob, 5));
+        assert_eq!(log.get(&id(2)).unwrap().delivered_at, Some(3));
+    }
+
     #[test]
     fn states_move_forward_and_the_log_is_bounded_and_saved() {
         let dir = tempfile::tempdir().unwrap();
@@ -266,13 +314,17 @@ mod tests {
         let id = format!("{:032x}", 5);
         // A read receipt signed by someone else does not count.
         assert!(!log.mark_read(&id, &eve, 1));
-        assert!(log.mark_delivered(&id, 1));
+        // Nor a delivered receipt from another identity, or another session of bob's.
+        assert!(!log.mark_delivered(&id, &addr(&eve, "s"), 1));
+        assert!(!log.mark_delivered(&id, &addr(&bob, "other"), 1));
+        assert!(log.mark_delivered(&id, &addr(&bob, "s"), 1));
         assert!(!log.mark_host_queued(&id, &eve, 2));
         assert!(log.mark_host_queued(&id, &bob, 2));
         assert!(log.mark_read(&id, &bob, 2));
         assert!(!log.mark_host_queued(&id, &bob, 3));
         // Read never goes back to delivered.
-        assert!(!log.mark_delivered(&id, 3));
+        assert!(!log.mark_delivered(&id, &addr(&bob, "s"), 3));
+        assert_eq!(log.get(&id).unwrap().delivered_at, Some(1));
         log.save(dir.path()).unwrap();
         assert!(!log.is_dirty());
         let again = SentLog::load(dir.path());

@@ -97,6 +97,22 @@ pub struct Ready {
     pub handle: Handle,
     /// Listen addresses, each ending in `/p2p/<peer id>`.
     pub listen: Vec<Multiaddr>,
+    /// The node's events since it started ([`interlink_net::Node::take_events`]),
+    /// until [`Ready::events_since_start`] takes them.
+    pub early_events: Mutex<Option<tokio::sync::broadcast::Receiver<interlink_net::Event>>>,
+}
+
+impl Ready {
+    /// The node's events from its start for the first caller — the inbox follower, so
+    /// a receipt that arrives while the server is still starting is not missed — and
+    /// a fresh subscription for any later one.
+    pub fn events_since_start(&self) -> tokio::sync::broadcast::Receiver<interlink_net::Event> {
+        self.early_events
+            .lock()
+            .ok()
+            .and_then(|mut e| e.take())
+            .unwrap_or_else(|| self.handle.events())
+    }
 }
 
 /// The session this server runs, once its id is known.

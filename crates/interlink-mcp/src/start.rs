@@ -230,11 +230,12 @@ async fn run_node(
         inbox_dir: config.delivery.inbox_dir.take(),
         policy,
     };
-    let node = match session::start_node(spec, &config) {
+    let mut node = match session::start_node(spec, &config) {
         Ok(n) => n,
         Err(e) => return fail(e.to_string()),
     };
     let handle = node.handle();
+    let early_events = node.take_events();
     let listening = tokio::select! {
         () = cancel.cancelled() => None,
         r = session::wait_listening(&handle, &config.listen) => Some(r),
@@ -251,6 +252,7 @@ async fn run_node(
             let _ = status.send(NodeStatus::Ready(Arc::new(Ready {
                 handle: handle.clone(),
                 listen,
+                early_events: std::sync::Mutex::new(early_events),
             })));
             session::follow_policy(watcher, handle, cancel.clone()).await;
         }

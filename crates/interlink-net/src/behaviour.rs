@@ -10,8 +10,9 @@ use interlink_core::{
     },
     names::Network,
     wire::{
-        DeliverRequest, DeliverResponse, MAX_PRESENCE_MESSAGE_BYTES, MailboxRequest,
-        MailboxResponse, RosterRequest, RosterResponse,
+        DeliverRequest, DeliverResponse, MAX_PRESENCE_MESSAGE_BYTES, MAX_RECEIPT_REQUEST_BYTES,
+        MAX_RECEIPT_RESPONSE_BYTES, MailboxRequest, MailboxResponse, ReceiptRequest,
+        ReceiptResponse, RosterRequest, RosterResponse,
     },
 };
 use libp2p::{
@@ -54,6 +55,11 @@ pub const MAILBOX_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// does not answer within it is treated as asleep and the message is queued instead.
 pub const LIVE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How long a receipt for collected mail may take to reach its sender, dial included.
+/// Nobody waits for it; a request that fails is kept for the sender's next sign of
+/// life (`node::receipting`).
+pub const RECEIPT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The agent-version string identify announces.
 pub const AGENT_VERSION: &str = concat!("interlink-p2p/", env!("CARGO_PKG_VERSION"));
 
@@ -79,6 +85,8 @@ pub struct Behaviour {
     pub deliver: request_response::cbor::Behaviour<DeliverRequest, DeliverResponse>,
     /// Mailbox copies handed to a holder directly, and fetched back (relays).
     pub mailbox: request_response::cbor::Behaviour<MailboxRequest, MailboxResponse>,
+    /// Signed receipts for mail collected from a mailbox, to the sessions that sent it.
+    pub receipts: request_response::cbor::Behaviour<ReceiptRequest, ReceiptResponse>,
     /// Circuit relay server (relay nodes only).
     pub relay_server: Toggle<relay::Behaviour>,
     /// Circuit relay client.
@@ -187,6 +195,16 @@ impl Behaviour {
             )],
             request_response::Config::default().with_request_timeout(MAILBOX_REQUEST_TIMEOUT),
         );
+        let receipts = request_response::cbor::Behaviour::with_codec(
+            request_response::cbor::codec::Codec::default()
+                .set_request_size_maximum(MAX_RECEIPT_REQUEST_BYTES as u64)
+                .set_response_size_maximum(MAX_RECEIPT_RESPONSE_BYTES as u64),
+            [(
+                protocol(network.receipt_protocol())?,
+                request_response::ProtocolSupport::Full,
+            )],
+            request_response::Config::default().with_request_timeout(RECEIPT_REQUEST_TIMEOUT),
+        );
         let relay_server = config.relay_server.then(|| {
             use relay_limits::*;
             relay::Behaviour::new(
@@ -206,6 +224,7 @@ impl Behaviour {
         let has_relay = relay_client.is_some();
         Ok(Self {
             mailbox,
+            receipts,
             relay_server: relay_server.into(),
             gossipsub,
             kad,

@@ -35,11 +35,14 @@ pub enum Event {
         kind: EnvelopeKind,
     },
     /// A message this session queued in a mailbox was receipted by its recipient
-    /// after all (a live retry when the recipient came back).
+    /// after all: a live retry when the recipient came back, or the recipient's receipt
+    /// for mail it collected from its mailbox. Signed by the recipient, but the id is
+    /// not checked against what this node sent (it forgets on restart): count it only
+    /// for a message sent to `to`.
     Receipted {
         /// Its id.
         msg_id: MsgId,
-        /// The recipient session.
+        /// The recipient session that signed the receipt.
         to: SessionAddr,
     },
     /// A stranger knocked (held for the operator; nothing reached the inbox).

@@ -7,6 +7,7 @@ mod mailbox;
 mod pairing;
 mod presence;
 mod queueing;
+mod receipting;
 mod relaying;
 mod sealing;
 
@@ -46,6 +47,8 @@ const GOODBYE_FLUSH: Duration = Duration::from_millis(300);
 pub struct Node {
     handle: Handle,
     task: JoinHandle<()>,
+    /// A subscription made before the task started (see [`Node::take_events`]).
+    early_events: Option<broadcast::Receiver<Event>>,
 }
 
 impl Node {
@@ -72,7 +75,7 @@ impl Node {
             .map_err(|e| NetError::Setup(format!("subscribe: {e}")))?;
 
         let (cmd_tx, cmd_rx) = mpsc::channel(COMMAND_CHANNEL_CAPACITY);
-        let (ev_tx, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
+        let (ev_tx, early_events) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let cancel = CancellationToken::new();
         let handle = Handle {
             commands: cmd_tx,
@@ -121,6 +124,7 @@ impl Node {
             outbox: delivery::Outbox::default(),
             mailboxes: mailbox::Mailboxes::default(),
             queueing: queueing::Queueing::default(),
+            receipting: receipting::Receipting::default(),
             last_tick: Instant::now(),
             started: Instant::now(),
             last_envelope_ts: 0,
@@ -134,7 +138,20 @@ impl Node {
         actor.mailboxes.request_fetch();
         actor.bootstrap.dial_due(&mut actor.swarm, Instant::now());
         let task = tokio::spawn(async move { actor.run().await });
-        Ok(Self { handle, task })
+        Ok(Self {
+            handle,
+            task,
+            early_events: Some(early_events),
+        })
+    }
+
+    /// The node's events from its very start, for the first caller (then `None`).
+    /// [`Handle::events`] sees only what happens after it is called, and a node that
+    /// just started may already have news — a peer's receipt for mail it collected
+    /// arrives as soon as the peer sees this session again. Unread, the subscription
+    /// holds at most [`EVENT_CHANNEL_CAPACITY`] events, then reports `Lagged`.
+    pub fn take_events(&mut self) -> Option<broadcast::Receiver<Event>> {
+        self.early_events.take()
     }
 
     /// A handle to the node.
@@ -191,6 +208,7 @@ struct Actor {
     outbox: delivery::Outbox,
     mailboxes: mailbox::Mailboxes,
     queueing: queueing::Queueing,
+    receipting: receipting::Receipting,
     relays: relaying::Relays,
     seal_contexts: sealing::SealContexts,
     open_contexts: sealing::OpenContexts,
@@ -299,6 +317,7 @@ impl Actor {
             SwarmEvent::Behaviour(BehaviourEvent::Roster(ev)) => self.on_roster_fetch(ev),
             SwarmEvent::Behaviour(BehaviourEvent::Deliver(ev)) => self.on_deliver(ev),
             SwarmEvent::Behaviour(BehaviourEvent::Mailbox(ev)) => self.on_mailbox_protocol(ev),
+            SwarmEvent::Behaviour(BehaviourEvent::Receipts(ev)) => self.on_receipt_protocol(ev),
             SwarmEvent::Behaviour(BehaviourEvent::RelayServer(ev)) => self.on_relay_server(ev),
             SwarmEvent::Behaviour(ev) => discovery::on_behaviour_event(self, ev),
             SwarmEvent::NewListenAddr { address, .. } => {

@@ -572,3 +572,108 @@ async fn a_session_not_on_the_roster_is_queued_for_and_gets_it_on_start() {
         p.node.shutdown().await;
     }
 }
+
+/// Waits for a `Receipted` event for `msg_id` on `events`.
+async fn receipted(
+    events: &mut tokio::sync::broadcast::Receiver<Event>,
+    msg_id: interlink_core::MsgId,
+) -> SessionAddr {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, events.recv()).await {
+            Ok(Ok(Event::Receipted { msg_id: id, to })) if id == msg_id => return to,
+            Ok(_) => {}
+            Err(_) => panic!("no receipt for {msg_id}"),
+        }
+    }
+}
+
+/// Mail a session collects from its mailbox is receipted to its sender, signed — also
+/// when the sender has nothing to retry live: the recipient had not started when the
+/// message was sent, or the sender restarted since (its retry list is in memory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_collected_from_a_mailbox_is_receipted_to_its_sender() {
+    let base = 53_000 + u64::from(std::process::id() % 1000) * 10;
+    let common::Trio {
+        alice,
+        bob,
+        carol,
+        alice_id,
+        bob_id,
+        boot,
+    } = trio(base).await;
+
+    // A session that has not started yet.
+    let later = SessionAddr {
+        key: bob_id.public(),
+        session: SessionId::new("bob-2").unwrap(),
+    };
+    let mut alice_events = alice.handle().events();
+    let SendOutcome::Queued { msg_id } = alice
+        .handle()
+        .send(OutgoingMessage::text(
+            later.clone(),
+            "for your next session",
+        ))
+        .await
+        .unwrap()
+    else {
+        panic!("expected queued");
+    };
+    let bob2 = start(base + 3, 2, "bob-2", &[("alice", &alice_id)], boot);
+    wait_inbox(&bob2, &["for your next session".to_string()]).await;
+    assert_eq!(receipted(&mut alice_events, msg_id).await, later);
+
+    // The sender restarts (over the same directory) while the recipient is away.
+    let Peer {
+        node,
+        dir: bob2_dir,
+        ..
+    } = bob2;
+    node.abort();
+    let SendOutcome::Queued { msg_id } = alice
+        .handle()
+        .send(OutgoingMessage::text(later.clone(), "while you were away"))
+        .await
+        .unwrap()
+    else {
+        panic!("expected queued");
+    };
+    // Carol and Bob's other session took the copy before Alice goes.
+    alice
+        .handle()
+        .settle(Duration::from_secs(10))
+        .await
+        .unwrap();
+    let Peer {
+        node,
+        dir: alice_dir,
+        ..
+    } = alice;
+    node.shutdown().await;
+    let alice = start_in(alice_dir, base + 4, 1, "alice-1", &[("bob", &bob_id)], boot);
+    let mut alice_events = alice.handle().events();
+    // Alice, Bob, Carol, and Bob's away session.
+    wait_roster(&[alice.handle(), carol.handle()], 4).await;
+    let bob2 = start_in(
+        bob2_dir,
+        base + 5,
+        2,
+        "bob-2",
+        &[("alice", &alice_id)],
+        boot,
+    );
+    wait_inbox(
+        &bob2,
+        &[
+            "for your next session".to_string(),
+            "while you were away".to_string(),
+        ],
+    )
+    .await;
+    assert_eq!(receipted(&mut alice_events, msg_id).await, later);
+    for p in [alice, bob, bob2, carol] {
+        p.node.shutdown().await;
+    }
+}

@@ -31,9 +31,10 @@ pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use envelope::{Envelope, EnvelopeKind, OpenError, TaskStatus};
 pub use goodbye::Goodbye;
 pub use overlay::{
-    DeliverRequest, DeliverResponse, DeliverResult, MAX_PRESENCE_MESSAGE_BYTES, MailboxOp,
-    MailboxOutcome, MailboxRequest, MailboxResponse, PresenceMessage, RosterRequest,
-    RosterResponse,
+    DeliverRequest, DeliverResponse, DeliverResult, MAX_PRESENCE_MESSAGE_BYTES,
+    MAX_RECEIPT_REQUEST_BYTES, MAX_RECEIPT_RESPONSE_BYTES, MailboxOp, MailboxOutcome,
+    MailboxRequest, MailboxResponse, PresenceMessage, ReceiptRequest, ReceiptResponse,
+    RosterRequest, RosterResponse,
 };
 pub use receipt::{Receipt, ReceiptState};
 

@@ -220,3 +220,32 @@ pub enum MailboxOutcome {
         reason: String,
     },
 }
+
+/// Receipt protocol request: one signed `delivered` receipt wrapper (§4.4) the
+/// requesting session made for messages of the responder's session that it collected
+/// from its mailbox (see `crate::collected`). The responder verifies it like any
+/// signed object; nothing else in the request is trusted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptRequest {
+    /// Protocol version.
+    pub v: u8,
+    /// The signed receipt wrapper.
+    pub receipt: ByteBuf,
+}
+
+/// Receipt protocol response: taken, or refused with the reason. The requester only
+/// logs it: the receipt is best effort either way.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptResponse {
+    /// Protocol version.
+    pub v: u8,
+    /// Why the receipt was refused; `None` when it was taken.
+    pub refused: Option<String>,
+}
+
+/// Largest receipt-protocol request: one receipt and the map around it.
+pub const MAX_RECEIPT_REQUEST_BYTES: usize = crate::limits::MAX_RECEIPT_BYTES + 64;
+/// Largest receipt-protocol response: a refusal reason is short.
+pub const MAX_RECEIPT_RESPONSE_BYTES: usize = 1024;

@@ -5,7 +5,8 @@
 //! filtering, so every inbound put reaches this module, which verifies it, merges it
 //! with the copy held and stores the result — holders merge, never overwrite. The owner
 //! fetches its mailbox from every holder on start, on wake and every few seconds,
-//! delivers what is new to its inbox, and publishes a signed ack so holders drop it.
+//! delivers what is new to its inbox, and publishes a signed ack so holders drop it;
+//! the senders of what it stored get a signed receipt (`node::receipting`).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -367,9 +368,10 @@ impl Actor {
             .collect();
         let refs: Vec<&Signed<Envelope>> = pending.iter().collect();
         let results = self.store_envelopes(&refs, MAILBOX_RETENTION_MS);
+        let mut stored = Vec::new();
         for (env, result) in pending.iter().zip(results) {
             match result {
-                Ok(()) => {}
+                Ok(()) => stored.push(env),
                 // Our own storage failed: not acked, so it is fetched again next time.
                 Err(reason) if reason == super::delivery::STORE_FAILED => continue,
                 // Not for us to keep (not a peer, stale…): it is acked too, so holders
@@ -381,6 +383,8 @@ impl Actor {
             fetch.handled.push(env.body().msg_id);
         }
         self.ack_handled(fetch);
+        // Nobody waits on the line for collected mail: tell its senders.
+        self.receipt_collected(&stored);
     }
 
     /// Signs an ack for what was handled since the last one and publishes the mailbox

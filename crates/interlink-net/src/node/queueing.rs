@@ -14,7 +14,9 @@
 //! When the recipient shows life (a fresh announcement, a reconnect, a ping), the list
 //! is sent over the live path ahead of anything new, so the sender learns of the
 //! delivery ([`Event::Receipted`]) and the recipient gets the messages in order even
-//! before it fetches its mailbox. The inbox dedupes whichever copy comes second.
+//! before it fetches its mailbox. The inbox dedupes whichever copy comes second. A
+//! recipient that collects the messages from its mailbox first receipts them itself
+//! (`node::receipting`), which takes them off the list.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -125,6 +127,19 @@ impl Queueing {
         let list = self.unconfirmed.remove(to).unwrap_or_default();
         self.unconfirmed_len -= list.len();
         list
+    }
+
+    /// Forgets the queued messages to `to` that `ids` names: they were delivered.
+    fn confirm(&mut self, to: &SessionAddr, ids: &[interlink_core::MsgId]) {
+        let Some(list) = self.unconfirmed.get_mut(to) else {
+            return;
+        };
+        let before = list.len();
+        list.retain(|q| !ids.contains(&q.envelope.body().msg_id));
+        self.unconfirmed_len -= before - list.len();
+        if list.is_empty() {
+            self.unconfirmed.remove(to);
+        }
     }
 }
 
@@ -405,6 +420,7 @@ impl Actor {
     /// for its sessions go to it now.
     pub(super) fn peer_alive(&mut self, peer: PeerId) {
         self.mailboxes.alive(&peer);
+        self.resend_kept_receipts(peer);
         let targets: Vec<SessionAddr> = self
             .queueing
             .unconfirmed
@@ -439,6 +455,12 @@ impl Actor {
     /// Whether `to` has queued messages waiting for a live retry.
     pub(super) fn has_unconfirmed(&self, to: &SessionAddr) -> bool {
         self.queueing.unconfirmed.contains_key(to)
+    }
+
+    /// The recipient `to` receipted `ids` it collected from its mailbox: they need no
+    /// live retry.
+    pub(super) fn confirm_unconfirmed(&mut self, to: &SessionAddr, ids: &[interlink_core::MsgId]) {
+        self.queueing.confirm(to, ids);
     }
 
     /// A live retry of a queued message was receipted.
