@@ -196,7 +196,11 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     }
 
     tokio::time::sleep(SETTLE).await;
-    rows.push(rss_row("idle session RSS (started, no messages yet)", &alice, &bob));
+    rows.push(rss_row(
+        "idle session RSS (started, no messages yet)",
+        &alice,
+        &bob,
+    ));
 
     let body = "x".repeat(1024);
     let send = |text: String| {
