@@ -179,6 +179,9 @@ async fn two_sessions_pair_discover_talk_and_acknowledge() {
         assert_eq!(status.code(), Some(2), "stdout {out} stderr {err}");
         assert!(out.contains("from alice (") && out.contains("hello bob"), "{out}");
         assert!(err.contains("hello bob"), "{err}");
+        // It wakes the agent once: the next Stop waits for something new.
+        let (status, out, _, _) = wait_hook(&bob, &hook_input, &["--timeout", "0.5"]);
+        assert_eq!(status.code(), Some(0), "woken twice for one message: {out}");
 
         // The reply goes back to A's session (sticky on A's session), with in_reply_to.
         let (_, reply) = b

@@ -2,12 +2,22 @@
 //!
 //! Claude Code runs the hook when the agent stops, with a JSON object on stdin that
 //! names the session (`session_id`). The waiter blocks until that session's inbox has
-//! an unread message (unread = not acknowledged, [`crate::read_state`]), then the
-//! caller prints it labelled with its verified sender and exits 2, which wakes the
-//! agent. At most one waiter runs per session: it holds an exclusive lock on
-//! `sessions/<id>/wait.lock`, and a second one gives up at once.
+//! an unread message (unread = not acknowledged, [`crate::read_state`]) that no
+//! earlier wake-up announced, then the caller prints it labelled with its verified
+//! sender and exits 2, which wakes the agent. At most one waiter runs per session: it
+//! holds an exclusive lock on `sessions/<id>/wait.lock`, and a second one gives up at
+//! once.
+//!
+//! Each message wakes the agent once. The hook runs again every time the agent stops,
+//! so waking for every unread message would wake an agent that stops without
+//! acknowledging again at once, forever — a model call each time (seen with the real
+//! Claude Code: 71 calls in 6 s). The ids already announced are kept in
+//! `sessions/<id>/woken.json` ([`MAX_WOKEN`] at most, only those still unread);
+//! messages left unread after their wake-up are counted in the next one and shown in
+//! the footer of every tool response.
 
 use std::{
+    collections::HashSet,
     fs::TryLockError,
     io,
     path::{Path, PathBuf},
@@ -18,9 +28,10 @@ use interlink_core::{
     IdentityKey, SessionId, keyfile::create_private_dir, session::SessionIdError,
 };
 use interlink_net::inbox::InboxEntry;
+use serde::{Deserialize, Serialize};
 
 use crate::{
-    files::private_file,
+    files::{private_file, write_atomically},
     paths::{self, SessionDirError},
     peers, policy,
     read_state::{ReadState, ReadStateError},
@@ -29,6 +40,11 @@ use crate::{
 
 /// File name of the waiter's lock inside a session's directory.
 pub const LOCK_FILE: &str = "wait.lock";
+/// File name of the ids a wake-up already announced, inside a session's directory.
+pub const WOKEN_FILE: &str = "woken.json";
+/// Most announced ids remembered (the oldest are forgotten first: such a message can
+/// wake the agent a second time, never zero times).
+pub const MAX_WOKEN: usize = 1024;
 /// How often the waiter looks at the inbox.
 pub const POLL: Duration = Duration::from_millis(100);
 /// Most messages one wake-up prints (the rest are announced by count).
@@ -58,13 +74,26 @@ pub enum WaitError {
     /// The inbox or read state could not be read.
     #[error(transparent)]
     ReadState(#[from] ReadStateError),
+    /// The announced ids could not be saved.
+    #[error("saving {}: {source}", .path.display())]
+    Woken {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
 }
 
 /// How a wait ended.
 #[derive(Debug)]
 pub enum Outcome {
-    /// Unread messages, oldest first.
-    Messages(Vec<InboxEntry>),
+    /// Unread messages no wake-up announced yet, oldest first.
+    Messages {
+        /// The messages to announce.
+        new: Vec<InboxEntry>,
+        /// How many other messages are unread (announced before, not acknowledged).
+        still_unread: usize,
+    },
     /// Nothing arrived before the timeout.
     TimedOut,
     /// Another waiter holds the session's lock.
@@ -103,10 +132,25 @@ pub fn wait(
         Err(TryLockError::Error(e)) => return Err(lock_err(e)),
     }
     let deadline = timeout.map(|t| Instant::now() + t);
+    let woken_path = dir.join(WOKEN_FILE);
+    let woken = load_woken(&woken_path);
     loop {
         let unread = ReadState::load(&dir)?.unread()?;
-        if !unread.is_empty() {
-            return Ok(Outcome::Messages(unread));
+        let (announced, new): (Vec<InboxEntry>, Vec<InboxEntry>) =
+            unread.into_iter().partition(|e| woken.contains(&e.msg_id));
+        if !new.is_empty() {
+            // Remember what is still unread, so the file only holds live ids.
+            let mut ids: Vec<&str> = announced.iter().map(|e| e.msg_id.as_str()).collect();
+            ids.extend(new.iter().map(|e| e.msg_id.as_str()));
+            let keep = ids.len().saturating_sub(MAX_WOKEN);
+            save_woken(&woken_path, &ids[keep..]).map_err(|source| WaitError::Woken {
+                path: woken_path.clone(),
+                source,
+            })?;
+            return Ok(Outcome::Messages {
+                new,
+                still_unread: announced.len(),
+            });
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(Outcome::TimedOut);
@@ -116,16 +160,49 @@ pub fn wait(
     // `lock` is released when dropped (also if the process dies).
 }
 
-/// The wake-up text: each message labelled with its verified sender (petname from
-/// `peers.json`, `self`, or "unpaired"), then what to do next.
-pub fn render_messages(home: &Path, messages: &[InboxEntry]) -> String {
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Woken {
+    version: u32,
+    ids: Vec<String>,
+}
+
+/// The ids already announced (missing or unreadable: none — at worst a second wake-up).
+fn load_woken(path: &Path) -> HashSet<String> {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Woken>(&b).ok())
+        .map(|w| w.ids.into_iter().take(MAX_WOKEN).collect())
+        .unwrap_or_default()
+}
+
+fn save_woken(path: &Path, ids: &[&str]) -> io::Result<()> {
+    let file = Woken {
+        version: 1,
+        ids: ids.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    let bytes = serde_json::to_vec(&file).map_err(io::Error::other)?;
+    write_atomically(path, &bytes)
+}
+
+/// The wake-up text: each new message labelled with its verified sender (petname from
+/// `peers.json`, `self`, or "unpaired"), the count of older unread ones, then what to
+/// do next.
+pub fn render_messages(home: &Path, messages: &[InboxEntry], still_unread: usize) -> String {
     let policy = policy::load(home).unwrap_or_default();
     let own = peers::own_key(home);
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
     let mut out = format!(
-        "interlink: {} unread message{} for this session.\n\n",
+        "interlink: {} new message{} for this session",
         messages.len(),
-        if messages.len() == 1 { "" } else { "s" }
+        plural(messages.len())
     );
+    if still_unread > 0 {
+        out.push_str(&format!(
+            " ({still_unread} earlier message{} still unread)",
+            plural(still_unread)
+        ));
+    }
+    out.push_str(".\n\n");
     for e in messages.iter().take(MAX_PRINTED) {
         let name = e
             .sender
@@ -173,5 +250,83 @@ mod tests {
         held.lock().unwrap();
         let out = wait(home.path(), &s, Some(Duration::from_secs(5))).unwrap();
         assert!(matches!(out, Outcome::AlreadyWaiting));
+    }
+
+    fn message(n: u8) -> (interlink_core::MsgId, InboxEntry) {
+        let id = interlink_core::MsgId::from_bytes([n; 16]);
+        let e = InboxEntry {
+            msg_id: id.to_string(),
+            sender: "aa".repeat(32),
+            sender_fingerprint: "0000-0000-0000".into(),
+            sender_session: "s".into(),
+            reply_to: format!("{}#s", "aa".repeat(32)),
+            kind: interlink_core::wire::EnvelopeKind::Message,
+            task_id: None,
+            status: None,
+            in_reply_to: None,
+            sent_at: 1,
+            received_at: 2,
+            text: Some(format!("text {n}")),
+            name: None,
+        };
+        (id, e)
+    }
+
+    #[test]
+    fn each_message_wakes_the_agent_once() {
+        let home = tempfile::tempdir().unwrap();
+        let s = SessionId::new("once").unwrap();
+        let dir = paths::session_dir(home.path(), &s).unwrap();
+        create_private_dir(&dir).unwrap();
+        let mut inbox = interlink_net::inbox::Inbox::open(&dir).unwrap();
+        let (one, e) = message(1);
+        inbox.append(one, &e).unwrap();
+        let short = Some(Duration::from_millis(250));
+
+        let Outcome::Messages { new, still_unread } = wait(home.path(), &s, short).unwrap() else {
+            panic!("the first message wakes the agent");
+        };
+        assert_eq!((new.len(), still_unread), (1, 0));
+        // The agent stopped without acknowledging: the hook runs again and waits.
+        assert!(matches!(
+            wait(home.path(), &s, short).unwrap(),
+            Outcome::TimedOut
+        ));
+
+        // A new message wakes it, and the old one is counted.
+        let (two, e) = message(2);
+        inbox.append(two, &e).unwrap();
+        let Outcome::Messages { new, still_unread } = wait(home.path(), &s, short).unwrap() else {
+            panic!("a new message wakes the agent");
+        };
+        assert_eq!(new[0].msg_id, two.to_string());
+        assert_eq!((new.len(), still_unread), (1, 1));
+        let text = render_messages(home.path(), &new, still_unread);
+        assert!(
+            text.contains("1 new message for this session (1 earlier message still unread)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("text 2") && !text.contains("text 1"),
+            "{text}"
+        );
+
+        // Acknowledged messages leave the file, so it only holds live ids.
+        ReadState::load(&dir).unwrap().acknowledge(&[one]).unwrap();
+        assert!(matches!(
+            wait(home.path(), &s, short).unwrap(),
+            Outcome::TimedOut
+        ));
+        let (three, e) = message(3);
+        inbox.append(three, &e).unwrap();
+        assert!(matches!(
+            wait(home.path(), &s, short).unwrap(),
+            Outcome::Messages { .. }
+        ));
+        let kept = load_woken(&dir.join(WOKEN_FILE));
+        assert_eq!(
+            kept,
+            [two.to_string(), three.to_string()].into_iter().collect()
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! `interlink-p2p wait`: the Claude Code Stop hook ([`interlink_mcp::wait`]).
 //!
-//! Exit codes: 2 with a message (printed on stdout and stderr — Claude Code shows the
-//! hook's stderr to the agent it wakes), 0 on timeout, 0 at once when another waiter
-//! for the same session is running.
+//! Exit codes: 2 with a message no earlier wake-up announced (printed on stdout and
+//! stderr — Claude Code shows the hook's stderr to the agent it wakes), 0 on timeout,
+//! 0 at once when another waiter for the same session is running.
 
 use std::{io::Read as _, path::Path, process::ExitCode, time::Duration};
 
@@ -30,8 +30,8 @@ pub fn run(
         }
     };
     Ok(match wait::wait(home, &session, timeout)? {
-        Outcome::Messages(messages) => {
-            let text = wait::render_messages(home, &messages);
+        Outcome::Messages { new, still_unread } => {
+            let text = wait::render_messages(home, &new, still_unread);
             println!("{text}");
             eprintln!("{text}");
             ExitCode::from(EXIT_WAKE)
