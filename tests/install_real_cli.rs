@@ -818,6 +818,19 @@ fn codex_lists_interlink_runs_its_hooks_and_forgets_both_after_uninstall() {
         "hooks that did not complete: {failed:?}\n{printed}"
     );
 
+    // The real CLI takes the exact command a Codex session's server runs to hand a
+    // message to its thread (crates/interlink-mcp/src/codex.rs), on this real thread.
+    // With no Codex daemon here the resume part is only a warning.
+    let out = run(home.command(&codex).args([
+        "queue",
+        "--thread",
+        thread.as_str(),
+        "--message",
+        "[interlink] New message (test)",
+        "--resume",
+    ]));
+    assert!(out.status.success(), "codex queue: {out}");
+
     let out = home.p2p(&["uninstall", "codex"]);
     assert!(out.contains("removed [mcp_servers.interlink]"), "{out}");
     let out = run(home.command(&codex).args(["mcp", "list"]));

@@ -176,6 +176,7 @@ async fn codex_binding_and_queue_delivery_with_failures_and_retries() {
         let c = wait_calls(fixture.path(), 1).await;
         assert_eq!(c.len(), 1, "{c:?}");
         assert_eq!(&c[0][..4], ["queue", "--thread", THREAD, "--message"]);
+        assert_eq!(c[0][5..], ["--resume"], "{c:?}");
         let notice = &c[0][4];
         assert!(
             notice.contains(&id1) && notice.contains("alice") && notice.contains("t-9"),

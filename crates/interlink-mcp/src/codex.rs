@@ -141,10 +141,13 @@ pub fn notice(e: &InboxEntry, name: Option<&str>) -> String {
     )
 }
 
-/// Runs `codex queue --thread <thread> --message <notice>` once, within the timeout.
+/// Runs `codex queue --thread <thread> --message <notice> --resume` once, within the
+/// timeout. `--resume` asks the local Codex daemon to resume the thread, so an idle
+/// thread starts a turn rather than waiting for the user's next prompt (codex-cli 0.171;
+/// a failed resume is only a warning there).
 pub async fn queue(cfg: &CodexConfig, thread: &str, notice: &str) -> Result<(), String> {
     let mut cmd = tokio::process::Command::new(&cfg.bin);
-    cmd.args(["queue", "--thread", thread, "--message", notice])
+    cmd.args(["queue", "--thread", thread, "--message", notice, "--resume"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
