@@ -65,18 +65,23 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The position is saved on the poll tick, not after every line: each step is
     // idempotent, so a crash only means handling up to a second of lines again, while
-    // saving per receipt cost two fsyncs per message sent.
-    let save = |offset: u64, saved: &mut u64| {
-        if offset != *saved {
-            save_offset(&session_dir, offset);
-            *saved = offset;
-        }
-    };
+    // saving per receipt cost two fsyncs per message sent. The write runs off the
+    // runtime's thread (the session runs on one), one at a time.
+    let mut writing: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         offset = step(&ctx, &session_dir, offset).await;
         tokio::select! {
             () = cancel.cancelled() => break,
-            _ = poll.tick() => save(offset, &mut saved),
+            _ = poll.tick() => {
+                if offset != saved {
+                    if let Some(w) = writing.take() {
+                        let _ = w.await;
+                    }
+                    let dir = session_dir.clone();
+                    writing = Some(tokio::task::spawn_blocking(move || save_offset(&dir, offset)));
+                    saved = offset;
+                }
+            }
             ev = events.recv() => match ev {
                 Ok(Event::Delivered { .. } | Event::Knock { .. }) | Err(RecvError::Lagged(_)) => {}
                 Ok(Event::Receipted { msg_id, to }) => {
@@ -91,7 +96,12 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
             },
         }
     }
-    save(offset, &mut saved);
+    if let Some(w) = writing.take() {
+        let _ = w.await;
+    }
+    if offset != saved {
+        save_offset(&session_dir, offset);
+    }
 }
 
 /// Handles the lines after `offset`; returns the new offset.

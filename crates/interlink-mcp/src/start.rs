@@ -190,11 +190,19 @@ async fn flush_sent_log(ctx: Arc<Context>, cancel: CancellationToken) {
             () = cancel.cancelled() => true,
             _ = tick.tick() => false,
         };
-        // Encode under the lock, write outside it: a send never waits for an fsync.
+        // Encode under the lock, write outside it and off the runtime's thread (the
+        // session runs on one): a send never waits for an fsync.
         let snapshot = ctx.sent.lock().ok().and_then(|mut l| l.take_snapshot());
-        if let (Some(bytes), Ok(dir)) = (snapshot, ctx.session_dir())
-            && let Err(e) = SentLog::write(&dir, &bytes)
-        {
+        let (Some(bytes), Ok(dir)) = (snapshot, ctx.session_dir()) else {
+            if stop {
+                return;
+            }
+            continue;
+        };
+        let written = tokio::task::spawn_blocking(move || SentLog::write(&dir, &bytes))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        if let Err(e) = written {
             warn!("saving the sent-messages log: {e}");
             if let Ok(mut log) = ctx.sent.lock() {
                 log.mark_dirty();
