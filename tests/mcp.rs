@@ -605,3 +605,67 @@ async fn routing_between_sessions_follows_the_seed_rules() {
     .await
     .expect("test deadline");
 }
+
+/// Agent hosts written in Node start the server with Unix socket pairs as stdin and
+/// stdout (libuv), not pipes: the server speaks MCP over those too, and stdin closing
+/// still ends it.
+#[test]
+fn mcp_over_socket_pair_stdio_as_node_hosts_start_it() {
+    use std::{
+        io::{BufRead as _, BufReader, Write as _},
+        os::unix::net::UnixStream,
+    };
+    let user = User::new("sockets", &[]).unwrap();
+    let (host_in, child_in) = UnixStream::pair().unwrap();
+    let (host_out, child_out) = UnixStream::pair().unwrap();
+    let mut cmd = command(user.home(), &[]).unwrap();
+    cmd.args(["mcp", "--session", "sock-1"])
+        .args(LOOPBACK)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(child_in)))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(child_out)))
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    // The child's ends live on in the child only: its exit must read as EOF here.
+    drop(cmd);
+    host_out
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut lines = BufReader::new(host_out.try_clone().unwrap()).lines();
+    let mut send = |v: Value| {
+        let mut line = v.to_string();
+        line.push('\n');
+        (&host_in).write_all(line.as_bytes()).unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "node-like-host", "version": "1"}}}),
+    );
+    let init: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(init["id"], 1, "{init}");
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "whoami", "arguments": {}}}));
+    let who: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(who["id"], 2, "{who}");
+    assert_eq!(
+        who["result"]["structuredContent"]["session_id"], "sock-1",
+        "{who}"
+    );
+    // Closing stdin ends the server.
+    host_in.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(host_in);
+    let until = Instant::now() + EXIT_BUDGET;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the server did not exit after stdin closed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

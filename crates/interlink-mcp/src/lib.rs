@@ -50,6 +50,7 @@ pub mod serve;
 pub mod server;
 pub mod session;
 pub mod start;
+pub mod stdio;
 pub mod tools;
 pub mod tools_codex;
 pub mod tools_pair;

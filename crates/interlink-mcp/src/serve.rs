@@ -147,7 +147,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
 
     let service_ct = shutdown.child_token();
     let served = Server::new(ctx.clone())
-        .serve_with_ct(rmcp::transport::stdio(), service_ct)
+        .serve_with_ct(crate::stdio::stdio(), service_ct)
         .await;
     let result = match served {
         Ok(service) => {
