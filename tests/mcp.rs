@@ -631,7 +631,7 @@ fn mcp_over_socket_pair_stdio_as_node_hosts_start_it() {
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     let mut lines = BufReader::new(host_out.try_clone().unwrap()).lines();
-    let mut send = |v: Value| {
+    let send = |v: Value| {
         let mut line = v.to_string();
         line.push('\n');
         (&host_in).write_all(line.as_bytes()).unwrap();
