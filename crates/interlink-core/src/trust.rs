@@ -250,15 +250,21 @@ impl PeerPolicy {
     }
 }
 
-/// A hex pattern for a fingerprint or key prefix, normalised to lowercase.
-struct KeyPattern {
+/// A fingerprint or key prefix as a person types it: hex digits, any case, dashes
+/// optional, at least [`MIN_KEY_PREFIX`] digits. One rule for every place that finds
+/// an identity by it (peers, the roster, pair requests).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyPattern {
     hex: String,
     // Dashes only appear in fingerprints, so a dashed pattern never matches a key prefix.
     dashed: bool,
 }
 
 impl KeyPattern {
-    fn parse(text: &str) -> Option<Self> {
+    /// The pattern in `text` (surrounding whitespace ignored), or `None` if it is not
+    /// one: too short, or not hex.
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
         let hex: String = text
             .chars()
             .filter(|c| *c != '-')
@@ -273,7 +279,9 @@ impl KeyPattern {
         })
     }
 
-    fn matches(&self, key: &IdentityKey) -> bool {
+    /// Whether `key`'s fingerprint, or (for a pattern without dashes) its hex form,
+    /// starts with the pattern.
+    pub fn matches(&self, key: &IdentityKey) -> bool {
         hex_encode(key.fingerprint().as_bytes()).starts_with(&self.hex)
             || (!self.dashed && key.to_hex().starts_with(&self.hex))
     }

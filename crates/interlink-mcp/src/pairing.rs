@@ -22,7 +22,7 @@ use std::{
 use interlink_core::{
     IdentityKey, SessionId,
     limits::{KNOCK_QUEUE_CAPACITY, MAX_PENDING_PAIR_REQUESTS},
-    trust::{MIN_KEY_PREFIX, PeerPolicy, TrustError},
+    trust::{KeyPattern, MIN_KEY_PREFIX, PeerPolicy, TrustError},
     wire::is_valid_name,
 };
 use interlink_net::knocks::HeldKnock;
@@ -325,21 +325,16 @@ fn note_decided(state: &mut Pairing, msg_id: &str) {
 /// The one waiting request whose fingerprint (dashes optional) or key starts with
 /// `text` (at least [`MIN_KEY_PREFIX`] hex digits).
 fn find(incoming: &[Incoming], text: &str) -> Result<usize, PairingError> {
-    let pattern: String = text
-        .trim()
-        .chars()
-        .filter(|c| *c != '-')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if pattern.len() < MIN_KEY_PREFIX || !pattern.chars().all(|c| c.is_ascii_hexdigit()) {
+    let Some(pattern) = KeyPattern::parse(text) else {
         return Err(PairingError::NoRequest(text.to_owned()));
-    }
+    };
     let hits: Vec<usize> = incoming
         .iter()
         .enumerate()
         .filter(|(_, i)| {
-            i.fingerprint.replace('-', "").starts_with(&pattern)
-                || i.identity_key.starts_with(&pattern)
+            i.identity_key
+                .parse::<IdentityKey>()
+                .is_ok_and(|k| pattern.matches(&k))
         })
         .map(|(n, _)| n)
         .collect();

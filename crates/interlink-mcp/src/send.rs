@@ -9,7 +9,7 @@ use interlink_core::{
     limits::MAX_BODY_BYTES,
     presence::{IdentityView, Presence},
     routing::{RouteError, RouteRequest},
-    trust::PeerPolicy,
+    trust::{KeyPattern, PeerPolicy},
     wire::{EnvelopeKind, SessionAddr, TaskStatus},
 };
 use interlink_net::{OutgoingMessage, SendError, SendOutcome};
@@ -235,22 +235,11 @@ impl Server {
 /// A roster identity that is not a peer and whose fingerprint or key starts with
 /// `text` (dashes ignored), if exactly one.
 fn unpaired_match(roster: &[IdentityView], text: &str, policy: &PeerPolicy) -> Option<IdentityKey> {
-    let pattern: String = text
-        .chars()
-        .filter(|c| *c != '-')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if pattern.len() < 4 || !pattern.chars().all(|c| c.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut hits = roster.iter().map(|i| i.key).filter(|k| {
-        !policy.contains(k)
-            && (k.to_hex().starts_with(&pattern)
-                || k.fingerprint()
-                    .to_string()
-                    .replace('-', "")
-                    .starts_with(&pattern))
-    });
+    let pattern = KeyPattern::parse(text)?;
+    let mut hits = roster
+        .iter()
+        .map(|i| i.key)
+        .filter(|k| !policy.contains(k) && pattern.matches(k));
     match (hits.next(), hits.next()) {
         (Some(k), None) => Some(k),
         _ => None,

@@ -7,6 +7,7 @@ use interlink_core::{
     IdentityKey,
     presence::{IdentityView, Presence},
     routing::{RouteError, RouteRequest},
+    trust::{KeyPattern, MIN_KEY_PREFIX},
     wire::{EnvelopeKind, SessionAddr},
 };
 use interlink_net::{Handle, OutgoingMessage, SendError, SendOutcome};
@@ -99,29 +100,16 @@ fn stranger_on_roster(
     text: &str,
     own: &IdentityKey,
 ) -> Result<IdentityKey, ToolError> {
-    let pattern: String = text
-        .trim()
-        .chars()
-        .filter(|c| *c != '-')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if pattern.len() < 4 || !pattern.chars().all(|c| c.is_ascii_hexdigit()) {
+    let Some(pattern) = KeyPattern::parse(text) else {
         return Err(ToolError(format!(
             "target {text:?}: give the identity's fingerprint as discover shows it (or at least \
-             4 hex digits of it or of its key)"
+             {MIN_KEY_PREFIX} hex digits of it or of its key)"
         )));
-    }
+    };
     let hits: Vec<IdentityKey> = roster
         .iter()
         .map(|i| i.key)
-        .filter(|k| k != own)
-        .filter(|k| {
-            k.to_hex().starts_with(&pattern)
-                || k.fingerprint()
-                    .to_string()
-                    .replace('-', "")
-                    .starts_with(&pattern)
-        })
+        .filter(|k| k != own && pattern.matches(k))
         .collect();
     match hits.as_slice() {
         [one] => Ok(*one),
