@@ -292,12 +292,14 @@ impl ReadState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use interlink_net::inbox::Inbox;
 
     use super::*;
 
-    fn entry(id: MsgId, kind: EnvelopeKind) -> InboxEntry {
+    /// An inbox line from a fixed sender, with text `text <id>` (shared by the tests
+    /// of the modules that read the inbox).
+    pub(crate) fn entry(id: MsgId, kind: EnvelopeKind) -> InboxEntry {
         InboxEntry {
             msg_id: id.to_string(),
             sender: "aa".repeat(32),

@@ -254,21 +254,7 @@ mod tests {
 
     fn message(n: u8) -> (interlink_core::MsgId, InboxEntry) {
         let id = interlink_core::MsgId::from_bytes([n; 16]);
-        let e = InboxEntry {
-            msg_id: id.to_string(),
-            sender: "aa".repeat(32),
-            sender_fingerprint: "0000-0000-0000".into(),
-            sender_session: "s".into(),
-            reply_to: format!("{}#s", "aa".repeat(32)),
-            kind: interlink_core::wire::EnvelopeKind::Message,
-            task_id: None,
-            status: None,
-            in_reply_to: None,
-            sent_at: 1,
-            received_at: 2,
-            text: Some(format!("text {n}")),
-            name: None,
-        };
+        let e = crate::read_state::tests::entry(id, interlink_core::wire::EnvelopeKind::Message);
         (id, e)
     }
 
@@ -307,7 +293,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("text 2") && !text.contains("text 1"),
+            text.contains(&format!("text {two}")) && !text.contains(&format!("text {one}")),
             "{text}"
         );
 
