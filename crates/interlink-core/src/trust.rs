@@ -572,8 +572,12 @@ impl Gate {
     /// Decides what to do with a verified envelope addressed to `me`. `window_ms` is
     /// the path's freshness window (live or mailbox).
     ///
-    /// A replay id is recorded only when the envelope is delivered or held, so a
-    /// stranger's rejected message cannot use up the id of a legitimate one.
+    /// A delivery is not recorded here: the caller records it with
+    /// [`Gate::record_delivered`] once the envelope is durably in the inbox. Recording
+    /// before the write would turn a failed write (a full disk) into a loss: the
+    /// sender's retry would be refused as a replay and its mailbox copy acked. A held
+    /// knock is recorded at once — holding it is its store. A stranger's rejected
+    /// message records nothing, so it cannot use up the id of a legitimate one.
     pub fn decide(
         &mut self,
         env: &Signed<Envelope>,
@@ -597,21 +601,27 @@ impl Gate {
                 Decision::Drop(DropReason::Replayed(body.msg_id))
             }
             Err(reason) => Decision::Drop(reason),
-            Ok(held) => {
+            Ok(None) if self.replay.contains(&id) => {
+                Decision::Drop(DropReason::Replayed(body.msg_id))
+            }
+            Ok(None) => Decision::Deliver,
+            Ok(Some(knock)) => {
                 if self.replay.insert(id, now).is_err() {
                     return Decision::Drop(DropReason::Replayed(body.msg_id));
                 }
-                match held {
-                    None => Decision::Deliver,
-                    Some(knock) => {
-                        // An older duplicate is not queued, but the knock is held either
-                        // way: the newer one from the same identity is waiting.
-                        self.knocks.push(knock.clone());
-                        Decision::HoldKnock(knock)
-                    }
-                }
+                // An older duplicate is not queued, but the knock is held either way:
+                // the newer one from the same identity is waiting.
+                self.knocks.push(knock.clone());
+                Decision::HoldKnock(knock)
             }
         }
+    }
+
+    /// Records that `sender`'s message `id`, admitted by [`Gate::decide`], is now
+    /// durably stored: from here on a copy of it is a replay.
+    pub fn record_delivered(&mut self, sender: &IdentityKey, id: &MsgId, now: u64) {
+        // Already recorded is fine: two copies in one batch are deduped by the inbox.
+        let _ = self.replay.insert(replay_key(sender, id), now);
     }
 
     /// The pairing rule alone: `Ok(None)` to deliver, `Ok(Some)` to hold a knock.

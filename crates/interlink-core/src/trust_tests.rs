@@ -313,6 +313,10 @@ fn peer_message_delivered_once() {
     let (mut gate, me, friend, _) = setup();
     let e = envelope(&friend, "f", &me, EnvelopeKind::Message, 1, NOW);
     assert_eq!(gate.decide(&e, &me, W, NOW), Decision::Deliver);
+    // Not stored yet (the inbox write may fail): a second copy is still admitted...
+    assert_eq!(gate.decide(&e, &me, W, NOW), Decision::Deliver);
+    // ...and once the write is durable, it is a replay.
+    gate.record_delivered(&friend.public(), &MsgId::from_bytes([1; 16]), NOW);
     assert_eq!(
         gate.decide(&e, &me, W, NOW + 1),
         Decision::Drop(DropReason::Replayed(MsgId::from_bytes([1; 16])))

@@ -228,6 +228,13 @@ impl Actor {
         };
         match inbox.append_many(to_write.iter().map(|(_, id, e)| (*id, e))) {
             Ok(outcomes) => {
+                // Only now, with the lines on disk, do these count as received: a
+                // failed write leaves the sender's retry admissible.
+                if let Some(gate) = self.gate.as_mut() {
+                    for (i, id, _) in &to_write {
+                        gate.record_delivered(&envs[*i].body().sender, id, now);
+                    }
+                }
                 for ((i, id, _), outcome) in to_write.iter().zip(outcomes) {
                     if outcome == Appended::New {
                         let _ = self.events.send(Event::Delivered {
