@@ -142,9 +142,9 @@ pub enum SendError {
     /// No answer: not connected, timed out, or the connection failed.
     #[error("recipient unreachable: {0}")]
     Unreachable(String),
-    /// The recipient refused it, with its reason.
+    /// The recipient refused it, with its typed reason.
     #[error("recipient refused the message: {0}")]
-    Refused(String),
+    Refused(interlink_core::wire::Refusal),
     /// The recipient answered with something that is not a valid receipt for it.
     #[error("invalid receipt: {0}")]
     BadReceipt(String),
