@@ -21,6 +21,7 @@ pub mod inbox;
 pub mod knocks;
 mod node;
 pub mod probe;
+pub mod session_lock;
 mod swarm;
 
 pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec};
@@ -28,6 +29,7 @@ pub use diagnostics::{ConnectedPeer, Diagnostics};
 pub use durable::{DurableMailboxes, Refusal};
 pub use handle::{Event, Handle, HeldMailbox, Outcome};
 pub use node::Node;
+pub use session_lock::{SessionLock, SessionLockError};
 pub use swarm::build_swarm;
 
 /// Capacity of the command channel from handles to the node task.
