@@ -3,7 +3,9 @@
 //!
 //! Covered: a paired session that closed cleanly (its goodbye took it off every roster)
 //! is still written to by its full id — each message `queued` with the gone warning —
-//! and gets every message once, in order, when it comes back under that id.
+//! and gets every message once, in order, when it comes back under that id; a sender
+//! killed with SIGKILL right after `queued`, with no relay and no other peer holding a
+//! copy, delivers everything once, in order, after it is restarted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
@@ -120,6 +122,95 @@ async fn a_closed_session_gets_mail_sent_to_its_full_id_through_a_relay() {
         let dir = tempfile::tempdir().unwrap();
         let relay = start_relay(dir.path(), free_port(), free_port()).unwrap();
         closed_session_gets_its_mail(Some(&relay.addr)).await;
+    })
+    .await
+    .expect("test deadline");
+}
+
+/// Alice queues five messages for Bob's closed session while nobody else is on the
+/// overlay — her own node holds the only mailbox copy — and is killed with SIGKILL.
+/// Restarted under her id, she still has them (the outbox); Bob comes back and gets
+/// all five once, in order, and Alice learns they were delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_mail_survives_the_sender_being_killed_with_no_other_holder() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let alice = User::new("alice", STEADY).unwrap();
+        let bob = User::new("bob", STEADY).unwrap();
+        let a = start_on_loopback(&alice, "a-killed", None, &[])
+            .await
+            .unwrap();
+        let boot = loopback_addr(&a).await;
+        let b = start_on_loopback(&bob, "b-away", Some(&boot), &[])
+            .await
+            .unwrap();
+        a.ok("add_peer", json!({"name": "bob", "key": bob.key}))
+            .await
+            .unwrap();
+        b.ok("add_peer", json!({"name": "alice", "key": alice.key}))
+            .await
+            .unwrap();
+        a.poll("discover", json!({}), deadline(), |v| {
+            v.to_string().contains("b-away")
+        })
+        .await
+        .unwrap();
+        b.close(deadline()).await.unwrap();
+        a.poll("discover", json!({}), deadline(), |v| {
+            !v.to_string().contains("b-away")
+        })
+        .await
+        .unwrap();
+        let mut ids = Vec::new();
+        for i in 0..5 {
+            let (text, v) = a
+                .ok(
+                    "send_message",
+                    json!({"to": "bob", "session": "b-away", "text": format!("kept {i}")}),
+                )
+                .await
+                .unwrap();
+            assert_eq!(v["status"], "queued", "{text}");
+            assert_eq!(
+                v["held_by"]["outbox"], true,
+                "durable before queued: {text}"
+            );
+            ids.push(v["msg_id"].as_str().unwrap().to_owned());
+        }
+        // The sent log is saved half a second after a change; let it land, then crash.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        a.kill(deadline()).await.unwrap();
+
+        let a = start_on_loopback(&alice, "a-killed", None, &[])
+            .await
+            .unwrap();
+        let boot = loopback_addr(&a).await;
+        let b = start_on_loopback(&bob, "b-away", Some(&boot), &[])
+            .await
+            .unwrap();
+        let want: Vec<String> = (0..5).map(|i| format!("kept {i}")).collect();
+        let until = deadline();
+        let got = loop {
+            let got = unread_texts(&b).await;
+            if got.len() >= want.len() || std::time::Instant::now() > until {
+                break got;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(
+            got, want,
+            "every message once, in order, after the sender's crash"
+        );
+        // The restarted sender learns that they arrived (a signed receipt).
+        let last = ids.last().unwrap().clone();
+        a.poll("message_status", json!({"msg_id": last}), deadline(), |v| {
+            v["state"] == "delivered"
+        })
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(unread_texts(&b).await, want, "still once each");
+        b.close(deadline()).await.unwrap();
+        a.close(deadline()).await.unwrap();
     })
     .await
     .expect("test deadline");

@@ -299,13 +299,27 @@ impl McpSession {
     }
 
     /// Sends SIGTERM and waits for the child to exit; returns status and duration.
-    pub async fn terminate(mut self, deadline: Instant) -> anyhow::Result<(ExitStatus, Duration)> {
+    pub async fn terminate(self, deadline: Instant) -> anyhow::Result<(ExitStatus, Duration)> {
+        self.signal("-TERM", deadline).await
+    }
+
+    /// Kills the child with SIGKILL — no goodbye, no flush, as a crash would — and
+    /// waits for it to exit.
+    pub async fn kill(self, deadline: Instant) -> anyhow::Result<(ExitStatus, Duration)> {
+        self.signal("-KILL", deadline).await
+    }
+
+    async fn signal(
+        mut self,
+        signal: &str,
+        deadline: Instant,
+    ) -> anyhow::Result<(ExitStatus, Duration)> {
         let pid = self.pid().context("child already reaped")?;
         let started = Instant::now();
         let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
+            .args([signal, &pid.to_string()])
             .status()?;
-        anyhow::ensure!(status.success(), "kill -TERM {pid} failed");
+        anyhow::ensure!(status.success(), "kill {signal} {pid} failed");
         wait_exit(&mut self.child, &self.stderr_path, started, deadline).await
     }
 
