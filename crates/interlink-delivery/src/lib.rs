@@ -65,6 +65,8 @@ mod engine;
 mod inbox;
 mod outbox;
 mod routes;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 mod types;
 
 pub use ack::ack_entries;
