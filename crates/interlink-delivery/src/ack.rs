@@ -12,6 +12,10 @@ use interlink_core::{
 
 use crate::types::EntryKey;
 
+/// Whether the wire's acks name the sender of each id. While they do not, an ack of
+/// one sender's id drops every sender's envelope with that id from mailbox copies.
+pub const ACKS_NAME_SENDER: bool = false;
+
 /// Signed acks of `me`'s mailbox for these entries, [`MAX_ACK_IDS`] per ack.
 pub(crate) fn make_acks(
     identity: &Identity,

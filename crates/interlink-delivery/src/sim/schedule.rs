@@ -150,6 +150,8 @@ pub struct Schedule {
     pub short_write_pct: Vec<u64>,
     /// One-way latency per ordered link, ms.
     pub latency: Vec<Vec<u64>>,
+    /// `roster[i][j]`: node `i` knows node `j`'s route (else it has the mailbox only).
+    pub roster: Vec<Vec<bool>>,
     /// The sends, by time.
     pub sends: Vec<SendPlan>,
     /// The faults.
@@ -184,8 +186,11 @@ impl Schedule {
         let latency = (0..n)
             .map(|_| (0..n).map(|_| 1 + below(&mut rng, 300)).collect())
             .collect();
+        let roster: Vec<Vec<bool>> = (0..n)
+            .map(|_| (0..n).map(|_| chance(&mut rng, 85)).collect())
+            .collect();
         let mut sends = Vec::new();
-        for from in 0..p.honest {
+        for (from, known) in roster.iter().enumerate().take(p.honest) {
             for _ in 0..p.msgs_per_node {
                 let mut to = below(&mut rng, p.honest as u64 - 1) as usize;
                 if to >= from {
@@ -195,7 +200,7 @@ impl Schedule {
                     at: below(&mut rng, p.active_ms),
                     from,
                     to,
-                    routed: chance(&mut rng, 85),
+                    routed: known[to],
                     raced: p.hostile && p.copy_ids && chance(&mut rng, 25),
                 });
             }
@@ -253,6 +258,7 @@ impl Schedule {
             skew,
             short_write_pct,
             latency,
+            roster,
             sends,
             faults,
             attacks,

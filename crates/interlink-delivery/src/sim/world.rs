@@ -76,6 +76,8 @@ pub struct Report {
     pub inboxes: Vec<Vec<Line>>,
     /// Violations seen while running.
     pub violations: Vec<String>,
+    /// Retryable refusals senders received on the live path.
+    pub retryable_refusals: u64,
     /// Events processed.
     pub events: u64,
 }
@@ -160,6 +162,7 @@ pub struct World {
     sent: Vec<Sent>,
     index: BTreeMap<(IdentityKey, MsgId), usize>,
     violations: Vec<String>,
+    retryable_refusals: u64,
     events: u64,
 }
 
@@ -238,6 +241,7 @@ impl World {
             sent: Vec::new(),
             index: BTreeMap::new(),
             violations: Vec::new(),
+            retryable_refusals: 0,
             events: 0,
         };
         for i in 0..w.sched.sends.len() {
@@ -286,6 +290,7 @@ impl World {
             index: self.index,
             inboxes: self.nodes.into_iter().map(|n| n.inbox).collect(),
             violations: self.violations,
+            retryable_refusals: self.retryable_refusals,
             events: self.events,
         }
     }
@@ -564,7 +569,7 @@ impl World {
     /// Gives `node` the roster: every other honest session's node.
     fn introduce(&mut self, node: usize) {
         for j in 0..self.sched.honest {
-            if j != node {
+            if j != node && self.sched.roster[node][j] {
                 let session = self.nodes[j].addr.clone();
                 self.feed(
                     node,
@@ -654,13 +659,21 @@ impl World {
                 inc: i,
                 req,
                 response,
-            } if i == inc => self.feed(
-                to,
-                Input::DeliverResponse {
-                    req,
-                    result: Ok(response),
-                },
-            ),
+            } if i == inc => {
+                self.retryable_refusals += response
+                    .results
+                    .iter()
+                    .flatten()
+                    .filter(|r| !r.is_final())
+                    .count() as u64;
+                self.feed(
+                    to,
+                    Input::DeliverResponse {
+                        req,
+                        result: Ok(response),
+                    },
+                )
+            }
             Net::Receipt { receipt } => self.feed(to, Input::ReceiptCollected { receipt }),
             Net::ReceiptAck { inc: i, id, ok } if i == inc => {
                 let result = if ok {
