@@ -204,6 +204,8 @@ impl Sender {
                         outcome: Err(SendError::Store(e)),
                     });
                 }
+                // Mail behind it was waiting for this write to settle.
+                self.settle(ctx, &to, false);
             }
         }
     }
@@ -423,7 +425,9 @@ impl Sender {
                     continue;
                 };
                 if !p.stored {
-                    continue;
+                    // Later mail waits until this write settles (its OutboxStored
+                    // settles the queue again): a copy must hold every earlier message.
+                    break;
                 }
                 if !eligible(p) {
                     blocked = true;
@@ -462,8 +466,10 @@ impl Sender {
         };
         let mut mb = Mailbox::new(to.key, to.session.clone());
         for id in queue {
+            // A prefix only: publishing a later message without an earlier one still
+            // being written would let the mailbox deliver it first.
             let Some(p) = self.entries.get(id).filter(|p| p.stored) else {
-                continue;
+                break;
             };
             if let Ok(Inserted::Stored | Inserted::Duplicate) =
                 mb.insert(p.entry.envelope.clone(), ctx.now, &ctx.cfg.mailbox)

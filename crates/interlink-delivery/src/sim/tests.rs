@@ -259,12 +259,10 @@ fn a_recipient_gone_past_the_retention_is_reported_expired() {
 #[ignore]
 fn debug_seed() {
     let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
-    let p = Params {
-        copy_ids: true,
-        ..Params::default()
-    };
-    let s = Schedule::generate(seed, &p);
-    let r = run(&s, &sim_config());
+    let s = Schedule::generate(seed, &params());
+    let mut w = World::new(s.clone(), sim_config());
+    w.trace = true;
+    let r = w.run();
     for (i, m) in r.sent.iter().enumerate() {
         eprintln!(
             "{i}: {}->{} reply {:?} crashed {} roster {}",

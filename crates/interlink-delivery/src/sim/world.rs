@@ -164,6 +164,8 @@ pub struct World {
     violations: Vec<String>,
     retryable_refusals: u64,
     events: u64,
+    /// Print what every node is fed and does (debugging a failing seed).
+    pub trace: bool,
 }
 
 fn session(i: usize) -> SessionId {
@@ -243,6 +245,7 @@ impl World {
             violations: Vec::new(),
             retryable_refusals: 0,
             events: 0,
+            trace: false,
         };
         for i in 0..w.sched.sends.len() {
             w.push(T0 + w.sched.sends[i].at, Ev::Send(i));
@@ -329,6 +332,9 @@ impl World {
     /// Feeds `input` to `node`'s engine (if it is up) and carries out its outputs.
     pub(crate) fn feed(&mut self, node: usize, input: Input) {
         let local = self.local(node);
+        if self.trace {
+            eprintln!("{} n{node} <- {}", self.now - T0, brief_in(&input));
+        }
         let Some(e) = self.nodes[node].engine.as_mut() else {
             return;
         };
@@ -757,6 +763,9 @@ impl World {
     }
 
     fn output(&mut self, node: usize, out: Output) {
+        if self.trace {
+            eprintln!("{} n{node} -> {}", self.now - T0, brief_out(&out));
+        }
         let inc = self.nodes[node].inc;
         let disk = 1 + below(&mut self.rng, 5);
         match out {
@@ -907,5 +916,55 @@ fn fault_times(f: &Fault) -> (u64, u64) {
         | Fault::Crash { at, for_ms, .. }
         | Fault::Partition { at, for_ms, .. }
         | Fault::DiskFull { at, for_ms, .. } => (*at, *for_ms),
+    }
+}
+
+fn ids<'a>(envs: impl IntoIterator<Item = &'a Signed<Envelope>>) -> String {
+    envs.into_iter()
+        .map(|e| {
+            let b = e.body();
+            format!(
+                "{:02x}/{:02x}@{}",
+                b.sender.as_bytes()[0],
+                b.msg_id.as_bytes()[0],
+                b.ts % 1_000_000
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn brief_in(i: &Input) -> String {
+    match i {
+        Input::Send { envelope, .. } => format!("Send {}", ids([envelope])),
+        Input::DeliverRequest { envelopes, .. } => format!("DeliverRequest {}", ids(envelopes)),
+        Input::MailboxFetched { copy } => format!("MailboxFetched {}", ids(copy.pending())),
+        Input::DeliverResponse { req, result } => format!(
+            "DeliverResponse {req:?} {:?}",
+            result.as_ref().map(|r| &r.results)
+        ),
+        Input::OutboxStored { key, result } => {
+            format!("OutboxStored {:02x} {result:?}", key.as_bytes()[0])
+        }
+        Input::InboxStored { token, result } => format!("InboxStored {token:?} {result:?}"),
+        Input::Timer => String::new(),
+        other => format!("{other:?}").chars().take(80).collect(),
+    }
+}
+
+fn brief_out(o: &Output) -> String {
+    match o {
+        Output::SendRequest {
+            req,
+            peer,
+            envelopes,
+        } => format!("SendRequest {req:?} {peer:?} {}", ids(envelopes)),
+        Output::DhtPut { mailbox } => {
+            format!("DhtPut {} {}", mailbox.session(), ids(mailbox.pending()))
+        }
+        Output::AppendInbox { token, entries } => format!("AppendInbox {token:?} {}", ids(entries)),
+        Output::Respond { req, response } => format!("Respond {req:?} {:?}", response.results),
+        Output::PersistOutbox { entry } => format!("PersistOutbox {}", ids([&entry.envelope])),
+        other => format!("{other:?}").chars().take(100).collect(),
     }
 }
