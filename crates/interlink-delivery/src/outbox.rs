@@ -217,9 +217,18 @@ impl Sender {
         result: Result<Response, SendFailure>,
     ) {
         // A response after the engine's own timeout finds no flight: ignored.
+        let at_cap = self.flights.len() >= REQUESTS_IN_FLIGHT;
         let Some(f) = self.flights.remove(&req) else {
             return;
         };
+        if at_cap {
+            // Others may have been waiting for a free slot, not for their own answer.
+            for to in self.recipients() {
+                if to != f.to {
+                    self.settle(ctx, &to, false);
+                }
+            }
+        }
         self.flight_of.remove(&f.to);
         for id in &f.ids {
             if let Some(p) = self.entries.get_mut(id) {

@@ -52,6 +52,23 @@ fn property_every_promise_holds_on_every_schedule() {
     );
 }
 
+#[test]
+fn property_heavier_schedules() {
+    // More nodes, mail and faults per case; fewer cases.
+    let p = Params {
+        honest: 4,
+        msgs_per_node: 12,
+        faults: 10,
+        ..params()
+    };
+    let n = cases() / 8;
+    let (failure, _, secs) = sweep(1_000_000, n, &p, &sim_config());
+    if let Some((_, e)) = failure {
+        panic!("{e}");
+    }
+    eprintln!("{n} heavier schedules in {secs:.1} s");
+}
+
 /// Finds a failing seed with `bugs` on; panics if none turns up in `limit` seeds.
 fn finds(bugs: Bugs, p: &Params, limit: u64) -> u64 {
     let cfg = sim_config().with_bugs(bugs);
