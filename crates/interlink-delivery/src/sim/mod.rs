@@ -18,9 +18,11 @@
 
 mod check;
 mod hostile;
+mod io;
 mod schedule;
 #[cfg(test)]
 mod tests;
+mod trace;
 mod world;
 
 pub use check::{Violation, check};
