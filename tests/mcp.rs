@@ -669,3 +669,45 @@ fn mcp_over_socket_pair_stdio_as_node_hosts_start_it() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// One process per session id and home: a second `mcp` (or `run`) under the id of a
+/// running session exits at once with an error naming the first, and the first keeps
+/// working — two inbox writers under one PeerId would corrupt both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_under_a_running_sessions_id_exits_naming_the_first() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let alice = User::new("alice", STEADY).unwrap();
+        let first = start(&alice, "dup-1", None, &[]).await;
+        first.ok("whoami", json!({})).await.unwrap();
+        let pid = first.pid().unwrap();
+        for args in [
+            &["mcp", "--session", "dup-1", "--no-mdns"][..],
+            &["run", "--session", "dup-1", "--no-mdns"][..],
+        ] {
+            let mut cmd = command(alice.home(), STEADY).unwrap();
+            cmd.args(args).args(["--listen", "/ip4/127.0.0.1/tcp/0"]);
+            let started = Instant::now();
+            let (status, stdout, stderr) =
+                interlink_e2e::process::run_to_end(cmd, deadline()).unwrap();
+            assert!(!status.success(), "{args:?}: {status:?} {stderr}");
+            assert!(
+                stderr.contains("already running") && stderr.contains(&pid.to_string()),
+                "{args:?}: the error names the holder: {stderr}"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{args:?} did not exit at once"
+            );
+            assert!(
+                stdout.trim().is_empty() || args[0] == "run",
+                "nothing but JSON-RPC on an MCP server's stdout: {stdout}"
+            );
+        }
+        // The first one is untouched.
+        let (_, who) = first.ok("whoami", json!({})).await.unwrap();
+        assert_eq!(who["session_id"], "dup-1", "{who}");
+        first.close(deadline()).await.unwrap();
+    })
+    .await
+    .expect("test deadline");
+}

@@ -5,7 +5,7 @@
 use interlink_core::{
     Identity, IdentityKey, MsgId, SessionId,
     mailbox::{self, Mailbox},
-    wire::{Ack, Envelope, EnvelopeKind, Signed, VERSION},
+    wire::{Ack, AckEntry, Envelope, EnvelopeKind, Signed, VERSION},
 };
 use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
 use serde::Serialize;
@@ -89,13 +89,18 @@ fn envelope_body(
     }
 }
 
-/// An ack signed by `signer` for its session `owner_session`, listing `ids`.
-pub fn ack(signer: &Identity, owner_session: &SessionId, ids: &[MsgId], ts: u64) -> Signed<Ack> {
+/// An ack signed by `signer` for its session `owner_session`, listing `(sender, id)`s.
+pub fn ack(
+    signer: &Identity,
+    owner_session: &SessionId,
+    entries: &[(IdentityKey, MsgId)],
+    ts: u64,
+) -> Signed<Ack> {
     let body = Ack {
         v: VERSION,
         owner: signer.public(),
         owner_session: owner_session.clone(),
-        msg_ids: ids.to_vec(),
+        entries: entries.iter().map(|(s, id)| AckEntry(*s, *id)).collect(),
         ts,
     };
     #[allow(clippy::expect_used)]

@@ -92,7 +92,7 @@ async fn hostile_holds_are_refused_counted_and_leave_the_store_within_caps() {
         match (expected, outcome) {
             (None, MailboxOutcome::Held) => {}
             (Some(reason), MailboxOutcome::Refused { reason: text }) => {
-                assert!(text.contains(reason.label()), "{reason:?}: {text}");
+                assert!(text.detail.contains(reason.label()), "{reason:?}: {text}");
             }
             (expected, got) => panic!("expected {expected:?}, got {got:?}"),
         }

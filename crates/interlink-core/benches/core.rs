@@ -11,7 +11,7 @@ use interlink_core::{
     Identity, MsgId, SessionId,
     mailbox::{self, Mailbox},
     seal,
-    wire::{Ack, Envelope, EnvelopeKind, Signed, VERSION},
+    wire::{Ack, AckEntry, Envelope, EnvelopeKind, Signed, VERSION},
 };
 use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
 
@@ -147,7 +147,10 @@ fn bench_mailbox(c: &mut Criterion) {
             v: VERSION,
             owner: f.bob.public(),
             owner_session: f.bob_session.clone(),
-            msg_ids: all[..32].iter().map(|e| e.body().msg_id).collect(),
+            entries: all[..32]
+                .iter()
+                .map(|e| AckEntry(e.body().sender, e.body().msg_id))
+                .collect(),
             ts: NOW,
         },
         &f.bob,

@@ -23,7 +23,7 @@ pub const MAX_SMALL_MESSAGE_BYTES: usize = 1024;
 /// Largest encoded receipt: a small message plus up to a full delivery batch of ids.
 pub const MAX_RECEIPT_BYTES: usize = MAX_SMALL_MESSAGE_BYTES + MAX_DELIVER_BATCH * 24;
 /// Largest encoded ack (it lists up to [`MAX_ACK_IDS`] message ids).
-pub const MAX_ACK_BYTES: usize = 1024 + MAX_ACK_IDS * 20;
+pub const MAX_ACK_BYTES: usize = 1024 + MAX_ACK_IDS * 56;
 /// Largest encoded mailbox record value.
 pub const MAX_MAILBOX_RECORD_BYTES: usize = 4 * 1024 * 1024;
 

@@ -11,7 +11,7 @@
 //! 1. envelopes and acks outside their time window go (an ack lives the retention plus
 //!    the clock-skew tolerance, so it outlives every envelope it names);
 //! 2. only the newest [`Config::max_acks`] acks stay;
-//! 3. envelopes whose id a remaining ack lists go: acks are the tombstones;
+//! 3. envelopes whose (sender, id) a remaining ack lists go: acks are the tombstones;
 //! 4. one pass over the remaining envelopes, oldest first, keeps an envelope when its
 //!    sender has fewer than [`Config::sender_quota`] kept, fewer than
 //!    [`Config::max_envelopes`] are kept in all, it fits in what is left of
@@ -71,13 +71,15 @@ use crate::{
     },
     replay::{TimeError, check_time},
     session::SessionId,
-    wire::{self, Ack, Envelope, MsgId, SessionAddr, Signed, WireError},
+    wire::{self, Ack, AckEntry, Envelope, MsgId, SessionAddr, Signed, WireError},
 };
 
 /// Domain prefix of a mailbox's DHT record key.
 pub const RECORD_KEY_DOMAIN: &[u8] = b"interlink-p2p/v1/mailbox";
 /// Version of the encoded mailbox record.
-pub const RECORD_VERSION: u8 = 1;
+///
+/// Version 2 (protocol version 2): its acks list (sender, message id) pairs.
+pub const RECORD_VERSION: u8 = 2;
 
 /// The DHT record key of the mailbox of `owner`'s session `session`:
 /// SHA-256([`RECORD_KEY_DOMAIN`] || owner key || session id as UTF-8).
@@ -178,6 +180,27 @@ pub enum MailboxError {
     /// An entry that does not decode or verify.
     #[error(transparent)]
     InvalidEntry(WireError),
+}
+
+impl MailboxError {
+    /// This error as a wire refusal: its code, and its text as the detail.
+    pub fn refusal(&self) -> wire::Refusal {
+        use wire::RefusalCode as C;
+        let code = match self {
+            Self::WrongMailbox { .. } => C::WrongMailbox,
+            Self::NotOwner { .. } => C::BadSignature,
+            Self::Time(TimeError::Stale { .. }) => C::Stale,
+            Self::Time(TimeError::FutureDated { .. }) => C::FutureDated,
+            Self::AlreadyAcked(_) => C::Replayed,
+            Self::Oversized { .. } | Self::TooManyEntries { .. } => C::TooLarge,
+            Self::UnsupportedVersion { .. } => C::UnsupportedVersion,
+            Self::InvalidEntry(e) | Self::Malformed(e) => wire::Refusal::from(e).code,
+            // `TimeError` and this enum are non-exhaustive.
+            #[allow(unreachable_patterns)]
+            _ => C::Malformed,
+        };
+        wire::Refusal::new(code, self.to_string())
+    }
 }
 
 /// What [`Mailbox::insert`] did.
@@ -337,7 +360,7 @@ impl Mailbox {
         if self
             .acks
             .values()
-            .any(|a| a.body().msg_ids.contains(&b.msg_id))
+            .any(|a| a.body().covers(&b.sender, &b.msg_id))
         {
             return Err(MailboxError::AlreadyAcked(b.msg_id));
         }
@@ -415,11 +438,11 @@ impl Mailbox {
         self.acks.values()
     }
 
-    /// Every message id a held ack lists.
-    pub fn acked_ids(&self) -> BTreeSet<MsgId> {
+    /// Every (sender, message id) a held ack lists.
+    pub fn acked(&self) -> BTreeSet<AckEntry> {
         self.acks
             .values()
-            .flat_map(|a| a.body().msg_ids.iter().copied())
+            .flat_map(|a| a.body().entries.iter().copied())
             .collect()
     }
 
@@ -564,13 +587,14 @@ impl Mailbox {
         while self.acks.len() > cfg.max_acks {
             self.acks.pop_first();
         }
-        let acked: HashSet<MsgId> = self
+        let acked: HashSet<AckEntry> = self
             .acks
             .values()
-            .flat_map(|a| a.body().msg_ids.iter().copied())
+            .flat_map(|a| a.body().entries.iter().copied())
             .collect();
-        self.envelopes
-            .retain(|k, _| check_time(k.0, now, cfg.retention_ms).is_ok() && !acked.contains(&k.1));
+        self.envelopes.retain(|k, _| {
+            check_time(k.0, now, cfg.retention_ms).is_ok() && !acked.contains(&AckEntry(k.2, k.1))
+        });
 
         // Oldest first, each envelope judged only by those kept before it: that is what
         // makes re-merging an input a no-op (see the module docs).

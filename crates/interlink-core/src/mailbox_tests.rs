@@ -74,20 +74,42 @@ fn env(from: u8, id: u32, ts: u64, text_len: Option<usize>) -> Signed<Envelope> 
     envelope_to(&ident(from), &owner(), &inbox(), mid(id), ts, text_len)
 }
 
+/// An ack signed by `signer` of sender 2's messages `ids`.
 fn ack_by(signer: &Identity, session: &SessionId, ids: &[MsgId], ts: u64) -> Signed<Ack> {
+    let sender = ident(2).public();
+    let entries: Vec<_> = ids.iter().map(|id| (sender, *id)).collect();
+    ack_entries_by(signer, session, &entries, ts)
+}
+
+fn ack_entries_by(
+    signer: &Identity,
+    session: &SessionId,
+    entries: &[(IdentityKey, MsgId)],
+    ts: u64,
+) -> Signed<Ack> {
     let body = Ack {
         v: wire::VERSION,
         owner: signer.public(),
         owner_session: session.clone(),
-        msg_ids: ids.to_vec(),
+        entries: entries.iter().map(|(s, id)| AckEntry(*s, *id)).collect(),
         ts,
     };
     Signed::sign(body, signer).unwrap()
 }
 
+/// The owner's ack of sender 2's messages `ids`.
 fn ack(ids: &[u32], ts: u64) -> Signed<Ack> {
     let ids: Vec<_> = ids.iter().map(|n| mid(*n)).collect();
     ack_by(&owner(), &inbox(), &ids, ts)
+}
+
+/// The owner's ack of `(sender, id)` pairs.
+fn ack_of(entries: &[(u8, u32)], ts: u64) -> Signed<Ack> {
+    let entries: Vec<_> = entries
+        .iter()
+        .map(|(s, n)| (ident(*s).public(), mid(*n)))
+        .collect();
+    ack_entries_by(&owner(), &inbox(), &entries, ts)
 }
 
 fn empty() -> Mailbox {
@@ -110,11 +132,11 @@ fn assert_within(m: &Mailbox, cfg: &Config) {
     assert!(m.acks().len() <= cfg.max_acks);
     let mut per_sender: HashMap<IdentityKey, usize> = HashMap::new();
     let mut bytes = 0;
-    let acked = m.acked_ids();
+    let acked = m.acked();
     for e in m.pending() {
         *per_sender.entry(e.body().sender).or_default() += 1;
         bytes += e.to_bytes().len();
-        assert!(!acked.contains(&e.body().msg_id));
+        assert!(!acked.contains(&AckEntry(e.body().sender, e.body().msg_id)));
     }
     assert!(
         per_sender.values().all(|n| *n <= cfg.sender_quota),
@@ -194,7 +216,7 @@ fn ack_claiming_the_owner_but_signed_by_another_is_rejected_on_decode() {
         v: wire::VERSION,
         owner: owner().public(),
         owner_session: inbox(),
-        msg_ids: vec![mid(1)],
+        entries: vec![AckEntry(ident(2).public(), mid(1))],
         ts: T0 + 1,
     };
     let body_bytes = wire::encode(&body);
@@ -225,6 +247,27 @@ fn ack_claiming_the_owner_but_signed_by_another_is_rejected_on_decode() {
 }
 
 #[test]
+fn an_ack_names_sender_and_id_so_a_copied_id_cannot_ack_another_senders_message() {
+    let cfg = Config::default();
+    let mut m = empty();
+    // Sender 3 copied sender 2's pending id 1 and its own message got acked.
+    m.insert(env(2, 1, T0, None), NOW, &cfg).unwrap();
+    m.insert(env(3, 1, T0 + 1, None), NOW, &cfg).unwrap();
+    assert_eq!(m.apply_ack(ack_of(&[(3, 1)], T0 + 10), NOW, &cfg), Ok(1));
+    assert_eq!(
+        m.pending().map(|e| e.body().sender).collect::<Vec<_>>(),
+        vec![ident(2).public()],
+        "the genuine message stays"
+    );
+    // Re-inserting the acked one is refused; the other sender's is not.
+    assert!(m.insert(env(3, 1, T0 + 1, None), NOW, &cfg).is_err());
+    assert_eq!(
+        m.insert(env(2, 1, T0, None), NOW, &cfg),
+        Ok(Inserted::Duplicate)
+    );
+}
+
+#[test]
 fn ack_removes_and_tombstones() {
     let cfg = Config::default();
     let mut m = empty();
@@ -234,7 +277,10 @@ fn ack_removes_and_tombstones() {
     let stale_copy = m.clone();
     assert_eq!(m.apply_ack(ack(&[1], T0 + 10), NOW, &cfg), Ok(1));
     assert_eq!(ids(&m), vec![mid(2)]);
-    assert_eq!(m.acked_ids(), BTreeSet::from([mid(1)]));
+    assert_eq!(
+        m.acked(),
+        BTreeSet::from([AckEntry(ident(2).public(), mid(1))])
+    );
     assert_eq!(
         m.insert(e, NOW, &cfg),
         Err(MailboxError::AlreadyAcked(mid(1)))
@@ -445,19 +491,25 @@ fn decode_refuses_bad_records() {
         })
     };
     assert_eq!(
-        Mailbox::decode(&record(2, 0, true), NOW, &cfg),
-        Err(MailboxError::UnsupportedVersion { got: 2 })
+        Mailbox::decode(&record(RECORD_VERSION + 1, 0, true), NOW, &cfg),
+        Err(MailboxError::UnsupportedVersion {
+            got: RECORD_VERSION + 1
+        })
     );
     assert!(matches!(
-        Mailbox::decode(&record(1, 0, true), NOW, &cfg),
+        Mailbox::decode(&record(RECORD_VERSION, 0, true), NOW, &cfg),
         Err(MailboxError::Malformed(_))
     ));
     assert!(matches!(
-        Mailbox::decode(&record(1, cfg.max_envelopes + 1, false), NOW, &cfg),
+        Mailbox::decode(
+            &record(RECORD_VERSION, cfg.max_envelopes + 1, false),
+            NOW,
+            &cfg
+        ),
         Err(MailboxError::TooManyEntries { .. })
     ));
     // Bad entries are reported one by one; the record itself decodes.
-    let (m, rejected) = Mailbox::decode(&record(1, 2, false), NOW, &cfg).unwrap();
+    let (m, rejected) = Mailbox::decode(&record(RECORD_VERSION, 2, false), NOW, &cfg).unwrap();
     assert!(m.is_empty());
     assert_eq!(rejected.len(), 2);
     assert_eq!(rejected[1].index, 1);
@@ -514,7 +566,7 @@ fn ack_cap_boundary_breaks_associativity() {
         vec![mid(1)],
         "resurrected: its ack was capped out"
     );
-    assert_eq!(left.acked_ids(), right.acked_ids());
+    assert_eq!(left.acked(), right.acked());
     // Without the cap binding, both groupings agree.
     let roomy = Config::default();
     let l = merged(&merged(&x, &y, &roomy), &z, &roomy);
@@ -613,7 +665,8 @@ fn pool() -> &'static Pool {
             .map(|j| {
                 // Acks 4 and 5 share a timestamp: the signature breaks the tie.
                 let ts = T0 + 50_000 + u64::from(j.min(4)) * 1000;
-                ack(&[j * 6, j * 6 + 1, j * 6 + 2, 1000 + j], ts)
+                let ids = [j * 6, j * 6 + 1, j * 6 + 2, 1000 + j];
+                ack_of(&ids.map(|i| (sender_of(i as usize), i)), ts)
             })
             .collect();
         Pool { envelopes, acks }

@@ -21,7 +21,9 @@ use crate::{
     },
     replay::{ReplaySet, TimeError, check_time},
     session::SessionId,
-    wire::{Envelope, EnvelopeKind, MsgId, SessionAddr, Signed, is_valid_name},
+    wire::{
+        Envelope, EnvelopeKind, MsgId, Refusal, RefusalCode, SessionAddr, Signed, is_valid_name,
+    },
 };
 
 /// Version of the serialized peers policy.
@@ -469,6 +471,25 @@ pub enum DropReason {
     /// A pairing acceptance nobody asked for.
     #[error("pair acceptance from {0}, to whom no pair request was sent")]
     UnsolicitedAccept(Fingerprint),
+}
+
+impl DropReason {
+    /// The wire code for this reason.
+    pub fn code(&self) -> RefusalCode {
+        match self {
+            Self::WrongRecipient(_) => RefusalCode::WrongRecipient,
+            Self::Stale(_) => RefusalCode::Stale,
+            Self::FutureDated(_) => RefusalCode::FutureDated,
+            Self::Replayed(_) => RefusalCode::Replayed,
+            Self::NotPaired(_) => RefusalCode::NotPaired,
+            Self::UnsolicitedAccept(_) => RefusalCode::UnsolicitedAccept,
+        }
+    }
+
+    /// This reason as a wire refusal: its code, and its text as the detail.
+    pub fn refusal(&self) -> Refusal {
+        Refusal::new(self.code(), self.to_string())
+    }
 }
 
 /// What to do with an inbound envelope.

@@ -11,8 +11,9 @@ use std::{convert::Infallible, fmt::Write as _};
 use interlink_core::{
     Identity, MsgId, SessionId, mailbox,
     wire::{
-        Ack, Announcement, DeliveryMode, Envelope, EnvelopeKind, Goodbye, HostKind, Receipt,
-        ReceiptRequest, ReceiptState, SealingBinding, SessionAddr, Signed, TaskStatus, VERSION,
+        Ack, AckEntry, Announcement, DeliverResponse, DeliverResult, DeliveryMode, Envelope,
+        EnvelopeKind, Goodbye, HostKind, Receipt, ReceiptRequest, ReceiptState, Refusal,
+        RefusalCode, SealingBinding, SessionAddr, Signed, TaskStatus, VERSION,
     },
 };
 use rand_core::{TryCryptoRng, TryRng};
@@ -118,7 +119,7 @@ fn vectors() -> Vec<(&'static str, String)> {
             v: VERSION,
             owner: bob.public(),
             owner_session: sb.clone(),
-            msg_ids: vec![MsgId::from_bytes([0x44; 16])],
+            entries: vec![AckEntry(alice.public(), MsgId::from_bytes([0x44; 16]))],
             ts: TS + 2,
         },
         &bob,
@@ -170,6 +171,26 @@ fn vectors() -> Vec<(&'static str, String)> {
                 &ReceiptRequest {
                     v: VERSION,
                     receipt: ByteBuf::from(receipt.to_bytes()),
+                },
+            )
+            .unwrap()),
+        ),
+        (
+            "deliver_response.wire",
+            hex(&cbor4ii::serde::to_vec(
+                Vec::new(),
+                &DeliverResponse {
+                    v: VERSION,
+                    receipt: Some(ByteBuf::from(receipt.to_bytes())),
+                    results: vec![
+                        DeliverResult { refused: None },
+                        DeliverResult {
+                            refused: Some(Refusal::new(
+                                RefusalCode::StoreFailed,
+                                "the recipient could not store the message",
+                            )),
+                        },
+                    ],
                 },
             )
             .unwrap()),

@@ -10,7 +10,7 @@ use interlink_core::{
     presence::{IdentityView, Presence},
     routing::{RouteError, RouteRequest},
     trust::{KeyPattern, PeerPolicy},
-    wire::{EnvelopeKind, SessionAddr, TaskStatus},
+    wire::{EnvelopeKind, RefusalCode, SessionAddr, TaskStatus},
 };
 use interlink_net::{OutgoingMessage, SendError, SendOutcome};
 use serde_json::json;
@@ -119,12 +119,16 @@ impl Server {
                  to a session that has announced itself — see discover",
                 route.session, route.reason
             )),
-            SendError::Refused(reason) => ToolError(format!(
-                "{name} refused the message: {reason} (if it is \"not a peer\", the other side \
-                 has not added this user's key yet: its operator runs `interlink-p2p peer add \
-                 NAME {}`)",
-                ctx.key().to_hex()
-            )),
+            SendError::Refused(reason) if reason.code == RefusalCode::NotPaired => {
+                ToolError(format!(
+                    "{name} refused the message: {reason} (the other side has not added this \
+                     user's key yet: its operator runs `interlink-p2p peer add NAME {}`)",
+                    ctx.key().to_hex()
+                ))
+            }
+            SendError::Refused(reason) => {
+                ToolError(format!("{name} refused the message: {reason}"))
+            }
             other => ToolError(format!("message to {name} not sent: {other}")),
         })?;
         if let Ok(mut r) = ctx.routes.lock() {

@@ -70,6 +70,9 @@ pub enum ServeError {
     /// The session cannot be announced (identity, summary, cwd).
     #[error(transparent)]
     Start(#[from] StartError),
+    /// Another process runs this session (same id and home).
+    #[error(transparent)]
+    Locked(#[from] interlink_net::SessionLockError),
     /// The MCP handshake failed (or the client went away before it).
     #[error("MCP handshake failed: {0}")]
     Handshake(String),
@@ -88,7 +91,7 @@ pub fn start_at(source: SessionSource, host: Option<HostKind>) -> StartAt {
 /// Serves MCP on stdin/stdout until stdin closes or `shutdown` fires.
 pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Result<(), ServeError> {
     // Checked now, so a bad id or summary fails at launch rather than at start.
-    paths::session_dir(&options.home, &options.session)?;
+    let session_dir = paths::session_dir(&options.home, &options.session)?;
     session::check_summary(&options.summary)?;
     let (identity, _) =
         session::load_identity(&options.home).map_err(|source| StartError::Identity {
@@ -105,7 +108,20 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     let (receipts_tx, receipts_rx) = tokio::sync::mpsc::channel(crate::receipts::RECEIPT_QUEUE);
     let node_cancel = CancellationToken::new();
     let workers_cancel = CancellationToken::new();
-    let tasks = Arc::new(Mutex::new(Tasks::default()));
+    // A session that starts now is claimed now: a second process under the same id and
+    // home exits here, naming the first, before it touches the inbox or the overlay.
+    let lock = match at {
+        StartAt::Now => Some(interlink_net::SessionLock::acquire(
+            &session_dir,
+            "mcp",
+            interlink_net::now_ms(),
+        )?),
+        StartAt::Initialize | StartAt::Bind => None,
+    };
+    let tasks = Arc::new(Mutex::new(Tasks {
+        lock,
+        ..Tasks::default()
+    }));
     let starter = Starter {
         at,
         session: options.session.clone(),

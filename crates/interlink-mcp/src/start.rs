@@ -68,6 +68,9 @@ pub(crate) struct Starter {
 /// The background tasks of a started session, awaited at shutdown.
 #[derive(Debug, Default)]
 pub(crate) struct Tasks {
+    /// This process's claim on the session (one process per session id and home),
+    /// held until the process ends.
+    pub(crate) lock: Option<interlink_net::SessionLock>,
     pub(crate) node: Option<JoinHandle<()>>,
     pub(crate) flusher: Option<JoinHandle<()>>,
 }
@@ -121,6 +124,20 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
         ToolError(e)
     };
     let session_dir = paths::session_dir(&ctx.home, &session).map_err(|e| fail(e.to_string()))?;
+    // Claimed before anything is bound: a session that another process runs stays
+    // unstarted here, and every tool says who holds it.
+    {
+        let mut tasks = starter
+            .tasks
+            .lock()
+            .map_err(|_| fail("task list poisoned".into()))?;
+        if tasks.lock.is_none() {
+            tasks.lock = Some(
+                interlink_net::SessionLock::acquire(&session_dir, "mcp", interlink_net::now_ms())
+                    .map_err(|e| fail(e.to_string()))?,
+            );
+        }
+    }
     let summary = ctx.summary.lock().map(|s| s.clone()).unwrap_or_default();
     let spec = session::session_spec(
         &ctx.home,

@@ -18,6 +18,24 @@ pub struct Refusal {
     pub reason: String,
 }
 
+impl Refusal {
+    /// This refusal as it goes on the wire: a typed code from its label, and its text.
+    pub fn to_wire(&self) -> interlink_core::wire::Refusal {
+        use interlink_core::wire::RefusalCode as C;
+        let code = match self.label {
+            "oversized" | "too_many_entries" => C::TooLarge,
+            "unsupported_version" => C::UnsupportedVersion,
+            "not_owner" => C::BadSignature,
+            "wrong_mailbox" => C::WrongMailbox,
+            // A full store may have room later; an I/O error may pass.
+            "store_full_mailboxes" | "store_full_bytes" => C::OverBudget,
+            "io" => C::StoreFailed,
+            _ => C::Malformed,
+        };
+        interlink_core::wire::Refusal::new(code, self.to_string())
+    }
+}
+
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.reason, self.label)

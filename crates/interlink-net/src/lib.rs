@@ -21,6 +21,7 @@ pub mod inbox;
 pub mod knocks;
 mod node;
 pub mod probe;
+pub mod session_lock;
 mod swarm;
 
 pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec};
@@ -28,6 +29,7 @@ pub use diagnostics::{ConnectedPeer, Diagnostics};
 pub use durable::{DurableMailboxes, Refusal};
 pub use handle::{Event, Handle, HeldMailbox, Outcome};
 pub use node::Node;
+pub use session_lock::{SessionLock, SessionLockError};
 pub use swarm::build_swarm;
 
 /// Capacity of the command channel from handles to the node task.
@@ -142,9 +144,9 @@ pub enum SendError {
     /// No answer: not connected, timed out, or the connection failed.
     #[error("recipient unreachable: {0}")]
     Unreachable(String),
-    /// The recipient refused it, with its reason.
+    /// The recipient refused it, with its typed reason.
     #[error("recipient refused the message: {0}")]
-    Refused(String),
+    Refused(interlink_core::wire::Refusal),
     /// The recipient answered with something that is not a valid receipt for it.
     #[error("invalid receipt: {0}")]
     BadReceipt(String),

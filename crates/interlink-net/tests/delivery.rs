@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use interlink_core::{
     Identity, SessionId,
-    wire::{EnvelopeKind, SessionAddr},
+    wire::{EnvelopeKind, RefusalCode, SessionAddr},
 };
 use interlink_net::{Config, Event, OutgoingMessage, SendError, SendOutcome};
 use libp2p::multiaddr::Protocol;
@@ -83,7 +83,8 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, SendError::Refused(r) if r.contains("not a peer")),
+        matches!(&err, SendError::Refused(r) if r.code == RefusalCode::NotPaired
+            && r.detail.contains("not a peer")),
         "{err}"
     );
     assert_eq!(bob.inbox_texts().len(), 21);
@@ -203,7 +204,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     use interlink_core::{
         MsgId,
         mailbox::record_key,
-        wire::{Ack, Envelope, Signed, VERSION},
+        wire::{Ack, AckEntry, Envelope, Signed, VERSION},
     };
     use libp2p::kad::{Quorum, Record, RecordKey};
 
@@ -265,7 +266,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
             v: VERSION,
             owner: mallory.public(),
             owner_session: bob_addr.session.clone(),
-            msg_ids: vec![MsgId::from_bytes([0; 16])],
+            entries: vec![AckEntry(mallory.public(), MsgId::from_bytes([0; 16]))],
             ts: now,
         },
         &mallory,
@@ -276,7 +277,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
         cbor4ii::serde::to_vec(
             Vec::new(),
             &RawRecord {
-                v: 1,
+                v: interlink_core::mailbox::RECORD_VERSION,
                 owner: bob_addr.key,
                 session: bob_addr.session.clone(),
                 envelopes: envelopes

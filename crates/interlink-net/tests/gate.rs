@@ -17,8 +17,8 @@ use futures::StreamExt as _;
 use interlink_core::{
     Identity, MsgId, SessionId,
     wire::{
-        DeliverRequest, DeliverResponse, Envelope, EnvelopeKind, Receipt, SessionAddr, Signed,
-        VERSION,
+        DeliverRequest, DeliverResponse, Envelope, EnvelopeKind, Receipt, Refusal, RefusalCode,
+        SessionAddr, Signed, VERSION,
     },
 };
 use interlink_net::{
@@ -107,7 +107,7 @@ async fn deliver(
 
 /// The one result of a one-envelope response: `Ok` with the verified receipt's ids, or
 /// the refusal reason (then there must be no receipt).
-fn outcome(response: DeliverResponse) -> Result<Vec<MsgId>, String> {
+fn outcome(response: DeliverResponse) -> Result<Vec<MsgId>, Refusal> {
     assert_eq!(response.results.len(), 1, "{response:?}");
     match &response.results[0].refused {
         Some(reason) => {
@@ -177,16 +177,18 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
     // A stranger's message: refused with the reason, no receipt.
     let fresh = to_bob(&eve_id, "eve-1", MsgId::random(&mut rng()), "let me in");
     let e = outcome(deliver(&mut evil, bob_peer, &[&fresh]).await).unwrap_err();
-    assert!(e.contains("not a peer"), "{e}");
+    assert_eq!(e.code, RefusalCode::NotPaired, "{e}");
+    assert!(e.detail.contains("not a peer"), "{e}");
     // The same with the id of the message Bob holds: still refused as a stranger, not
     // answered as a retry of Alice's message (which would sign a receipt for it).
     let reused = to_bob(&eve_id, "eve-1", taken, "let me in");
     let e = outcome(deliver(&mut evil, bob_peer, &[&reused]).await).unwrap_err();
-    assert!(e.contains("not a peer"), "{e}");
+    assert_eq!(e.code, RefusalCode::NotPaired, "{e}");
+    assert!(e.detail.contains("not a peer"), "{e}");
     // A peer reusing that id is refused too (the id is taken), not falsely receipted.
     let clash = to_bob(&mallory_id, "mallory-1", taken, "same id");
     let e = outcome(deliver(&mut evil, bob_peer, &[&clash]).await).unwrap_err();
-    assert!(e.contains("already"), "{e}");
+    assert!(e.detail.contains("already"), "{e}");
     // Alice's own retry of the stored message is answered again, receipted.
     let retry = to_bob(&alice_id, "alice-1", taken, "genuine");
     assert_eq!(

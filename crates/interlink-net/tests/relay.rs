@@ -194,7 +194,7 @@ async fn the_relay_holds_mail_durably_and_hands_it_to_the_returning_recipient() 
             &Default::default(),
         )
         .unwrap();
-        if held.is_empty() && !held.acked_ids().is_empty() {
+        if held.is_empty() && !held.acked().is_empty() {
             break;
         }
         assert!(
@@ -271,7 +271,7 @@ async fn the_relay_refuses_hostile_holds() {
         };
         match outcome {
             MailboxOutcome::Refused { reason } => {
-                assert!(reason.contains(label), "{label}: {reason}")
+                assert!(reason.detail.contains(label), "{label}: {reason}")
             }
             other => panic!("{label}: expected a refusal, got {other:?}"),
         }

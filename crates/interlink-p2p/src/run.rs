@@ -64,8 +64,11 @@ pub async fn run(
     // Read the policy before the node exists: a malformed file stops the session
     // rather than letting it run with a policy nobody wrote.
     let watcher = policy::Watcher::new(home);
+    let session_dir = paths::session_dir(home, &session)?;
+    // One process per session id and home; held until this function returns.
+    let _lock = interlink_net::SessionLock::acquire(&session_dir, "run", interlink_net::now_ms())?;
     config.delivery = Delivery {
-        inbox_dir: Some(paths::session_dir(home, &session)?),
+        inbox_dir: Some(session_dir),
         policy: policy::load(home)?,
     };
     let describe = Describe {

@@ -2,6 +2,7 @@ use interlink_core::{
     MsgId,
     limits::{DAY_MS, MAX_FUTURE_SKEW_MS, MAX_MAILBOX_RECORD_BYTES},
     mailbox::Mailbox,
+    wire::AckEntry,
 };
 use tempfile::TempDir;
 
@@ -48,9 +49,13 @@ impl Fixture {
         record(&self.owner.public(), &self.session, envs, acks, now)
     }
 
-    fn ack(&self, ids: &[u64], ts: u64) -> SignedAck {
-        let ids: Vec<_> = ids.iter().map(|n| msg_id(*n)).collect();
-        ack(&self.owner, &self.session, &ids, ts)
+    /// The owner's ack of `(from, id)` messages (as [`Self::msg`] numbers them).
+    fn ack(&self, msgs: &[(u64, u64)], ts: u64) -> SignedAck {
+        let entries: Vec<_> = msgs
+            .iter()
+            .map(|(from, n)| (identity(*from).public(), msg_id(*n)))
+            .collect();
+        ack(&self.owner, &self.session, &entries, ts)
     }
 }
 
@@ -129,14 +134,17 @@ fn ack_removes_envelopes_and_its_tombstone_survives_reopen() {
         {
             let store = f.open(caps.clone());
             store.put(key, &both, T0).unwrap();
-            let (_, acked) = f.rec(&[], &[f.ack(&[1], T0 + 10)], T0 + 10);
+            let (_, acked) = f.rec(&[], &[f.ack(&[(2, 1)], T0 + 10)], T0 + 10);
             let out = store.put(key, &acked, T0 + 10).unwrap();
             assert_eq!((out.new_acks, out.removed, out.held), (1, 1, 1));
         }
         let store = f.open(caps);
         let mb = held(&store, &key, T0 + 20);
         assert_eq!(ids(&mb), vec![msg_id(2)]);
-        assert!(mb.acked_ids().contains(&msg_id(1)));
+        assert!(
+            mb.acked()
+                .contains(&AckEntry(identity(2).public(), msg_id(1)))
+        );
         // A stale copy still carrying the acked envelope does not bring it back.
         let out = store.put(key, &both, T0 + 20).unwrap();
         assert!(!out.changed);
@@ -193,7 +201,12 @@ fn whole_store_caps_refuse_with_a_reason_and_still_take_acks() {
     }
     assert_eq!(store.stats().mailboxes, 2);
     // Full, yet an owner's ack (which shrinks its mailbox) goes through.
-    let a = ack(&owners[0], &session, &[msg_id(0)], T0 + 1);
+    let a = ack(
+        &owners[0],
+        &session,
+        &[(identity(2).public(), msg_id(0))],
+        T0 + 1,
+    );
     let (_, acked) = record(&owners[0].public(), &session, &[], &[a], T0 + 1);
     assert_eq!(store.put(keys[0], &acked, T0 + 1).unwrap().removed, 1);
 
@@ -258,7 +271,12 @@ fn hostile_puts_are_refused_with_their_reason_and_store_nothing() {
     );
     let misaddressed = raw_record(&owner, &f.session, vec![elsewhere.to_bytes()], vec![]);
     // An ack "for" this mailbox signed by someone else.
-    let intruder = ack(&identity(9), &f.session, &[msg_id(1)], T0);
+    let intruder = ack(
+        &identity(9),
+        &f.session,
+        &[(identity(2).public(), msg_id(1))],
+        T0,
+    );
     let forged_ack = raw_record(&owner, &f.session, vec![], vec![intruder.to_bytes()]);
     let too_many = raw_record(
         &owner,
@@ -372,7 +390,7 @@ fn sweep_drops_what_expired_then_the_tombstones() {
         let retention = mailbox::Config::default().retention_ms;
         let (key, bytes) = f.rec(&[f.msg(2, 1, T0), f.msg(2, 2, T0 + DAY_MS)], &[], T0);
         store.put(key, &bytes, T0).unwrap();
-        let (_, acked) = f.rec(&[], &[f.ack(&[2], T0 + DAY_MS)], T0 + DAY_MS);
+        let (_, acked) = f.rec(&[], &[f.ack(&[(2, 2)], T0 + DAY_MS)], T0 + DAY_MS);
         store.put(key, &acked, T0 + DAY_MS).unwrap();
         assert_eq!(store.stats().envelopes, 1);
 
@@ -392,8 +410,8 @@ fn sweep_drops_what_expired_then_the_tombstones() {
         assert_eq!(store.stats().mailboxes, 1);
         assert!(
             held(&store, &key, T0 + retention + 1)
-                .acked_ids()
-                .contains(&msg_id(2))
+                .acked()
+                .contains(&AckEntry(identity(2).public(), msg_id(2)))
         );
         // Then the ack expires and the mailbox goes.
         let ack_gone = T0 + DAY_MS + retention + MAX_FUTURE_SKEW_MS + 1;
@@ -426,7 +444,7 @@ fn a_refusal_inside_a_batch_does_not_hide_the_held_copy_from_later_puts() {
         let store = f.open(caps.with_max_total_bytes(one.len() as u64 + 10));
         store.put(key, &one, T0).unwrap();
         let (_, grow) = f.rec(&[f.msg(3, 2, T0)], &[], T0);
-        let (_, ack) = f.rec(&[], &[f.ack(&[1], T0 + 1)], T0 + 1);
+        let (_, ack) = f.rec(&[], &[f.ack(&[(2, 1)], T0 + 1)], T0 + 1);
         let results = store.put_many(&[(key, &grow), (key, &ack)], T0 + 1);
         assert_eq!(
             results[0].as_ref().unwrap_err().reason(),
@@ -437,6 +455,9 @@ fn a_refusal_inside_a_batch_does_not_hide_the_held_copy_from_later_puts() {
         assert_eq!((out.removed, out.new_acks, out.held), (1, 1, 0));
         let mb = held(&store, &key, T0 + 1);
         assert!(mb.is_empty());
-        assert!(mb.acked_ids().contains(&msg_id(1)));
+        assert!(
+            mb.acked()
+                .contains(&AckEntry(identity(2).public(), msg_id(1)))
+        );
     }
 }

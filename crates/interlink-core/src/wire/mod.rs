@@ -19,6 +19,7 @@ mod envelope;
 mod goodbye;
 mod overlay;
 mod receipt;
+mod refusal;
 
 use std::{fmt, str::FromStr};
 
@@ -26,7 +27,7 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_bytes::{ByteArray, ByteBuf};
 
 pub use crate::seal::Sealed;
-pub use ack::Ack;
+pub use ack::{Ack, AckEntry};
 pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use envelope::{Envelope, EnvelopeKind, OpenError, TaskStatus};
 pub use goodbye::Goodbye;
@@ -37,6 +38,7 @@ pub use overlay::{
     RosterRequest, RosterResponse,
 };
 pub use receipt::{Receipt, ReceiptState};
+pub use refusal::{MAX_REFUSAL_DETAIL_BYTES, Refusal, RefusalCode};
 
 use crate::{
     Identity,
@@ -46,7 +48,10 @@ use crate::{
 };
 
 /// The protocol version every body carries in its `v` field.
-pub const VERSION: u8 = 1;
+///
+/// Version 2: acks list (sender, message id) pairs instead of ids alone, and refusals
+/// are typed codes with a detail (PROTOCOL.md, "Versions").
+pub const VERSION: u8 = 2;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
-use super::{Announcement, Goodbye, Signed, VERSION, WireError, decode_cbor, encode};
+use super::{Announcement, Goodbye, Refusal, Signed, VERSION, WireError, decode_cbor, encode};
 use crate::limits::{MAX_ANNOUNCEMENT_BYTES, MAX_ROSTER_RESPONSE_BYTES};
 
 /// A message on the presence topic: a CBOR map with exactly one key,
@@ -138,7 +138,7 @@ pub struct DeliverResponse {
 pub struct DeliverResult {
     /// Why the recipient refused the envelope; `None` when it stored it, and the
     /// response's receipt lists it.
-    pub refused: Option<String>,
+    pub refused: Option<Refusal>,
 }
 
 #[cfg(test)]
@@ -217,7 +217,7 @@ pub enum MailboxOutcome {
     /// Refused, with the reason.
     Refused {
         /// Why.
-        reason: String,
+        reason: Refusal,
     },
 }
 
@@ -242,10 +242,10 @@ pub struct ReceiptResponse {
     /// Protocol version.
     pub v: u8,
     /// Why the receipt was refused; `None` when it was taken.
-    pub refused: Option<String>,
+    pub refused: Option<Refusal>,
 }
 
 /// Largest receipt-protocol request: one receipt and the map around it.
 pub const MAX_RECEIPT_REQUEST_BYTES: usize = crate::limits::MAX_RECEIPT_BYTES + 64;
 /// Largest receipt-protocol response: a refusal reason is short.
-pub const MAX_RECEIPT_RESPONSE_BYTES: usize = 1024;
+pub const MAX_RECEIPT_RESPONSE_BYTES: usize = 1024 + super::MAX_REFUSAL_DETAIL_BYTES;

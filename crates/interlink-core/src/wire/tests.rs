@@ -166,7 +166,7 @@ fn receipt_ack_goodbye_round_trip() {
             v: VERSION,
             owner: b.public(),
             owner_session: sid("s-b"),
-            msg_ids: vec![MsgId::from_bytes([1; 16])],
+            entries: vec![AckEntry(identity(1).public(), MsgId::from_bytes([1; 16]))],
             ts: NOW,
         },
         &b,
@@ -281,9 +281,16 @@ fn oversized_and_malformed_rejected() {
 
 #[test]
 fn unsupported_version_rejected() {
+    // An old node's (version 1) and a newer node's objects are both refused by version.
+    for got in [VERSION - 1, VERSION + 1] {
+        unsupported_version_rejected_for(got);
+    }
+}
+
+fn unsupported_version_rejected_for(got: u8) {
     let a = identity(1);
     let mut ann = announcement(&a, "s1", "");
-    ann.v = 2;
+    ann.v = got;
     let bytes = encode(&ann);
     let sig = a.sign(crate::sign::Domain::Announcement, &bytes);
     let outer = Outer {
@@ -295,7 +302,7 @@ fn unsupported_version_rejected() {
         Signed::<Announcement>::decode(&encode(&outer)),
         Err(WireError::UnsupportedVersion {
             kind: "announcement",
-            got: 2
+            got
         })
     );
 }

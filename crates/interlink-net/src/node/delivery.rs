@@ -26,9 +26,6 @@ use crate::{OutgoingMessage, Role, SendError, SendOutcome, Sent};
 
 /// Most messages waiting for one recipient session behind the one in flight.
 pub(crate) const OUTBOX_PER_RECIPIENT: usize = 256;
-/// The refusal reason when the recipient's own inbox write failed (not final: the
-/// sender queues it, and a mailbox drain does not ack it).
-pub(crate) const STORE_FAILED: &str = "the recipient could not store the message";
 
 /// Most recipient sessions with queued messages at once.
 pub(crate) const OUTBOX_RECIPIENTS: usize = 1024;
@@ -291,7 +288,7 @@ impl Actor {
                     continue;
                 }
                 // The recipient could not write its inbox: not its final word.
-                Err(SendError::Refused(reason)) if reason == STORE_FAILED => {
+                Err(SendError::Refused(refusal)) if refusal.is_retryable() => {
                     self.queue_in_mailbox(queued);
                     continue;
                 }

@@ -7,15 +7,15 @@ use interlink_core::{
     limits::{LIVE_FRESHNESS_MS, MAX_DELIVER_BATCH},
     trust::Decision,
     wire::{
-        DeliverResponse, DeliverResult, Envelope, EnvelopeKind, Receipt, ReceiptState, SessionAddr,
-        Signed, VERSION,
+        DeliverResponse, DeliverResult, Envelope, EnvelopeKind, Receipt, ReceiptState, Refusal,
+        RefusalCode, SessionAddr, Signed, VERSION,
     },
 };
 use libp2p::PeerId;
 use serde_bytes::ByteBuf;
 use tracing::{debug, warn};
 
-use super::{Actor, delivery::STORE_FAILED};
+use super::Actor;
 use crate::{
     Event, Role,
     inbox::{Appended, InboxEntry},
@@ -24,11 +24,14 @@ use crate::{
 impl Actor {
     /// Verifies, gates, stores (one fsync for the batch) and receipts inbound envelopes.
     pub(super) fn accept_batch(&mut self, from: PeerId, wires: &[ByteBuf]) -> DeliverResponse {
-        let refused = |reason: String| DeliverResult {
+        let refused = |reason: Refusal| DeliverResult {
             refused: Some(reason),
         };
         if wires.len() > MAX_DELIVER_BATCH {
-            let reason = format!("more than {MAX_DELIVER_BATCH} envelopes in one request");
+            let reason = Refusal::new(
+                RefusalCode::TooLarge,
+                format!("more than {MAX_DELIVER_BATCH} envelopes in one request"),
+            );
             return DeliverResponse {
                 v: VERSION,
                 receipt: None,
@@ -36,14 +39,17 @@ impl Actor {
             };
         }
         let mut sender = None;
-        let envelopes: Vec<Result<Signed<Envelope>, String>> = wires
+        let envelopes: Vec<Result<Signed<Envelope>, Refusal>> = wires
             .iter()
             .map(|b| {
-                let env = Signed::<Envelope>::decode(b).map_err(|e| e.to_string())?;
+                let env = Signed::<Envelope>::decode(b).map_err(|e| Refusal::from(&e))?;
                 // One receipt answers the request, for one sender.
                 let first = *sender.get_or_insert(env.body().sender);
                 if env.body().sender != first {
-                    return Err("a delivery request carries one sender's messages".into());
+                    return Err(Refusal::new(
+                        RefusalCode::MixedSenders,
+                        "a delivery request carries one sender's messages",
+                    ));
                 }
                 Ok(env)
             })
@@ -61,7 +67,9 @@ impl Actor {
                     Err(reason) => Err(reason.clone()),
                     Ok(env) => stored
                         .next()
-                        .unwrap_or_else(|| Err("not processed".into()))
+                        .unwrap_or_else(|| {
+                            Err(Refusal::new(RefusalCode::StoreFailed, "not processed"))
+                        })
                         .map(|()| env.body().msg_id),
                 };
                 match outcome {
@@ -84,7 +92,7 @@ impl Actor {
                     warn!(%reason, "cannot sign a receipt");
                     for r in &mut results {
                         if r.refused.is_none() {
-                            *r = refused(STORE_FAILED.into());
+                            *r = refused(store_failed());
                         }
                     }
                     None
@@ -129,12 +137,10 @@ impl Actor {
         &mut self,
         envs: &[&Signed<Envelope>],
         window_ms: u64,
-    ) -> Vec<Result<(), String>> {
+    ) -> Vec<Result<(), Refusal>> {
+        let not_a_session = || Refusal::new(RefusalCode::NotASession, "this node is not a session");
         let Role::Session(spec) = &self.role else {
-            return envs
-                .iter()
-                .map(|_| Err("this node is not a session".into()))
-                .collect();
+            return envs.iter().map(|_| Err(not_a_session())).collect();
         };
         let me = SessionAddr {
             key: spec.identity.public(),
@@ -148,11 +154,16 @@ impl Actor {
         ) else {
             return envs
                 .iter()
-                .map(|_| Err("this session takes no messages".into()))
+                .map(|_| {
+                    Err(Refusal::new(
+                        RefusalCode::NotASession,
+                        "this session takes no messages",
+                    ))
+                })
                 .collect();
         };
         let now = crate::now_ms();
-        let mut results: Vec<Result<(), String>> = Vec::with_capacity(envs.len());
+        let mut results: Vec<Result<(), Refusal>> = Vec::with_capacity(envs.len());
         // Entries to write, with the index of their result.
         let mut to_write: Vec<(usize, interlink_core::MsgId, InboxEntry)> = Vec::new();
         // A held knock is mirrored to a bounded file for the agent side (never the
@@ -183,7 +194,7 @@ impl Actor {
                     continue;
                 }
                 Decision::Drop(reason) => {
-                    results.push(Err(reason.to_string()));
+                    results.push(Err(reason.refusal()));
                     continue;
                 }
             }
@@ -192,10 +203,13 @@ impl Actor {
             // message here, so it is refused — told, not falsely receipted.
             if inbox.contains(&body.msg_id) || to_write.iter().any(|(_, id, _)| *id == body.msg_id)
             {
-                results.push(Err(format!(
-                    "message id {} is already used in this inbox by another message; send it \
-                     again under a new id",
-                    body.msg_id
+                results.push(Err(Refusal::new(
+                    RefusalCode::Replayed,
+                    format!(
+                        "message id {} is already used in this inbox by another message; send \
+                         it again under a new id",
+                        body.msg_id
+                    ),
                 )));
                 continue;
             }
@@ -208,7 +222,7 @@ impl Actor {
                 {
                     Ok(t) => Some(t),
                     Err(e) => {
-                        results.push(Err(e.to_string()));
+                        results.push(Err(Refusal::new(RefusalCode::Unopenable, e.to_string())));
                         continue;
                     }
                 },
@@ -248,12 +262,22 @@ impl Actor {
             Err(e) => {
                 warn!("inbox write failed: {e}");
                 for (i, _, _) in &to_write {
-                    results[*i] = Err(STORE_FAILED.into());
+                    results[*i] = Err(store_failed());
                 }
             }
         }
         results
     }
+}
+
+/// The refusal when this session's own inbox write failed: not the recipient's final
+/// word (the sender keeps the message and sends it again; a mailbox drain does not ack
+/// it), and nothing was recorded.
+fn store_failed() -> Refusal {
+    Refusal::new(
+        RefusalCode::StoreFailed,
+        "the recipient could not store the message; send it again later",
+    )
 }
 
 fn inbox_entry(env: &Signed<Envelope>, text: Option<String>) -> InboxEntry {

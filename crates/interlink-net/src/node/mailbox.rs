@@ -16,7 +16,7 @@ use std::{
 use interlink_core::{
     limits::{MAILBOX_RETENTION_MS, MAX_ACK_IDS},
     mailbox::{self, Mailbox},
-    wire::{Ack, Envelope, SessionAddr, Signed, VERSION},
+    wire::{Ack, AckEntry, Envelope, Refusal, RefusalCode, SessionAddr, Signed, VERSION},
 };
 use libp2p::{
     PeerId,
@@ -38,7 +38,7 @@ const MAX_UNREACHABLE: usize = 1024;
 #[derive(Debug, Default)]
 pub(crate) struct Mailboxes {
     /// The fetch of our own mailbox in flight: what it has gathered so far, and the
-    /// ids handled (delivered, or refused for good), acked as they are handled.
+    /// (sender, id)s handled (delivered, or refused for good), acked as they are handled.
     fetch: Option<Fetch>,
     last_fetch: Option<Instant>,
     /// A fetch is owed (start, wake, first connection) as soon as one can run.
@@ -79,7 +79,7 @@ struct Fetch {
     /// The DHT query; `None` for a copy a relay sent outside any query.
     query: Option<kad::QueryId>,
     gathered: Mailbox,
-    handled: Vec<interlink_core::MsgId>,
+    handled: Vec<AckEntry>,
     /// How many of `handled` are acked already.
     acked: usize,
 }
@@ -117,7 +117,7 @@ impl Actor {
         let mb = self.held_mailbox(&key_of(addr))?;
         Some(crate::HeldMailbox {
             pending: mb.len(),
-            acked: mb.acked_ids().len(),
+            acked: mb.acked().len(),
         })
     }
 
@@ -166,51 +166,50 @@ impl Actor {
     /// An inbound put (record filtering is on, so nothing is stored unless we do it).
     pub(super) fn on_inbound_put(&mut self, source: PeerId, record: Record) {
         if let Err(reason) = self.hold_record(&record.key, &record.value) {
-            self.refused_put(source, reason);
+            self.refused_put(source, &reason);
         }
     }
 
     /// Counts and reports a mailbox copy this node refused to hold.
-    pub(super) fn refused_put(&mut self, source: PeerId, reason: String) {
+    pub(super) fn refused_put(&mut self, source: PeerId, reason: &Refusal) {
         self.mailboxes.refused_puts += 1;
-        debug!(%source, %reason, "mailbox put refused");
+        debug!(%source, code = ?reason.code, %reason, "mailbox put refused");
         let _ = self.events.send(Event::Rejected {
             from: source,
-            reason,
+            reason: reason.detail.clone(),
         });
     }
 
     /// Verifies a mailbox copy someone handed us, merges it with the copy held and
     /// stores the result — on a relay, durably before this returns.
-    pub(super) fn hold_record(&mut self, key: &RecordKey, value: &[u8]) -> Result<(), String> {
+    pub(super) fn hold_record(&mut self, key: &RecordKey, value: &[u8]) -> Result<(), Refusal> {
         let now = crate::now_ms();
         if let Role::Relay(spec) = &self.role {
             let raw: [u8; 32] = key
                 .as_ref()
                 .try_into()
-                .map_err(|_| "record key is not 32 bytes".to_string())?;
-            let merged = spec
-                .store
-                .hold(&raw, value, now)
-                .map_err(|r| r.to_string())?;
+                .map_err(|_| Refusal::new(RefusalCode::Malformed, "record key is not 32 bytes"))?;
+            let merged = spec.store.hold(&raw, value, now).map_err(|r| r.to_wire())?;
             // The store verified it; the decoded cache is filled again only if asked.
             self.mailboxes.held.remove(key);
             return self.store_record(key, merged);
         }
         let cfg = mailbox::Config::default();
         let mut mb = match Mailbox::decode(value, now, &cfg) {
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.refusal()),
             Ok((_, rejected)) if !rejected.is_empty() => {
-                return Err(format!(
-                    "{} invalid entries, first: {}",
-                    rejected.len(),
-                    rejected[0]
+                return Err(Refusal::new(
+                    rejected[0].reason.refusal().code,
+                    format!("{} invalid entries, first: {}", rejected.len(), rejected[0]),
                 ));
             }
             Ok((mb, _)) => mb,
         };
         if RecordKey::new(&mb.record_key()) != *key {
-            return Err("record key does not match the mailbox".into());
+            return Err(Refusal::new(
+                RefusalCode::WrongMailbox,
+                "record key does not match the mailbox",
+            ));
         }
         if let Some(held) = self.held_mailbox(key) {
             let _ = mb.merge(held, now, &cfg);
@@ -218,7 +217,7 @@ impl Actor {
         let encoded = mb.encode();
         self.store_record(key, encoded.clone())?;
         let owner = mb.address();
-        debug!(%owner, pending = mb.len(), acked = mb.acked_ids().len(), "holding a mailbox copy");
+        debug!(%owner, pending = mb.len(), acked = mb.acked().len(), "holding a mailbox copy");
         let own = Some(&owner) == self.own_addr().as_ref();
         let pending = !mb.is_empty();
         // Held first: delivering our own mail acks it, and that publication merges with
@@ -235,7 +234,7 @@ impl Actor {
         Ok(())
     }
 
-    fn store_record(&mut self, key: &RecordKey, value: Vec<u8>) -> Result<(), String> {
+    fn store_record(&mut self, key: &RecordKey, value: Vec<u8>) -> Result<(), Refusal> {
         let record = Record {
             key: key.clone(),
             value,
@@ -247,7 +246,7 @@ impl Actor {
             .kad
             .store_mut()
             .put(record)
-            .map_err(|e| format!("store full: {e}"))
+            .map_err(|e| Refusal::new(RefusalCode::OverBudget, format!("store full: {e}")))
     }
 
     /// Starts fetching our own mailbox from every holder, if due and none is running.
@@ -363,7 +362,11 @@ impl Actor {
         let pending: Vec<Signed<Envelope>> = fetch
             .gathered
             .pending()
-            .filter(|e| !fetch.handled.contains(&e.body().msg_id))
+            .filter(|e| {
+                !fetch
+                    .handled
+                    .contains(&AckEntry(e.body().sender, e.body().msg_id))
+            })
             .cloned()
             .collect();
         let refs: Vec<&Signed<Envelope>> = pending.iter().collect();
@@ -373,14 +376,16 @@ impl Actor {
             match result {
                 Ok(()) => stored.push(env),
                 // Our own storage failed: not acked, so it is fetched again next time.
-                Err(reason) if reason == super::delivery::STORE_FAILED => continue,
+                Err(refusal) if refusal.is_retryable() => continue,
                 // Not for us to keep (not a peer, stale…): it is acked too, so holders
                 // stop carrying what will never be delivered.
                 Err(reason) => {
                     debug!(msg_id = %env.body().msg_id, %reason, "queued message refused");
                 }
             }
-            fetch.handled.push(env.body().msg_id);
+            fetch
+                .handled
+                .push(AckEntry(env.body().sender, env.body().msg_id));
         }
         self.ack_handled(fetch);
         // Nobody waits on the line for collected mail: tell its senders.
@@ -403,12 +408,12 @@ impl Actor {
         let session = spec.session.clone();
         let cfg = mailbox::Config::default();
         let now = crate::now_ms();
-        for ids in fetch.handled[fetch.acked..].chunks(MAX_ACK_IDS) {
+        for entries in fetch.handled[fetch.acked..].chunks(MAX_ACK_IDS) {
             let ack = Ack {
                 v: VERSION,
                 owner: identity.public(),
                 owner_session: session.clone(),
-                msg_ids: ids.to_vec(),
+                entries: entries.to_vec(),
                 ts: now,
             };
             match Signed::sign(ack, &identity) {

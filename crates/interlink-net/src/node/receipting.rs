@@ -19,7 +19,10 @@ use std::{
 
 use interlink_core::{
     collected,
-    wire::{Envelope, Receipt, ReceiptRequest, ReceiptResponse, SessionAddr, Signed, VERSION},
+    wire::{
+        Envelope, Receipt, ReceiptRequest, ReceiptResponse, Refusal, RefusalCode, SessionAddr,
+        Signed, VERSION,
+    },
 };
 use libp2p::{
     PeerId,
@@ -41,8 +44,6 @@ const MAX_KEPT_RECEIPTS: usize = 256;
 const KEPT_RECEIPT_WINDOW: Duration = Duration::from_secs(3600);
 /// Most requests sent with one receipt: a sender that keeps failing them is left alone.
 const MAX_RECEIPT_ATTEMPTS: u8 = 3;
-/// Longest refusal reason sent back (the response's size limit leaves room for it).
-const MAX_REFUSAL_CHARS: usize = 256;
 
 /// Receipts this node sends for mail it collected.
 #[derive(Debug, Default)]
@@ -185,9 +186,8 @@ impl Actor {
                     },
                 ..
             } => {
-                let refused = self.accept_receipt(&request).err().map(|reason| {
+                let refused = self.accept_receipt(&request).err().inspect(|reason| {
                     debug!(%peer, %reason, "receipt for collected mail refused");
-                    reason.chars().take(MAX_REFUSAL_CHARS).collect()
                 });
                 let response = ReceiptResponse {
                     v: VERSION,
@@ -243,20 +243,31 @@ impl Actor {
     }
 
     /// A receipt for mail this session sent: verified, checked, and reported per id.
-    fn accept_receipt(&mut self, request: &ReceiptRequest) -> Result<(), String> {
+    fn accept_receipt(&mut self, request: &ReceiptRequest) -> Result<(), Refusal> {
         if request.v != VERSION {
-            return Err(format!(
-                "receipt protocol version {}; this node speaks {VERSION}",
-                request.v
+            return Err(Refusal::new(
+                RefusalCode::UnsupportedVersion,
+                format!(
+                    "receipt protocol version {}; this node speaks {VERSION}",
+                    request.v
+                ),
             ));
         }
         let Role::Session(spec) = &self.role else {
-            return Err("this node is not a session".into());
+            return Err(Refusal::new(
+                RefusalCode::NotASession,
+                "this node is not a session",
+            ));
         };
         let me = spec.identity.public();
-        let receipt = Signed::<Receipt>::decode(&request.receipt).map_err(|e| e.to_string())?;
-        let to =
-            collected::check(receipt.body(), &me, crate::now_ms()).map_err(|e| e.to_string())?;
+        let receipt = Signed::<Receipt>::decode(&request.receipt).map_err(|e| Refusal::from(&e))?;
+        let to = collected::check(receipt.body(), &me, crate::now_ms()).map_err(|e| {
+            let code = match e {
+                collected::CheckError::Time(_) => RefusalCode::Stale,
+                _ => RefusalCode::WrongRecipient,
+            };
+            Refusal::new(code, e.to_string())
+        })?;
         let ids = &receipt.body().msg_ids;
         debug!(from = %to, ids = ids.len(), "collected mail receipted");
         // Delivered: no need to retry these live any more.

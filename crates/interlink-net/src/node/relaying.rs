@@ -12,7 +12,8 @@
 use std::collections::{HashMap, HashSet};
 
 use interlink_core::wire::{
-    MailboxOp, MailboxOutcome, MailboxRequest, MailboxResponse, SessionAddr, VERSION,
+    MailboxOp, MailboxOutcome, MailboxRequest, MailboxResponse, Refusal, RefusalCode, SessionAddr,
+    VERSION,
 };
 use libp2p::{
     Multiaddr, PeerId,
@@ -283,9 +284,12 @@ impl Actor {
     fn answer_mailbox_request(&mut self, peer: PeerId, request: MailboxRequest) -> MailboxOutcome {
         if request.v != VERSION {
             return MailboxOutcome::Refused {
-                reason: format!(
-                    "mailbox protocol version {}; this node speaks {VERSION}",
-                    request.v
+                reason: Refusal::new(
+                    RefusalCode::UnsupportedVersion,
+                    format!(
+                        "mailbox protocol version {}; this node speaks {VERSION}",
+                        request.v
+                    ),
                 ),
             };
         }
@@ -295,7 +299,7 @@ impl Actor {
                 match self.hold_record(&key, &record) {
                     Ok(()) => MailboxOutcome::Held,
                     Err(reason) => {
-                        self.refused_put(peer, reason.clone());
+                        self.refused_put(peer, &reason);
                         MailboxOutcome::Refused { reason }
                     }
                 }
