@@ -69,7 +69,7 @@ mod routes;
 pub mod sim;
 mod types;
 
-pub use ack::{ACKS_NAME_SENDER, ack_entries};
+pub use ack::ack_entries;
 pub use config::{Bugs, Config};
 pub use engine::{Engine, Sizes};
 pub use types::{

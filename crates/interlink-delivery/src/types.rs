@@ -4,7 +4,7 @@ use interlink_core::{
     IdentityKey, MsgId,
     mailbox::Mailbox,
     trust::{DropReason, Knock, PeerPolicy},
-    wire::{Envelope, Receipt, SessionAddr, Signed},
+    wire::{Envelope, Receipt, Refusal as WireRefusal, RefusalCode, SessionAddr, Signed},
 };
 
 /// An opaque handle for a remote node, chosen by the shell (a PeerId table index, say).
@@ -133,16 +133,48 @@ impl Refusal {
 
     /// The code for a trust-gate drop reason.
     pub fn from_drop(reason: &DropReason) -> Self {
-        match reason {
-            DropReason::WrongRecipient(_) => Refusal::WrongRecipient,
-            DropReason::Stale(_) => Refusal::Stale,
-            DropReason::FutureDated(_) => Refusal::FutureDated,
-            DropReason::Replayed(_) => Refusal::Replayed,
-            DropReason::NotPaired(_) => Refusal::NotPaired,
-            DropReason::UnsolicitedAccept(_) => Refusal::UnsolicitedAccept,
-            // DropReason is non-exhaustive; an unknown reason is not retried.
+        Self::from_code(reason.code())
+    }
+
+    /// The wire code that carries this refusal. [`Refusal::Behind`] has no code of its
+    /// own yet and travels as `store_failed` (same meaning to a sender: nothing was
+    /// recorded, send it again later); [`Refusal::Busy`] is `over_budget`.
+    pub fn code(self) -> RefusalCode {
+        match self {
+            Refusal::NotPaired => RefusalCode::NotPaired,
+            Refusal::WrongRecipient => RefusalCode::WrongRecipient,
+            Refusal::UnsolicitedAccept => RefusalCode::UnsolicitedAccept,
+            Refusal::Replayed => RefusalCode::Replayed,
+            Refusal::Malformed => RefusalCode::Malformed,
+            Refusal::Stale => RefusalCode::Stale,
+            Refusal::FutureDated => RefusalCode::FutureDated,
+            Refusal::StoreFailed | Refusal::Behind => RefusalCode::StoreFailed,
+            Refusal::Busy => RefusalCode::OverBudget,
+        }
+    }
+
+    /// The engine's reading of a wire code. `future_dated` is not final here: the
+    /// recipient's clock will catch up with a signed timestamp that cannot change.
+    /// Codes a sender cannot act on (an unknown one included) are final.
+    pub fn from_code(code: RefusalCode) -> Self {
+        match code {
+            RefusalCode::NotPaired => Refusal::NotPaired,
+            RefusalCode::WrongRecipient | RefusalCode::NotASession | RefusalCode::WrongMailbox => {
+                Refusal::WrongRecipient
+            }
+            RefusalCode::UnsolicitedAccept => Refusal::UnsolicitedAccept,
+            RefusalCode::Replayed => Refusal::Replayed,
+            RefusalCode::Stale => Refusal::Stale,
+            RefusalCode::FutureDated => Refusal::FutureDated,
+            RefusalCode::StoreFailed => Refusal::StoreFailed,
+            RefusalCode::OverBudget => Refusal::Busy,
             _ => Refusal::Malformed,
         }
+    }
+
+    /// This refusal as it goes on the wire, with `detail` for people.
+    pub fn to_wire(self) -> WireRefusal {
+        WireRefusal::new(self.code(), self.to_string())
     }
 }
 
