@@ -219,3 +219,23 @@ fn bench_handle_per_message() {
         "{n} messages sender+recipient, one per request (receipt signed, ack signed): {per:?} per message"
     );
 }
+
+#[test]
+fn refusals_keep_their_meaning_across_the_wire() {
+    use interlink_delivery::Refusal as R;
+    for r in [
+        R::NotPaired,
+        R::WrongRecipient,
+        R::UnsolicitedAccept,
+        R::Replayed,
+        R::Malformed,
+        R::Stale,
+        R::FutureDated,
+        R::StoreFailed,
+        R::Busy,
+        R::Behind,
+    ] {
+        let back = R::from_code(r.to_wire().code);
+        assert_eq!(back.is_final(), r.is_final(), "{r:?} came back as {back:?}");
+    }
+}
