@@ -94,12 +94,10 @@ impl World {
                 req,
                 response,
             } if i == inc => {
-                self.retryable_refusals += response
-                    .results
-                    .iter()
-                    .flatten()
-                    .filter(|r| !r.is_final())
-                    .count() as u64;
+                for r in response.results.iter().flatten() {
+                    self.retryable_refusals += u64::from(!r.is_final());
+                    *self.refusals.entry(format!("{r:?}")).or_default() += 1;
+                }
                 self.feed(
                     to,
                     Input::DeliverResponse {

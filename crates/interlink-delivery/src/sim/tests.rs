@@ -31,30 +31,59 @@ fn params() -> Params {
     Params::default()
 }
 
+/// What a sweep exercised, summed over its cases.
+#[derive(Debug, Default)]
+struct Coverage {
+    events: u64,
+    sent: usize,
+    delivered: usize,
+    queued: usize,
+    not_sent: usize,
+    refusals: std::collections::BTreeMap<String, u64>,
+}
+
 /// Runs seeds `from..from + n`; returns the first failure.
-fn sweep(from: u64, n: u64, p: &Params, cfg: &Config) -> (Option<(u64, String)>, u64, f64) {
+fn sweep(from: u64, n: u64, p: &Params, cfg: &Config) -> (Option<(u64, String)>, Coverage, f64) {
     let t = Instant::now();
-    let mut events = 0;
+    let mut c = Coverage::default();
     for seed in from..from + n {
         match run_case(seed, p, cfg) {
-            Ok(r) => events += r.events,
-            Err(e) => return (Some((seed, e)), events, t.elapsed().as_secs_f64()),
+            Ok(r) => {
+                c.events += r.events;
+                c.sent += r.sent.len();
+                for s in &r.sent {
+                    match &s.reply {
+                        Some(Ok(Outcome::Delivered { .. })) => c.delivered += 1,
+                        Some(Ok(Outcome::Queued { .. })) => c.queued += 1,
+                        _ => c.not_sent += 1,
+                    }
+                }
+                for (k, v) in r.refusals {
+                    *c.refusals.entry(k).or_default() += v;
+                }
+            }
+            Err(e) => return (Some((seed, e)), c, t.elapsed().as_secs_f64()),
         }
     }
-    (None, events, t.elapsed().as_secs_f64())
+    (None, c, t.elapsed().as_secs_f64())
 }
 
 #[test]
 fn property_every_promise_holds_on_every_schedule() {
     let n = cases();
-    let (failure, events, secs) = sweep(first_seed(), n, &params(), &sim_config());
+    let (failure, c, secs) = sweep(first_seed(), n, &params(), &sim_config());
     if let Some((_, e)) = failure {
         panic!("{e}");
     }
     eprintln!(
-        "{n} schedules, {events} events in {secs:.1} s: {:.0} schedules/s, {:.0} events/s",
+        "{n} schedules, {} events in {secs:.1} s: {:.0} schedules/s, {:.0} events/s",
+        c.events,
         n as f64 / secs,
-        events as f64 / secs
+        c.events as f64 / secs
+    );
+    eprintln!(
+        "{} sends: {} answered delivered, {} queued, {} not sent (store error / crash); live refusals {:?}",
+        c.sent, c.delivered, c.queued, c.not_sent, c.refusals
     );
 }
 

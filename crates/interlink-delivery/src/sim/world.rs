@@ -74,6 +74,8 @@ pub struct Report {
     pub violations: Vec<String>,
     /// Retryable refusals senders received on the live path.
     pub retryable_refusals: u64,
+    /// Live-path refusals by kind (hostile senders' included): what the run exercised.
+    pub refusals: BTreeMap<String, u64>,
     /// Events processed.
     pub events: u64,
 }
@@ -159,6 +161,7 @@ pub struct World {
     pub(crate) index: BTreeMap<(IdentityKey, MsgId), usize>,
     pub(crate) violations: Vec<String>,
     pub(crate) retryable_refusals: u64,
+    pub(crate) refusals: BTreeMap<String, u64>,
     pub(crate) events: u64,
     /// Print what every node is fed and does (debugging a failing seed).
     pub trace: bool,
@@ -240,6 +243,7 @@ impl World {
             index: BTreeMap::new(),
             violations: Vec::new(),
             retryable_refusals: 0,
+            refusals: BTreeMap::new(),
             events: 0,
             trace: false,
         };
@@ -290,6 +294,7 @@ impl World {
             inboxes: self.nodes.into_iter().map(|n| n.inbox).collect(),
             violations: self.violations,
             retryable_refusals: self.retryable_refusals,
+            refusals: self.refusals,
             events: self.events,
         }
     }
