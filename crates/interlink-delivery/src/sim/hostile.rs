@@ -4,7 +4,7 @@ use interlink_core::{
     Identity, MsgId,
     limits::{MAX_DELIVER_BATCH, MINUTE_MS},
     mailbox::Mailbox,
-    wire::{Envelope, EnvelopeKind, SessionAddr, Signed, VERSION},
+    wire::{Envelope, EnvelopeKind, Receipt, ReceiptState, SessionAddr, Signed, VERSION},
 };
 use rand_core::Rng;
 
@@ -71,7 +71,7 @@ fn deliver(w: &mut World, h: usize, to: usize, envs: Vec<Signed<Envelope>>) {
                 req: interlink_reqid(i),
                 envelopes: batch.to_vec(),
             };
-            w.push(at, Ev::Net { to, msg });
+            w.push(at, Ev::Net { from: h, to, msg });
         }
     }
     w.dht_put(h, &mb);
@@ -102,25 +102,59 @@ pub(super) fn attack(w: &mut World, i: usize) {
             for to in 0..w.sched.honest {
                 let key = w.nodes[to].addr.clone();
                 let rk = interlink_core::mailbox::record_key(&key.key, &key.session);
-                let mut ids: Vec<(MsgId, u64)> = Vec::new();
+                let mut ids: Vec<(MsgId, u64, usize)> = Vec::new();
                 for n in 0..w.sched.honest {
                     if let Some(copy) = w.nodes[n].holder.get(&rk) {
                         for e in copy.pending() {
                             let b = e.body();
-                            if b.sender != w.nodes[h].addr.key
-                                && !ids.iter().any(|(x, _)| *x == b.msg_id)
+                            let sender =
+                                (0..w.sched.honest).find(|&i| w.nodes[i].addr.key == b.sender);
+                            if let Some(sender) = sender
+                                && !ids.iter().any(|(x, _, _)| *x == b.msg_id)
                             {
-                                ids.push((b.msg_id, b.ts));
+                                ids.push((b.msg_id, b.ts, sender));
                             }
                         }
                     }
                 }
                 let now = w.local(h);
                 let envs: Vec<Signed<Envelope>> = ids
-                    .into_iter()
-                    .filter_map(|(id, _)| forge(w, h, &key, id, now))
+                    .iter()
+                    .filter_map(|(id, _, _)| forge(w, h, &key, *id, now))
                     .collect();
                 deliver(w, h, to, envs);
+                // And tell each sender its message arrived: receipts signed by the
+                // hostile identity, one naming itself, one naming the real session id.
+                for (id, _, sender) in ids {
+                    for session in [w.nodes[h].addr.session.clone(), key.session.clone()] {
+                        let body = Receipt {
+                            v: VERSION,
+                            recipient: w.nodes[h].addr.key,
+                            recipient_session: session,
+                            sender: w.nodes[sender].addr.key,
+                            msg_ids: vec![id],
+                            state: ReceiptState::Delivered,
+                            ts: now,
+                        };
+                        let Ok(receipt) =
+                            Signed::sign(body, &Identity::from_seed(&w.nodes[h].seed))
+                        else {
+                            continue;
+                        };
+                        if w.link_up(h, sender) {
+                            let at = w.now + w.latency(h, sender);
+                            let msg = Net::Receipt { receipt };
+                            w.push(
+                                at,
+                                Ev::Net {
+                                    from: h,
+                                    to: sender,
+                                    msg,
+                                },
+                            );
+                        }
+                    }
+                }
             }
         }
         Attack::BadDates { to, .. } => {

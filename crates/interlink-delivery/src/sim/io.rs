@@ -224,7 +224,14 @@ impl World {
                         req,
                         envelopes,
                     };
-                    self.push(at, Ev::Net { to, msg });
+                    self.push(
+                        at,
+                        Ev::Net {
+                            from: node,
+                            to,
+                            msg,
+                        },
+                    );
                 }
             }
             Output::DhtPut { mailbox } => self.dht_put(node, &mailbox),
@@ -237,7 +244,14 @@ impl World {
                     if let Some(copy) = self.nodes[h].holder.get(&key).cloned() {
                         let at = self.now + 2 * self.latency(node, h);
                         let msg = Net::Fetched { inc, copy };
-                        self.push(at, Ev::Net { to: node, msg });
+                        self.push(
+                            at,
+                            Ev::Net {
+                                from: h,
+                                to: node,
+                                msg,
+                            },
+                        );
                     }
                 }
             }
@@ -259,7 +273,14 @@ impl World {
                         req,
                         response,
                     };
-                    self.push(at, Ev::Net { to: from, msg });
+                    self.push(
+                        at,
+                        Ev::Net {
+                            from: node,
+                            to: from,
+                            msg,
+                        },
+                    );
                 }
             }
             Output::SendReceipt { id, peer, receipt } => {
@@ -270,13 +291,22 @@ impl World {
                     self.push(
                         self.now + lat,
                         Ev::Net {
+                            from: node,
                             to,
                             msg: Net::Receipt { receipt },
                         },
                     );
                 }
                 let msg = Net::ReceiptAck { inc, id, ok };
-                self.push(self.now + 2 * lat, Ev::Net { to: node, msg });
+                // The outcome is known locally: it is not lost with the link.
+                self.push(
+                    self.now + 2 * lat,
+                    Ev::Net {
+                        from: node,
+                        to: node,
+                        msg,
+                    },
+                );
             }
             Output::SetTimer { at } => {
                 let n = &mut self.nodes[node];

@@ -122,10 +122,26 @@ pub(crate) enum Ev {
     FaultEnd(usize),
     Attack(usize),
     Heartbeat,
-    Restart { node: usize, skew: i64 },
-    Timer { node: usize, inc: u64, tgen: u64 },
-    Store { node: usize, inc: u64, op: StoreOp },
-    Net { to: usize, msg: Net },
+    Restart {
+        node: usize,
+        skew: i64,
+    },
+    Timer {
+        node: usize,
+        inc: u64,
+        tgen: u64,
+    },
+    Store {
+        node: usize,
+        inc: u64,
+        op: StoreOp,
+    },
+    /// A packet; lost if the link is down when it arrives (a partition mid-flight).
+    Net {
+        from: usize,
+        to: usize,
+        msg: Net,
+    },
 }
 
 pub(crate) struct Node {
@@ -382,7 +398,11 @@ impl World {
                     self.store(node, op);
                 }
             }
-            Ev::Net { to, msg } => self.net(to, msg),
+            Ev::Net { from, to, msg } => {
+                if from == to || self.link_up(from, to) {
+                    self.net(to, msg);
+                }
+            }
         }
     }
 
