@@ -4,6 +4,7 @@
 
 pub mod mcp_session;
 pub mod process;
+pub mod relays;
 pub mod user;
 
 use std::path::PathBuf;

@@ -5,73 +5,22 @@
 
 use std::{
     io::{Read as _, Write as _},
-    net::{TcpListener, TcpStream},
-    path::Path,
-    process::Command,
+    net::TcpStream,
     time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
 use interlink_e2e::{
-    binary,
-    process::{Guard, Session},
+    process::Session,
+    relays::{Relay, free_port, start_relay, start_relay_at},
     user::{User, outcomes},
 };
 
-const DEADLINE: Duration = Duration::from_secs(20);
+const DEADLINE: Duration = interlink_e2e::relays::DEADLINE;
 const KNOBS: &[(&str, &str)] = &[
     ("INTERLINK_TEST_LIVE_WINDOW_MS", "10000"),
     ("INTERLINK_TEST_HEARTBEAT_MS", "1000"),
 ];
-
-/// A free loopback TCP port (bound and released: the relay must get the same port
-/// again after a restart, because sessions are configured with its address).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Relay {
-    process: Guard,
-    addr: String,
-    metrics: u16,
-}
-
-/// Starts `interlink-relay` on `port` with its key and database in `dir`; returns it
-/// with the address it printed.
-fn start_relay(dir: &Path, port: u16, metrics: u16) -> anyhow::Result<Relay> {
-    start_relay_at(dir, port, metrics, 0)
-}
-
-/// Like [`start_relay`], with the relay's clock moved by `offset_ms`.
-fn start_relay_at(dir: &Path, port: u16, metrics: u16, offset_ms: i64) -> anyhow::Result<Relay> {
-    let mut cmd = Command::new(binary("interlink-relay")?);
-    cmd.env("INTERLINK_TEST_CLOCK_OFFSET_MS", offset_ms.to_string());
-    cmd.arg("--key")
-        .arg(dir.join("relay.key"))
-        .arg("--db")
-        .arg(dir.join("mailboxes.redb"))
-        .args(["--listen", &format!("/ip4/127.0.0.1/tcp/{port}")])
-        .args(["--metrics", &format!("127.0.0.1:{metrics}")])
-        .env("RUST_LOG", "info");
-    let log = dir.join(format!("relay.{}.log", std::process::id()));
-    let process = Guard::spawn(cmd, log)?;
-    let addr = process
-        .next_line(Instant::now() + DEADLINE)?
-        .with_context(|| format!("relay printed no address: {}", process.stderr()))?;
-    anyhow::ensure!(
-        addr.starts_with("/ip4/127.0.0.1/tcp/") && addr.contains("/p2p/12D3KooW"),
-        "unexpected relay address {addr:?}"
-    );
-    Ok(Relay {
-        process,
-        addr,
-        metrics,
-    })
-}
 
 fn http_get(port: u16, path: &str) -> anyhow::Result<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;

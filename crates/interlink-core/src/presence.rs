@@ -388,12 +388,19 @@ impl Roster {
     /// (whatever their presence): the key is per identity, so a message to a session
     /// that is no longer on the roster can still be sealed and queued for it.
     pub fn sealing_key_of(&self, key: &IdentityKey) -> Option<crate::identity::SealingKey> {
+        self.sealing_binding_of(key).map(|b| b.key)
+    }
+
+    /// The sealing binding (key and the identity's signature over it) from the newest
+    /// announcement held of any session of `key`: what a node pins to seal to that
+    /// identity once none of its sessions is on the roster.
+    pub fn sealing_binding_of(&self, key: &IdentityKey) -> Option<crate::wire::SealingBinding> {
         self.groups
             .get(key)?
             .sessions
             .values()
             .max_by_key(|a| (a.body().ts, a.body().seq))
-            .map(|a| a.body().sealing.key)
+            .map(|a| a.body().sealing)
     }
 
     /// The live and away sessions of `key` at `now`, in session-id order.

@@ -115,8 +115,9 @@ impl Server {
         };
         let outcome = ready.handle.send(msg).await.map_err(|e| match e {
             SendError::NotOnRoster(_) => ToolError(format!(
-                "session {} of {name} is not on the roster ({}); a message can only be sealed \
-                 to a session that has announced itself — see discover",
+                "session {} of {name} cannot be written to yet ({}): no session of {name} has \
+                 been seen by this user's sessions, so its sealing key is unknown — see \
+                 discover once one of its sessions is on the overlay",
                 route.session, route.reason
             )),
             SendError::Refused(reason) if reason.code == RefusalCode::NotPaired => {
@@ -172,6 +173,19 @@ impl Server {
                 route.session, route.presence
             ),
         };
+        // A session not on the roster is addressed literally: say so, the id may be a typo.
+        let warning = (route.presence == Presence::Gone).then(|| {
+            format!(
+                "session {} of {name} is not on the roster (closed, away too long, or never \
+                 seen here); the message waits for a session by exactly that id and reaches it \
+                 if it comes back within 7 days",
+                route.session
+            )
+        });
+        let text = match &warning {
+            Some(w) => format!("{text}\nwarning: {w}"),
+            None => text,
+        };
         Ok((
             text,
             json!({
@@ -182,6 +196,7 @@ impl Server {
                 "session_id": route.session.as_str(),
                 "presence": route.presence.to_string(),
                 "route": route.reason.to_string(),
+                "warning": warning,
             }),
         ))
     }

@@ -254,6 +254,7 @@ async fn run_node(
     config.delivery = Delivery {
         inbox_dir: config.delivery.inbox_dir.take(),
         policy,
+        pins_file: Some(home.join(interlink_net::pins::PINS_FILE)),
     };
     let mut node = match session::start_node(spec, &config) {
         Ok(n) => n,

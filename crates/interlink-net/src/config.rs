@@ -95,6 +95,9 @@ pub struct Delivery {
     /// The peers policy (deny by default). Replace it at run time with
     /// [`crate::Handle::set_policy`].
     pub policy: PeerPolicy,
+    /// Where the sealing keys of peers are pinned ([`crate::pins`]), shared by the
+    /// user's sessions (`<home>/sealing_keys.json`); `None` keeps them in memory.
+    pub pins_file: Option<PathBuf>,
 }
 
 impl Default for Config {

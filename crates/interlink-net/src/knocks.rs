@@ -8,7 +8,7 @@
 //! and is replaced atomically whenever a knock is held, so a stranger knocking over
 //! and over rewrites a bounded file rather than growing the inbox.
 
-use std::{io::Write as _, path::Path};
+use std::path::Path;
 
 use interlink_core::trust::Knock;
 use serde::{Deserialize, Serialize};
@@ -69,11 +69,7 @@ pub fn save(dir: &Path, knocks: &[HeldKnock]) -> std::io::Result<()> {
         knocks: knocks.to_vec(),
     };
     let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
-    let tmp = dir.join(format!(".{KNOCKS_FILE}.{}.tmp", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(&bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, dir.join(KNOCKS_FILE))
+    crate::atomic::write_file(&dir.join(KNOCKS_FILE), &bytes)
 }
 
 #[cfg(test)]

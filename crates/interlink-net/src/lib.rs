@@ -12,6 +12,7 @@
 //! - discovers peers by mDNS, bootstrap addresses (redialled with backoff) and Kademlia.
 #![warn(missing_docs)]
 
+mod atomic;
 pub mod behaviour;
 pub mod config;
 mod diagnostics;
@@ -20,6 +21,7 @@ mod handle;
 pub mod inbox;
 pub mod knocks;
 mod node;
+pub mod pins;
 pub mod probe;
 pub mod session_lock;
 mod swarm;
@@ -135,8 +137,13 @@ pub enum SendError {
     /// Observers don't send.
     #[error("this node is not a session")]
     NotASession,
-    /// The recipient session is not on the roster (no address or sealing key known).
-    #[error("session {0} is not on the roster")]
+    /// No session of the recipient identity was ever seen by this user's sessions, so
+    /// there is no sealing key to seal to (it is pinned from any announcement of a peer).
+    #[error(
+        "no session of this identity has been seen here yet, so its sealing key is \
+         unknown and {0} cannot be sealed to: wait until one of its sessions is on the \
+         overlay"
+    )]
     NotOnRoster(interlink_core::wire::SessionAddr),
     /// The message could not be built (a field breaks a wire rule).
     #[error("invalid message: {0}")]

@@ -129,7 +129,9 @@ impl Node {
             started: Instant::now(),
             last_envelope_ts: 0,
             known_announcements: Default::default(),
+            pins: crate::pins::SealingPins::default(),
         };
+        actor.pins = crate::pins::SealingPins::load(actor.config.delivery.pins_file.clone());
         for addr in &actor.config.external_addrs {
             actor.swarm.add_external_address(addr.clone());
         }
@@ -220,6 +222,8 @@ struct Actor {
     last_envelope_ts: u64,
     /// Digests of announcement wire bytes already verified and applied (bounded).
     known_announcements: std::collections::HashSet<[u8; 32]>,
+    /// Sealing keys of peers, for sessions not on the roster.
+    pins: crate::pins::SealingPins,
 }
 
 impl Actor {
@@ -299,6 +303,8 @@ impl Actor {
                 if let Some(gate) = self.gate.as_mut() {
                     gate.set_policy(policy);
                 }
+                // A key just admitted whose sessions are on the roster: pinned now.
+                self.pin_roster_peers();
                 let _ = tx.send(());
             }
             Command::Dial(addr, tx) => {

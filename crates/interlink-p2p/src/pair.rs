@@ -127,6 +127,7 @@ async fn confirm(
     config.delivery = Delivery {
         inbox_dir: None,
         policy: interlink_mcp::policy::load(home)?,
+        pins_file: Some(home.join(interlink_net::pins::PINS_FILE)),
     };
     let describe = Describe {
         summary: "confirming a pair request".into(),

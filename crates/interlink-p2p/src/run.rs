@@ -70,6 +70,7 @@ pub async fn run(
     config.delivery = Delivery {
         inbox_dir: Some(session_dir),
         policy: policy::load(home)?,
+        pins_file: Some(home.join(interlink_net::pins::PINS_FILE)),
     };
     let describe = Describe {
         summary: options.summary,

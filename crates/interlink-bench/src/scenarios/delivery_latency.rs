@@ -67,6 +67,7 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             delivery: Delivery {
                 inbox_dir: Some(dirs[i].path().to_owned()),
                 policy,
+                pins_file: None,
             },
             ..Config::default()
         };

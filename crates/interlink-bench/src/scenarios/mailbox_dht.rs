@@ -199,6 +199,7 @@ fn node_config(
         config.delivery = Delivery {
             inbox_dir: Some(dir.path().to_owned()),
             policy,
+            pins_file: None,
         };
     }
     config

@@ -157,6 +157,7 @@ async fn pair(
             delivery: Delivery {
                 inbox_dir: Some(dirs[i].path().to_owned()),
                 policy,
+                pins_file: None,
             },
             ..Config::default()
         };

@@ -136,9 +136,9 @@ impl Actor {
         let Role::Session(spec) = &self.role else {
             return Err(SendError::NotASession);
         };
-        // A session on the roster is tried live; one that left it (gone, or never seen
-        // here) can still be queued for, sealed with its identity's key from another
-        // announcement.
+        // A session on the roster is tried live; one that left it (closed, away past the
+        // roster's retention, or never seen here) can still be queued for, sealed with
+        // its identity's key from another announcement or the key pinned for it.
         let (sealing_key, peer) = match self.roster.get(&msg.to) {
             Some(ann) => {
                 let peer = ann.body().peer_id();
@@ -154,6 +154,7 @@ impl Actor {
             None => (
                 self.roster
                     .sealing_key_of(&msg.to.key)
+                    .or_else(|| self.pins.get(&msg.to.key))
                     .ok_or_else(|| SendError::NotOnRoster(msg.to.clone()))?,
                 None,
             ),

@@ -13,10 +13,7 @@
 //! The other direction — knocks this session holds for its operator — is mirrored to
 //! [`crate::knocks`].
 
-use std::{
-    io::Write as _,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use interlink_core::{IdentityKey, limits::MAX_PENDING_PAIR_REQUESTS, trust::Gate};
 use serde::{Deserialize, Serialize};
@@ -64,11 +61,7 @@ fn save(dir: &Path, keys: &[IdentityKey]) -> std::io::Result<()> {
         keys: keys.iter().map(IdentityKey::to_hex).collect(),
     };
     let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
-    let tmp = dir.join(format!(".{PAIR_REQUESTS_FILE}.{}.tmp", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(&bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path(dir))
+    crate::atomic::write_file(&path(dir), &bytes)
 }
 
 /// A gate for a session whose inbox lives in `dir`, with the pair requests it sent

@@ -192,6 +192,7 @@ impl Actor {
                 let version = (ann.body().ts, ann.body().seq);
                 match self.roster.apply_announcement(ann, now) {
                     Ok(Upsert::Inserted | Upsert::Updated) => {
+                        self.pin_sealing_key(addr.key);
                         // A fresh announcement is a sign of life: try it live again.
                         if let Some(source) = message.source {
                             self.peer_alive(source);

@@ -102,3 +102,33 @@ impl OpenContexts {
         self.by_enc.get(&enc).ok_or(SealError::Open)
     }
 }
+
+impl super::Actor {
+    /// Pins the sealing key of `key` from the roster if it is this user's own identity
+    /// or a peer, so mail to its sessions can still be sealed once none is on the
+    /// roster ([`crate::pins`]).
+    pub(super) fn pin_sealing_key(&mut self, key: interlink_core::IdentityKey) {
+        let own = self.own_addr().map(|a| a.key);
+        let peer = self
+            .gate
+            .as_ref()
+            .is_some_and(|g| g.policy().contains(&key));
+        if own != Some(key) && !peer {
+            return;
+        }
+        if let Some(binding) = self.roster.sealing_binding_of(&key) {
+            self.pins.learn(key, binding);
+        }
+    }
+
+    /// Pins every peer on the roster (after the policy changed: a key just added).
+    pub(super) fn pin_roster_peers(&mut self) {
+        let keys: Vec<_> = match self.gate.as_ref() {
+            Some(g) => g.policy().iter().map(|(_, k)| *k).collect(),
+            None => return,
+        };
+        for key in keys {
+            self.pin_sealing_key(key);
+        }
+    }
+}

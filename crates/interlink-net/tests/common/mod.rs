@@ -94,6 +94,7 @@ pub fn start_with(
         delivery: Delivery {
             inbox_dir: Some(dir.path().to_owned()),
             policy,
+            pins_file: Some(dir.path().join(interlink_net::pins::PINS_FILE)),
         },
         ..Config::default()
     };
