@@ -312,7 +312,7 @@ impl World {
                 let n = &mut self.nodes[node];
                 n.tgen += 1;
                 let tgen = n.tgen;
-                let global = (at as i64 - n.skew) as u64;
+                let global = (at as i64 - n.skew - n.step) as u64;
                 self.push(global, Ev::Timer { node, inc, tgen });
             }
             Output::Reply { caller, outcome } => {

@@ -82,6 +82,18 @@ pub enum Fault {
         /// How long.
         for_ms: u64,
     },
+    /// The node's wall clock steps back beyond the skew tolerance, then is corrected
+    /// (NTP): mail to it looks future-dated meanwhile.
+    ClockStep {
+        /// Node.
+        node: usize,
+        /// From.
+        at: u64,
+        /// The step, ms (negative: back).
+        by_ms: i64,
+        /// How long until corrected.
+        for_ms: u64,
+    },
     /// The node's disk is full: every write fails.
     DiskFull {
         /// Node.
@@ -211,7 +223,7 @@ impl Schedule {
             let node = below(&mut rng, p.honest as u64) as usize;
             let at = below(&mut rng, p.active_ms);
             let for_ms = SECOND_MS + below(&mut rng, 2 * MINUTE_MS);
-            faults.push(match below(&mut rng, 4) {
+            faults.push(match below(&mut rng, 5) {
                 0 => Fault::Pause { node, at, for_ms },
                 1 => Fault::Crash {
                     node,
@@ -231,7 +243,13 @@ impl Schedule {
                         for_ms,
                     }
                 }
-                _ => Fault::DiskFull { node, at, for_ms },
+                3 => Fault::DiskFull { node, at, for_ms },
+                _ => Fault::ClockStep {
+                    node,
+                    at,
+                    by_ms: -((3 * MINUTE_MS + below(&mut rng, 3 * MINUTE_MS)) as i64),
+                    for_ms,
+                },
             });
         }
         let mut attacks = Vec::new();

@@ -152,6 +152,8 @@ pub(crate) struct Node {
     pub(crate) tgen: u64,
     pub(crate) paused_until: u64,
     pub(crate) skew: i64,
+    /// A clock step in force (see [`Fault::ClockStep`]), on top of `skew`.
+    pub(crate) step: i64,
     pub(crate) outbox: BTreeMap<MsgId, OutboxEntry>,
     pub(crate) inbox: Vec<Line>,
     pub(crate) holder: BTreeMap<[u8; 32], Mailbox>,
@@ -235,6 +237,7 @@ impl World {
                 tgen: 0,
                 paused_until: 0,
                 skew,
+                step: 0,
                 outbox: BTreeMap::new(),
                 inbox: Vec::new(),
                 holder: BTreeMap::new(),
@@ -321,7 +324,7 @@ impl World {
     }
 
     pub(crate) fn local(&self, node: usize) -> u64 {
-        (self.now as i64 + self.nodes[node].skew) as u64
+        (self.now as i64 + self.nodes[node].skew + self.nodes[node].step) as u64
     }
 
     pub(crate) fn latency(&self, a: usize, b: usize) -> u64 {
@@ -515,6 +518,9 @@ impl World {
                     }
                 }
             }
+            Fault::ClockStep { node, by_ms, .. } => {
+                self.nodes[node].step = if start { by_ms } else { 0 };
+            }
             Fault::DiskFull { node, .. } => {
                 let n = &mut self.nodes[node];
                 if start {
@@ -619,6 +625,7 @@ fn fault_times(f: &Fault) -> (u64, u64) {
         Fault::Pause { at, for_ms, .. }
         | Fault::Crash { at, for_ms, .. }
         | Fault::Partition { at, for_ms, .. }
-        | Fault::DiskFull { at, for_ms, .. } => (*at, *for_ms),
+        | Fault::DiskFull { at, for_ms, .. }
+        | Fault::ClockStep { at, for_ms, .. } => (*at, *for_ms),
     }
 }
