@@ -91,6 +91,12 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
                     }
                     continue;
                 }
+                Ok(Event::NotKept { msg_id, to, reason }) => {
+                    if let Ok(mut log) = ctx.sent.lock() {
+                        log.mark_not_kept(&msg_id.to_string(), &to, &reason);
+                    }
+                    continue;
+                }
                 Ok(_) => continue,
                 Err(RecvError::Closed) => break,
             },

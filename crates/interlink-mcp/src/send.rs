@@ -135,9 +135,13 @@ impl Server {
         if let Ok(mut r) = ctx.routes.lock() {
             r.outbound(target, route.session.clone());
         }
+        let mut held = None;
         let (status, msg_id) = match outcome {
             SendOutcome::Delivered(sent) => ("delivered", sent.msg_id),
-            SendOutcome::Queued { msg_id } => ("queued", msg_id),
+            SendOutcome::Queued { msg_id, held_by } => {
+                held = Some(held_by);
+                ("queued", msg_id)
+            }
         };
         let now = interlink_net::now_ms();
         let mut entry = SentEntry {
@@ -157,6 +161,7 @@ impl Server {
             sent_at: now,
             delivered_at: (status == "delivered").then_some(now),
             read_at: None,
+            not_kept: None,
         };
         entry.set_text(&text);
         if let Ok(mut log) = ctx.sent.lock() {
@@ -168,8 +173,9 @@ impl Server {
                 route.session, route.presence
             ),
             _ => format!(
-                "queued for {name}, session {} ({}): it did not answer now, the message waits \
-                 in its mailbox and is delivered when the session is back; msg_id {msg_id}",
+                "queued for {name}, session {} ({}): it did not answer now; the message is kept \
+                 in this machine's outbox and sent to its mailbox, and is delivered when the \
+                 session is back; msg_id {msg_id}",
                 route.session, route.presence
             ),
         };
@@ -197,6 +203,11 @@ impl Server {
                 "presence": route.presence.to_string(),
                 "route": route.reason.to_string(),
                 "warning": warning,
+                "held_by": held.map(|h| json!({
+                    "outbox": h.outbox,
+                    "relays_asked": h.relays_asked,
+                    "peers_asked": h.peers_asked,
+                })),
             }),
         ))
     }

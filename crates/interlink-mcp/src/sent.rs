@@ -29,8 +29,12 @@ const VERSION: u32 = 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
-    /// Waiting in the recipient's mailbox (DHT or relay).
+    /// Waiting in this session's outbox and the recipient's mailbox (DHT or relay).
     Queued,
+    /// It will not be delivered: the recipient refused it for good when it was
+    /// retried, or did not collect it within the mailbox retention. (A receipt that
+    /// comes after all still moves it on.)
+    NotKept,
     /// The recipient's node receipted it.
     Delivered,
     /// The recipient session handed it to its agent host.
@@ -44,6 +48,7 @@ impl State {
     pub fn as_str(self) -> &'static str {
         match self {
             State::Queued => "queued",
+            State::NotKept => "not_kept",
             State::Delivered => "delivered",
             State::HostQueued => "host_queued",
             State::Read => "read",
@@ -79,6 +84,9 @@ pub struct SentEntry {
     pub delivered_at: Option<u64>,
     /// When the read receipt arrived.
     pub read_at: Option<u64>,
+    /// Why it was not kept (state `not_kept`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_kept: Option<String>,
 }
 
 impl SentEntry {
@@ -179,9 +187,28 @@ impl SentLog {
             .iter_mut()
             .find(|e| e.msg_id == msg_id && e.to_key == key && e.to_session == by.session.as_str())
         {
-            Some(e) if e.state == State::Queued => {
+            Some(e) if e.state <= State::NotKept => {
                 e.state = State::Delivered;
                 e.delivered_at = Some(now);
+                self.dirty = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The node gave up on queued `msg_id` to `to` (refused for good, or expired):
+    /// marks it `not_kept` with `reason` if it is still only queued.
+    pub fn mark_not_kept(&mut self, msg_id: &str, to: &SessionAddr, reason: &str) -> bool {
+        let key = to.key.to_hex();
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| e.msg_id == msg_id && e.to_key == key && e.to_session == to.session.as_str())
+        {
+            Some(e) if e.state == State::Queued => {
+                e.state = State::NotKept;
+                e.not_kept = Some(reason.to_owned());
                 self.dirty = true;
                 true
             }
@@ -260,6 +287,7 @@ mod tests {
             sent_at: id as u64,
             delivered_at: None,
             read_at: None,
+            not_kept: None,
         }
     }
 

@@ -74,9 +74,13 @@ fn sent_json(e: &SentEntry, name: Option<&str>) -> Value {
 
 fn state_text(e: &SentEntry) -> String {
     match e.state {
-        State::Queued => {
-            "queued: waiting in the recipient's mailbox until its session is back".into()
-        }
+        State::Queued => "queued: kept in this machine's outbox and waiting in the recipient's \
+                          mailbox until its session is back"
+            .into(),
+        State::NotKept => format!(
+            "not_kept: it will not be delivered ({})",
+            e.not_kept.as_deref().unwrap_or("no reason given")
+        ),
         State::Delivered => "delivered: in the recipient session's inbox, not read yet".into(),
         State::HostQueued => {
             "host_queued: handed to the recipient's agent host, not acknowledged yet".into()

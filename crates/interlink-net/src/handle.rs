@@ -45,6 +45,17 @@ pub enum Event {
         /// The recipient session that signed the receipt.
         to: SessionAddr,
     },
+    /// A message this session queued will not be delivered: the recipient refused it
+    /// for good when it was retried, or it was not collected within the mailbox
+    /// retention. It has left the outbox.
+    NotKept {
+        /// Its id.
+        msg_id: MsgId,
+        /// The recipient session it was for.
+        to: SessionAddr,
+        /// Why.
+        reason: String,
+    },
     /// A stranger knocked (held for the operator; nothing reached the inbox).
     Knock {
         /// The stranger's identity.

@@ -21,6 +21,7 @@ mod handle;
 pub mod inbox;
 pub mod knocks;
 mod node;
+pub mod outbox;
 pub mod pins;
 pub mod probe;
 pub mod session_lock;
@@ -103,11 +104,27 @@ impl OutgoingMessage {
 pub enum SendOutcome {
     /// The recipient's node stored it and receipted it.
     Delivered(Box<Sent>),
-    /// The recipient did not answer; the message waits in its mailbox in the DHT.
+    /// The recipient did not answer; the message waits in this session's outbox and
+    /// in the recipient's mailbox.
     Queued {
         /// Its id.
         msg_id: interlink_core::MsgId,
+        /// Where it is held at the moment of the answer.
+        held_by: HeldBy,
     },
+}
+
+/// Where a queued message is held when `queued` is answered. Only `outbox` is a fact
+/// about storage: the copies sent to peers and relays are on their way, and
+/// [`Handle::settle`] tells when one was taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeldBy {
+    /// Committed to this session's durable outbox (kept until receipted or expired).
+    pub outbox: bool,
+    /// Relays the mailbox copy was handed to (each answers once it committed it).
+    pub relays_asked: usize,
+    /// Connected peers the mailbox copy was put to.
+    pub peers_asked: usize,
 }
 
 /// Where the mailbox copies published so far stand ([`Handle::settle`]).
@@ -173,6 +190,10 @@ pub enum SendError {
         /// How many of them are from this sender's identity.
         from_you: usize,
     },
+    /// The message could not be made durable in this session's outbox, so it was not
+    /// queued (nothing was published).
+    #[error("the message could not be kept in this session's outbox: {0}")]
+    Outbox(String),
     /// The node has shut down.
     #[error("the node has shut down")]
     Stopped,

@@ -4,6 +4,7 @@ mod delivery;
 mod discovery;
 mod inbound;
 mod mailbox;
+mod outboxing;
 mod pairing;
 mod presence;
 mod queueing;
@@ -39,6 +40,9 @@ use crate::{
 
 /// The housekeeping tick: re-announcement, roster sweep, bootstrap redial.
 const TICK: Duration = Duration::from_secs(1);
+/// How often the outbox is swept for expired messages and its mailboxes published
+/// again.
+const OUTBOX_SWEEP: Duration = Duration::from_secs(300);
 /// How long shutdown keeps driving the swarm so the goodbye leaves.
 const GOODBYE_FLUSH: Duration = Duration::from_millis(300);
 
@@ -87,13 +91,14 @@ impl Node {
             Role::Session(s) => s.summary.clone(),
             Role::Observer | Role::Relay(_) => String::new(),
         };
-        let (gate, inbox, sealing) = match (&role, &config.delivery.inbox_dir) {
+        let (gate, inbox, sealing, durable) = match (&role, &config.delivery.inbox_dir) {
             (Role::Session(spec), Some(dir)) => (
                 Some(pairing::restored_gate(config.delivery.policy.clone(), dir)),
                 Some(Inbox::open(dir).map_err(|e| NetError::Setup(e.to_string()))?),
                 Some(spec.identity.sealing_secret()),
+                Some(crate::outbox::Outbox::open(dir).map_err(|e| NetError::Setup(e.to_string()))?),
             ),
-            _ => (None, None, None),
+            _ => (None, None, None, None),
         };
         let mut actor = Actor {
             roster: Roster::new(config.presence),
@@ -130,6 +135,8 @@ impl Node {
             last_envelope_ts: 0,
             known_announcements: Default::default(),
             pins: crate::pins::SealingPins::default(),
+            durable,
+            last_outbox_sweep: None,
         };
         actor.pins = crate::pins::SealingPins::load(actor.config.delivery.pins_file.clone());
         for addr in &actor.config.external_addrs {
@@ -137,6 +144,7 @@ impl Node {
         }
         actor.register_relays();
         actor.load_durable_mailboxes();
+        actor.restore_outbox();
         actor.mailboxes.request_fetch();
         actor.bootstrap.dial_due(&mut actor.swarm, Instant::now());
         let task = tokio::spawn(async move { actor.run().await });
@@ -224,6 +232,9 @@ struct Actor {
     known_announcements: std::collections::HashSet<[u8; 32]>,
     /// Sealing keys of peers, for sessions not on the roster.
     pins: crate::pins::SealingPins,
+    /// Sessions: what was answered `queued` and not receipted yet, on disk.
+    durable: Option<crate::outbox::Outbox>,
+    last_outbox_sweep: Option<Instant>,
 }
 
 impl Actor {
@@ -278,6 +289,15 @@ impl Actor {
         discovery::periodic(self, now);
         self.maybe_fetch_mailbox(now);
         self.expire_live_attempts(now);
+        if self
+            .last_outbox_sweep
+            .is_none_or(|t| now.duration_since(t) >= OUTBOX_SWEEP)
+        {
+            self.last_outbox_sweep = Some(now);
+            self.sweep_outbox();
+            // Holders come and go (a session's copies live in memory): keep one out.
+            self.republish_outbox();
+        }
     }
 
     fn on_command(&mut self, cmd: Command) {
@@ -352,8 +372,10 @@ impl Actor {
                 self.peer_alive(peer_id);
                 self.on_relay_connected(peer_id);
                 if self.peers.len() == 1 {
-                    // Back from having no peers: whatever was queued for us may be there.
+                    // Back from having no peers: whatever was queued for us may be there,
+                    // and what we queued has a peer to hold it now.
                     self.mailboxes.request_fetch();
+                    self.republish_outbox();
                 }
                 if num_established.get() == 1 {
                     debug!(%peer_id, "connected");

@@ -428,7 +428,7 @@ async fn a_full_mailbox_refuses_and_a_returning_recipient_is_retried_live() {
             .send(OutgoingMessage::text(bob_addr.clone(), text.clone()))
             .await
             .unwrap();
-        let SendOutcome::Queued { msg_id } = outcome else {
+        let SendOutcome::Queued { msg_id, .. } = outcome else {
             panic!("message {i}: expected queued, got {outcome:?}");
         };
         queued_ids.insert(msg_id);
@@ -611,7 +611,7 @@ async fn mail_collected_from_a_mailbox_is_receipted_to_its_sender() {
         session: SessionId::new("bob-2").unwrap(),
     };
     let mut alice_events = alice.handle().events();
-    let SendOutcome::Queued { msg_id } = alice
+    let SendOutcome::Queued { msg_id, .. } = alice
         .handle()
         .send(OutgoingMessage::text(
             later.clone(),
@@ -633,7 +633,7 @@ async fn mail_collected_from_a_mailbox_is_receipted_to_its_sender() {
         ..
     } = bob2;
     node.abort();
-    let SendOutcome::Queued { msg_id } = alice
+    let SendOutcome::Queued { msg_id, .. } = alice
         .handle()
         .send(OutgoingMessage::text(later.clone(), "while you were away"))
         .await

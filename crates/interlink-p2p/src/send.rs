@@ -174,7 +174,7 @@ pub async fn send<R: AsyncBufRead + Unpin>(
         let mut report = async |outcome: Outcome| -> anyhow::Result<()> {
             let line = match outcome.await.context("message not sent")? {
                 SendOutcome::Delivered(sent) => format!("delivered {}", sent.msg_id),
-                SendOutcome::Queued { msg_id } => {
+                SendOutcome::Queued { msg_id, .. } => {
                     queued += 1;
                     format!("queued {msg_id}")
                 }

@@ -35,7 +35,7 @@ pub(crate) const OUTBOX_RECIPIENTS: usize = 1024;
 pub(crate) struct Queued {
     pub(super) envelope: Signed<Envelope>,
     /// Its wire encoding, made once when it was signed.
-    wire: Vec<u8>,
+    pub(super) wire: Vec<u8>,
     /// The recipient's node; `None` for a session not on the roster (mailbox only).
     pub(super) peer: Option<PeerId>,
     /// The caller waiting for the outcome; `None` for a live retry of a message
@@ -98,9 +98,16 @@ impl Actor {
             return;
         };
         // Messages queued earlier for a recipient that answers again go first, so the
-        // new one does not overtake them.
-        if self.has_unconfirmed(&to) && !self.mailboxes.is_unreachable(&peer) {
-            self.retry_unconfirmed(&to);
+        // new one does not overtake them; if one of them can only travel through the
+        // mailbox (no known node, too old for the live path), so does the new one.
+        if self.has_unconfirmed(&to) {
+            if !self.queueing.all_live_eligible(&to, crate::now_ms()) {
+                self.queue_in_mailbox(queued);
+                return;
+            }
+            if !self.mailboxes.is_unreachable(&peer) {
+                self.retry_unconfirmed(&to);
+            }
         }
         self.outbox_queue(&to).push_back(queued);
         self.kick(&to);
@@ -300,8 +307,7 @@ impl Actor {
                     let _ = reply.send(outcome.map(|sent| SendOutcome::Delivered(Box::new(sent))));
                 }
                 (None, Ok(sent)) => self.on_retry_receipted(&to, sent.msg_id),
-                // The mailbox still has it; the recipient collects it from there.
-                (None, Err(e)) => debug!(%to, %e, "live retry of a queued message refused"),
+                (None, Err(e)) => self.on_retry_refused(&to, queued.envelope, queued.peer, &e),
             }
         }
         self.send_next(&to);

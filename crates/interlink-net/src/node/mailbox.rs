@@ -121,8 +121,9 @@ impl Actor {
         })
     }
 
-    /// Merges `mailbox` into the held copy and publishes the result to the DHT.
-    pub(super) fn publish_mailbox(&mut self, mut merged: Mailbox) {
+    /// Merges `mailbox` into the held copy and publishes the result to the DHT; returns
+    /// to how many connected peers and relays the copy was sent (not yet confirmed).
+    pub(super) fn publish_mailbox(&mut self, mut merged: Mailbox) -> crate::HeldBy {
         let key = RecordKey::new(&merged.record_key());
         let cfg = mailbox::Config::default();
         let now = crate::now_ms();
@@ -140,6 +141,11 @@ impl Actor {
             .copied()
             .collect();
         let mut queries = self.hold_at_relays(&record);
+        let mut held_by = crate::HeldBy {
+            outbox: false,
+            relays_asked: queries.len(),
+            peers_asked: direct.len(),
+        };
         if !direct.is_empty() {
             queries.push(PutId::Kad(self.swarm.behaviour_mut().kad.put_record_to(
                 record.clone(),
@@ -158,9 +164,13 @@ impl Actor {
                 queries.push(PutId::Kad(query));
                 self.mailboxes.held.insert(key, merged);
             }
-            Err(e) => warn!("mailbox record not stored: {e}"),
+            Err(e) => {
+                warn!("mailbox record not stored: {e}");
+                held_by.peers_asked = 0;
+            }
         }
         self.track_publication(queries);
+        held_by
     }
 
     /// An inbound put (record filtering is on, so nothing is stored unless we do it).
@@ -431,6 +441,6 @@ impl Actor {
             "acking delivered mail"
         );
         fetch.acked = fetch.handled.len();
-        self.publish_mailbox(fetch.gathered.clone());
+        let _ = self.publish_mailbox(fetch.gathered.clone());
     }
 }

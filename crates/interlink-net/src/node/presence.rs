@@ -193,6 +193,10 @@ impl Actor {
                 match self.roster.apply_announcement(ann, now) {
                     Ok(Upsert::Inserted | Upsert::Updated) => {
                         self.pin_sealing_key(addr.key);
+                        if let Some(peer) = self.roster.get(&addr).and_then(|a| a.body().peer_id())
+                        {
+                            self.route_restored(&addr, peer);
+                        }
                         // A fresh announcement is a sign of life: try it live again.
                         if let Some(source) = message.source {
                             self.peer_alive(source);

@@ -47,11 +47,12 @@ pub(crate) const PREFETCH_WAIT: Duration = Duration::from_millis(300);
 const MAX_PREFETCHES: usize = 64;
 /// A copy that says "full" is fetched again at most this often per mailbox.
 const REFRESH_INTERVAL: Duration = Duration::from_secs(5);
-/// Queued messages remembered for a live retry, over all recipients.
-const MAX_UNCONFIRMED: usize = 1024;
+/// Queued messages remembered for a live retry, over all recipients: everything the
+/// durable outbox can hold.
+const MAX_UNCONFIRMED: usize = crate::outbox::MAX_OUTBOX_ENTRIES;
 /// A queued message older than this is left to the mailbox: the live path would refuse
 /// it as stale (with a margin for clock skew).
-const RETRY_WINDOW_MS: u64 = LIVE_FRESHNESS_MS - 5 * 60 * 1000;
+pub(super) const RETRY_WINDOW_MS: u64 = LIVE_FRESHNESS_MS - 5 * 60 * 1000;
 /// Mailbox publications tracked until a peer confirms one.
 const MAX_PUBLICATIONS: usize = 1024;
 /// Callers of [`crate::Handle::settle`] waiting at once.
@@ -64,7 +65,9 @@ pub(crate) struct Queueing {
     /// When each mailbox was last fetched before a put (bounded like the prefetches:
     /// entries older than [`REFRESH_INTERVAL`] are dropped when it fills).
     refreshed: HashMap<RecordKey, Instant>,
-    unconfirmed: HashMap<SessionAddr, VecDeque<Queued>>,
+    /// Every queued message not receipted yet (the durable outbox's contents), per
+    /// recipient, oldest first.
+    pub(super) unconfirmed: HashMap<SessionAddr, VecDeque<Queued>>,
     unconfirmed_len: usize,
     /// Puts in flight (DHT queries, relay holds) → their publication.
     puts: HashMap<PutId, u64>,
@@ -102,25 +105,41 @@ impl Queueing {
         prefetch.chain(settle).min()
     }
 
-    fn keep_unconfirmed(&mut self, mut q: Queued) {
+    /// Keeps a queued message until it is receipted, in timestamp order. Messages
+    /// without a known node or too old for the live path stay too: they are published
+    /// to the mailbox again, and they hold back newer messages to the same session
+    /// (which would otherwise overtake them on the live path).
+    pub(super) fn keep_unconfirmed(&mut self, mut q: Queued) {
         q.reply = None;
-        // Without a known node there is nothing to retry live; the mailbox has it.
-        if q.peer.is_none() {
-            return;
-        }
-        let age = crate::now_ms().saturating_sub(q.envelope.body().ts);
-        if age > RETRY_WINDOW_MS {
-            return;
-        }
         if self.unconfirmed_len >= MAX_UNCONFIRMED {
             debug!(msg_id = %q.envelope.body().msg_id, "no room to retry it live; the mailbox has it");
             return;
         }
-        self.unconfirmed_len += 1;
-        self.unconfirmed
+        let list = self
+            .unconfirmed
             .entry(q.envelope.body().recipient_addr())
-            .or_default()
-            .push_back(q);
+            .or_default();
+        let id = q.envelope.body().msg_id;
+        if list.iter().any(|k| k.envelope.body().msg_id == id) {
+            return;
+        }
+        let at = list
+            .iter()
+            .position(|k| k.envelope.body().ts > q.envelope.body().ts)
+            .unwrap_or(list.len());
+        list.insert(at, q);
+        self.unconfirmed_len += 1;
+    }
+
+    /// Whether every message kept for `to` can go over the live path now (a known
+    /// node, young enough): only then may anything to `to` go live, or it would
+    /// overtake what must travel through the mailbox.
+    pub(super) fn all_live_eligible(&self, to: &SessionAddr, now_ms: u64) -> bool {
+        self.unconfirmed.get(to).is_none_or(|list| {
+            list.iter().all(|q| {
+                q.peer.is_some() && now_ms.saturating_sub(q.envelope.body().ts) <= RETRY_WINDOW_MS
+            })
+        })
     }
 
     fn take_unconfirmed(&mut self, to: &SessionAddr) -> VecDeque<Queued> {
@@ -130,7 +149,7 @@ impl Queueing {
     }
 
     /// Forgets the queued messages to `to` that `ids` names: they were delivered.
-    fn confirm(&mut self, to: &SessionAddr, ids: &[interlink_core::MsgId]) {
+    pub(super) fn confirm(&mut self, to: &SessionAddr, ids: &[interlink_core::MsgId]) {
         let Some(list) = self.unconfirmed.get_mut(to) else {
             return;
         };
@@ -234,12 +253,26 @@ impl Actor {
                 }
             }
         }
+        // Durable before `queued`: a copy in memory (ours, or the DHT's) dies with a
+        // process; the outbox does not.
+        if let Err(e) = self.persist_queued(&kept) {
+            for q in kept {
+                if let Some(reply) = q.reply {
+                    let _ = reply.send(Err(SendError::Outbox(e.to_string())));
+                }
+            }
+            return;
+        }
         if !kept.is_empty() {
-            self.publish_mailbox(base.clone());
+            let held_by = crate::HeldBy {
+                outbox: self.durable.is_some(),
+                ..self.publish_mailbox(base.clone())
+            };
             for mut q in kept {
                 if let Some(reply) = q.reply.take() {
                     let _ = reply.send(Ok(SendOutcome::Queued {
                         msg_id: q.envelope.body().msg_id,
+                        held_by,
                     }));
                 }
                 self.queueing.keep_unconfirmed(q);
@@ -436,6 +469,10 @@ impl Actor {
     /// Moves `to`'s unconfirmed messages to the front of its outbox queue (they are
     /// older than anything waiting there) and starts sending if nothing is in flight.
     pub(super) fn retry_unconfirmed(&mut self, to: &SessionAddr) {
+        // Something that must go through the mailbox holds the rest back (order).
+        if !self.queueing.all_live_eligible(to, crate::now_ms()) {
+            return;
+        }
         let list = self.queueing.take_unconfirmed(to);
         if list.is_empty() {
             return;
@@ -461,10 +498,12 @@ impl Actor {
     /// live retry.
     pub(super) fn confirm_unconfirmed(&mut self, to: &SessionAddr, ids: &[interlink_core::MsgId]) {
         self.queueing.confirm(to, ids);
+        self.forget_sent(ids);
     }
 
     /// A live retry of a queued message was receipted.
     pub(super) fn on_retry_receipted(&mut self, to: &SessionAddr, msg_id: interlink_core::MsgId) {
+        self.forget_sent(&[msg_id]);
         self.emit(Event::Receipted {
             msg_id,
             to: to.clone(),
