@@ -1,0 +1,241 @@
+//! Two engines wired by hand, as a shell would: the live path end to end, and the
+//! per-message cost of `handle`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Instant;
+
+use interlink_core::{
+    Identity, MsgId, SessionId,
+    seal::Sealed,
+    trust::PeerPolicy,
+    wire::{Envelope, EnvelopeKind, SessionAddr, Signed, VERSION},
+};
+use interlink_delivery::{CallId, Config, Engine, InboundId, Input, Outcome, Output, PeerRef};
+use serde_bytes::{ByteArray, ByteBuf};
+
+const NOW: u64 = 1_790_000_000_000;
+
+struct Pair {
+    a: Engine,
+    b: Engine,
+    ida: Identity,
+    addr_a: SessionAddr,
+    addr_b: SessionAddr,
+}
+
+fn pair() -> Pair {
+    let (ida, idb) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let addr_a = SessionAddr {
+        key: ida.public(),
+        session: SessionId::new("a").unwrap(),
+    };
+    let addr_b = SessionAddr {
+        key: idb.public(),
+        session: SessionId::new("b").unwrap(),
+    };
+    let mut pa = PeerPolicy::new();
+    pa.add("b", idb.public()).unwrap();
+    let mut pb = PeerPolicy::new();
+    pb.add("a", ida.public()).unwrap();
+    let a = Engine::new(
+        Config::default().with_policy(pa),
+        Identity::from_seed(&[1; 32]),
+        addr_a.clone(),
+        NOW,
+    );
+    let b = Engine::new(Config::default().with_policy(pb), idb, addr_b.clone(), NOW);
+    Pair {
+        a,
+        b,
+        ida,
+        addr_a,
+        addr_b,
+    }
+}
+
+fn envelope(p: &mut Pair, n: u64, now: u64) -> Signed<Envelope> {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&n.to_le_bytes());
+    let body = Envelope {
+        v: VERSION,
+        sender: p.addr_a.key,
+        sender_session: p.addr_a.session.clone(),
+        recipient: p.addr_b.key,
+        recipient_session: p.addr_b.session.clone(),
+        msg_id: MsgId::from_bytes(id),
+        ts: p.a.next_ts(now),
+        kind: EnvelopeKind::Message,
+        task_id: None,
+        status: None,
+        in_reply_to: None,
+        name: None,
+        sealed: Some(Sealed {
+            enc: ByteArray::new([7; 32]),
+            ct: ByteBuf::from(vec![0; 64]),
+        }),
+    };
+    Signed::sign(body, &p.ida).unwrap()
+}
+
+/// Carries every output of both engines until quiet, storing everything at once;
+/// returns the replies A's callers got.
+fn settle(p: &mut Pair, now: u64) -> Vec<(CallId, Outcome)> {
+    let mut replies = Vec::new();
+    let mut inbound = 0;
+    loop {
+        let mut moved = false;
+        while let Some(out) = p.a.poll_output() {
+            moved = true;
+            match out {
+                Output::PersistOutbox { entry } => p.a.handle(
+                    Input::OutboxStored {
+                        key: entry.key(),
+                        result: Ok(()),
+                    },
+                    now,
+                ),
+                Output::SendRequest { req, envelopes, .. } => {
+                    inbound += 1;
+                    let id = InboundId(inbound);
+                    p.b.handle(
+                        Input::DeliverRequest {
+                            from: PeerRef(1),
+                            req: id,
+                            envelopes,
+                        },
+                        now,
+                    );
+                    // B answers id; the pairing back to req is the shell's table.
+                    while let Some(o) = p.b.poll_output() {
+                        match o {
+                            Output::AppendInbox { token, .. } => p.b.handle(
+                                Input::InboxStored {
+                                    token,
+                                    result: Ok(()),
+                                },
+                                now,
+                            ),
+                            Output::Respond { response, .. } => p.a.handle(
+                                Input::DeliverResponse {
+                                    req,
+                                    result: Ok(response),
+                                },
+                                now,
+                            ),
+                            _ => {}
+                        }
+                    }
+                }
+                Output::Reply { caller, outcome } => replies.push((caller, outcome.unwrap())),
+                _ => {}
+            }
+        }
+        while p.b.poll_output().is_some() {
+            moved = true;
+        }
+        if !moved {
+            return replies;
+        }
+    }
+}
+
+#[test]
+fn live_delivery_is_receipted_in_order() {
+    let mut p = pair();
+    let to = p.addr_b.clone();
+    p.a.handle(
+        Input::Route {
+            session: to.clone(),
+            peer: Some(PeerRef(2)),
+        },
+        NOW,
+    );
+    for n in 0..5 {
+        let envelope = envelope(&mut p, n, NOW);
+        p.a.handle(
+            Input::Send {
+                caller: CallId(n),
+                envelope,
+                route: Some(PeerRef(2)),
+            },
+            NOW,
+        );
+    }
+    let replies = settle(&mut p, NOW);
+    assert_eq!(replies.len(), 5);
+    for (i, (caller, outcome)) in replies.iter().enumerate() {
+        assert_eq!(caller.0, i as u64);
+        assert_eq!(outcome, &Outcome::Delivered { to: to.clone() });
+    }
+    assert_eq!(p.a.sizes().outbox, 0);
+    assert_eq!(p.b.sizes().inbox_index, 5);
+}
+
+#[test]
+fn timestamps_increase_across_a_restore_with_the_clock_behind() {
+    let mut p = pair();
+    let e = envelope(&mut p, 1, NOW + 60_000);
+    let entry = interlink_delivery::OutboxEntry { envelope: e };
+    let mut again = Engine::restore(
+        Config::default(),
+        Identity::from_seed(&[1; 32]),
+        p.addr_a.clone(),
+        vec![entry],
+        std::iter::empty(),
+        NOW,
+    );
+    assert!(again.next_ts(NOW) > NOW + 60_000);
+}
+
+/// `cargo test -p interlink-delivery --release --test engine -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bench_handle_per_message() {
+    let mut p = pair();
+    let to = p.addr_b.clone();
+    p.a.handle(
+        Input::Route {
+            session: to,
+            peer: Some(PeerRef(2)),
+        },
+        NOW,
+    );
+    let n = 2_000u64;
+    let envs: Vec<_> = (0..n).map(|i| envelope(&mut p, i, NOW)).collect();
+    let t = Instant::now();
+    for (i, envelope) in envs.into_iter().enumerate() {
+        p.a.handle(
+            Input::Send {
+                caller: CallId(i as u64),
+                envelope,
+                route: Some(PeerRef(2)),
+            },
+            NOW,
+        );
+        settle(&mut p, NOW);
+    }
+    let per = t.elapsed() / n as u32;
+    eprintln!(
+        "{n} messages sender+recipient, one per request (receipt signed, ack signed): {per:?} per message"
+    );
+}
+
+#[test]
+fn refusals_keep_their_meaning_across_the_wire() {
+    use interlink_delivery::Refusal as R;
+    for r in [
+        R::NotPaired,
+        R::WrongRecipient,
+        R::UnsolicitedAccept,
+        R::Replayed,
+        R::Malformed,
+        R::Stale,
+        R::FutureDated,
+        R::StoreFailed,
+        R::Busy,
+        R::Behind,
+    ] {
+        let back = R::from_code(r.to_wire().code);
+        assert_eq!(back.is_final(), r.is_final(), "{r:?} came back as {back:?}");
+    }
+}
