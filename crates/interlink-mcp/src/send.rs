@@ -58,8 +58,11 @@ impl Server {
         let (target, name) = self
             .resolve_target(&args.to, &policy, &ready.handle)
             .await?;
-        // Make sure the roster has had a chance to see the target.
-        let deadline = tokio::time::Instant::now() + ROUTE_WAIT;
+        // Make sure the roster has had a chance to see the target: a node that just
+        // started may not have heard of it yet. One that has been up for longer has, so a
+        // target that is not on it (a closed session, addressed by its id) is not waited for.
+        let deadline = tokio::time::Instant::now()
+            + ROUTE_WAIT.saturating_sub(ready.since.elapsed());
         let route = loop {
             let roster = ready.handle.roster().await?;
             let hints = ctx

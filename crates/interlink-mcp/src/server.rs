@@ -100,6 +100,9 @@ pub struct Ready {
     /// The node's events since it started ([`interlink_net::Node::take_events`]),
     /// until [`Ready::events_since_start`] takes them.
     pub early_events: Mutex<Option<tokio::sync::broadcast::Receiver<interlink_net::Event>>>,
+    /// When the node started listening: a roster that has had a few seconds to fill is
+    /// not waited on again when a target is not on it.
+    pub since: std::time::Instant,
 }
 
 impl Ready {

@@ -279,6 +279,7 @@ async fn run_node(
                 handle: handle.clone(),
                 listen,
                 early_events: std::sync::Mutex::new(early_events),
+                since: std::time::Instant::now(),
             })));
             session::follow_policy(watcher, handle, cancel.clone()).await;
         }
