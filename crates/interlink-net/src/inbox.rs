@@ -405,6 +405,7 @@ impl Inbox {
         self.append_to_archive(&archive, moved)
             .map_err(io_err(&archive))?;
         self.index.expire(now);
+        self.index.fold();
         let index_path = self.dir.join(INDEX_FILE);
         let index = &self.index;
         replace_file(&index_path, |f| index.write_to(f)).map_err(io_err(&index_path))?;
