@@ -432,7 +432,7 @@ impl Inbox {
             .map_err(io_err(&self.path))?;
         (self.file, self.base, self.header_len, self.len) =
             (file, seg.base, seg.header_len, seg.len);
-        if let Err(e) = trim_archive(&archive) {
+        if let Err(e) = trim_archive(&archive, MAX_ARCHIVE_BYTES) {
             warn!("trimming the inbox archive: {e}");
         }
         Ok(true)
@@ -577,16 +577,16 @@ fn repair_archive(hot: &Path, base: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Drops the older half of an archive past [`MAX_ARCHIVE_BYTES`] (its front, at a
-/// line boundary, under a new header).
-fn trim_archive(path: &Path) -> io::Result<()> {
+/// Drops the older half of an archive longer than `max` bytes (its front, at a line
+/// boundary, under a new header).
+fn trim_archive(path: &Path, max: u64) -> io::Result<()> {
     let Some(mut seg) = Segment::open(path)? else {
         return Ok(());
     };
-    if seg.len <= MAX_ARCHIVE_BYTES {
+    if seg.len <= max {
         return Ok(());
     }
-    let mut from = seg.len - MAX_ARCHIVE_BYTES / 2;
+    let mut from = seg.len - max / 2;
     seg.file.seek(SeekFrom::Start(from))?;
     let mut reader = BufReader::new(&seg.file);
     let mut skipped = Vec::new();

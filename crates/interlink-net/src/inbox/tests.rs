@@ -354,6 +354,36 @@ fn a_compaction_that_crashed_before_the_swap_is_repaired_on_open() {
     assert_eq!(arch.end(), inbox.base());
 }
 
+#[test]
+fn a_trimmed_archive_keeps_its_newest_half_and_cursors_resume_at_its_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path()).unwrap();
+    fill(&mut inbox, 0, 400);
+    let path = inbox.path().to_owned();
+    let (lines, end) = read_positioned_from(&path, 0).unwrap();
+    set_consumed(dir.path(), lines[299].1);
+    assert!(inbox.compact(crate::now_ms()).unwrap());
+    let archive = dir.path().join(ARCHIVE_FILE);
+    let before = fs::metadata(&archive).unwrap().len();
+    trim_archive(&archive, before / 2).unwrap();
+    let kept = Segment::open(&archive).unwrap().unwrap();
+    assert!(kept.len <= before / 4 + 2048, "{} of {before}", kept.len);
+    assert!(kept.base > 0);
+    assert_eq!(kept.end(), inbox.base(), "still ends at the hot base");
+    // A cursor from before the trim resumes at the archive's base: the lines after it,
+    // at their old offsets.
+    let (seen, new_end) = read_positioned_from(&path, 0).unwrap();
+    assert_eq!(new_end, end);
+    let expected: Vec<_> = lines
+        .iter()
+        .filter(|(_, e)| *e > kept.base)
+        .cloned()
+        .collect();
+    assert_eq!(seen, expected);
+    let (newest, _) = read_newest(&path, 500, 1000, None, |_| true).unwrap();
+    assert_eq!(newest.len(), expected.len());
+}
+
 /// A real full file system: a 1 MiB tmpfs. Needs root (to mount); without it the test
 /// says so and passes, except under CI, where it fails.
 #[test]
