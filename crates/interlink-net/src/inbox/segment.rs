@@ -310,19 +310,34 @@ fn scan_back(
                 None => continue,
             }
         }
-        // Every line but the first in `carry` is complete and starts after a '\n'.
-        while let Some(i) = carry[..carry.len().saturating_sub(1)]
-            .iter()
-            .rposition(|b| *b == b'\n')
-        {
-            if !visit(&carry[i + 1..]) {
-                return Ok(false);
+        // The bytes before the first '\n' may continue a line of the previous chunk,
+        // unless this chunk starts the range.
+        let start = if pos == lo {
+            0
+        } else {
+            match carry.iter().position(|b| *b == b'\n') {
+                Some(i) => i + 1,
+                None => continue,
             }
-            carry.truncate(i + 1);
+        };
+        if !visit_lines_back(&carry[start..], visit) {
+            return Ok(false);
         }
-    }
-    if tail_checked && !carry.is_empty() && !visit(&carry) {
-        return Ok(false);
+        carry.truncate(start);
     }
     Ok(true)
+}
+
+/// Hands `visit` the lines of `block` (whole lines, the last ending in '\n'), last
+/// first; false once `visit` asked to stop.
+fn visit_lines_back(block: &[u8], visit: &mut impl FnMut(&[u8]) -> bool) -> bool {
+    let Some(body) = block.strip_suffix(b"\n") else {
+        return true;
+    };
+    // As text, the split uses the standard library's (optimised) reverse byte search;
+    // inbox lines are JSON, hence UTF-8 — a block that is not is split byte by byte.
+    match std::str::from_utf8(body) {
+        Ok(text) => text.rsplit('\n').all(|line| visit(line.as_bytes())),
+        Err(_) => body.rsplit(|b| *b == b'\n').all(visit),
+    }
 }

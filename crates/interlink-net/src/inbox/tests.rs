@@ -355,6 +355,30 @@ fn a_compaction_that_crashed_before_the_swap_is_repaired_on_open() {
 }
 
 #[test]
+fn reading_from_the_end_matches_reading_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path()).unwrap();
+    // Lines longer than a read chunk, and multi-byte characters on chunk boundaries.
+    for i in 0..60u32 {
+        let size = [10, 70_000, 300, 140_000, 5][i as usize % 5];
+        let text = format!("{i} {}", "é→".repeat(size / 5));
+        inbox.append(id(i), &entry(id(i), &text)).unwrap();
+    }
+    let (forward, _) = read_from(inbox.path(), 0).unwrap();
+    let (back, more) = read_newest(inbox.path(), 100, 1000, None, |_| true).unwrap();
+    assert!(!more);
+    assert_eq!(back, forward);
+    let (last, more) = read_newest(inbox.path(), 7, 1000, Some(&A.repeat(32)), |_| true).unwrap();
+    assert!(more);
+    assert_eq!(last, forward[53..]);
+    let (none, _) = read_newest(inbox.path(), 7, 1000, Some(&B.repeat(32)), |_| true).unwrap();
+    assert!(none.is_empty());
+    // The scan bound stops early and says there may be more.
+    let (some, more) = read_newest(inbox.path(), 100, 4, None, |_| true).unwrap();
+    assert_eq!((some.len(), more), (4, true));
+}
+
+#[test]
 fn a_trimmed_archive_keeps_its_newest_half_and_cursors_resume_at_its_base() {
     let dir = tempfile::tempdir().unwrap();
     let mut inbox = Inbox::open(dir.path()).unwrap();
