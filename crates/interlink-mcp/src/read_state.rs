@@ -537,7 +537,9 @@ pub(crate) mod tests {
     #[test]
     fn acknowledged_messages_stay_known_after_compaction() {
         let dir = tempfile::tempdir().unwrap();
-        let mut inbox = Inbox::open(dir.path()).unwrap();
+        let mut inbox = Inbox::open(dir.path())
+            .unwrap()
+            .with_compact_min_bytes(200 * 1024);
         fill(&mut inbox, 0, 150);
         let mut state = ReadState::load(dir.path()).unwrap();
         let all: Vec<MsgId> = (0..150).map(id).collect();
@@ -561,7 +563,9 @@ pub(crate) mod tests {
     #[test]
     fn messages_expired_into_the_archive_unconsumed_count_as_read() {
         let dir = tempfile::tempdir().unwrap();
-        let mut inbox = Inbox::open(dir.path()).unwrap();
+        let mut inbox = Inbox::open(dir.path())
+            .unwrap()
+            .with_compact_min_bytes(200 * 1024);
         fill(&mut inbox, 0, 150);
         let mut state = ReadState::load(dir.path()).unwrap();
         // One acknowledged out of order: its id must not stay in the state forever.

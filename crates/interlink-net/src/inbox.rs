@@ -51,9 +51,11 @@ pub const INBOX_FILE: &str = "inbox.jsonl";
 /// File the agent side keeps its consumed cursor in (`{"offset": N, …}`, written by
 /// the MCP server): lines before that offset may move to the archive.
 pub const CONSUMED_CURSOR_FILE: &str = "read.json";
-/// Fewest bytes of movable lines worth a compaction (each one rewrites the rest of the
-/// hot file and saves the index).
-pub const COMPACT_MIN_BYTES: u64 = 256 * 1024;
+/// Fewest bytes of movable lines worth a compaction. Each one rewrites the rest of the
+/// hot file and the whole index (up to 7 MiB), so it should move much more than that
+/// costs; the hot file scanned at open stays about this size while the agent
+/// acknowledges.
+pub const COMPACT_MIN_BYTES: u64 = 1024 * 1024;
 /// Appends between two looks at the consumed cursor.
 pub const COMPACT_CHECK_EVERY: u32 = 64;
 /// Largest archive kept; past it the older half is dropped.
@@ -193,6 +195,8 @@ pub struct Inbox {
     dirty: bool,
     index: Index,
     appends_since_check: u32,
+    /// [`COMPACT_MIN_BYTES`] unless a test lowers it.
+    compact_min_bytes: u64,
     #[cfg(test)]
     pub(crate) fault: Option<Fault>,
 }
@@ -241,6 +245,7 @@ impl Inbox {
             dirty: false,
             index,
             appends_since_check: 0,
+            compact_min_bytes: COMPACT_MIN_BYTES,
             #[cfg(test)]
             fault: None,
         };
@@ -373,6 +378,13 @@ impl Inbox {
         &self.path
     }
 
+    /// Compacts from `bytes` of movable lines on instead of [`COMPACT_MIN_BYTES`] (for
+    /// tests and benchmarks that cannot afford megabytes).
+    pub fn with_compact_min_bytes(mut self, bytes: u64) -> Self {
+        self.compact_min_bytes = bytes;
+        self
+    }
+
     /// Logical offset of the hot file's first line: everything before it is in the
     /// archive.
     pub fn base(&self) -> u64 {
@@ -380,7 +392,8 @@ impl Inbox {
     }
 
     /// Moves the consumed and the expired lines at the head of the hot file to the
-    /// archive, if they amount to [`COMPACT_MIN_BYTES`]; returns whether it did.
+    /// archive, if they amount to [`COMPACT_MIN_BYTES`] (or the lowered threshold);
+    /// returns whether it did.
     /// Runs when the inbox opens and every [`COMPACT_CHECK_EVERY`] appends.
     ///
     /// Order, so a crash at any step leaves a readable inbox: (1) append the lines to
@@ -397,7 +410,7 @@ impl Inbox {
             move |source| InboxError::Io { path, source }
         };
         let cut = self.compaction_cut(now).map_err(io_err(&self.path))?;
-        if cut - self.base < COMPACT_MIN_BYTES {
+        if cut - self.base < self.compact_min_bytes {
             return Ok(false);
         }
         let archive = archive_path(&self.path);

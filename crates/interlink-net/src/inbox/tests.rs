@@ -3,6 +3,8 @@ use std::{fs, time::Instant};
 use super::*;
 
 const A: &str = "aa";
+/// A compaction threshold the tests reach with a few hundred messages.
+const SMALL: u64 = 200 * 1024;
 const B: &str = "bb";
 
 fn key(hex2: &str) -> IdentityKey {
@@ -216,7 +218,9 @@ fn a_failed_append_leaves_no_fragment() {
 #[test]
 fn compaction_moves_consumed_lines_and_keeps_every_cursor_valid() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path())
+        .unwrap()
+        .with_compact_min_bytes(SMALL);
     fill(&mut inbox, 0, 400);
     let path = inbox.path().to_owned();
     let (before, end) = read_positioned_from(&path, 0).unwrap();
@@ -265,7 +269,9 @@ fn compaction_moves_consumed_lines_and_keeps_every_cursor_valid() {
 #[test]
 fn unconsumed_lines_leave_the_hot_file_after_the_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path())
+        .unwrap()
+        .with_compact_min_bytes(SMALL);
     let old = crate::now_ms() - HOT_RETENTION_MS - 1000;
     let pad = "y".repeat(1000);
     let batch: Vec<(MsgId, InboxEntry)> = (0..300)
@@ -326,7 +332,9 @@ fn the_index_forgets_what_no_envelope_can_repeat() {
 #[test]
 fn a_compaction_that_crashed_before_the_swap_is_repaired_on_open() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path())
+        .unwrap()
+        .with_compact_min_bytes(SMALL);
     fill(&mut inbox, 0, 600);
     let (lines, end) = read_positioned_from(inbox.path(), 0).unwrap();
     set_consumed(dir.path(), lines[299].1);
@@ -378,10 +386,54 @@ fn reading_from_the_end_matches_reading_from_the_start() {
     assert_eq!((some.len(), more), (4, true));
 }
 
+/// A reader polling with its cursor while the writer appends and compacts again and
+/// again (the reader rule, in another thread rather than another process: the file
+/// system does the same) sees every message once, in order.
+#[test]
+fn a_reader_sees_every_line_once_while_the_writer_compacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path())
+        .unwrap()
+        .with_compact_min_bytes(SMALL);
+    let path = inbox.path().to_owned();
+    let total: u32 = 1500;
+    let reader = std::thread::spawn(move || {
+        let mut cursor = 0;
+        let mut seen: Vec<u32> = Vec::new();
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        while seen.len() < total as usize && Instant::now() < deadline {
+            let (entries, end) = read_from(&path, cursor).unwrap();
+            for e in entries {
+                let n = e.text.unwrap().split(' ').next().unwrap()[1..]
+                    .parse()
+                    .unwrap();
+                seen.push(n);
+            }
+            cursor = end;
+        }
+        seen
+    });
+    let mut compactions = 0;
+    for start in (0..total).step_by(100) {
+        fill(&mut inbox, start, 100);
+        // The agent consumes all but the newest 50.
+        let (_, end) = bounds(inbox.path()).unwrap();
+        set_consumed(dir.path(), end.saturating_sub(50 * 1040));
+        if inbox.compact(crate::now_ms()).unwrap() {
+            compactions += 1;
+        }
+    }
+    let seen = reader.join().unwrap();
+    assert!(compactions >= 3, "{compactions} compactions");
+    assert_eq!(seen, (0..total).collect::<Vec<_>>());
+}
+
 #[test]
 fn a_trimmed_archive_keeps_its_newest_half_and_cursors_resume_at_its_base() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path())
+        .unwrap()
+        .with_compact_min_bytes(SMALL);
     fill(&mut inbox, 0, 400);
     let path = inbox.path().to_owned();
     let (lines, end) = read_positioned_from(&path, 0).unwrap();
@@ -538,5 +590,16 @@ fn inbox_bench_open_and_history_with_100k_messages() {
         "newest 20 of a 1% peer: {:?} ({} found)",
         t.elapsed(),
         from_b.len()
+    );
+    // One routine compaction: the agent consumed the newest 1.1 MiB of messages.
+    let mut inbox = inbox;
+    fill(&mut inbox, n, 1100);
+    let (_, end) = bounds(inbox.path()).unwrap();
+    set_consumed(dir.path(), end);
+    let t = Instant::now();
+    assert!(inbox.compact(crate::now_ms()).unwrap());
+    println!(
+        "a compaction of 1.1 MiB with a 100,000-entry index: {:?}",
+        t.elapsed()
     );
 }
