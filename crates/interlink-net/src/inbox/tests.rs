@@ -231,6 +231,15 @@ fn compaction_moves_consumed_lines_and_keeps_every_cursor_valid() {
     set_consumed(dir.path(), consumed);
     assert!(inbox.compact(crate::now_ms()).unwrap());
     assert_eq!(inbox.base(), consumed);
+    #[cfg(unix)]
+    for name in [INBOX_FILE, ARCHIVE_FILE, INDEX_FILE] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(dir.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{name}");
+    }
     assert!(fs::metadata(&path).unwrap().len() < end - consumed + 64);
     assert_eq!(bounds(&path).unwrap(), (consumed, end));
     // Every cursor reads what it read before, at the same offsets.
