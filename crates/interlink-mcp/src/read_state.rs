@@ -1,11 +1,22 @@
 //! What the agent has consumed of a session's inbox: `read.json` next to the inbox.
 //!
-//! The inbox (`inbox.jsonl`, written by the node) is append-only; this file records
-//! how far the agent has read it. It holds a byte `offset` — every line before it is
-//! consumed — and the ids of messages after the offset that were acknowledged out of
-//! order. Acknowledging moves the offset past the longest consumed prefix, so the id
-//! set stays small when messages are acknowledged roughly in order, and it is capped
-//! ([`MAX_CONSUMED_IDS`]) when they are not.
+//! The inbox (`inbox.jsonl`, written by the node) is append-only for its readers; this
+//! file records how far the agent has read it. It holds a logical `offset` (see
+//! `interlink_net::inbox`) — every line before it is consumed — and the ids of messages
+//! after the offset that were acknowledged out of order. Acknowledging moves the offset
+//! past the longest consumed prefix, so the id set stays small when messages are
+//! acknowledged roughly in order, and it is capped ([`MAX_CONSUMED_IDS`]) when they are
+//! not.
+//!
+//! The offset is also what lets the node compact: lines before it may move out of
+//! the hot file into the archive. Lines that moved out unconsumed (older than the
+//! mailbox retention) count as consumed: the offset is never below the hot file's base.
+//!
+//! A message is its (sender, id): the messages acknowledged out of order are kept as
+//! `"<sender key>:<msg id>"`, so another sender's message reusing an id stays unread.
+//! The agent acknowledges by id: when two senders' unread messages share one, that
+//! consumes both (and each sender gets its read receipt). A bare `"<msg id>"` (files of
+//! version 1) stands for that id from any sender.
 //!
 //! Only the MCP server writes the file (atomically: temporary file, fsync, rename —
 //! without the fsyncs for messages pushed to the agent host, see [`Durability`]);
@@ -21,20 +32,23 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use interlink_core::{MsgId, wire::EnvelopeKind};
-use interlink_net::inbox::{INBOX_FILE, InboxEntry, InboxError, read_positioned_from};
+use interlink_core::{IdentityKey, MsgId, wire::EnvelopeKind};
+use interlink_net::inbox::{
+    CONSUMED_CURSOR_FILE, INBOX_FILE, InboxEntry, InboxError, bounds, read_positioned_from,
+    saved_index_has,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::files::{write_atomically, write_replacing};
 
 /// File name of the read state inside a session's directory.
-pub const READ_STATE_FILE: &str = "read.json";
+pub const READ_STATE_FILE: &str = CONSUMED_CURSOR_FILE;
 /// Most message ids acknowledged ahead of an older unread message that the state
 /// remembers; an acknowledgement beyond it is refused until older messages are
 /// acknowledged.
 pub const MAX_CONSUMED_IDS: usize = 4096;
-/// Version of the file format.
-const VERSION: u32 = 1;
+/// Version of the file format (2: consumed entries name their sender).
+const VERSION: u32 = 2;
 
 /// How hard a change of the read state is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,7 +126,33 @@ pub struct ReadState {
     inbox: PathBuf,
     path: PathBuf,
     offset: u64,
-    consumed: BTreeSet<MsgId>,
+    consumed: BTreeSet<Key>,
+}
+
+/// A message of the inbox: its sender (`None`: any, a version 1 entry) and id.
+type Key = (Option<IdentityKey>, MsgId);
+
+fn key_of(e: &InboxEntry) -> Option<Key> {
+    Some((e.sender.parse().ok(), e.msg_id.parse().ok()?))
+}
+
+fn parse_key(text: &str) -> Option<Key> {
+    match text.split_once(':') {
+        Some((sender, id)) => Some((Some(sender.parse().ok()?), id.parse().ok()?)),
+        None => Some((None, text.parse().ok()?)),
+    }
+}
+
+fn key_text((sender, id): &Key) -> String {
+    match sender {
+        Some(s) => format!("{}:{id}", s.to_hex()),
+        None => id.to_string(),
+    }
+}
+
+/// Whether `key` is consumed in `set` (by its sender's entry or an any-sender one).
+fn is_consumed(set: &BTreeSet<Key>, key: &Key) -> bool {
+    set.contains(key) || set.contains(&(None, key.1))
 }
 
 impl ReadState {
@@ -129,24 +169,19 @@ impl ReadState {
             Err(e) if e.kind() == io::ErrorKind::NotFound => File::default(),
             Err(source) => return Err(ReadStateError::Io { path, source }),
         };
-        let consumed = file
-            .consumed
-            .iter()
-            .filter_map(|id| id.parse().ok())
-            .collect();
+        let consumed = file.consumed.iter().filter_map(|k| parse_key(k)).collect();
         let mut state = Self {
             inbox: session_dir.join(INBOX_FILE),
             path,
             offset: file.offset,
             consumed,
         };
-        // An inbox shorter than the offset was replaced: read it from the start (the
-        // ids consumed still hide what was read).
-        let len = std::fs::metadata(&state.inbox)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        if state.offset > len {
-            state.offset = 0;
+        // An inbox ending before the offset was replaced: read it from its start (the
+        // ids consumed still hide what was read). An offset before the hot file's base
+        // is one whose lines expired into the archive unconsumed: they count as read.
+        let (base, end) = bounds(&state.inbox)?;
+        if state.offset > end || state.offset < base {
+            state.offset = base;
         }
         Ok(state)
     }
@@ -157,8 +192,8 @@ impl ReadState {
     /// call's hint. Receipts and consumed messages never turn unread, so a session that
     /// never acknowledges does not re-read its whole inbox on every call.
     pub fn unread_from(&self, hint: u64) -> Result<(Vec<InboxEntry>, u64), ReadStateError> {
-        let len = std::fs::metadata(&self.inbox).map(|m| m.len()).unwrap_or(0);
-        let start = if hint > self.offset && hint <= len {
+        let (_, end) = bounds(&self.inbox)?;
+        let start = if hint > self.offset && hint <= end {
             hint
         } else {
             self.offset
@@ -188,9 +223,7 @@ impl ReadState {
 
     fn is_unread(&self, e: &InboxEntry) -> bool {
         e.kind == EnvelopeKind::Message
-            && e.msg_id
-                .parse::<MsgId>()
-                .is_ok_and(|id| !self.consumed.contains(&id))
+            && key_of(e).is_some_and(|k| !is_consumed(&self.consumed, &k))
     }
 
     /// Marks `ids` consumed, durably, and moves the offset past the longest consumed
@@ -207,21 +240,24 @@ impl ReadState {
     ) -> Result<Acked, AckError> {
         let (entries, _) =
             read_positioned_from(&self.inbox, self.offset).map_err(ReadStateError::from)?;
-        let unread: BTreeSet<MsgId> = entries
+        let unread: Vec<Key> = entries
             .iter()
             .filter(|(e, _)| self.is_unread(e))
-            .filter_map(|(e, _)| e.msg_id.parse().ok())
+            .filter_map(|(e, _)| key_of(e))
             .collect();
         let mut acked = Acked::default();
         let mut consumed = self.consumed.clone();
         for id in ids {
-            if unread.contains(id) {
-                if consumed.insert(*id) {
-                    acked.consumed.push(*id);
-                }
+            // Every unread message with this id, whoever sent it.
+            let mut newly = false;
+            for key in unread.iter().filter(|(_, i)| i == id) {
+                newly |= consumed.insert(*key);
+            }
+            if newly {
+                acked.consumed.push(*id);
             } else if acked.consumed.contains(id) || acked.already.contains(id) {
                 // Listed twice in one call.
-            } else if consumed.contains(id) || self.before_offset(id)? {
+            } else if consumed.iter().any(|(_, i)| i == id) || self.before_offset(id)? {
                 acked.already.push(*id);
             } else {
                 acked.unknown.push(*id);
@@ -229,18 +265,27 @@ impl ReadState {
         }
         // Move the offset past every leading entry that is consumed or not a message.
         let mut offset = self.offset;
+        let mut passed = 0;
         for (e, end) in &entries {
-            let id = e.msg_id.parse::<MsgId>().ok();
-            let done =
-                e.kind != EnvelopeKind::Message || id.is_none_or(|id| consumed.contains(&id));
+            let done = e.kind != EnvelopeKind::Message
+                || key_of(e).is_none_or(|k| is_consumed(&consumed, &k));
             if !done {
                 break;
             }
-            if let Some(id) = id {
-                consumed.remove(&id);
-            }
             offset = *end;
+            passed += 1;
         }
+        // Only messages after the offset need naming: the rest (passed now, or expired
+        // into the archive) can never turn unread. So the set stays small, and a
+        // message arriving later under a consumed id is not mistaken for the old one.
+        let after: BTreeSet<Key> = entries[passed..]
+            .iter()
+            .filter_map(|(e, _)| key_of(e))
+            .collect();
+        consumed.retain(|k| match k {
+            (Some(_), _) => after.contains(k),
+            (None, id) => after.iter().any(|(_, i)| i == id),
+        });
         if consumed.len() > MAX_CONSUMED_IDS {
             return Err(AckError::TooManyOutOfOrder);
         }
@@ -252,29 +297,43 @@ impl ReadState {
         Ok(acked)
     }
 
-    /// Whether `id` is in the part of the inbox before the offset (consumed).
+    /// Whether `id` is in the part of the inbox before the offset (consumed): in the
+    /// hot file between its base and the offset, or in the node's saved index (every
+    /// line moved to the archive within the index's time-to-live). Neither reads the
+    /// history; an id older than that reads as unknown.
     fn before_offset(&self, id: &MsgId) -> Result<bool, ReadStateError> {
-        if self.offset == 0 {
+        let (base, _) = bounds(&self.inbox)?;
+        if self.offset > base {
+            let (entries, _) = read_positioned_from(&self.inbox, base)?;
+            let text = id.to_string();
+            if entries
+                .iter()
+                .take_while(|(_, end)| *end <= self.offset)
+                .any(|(e, _)| e.msg_id == text)
+            {
+                return Ok(true);
+            }
+        }
+        if base == 0 {
             return Ok(false);
         }
-        let (entries, _) = read_positioned_from(&self.inbox, 0)?;
-        let text = id.to_string();
-        Ok(entries
-            .iter()
-            .take_while(|(_, end)| *end <= self.offset)
-            .any(|(e, _)| e.msg_id == text))
+        let dir = self.inbox.parent().unwrap_or(Path::new("."));
+        saved_index_has(dir, id).map_err(|source| ReadStateError::Io {
+            path: dir.join(interlink_net::inbox::INDEX_FILE),
+            source,
+        })
     }
 
     fn save(
         &self,
         offset: u64,
-        consumed: &BTreeSet<MsgId>,
+        consumed: &BTreeSet<Key>,
         durability: Durability,
     ) -> Result<(), ReadStateError> {
         let file = File {
             version: VERSION,
             offset,
-            consumed: consumed.iter().map(MsgId::to_string).collect(),
+            consumed: consumed.iter().map(key_text).collect(),
         };
         let bytes = serde_json::to_vec(&file).map_err(|source| ReadStateError::Invalid {
             path: self.path.clone(),
@@ -394,6 +453,131 @@ pub(crate) mod tests {
             .append(id(4), &entry(id(4), EnvelopeKind::Message))
             .unwrap();
         assert_eq!(ids(&state.unread().unwrap()), [id(4).to_string()]);
+    }
+
+    fn from(sender: &str, n: u8) -> InboxEntry {
+        let mut e = entry(id(n), EnvelopeKind::Message);
+        e.sender = sender.repeat(32);
+        e.reply_to = format!("{}#s", sender.repeat(32));
+        e
+    }
+
+    #[test]
+    fn one_id_from_two_senders_is_acknowledged_together_and_receipted_to_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = Inbox::open(dir.path()).unwrap();
+        inbox.append(id(1), &from("aa", 1)).unwrap();
+        inbox.append(id(1), &from("bb", 1)).unwrap();
+        inbox.append(id(2), &from("aa", 2)).unwrap();
+        let mut state = ReadState::load(dir.path()).unwrap();
+        let unread = state.unread().unwrap();
+        assert_eq!(unread.len(), 3, "both senders' messages are there");
+        let acked = state.acknowledge(&[id(1)]).unwrap();
+        assert_eq!(acked.consumed, vec![id(1)]);
+        let receipts = crate::receipts::read_receipts_for(&unread, &acked.consumed);
+        let to: Vec<String> = receipts.iter().map(|r| r.to.key.to_hex()).collect();
+        assert_eq!(to, ["aa".repeat(32), "bb".repeat(32)]);
+        let state = ReadState::load(dir.path()).unwrap();
+        assert_eq!(ids(&state.unread().unwrap()), [id(2).to_string()]);
+    }
+
+    #[test]
+    fn another_senders_message_under_an_acknowledged_id_stays_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = Inbox::open(dir.path()).unwrap();
+        inbox.append(id(1), &from("aa", 1)).unwrap();
+        inbox.append(id(2), &from("bb", 2)).unwrap();
+        let mut state = ReadState::load(dir.path()).unwrap();
+        // Out of order: the offset stays before id 1, id 2 is remembered with its sender.
+        state.acknowledge(&[id(2)]).unwrap();
+        inbox.append(id(2), &from("aa", 2)).unwrap();
+        let state = ReadState::load(dir.path()).unwrap();
+        let unread = state.unread().unwrap();
+        let got: Vec<(String, String)> = unread
+            .iter()
+            .map(|e| (e.sender[..2].to_owned(), e.msg_id.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("aa".into(), id(1).to_string()),
+                ("aa".into(), id(2).to_string())
+            ]
+        );
+        // A version 1 file's bare id still means "any sender".
+        std::fs::write(
+            dir.path().join(READ_STATE_FILE),
+            format!(r#"{{"version":1,"offset":0,"consumed":["{}"]}}"#, id(2)),
+        )
+        .unwrap();
+        let state = ReadState::load(dir.path()).unwrap();
+        assert_eq!(ids(&state.unread().unwrap()), [id(1).to_string()]);
+    }
+
+    /// Fills the inbox with `n` messages of about 1 KiB (enough to compact).
+    fn fill(inbox: &mut Inbox, first: u8, n: u8) {
+        for i in first..first + n {
+            let mut e = entry(id(i), EnvelopeKind::Message);
+            e.text = Some(format!("{i} {}", "x".repeat(1100)));
+            e.received_at = interlink_net::now_ms();
+            let batch: Vec<(MsgId, InboxEntry)> = (0..2u8)
+                .map(|k| {
+                    let mut e = e.clone();
+                    // Two senders per id: 2 * n lines.
+                    e.sender = if k == 0 { "aa" } else { "bb" }.repeat(32);
+                    (id(i), e)
+                })
+                .collect();
+            inbox
+                .append_many(batch.iter().map(|(i, e)| (*i, e)))
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn acknowledged_messages_stay_known_after_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = Inbox::open(dir.path())
+            .unwrap()
+            .with_compact_min_bytes(200 * 1024);
+        fill(&mut inbox, 0, 150);
+        let mut state = ReadState::load(dir.path()).unwrap();
+        let all: Vec<MsgId> = (0..150).map(id).collect();
+        for chunk in all.chunks(100) {
+            state.acknowledge(chunk).unwrap();
+        }
+        assert!(state.unread().unwrap().is_empty());
+        assert!(inbox.compact(interlink_net::now_ms()).unwrap());
+        assert!(inbox.base() > 0);
+        fill(&mut inbox, 150, 2);
+        let mut state = ReadState::load(dir.path()).unwrap();
+        assert_eq!(state.unread().unwrap().len(), 4);
+        // An archived id is known (the saved index), not unknown.
+        let acked = state.acknowledge(&[id(3), id(150), id(200)]).unwrap();
+        assert_eq!(acked.already, vec![id(3)]);
+        assert_eq!(acked.consumed, vec![id(150)]);
+        assert_eq!(acked.unknown, vec![id(200)]);
+        assert_eq!(ids(&state.unread().unwrap()), vec![id(151).to_string(); 2]);
+    }
+
+    #[test]
+    fn messages_expired_into_the_archive_unconsumed_count_as_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = Inbox::open(dir.path())
+            .unwrap()
+            .with_compact_min_bytes(200 * 1024);
+        fill(&mut inbox, 0, 150);
+        let mut state = ReadState::load(dir.path()).unwrap();
+        // One acknowledged out of order: its id must not stay in the state forever.
+        state.acknowledge(&[id(5)]).unwrap();
+        let later = interlink_net::now_ms() + interlink_net::inbox::HOT_RETENTION_MS + 1000;
+        assert!(inbox.compact(later).unwrap());
+        fill(&mut inbox, 150, 1);
+        let mut state = ReadState::load(dir.path()).unwrap();
+        assert_eq!(state.offset, inbox.base());
+        assert_eq!(ids(&state.unread().unwrap()), vec![id(150).to_string(); 2]);
+        state.acknowledge(&[id(150)]).unwrap();
+        assert!(state.consumed.is_empty());
     }
 
     #[test]

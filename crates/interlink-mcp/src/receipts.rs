@@ -59,6 +59,17 @@ impl ReadReceipt {
     }
 }
 
+/// The read receipts for the messages among `unread` whose ids were just acknowledged:
+/// one per message, so when two senders used one id, each gets its own.
+pub fn read_receipts_for(unread: &[InboxEntry], consumed: &[MsgId]) -> Vec<ReadReceipt> {
+    let consumed: Vec<String> = consumed.iter().map(MsgId::to_string).collect();
+    unread
+        .iter()
+        .filter(|e| consumed.contains(&e.msg_id))
+        .filter_map(ReadReceipt::for_entry)
+        .collect()
+}
+
 impl Context {
     /// Queues read receipts without waiting.
     pub(crate) fn queue_read_receipts(&self, receipts: impl IntoIterator<Item = ReadReceipt>) {

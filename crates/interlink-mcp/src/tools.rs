@@ -292,12 +292,7 @@ impl Server {
             let unread = ReadState::load(&session_dir)?.unread()?;
             let acked = ReadState::load(&session_dir)?.acknowledge(&ids)?;
             // Tell each sender its message was read.
-            ctx.queue_read_receipts(
-                unread
-                    .iter()
-                    .filter(|e| acked.consumed.iter().any(|id| id.to_string() == e.msg_id))
-                    .filter_map(crate::receipts::ReadReceipt::for_entry),
-            );
+            ctx.queue_read_receipts(crate::receipts::read_receipts_for(&unread, &acked.consumed));
             let strs = |v: &[MsgId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
             let mut text = format!("acknowledged {}", acked.consumed.len());
             if !acked.already.is_empty() {

@@ -2,7 +2,9 @@
 //! `conversation_history`, `cancel_task`.
 
 use interlink_core::{IdentityKey, MsgId};
-use interlink_net::inbox::{INBOX_FILE, InboxEntry, read_from};
+use std::path::Path;
+
+use interlink_net::inbox::{INBOX_FILE, InboxEntry, InboxError, read_newest};
 use rmcp::{handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -19,6 +21,9 @@ use crate::{
 const DEFAULT_HISTORY: usize = 20;
 /// Most entries one `conversation_history` call returns.
 const MAX_HISTORY: usize = 100;
+/// Most inbox lines (hot file and archive, newest first) one `conversation_history`
+/// call looks at: the answer costs a bounded read however long the history is.
+pub const MAX_HISTORY_SCAN_LINES: usize = 20_000;
 
 /// Arguments of `message_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -192,17 +197,12 @@ impl Server {
             };
             let task = args.task_id.as_deref().filter(|t| !t.is_empty());
             let session_dir = ctx.session_dir()?;
-            let (inbox, _) = read_from(&session_dir.join(INBOX_FILE), 0)?;
-            let mut items: Vec<(u64, String, Value)> = Vec::new();
-            for e in inbox
+            let (received, received_more) =
+                received_history(&session_dir, peer.as_ref(), task, limit)?;
+            let mut items: Vec<(u64, String, Value)> = received
                 .iter()
-                .filter(|e| e.kind == interlink_core::wire::EnvelopeKind::Message)
-            {
-                if !matches_filter(&e.sender, e.task_id.as_deref(), peer.as_ref(), task) {
-                    continue;
-                }
-                items.push(received_item(e, &policy, ctx.key()));
-            }
+                .map(|e| received_item(e, &policy, ctx.key()))
+                .collect();
             if let Ok(log) = ctx.sent.lock() {
                 for e in log.iter() {
                     if !matches_filter(&e.to_key, e.task_id.as_deref(), peer.as_ref(), task) {
@@ -237,7 +237,8 @@ impl Server {
                 text = "no messages".into();
             }
             let messages: Vec<Value> = shown.iter().map(|(_, _, v)| v.clone()).collect();
-            Ok::<_, ToolError>((text, json!({ "messages": messages, "more": skip })))
+            let more = received_more || skip > 0;
+            Ok::<_, ToolError>((text, json!({ "messages": messages, "more": more })))
         })();
         match result {
             Ok((text, value)) => ctx.ok(text, value),
@@ -275,6 +276,28 @@ impl Server {
             Err(e) => self.ctx.error(e),
         }
     }
+}
+
+/// The newest `limit` messages received in `session_dir`'s inbox from `peer` in `task`,
+/// oldest first, and whether older ones may exist: read from the end of the history,
+/// at most [`MAX_HISTORY_SCAN_LINES`] lines.
+pub(crate) fn received_history(
+    session_dir: &Path,
+    peer: Option<&IdentityKey>,
+    task: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<InboxEntry>, bool), InboxError> {
+    let peer_hex = peer.map(IdentityKey::to_hex);
+    read_newest(
+        &session_dir.join(INBOX_FILE),
+        limit,
+        MAX_HISTORY_SCAN_LINES,
+        peer_hex.as_deref(),
+        |e| {
+            e.kind == interlink_core::wire::EnvelopeKind::Message
+                && matches_filter(&e.sender, e.task_id.as_deref(), peer, task)
+        },
+    )
 }
 
 fn matches_filter(
@@ -326,4 +349,132 @@ fn received_item(
         e.text.as_deref().unwrap_or("")
     );
     (e.sent_at, line, v)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use interlink_core::wire::EnvelopeKind;
+    use interlink_net::inbox::Inbox;
+
+    use super::*;
+    use crate::read_state::{READ_STATE_FILE, ReadState, tests::entry};
+
+    fn id(n: u32) -> MsgId {
+        let mut b = [0; 16];
+        b[..4].copy_from_slice(&n.to_be_bytes());
+        MsgId::from_bytes(b)
+    }
+
+    /// `n` messages, every `every`-th from `bb` in task `t`, the rest from `aa`; one
+    /// receipt line per ten messages; ~`pad` bytes of text each.
+    fn history(dir: &Path, n: u32, every: u32, pad: usize) -> Inbox {
+        let mut inbox = Inbox::open(dir).unwrap();
+        let now = interlink_net::now_ms();
+        let lines: Vec<(MsgId, InboxEntry)> = (0..n)
+            .map(|i| {
+                let kind = if i % 10 == 9 {
+                    EnvelopeKind::Read
+                } else {
+                    EnvelopeKind::Message
+                };
+                let mut e = entry(id(i), kind);
+                if i % every == 0 {
+                    e.sender = "bb".repeat(32);
+                    e.task_id = Some("t".into());
+                }
+                e.text = Some(format!("m{i} {}", "p".repeat(pad)));
+                e.sent_at = u64::from(i);
+                e.received_at = now;
+                (id(i), e)
+            })
+            .collect();
+        for chunk in lines.chunks(1000) {
+            inbox
+                .append_many(chunk.iter().map(|(i, e)| (*i, e)))
+                .unwrap();
+        }
+        inbox
+    }
+
+    #[test]
+    fn history_reads_the_newest_matching_messages_from_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let _inbox = history(dir.path(), 300, 7, 10);
+        let texts = |v: &[InboxEntry]| {
+            v.iter()
+                .map(|e| e.text.clone().unwrap_or_default())
+                .map(|t| t.split(' ').next().unwrap_or_default().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let (last, more) = received_history(dir.path(), None, None, 3).unwrap();
+        // 299 is a receipt line, not a message.
+        assert_eq!(texts(&last), ["m296", "m297", "m298"]);
+        assert!(more);
+        let bb: IdentityKey = "bb".repeat(32).parse().unwrap();
+        let (from_bb, more) = received_history(dir.path(), Some(&bb), Some("t"), 100).unwrap();
+        assert_eq!(
+            from_bb.len(),
+            300_usize.div_ceil(7) - 4,
+            "every 7th but receipts"
+        );
+        assert!(!more);
+        assert!(from_bb.iter().all(|e| e.sender == "bb".repeat(32)));
+        let (none, more) = received_history(dir.path(), None, Some("nope"), 5).unwrap();
+        assert!(none.is_empty() && !more);
+    }
+
+    /// `cargo test -p interlink-mcp history_bench -- --ignored --nocapture`: a session with
+    /// 100,000 messages of history, 98% of them acknowledged and compacted away.
+    #[test]
+    #[ignore = "benchmark"]
+    fn history_bench_100k_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 100_000;
+        let t = Instant::now();
+        let inbox = history(dir.path(), n, 100, 200);
+        let (_, end) = interlink_net::inbox::bounds(inbox.path()).unwrap();
+        drop(inbox);
+        std::fs::write(
+            dir.path().join(READ_STATE_FILE),
+            format!(
+                r#"{{"version":2,"offset":{},"consumed":[]}}"#,
+                end - 500_000
+            ),
+        )
+        .unwrap();
+        let inbox = Inbox::open(dir.path()).unwrap();
+        println!(
+            "built {n} lines in {:?}; hot file from {} to {end}",
+            t.elapsed(),
+            inbox.base()
+        );
+        drop(inbox);
+        let t = Instant::now();
+        let inbox = Inbox::open(dir.path()).unwrap();
+        println!("Inbox::open: {:?}", t.elapsed());
+        drop(inbox);
+        let t = Instant::now();
+        let state = ReadState::load(dir.path()).unwrap();
+        println!("ReadState::load: {:?}", t.elapsed());
+        let t = Instant::now();
+        let unread = state.unread().unwrap();
+        println!("unread ({}): {:?}", unread.len(), t.elapsed());
+        let bb: IdentityKey = "bb".repeat(32).parse().unwrap();
+        for (what, peer, task, limit) in [
+            ("newest 20", None, None, 20),
+            ("newest 100", None, None, 100),
+            ("peer with 1%, 20", Some(&bb), None, 20),
+            ("peer with 1%, task, 100", Some(&bb), Some("t"), 100),
+        ] {
+            let t = Instant::now();
+            let (got, more) = received_history(dir.path(), peer, task, limit).unwrap();
+            println!(
+                "conversation_history {what}: {:?} ({} found, more {more})",
+                t.elapsed(),
+                got.len()
+            );
+        }
+    }
 }

@@ -136,12 +136,13 @@ pub fn wait(
     let woken = load_woken(&woken_path);
     loop {
         let unread = ReadState::load(&dir)?.unread()?;
-        let (announced, new): (Vec<InboxEntry>, Vec<InboxEntry>) =
-            unread.into_iter().partition(|e| woken.contains(&e.msg_id));
+        let (announced, new): (Vec<InboxEntry>, Vec<InboxEntry>) = unread
+            .into_iter()
+            .partition(|e| woken.contains(&woken_key(e)) || woken.contains(&e.msg_id));
         if !new.is_empty() {
             // Remember what is still unread, so the file only holds live ids.
-            let mut ids: Vec<&str> = announced.iter().map(|e| e.msg_id.as_str()).collect();
-            ids.extend(new.iter().map(|e| e.msg_id.as_str()));
+            let ids: Vec<String> = announced.iter().chain(&new).map(woken_key).collect();
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
             let keep = ids.len().saturating_sub(MAX_WOKEN);
             save_woken(&woken_path, &ids[keep..]).map_err(|source| WaitError::Woken {
                 path: woken_path.clone(),
@@ -158,6 +159,12 @@ pub fn wait(
         std::thread::sleep(POLL);
     }
     // `lock` is released when dropped (also if the process dies).
+}
+
+/// How `woken.json` names a message: `"<sender key>:<msg id>"`, as two senders may use
+/// one id (a bare id, from older files, matches it from any sender).
+fn woken_key(e: &InboxEntry) -> String {
+    format!("{}:{}", e.sender, e.msg_id)
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -310,9 +317,25 @@ mod tests {
             Outcome::Messages { .. }
         ));
         let kept = load_woken(&dir.join(WOKEN_FILE));
+        let aa = "aa".repeat(32);
         assert_eq!(
             kept,
-            [two.to_string(), three.to_string()].into_iter().collect()
+            [format!("{aa}:{two}"), format!("{aa}:{three}")]
+                .into_iter()
+                .collect()
         );
+
+        // Another sender's message under an announced id is a new message: it wakes.
+        let (_, mut copy) = message(2);
+        copy.sender = "bb".repeat(32);
+        inbox.append(two, &copy).unwrap();
+        let Outcome::Messages { new, still_unread } = wait(home.path(), &s, short).unwrap() else {
+            panic!("a second sender's message under the same id wakes the agent");
+        };
+        assert_eq!(
+            (new.len(), new[0].sender.as_str()),
+            (1, copy.sender.as_str())
+        );
+        assert_eq!(still_unread, 2);
     }
 }

@@ -1,33 +1,67 @@
 //! A session's local inbox: the durable hand-off point between the node and the agent.
 //!
-//! One JSON object per line in `inbox.jsonl` (format in docs/DELIVERY.md), appended and
-//! fsynced before the node receipts a message, so a receipt always means "on disk".
-//! The file is append-only; readers (the MCP server, `interlink-p2p wait`) keep their
-//! own cursor. Message ids already in the file are refused as duplicates, which makes
-//! delivery exactly-once towards the agent even though the wire is at-least-once. The
-//! inbox also remembers who sent each id, so the node can tell a sender's retry of a
-//! stored message from another identity reusing its id ([`Inbox::holds`]).
+//! One JSON object per line (format in docs/DELIVERY.md), appended and fsynced before
+//! the node receipts a message, so a receipt always means "on disk". Readers (the MCP
+//! server, `interlink-p2p wait`, `interlink-p2p inbox`) keep their own cursor, a
+//! *logical* offset that stays valid when the writer compacts ([`segment`] has the
+//! file layout and the reader rule).
 //!
-//! A crash can leave a torn last line; opening the inbox cuts it off (the message it
-//! held was never receipted, so its sender still has it queued and will deliver it
-//! again).
+//! Exactly once towards the agent: a (sender, message id) pair already stored is
+//! refused as a duplicate, which makes delivery exactly-once even though the wire is
+//! at-least-once. Two senders using one id are two messages, both stored: ids are
+//! visible to others (the DHT), so keying by id alone would let a peer that copies
+//! another sender's queued id suppress the genuine message. The index is bounded
+//! ([`index`]).
+//!
+//! Faults: an append that fails (a full disk, a short write, a failed sync) is cut
+//! back to the last good line before the error is returned, so no fragment is left for
+//! the next line to be glued to; [`InboxError::is_retryable`] says whether trying
+//! again later can help. A crash can still leave a torn last line; opening the inbox
+//! cuts it off (the message it held was never receipted, so its sender still has it
+//! queued and will deliver it again).
+//!
+//! Compaction: lines the agent has consumed (the offset in `read.json`), and lines
+//! older than the mailbox retention, move from `inbox.jsonl` to the archive once they
+//! amount to [`COMPACT_MIN_BYTES`]; the archive keeps the newest [`MAX_ARCHIVE_BYTES`]
+//! as the conversation history.
+
+mod index;
+mod segment;
 
 use std::{
-    collections::HashMap,
-    fs::{File, OpenOptions},
-    io::{self, BufRead as _, BufReader, Seek as _, SeekFrom, Write as _},
+    fs::{self, File, OpenOptions},
+    io::{self, BufRead as _, BufReader, Read as _, Seek as _, SeekFrom, Write as _},
     path::{Path, PathBuf},
 };
 
+use index::Index;
+pub use index::{INDEX_FILE, INDEX_TTL_MS, MAX_INDEX_ENTRIES, saved_index_has};
 use interlink_core::{
     IdentityKey, MsgId,
+    limits::MAILBOX_RETENTION_MS,
     wire::{EnvelopeKind, TaskStatus},
 };
+pub use segment::{ARCHIVE_FILE, bounds, read_from, read_newest, read_positioned_from};
+use segment::{Segment, archive_path, header_line};
 use serde::{Deserialize, Serialize};
+use tracing::warn;
 
-/// File name of the inbox inside a session's directory.
+/// File name of the (hot) inbox inside a session's directory.
 pub const INBOX_FILE: &str = "inbox.jsonl";
-
+/// File the agent side keeps its consumed cursor in (`{"offset": N, …}`, written by
+/// the MCP server): lines before that offset may move to the archive.
+pub const CONSUMED_CURSOR_FILE: &str = "read.json";
+/// Fewest bytes of movable lines worth a compaction. Each one rewrites the rest of the
+/// hot file and the whole index (up to 7 MiB), so it should move much more than that
+/// costs; the hot file scanned at open stays about this size while the agent
+/// acknowledges.
+pub const COMPACT_MIN_BYTES: u64 = 1024 * 1024;
+/// Appends between two looks at the consumed cursor.
+pub const COMPACT_CHECK_EVERY: u32 = 64;
+/// Largest archive kept; past it the older half is dropped.
+pub const MAX_ARCHIVE_BYTES: u64 = 64 * 1024 * 1024;
+/// Age after which a line leaves the hot file even if it was never consumed.
+pub const HOT_RETENTION_MS: u64 = MAILBOX_RETENTION_MS;
 /// One delivered message as the agent side reads it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InboxEntry {
@@ -67,7 +101,7 @@ pub struct InboxEntry {
 pub enum Appended {
     /// Written and synced.
     New,
-    /// That message id is already in the inbox; nothing written.
+    /// That sender's message with that id is already in the inbox; nothing written.
     Duplicate,
 }
 
@@ -86,21 +120,90 @@ pub enum InboxError {
     /// An entry could not be encoded.
     #[error("inbox entry could not be encoded: {0}")]
     Encode(#[from] serde_json::Error),
+    /// An append failed and was rolled back: the file is as it was before it.
+    #[error("appending to inbox {path} failed (rolled back): {source}")]
+    Write {
+        /// The inbox file.
+        path: PathBuf,
+        /// Why the write or its sync failed.
+        source: io::Error,
+    },
+    /// An append failed and the bytes it left could not be cut off; the next append
+    /// tries again before writing anything.
+    #[error(
+        "appending to inbox {path} failed ({source}); cutting off its fragment failed too: {rollback}"
+    )]
+    Damaged {
+        /// The inbox file.
+        path: PathBuf,
+        /// Why the write failed.
+        source: io::Error,
+        /// Why the rollback failed.
+        rollback: io::Error,
+    },
+}
+
+impl InboxError {
+    /// Whether the same operation may succeed later without anyone repairing
+    /// anything: a full disk or quota, an interrupted or short write. A sender told
+    /// "not stored" keeps the message queued and retries.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Io { source, .. } | Self::Write { source, .. } => retryable(source.kind()),
+            Self::Encode(_) | Self::Damaged { .. } => false,
+        }
+    }
+}
+
+fn retryable(kind: io::ErrorKind) -> bool {
+    use io::ErrorKind as K;
+    matches!(
+        kind,
+        K::StorageFull
+            | K::QuotaExceeded
+            | K::WriteZero
+            | K::Interrupted
+            | K::WouldBlock
+            | K::TimedOut
+            | K::OutOfMemory
+    )
+}
+
+/// A test's injected failure of the next append: `after` bytes reach the file, then
+/// the write (or, when the whole batch fits, its sync) fails with `kind`.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fault {
+    pub(crate) after: usize,
+    pub(crate) kind: io::ErrorKind,
 }
 
 /// The writer side of a session's inbox. One per session, owned by its node.
 #[derive(Debug)]
 pub struct Inbox {
+    dir: PathBuf,
     path: PathBuf,
+    /// The hot file, opened for appending (and reading, for compaction).
     file: File,
-    /// Every id in the file, with its verified sender (`None` for a line whose sender
-    /// does not parse: it still takes its id, but is nobody's to retry).
-    seen: HashMap<MsgId, Option<IdentityKey>>,
+    /// Logical offset of the hot file's first line.
+    base: u64,
+    /// Bytes of its header line.
+    header_len: u64,
+    /// File length up to the end of the last good line.
+    len: u64,
+    /// A failed append left bytes after `len` that could not be cut off yet.
+    dirty: bool,
+    index: Index,
+    appends_since_check: u32,
+    /// [`COMPACT_MIN_BYTES`] unless a test lowers it.
+    compact_min_bytes: u64,
+    #[cfg(test)]
+    pub(crate) fault: Option<Fault>,
 }
 
 impl Inbox {
-    /// Opens (creating) the inbox in `dir` (mode 0700; the file 0600), loads the ids it
-    /// holds and cuts off a torn last line.
+    /// Opens (creating) the inbox in `dir` (mode 0700; the files 0600), loads its
+    /// index, cuts off a torn last line and compacts what is due.
     pub fn open(dir: &Path) -> Result<Self, InboxError> {
         let path = dir.join(INBOX_FILE);
         let io_err = |source| InboxError::Io {
@@ -111,32 +214,58 @@ impl Inbox {
             path: dir.to_owned(),
             source,
         })?;
-        let mut opts = OpenOptions::new();
-        opts.read(true).append(true).create(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let file = opts.open(&path).map_err(io_err)?;
-        let (seen, complete_len) = scan(&file).map_err(io_err)?;
-        let len = file.metadata().map_err(io_err)?.len();
-        if complete_len < len {
+        let file = open_hot(&path).map_err(io_err)?;
+        let seg = Segment::from_file(file.try_clone().map_err(io_err)?).map_err(io_err)?;
+        let (hot, complete_len) = scan(&file, seg.header_len).map_err(io_err)?;
+        if complete_len < seg.len {
             file.set_len(complete_len).map_err(io_err)?;
             file.sync_all().map_err(io_err)?;
         }
-        Ok(Self { path, file, seen })
+        repair_archive(&path, seg.base).map_err(|source| InboxError::Io {
+            path: archive_path(&path),
+            source,
+        })?;
+        let index_path = dir.join(INDEX_FILE);
+        let mut index = Index::load(&index_path).map_err(|source| InboxError::Io {
+            path: index_path,
+            source,
+        })?;
+        for (sender, id, at) in hot {
+            index.insert(sender, id, at);
+        }
+        let now = crate::now_ms();
+        index.expire(now);
+        let mut inbox = Self {
+            dir: dir.to_owned(),
+            path,
+            file,
+            base: seg.base,
+            header_len: seg.header_len,
+            len: complete_len,
+            dirty: false,
+            index,
+            appends_since_check: 0,
+            compact_min_bytes: COMPACT_MIN_BYTES,
+            #[cfg(test)]
+            fault: None,
+        };
+        if let Err(e) = inbox.compact(now) {
+            // Compaction only saves space; the inbox works without it.
+            warn!("inbox compaction: {e}");
+        }
+        Ok(inbox)
     }
 
-    /// Appends `entry` unless its id is already present; returns once the line is on
-    /// disk (`sync_data`).
+    /// Appends `entry` unless that sender's message `id` is already present; returns
+    /// once the line is on disk (`sync_data`).
     pub fn append(&mut self, id: MsgId, entry: &InboxEntry) -> Result<Appended, InboxError> {
         let mut out = self.append_many(std::iter::once((id, entry)))?;
         Ok(out.pop().unwrap_or(Appended::Duplicate))
     }
 
-    /// Appends every entry whose id is not present yet, in order, with one write and
-    /// one `sync_data` for all of them; returns what happened to each.
+    /// Appends every entry whose (sender, id) is not present yet, in order, with one
+    /// write and one `sync_data` for all of them; returns what happened to each. On an
+    /// error nothing of the batch is in the file.
     ///
     /// A batch of nothing but receipts (`read`, `host_queued`) is written without the
     /// `sync_data`: a receipt only moves the sender's view of a message forward, losing
@@ -147,112 +276,369 @@ impl Inbox {
         &mut self,
         entries: impl IntoIterator<Item = (MsgId, &'a InboxEntry)>,
     ) -> Result<Vec<Appended>, InboxError> {
+        if self.dirty {
+            self.rollback().map_err(|source| InboxError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        }
         let mut buf = Vec::new();
         let mut outcome = Vec::new();
-        let mut new_ids: Vec<(MsgId, Option<IdentityKey>)> = Vec::new();
+        let mut new_keys: Vec<Arrival> = Vec::new();
         let mut durable = false;
         for (id, entry) in entries {
-            if self.seen.contains_key(&id) || new_ids.iter().any(|(n, _)| *n == id) {
+            // A line whose sender does not parse is nobody's to retry: not indexed.
+            let sender = entry.sender.parse::<IdentityKey>().ok();
+            if let Some(s) = sender
+                && (self.index.contains(&s, &id)
+                    || new_keys.iter().any(|(ns, ni, _)| *ns == s && *ni == id))
+            {
                 outcome.push(Appended::Duplicate);
                 continue;
             }
             durable |= !entry.kind.is_receipt();
             serde_json::to_writer(&mut buf, entry)?;
             buf.push(b'\n');
-            new_ids.push((id, entry.sender.parse().ok()));
+            if let Some(s) = sender {
+                new_keys.push((s, id, entry.received_at));
+            }
             outcome.push(Appended::New);
         }
-        if !buf.is_empty() {
-            let io_err = |source| InboxError::Io {
-                path: self.path.clone(),
-                source,
-            };
-            self.file.write_all(&buf).map_err(io_err)?;
-            if durable {
-                self.file.sync_data().map_err(io_err)?;
+        if buf.is_empty() {
+            return Ok(outcome);
+        }
+        if let Err(source) = self.write_batch(&buf, durable) {
+            return Err(match self.rollback() {
+                Ok(()) => InboxError::Write {
+                    path: self.path.clone(),
+                    source,
+                },
+                Err(rollback) => InboxError::Damaged {
+                    path: self.path.clone(),
+                    source,
+                    rollback,
+                },
+            });
+        }
+        self.len += buf.len() as u64;
+        for (s, id, at) in new_keys {
+            self.index.insert(s, id, at);
+        }
+        self.appends_since_check += 1;
+        if self.appends_since_check >= COMPACT_CHECK_EVERY {
+            self.appends_since_check = 0;
+            // After the sync: the batch is durable whatever compaction does.
+            if let Err(e) = self.compact(crate::now_ms()) {
+                warn!("inbox compaction: {e}");
             }
-            self.seen.extend(new_ids);
         }
         Ok(outcome)
     }
 
-    /// Whether a message id is already in the inbox (from any sender).
-    pub fn contains(&self, id: &MsgId) -> bool {
-        self.seen.contains_key(id)
+    fn write_batch(&mut self, buf: &[u8], durable: bool) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some(f) = self.fault.take() {
+            self.file.write_all(&buf[..f.after.min(buf.len())])?;
+            return Err(io::Error::from(f.kind));
+        }
+        self.file.write_all(buf)?;
+        if durable {
+            self.file.sync_data()?;
+        }
+        Ok(())
     }
 
-    /// Whether the inbox holds message `id` from `sender`: a retry of a stored message,
-    /// as opposed to another identity reusing its id.
-    pub fn holds(&self, id: &MsgId, sender: &IdentityKey) -> bool {
-        self.seen
-            .get(id)
-            .is_some_and(|s| s.as_ref() == Some(sender))
+    /// Cuts the file back to its last good line, durably.
+    fn rollback(&mut self) -> io::Result<()> {
+        self.dirty = true;
+        self.file.set_len(self.len)?;
+        self.file.sync_all()?;
+        self.dirty = false;
+        Ok(())
     }
 
-    /// Number of messages in the inbox.
+    /// Whether the inbox holds message `id` from `sender` (a retry of a stored
+    /// message). Another sender's message with the same id is a different message.
+    pub fn holds(&self, sender: &IdentityKey, id: &MsgId) -> bool {
+        self.index.contains(sender, id)
+    }
+
+    /// Number of (sender, id) pairs the index remembers.
     pub fn len(&self) -> usize {
-        self.seen.len()
+        self.index.len()
     }
 
-    /// Whether the inbox is empty.
+    /// Whether the index is empty.
     pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
+        self.index.len() == 0
     }
 
     /// The inbox file.
     pub fn path(&self) -> &Path {
         &self.path
     }
-}
 
-/// Reads the entries after byte `offset` of an inbox file; returns them and the offset
-/// after the last complete line (a reader's cursor). A missing file reads as empty.
-pub fn read_from(path: &Path, offset: u64) -> Result<(Vec<InboxEntry>, u64), InboxError> {
-    let (entries, end) = read_positioned_from(path, offset)?;
-    Ok((entries.into_iter().map(|(e, _)| e).collect(), end))
-}
-
-/// Like [`read_from`], with each entry the offset just after its line, so a reader
-/// can move its cursor past a prefix of the entries (e.g. the ones it has consumed).
-pub fn read_positioned_from(
-    path: &Path,
-    offset: u64,
-) -> Result<(Vec<(InboxEntry, u64)>, u64), InboxError> {
-    let io_err = |source| InboxError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let mut file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), offset)),
-        Err(e) => return Err(io_err(e)),
-    };
-    file.seek(SeekFrom::Start(offset)).map_err(io_err)?;
-    let mut reader = BufReader::new(file);
-    let mut entries = Vec::new();
-    let mut pos = offset;
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line).map_err(io_err)?;
-        if n == 0 || line.last() != Some(&b'\n') {
-            break; // end, or a line still being written
-        }
-        pos += n as u64;
-        // A line that does not parse is skipped rather than blocking every later one.
-        if let Ok(e) = serde_json::from_slice::<InboxEntry>(&line) {
-            entries.push((e, pos));
-        }
+    /// Compacts from `bytes` of movable lines on instead of [`COMPACT_MIN_BYTES`] (for
+    /// tests and benchmarks that cannot afford megabytes).
+    pub fn with_compact_min_bytes(mut self, bytes: u64) -> Self {
+        self.compact_min_bytes = bytes;
+        self
     }
-    Ok((entries, pos))
+
+    /// Logical offset of the hot file's first line: everything before it is in the
+    /// archive.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Moves the consumed and the expired lines at the head of the hot file to the
+    /// archive, if they amount to [`COMPACT_MIN_BYTES`] (or the lowered threshold);
+    /// returns whether it did.
+    /// Runs when the inbox opens and every [`COMPACT_CHECK_EVERY`] appends.
+    ///
+    /// Order, so a crash at any step leaves a readable inbox: (1) append the lines to
+    /// the archive and sync it; (2) save the index (atomic replace); (3) write the
+    /// rest of the hot file under a header with the new base to a temporary file, sync
+    /// it and rename it over `inbox.jsonl`. A crash before (3) leaves archive lines
+    /// past the hot base, which readers ignore and [`Inbox::open`] cuts off.
+    pub fn compact(&mut self, now: u64) -> Result<bool, InboxError> {
+        if self.dirty {
+            return Ok(false);
+        }
+        let io_err = |path: &Path| {
+            let path = path.to_owned();
+            move |source| InboxError::Io { path, source }
+        };
+        let cut = self.compaction_cut(now).map_err(io_err(&self.path))?;
+        if cut - self.base < self.compact_min_bytes {
+            return Ok(false);
+        }
+        let archive = archive_path(&self.path);
+        let moved = self.phys(cut) - self.header_len;
+        self.append_to_archive(&archive, moved)
+            .map_err(io_err(&archive))?;
+        self.index.expire(now);
+        self.index.fold();
+        let index_path = self.dir.join(INDEX_FILE);
+        let index = &self.index;
+        replace_file(&index_path, |f| index.write_to(f)).map_err(io_err(&index_path))?;
+        // The hot file, from `cut` on, under its new header.
+        let from = self.phys(cut);
+        let rest = self.len - from;
+        let hot = &self.file;
+        replace_file(&self.path, |f| {
+            f.write_all(&header_line(cut))?;
+            let mut src = hot;
+            src.seek(SeekFrom::Start(from))?;
+            let copied = io::copy(&mut src.take(rest), f)?;
+            if copied != rest {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "inbox shrank while compacting",
+                ));
+            }
+            Ok(())
+        })
+        .map_err(io_err(&self.path))?;
+        let file = open_hot(&self.path).map_err(io_err(&self.path))?;
+        let seg = Segment::from_file(file.try_clone().map_err(io_err(&self.path))?)
+            .map_err(io_err(&self.path))?;
+        (self.file, self.base, self.header_len, self.len) =
+            (file, seg.base, seg.header_len, seg.len);
+        if let Err(e) = trim_archive(&archive, MAX_ARCHIVE_BYTES) {
+            warn!("trimming the inbox archive: {e}");
+        }
+        Ok(true)
+    }
+
+    /// File position of logical offset `logical` in the hot file.
+    fn phys(&self, logical: u64) -> u64 {
+        logical - self.base + self.header_len
+    }
+
+    /// The logical offset up to which the hot file's lines may move out: past every
+    /// line before the consumed cursor, then past lines older than the retention.
+    fn compaction_cut(&self, now: u64) -> io::Result<u64> {
+        let end = self.base + (self.len - self.header_len);
+        let consumed = read_consumed_cursor(&self.dir).clamp(self.base, end);
+        let expired_before = now.saturating_sub(HOT_RETENTION_MS);
+        let mut src = &self.file;
+        src.seek(SeekFrom::Start(self.header_len))?;
+        let mut reader = BufReader::new(src.take(self.len - self.header_len));
+        let mut pos = self.base;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line)? as u64;
+            if n == 0 || line.last() != Some(&b'\n') {
+                break;
+            }
+            if pos + n > consumed {
+                #[derive(Deserialize)]
+                struct At {
+                    #[serde(default)]
+                    received_at: u64,
+                }
+                let old = serde_json::from_slice::<At>(&line)
+                    .is_ok_and(|a| a.received_at < expired_before);
+                if !old {
+                    break;
+                }
+            }
+            pos += n;
+        }
+        Ok(pos)
+    }
+
+    /// Appends the first `moved` bytes of the hot file's lines to the archive and
+    /// syncs it; the archive ends at this hot file's base first (anything past it is
+    /// a crashed compaction's, and is also in the hot file).
+    fn append_to_archive(&self, archive: &Path, moved: u64) -> io::Result<()> {
+        let mut out = private_rw(archive)?;
+        let seg = Segment::from_file(out.try_clone()?)?;
+        if seg.len == 0 || seg.base > self.base || seg.end() < self.base {
+            // New, or not continuous with the hot file (lost): start it over here.
+            out.set_len(0)?;
+            out.seek(SeekFrom::Start(0))?;
+            out.write_all(&header_line(self.base))?;
+        } else {
+            out.set_len(seg.phys(self.base))?;
+            out.seek(SeekFrom::End(0))?;
+        }
+        let start = out.stream_position()?;
+        let result = (|| {
+            let mut src = &self.file;
+            src.seek(SeekFrom::Start(self.header_len))?;
+            let copied = io::copy(&mut src.take(moved), &mut out)?;
+            if copied != moved {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "inbox shrank while compacting",
+                ));
+            }
+            out.sync_data()
+        })();
+        if result.is_err() {
+            // No half-copied lines in the archive: they would precede the hot base.
+            let _ = out.set_len(start).and_then(|()| out.sync_all());
+        }
+        result
+    }
 }
 
-/// The ids (with their senders) of complete lines and the length up to the last
-/// complete line.
-fn scan(file: &File) -> io::Result<(HashMap<MsgId, Option<IdentityKey>>, u64)> {
-    let mut reader = BufReader::new(file);
-    let mut seen = HashMap::new();
-    let mut complete = 0u64;
+/// Opens the hot file for reading and appending (creating it, mode 0600).
+fn open_hot(path: &Path) -> io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true).append(true).create(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path)
+}
+
+/// Opens a file for reading and writing at any position (creating it, mode 0600).
+fn private_rw(path: &Path) -> io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path)
+}
+
+/// Replaces `path` with what `fill` writes: a temporary file beside it, synced,
+/// renamed over it, then the directory synced.
+fn replace_file(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no directory"))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let result = (|| {
+        let mut file = private_rw(&tmp)?;
+        file.set_len(0)?;
+        fill(&mut file)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Cuts archive lines past the hot base `base`: a compaction that crashed after
+/// copying them and before replacing the hot file, which still holds them.
+fn repair_archive(hot: &Path, base: u64) -> io::Result<()> {
+    let path = archive_path(hot);
+    let Some(seg) = Segment::open(&path)? else {
+        return Ok(());
+    };
+    if seg.end() > base && seg.base <= base {
+        let f = OpenOptions::new().write(true).open(&path)?;
+        f.set_len(seg.phys(base))?;
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Drops the older half of an archive longer than `max` bytes (its front, at a line
+/// boundary, under a new header).
+fn trim_archive(path: &Path, max: u64) -> io::Result<()> {
+    let Some(mut seg) = Segment::open(path)? else {
+        return Ok(());
+    };
+    if seg.len <= max {
+        return Ok(());
+    }
+    let mut from = seg.len - max / 2;
+    seg.file.seek(SeekFrom::Start(from))?;
+    let mut reader = BufReader::new(&seg.file);
+    let mut skipped = Vec::new();
+    from += reader.read_until(b'\n', &mut skipped)? as u64;
+    let new_base = seg.base + (from - seg.header_len);
+    let rest = seg.len - from;
+    let src = &seg.file;
+    replace_file(path, |f| {
+        f.write_all(&header_line(new_base))?;
+        let mut src = src;
+        src.seek(SeekFrom::Start(from))?;
+        io::copy(&mut src.take(rest), f)?;
+        Ok(())
+    })
+}
+
+/// The agent side's consumed cursor (0 when missing or unreadable: nothing moves).
+fn read_consumed_cursor(dir: &Path) -> u64 {
+    #[derive(Deserialize)]
+    struct Cursor {
+        offset: u64,
+    }
+    fs::read(dir.join(CONSUMED_CURSOR_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Cursor>(&b).ok())
+        .map_or(0, |c| c.offset)
+}
+
+/// A stored message's sender, id and arrival time (ms).
+type Arrival = (IdentityKey, MsgId, u64);
+
+/// The (sender, id, arrival) of the hot file's complete lines from `header_len` on,
+/// and the file length up to the last complete line.
+fn scan(file: &File, header_len: u64) -> io::Result<(Vec<Arrival>, u64)> {
+    let mut src = file;
+    src.seek(SeekFrom::Start(header_len))?;
+    let mut reader = BufReader::new(src);
+    let mut keys = Vec::new();
+    let mut complete = header_len;
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -262,136 +648,21 @@ fn scan(file: &File) -> io::Result<(HashMap<MsgId, Option<IdentityKey>>, u64)> {
         }
         complete += n as u64;
         #[derive(Deserialize)]
-        struct IdOnly {
+        struct Key {
             msg_id: String,
             #[serde(default)]
             sender: String,
+            #[serde(default)]
+            received_at: u64,
         }
-        if let Ok(IdOnly { msg_id, sender }) = serde_json::from_slice(&line)
-            && let Ok(id) = msg_id.parse()
+        if let Ok(k) = serde_json::from_slice::<Key>(&line)
+            && let (Ok(id), Ok(sender)) = (k.msg_id.parse(), k.sender.parse())
         {
-            seen.entry(id).or_insert_with(|| sender.parse().ok());
+            keys.push((sender, id, k.received_at));
         }
     }
-    Ok((seen, complete))
+    Ok((keys, complete))
 }
 
 #[cfg(test)]
-mod tests {
-    use std::fs;
-
-    use super::*;
-
-    fn entry(id: MsgId, text: &str) -> InboxEntry {
-        InboxEntry {
-            msg_id: id.to_string(),
-            sender: "aa".repeat(32),
-            sender_fingerprint: "0000-0000-0000".into(),
-            sender_session: "s".into(),
-            reply_to: format!("{}#s", "aa".repeat(32)),
-            kind: EnvelopeKind::Message,
-            task_id: None,
-            status: None,
-            in_reply_to: None,
-            sent_at: 1,
-            received_at: 2,
-            text: Some(text.into()),
-            name: None,
-        }
-    }
-
-    #[test]
-    fn appends_dedupes_and_survives_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (MsgId::from_bytes([1; 16]), MsgId::from_bytes([2; 16]));
-        let mut inbox = Inbox::open(dir.path()).unwrap();
-        assert_eq!(inbox.append(a, &entry(a, "one")).unwrap(), Appended::New);
-        assert_eq!(
-            inbox.append(a, &entry(a, "one again")).unwrap(),
-            Appended::Duplicate
-        );
-        drop(inbox);
-        let mut inbox = Inbox::open(dir.path()).unwrap();
-        assert!(inbox.contains(&a));
-        assert_eq!(
-            inbox.append(a, &entry(a, "replayed")).unwrap(),
-            Appended::Duplicate
-        );
-        assert_eq!(inbox.append(b, &entry(b, "two")).unwrap(), Appended::New);
-        let (all, end) = read_from(inbox.path(), 0).unwrap();
-        assert_eq!(
-            all.iter().map(|e| e.text.as_deref()).collect::<Vec<_>>(),
-            [Some("one"), Some("two")]
-        );
-        let (none, same) = read_from(inbox.path(), end).unwrap();
-        assert!(none.is_empty());
-        assert_eq!(same, end);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = fs::metadata(inbox.path()).unwrap().permissions().mode() & 0o777;
-            assert_eq!(mode, 0o600);
-        }
-    }
-
-    #[test]
-    fn a_batch_of_receipts_is_appended_and_deduplicated_like_messages() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut inbox = Inbox::open(dir.path()).unwrap();
-        let mut receipt = entry(MsgId::from_bytes([7; 16]), "");
-        receipt.kind = EnvelopeKind::HostQueued;
-        receipt.text = None;
-        let id = MsgId::from_bytes([7; 16]);
-        assert_eq!(inbox.append(id, &receipt).unwrap(), Appended::New);
-        assert_eq!(inbox.append(id, &receipt).unwrap(), Appended::Duplicate);
-        // Written without a sync, still there for readers and after reopening.
-        let (entries, _) = read_from(inbox.path(), 0).unwrap();
-        assert_eq!(entries.len(), 1);
-        assert_eq!(entries[0].kind, EnvelopeKind::HostQueued);
-        drop(inbox);
-        let inbox = Inbox::open(dir.path()).unwrap();
-        assert!(inbox.contains(&id));
-    }
-
-    #[test]
-    fn remembers_each_ids_sender_across_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = MsgId::from_bytes([1; 16]);
-        let sender: IdentityKey = "aa".repeat(32).parse().unwrap();
-        let other: IdentityKey = "bb".repeat(32).parse().unwrap();
-        let mut inbox = Inbox::open(dir.path()).unwrap();
-        inbox.append(a, &entry(a, "one")).unwrap();
-        assert!(inbox.holds(&a, &sender));
-        assert!(
-            !inbox.holds(&a, &other),
-            "another sender's reuse is no retry"
-        );
-        drop(inbox);
-        let inbox = Inbox::open(dir.path()).unwrap();
-        assert!(inbox.holds(&a, &sender));
-        assert!(!inbox.holds(&a, &other));
-        assert!(inbox.contains(&a));
-        assert!(!inbox.holds(&MsgId::from_bytes([2; 16]), &sender));
-    }
-
-    #[test]
-    fn a_torn_last_line_is_cut_off_on_open() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = MsgId::from_bytes([1; 16]);
-        let mut inbox = Inbox::open(dir.path()).unwrap();
-        inbox.append(a, &entry(a, "whole")).unwrap();
-        let path = inbox.path().to_owned();
-        drop(inbox);
-        let whole_len = fs::metadata(&path).unwrap().len();
-        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(br#"{"msg_id":"0202"#).unwrap();
-        drop(f);
-        // A reader stops before the torn line...
-        let (entries, end) = read_from(&path, 0).unwrap();
-        assert_eq!((entries.len(), end), (1, whole_len));
-        // ...and the writer cuts it off.
-        let inbox = Inbox::open(dir.path()).unwrap();
-        assert_eq!(inbox.len(), 1);
-        assert_eq!(fs::metadata(&path).unwrap().len(), whole_len);
-    }
-}
+mod tests;

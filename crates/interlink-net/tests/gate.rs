@@ -4,8 +4,9 @@
 //!
 //! Covered: a stranger's message is refused with its reason and never stored, also when
 //! it reuses the id of a message the inbox holds (no receipt either way); a peer reusing
-//! another sender's stored id is refused, not receipted; the sender's own retry of a
-//! stored message is receipted again; an unsigned reply-to hint naming another identity
+//! another sender's stored id is stored as its own message (the inbox keys by sender and
+//! id) and its retry answered as a retry; the sender's own retry of a stored message is
+//! receipted again; an unsigned reply-to hint naming another identity
 //! is ignored (the inbox records the signed sender session), one naming the sender's own
 //! other session is kept.
 
@@ -185,10 +186,17 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
     let e = outcome(deliver(&mut evil, bob_peer, &[&reused]).await).unwrap_err();
     assert_eq!(e.code, RefusalCode::NotPaired, "{e}");
     assert!(e.detail.contains("not a peer"), "{e}");
-    // A peer reusing that id is refused too (the id is taken), not falsely receipted.
+    // A peer reusing that id sends a message of its own: stored beside Alice's (it
+    // cannot suppress or replace hers), receipted to Mallory, and its retry is a retry.
     let clash = to_bob(&mallory_id, "mallory-1", taken, "same id");
-    let e = outcome(deliver(&mut evil, bob_peer, &[&clash]).await).unwrap_err();
-    assert!(e.detail.contains("already"), "{e}");
+    assert_eq!(
+        outcome(deliver(&mut evil, bob_peer, &[&clash]).await),
+        Ok(vec![taken])
+    );
+    assert_eq!(
+        outcome(deliver(&mut evil, bob_peer, &[&clash]).await),
+        Ok(vec![taken])
+    );
     // Alice's own retry of the stored message is answered again, receipted.
     let retry = to_bob(&alice_id, "alice-1", taken, "genuine");
     assert_eq!(
@@ -253,6 +261,12 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
                 alice_id.public().to_hex(),
                 format!("{}#alice-1", alice_id.public()),
                 Some("genuine".into())
+            ),
+            (
+                taken.to_string(),
+                mallory_id.public().to_hex(),
+                mallory_1.clone(),
+                Some("same id".into())
             ),
             (
                 forged_id.to_string(),

@@ -1,9 +1,10 @@
 //! `interlink-p2p inbox`: the messages a session's node delivered, read from its inbox
 //! file (`<home>/sessions/<session id>/inbox.jsonl`, format in docs/DELIVERY.md).
 //!
-//! Reading changes nothing: the file is append-only and every reader keeps its own
-//! byte-offset cursor. The cursor after the last complete line goes to stderr, so a
-//! script can continue with `--from`.
+//! Reading changes nothing: every reader keeps its own cursor, a logical offset that
+//! stays valid when the node compacts the inbox (older lines are read from its
+//! archive, `interlink_net::inbox`). The cursor after the last complete line goes to
+//! stderr, so a script can continue with `--from`.
 
 use std::{io::Write, path::Path};
 
@@ -21,7 +22,7 @@ pub struct Options {
     pub session: Option<String>,
     /// One JSON object per line.
     pub json: bool,
-    /// Byte offset to start reading at.
+    /// Logical inbox offset to start reading at (0: the whole kept history).
     pub from: u64,
 }
 

@@ -166,7 +166,7 @@ enum Command {
         /// One JSON object per line (the inbox entry plus `petname` and `own`).
         #[arg(long)]
         json: bool,
-        /// Start at this byte offset (printed on stderr by the previous read).
+        /// Start at this inbox offset (printed on stderr by the previous read).
         #[arg(long, value_name = "OFFSET", default_value_t = 0)]
         from: u64,
     },

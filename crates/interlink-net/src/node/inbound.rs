@@ -177,7 +177,7 @@ impl Actor {
             // as a stranger, not receipted for a message it never sent).
             if body.recipient == me.key
                 && body.recipient_session == me.session
-                && inbox.holds(&body.msg_id, &body.sender)
+                && inbox.holds(&body.sender, &body.msg_id)
             {
                 results.push(Ok(()));
                 continue;
@@ -198,21 +198,9 @@ impl Actor {
                     continue;
                 }
             }
-            // An admitted sender reusing an id this inbox already holds from someone
-            // else (or that an earlier envelope of this batch takes): one id names one
-            // message here, so it is refused — told, not falsely receipted.
-            if inbox.contains(&body.msg_id) || to_write.iter().any(|(_, id, _)| *id == body.msg_id)
-            {
-                results.push(Err(Refusal::new(
-                    RefusalCode::Replayed,
-                    format!(
-                        "message id {} is already used in this inbox by another message; send \
-                         it again under a new id",
-                        body.msg_id
-                    ),
-                )));
-                continue;
-            }
+            // Another sender's message with the same id is a different message: the
+            // inbox keys by (sender, id) and stores both, so a peer copying a queued id
+            // cannot suppress the genuine one.
             let text = match body.kind {
                 EnvelopeKind::Message => match body
                     .sealed_enc()
