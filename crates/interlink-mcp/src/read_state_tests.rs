@@ -1,0 +1,258 @@
+use interlink_net::inbox::Inbox;
+
+use super::*;
+
+/// An inbox line from a fixed sender, with text `text <id>` (shared by the tests
+/// of the modules that read the inbox).
+pub(crate) fn entry(id: MsgId, kind: EnvelopeKind) -> InboxEntry {
+    InboxEntry {
+        msg_id: id.to_string(),
+        sender: "aa".repeat(32),
+        sender_fingerprint: "0000-0000-0000".into(),
+        sender_session: "s".into(),
+        reply_to: format!("{}#s", "aa".repeat(32)),
+        kind,
+        task_id: None,
+        status: None,
+        in_reply_to: None,
+        sent_at: 1,
+        received_at: 2,
+        text: Some(format!("text {id}")),
+        name: None,
+    }
+}
+
+fn id(n: u8) -> MsgId {
+    MsgId::from_bytes([n; 16])
+}
+
+fn ids(entries: &[InboxEntry]) -> Vec<String> {
+    entries.iter().map(|e| e.msg_id.clone()).collect()
+}
+
+#[test]
+fn unread_from_skips_a_prefix_with_nothing_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path()).unwrap();
+    inbox
+        .append(id(1), &entry(id(1), EnvelopeKind::HostQueued))
+        .unwrap();
+    inbox
+        .append(id(2), &entry(id(2), EnvelopeKind::Read))
+        .unwrap();
+    inbox
+        .append(id(3), &entry(id(3), EnvelopeKind::Message))
+        .unwrap();
+    let state = ReadState::load(dir.path()).unwrap();
+    let (unread, clean) = state.unread_from(0).unwrap();
+    assert_eq!(ids(&unread), vec![id(3).to_string()]);
+    assert!(clean > 0, "the two receipts are a clean prefix");
+    // From the hint: the same answer without the prefix.
+    let (again, clean_again) = state.unread_from(clean).unwrap();
+    assert_eq!(ids(&again), vec![id(3).to_string()]);
+    assert_eq!(clean_again, clean);
+    // A hint past the end of the file (inbox replaced) is ignored.
+    let (all, _) = state.unread_from(u64::MAX).unwrap();
+    assert_eq!(ids(&all), vec![id(3).to_string()]);
+}
+
+#[test]
+fn acknowledged_messages_stay_consumed_across_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path()).unwrap();
+    for n in 1..=3 {
+        inbox
+            .append(id(n), &entry(id(n), EnvelopeKind::Message))
+            .unwrap();
+    }
+    inbox
+        .append(id(9), &entry(id(9), EnvelopeKind::Goodbye))
+        .unwrap();
+    let mut state = ReadState::load(dir.path()).unwrap();
+    assert_eq!(ids(&state.unread().unwrap()).len(), 3);
+
+    // Out of order: the newest first; the offset cannot move yet.
+    let acked = state.acknowledge(&[id(3), id(7)]).unwrap();
+    assert_eq!((acked.consumed, acked.unknown), (vec![id(3)], vec![id(7)]));
+    assert_eq!(state.offset, 0);
+    let state2 = ReadState::load(dir.path()).unwrap();
+    assert_eq!(
+        ids(&state2.unread().unwrap()),
+        [id(1).to_string(), id(2).to_string()]
+    );
+
+    // The oldest two: the offset moves past all four lines (the goodbye too), and
+    // no ids need remembering.
+    let acked = state.acknowledge(&[id(1), id(2), id(3)]).unwrap();
+    assert_eq!(acked.consumed, vec![id(1), id(2)]);
+    assert_eq!(acked.already, vec![id(3)]);
+    let state = ReadState::load(dir.path()).unwrap();
+    assert!(state.unread().unwrap().is_empty());
+    assert!(state.consumed.is_empty());
+    assert!(state.offset > 0);
+    let mut state = state;
+    let again = state.acknowledge(&[id(1)]).unwrap();
+    assert_eq!(again.already, vec![id(1)]);
+
+    // A new message after the offset is unread.
+    inbox
+        .append(id(4), &entry(id(4), EnvelopeKind::Message))
+        .unwrap();
+    assert_eq!(ids(&state.unread().unwrap()), [id(4).to_string()]);
+}
+
+fn from(sender: &str, n: u8) -> InboxEntry {
+    let mut e = entry(id(n), EnvelopeKind::Message);
+    e.sender = sender.repeat(32);
+    e.reply_to = format!("{}#s", sender.repeat(32));
+    e
+}
+
+#[test]
+fn one_id_from_two_senders_is_acknowledged_together_and_receipted_to_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path()).unwrap();
+    inbox.append(id(1), &from("aa", 1)).unwrap();
+    inbox.append(id(1), &from("bb", 1)).unwrap();
+    inbox.append(id(2), &from("aa", 2)).unwrap();
+    let mut state = ReadState::load(dir.path()).unwrap();
+    let unread = state.unread().unwrap();
+    assert_eq!(unread.len(), 3, "both senders' messages are there");
+    let acked = state.acknowledge(&[id(1)]).unwrap();
+    assert_eq!(acked.consumed, vec![id(1)]);
+    let receipts = crate::receipts::read_receipts_for(&unread, &acked.consumed);
+    let to: Vec<String> = receipts.iter().map(|r| r.to.key.to_hex()).collect();
+    assert_eq!(to, ["aa".repeat(32), "bb".repeat(32)]);
+    let state = ReadState::load(dir.path()).unwrap();
+    assert_eq!(ids(&state.unread().unwrap()), [id(2).to_string()]);
+}
+
+#[test]
+fn another_senders_message_under_an_acknowledged_id_stays_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path()).unwrap();
+    inbox.append(id(1), &from("aa", 1)).unwrap();
+    inbox.append(id(2), &from("bb", 2)).unwrap();
+    let mut state = ReadState::load(dir.path()).unwrap();
+    // Out of order: the offset stays before id 1, id 2 is remembered with its sender.
+    state.acknowledge(&[id(2)]).unwrap();
+    inbox.append(id(2), &from("aa", 2)).unwrap();
+    let state = ReadState::load(dir.path()).unwrap();
+    let unread = state.unread().unwrap();
+    let got: Vec<(String, String)> = unread
+        .iter()
+        .map(|e| (e.sender[..2].to_owned(), e.msg_id.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("aa".into(), id(1).to_string()),
+            ("aa".into(), id(2).to_string())
+        ]
+    );
+    // A version 1 file's bare id still means "any sender".
+    std::fs::write(
+        dir.path().join(READ_STATE_FILE),
+        format!(r#"{{"version":1,"offset":0,"consumed":["{}"]}}"#, id(2)),
+    )
+    .unwrap();
+    let state = ReadState::load(dir.path()).unwrap();
+    assert_eq!(ids(&state.unread().unwrap()), [id(1).to_string()]);
+}
+
+/// Fills the inbox with `n` messages of about 1 KiB (enough to compact).
+fn fill(inbox: &mut Inbox, first: u8, n: u8) {
+    for i in first..first + n {
+        let mut e = entry(id(i), EnvelopeKind::Message);
+        e.text = Some(format!("{i} {}", "x".repeat(1100)));
+        e.received_at = interlink_net::now_ms();
+        let batch: Vec<(MsgId, InboxEntry)> = (0..2u8)
+            .map(|k| {
+                let mut e = e.clone();
+                // Two senders per id: 2 * n lines.
+                e.sender = if k == 0 { "aa" } else { "bb" }.repeat(32);
+                (id(i), e)
+            })
+            .collect();
+        inbox
+            .append_many(batch.iter().map(|(i, e)| (*i, e)))
+            .unwrap();
+    }
+}
+
+#[test]
+fn acknowledged_messages_stay_known_after_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path())
+        .unwrap()
+        .with_compact_min_bytes(200 * 1024);
+    fill(&mut inbox, 0, 150);
+    let mut state = ReadState::load(dir.path()).unwrap();
+    let all: Vec<MsgId> = (0..150).map(id).collect();
+    for chunk in all.chunks(100) {
+        state.acknowledge(chunk).unwrap();
+    }
+    assert!(state.unread().unwrap().is_empty());
+    assert!(inbox.compact(interlink_net::now_ms()).unwrap());
+    assert!(inbox.base() > 0);
+    fill(&mut inbox, 150, 2);
+    let mut state = ReadState::load(dir.path()).unwrap();
+    assert_eq!(state.unread().unwrap().len(), 4);
+    // An archived id is known (the saved index), not unknown.
+    let acked = state.acknowledge(&[id(3), id(150), id(200)]).unwrap();
+    assert_eq!(acked.already, vec![id(3)]);
+    assert_eq!(acked.consumed, vec![id(150)]);
+    assert_eq!(acked.unknown, vec![id(200)]);
+    assert_eq!(ids(&state.unread().unwrap()), vec![id(151).to_string(); 2]);
+}
+
+#[test]
+fn messages_expired_into_the_archive_unconsumed_count_as_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path())
+        .unwrap()
+        .with_compact_min_bytes(200 * 1024);
+    fill(&mut inbox, 0, 150);
+    let mut state = ReadState::load(dir.path()).unwrap();
+    // One acknowledged out of order: its id must not stay in the state forever.
+    state.acknowledge(&[id(5)]).unwrap();
+    let later = interlink_net::now_ms() + interlink_net::inbox::HOT_RETENTION_MS + 1000;
+    assert!(inbox.compact(later).unwrap());
+    fill(&mut inbox, 150, 1);
+    let mut state = ReadState::load(dir.path()).unwrap();
+    assert_eq!(state.offset, inbox.base());
+    assert_eq!(ids(&state.unread().unwrap()), vec![id(150).to_string(); 2]);
+    state.acknowledge(&[id(150)]).unwrap();
+    assert!(state.consumed.is_empty());
+}
+
+#[test]
+fn a_missing_inbox_has_nothing_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = ReadState::load(dir.path()).unwrap();
+    assert!(state.unread().unwrap().is_empty());
+    assert_eq!(state.acknowledge(&[id(1)]).unwrap().unknown, vec![id(1)]);
+}
+
+#[test]
+fn a_lazy_acknowledgement_is_as_visible_as_a_synced_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path()).unwrap();
+    for n in 1..=2 {
+        inbox
+            .append(id(n), &entry(id(n), EnvelopeKind::Message))
+            .unwrap();
+    }
+    let mut state = ReadState::load(dir.path()).unwrap();
+    let acked = state.acknowledge_with(&[id(1)], Durability::Lazy).unwrap();
+    assert_eq!(acked.consumed, vec![id(1)]);
+    // Another reader (the Stop hook, a restart) sees it at once.
+    let again = ReadState::load(dir.path()).unwrap();
+    assert_eq!(ids(&again.unread().unwrap()), [id(2).to_string()]);
+    // No temporary file is left behind.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+}
