@@ -215,3 +215,171 @@ async fn queued_mail_survives_the_sender_being_killed_with_no_other_holder() {
     .await
     .expect("test deadline");
 }
+
+/// Whether this run is CI's, where a test that cannot run must fail, not skip.
+fn under_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+}
+
+/// A small tmpfs mounted on a directory, unmounted when dropped.
+struct SmallFs {
+    dir: std::path::PathBuf,
+}
+
+impl SmallFs {
+    fn mount(dir: &std::path::Path, size: &str) -> Result<Self, String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+        }
+        Ok(Self {
+            dir: dir.to_owned(),
+        })
+    }
+
+    /// Fills the file system up with a filler file.
+    fn fill(&self) {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(self.dir.join("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.sync_all();
+        // A few bytes at a time, until not even one more fits.
+        while f.write_all(&[0]).is_ok() {}
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.dir.join("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+/// Bob's session directory is on a tiny file system that fills up: Alice's messages
+/// are refused with the retryable `store_failed` (so she is told `queued`, never
+/// `delivered`), nothing half-written stays in Bob's inbox, and once space returns
+/// every message arrives once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_at_the_recipient_loses_nothing() {
+    let alice = User::new("alice", STEADY).unwrap();
+    let bob = User::new("bob", STEADY).unwrap();
+    let dir = bob.home().join("sessions").join("b-full");
+    let fs = match SmallFs::mount(&dir, "4m") {
+        Ok(fs) => fs,
+        Err(reason) if under_ci() => {
+            panic!("CI must run this test: cannot mount a tmpfs: {reason}")
+        }
+        Err(reason) => {
+            eprintln!(
+                "SKIPPED a_full_disk_at_the_recipient_loses_nothing: cannot mount a tmpfs ({reason}); needs root"
+            );
+            return;
+        }
+    };
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let a = start_on_loopback(&alice, "a-1", None, &[]).await.unwrap();
+        let boot = loopback_addr(&a).await;
+        let b = start_on_loopback(&bob, "b-full", Some(&boot), &[])
+            .await
+            .unwrap();
+        a.ok("add_peer", json!({"name": "bob", "key": bob.key}))
+            .await
+            .unwrap();
+        b.ok("add_peer", json!({"name": "alice", "key": alice.key}))
+            .await
+            .unwrap();
+        a.poll("discover", json!({}), deadline(), |v| {
+            v.to_string().contains("b-full")
+        })
+        .await
+        .unwrap();
+        // Bob's node takes the new peers.json on its next look; until then Alice is
+        // refused as a stranger (nothing stored), so she tries again.
+        let until = deadline();
+        loop {
+            let sent = a
+                .ok(
+                    "send_message",
+                    json!({"to": "bob", "text": "before the disk filled"}),
+                )
+                .await;
+            match sent {
+                Ok((_, first)) => {
+                    assert_eq!(first["status"], "delivered", "{first}");
+                    break;
+                }
+                Err(e) if std::time::Instant::now() < until => {
+                    assert!(e.to_string().contains("not a peer"), "{e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+
+        fs.fill();
+        // Each larger than a page: the inbox file's last, partly used page cannot take it.
+        let big = |i: usize| format!("full {i} {}", "x".repeat(6000));
+        for i in 0..3 {
+            let (text, v) = a
+                .ok(
+                    "send_message",
+                    json!({"to": "bob", "session": "b-full", "text": big(i)}),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                v["status"], "queued",
+                "a refused write is not delivered: {text}"
+            );
+        }
+        let inbox = dir.join("inbox.jsonl");
+        let lines = std::fs::read_to_string(&inbox).unwrap_or_default();
+        for line in lines.lines() {
+            serde_json::from_str::<Value>(line)
+                .unwrap_or_else(|e| panic!("a torn line {line:?}: {e}"));
+        }
+
+        fs.free();
+        let mut want = vec!["before the disk filled".to_owned()];
+        want.extend((0..3).map(big));
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        let got = loop {
+            let got = unread_texts(&b).await;
+            if got.len() >= want.len() || std::time::Instant::now() > until {
+                break got;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        assert_eq!(
+            got, want,
+            "every message once, in order, once space returned"
+        );
+        for line in std::fs::read_to_string(&inbox).unwrap().lines() {
+            serde_json::from_str::<Value>(line)
+                .unwrap_or_else(|e| panic!("a torn line {line:?}: {e}"));
+        }
+        b.close(deadline()).await.unwrap();
+        a.close(deadline()).await.unwrap();
+    })
+    .await
+    .expect("test deadline");
+    drop(fs);
+}

@@ -89,7 +89,7 @@ async fn delivery_states_up_to_read_history_and_cancel() {
         );
         let (_, last) = a.ok("conversation_history", json!({"limit": 1})).await.unwrap();
         assert_eq!(last["messages"][0]["text"], "unrelated", "{last}");
-        assert_eq!(last["more"], 2);
+        assert_eq!(last["more"], true, "older messages exist: {last}");
 
         // Cancel the task: bob gets a message in it with status canceled.
         let (_, canceled) = a
