@@ -332,6 +332,138 @@ async fn a_forged_reply_to_is_ignored_and_the_reply_goes_to_the_signed_sender() 
     .expect("test deadline");
 }
 
+/// Ids of queued mail are visible to every mailbox holder. A paired peer that copies
+/// the id of Alice's message queued for Bob into a message of its own, and gets it to
+/// Bob first while Alice's node is stopped, stores its own message — and Alice's still
+/// arrives, is receipted to her and shows `delivered`. A stranger's copy is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copied_message_id_cannot_suppress_a_queued_message() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let alice = User::new("alice", STEADY).unwrap();
+        let bob = User::new("bob", STEADY).unwrap();
+        let mallory = User::new("mallory", STEADY).unwrap();
+        let eve = User::new("eve", STEADY).unwrap();
+        let a = start(&alice, "cp-a", None, &[]).await;
+        let boot = loopback_addr(&a).await;
+        let b = start(&bob, "cp-b", Some(&boot), &[]).await;
+        a.ok("add_peer", json!({"name": "bob", "key": bob.key}))
+            .await
+            .unwrap();
+        for (name, key) in [("alice", &alice.key), ("mallory", &mallory.key)] {
+            b.ok("add_peer", json!({"name": name, "key": key}))
+                .await
+                .unwrap();
+        }
+        sees(&a, "cp-b").await.unwrap();
+        b.close(deadline()).await.unwrap();
+        a.poll("discover", json!({}), deadline(), |v| {
+            !v.to_string().contains("cp-b")
+        })
+        .await
+        .unwrap();
+        let (text, sent) = a
+            .ok(
+                "send_message",
+                json!({"to": "bob", "session": "cp-b", "text": "genuine"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(sent["status"], "queued", "{text}");
+        let taken: MsgId = sent["msg_id"].as_str().unwrap().parse().unwrap();
+
+        // Alice's node stops: it can neither retry nor serve Bob's mailbox while the
+        // copies race in.
+        let pid = a.pid().unwrap().to_string();
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-STOP", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let b = start(&bob, "cp-b", Some(&boot), &[]).await;
+        let b_addr: Multiaddr = loopback_addr(&b).await.parse().unwrap();
+        let mut evil = Evil::new(&b_addr);
+        let bob_key: IdentityKey = bob.key.parse().unwrap();
+        let ann = evil.announcement(&bob_key, "cp-b").await;
+        let (mallory_id, _) = interlink_p2p::load_identity(mallory.home()).unwrap();
+        let (eve_id, _) = interlink_p2p::load_identity(eve.home()).unwrap();
+        // The stranger's copy is refused as a stranger's; the peer's is its own message.
+        let response = evil
+            .deliver(&sealed_message_with_id(
+                &eve_id, "cp-e", &ann, "me too", taken,
+            ))
+            .await;
+        assert!(response.receipt.is_none(), "{response:?}");
+        let refusal = response.results[0].refused.as_ref().expect("refused");
+        assert_eq!(
+            refusal.code,
+            interlink_core::wire::RefusalCode::NotPaired,
+            "{refusal}"
+        );
+        let response = evil
+            .deliver(&sealed_message_with_id(
+                &mallory_id,
+                "cp-m",
+                &ann,
+                "copied id",
+                taken,
+            ))
+            .await;
+        assert_eq!(response.results[0].refused, None, "{response:?}");
+        let receipt = Signed::<Receipt>::decode(response.receipt.as_ref().unwrap()).unwrap();
+        assert_eq!(
+            receipt.body().sender,
+            mallory_id.public(),
+            "receipted to its own sender"
+        );
+
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-CONT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let got = b
+            .poll("receive_messages", json!({}), deadline(), |v| {
+                messages(v).len() >= 2
+            })
+            .await
+            .unwrap();
+        let mut seen: Vec<(String, String)> = messages(&got)
+            .iter()
+            .map(|m| {
+                (
+                    m["from"].as_str().unwrap().to_owned(),
+                    m["text"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            vec![
+                ("alice".into(), "genuine".into()),
+                ("mallory".into(), "copied id".into())
+            ],
+            "both stored, each under its verified sender"
+        );
+        a.poll(
+            "message_status",
+            json!({"msg_id": taken.to_string()}),
+            deadline(),
+            |v| v["state"] == "delivered",
+        )
+        .await
+        .unwrap();
+        b.close(deadline()).await.unwrap();
+        a.close(deadline()).await.unwrap();
+    })
+    .await
+    .expect("test deadline");
+}
+
 /// Polls `user`'s inbox of `session` until a line matches `check`; returns it.
 async fn wait_for_line(user: &User, session: &str, check: impl Fn(&Value) -> bool) -> Value {
     let until = deadline();
@@ -356,6 +488,18 @@ fn sealed_message(
     to: &Announcement,
     text: &str,
 ) -> Signed<Envelope> {
+    let id = MsgId::random(&mut rand_core::UnwrapErr(getrandom::SysRng));
+    sealed_message_with_id(from, from_session, to, text, id)
+}
+
+/// Like [`sealed_message`], under the message id `msg_id` (an attacker's copy of one).
+fn sealed_message_with_id(
+    from: &Identity,
+    from_session: &str,
+    to: &Announcement,
+    text: &str,
+    msg_id: MsgId,
+) -> Signed<Envelope> {
     let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
     let mut env = Envelope {
         v: VERSION,
@@ -363,7 +507,7 @@ fn sealed_message(
         sender_session: SessionId::new(from_session).unwrap(),
         recipient: to.identity,
         recipient_session: to.session_id.clone(),
-        msg_id: MsgId::random(&mut rng),
+        msg_id,
         ts: interlink_net::now_ms(),
         kind: EnvelopeKind::Message,
         task_id: None,

@@ -61,8 +61,8 @@ impl Server {
         // Make sure the roster has had a chance to see the target: a node that just
         // started may not have heard of it yet. One that has been up for longer has, so a
         // target that is not on it (a closed session, addressed by its id) is not waited for.
-        let deadline = tokio::time::Instant::now()
-            + ROUTE_WAIT.saturating_sub(ready.since.elapsed());
+        let deadline =
+            tokio::time::Instant::now() + ROUTE_WAIT.saturating_sub(ready.since.elapsed());
         let route = loop {
             let roster = ready.handle.roster().await?;
             let hints = ctx
