@@ -248,4 +248,37 @@ mod tests {
         let mut outbox = Outbox::open(dir.path()).unwrap();
         assert_eq!(outbox.load(now).unwrap(), vec![b]);
     }
+
+    /// The outbox's cost per message (docs/BENCHMARKS.md): `cargo test --release -p
+    /// interlink-net --lib outbox_bench -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "benchmark; run by hand"]
+    fn outbox_bench_cost_per_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1_800_000_000_000;
+        let mut outbox = Outbox::open(dir.path()).unwrap();
+        let envs: Vec<_> = (0..=255u8).map(|i| env(i, now)).collect();
+        for batch in [1usize, 8, 64] {
+            let rounds = 256 / batch;
+            let started = std::time::Instant::now();
+            for chunk in envs.chunks(batch).take(rounds) {
+                let refs: Vec<_> = chunk.iter().collect();
+                outbox.put(&refs).unwrap();
+            }
+            let put = started.elapsed();
+            let started = std::time::Instant::now();
+            for chunk in envs.chunks(batch).take(rounds) {
+                let ids: Vec<_> = chunk.iter().map(|e| e.body().msg_id).collect();
+                outbox.remove(&ids).unwrap();
+            }
+            let removed = started.elapsed();
+            let n = (rounds * batch) as u32;
+            println!(
+                "batch {batch:>2}: put {:?}/message ({:?}/commit), remove {:?}/message",
+                put / n,
+                put / rounds as u32,
+                removed / n
+            );
+        }
+    }
 }
