@@ -328,15 +328,21 @@ impl Inbox {
         for (s, id, at) in new_keys {
             self.index.insert(s, id, at);
         }
-        self.appends_since_check += 1;
-        if self.appends_since_check >= COMPACT_CHECK_EVERY {
-            self.appends_since_check = 0;
-            // After the sync: the batch is durable whatever compaction does.
-            if let Err(e) = self.compact(crate::now_ms()) {
-                warn!("inbox compaction: {e}");
-            }
-        }
+        self.appends_since_check = self.appends_since_check.saturating_add(1);
         Ok(outcome)
+    }
+
+    /// Compacts if [`COMPACT_CHECK_EVERY`] appends happened since the last look. The
+    /// node calls it from its housekeeping tick, not from an append: a compaction takes
+    /// tens of milliseconds, which must not sit between a delivery and its receipt.
+    pub fn compact_if_due(&mut self, now: u64) {
+        if self.appends_since_check < COMPACT_CHECK_EVERY {
+            return;
+        }
+        self.appends_since_check = 0;
+        if let Err(e) = self.compact(now) {
+            warn!("inbox compaction: {e}");
+        }
     }
 
     fn write_batch(&mut self, buf: &[u8], durable: bool) -> io::Result<()> {

@@ -289,6 +289,9 @@ impl Actor {
         discovery::periodic(self, now);
         self.maybe_fetch_mailbox(now);
         self.expire_live_attempts(now);
+        if let Some(inbox) = self.inbox.as_mut() {
+            inbox.compact_if_due(crate::now_ms());
+        }
         if self
             .last_outbox_sweep
             .is_none_or(|t| now.duration_since(t) >= OUTBOX_SWEEP)
