@@ -32,23 +32,24 @@ async fn unread_texts(s: &McpSession) -> Vec<String> {
         .collect()
 }
 
-/// Bob closes his session cleanly; Alice sends five messages to its full id; Bob comes
-/// back under the same id and finds all five, once, in order.
-async fn closed_session_gets_its_mail(relay: Option<&str>) {
-    let env: Vec<(&str, &str)> = relay.map(|r| ("INTERLINK_RELAY", r)).into_iter().collect();
-    let alice = User::new("alice", STEADY).unwrap();
-    let bob = User::new("bob", STEADY).unwrap();
+/// Alice's session `a_id` and Bob's `b_id` (bootstrapped to `relay`, else to Alice),
+/// paired; Alice sees Bob's session (and so pins his sealing key), then Bob closes it
+/// cleanly and its goodbye takes it off Alice's roster. Returns Alice's session and
+/// the bootstrap address.
+async fn paired_then_closed(
+    alice: &User,
+    bob: &User,
+    a_id: &str,
+    b_id: &str,
+    relay: Option<&str>,
+    env: &[(&str, &str)],
+) -> (McpSession, String) {
+    let a = start_on_loopback(alice, a_id, relay, env).await.unwrap();
     let boot = match relay {
         Some(r) => r.to_owned(),
-        None => String::new(),
+        None => loopback_addr(&a).await,
     };
-    let a = start_on_loopback(&alice, "a-1", relay, &env).await.unwrap();
-    let boot = if boot.is_empty() {
-        loopback_addr(&a).await
-    } else {
-        boot
-    };
-    let b = start_on_loopback(&bob, "b-closes", Some(&boot), &env)
+    let b = start_on_loopback(bob, b_id, Some(&boot), env)
         .await
         .unwrap();
     a.ok("add_peer", json!({"name": "bob", "key": bob.key}))
@@ -57,19 +58,27 @@ async fn closed_session_gets_its_mail(relay: Option<&str>) {
     b.ok("add_peer", json!({"name": "alice", "key": alice.key}))
         .await
         .unwrap();
-    // Alice sees Bob's session (and so pins his sealing key) before he leaves.
     a.poll("discover", json!({}), deadline(), |v| {
-        v.to_string().contains("b-closes")
+        v.to_string().contains(b_id)
     })
     .await
     .unwrap();
     b.close(deadline()).await.unwrap();
-    // The goodbye takes Bob off Alice's roster.
     a.poll("discover", json!({}), deadline(), |v| {
-        !v.to_string().contains("b-closes")
+        !v.to_string().contains(b_id)
     })
     .await
     .unwrap();
+    (a, boot)
+}
+
+/// Bob closes his session cleanly; Alice sends five messages to its full id; Bob comes
+/// back under the same id and finds all five, once, in order.
+async fn closed_session_gets_its_mail(relay: Option<&str>) {
+    let env: Vec<(&str, &str)> = relay.map(|r| ("INTERLINK_RELAY", r)).into_iter().collect();
+    let alice = User::new("alice", STEADY).unwrap();
+    let bob = User::new("bob", STEADY).unwrap();
+    let (a, boot) = paired_then_closed(&alice, &bob, "a-1", "b-closes", relay, &env).await;
 
     for i in 0..5 {
         let (text, v): (String, Value) = a
@@ -136,30 +145,7 @@ async fn queued_mail_survives_the_sender_being_killed_with_no_other_holder() {
     tokio::time::timeout(TEST_DEADLINE, async {
         let alice = User::new("alice", STEADY).unwrap();
         let bob = User::new("bob", STEADY).unwrap();
-        let a = start_on_loopback(&alice, "a-killed", None, &[])
-            .await
-            .unwrap();
-        let boot = loopback_addr(&a).await;
-        let b = start_on_loopback(&bob, "b-away", Some(&boot), &[])
-            .await
-            .unwrap();
-        a.ok("add_peer", json!({"name": "bob", "key": bob.key}))
-            .await
-            .unwrap();
-        b.ok("add_peer", json!({"name": "alice", "key": alice.key}))
-            .await
-            .unwrap();
-        a.poll("discover", json!({}), deadline(), |v| {
-            v.to_string().contains("b-away")
-        })
-        .await
-        .unwrap();
-        b.close(deadline()).await.unwrap();
-        a.poll("discover", json!({}), deadline(), |v| {
-            !v.to_string().contains("b-away")
-        })
-        .await
-        .unwrap();
+        let (a, _) = paired_then_closed(&alice, &bob, "a-killed", "b-away", None, &[]).await;
         let mut ids = Vec::new();
         for i in 0..5 {
             let (text, v) = a

@@ -47,12 +47,13 @@ impl Inbox {
         self.index.fold();
         let index_path = self.dir.join(INDEX_FILE);
         let index = &self.index;
-        replace_file(&index_path, |f| index.write_to(f)).map_err(io_err(&index_path))?;
+        crate::atomic::replace_with(&index_path, |f| index.write_to(f))
+            .map_err(io_err(&index_path))?;
         // The hot file, from `cut` on, under its new header.
         let from = self.phys(cut);
         let rest = self.len - from;
         let hot = &self.file;
-        replace_file(&self.path, |f| {
+        crate::atomic::replace_with(&self.path, |f| {
             f.write_all(&header_line(cut))?;
             let mut src = hot;
             src.seek(SeekFrom::Start(from))?;
@@ -164,31 +165,6 @@ fn private_rw(path: &Path) -> io::Result<File> {
     opts.open(path)
 }
 
-/// Replaces `path` with what `fill` writes: a temporary file beside it, synced,
-/// renamed over it, then the directory synced.
-fn replace_file(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no directory"))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let result = (|| {
-        let mut file = private_rw(&tmp)?;
-        file.set_len(0)?;
-        fill(&mut file)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// Cuts archive lines past the hot base `base`: a compaction that crashed after
 /// copying them and before replacing the hot file, which still holds them.
 pub(super) fn repair_archive(hot: &Path, base: u64) -> io::Result<()> {
@@ -221,7 +197,7 @@ pub(super) fn trim_archive(path: &Path, max: u64) -> io::Result<()> {
     let new_base = seg.base + (from - seg.header_len);
     let rest = seg.len - from;
     let src = &seg.file;
-    replace_file(path, |f| {
+    crate::atomic::replace_with(path, |f| {
         f.write_all(&header_line(new_base))?;
         let mut src = src;
         src.seek(SeekFrom::Start(from))?;
