@@ -34,8 +34,7 @@ use std::{
 
 use interlink_core::{IdentityKey, MsgId, wire::EnvelopeKind};
 use interlink_net::inbox::{
-    CONSUMED_CURSOR_FILE, INBOX_FILE, InboxEntry, InboxError, bounds, read_positioned_from,
-    saved_index_has,
+    CONSUMED_CURSOR_FILE, INBOX_FILE, InboxEntry, InboxError, read_hot_from, saved_index_has,
 };
 use serde::{Deserialize, Serialize};
 
@@ -170,20 +169,31 @@ impl ReadState {
             Err(source) => return Err(ReadStateError::Io { path, source }),
         };
         let consumed = file.consumed.iter().filter_map(|k| parse_key(k)).collect();
-        let mut state = Self {
+        // The offset is checked against the inbox when it is read (one open per call,
+        // on the hot path of every tool's footer): an inbox ending before it was
+        // replaced, and is read from its start (the ids consumed still hide what was
+        // read); an offset before the hot file's base is one whose lines expired into
+        // the archive unconsumed: they count as read.
+        Ok(Self {
             inbox: session_dir.join(INBOX_FILE),
             path,
             offset: file.offset,
             consumed,
-        };
-        // An inbox ending before the offset was replaced: read it from its start (the
-        // ids consumed still hide what was read). An offset before the hot file's base
-        // is one whose lines expired into the archive unconsumed: they count as read.
-        let (base, end) = bounds(&state.inbox)?;
-        if state.offset > end || state.offset < base {
-            state.offset = base;
+        })
+    }
+
+    /// The hot file's entries from `hint` when it lies past the offset and inside the
+    /// file, else from the offset (moved into the file, see [`ReadState::load`]); and
+    /// where the read started.
+    fn read_after(&self, hint: u64) -> Result<(Vec<(InboxEntry, u64)>, u64), ReadStateError> {
+        if hint > self.offset {
+            let (entries, start, _) = read_hot_from(&self.inbox, hint)?;
+            if start == hint {
+                return Ok((entries, start));
+            }
         }
-        Ok(state)
+        let (entries, start, _) = read_hot_from(&self.inbox, self.offset)?;
+        Ok((entries, start))
     }
 
     /// The unread messages, oldest first, reading from `hint` when it lies past the
@@ -192,13 +202,7 @@ impl ReadState {
     /// call's hint. Receipts and consumed messages never turn unread, so a session that
     /// never acknowledges does not re-read its whole inbox on every call.
     pub fn unread_from(&self, hint: u64) -> Result<(Vec<InboxEntry>, u64), ReadStateError> {
-        let (_, end) = bounds(&self.inbox)?;
-        let start = if hint > self.offset && hint <= end {
-            hint
-        } else {
-            self.offset
-        };
-        let (entries, _) = read_positioned_from(&self.inbox, start)?;
+        let (entries, start) = self.read_after(hint)?;
         let mut clean = start;
         let mut unread = Vec::new();
         for (e, end) in entries {
@@ -213,7 +217,7 @@ impl ReadState {
 
     /// The unread messages, oldest first.
     pub fn unread(&self) -> Result<Vec<InboxEntry>, ReadStateError> {
-        let (entries, _) = read_positioned_from(&self.inbox, self.offset)?;
+        let (entries, _) = self.read_after(self.offset)?;
         Ok(entries
             .into_iter()
             .map(|(e, _)| e)
@@ -238,8 +242,7 @@ impl ReadState {
         ids: &[MsgId],
         durability: Durability,
     ) -> Result<Acked, AckError> {
-        let (entries, _) =
-            read_positioned_from(&self.inbox, self.offset).map_err(ReadStateError::from)?;
+        let (entries, start) = self.read_after(self.offset)?;
         let unread: Vec<Key> = entries
             .iter()
             .filter(|(e, _)| self.is_unread(e))
@@ -257,14 +260,14 @@ impl ReadState {
                 acked.consumed.push(*id);
             } else if acked.consumed.contains(id) || acked.already.contains(id) {
                 // Listed twice in one call.
-            } else if consumed.iter().any(|(_, i)| i == id) || self.before_offset(id)? {
+            } else if consumed.iter().any(|(_, i)| i == id) || self.before_offset(id, start)? {
                 acked.already.push(*id);
             } else {
                 acked.unknown.push(*id);
             }
         }
         // Move the offset past every leading entry that is consumed or not a message.
-        let mut offset = self.offset;
+        let mut offset = start;
         let mut passed = 0;
         for (e, end) in &entries {
             let done = e.kind != EnvelopeKind::Message
@@ -301,14 +304,13 @@ impl ReadState {
     /// hot file between its base and the offset, or in the node's saved index (every
     /// line moved to the archive within the index's time-to-live). Neither reads the
     /// history; an id older than that reads as unknown.
-    fn before_offset(&self, id: &MsgId) -> Result<bool, ReadStateError> {
-        let (base, _) = bounds(&self.inbox)?;
-        if self.offset > base {
-            let (entries, _) = read_positioned_from(&self.inbox, base)?;
+    fn before_offset(&self, id: &MsgId, offset: u64) -> Result<bool, ReadStateError> {
+        let (entries, base, _) = read_hot_from(&self.inbox, 0)?;
+        if offset > base {
             let text = id.to_string();
             if entries
                 .iter()
-                .take_while(|(_, end)| *end <= self.offset)
+                .take_while(|(_, end)| *end <= offset)
                 .any(|(e, _)| e.msg_id == text)
             {
                 return Ok(true);

@@ -220,10 +220,16 @@ fn messages_expired_into_the_archive_unconsumed_count_as_read() {
     assert!(inbox.compact(later).unwrap());
     fill(&mut inbox, 150, 1);
     let mut state = ReadState::load(dir.path()).unwrap();
-    assert_eq!(state.offset, inbox.base());
     assert_eq!(ids(&state.unread().unwrap()), vec![id(150).to_string(); 2]);
     state.acknowledge(&[id(150)]).unwrap();
     assert!(state.consumed.is_empty());
+    // The offset moved into the hot file (it is checked when read, not at load).
+    assert!(
+        state.offset >= inbox.base(),
+        "{} < {}",
+        state.offset,
+        inbox.base()
+    );
 }
 
 #[test]

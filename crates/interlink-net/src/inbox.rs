@@ -45,7 +45,9 @@ use interlink_core::{
     limits::MAILBOX_RETENTION_MS,
     wire::{EnvelopeKind, TaskStatus},
 };
-pub use segment::{ARCHIVE_FILE, bounds, read_from, read_newest, read_positioned_from};
+pub use segment::{
+    ARCHIVE_FILE, bounds, read_from, read_hot_from, read_newest, read_positioned_from,
+};
 use segment::{Segment, archive_path};
 use serde::{Deserialize, Serialize};
 use tracing::warn;

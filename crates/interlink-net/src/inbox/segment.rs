@@ -204,6 +204,35 @@ pub fn read_positioned_from(
     Ok((entries, end))
 }
 
+/// The entries of the hot file after logical offset `offset`, with one open: an offset
+/// outside the hot file — before its base (lines that left for the archive) or past
+/// its end (the file was replaced) — reads from the base. Returns the entries (each with
+/// the offset after its line), the offset actually read from, and the end. For readers
+/// that count what lies before the base as consumed (the agent's read state).
+#[allow(clippy::type_complexity)] // (entries with their ends, start, end)
+pub fn read_hot_from(
+    path: &Path,
+    offset: u64,
+) -> Result<(Vec<(InboxEntry, u64)>, u64, u64), InboxError> {
+    let io_err = |source| InboxError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let Some(mut hot) = Segment::open(path).map_err(io_err)? else {
+        return Ok((Vec::new(), 0, 0));
+    };
+    let start = if offset < hot.base || offset > hot.end() {
+        hot.base
+    } else {
+        offset
+    };
+    let mut entries = Vec::new();
+    let end = hot
+        .read_lines(start, u64::MAX, &mut entries)
+        .map_err(io_err)?;
+    Ok((entries, start, end))
+}
+
 /// The newest entries of an inbox (hot file, then archive) from `sender` (hex; any
 /// sender when `None`) that `keep` accepts, at most `limit`, oldest first, looking at no
 /// more than `max_lines` lines from the end; and whether more may lie beyond: another
