@@ -162,6 +162,23 @@ async fn queued_mail_survives_the_sender_being_killed_with_no_other_holder() {
             );
             ids.push(v["msg_id"].as_str().unwrap().to_owned());
         }
+        // list_pending and message_status say the same as send_message did.
+        let (_, pending) = a.ok("list_pending", json!({})).await.unwrap();
+        let pending = pending["pending"].as_array().unwrap().clone();
+        assert_eq!(pending.len(), 5, "{pending:?}");
+        assert!(
+            pending.iter().all(|p| p["held_by"]["outbox"] == true),
+            "{pending:?}"
+        );
+        let (_, status) = a
+            .ok("message_status", json!({"msg_id": ids[0]}))
+            .await
+            .unwrap();
+        assert_eq!(
+            (&status["state"], &status["held_by"]["outbox"]),
+            (&json!("queued"), &json!(true)),
+            "{status}"
+        );
         // The sent log is saved half a second after a change; let it land, then crash.
         tokio::time::sleep(Duration::from_secs(1)).await;
         a.kill(deadline()).await.unwrap();

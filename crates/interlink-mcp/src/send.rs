@@ -165,6 +165,7 @@ impl Server {
             delivered_at: (status == "delivered").then_some(now),
             read_at: None,
             not_kept: None,
+            held_by: held.map(Into::into),
         };
         entry.set_text(&text);
         if let Ok(mut log) = ctx.sent.lock() {
@@ -206,11 +207,7 @@ impl Server {
                 "presence": route.presence.to_string(),
                 "route": route.reason.to_string(),
                 "warning": warning,
-                "held_by": held.map(|h| json!({
-                    "outbox": h.outbox,
-                    "relays_asked": h.relays_asked,
-                    "peers_asked": h.peers_asked,
-                })),
+                "held_by": held.map(crate::sent::HeldBy::from),
             }),
         ))
     }

@@ -87,6 +87,32 @@ pub struct SentEntry {
     /// Why it was not kept (state `not_kept`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_kept: Option<String>,
+    /// Where a queued message was held when `queued` was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<HeldBy>,
+}
+
+/// Where a queued message was held when `queued` was answered: committed to this
+/// session's outbox, and how many relays and connected peers its mailbox copy was sent
+/// to (sent, not confirmed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldBy {
+    /// In this session's durable outbox.
+    pub outbox: bool,
+    /// Relays the mailbox copy was handed to.
+    pub relays_asked: usize,
+    /// Connected peers the mailbox copy was put to.
+    pub peers_asked: usize,
+}
+
+impl From<interlink_net::HeldBy> for HeldBy {
+    fn from(h: interlink_net::HeldBy) -> Self {
+        Self {
+            outbox: h.outbox,
+            relays_asked: h.relays_asked,
+            peers_asked: h.peers_asked,
+        }
+    }
 }
 
 impl SentEntry {
@@ -288,6 +314,7 @@ mod tests {
             delivered_at: None,
             read_at: None,
             not_kept: None,
+            held_by: None,
         }
     }
 

@@ -74,6 +74,8 @@ fn sent_json(e: &SentEntry, name: Option<&str>) -> Value {
         "sent_at": e.sent_at,
         "delivered_at": e.delivered_at,
         "read_at": e.read_at,
+        "held_by": e.held_by,
+        "not_kept": e.not_kept,
     })
 }
 
