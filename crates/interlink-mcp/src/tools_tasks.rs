@@ -447,7 +447,7 @@ mod tests {
         )
         .unwrap();
         let inbox = Inbox::open(dir.path()).unwrap();
-        println!(
+        eprintln!(
             "built {n} lines in {:?}; hot file from {} to {end}",
             t.elapsed(),
             inbox.base()
@@ -455,14 +455,14 @@ mod tests {
         drop(inbox);
         let t = Instant::now();
         let inbox = Inbox::open(dir.path()).unwrap();
-        println!("Inbox::open: {:?}", t.elapsed());
+        eprintln!("Inbox::open: {:?}", t.elapsed());
         drop(inbox);
         let t = Instant::now();
         let state = ReadState::load(dir.path()).unwrap();
-        println!("ReadState::load: {:?}", t.elapsed());
+        eprintln!("ReadState::load: {:?}", t.elapsed());
         let t = Instant::now();
         let unread = state.unread().unwrap();
-        println!("unread ({}): {:?}", unread.len(), t.elapsed());
+        eprintln!("unread ({}): {:?}", unread.len(), t.elapsed());
         let bb: IdentityKey = "bb".repeat(32).parse().unwrap();
         for (what, peer, task, limit) in [
             ("newest 20", None, None, 20),
@@ -472,7 +472,7 @@ mod tests {
         ] {
             let t = Instant::now();
             let (got, more) = received_history(dir.path(), peer, task, limit).unwrap();
-            println!(
+            eprintln!(
                 "conversation_history {what}: {:?} ({} found, more {more})",
                 t.elapsed(),
                 got.len()

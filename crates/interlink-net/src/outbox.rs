@@ -273,7 +273,7 @@ mod tests {
             }
             let removed = started.elapsed();
             let n = (rounds * batch) as u32;
-            println!(
+            eprintln!(
                 "batch {batch:>2}: put {:?}/message ({:?}/commit), remove {:?}/message",
                 put / n,
                 put / rounds as u32,

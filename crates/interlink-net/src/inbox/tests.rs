@@ -488,7 +488,7 @@ fn a_full_disk_is_retryable_and_leaves_no_fragment() {
             std::env::var_os("CI").is_none(),
             "CI must run the tmpfs test: mount failed: {why}"
         );
-        println!("SKIPPED: cannot mount a tmpfs: {why}");
+        eprintln!("SKIPPED: cannot mount a tmpfs: {why}");
         return;
     }
     struct Unmount<'a>(&'a Path);
@@ -567,35 +567,35 @@ fn inbox_bench_open_and_history_with_100k_messages() {
     let (_, end) = bounds(inbox.path()).unwrap();
     set_consumed(dir.path(), end - 20_000);
     drop(inbox);
-    println!("built {n} messages in {:?}", t.elapsed());
+    eprintln!("built {n} messages in {:?}", t.elapsed());
     let t = Instant::now();
     let inbox = Inbox::open(dir.path()).unwrap(); // compacts
-    println!("first open (compacting) {:?}", t.elapsed());
+    eprintln!("first open (compacting) {:?}", t.elapsed());
     drop(inbox);
     let t = Instant::now();
     let inbox = Inbox::open(dir.path()).unwrap();
     let open = t.elapsed();
     assert_eq!(inbox.len(), n as usize);
-    println!(
+    eprintln!(
         "open: {open:?} (index {} entries, hot base {})",
         inbox.len(),
         inbox.base()
     );
     let t = Instant::now();
     let index = Index::load(&dir.path().join(INDEX_FILE)).unwrap();
-    println!(
+    eprintln!(
         "of which the index: {:?} ({} entries)",
         t.elapsed(),
         index.len()
     );
     let t = Instant::now();
     let (last, _) = read_newest(inbox.path(), 20, 10_000, None, |_| true).unwrap();
-    println!("newest 20: {:?}", t.elapsed());
+    eprintln!("newest 20: {:?}", t.elapsed());
     assert_eq!(last.len(), 20);
     let b = B.repeat(32);
     let t = Instant::now();
     let (from_b, _) = read_newest(inbox.path(), 20, 10_000, Some(&b), |_| true).unwrap();
-    println!(
+    eprintln!(
         "newest 20 of a 1% peer: {:?} ({} found)",
         t.elapsed(),
         from_b.len()
@@ -607,7 +607,7 @@ fn inbox_bench_open_and_history_with_100k_messages() {
     set_consumed(dir.path(), end);
     let t = Instant::now();
     assert!(inbox.compact(crate::now_ms()).unwrap());
-    println!(
+    eprintln!(
         "a compaction of 1.1 MiB with a 100,000-entry index: {:?}",
         t.elapsed()
     );
