@@ -32,6 +32,18 @@ async fn unread_texts(s: &McpSession) -> Vec<String> {
         .collect()
 }
 
+/// Polls `s`'s unread texts until there are at least `n` or `until` passes; returns
+/// the last answer.
+async fn wait_unread(s: &McpSession, n: usize, until: std::time::Instant) -> Vec<String> {
+    loop {
+        let got = unread_texts(s).await;
+        if got.len() >= n || std::time::Instant::now() > until {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Alice's session `a_id` and Bob's `b_id` (bootstrapped to `relay`, else to Alice),
 /// paired; Alice sees Bob's session (and so pins his sealing key), then Bob closes it
 /// cleanly and its goodbye takes it off Alice's roster. Returns Alice's session and
@@ -102,14 +114,7 @@ async fn closed_session_gets_its_mail(relay: Option<&str>) {
         .await
         .unwrap();
     let want: Vec<String> = (0..5).map(|i| format!("note {i}")).collect();
-    let until = deadline();
-    let got = loop {
-        let got = unread_texts(&b).await;
-        if got.len() >= want.len() || std::time::Instant::now() > until {
-            break got;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let got = wait_unread(&b, want.len(), deadline()).await;
     assert_eq!(got, want, "every message once, in order");
     // Nothing arrives twice later (a live retry and the mailbox both carry them).
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -191,14 +196,7 @@ async fn queued_mail_survives_the_sender_being_killed_with_no_other_holder() {
             .await
             .unwrap();
         let want: Vec<String> = (0..5).map(|i| format!("kept {i}")).collect();
-        let until = deadline();
-        let got = loop {
-            let got = unread_texts(&b).await;
-            if got.len() >= want.len() || std::time::Instant::now() > until {
-                break got;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
+        let got = wait_unread(&b, want.len(), deadline()).await;
         assert_eq!(
             got, want,
             "every message once, in order, after the sender's crash"
@@ -363,14 +361,12 @@ async fn a_full_disk_at_the_recipient_loses_nothing() {
         fs.free();
         let mut want = vec!["before the disk filled".to_owned()];
         want.extend((0..3).map(big));
-        let until = std::time::Instant::now() + Duration::from_secs(60);
-        let got = loop {
-            let got = unread_texts(&b).await;
-            if got.len() >= want.len() || std::time::Instant::now() > until {
-                break got;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        };
+        let got = wait_unread(
+            &b,
+            want.len(),
+            std::time::Instant::now() + Duration::from_secs(60),
+        )
+        .await;
         assert_eq!(
             got, want,
             "every message once, in order, once space returned"

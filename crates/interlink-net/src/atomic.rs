@@ -1,4 +1,5 @@
-//! Replacing a state file so that no reader ever sees half of it.
+//! Replacing a state file so that no reader ever sees half of it: the one atomic
+//! write of the node and of the agent side (`interlink-mcp` calls it too).
 
 use std::{
     fs::{self, File},
@@ -6,17 +7,29 @@ use std::{
     path::Path,
 };
 
-/// Writes `bytes` to `path` atomically (see [`replace_with`]).
-pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Writes `bytes` to `path` atomically and durably (see [`replace_with`]).
+pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace_with(path, |f| f.write_all(bytes))
+}
+
+/// Like [`write_file`] but without the syncs: readers still see the old file or the
+/// new one, but a crash of the machine may keep the old one. For state whose loss only
+/// repeats work, where two journal commits per change would cost more than the repeat.
+pub fn write_file_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, false, |f| f.write_all(bytes))
 }
 
 /// Replaces `path` with what `fill` writes: a temporary file beside it (mode 0600),
 /// synced, renamed over `path`, then the directory synced. A reader sees the old file
 /// or the new one, never a mix; a crash leaves at worst the old file and a stray
 /// temporary one, which the next replace overwrites.
-pub(crate) fn replace_with(
+pub fn replace_with(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>) -> io::Result<()> {
+    replace(path, true, fill)
+}
+
+fn replace(
     path: &Path,
+    sync: bool,
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
     let dir = path
@@ -37,9 +50,14 @@ pub(crate) fn replace_with(
         }
         let mut file = opts.open(&tmp)?;
         fill(&mut file)?;
-        file.sync_all()?;
+        if sync {
+            file.sync_all()?;
+        }
         fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
+        if sync {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

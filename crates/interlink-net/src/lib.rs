@@ -12,7 +12,7 @@
 //! - discovers peers by mDNS, bootstrap addresses (redialled with backoff) and Kademlia.
 #![warn(missing_docs)]
 
-mod atomic;
+pub mod atomic;
 pub mod behaviour;
 pub mod config;
 mod diagnostics;
