@@ -1,6 +1,6 @@
 //! The engine: one per session node; dispatches inputs to the two sides.
 
-use std::collections::VecDeque;
+use std::{collections::VecDeque, sync::Arc};
 
 use interlink_core::{Identity, IdentityKey, MsgId, trust::Gate, wire::SessionAddr};
 
@@ -50,7 +50,7 @@ pub struct Sizes {
 #[derive(Debug)]
 pub struct Engine {
     cfg: Config,
-    identity: Identity,
+    identity: Arc<Identity>,
     me: SessionAddr,
     routes: Routes,
     out: VecDeque<Output>,
@@ -61,7 +61,12 @@ pub struct Engine {
 
 impl Engine {
     /// A fresh session with nothing durable yet.
-    pub fn new(config: Config, identity: Identity, me: SessionAddr, now: u64) -> Self {
+    pub fn new(
+        config: Config,
+        identity: impl Into<Arc<Identity>>,
+        me: SessionAddr,
+        now: u64,
+    ) -> Self {
         Self::restore(config, identity, me, Vec::new(), std::iter::empty(), now)
     }
 
@@ -71,7 +76,7 @@ impl Engine {
     /// and the timer.
     pub fn restore(
         config: Config,
-        identity: Identity,
+        identity: impl Into<Arc<Identity>>,
         me: SessionAddr,
         outbox: Vec<OutboxEntry>,
         inbox_index: impl IntoIterator<Item = (IdentityKey, MsgId, u64)>,
@@ -82,7 +87,7 @@ impl Engine {
             sender: Sender::restore(outbox, now),
             recipient: Recipient::restore(gate, inbox_index, now),
             cfg: config,
-            identity,
+            identity: identity.into(),
             me,
             routes: Routes::default(),
             out: VecDeque::new(),
@@ -98,6 +103,16 @@ impl Engine {
     /// This session's address.
     pub fn me(&self) -> &SessionAddr {
         &self.me
+    }
+
+    /// The trust gate (its policy, held knocks, pair requests sent).
+    pub fn gate(&self) -> &Gate {
+        self.recipient.gate()
+    }
+
+    /// The trust gate, to note a pair request this session sent.
+    pub fn gate_mut(&mut self) -> &mut Gate {
+        self.recipient.gate_mut()
     }
 
     /// The timestamp for the next envelope: strictly increasing, and after every
@@ -142,10 +157,17 @@ impl Engine {
                 envelopes,
             } => recipient.deliver_request(&mut ctx, from, req, envelopes),
             Input::MailboxFetched { copy } => recipient.mailbox_fetched(&mut ctx, &copy),
-            Input::InboxStored { token, result } => recipient.inbox_stored(&mut ctx, token, result),
+            Input::InboxStored {
+                token,
+                result,
+                refused,
+            } => recipient.inbox_stored(&mut ctx, token, result, &refused),
             Input::ReceiptSent { id, result } => recipient.receipt_sent(id, result),
             Input::SetPolicy(policy) => recipient.gate_mut().set_policy(policy),
-            Input::Wake => recipient.drain(&mut ctx),
+            Input::Wake => {
+                recipient.drain(&mut ctx);
+                sender.republish(&mut ctx);
+            }
             Input::Timer => {
                 sender.timer(&mut ctx);
                 recipient.timer(&mut ctx);

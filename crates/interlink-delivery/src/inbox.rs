@@ -123,6 +123,10 @@ impl Recipient {
         r
     }
 
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
     pub(crate) fn gate_mut(&mut self) -> &mut Gate {
         &mut self.gate
     }
@@ -270,6 +274,7 @@ impl Recipient {
         ctx: &mut Ctx<'_>,
         token: StoreToken,
         result: Result<(), StoreError>,
+        refused: &[(EntryKey, Refusal)],
     ) {
         if self.appending.as_ref().map(|a| a.token) != Some(token) {
             return;
@@ -281,13 +286,38 @@ impl Recipient {
             Ok(()) => {
                 let mut keys = Vec::with_capacity(app.items.len());
                 let mut collected = Vec::new();
+                let refusal_of =
+                    |k: &EntryKey| refused.iter().find(|(r, _)| r == k).map(|(_, r)| *r);
                 for q in &app.items {
                     self.pending.remove(&q.key);
+                    if let Some(r) = refusal_of(&q.key) {
+                        // The store refused its content (a body that does not open):
+                        // final, never in the inbox; a mailbox copy is acked so
+                        // holders drop it.
+                        ctx.out.push_back(Output::Event(Event::Dropped {
+                            from: q.env.body().sender_addr(),
+                            msg_id: q.key.1,
+                            reason: r,
+                        }));
+                        if q.from_mailbox {
+                            keys.push(q.key);
+                        }
+                        continue;
+                    }
                     self.index_insert(q.key, ctx.now);
                     self.gate.record_delivered(&q.key.0, &q.key.1, ctx.now);
                     keys.push(q.key);
                     if q.from_mailbox {
                         collected.push(q.env.body().clone());
+                    }
+                }
+                for w in &mut self.waiting {
+                    for (_, item) in &mut w.items {
+                        if let Item::Wait(k) = *item
+                            && let Some(r) = refusal_of(&k)
+                        {
+                            *item = Item::Refused(r);
+                        }
                     }
                 }
                 self.resolve(ctx);

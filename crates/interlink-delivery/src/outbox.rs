@@ -34,6 +34,9 @@ struct Pending {
     in_flight: bool,
     /// The recipient called it too old for the live path: mailbox only.
     mailbox_only: bool,
+    /// The outbox write failed while a live attempt was on its way: the caller is
+    /// answered when the attempt ends (delivered, or the write error).
+    write_failed: Option<StoreError>,
 }
 
 #[derive(Debug)]
@@ -91,6 +94,7 @@ impl Sender {
                     caller: None,
                     in_flight: false,
                     mailbox_only: false,
+                    write_failed: None,
                 },
             );
         }
@@ -172,8 +176,10 @@ impl Sender {
                 caller: Some(caller),
                 in_flight: false,
                 mailbox_only: false,
+                write_failed: None,
             },
-        );
+        ); // The live attempt need not wait for the write (see `settle`).
+        self.settle(ctx, &to, false);
     }
 
     pub(crate) fn outbox_stored(
@@ -193,6 +199,11 @@ impl Sender {
             Ok(()) => {
                 p.stored = true;
                 self.settle(ctx, &to, false);
+            }
+            Err(e) if p.in_flight => {
+                // Its live attempt may still deliver it: the caller is answered when
+                // the attempt ends, with the truth.
+                p.write_failed = Some(e);
             }
             Err(e) => {
                 // Nothing durable, nothing claimed: the caller learns it failed.
@@ -242,11 +253,13 @@ impl Sender {
                 self.backoff
                     .insert(f.to.clone(), ctx.now + ctx.cfg.retry_interval_ms);
                 self.publish(ctx, &f.to);
+                self.fail_unwritten(ctx, &f.ids);
                 return self.settle(ctx, &f.to, false);
             }
             Err(_) => {
                 ctx.routes.failed(f.peer);
                 self.publish(ctx, &f.to);
+                self.fail_unwritten(ctx, &f.ids);
                 return self.settle(ctx, &f.to, false);
             }
         };
@@ -272,7 +285,37 @@ impl Sender {
                 .insert(f.to.clone(), ctx.now + ctx.cfg.retry_interval_ms);
             self.publish(ctx, &f.to);
         }
+        self.fail_unwritten(ctx, &f.ids);
         self.settle(ctx, &f.to, false);
+    }
+
+    /// Answers the callers of messages whose outbox write failed during their live
+    /// attempt and that were not delivered by it: nothing durable, nothing claimed.
+    fn fail_unwritten(&mut self, ctx: &mut Ctx<'_>, ids: &[MsgId]) {
+        for id in ids {
+            let Some(p) = self.entries.get_mut(id) else {
+                continue;
+            };
+            let Some(e) = p.write_failed.take() else {
+                continue;
+            };
+            let caller = p.caller.take();
+            self.forget(id);
+            if let Some(caller) = caller {
+                ctx.out.push_back(Output::Reply {
+                    caller,
+                    outcome: Err(SendError::Store(e)),
+                });
+            }
+        }
+    }
+
+    /// Publishes every recipient's copy again (the node woke, or got its first peer
+    /// after none: what it published alone reached nobody).
+    pub(crate) fn republish(&mut self, ctx: &mut Ctx<'_>) {
+        for to in self.recipients() {
+            self.publish(ctx, &to);
+        }
     }
 
     pub(crate) fn receipt_collected(&mut self, ctx: &mut Ctx<'_>, receipt: &Signed<Receipt>) {
@@ -386,9 +429,11 @@ impl Sender {
             let mut bytes = 0usize;
             for id in queue {
                 let Some(p) = self.entries.get(id) else { break };
-                // FIFO: the batch is a prefix; an entry not yet durable or not for the
-                // live path stops it, so nothing overtakes it.
-                if !p.stored || !eligible(p) || batch.len() >= MAX_DELIVER_BATCH {
+                // FIFO: the batch is a prefix; an entry not for the live path stops it,
+                // so nothing overtakes it. An entry still being written may go: the
+                // live attempt runs beside the outbox write (a receipt proves delivery
+                // whatever the write does), and `queued` still waits for the write.
+                if p.write_failed.is_some() || !eligible(p) || batch.len() >= MAX_DELIVER_BATCH {
                     break;
                 }
                 let size = p.entry.envelope.to_bytes().len();

@@ -84,10 +84,10 @@ pub enum SendFailure {
 #[non_exhaustive]
 pub enum Refusal {
     /// Final: the sender is not a peer of the recipient.
-    #[error("not paired")]
+    #[error("the sender is not a peer of the recipient; strangers may only knock")]
     NotPaired,
     /// Final: addressed to another identity or session.
-    #[error("wrong recipient")]
+    #[error("addressed to another identity or session")]
     WrongRecipient,
     /// Final: a pair acceptance nobody asked for.
     #[error("unsolicited pair acceptance")]
@@ -99,6 +99,9 @@ pub enum Refusal {
     /// Final: too many envelopes in one request, or another sender's envelope in it.
     #[error("malformed request")]
     Malformed,
+    /// Final: the sealed body does not open with this session's sealing key.
+    #[error("the sealed body does not open")]
+    Unopenable,
     /// Not for the live path: older than the live freshness window. The sender keeps it
     /// and relies on the mailbox, whose window is the retention.
     #[error("too old for the live path")]
@@ -107,10 +110,10 @@ pub enum Refusal {
     #[error("future-dated")]
     FutureDated,
     /// Retryable: the recipient could not make it durable (disk full, short write).
-    #[error("store failed")]
+    #[error("the recipient could not store the message; send it again later")]
     StoreFailed,
     /// Retryable: the recipient is handling too much from this peer.
-    #[error("busy")]
+    #[error("the recipient is busy with this peer; send it again later")]
     Busy,
     /// Retryable: an earlier envelope of this sender in the request was not taken, so
     /// this one is not either (taking it would break the sender's order).
@@ -128,6 +131,7 @@ impl Refusal {
                 | Refusal::UnsolicitedAccept
                 | Refusal::Replayed
                 | Refusal::Malformed
+                | Refusal::Unopenable
         )
     }
 
@@ -146,6 +150,7 @@ impl Refusal {
             Refusal::UnsolicitedAccept => RefusalCode::UnsolicitedAccept,
             Refusal::Replayed => RefusalCode::Replayed,
             Refusal::Malformed => RefusalCode::Malformed,
+            Refusal::Unopenable => RefusalCode::Unopenable,
             Refusal::Stale => RefusalCode::Stale,
             Refusal::FutureDated => RefusalCode::FutureDated,
             Refusal::StoreFailed | Refusal::Behind => RefusalCode::StoreFailed,
@@ -168,6 +173,7 @@ impl Refusal {
             RefusalCode::FutureDated => Refusal::FutureDated,
             RefusalCode::StoreFailed => Refusal::StoreFailed,
             RefusalCode::OverBudget => Refusal::Busy,
+            RefusalCode::Unopenable => Refusal::Unopenable,
             _ => Refusal::Malformed,
         }
     }
@@ -369,6 +375,9 @@ pub enum Input {
         token: StoreToken,
         /// Whether every entry is durable (on `Err` none may be).
         result: Result<(), StoreError>,
+        /// On `Ok`: entries the store refused for their content and did not write
+        /// (a sealed body that does not open); every other entry is durable.
+        refused: Vec<(EntryKey, Refusal)>,
     },
     /// A collected-mail receipt of [`Output::SendReceipt`] went out, or not.
     ReceiptSent {
@@ -379,7 +388,8 @@ pub enum Input {
     },
     /// The peers policy changed.
     SetPolicy(PeerPolicy),
-    /// The process woke (tick gap) or got its first connection: drain now.
+    /// The process woke (tick gap) or got its first connection after none: drain
+    /// this session's mailbox and publish every pending message's copy again.
     Wake,
     /// The timer of [`Output::SetTimer`] fired.
     Timer,

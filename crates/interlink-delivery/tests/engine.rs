@@ -112,6 +112,7 @@ fn settle(p: &mut Pair, now: u64) -> Vec<(CallId, Outcome)> {
                                 Input::InboxStored {
                                     token,
                                     result: Ok(()),
+                                    refused: Vec::new(),
                                 },
                                 now,
                             ),

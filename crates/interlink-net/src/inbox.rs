@@ -369,6 +369,12 @@ impl Inbox {
         Ok(())
     }
 
+    /// Every (sender, message id, received at) the inbox remembers receiving (the
+    /// delivery engine's index is restored from it).
+    pub fn received(&self) -> impl Iterator<Item = (IdentityKey, MsgId, u64)> + '_ {
+        self.index.iter()
+    }
+
     /// Whether the inbox holds message `id` from `sender` (a retry of a stored
     /// message). Another sender's message with the same id is a different message.
     pub fn holds(&self, sender: &IdentityKey, id: &MsgId) -> bool {

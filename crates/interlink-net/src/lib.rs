@@ -138,13 +138,14 @@ pub struct Settled {
     pub pending: usize,
 }
 
-/// A message the recipient receipted.
+/// A message the recipient receipted: its signed receipt (verified by the engine)
+/// names this message, this sender and the session below.
 #[derive(Clone, Debug)]
 pub struct Sent {
     /// Its id.
     pub msg_id: interlink_core::MsgId,
-    /// The recipient's signed receipt (verified).
-    pub receipt: interlink_core::wire::Signed<interlink_core::wire::Receipt>,
+    /// The session that signed the receipt.
+    pub to: interlink_core::wire::SessionAddr,
 }
 
 /// Sending over the live path failed.
@@ -174,22 +175,21 @@ pub enum SendError {
     /// The recipient answered with something that is not a valid receipt for it.
     #[error("invalid receipt: {0}")]
     BadReceipt(String),
-    /// Too many messages queued for that recipient.
-    #[error("too many messages queued for this recipient")]
-    Busy,
-    /// The recipient did not answer and its mailbox has no room for the message: it is
-    /// not queued anywhere. A mailbox keeps what it took and refuses what does not fit.
+    /// The outbox holds its most messages for this recipient, or in all: nothing was
+    /// queued. Room comes back as the recipient collects its mail.
     #[error(
-        "the recipient is unreachable and its mailbox is full ({waiting} messages waiting, \
-         {from_you} of them from this identity); nothing was queued — send again once the \
-         recipient has collected its mail"
+        "too many messages waiting in the outbox ({held} held, limit {limit}); nothing was \
+         queued — send again once the recipient has collected its mail"
     )]
-    MailboxFull {
-        /// Envelopes waiting in the mailbox.
-        waiting: usize,
-        /// How many of them are from this sender's identity.
-        from_you: usize,
+    OutboxFull {
+        /// Messages held (for this recipient, or in all).
+        held: usize,
+        /// The limit that was hit.
+        limit: usize,
     },
+    /// The message was given up before the caller was answered (the retention ended).
+    #[error("the message was not kept: {0}")]
+    NotKept(String),
     /// The message could not be made durable in this session's outbox, so it was not
     /// queued (nothing was published).
     #[error("the message could not be kept in this session's outbox: {0}")]

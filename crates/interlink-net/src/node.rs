@@ -4,13 +4,13 @@ mod delivery;
 mod discovery;
 mod inbound;
 mod mailbox;
-mod outboxing;
 mod pairing;
 mod presence;
-mod queueing;
-mod receipting;
+mod publishing;
 mod relaying;
 mod sealing;
+mod sending;
+mod store;
 
 use std::{
     collections::HashMap,
@@ -18,7 +18,8 @@ use std::{
 };
 
 use futures::StreamExt;
-use interlink_core::{identity::SealingSecret, presence::Roster, trust::Gate};
+use interlink_core::{presence::Roster, wire::SessionAddr};
+use interlink_delivery::{Engine, Input, OutboxEntry};
 use libp2p::{
     Multiaddr, PeerId, Swarm, gossipsub,
     swarm::{SwarmEvent, dial_opts::DialOpts},
@@ -40,9 +41,11 @@ use crate::{
 
 /// The housekeeping tick: re-announcement, roster sweep, bootstrap redial.
 const TICK: Duration = Duration::from_secs(1);
-/// How often the outbox is swept for expired messages and its mailboxes published
-/// again.
-const OUTBOX_SWEEP: Duration = Duration::from_secs(300);
+/// How often pending messages are published to their recipients' mailboxes again
+/// (session nodes hold copies in memory; holders come and go).
+const REPUBLISH: Duration = Duration::from_secs(300);
+/// After a retryable refusal, how long before the live path is tried again.
+const LIVE_RETRY: Duration = Duration::from_secs(5);
 /// How long shutdown keeps driving the swarm so the goodbye leaves.
 const GOODBYE_FLUSH: Duration = Duration::from_millis(300);
 
@@ -91,14 +94,13 @@ impl Node {
             Role::Session(s) => s.summary.clone(),
             Role::Observer | Role::Relay(_) => String::new(),
         };
-        let (gate, inbox, sealing, durable) = match (&role, &config.delivery.inbox_dir) {
-            (Role::Session(spec), Some(dir)) => (
-                Some(pairing::restored_gate(config.delivery.policy.clone(), dir)),
-                Some(Inbox::open(dir).map_err(|e| NetError::Setup(e.to_string()))?),
-                Some(spec.identity.sealing_secret()),
-                Some(crate::outbox::Outbox::open(dir).map_err(|e| NetError::Setup(e.to_string()))?),
-            ),
-            _ => (None, None, None, None),
+        let delivery = match &role {
+            Role::Session(spec) => Some(open_delivery(
+                &config,
+                spec,
+                config.delivery.inbox_dir.as_deref(),
+            )?),
+            Role::Observer | Role::Relay(_) => None,
         };
         let mut actor = Actor {
             roster: Roster::new(config.presence),
@@ -109,7 +111,6 @@ impl Node {
             ),
             relays: relaying::Relays::new(&config.relays),
             seal_contexts: sealing::SealContexts::default(),
-            open_contexts: sealing::OpenContexts::default(),
             swarm,
             config,
             role,
@@ -123,20 +124,13 @@ impl Node {
             last_announce: None,
             listen_addrs: Vec::new(),
             peers: HashMap::new(),
-            gate,
-            inbox,
-            sealing,
-            outbox: delivery::Outbox::default(),
+            delivery,
             mailboxes: mailbox::Mailboxes::default(),
-            queueing: queueing::Queueing::default(),
-            receipting: receipting::Receipting::default(),
+            publishing: publishing::Publishing::default(),
             last_tick: Instant::now(),
             started: Instant::now(),
-            last_envelope_ts: 0,
             known_announcements: Default::default(),
             pins: crate::pins::SealingPins::default(),
-            durable,
-            last_outbox_sweep: None,
         };
         actor.pins = crate::pins::SealingPins::load(actor.config.delivery.pins_file.clone());
         for addr in &actor.config.external_addrs {
@@ -144,8 +138,9 @@ impl Node {
         }
         actor.register_relays();
         actor.load_durable_mailboxes();
-        actor.restore_outbox();
-        actor.mailboxes.request_fetch();
+        // The engine's start-up outputs: a drain of the own mailbox (run once the DHT
+        // has a peer), the restored outbox's copies, the timer.
+        actor.run_outputs();
         actor.bootstrap.dial_due(&mut actor.swarm, Instant::now());
         let task = tokio::spawn(async move { actor.run().await });
         Ok(Self {
@@ -211,30 +206,19 @@ struct Actor {
     /// Connected peers. Bounded by the swarm's connections.
     peers: HashMap<PeerId, PeerInfo>,
     bootstrap: discovery::Bootstrap,
-    /// Sessions with an inbox: the trust gate, the inbox and the sealing secret.
-    gate: Option<Gate>,
-    inbox: Option<Inbox>,
-    sealing: Option<SealingSecret>,
-    outbox: delivery::Outbox,
+    /// Sessions with an inbox: the delivery engine and its shell.
+    delivery: Option<delivery::Delivery>,
     mailboxes: mailbox::Mailboxes,
-    queueing: queueing::Queueing,
-    receipting: receipting::Receipting,
+    publishing: publishing::Publishing,
     relays: relaying::Relays,
     seal_contexts: sealing::SealContexts,
-    open_contexts: sealing::OpenContexts,
     last_tick: Instant,
     /// When the node started.
     started: Instant,
-    /// Timestamp of the last envelope sent: kept strictly increasing, so a recipient
-    /// draining its mailbox (ordered by timestamp) sees one sender's messages in order.
-    last_envelope_ts: u64,
     /// Digests of announcement wire bytes already verified and applied (bounded).
     known_announcements: std::collections::HashSet<[u8; 32]>,
     /// Sealing keys of peers, for sessions not on the roster.
     pins: crate::pins::SealingPins,
-    /// Sessions: what was answered `queued` and not receipted yet, on disk.
-    durable: Option<crate::outbox::Outbox>,
-    last_outbox_sweep: Option<Instant>,
 }
 
 impl Actor {
@@ -242,18 +226,28 @@ impl Actor {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            // Sub-second deadlines (a mailbox prefetch cut short) the tick is too coarse for.
-            let deadline = self.queueing.next_deadline();
-            let far = tokio::time::Instant::now() + TICK;
-            let wake = deadline.map_or(far, tokio::time::Instant::from_std);
+            // Deadlines the tick is too coarse for: the engine's timer (a live attempt's
+            // timeout), a settle caller's.
+            let engine_at = self.delivery.as_ref().and_then(|d| d.timer).map(|at| {
+                let wait = Duration::from_millis(at.saturating_sub(crate::now_ms()));
+                tokio::time::Instant::now() + wait
+            });
+            let settle_at = self
+                .publishing
+                .next_deadline()
+                .map(tokio::time::Instant::from_std);
+            let deadline = engine_at.into_iter().chain(settle_at).min();
+            let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + TICK);
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => break,
+                Some(done) = next_store_done(&mut self.delivery) => self.on_store_done(done),
                 Some(cmd) = self.commands.recv() => self.on_command(cmd),
                 event = self.swarm.select_next_some() => self.on_swarm_event(event),
                 _ = tick.tick() => self.on_tick(),
                 () = tokio::time::sleep_until(wake), if deadline.is_some() => {
-                    self.on_queueing_deadline(Instant::now());
+                    self.on_engine_timer();
+                    self.answer_settle_waiters(Instant::now());
                 }
             }
         }
@@ -271,11 +265,14 @@ impl Actor {
         // slept. Fetch the mailbox and re-announce at once rather than on the timers.
         if now.duration_since(self.last_tick) >= mailbox::WAKE_GAP {
             info!(gap = ?now.duration_since(self.last_tick), "woke up");
-            self.mailboxes.request_fetch();
+            self.drive(Input::Wake);
             self.announce_due = true;
         }
         self.last_tick = now;
         let removed = self.roster.sweep(crate::now_ms());
+        for addr in &removed {
+            self.route_session(addr);
+        }
         if !removed.is_empty() {
             self.emit(Event::RosterChanged);
         }
@@ -287,19 +284,12 @@ impl Actor {
         }
         self.bootstrap.dial_due(&mut self.swarm, now);
         discovery::periodic(self, now);
-        self.maybe_fetch_mailbox(now);
-        self.expire_live_attempts(now);
-        if let Some(inbox) = self.inbox.as_mut() {
-            inbox.compact_if_due(crate::now_ms());
-        }
-        if self
-            .last_outbox_sweep
-            .is_none_or(|t| now.duration_since(t) >= OUTBOX_SWEEP)
-        {
-            self.last_outbox_sweep = Some(now);
-            self.sweep_outbox();
-            // Holders come and go (a session's copies live in memory): keep one out.
-            self.republish_outbox();
+        self.fetch_own_mailbox();
+        self.on_engine_timer();
+        self.run_outputs();
+        if let Some(d) = self.delivery.as_ref() {
+            // Cheap when nothing is due; a compaction runs on the store thread.
+            let _ = d.store(store::Op::Compact);
         }
     }
 
@@ -323,9 +313,7 @@ impl Actor {
                 let _ = tx.send(self.held_mailbox_info(&addr));
             }
             Command::SetPolicy(policy, tx) => {
-                if let Some(gate) = self.gate.as_mut() {
-                    gate.set_policy(policy);
-                }
+                self.drive(Input::SetPolicy(policy));
                 // A key just admitted whose sessions are on the roster: pinned now.
                 self.pin_roster_peers();
                 let _ = tx.send(());
@@ -377,8 +365,7 @@ impl Actor {
                 if self.peers.len() == 1 {
                     // Back from having no peers: whatever was queued for us may be there,
                     // and what we queued has a peer to hold it now.
-                    self.mailboxes.request_fetch();
-                    self.republish_outbox();
+                    self.drive(Input::Wake);
                 }
                 if num_established.get() == 1 {
                     debug!(%peer_id, "connected");
@@ -478,4 +465,69 @@ impl Actor {
             }
         }
     }
+}
+
+/// The next answer of the store thread; never, for a node without one.
+async fn next_store_done(delivery: &mut Option<delivery::Delivery>) -> Option<store::Done> {
+    match delivery.as_mut().and_then(|d| d.done.as_mut()) {
+        Some(done) => done.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A session's delivery: its inbox and outbox opened, the engine restored from them
+/// (what the outbox kept, what the inbox holds, the pair requests sent), the store
+/// thread started. A session without an inbox directory gets an engine and no store.
+fn open_delivery(
+    config: &Config,
+    spec: &crate::SessionSpec,
+    dir: Option<&std::path::Path>,
+) -> Result<delivery::Delivery, NetError> {
+    let setup = |e: &dyn std::fmt::Display| NetError::Setup(e.to_string());
+    let now = crate::now_ms();
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let engine_config = interlink_delivery::Config::default()
+        .with_policy(config.delivery.policy.clone())
+        .with_timing(
+            ms(crate::behaviour::LIVE_ATTEMPT_TIMEOUT),
+            ms(mailbox::MAILBOX_POLL),
+            ms(REPUBLISH),
+            ms(LIVE_RETRY),
+        );
+    let me = SessionAddr {
+        key: spec.identity.public(),
+        session: spec.session.clone(),
+    };
+    let Some(dir) = dir else {
+        let engine = Engine::new(engine_config, spec.identity.clone(), me, now);
+        return Ok(delivery::Delivery::new(engine, None));
+    };
+    let inbox = Inbox::open(dir).map_err(|e| setup(&e))?;
+    let mut outbox = crate::outbox::Outbox::open(dir).map_err(|e| setup(&e))?;
+    let kept = outbox.load(now).unwrap_or_else(|e| {
+        warn!("reading the outbox: {e}");
+        Vec::new()
+    });
+    if !kept.is_empty() {
+        info!(
+            messages = kept.len(),
+            "outbox: messages still waiting for their recipients"
+        );
+    }
+    let mut engine = Engine::restore(
+        engine_config,
+        spec.identity.clone(),
+        me,
+        kept.into_iter()
+            .map(|envelope| OutboxEntry { envelope })
+            .collect(),
+        inbox.received(),
+        now,
+    );
+    for key in pairing::load(dir) {
+        engine.gate_mut().note_pair_request(key);
+    }
+    let store = store::Store::spawn(inbox, outbox, spec.identity.sealing_secret())
+        .map_err(|e| setup(&e))?;
+    Ok(delivery::Delivery::new(engine, Some(store)))
 }

@@ -109,18 +109,47 @@ impl Outbox {
     /// Commits `envelopes` (one fsynced transaction for all): when this returns `Ok`,
     /// they survive a crash. Nothing is written if they do not all fit.
     pub fn put(&mut self, envelopes: &[&Signed<Envelope>]) -> Result<(), OutboxError> {
-        if envelopes.is_empty() {
-            return Ok(());
+        self.apply(envelopes, &[]).map(|_| ())
+    }
+
+    /// Removes the messages `ids` (receipted, refused for good, or expired); ids not
+    /// held are ignored.
+    pub fn remove(&mut self, ids: &[MsgId]) -> Result<usize, OutboxError> {
+        self.apply(&[], ids)
+    }
+
+    /// Adds `puts` and removes `removes` in one fsynced transaction (all or nothing);
+    /// returns how many entries were removed. Refused whole, before writing, if the
+    /// outbox would hold more than [`MAX_OUTBOX_ENTRIES`].
+    pub fn apply(
+        &mut self,
+        puts: &[&Signed<Envelope>],
+        removes: &[MsgId],
+    ) -> Result<usize, OutboxError> {
+        if puts.is_empty() && removes.is_empty() {
+            return Ok(0);
         }
-        if self.len + envelopes.len() > MAX_OUTBOX_ENTRIES {
+        if self.len + puts.len() > MAX_OUTBOX_ENTRIES + removes.len() {
             return Err(OutboxError::Full);
         }
         let p = self.path.clone();
         let txn = self.db.begin_write().map_err(|e| db_error(&p, e))?;
-        let mut added = 0;
+        let (mut added, mut removed) = (0, 0);
         {
             let mut table = txn.open_table(ENTRIES).map_err(|e| db_error(&p, e))?;
-            for env in envelopes {
+            for id in removes {
+                if table
+                    .remove(id.as_bytes().as_slice())
+                    .map_err(|e| db_error(&p, e))?
+                    .is_some()
+                {
+                    removed += 1;
+                }
+            }
+            if self.len + puts.len() > MAX_OUTBOX_ENTRIES + removed {
+                return Err(OutboxError::Full);
+            }
+            for env in puts {
                 let key = env.body().msg_id;
                 if table
                     .insert(key.as_bytes().as_slice(), env.to_bytes().as_slice())
@@ -132,33 +161,7 @@ impl Outbox {
             }
         }
         txn.commit().map_err(|e| db_error(&p, e))?;
-        self.len += added;
-        Ok(())
-    }
-
-    /// Removes the messages `ids` (receipted, refused for good, or expired); ids not
-    /// held are ignored.
-    pub fn remove(&mut self, ids: &[MsgId]) -> Result<usize, OutboxError> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let p = self.path.clone();
-        let txn = self.db.begin_write().map_err(|e| db_error(&p, e))?;
-        let mut removed = 0;
-        {
-            let mut table = txn.open_table(ENTRIES).map_err(|e| db_error(&p, e))?;
-            for id in ids {
-                if table
-                    .remove(id.as_bytes().as_slice())
-                    .map_err(|e| db_error(&p, e))?
-                    .is_some()
-                {
-                    removed += 1;
-                }
-            }
-        }
-        txn.commit().map_err(|e| db_error(&p, e))?;
-        self.len = self.len.saturating_sub(removed);
+        self.len = (self.len + added).saturating_sub(removed);
         Ok(removed)
     }
 

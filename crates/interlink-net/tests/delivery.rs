@@ -44,8 +44,7 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
             .await
             .unwrap(),
     );
-    assert_eq!(sent.receipt.body().recipient, bob.addr.key);
-    assert!(sent.receipt.body().msg_ids.contains(&sent.msg_id));
+    assert_eq!(sent.to, bob.addr);
     bob.handle()
         .send(OutgoingMessage::text(alice.addr.clone(), "hello alice"))
         .await
@@ -396,11 +395,12 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     carol.node.shutdown().await;
 }
 
-/// A mailbox that is full refuses (with a reason) instead of evicting what it holds;
+/// A sender's outbox full for one recipient refuses (with the numbers) instead of
+/// evicting what it holds;
 /// when the recipient comes back, the sender retries its queued messages live and
 /// learns they were delivered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_mailbox_refuses_and_a_returning_recipient_is_retried_live() {
+async fn a_full_outbox_refuses_and_a_returning_recipient_is_retried_live() {
     let quota = interlink_core::limits::MAILBOX_SENDER_QUOTA;
     let base = 50_000 + u64::from(std::process::id() % 1000) * 10;
     let common::Trio {
@@ -434,16 +434,17 @@ async fn a_full_mailbox_refuses_and_a_returning_recipient_is_retried_live() {
         queued_ids.insert(msg_id);
         expected.push(text);
     }
-    // One more than the quota: refused with the numbers, not silently evicting the first.
+    // One more than the quota: refused with the numbers (the outbox keeps for one
+    // recipient what its mailbox takes from one sender), not evicting the first.
     let over = alice
         .handle()
         .send(OutgoingMessage::text(bob_addr.clone(), "one too many"))
         .await;
     match over {
-        Err(SendError::MailboxFull { waiting, from_you }) => {
-            assert_eq!((waiting, from_you), (quota, quota));
+        Err(SendError::OutboxFull { held, limit }) => {
+            assert_eq!((held, limit), (quota, quota));
         }
-        other => panic!("expected a full mailbox, got {other:?}"),
+        other => panic!("expected a full outbox, got {other:?}"),
     }
 
     // Bob comes back under the same session: all of the quota arrives, in order.

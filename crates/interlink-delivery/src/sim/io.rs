@@ -35,6 +35,7 @@ impl World {
             StoreOp::Inbox(token, _) => Input::InboxStored {
                 token: *token,
                 result: result.clone(),
+                refused: Vec::new(),
             },
         };
         // A failed write is rolled back: nothing of it stays.

@@ -31,7 +31,7 @@ pub(super) fn brief_in(i: &Input) -> String {
         Input::OutboxStored { key, result } => {
             format!("OutboxStored {:02x} {result:?}", key.as_bytes()[0])
         }
-        Input::InboxStored { token, result } => format!("InboxStored {token:?} {result:?}"),
+        Input::InboxStored { token, result, .. } => format!("InboxStored {token:?} {result:?}"),
         Input::Timer => String::new(),
         other => format!("{other:?}").chars().take(80).collect(),
     }

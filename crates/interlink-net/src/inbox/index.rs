@@ -82,6 +82,14 @@ impl Index {
         }
     }
 
+    /// Every (sender, id, arrived at) remembered, in no particular order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (IdentityKey, MsgId, u64)> + '_ {
+        self.settled
+            .iter()
+            .map(|r| (r.sender, r.id, r.at))
+            .chain(self.recent.iter().map(|((s, id), at)| (*s, *id, *at)))
+    }
+
     /// Forgets the entries that arrived longer than [`INDEX_TTL_MS`] before `now`.
     pub(super) fn expire(&mut self, now: u64) {
         let cutoff = now.saturating_sub(INDEX_TTL_MS);

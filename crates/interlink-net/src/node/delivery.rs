@@ -1,442 +1,521 @@
-//! Live delivery, the sender's side (the recipient's is `node::inbound`).
+//! Delivery: the libp2p shell around the IO-free engine ([`interlink_delivery`]).
 //!
-//! Each recipient session has a small ordered queue with at most one request in flight,
-//! so one sender's messages reach an inbox in send order; what waits behind it travels
-//! in the next request together, answered by one signed receipt that the sender checks
-//! lists each message. A message with no answer goes to store-and-forward
-//! (`node::queueing`).
+//! The engine decides everything delivery promises — what is durable before `queued`
+//! is said, what goes live and in which order, what is published to a mailbox, what is
+//! stored, receipted and acked. This module only translates:
+//!
+//! - swarm events and handle commands become [`Input`]s (a delivery request decoded
+//!   and verified, a response, a mailbox copy fetched, a sign of life, a route);
+//! - [`Output`]s become requests, responses, DHT puts and gets, and writes for the
+//!   store thread (`node::store`), whose answers come back as inputs;
+//! - the engine's opaque handles map to libp2p's: [`PeerRef`] ↔ `PeerId`, [`ReqId`] ↔
+//!   the outbound request id, [`InboundId`] → the response channel, [`CallId`] → the
+//!   caller's oneshot.
+//!
+//! Top-level entry points call [`Actor::drive`], which drains every output; inside an
+//! output's handling, follow-up inputs go through [`Actor::feed`] (no re-entrant
+//! drain), and the outer drain picks up what they produce.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
-use interlink_core::{
-    MsgId,
-    limits::{MAX_DELIVER_BATCH, MAX_DELIVER_REQUEST_BYTES},
-    wire::{
-        DeliverRequest, DeliverResponse, Envelope, EnvelopeKind, Receipt, ReceiptState,
-        SessionAddr, Signed, VERSION,
-    },
+use interlink_core::{MsgId, mailbox::Mailbox, wire::SessionAddr};
+use interlink_delivery::{
+    CallId, Engine, Event as EngineEvent, HeldBy as EngineHeldBy, InboundId, Input, NotKept,
+    Outcome, Output, PeerRef, ReceiptId, ReqId, SendError as EngineSendError, SendFailure,
+    StoreError,
 };
-use libp2p::{PeerId, request_response};
-use serde_bytes::ByteBuf;
-use tokio::sync::oneshot;
+use libp2p::{
+    PeerId, kad,
+    request_response::{OutboundRequestId, ResponseChannel},
+};
+use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
-use super::Actor;
-use crate::{OutgoingMessage, Role, SendError, SendOutcome, Sent};
+use super::{
+    Actor,
+    mailbox::key_of,
+    store::{Done, Op, Store},
+};
+use crate::{Event, HeldBy, SendError, SendOutcome, Sent};
 
-/// Most messages waiting for one recipient session behind the one in flight.
-pub(crate) const OUTBOX_PER_RECIPIENT: usize = 256;
+/// Most remote nodes given a [`PeerRef`]. Refs are handed out for connected peers and
+/// for the nodes of announced sessions, both bounded; past this, a node gets none and
+/// is treated as unknown (its sessions are reached through their mailboxes).
+const MAX_PEER_REFS: usize = 16_384;
 
-/// Most recipient sessions with queued messages at once.
-pub(crate) const OUTBOX_RECIPIENTS: usize = 1024;
-
-/// A message waiting to be sent.
+/// A caller of `send` waiting for the engine's answer. The engine answers every
+/// [`Input::Send`] exactly once and refuses beyond its outbox capacity at once, so
+/// these are bounded by it.
 #[derive(Debug)]
-pub(crate) struct Queued {
-    pub(super) envelope: Signed<Envelope>,
-    /// Its wire encoding, made once when it was signed.
-    pub(super) wire: Vec<u8>,
-    /// The recipient's node; `None` for a session not on the roster (mailbox only).
-    pub(super) peer: Option<PeerId>,
-    /// The caller waiting for the outcome; `None` for a live retry of a message
-    /// already queued in the mailbox (its caller was answered "queued").
-    pub(super) reply: Option<oneshot::Sender<Result<SendOutcome, SendError>>>,
+struct Call {
+    msg_id: MsgId,
+    reply: oneshot::Sender<Result<SendOutcome, SendError>>,
 }
 
-/// A live delivery request on its way.
+/// An inbound delivery request waiting for the engine's [`Output::Respond`] (bounded
+/// by the engine's inbound limits, which answer `busy` beyond them at once).
 #[derive(Debug)]
-pub(crate) struct InFlight {
-    to: SessionAddr,
-    batch: Vec<Queued>,
-    /// A request to a peer that is not connected waits for the dial (up to the
-    /// transport's 10 s), which the live timeout must bound.
-    sent_at: std::time::Instant,
+pub(super) struct Inbound {
+    pub(super) channel: ResponseChannel<interlink_core::wire::DeliverResponse>,
+    /// Per envelope of the request: refused before the engine saw it, or `None` for
+    /// the engine's answer (in order).
+    pub(super) pre: Vec<Option<interlink_core::wire::Refusal>>,
 }
 
-/// Outbound state: per-recipient queues and the requests in flight.
+/// PeerId ↔ PeerRef, both ways.
 #[derive(Debug, Default)]
-pub(crate) struct Outbox {
-    queues: HashMap<SessionAddr, VecDeque<Queued>>,
-    in_flight: HashMap<request_response::OutboundRequestId, InFlight>,
+struct PeerRefs {
+    by_id: HashMap<PeerId, PeerRef>,
+    by_ref: HashMap<PeerRef, PeerId>,
+    next: u64,
+}
+
+impl PeerRefs {
+    fn get_or_insert(&mut self, id: PeerId) -> Option<PeerRef> {
+        if let Some(r) = self.by_id.get(&id) {
+            return Some(*r);
+        }
+        if self.by_id.len() >= MAX_PEER_REFS {
+            return None;
+        }
+        let r = PeerRef(self.next);
+        self.next += 1;
+        self.by_id.insert(id, r);
+        self.by_ref.insert(r, id);
+        Some(r)
+    }
+}
+
+/// A session node's delivery state: the engine and the tables that pair its handles
+/// with libp2p's.
+#[derive(Debug)]
+pub(crate) struct Delivery {
+    engine: Engine,
+    /// Answers of the store thread. Declared before `store` so it is dropped first
+    /// (see `Store`'s drop).
+    pub(super) done: Option<mpsc::Receiver<Done>>,
+    /// The store thread; none for a session without an inbox (`interlink-p2p send`
+    /// and `pair`: they take no messages, and what they queue is held by the copies
+    /// they publish, which they wait for with `settle` before exiting).
+    store: Option<Store>,
+    peers: PeerRefs,
+    calls: HashMap<CallId, Call>,
+    next_call: u64,
+    /// Live requests on their way → the engine's id.
+    pub(super) live: HashMap<OutboundRequestId, ReqId>,
+    /// Inbound live requests waiting for the engine (bounded by the engine).
+    pub(super) inbound: HashMap<InboundId, Inbound>,
+    pub(super) next_inbound: u64,
+    /// Collected-mail receipts on their way → the engine's id.
+    pub(super) receipts: HashMap<OutboundRequestId, ReceiptId>,
+    /// When the engine wants [`Input::Timer`] (ms since the epoch).
+    pub(super) timer: Option<u64>,
+    /// Where the last mailbox copy published in this drain went (for `held_by`).
+    last_put: Option<HeldBy>,
+    /// The DHT query fetching this session's own mailbox.
+    own_query: Option<kad::QueryId>,
+    /// A fetch of the own mailbox is owed, to run once the DHT has a peer.
+    fetch_due: bool,
+}
+
+impl Delivery {
+    pub(super) fn new(engine: Engine, store: Option<(Store, mpsc::Receiver<Done>)>) -> Self {
+        let (store, done) = store.unzip();
+        Self {
+            engine,
+            done,
+            store,
+            peers: PeerRefs::default(),
+            calls: HashMap::new(),
+            next_call: 0,
+            live: HashMap::new(),
+            inbound: HashMap::new(),
+            next_inbound: 0,
+            receipts: HashMap::new(),
+            timer: None,
+            last_put: None,
+            own_query: None,
+            fetch_due: false,
+        }
+    }
+
+    /// The engine's handle for `peer` (none past [`MAX_PEER_REFS`]).
+    pub(super) fn peer_ref(&mut self, peer: PeerId) -> Option<PeerRef> {
+        self.peers.get_or_insert(peer)
+    }
+
+    /// The PeerId behind an engine handle.
+    pub(super) fn peer_id(&self, peer: PeerRef) -> Option<PeerId> {
+        self.peers.by_ref.get(&peer).copied()
+    }
+
+    /// Registers a `send` caller; the engine's reply for the returned id goes to it.
+    pub(super) fn call(
+        &mut self,
+        msg_id: MsgId,
+        reply: oneshot::Sender<Result<SendOutcome, SendError>>,
+    ) -> CallId {
+        let id = CallId(self.next_call);
+        self.next_call += 1;
+        self.calls.insert(id, Call { msg_id, reply });
+        id
+    }
+
+    /// The next envelope timestamp (see [`Engine::next_ts`]).
+    pub(super) fn next_ts(&mut self, now: u64) -> u64 {
+        self.engine.next_ts(now)
+    }
+
+    /// The engine, for the gate and diagnostics.
+    pub(super) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The engine, to note a pair request.
+    pub(super) fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    /// Whether nothing sent is on its way: no caller waiting, no live request the
+    /// engine still waits for (one it gave up on may linger in `live` until libp2p's
+    /// own timeout; its answer is ignored).
+    pub(super) fn idle(&self) -> bool {
+        self.calls.is_empty() && self.engine.sizes().requests_in_flight == 0
+    }
+
+    /// Queues a write for the store thread.
+    pub(super) fn store(&self, op: Op) -> Result<(), Op> {
+        match &self.store {
+            Some(store) => store.send(op),
+            None => Err(op),
+        }
+    }
+
+    /// Whether this session has an inbox and an outbox (see [`Delivery::store`]).
+    pub(super) fn has_store(&self) -> bool {
+        self.store.is_some()
+    }
 }
 
 impl Actor {
-    /// Builds, seals and signs `msg`, then queues it for its recipient.
-    pub(super) fn send_message(
-        &mut self,
-        msg: OutgoingMessage,
-        reply: oneshot::Sender<Result<SendOutcome, SendError>>,
-    ) {
-        let result = self.build_envelope(&msg);
-        let (envelope, peer) = match result {
-            Ok(v) => v,
-            Err(e) => {
-                let _ = reply.send(Err(e));
-                return;
-            }
-        };
-        let to = msg.to;
-        if msg.kind == EnvelopeKind::Knock {
-            // Let the acceptance in when it comes (also after a restart).
-            self.note_knock_sent(to.key);
+    /// Hands `input` to the engine and carries out everything it asks for.
+    pub(super) fn drive(&mut self, input: Input) {
+        if let Some(d) = self.delivery.as_mut() {
+            d.last_put = None;
         }
-        let busy =
-            self.outbox.queues.len() >= OUTBOX_RECIPIENTS && !self.outbox.queues.contains_key(&to);
-        let waiting = self.outbox.queues.get(&to).map_or(0, VecDeque::len);
-        if busy || waiting >= OUTBOX_PER_RECIPIENT {
-            let _ = reply.send(Err(SendError::Busy));
+        self.feed(input);
+        self.run_outputs();
+    }
+
+    /// Hands `input` to the engine without carrying out its outputs (for use while
+    /// they are being carried out: the running drain takes them).
+    pub(super) fn feed(&mut self, input: Input) {
+        if let Some(d) = self.delivery.as_mut() {
+            d.engine.handle(input, crate::now_ms());
+        }
+    }
+
+    /// Carries out the engine's outputs until there are none.
+    pub(super) fn run_outputs(&mut self) {
+        while let Some(out) = self.delivery.as_mut().and_then(|d| d.engine.poll_output()) {
+            self.on_output(out);
+        }
+    }
+
+    fn on_output(&mut self, out: Output) {
+        match out {
+            Output::PersistOutbox { entry } => {
+                let key = entry.key();
+                let Some(d) = self.delivery.as_ref() else {
+                    return;
+                };
+                if !d.has_store() {
+                    // Nothing to keep it in: `held_by.outbox` stays false, and the
+                    // command waits for a peer to take a copy before it exits.
+                    self.feed(Input::OutboxStored {
+                        key,
+                        result: Ok(()),
+                    });
+                } else if d.store(Op::Persist(Box::new(entry.envelope))).is_err() {
+                    self.feed(Input::OutboxStored {
+                        key,
+                        result: Err(StoreError::Other("the store is busy".into())),
+                    });
+                }
+            }
+            Output::RemoveOutbox { key } => {
+                // A lost remove only means one more (deduplicated) retry later.
+                if let Some(d) = self.delivery.as_ref() {
+                    let _ = d.store(Op::Remove(key));
+                }
+            }
+            Output::SendRequest {
+                req,
+                peer,
+                envelopes,
+            } => self.send_live(req, peer, &envelopes),
+            Output::DhtPut { mailbox } => {
+                let held = self.publish_mailbox(mailbox);
+                if let Some(d) = self.delivery.as_mut() {
+                    d.last_put = Some(held);
+                }
+            }
+            Output::DhtGet { .. } => {
+                // A session without an inbox has no mail to collect.
+                if let Some(d) = self.delivery.as_mut().filter(|d| d.has_store()) {
+                    d.fetch_due = true;
+                    self.fetch_own_mailbox();
+                }
+            }
+            Output::AppendInbox { token, entries } => {
+                let queued = self
+                    .delivery
+                    .as_ref()
+                    .map(|d| d.store(Op::Append { token, entries }).map_err(|_| ()));
+                if let Some(Err(())) = queued {
+                    self.feed(Input::InboxStored {
+                        token,
+                        result: Err(StoreError::Other("the store is busy".into())),
+                        refused: Vec::new(),
+                    });
+                }
+            }
+            Output::Respond { req, response } => self.respond_live(req, response),
+            Output::SendReceipt { id, peer, receipt } => {
+                self.send_collected_receipt(id, peer, &receipt);
+            }
+            Output::SetTimer { at } => {
+                if let Some(d) = self.delivery.as_mut() {
+                    d.timer = Some(at);
+                }
+            }
+            Output::Reply { caller, outcome } => self.answer_call(caller, outcome),
+            Output::Event(event) => self.on_engine_event(event),
+            other => debug!(?other, "engine output not handled"),
+        }
+    }
+
+    /// Answers a `send` caller with what the engine says became of its message.
+    fn answer_call(&mut self, caller: CallId, outcome: Result<Outcome, EngineSendError>) {
+        let Some(d) = self.delivery.as_mut() else {
+            return;
+        };
+        let Some(Call { msg_id, reply }) = d.calls.remove(&caller) else {
+            return;
+        };
+        let result = match outcome {
+            Ok(Outcome::Delivered { to }) => {
+                Ok(SendOutcome::Delivered(Box::new(Sent { msg_id, to })))
+            }
+            Ok(Outcome::Queued { held_by }) => {
+                let copies = match held_by {
+                    EngineHeldBy::OutboxAndMailbox => d.last_put.unwrap_or_default(),
+                    _ => HeldBy::default(),
+                };
+                Ok(SendOutcome::Queued {
+                    msg_id,
+                    held_by: HeldBy {
+                        outbox: d.has_store(),
+                        ..copies
+                    },
+                })
+            }
+            Ok(Outcome::Refused { reason }) => Err(SendError::Refused(reason.to_wire())),
+            Ok(Outcome::NotKept { why }) => Err(SendError::NotKept(not_kept_reason(why))),
+            Ok(other) => Err(SendError::Invalid(format!("unexpected outcome {other:?}"))),
+            Err(EngineSendError::OutboxFull { held, limit }) => {
+                Err(SendError::OutboxFull { held, limit })
+            }
+            Err(EngineSendError::Store(e)) => Err(SendError::Outbox(e.to_string())),
+            Err(e) => Err(SendError::Invalid(e.to_string())),
+        };
+        let _ = reply.send(result);
+    }
+
+    fn on_engine_event(&mut self, event: EngineEvent) {
+        match event {
+            EngineEvent::Delivered { msg_id, to } => self.emit(Event::Receipted { msg_id, to }),
+            EngineEvent::Expired { msg_id, to, why } => self.emit(Event::NotKept {
+                msg_id,
+                to,
+                reason: not_kept_reason(why),
+            }),
+            EngineEvent::Refused { msg_id, to, reason } => self.emit(Event::NotKept {
+                msg_id,
+                to,
+                reason: format!("refused by the recipient: {reason}"),
+            }),
+            EngineEvent::KnockHeld(knock) => {
+                self.emit(Event::Knock {
+                    from: knock.sender,
+                    session: knock.sender_session,
+                });
+                self.save_held_knocks();
+            }
+            EngineEvent::Dropped {
+                from,
+                msg_id,
+                reason,
+            } => debug!(%from, %msg_id, %reason, "inbound envelope refused"),
+            other => debug!(?other, "engine event"),
+        }
+    }
+
+    /// The store thread finished something.
+    pub(super) fn on_store_done(&mut self, done: Done) {
+        match done {
+            Done::OutboxStored { key, result } => self.drive(Input::OutboxStored { key, result }),
+            Done::InboxStored {
+                token,
+                result,
+                refused,
+                new,
+            } => {
+                // Durable now: the agent side may read them.
+                for (msg_id, from, kind) in new {
+                    self.emit(Event::Delivered { msg_id, from, kind });
+                }
+                self.drive(Input::InboxStored {
+                    token,
+                    result,
+                    refused,
+                });
+            }
+        }
+    }
+
+    /// `peer` showed life (connected, announced, answered a ping).
+    pub(super) fn peer_alive(&mut self, peer: PeerId) {
+        if let Some(r) = self.delivery.as_mut().and_then(|d| d.peer_ref(peer)) {
+            self.drive(Input::PeerAlive { peer: r });
+        }
+    }
+
+    /// The roster's view of `addr` changed: its node (from its announcement, whose
+    /// addresses are handed to the swarm for dialling) or none (it left).
+    pub(super) fn route_session(&mut self, addr: &SessionAddr) {
+        if self.delivery.is_none() {
             return;
         }
-        let queued = Queued {
-            wire: envelope.to_bytes(),
-            envelope,
+        let peer = self.roster.get(addr).and_then(|ann| {
+            let peer = ann.body().peer_id()?;
+            for a in &ann.body().addrs {
+                if let Ok(a) = a.parse() {
+                    self.swarm.add_peer_address(peer, a);
+                }
+            }
+            Some(peer)
+        });
+        let peer = peer.and_then(|p| self.delivery.as_mut().and_then(|d| d.peer_ref(p)));
+        self.drive(Input::Route {
+            session: addr.clone(),
             peer,
-            reply: Some(reply),
-        };
-        let Some(peer) = peer else {
-            self.queue_in_mailbox(queued);
+        });
+    }
+
+    /// The engine's timer, if it is due.
+    pub(super) fn on_engine_timer(&mut self) {
+        let due = self.delivery.as_mut().and_then(|d| {
+            d.timer
+                .filter(|at| *at <= crate::now_ms())
+                .map(|_| d.timer.take())
+        });
+        if due.is_some() {
+            self.drive(Input::Timer);
+        }
+    }
+
+    /// Runs the fetch of this session's own mailbox if one is owed and can run: from
+    /// every DHT holder and every relay, and from the copy this node holds itself.
+    pub(super) fn fetch_own_mailbox(&mut self) {
+        let Some(me) = self.own_addr() else { return };
+        let Some(d) = self.delivery.as_ref() else {
             return;
         };
-        // Messages queued earlier for a recipient that answers again go first, so the
-        // new one does not overtake them; if one of them can only travel through the
-        // mailbox (no known node, too old for the live path), so does the new one.
-        if self.has_unconfirmed(&to) {
-            if !self.queueing.all_live_eligible(&to, crate::now_ms()) {
-                self.queue_in_mailbox(queued);
-                return;
-            }
-            if !self.mailboxes.is_unreachable(&peer) {
-                self.retry_unconfirmed(&to);
-            }
-        }
-        self.outbox_queue(&to).push_back(queued);
-        self.kick(&to);
-    }
-
-    /// The queue of messages waiting for `to`.
-    pub(super) fn outbox_queue(&mut self, to: &SessionAddr) -> &mut VecDeque<Queued> {
-        self.outbox.queues.entry(to.clone()).or_default()
-    }
-
-    /// Sends what waits for `to` unless a request to it is in flight.
-    pub(super) fn kick(&mut self, to: &SessionAddr) {
-        if !self.outbox.in_flight.values().any(|f| &f.to == to) {
-            self.send_next(to);
-        }
-    }
-
-    /// Whether no message waits for or is on the live path.
-    pub(super) fn outbox_idle(&self) -> bool {
-        self.outbox.queues.is_empty() && self.outbox.in_flight.is_empty()
-    }
-
-    fn next_envelope_ts(&mut self) -> u64 {
-        self.last_envelope_ts = crate::now_ms().max(self.last_envelope_ts + 1);
-        self.last_envelope_ts
-    }
-
-    fn build_envelope(
-        &mut self,
-        msg: &OutgoingMessage,
-    ) -> Result<(Signed<Envelope>, Option<PeerId>), SendError> {
-        let ts = self.next_envelope_ts();
-        let Role::Session(spec) = &self.role else {
-            return Err(SendError::NotASession);
-        };
-        // A session on the roster is tried live; one that left it (closed, away past the
-        // roster's retention, or never seen here) can still be queued for, sealed with
-        // its identity's key from another announcement or the key pinned for it.
-        let (sealing_key, peer) = match self.roster.get(&msg.to) {
-            Some(ann) => {
-                let peer = ann.body().peer_id();
-                if let Some(peer) = peer {
-                    for addr in &ann.body().addrs {
-                        if let Ok(a) = addr.parse() {
-                            self.swarm.add_peer_address(peer, a);
-                        }
-                    }
-                }
-                (ann.body().sealing.key, peer)
-            }
-            None => (
-                self.roster
-                    .sealing_key_of(&msg.to.key)
-                    .or_else(|| self.pins.get(&msg.to.key))
-                    .ok_or_else(|| SendError::NotOnRoster(msg.to.clone()))?,
-                None,
-            ),
-        };
-        let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
-        let mut env = Envelope {
-            v: VERSION,
-            sender: spec.identity.public(),
-            sender_session: spec.session.clone(),
-            recipient: msg.to.key,
-            recipient_session: msg.to.session.clone(),
-            msg_id: MsgId::random(&mut rng),
-            ts,
-            kind: msg.kind,
-            task_id: msg.task_id.clone(),
-            status: msg.status,
-            in_reply_to: msg.in_reply_to,
-            name: msg.name.clone(),
-            sealed: None,
-        };
-        if let Some(text) = &msg.text {
-            let ctx = self
-                .seal_contexts
-                .for_key(&sealing_key, &mut rng)
-                .map_err(|e| SendError::Invalid(e.to_string()))?;
-            env.seal_text_in(text, ctx, &mut rng)
-                .map_err(|e| SendError::Invalid(e.to_string()))?;
-        }
-        let signed =
-            Signed::sign(env, &spec.identity).map_err(|e| SendError::Invalid(e.to_string()))?;
-        Ok((signed, peer))
-    }
-
-    fn send_next(&mut self, to: &SessionAddr) {
-        // Messages for a recipient that just failed to answer (asleep or gone until it
-        // shows life again) are queued at once instead of each paying a timeout.
-        let mut batch: Vec<Queued> = Vec::new();
-        let mut bytes = 0usize;
-        while let Some(queued) = self.outbox.queues.get_mut(to).and_then(VecDeque::pop_front) {
-            if queued
-                .peer
-                .is_none_or(|p| self.mailboxes.is_unreachable(&p))
-            {
-                self.queue_in_mailbox(queued);
-                continue;
-            }
-            // Pack what is waiting into one request (one fsync at the recipient), in
-            // order, within the batch bounds.
-            let len = queued.wire.len();
-            if !batch.is_empty()
-                && (batch.len() >= MAX_DELIVER_BATCH || bytes + len > MAX_DELIVER_REQUEST_BYTES)
-            {
-                if let Some(q) = self.outbox.queues.get_mut(to) {
-                    q.push_front(queued);
-                }
-                break;
-            }
-            bytes += len;
-            batch.push(queued);
-        }
-        if self.outbox.queues.get(to).is_some_and(VecDeque::is_empty) {
-            self.outbox.queues.remove(to);
-        }
-        if !batch.is_empty() {
-            self.send_live(to, batch);
-        }
-    }
-
-    fn send_live(&mut self, to: &SessionAddr, batch: Vec<Queued>) {
-        // `send_next` only batches messages with a peer.
-        let Some(peer) = batch[0].peer else {
-            for q in batch {
-                self.queue_in_mailbox(q);
-            }
+        if !d.fetch_due || d.own_query.is_some() || self.peers.is_empty() {
             return;
-        };
-        let request = DeliverRequest {
-            v: VERSION,
-            envelopes: batch
-                .iter()
-                .map(|q| ByteBuf::from(q.wire.clone()))
-                .collect(),
-        };
-        let id = self
+        }
+        // Until identify has fed Kademlia a peer, a query finds nothing.
+        if self
             .swarm
             .behaviour_mut()
-            .deliver
-            .send_request(&peer, request);
-        self.outbox.in_flight.insert(
-            id,
-            InFlight {
-                to: to.clone(),
-                batch,
-                sent_at: std::time::Instant::now(),
-            },
-        );
+            .kad
+            .kbuckets()
+            .all(|b| b.num_entries() == 0)
+        {
+            return;
+        }
+        let key = key_of(&me);
+        let query = self.swarm.behaviour_mut().kad.get_record(key.clone());
+        if let Some(d) = self.delivery.as_mut() {
+            d.own_query = Some(query);
+            d.fetch_due = false;
+        }
+        self.fetch_from_relays(&key);
+        if let Some(copy) = self.held_mailbox(&key).filter(|m| !m.is_empty()).cloned() {
+            self.feed(Input::MailboxFetched { copy });
+        }
     }
 
-    /// Settles an in-flight request: each message gets its own outcome.
-    fn finish(
+    /// A step of a get-record query: a holder's copy of our own mailbox goes to the
+    /// engine; other queries are not ours.
+    pub(super) fn on_get_record(
         &mut self,
-        id: request_response::OutboundRequestId,
-        result: Result<Vec<Result<Sent, SendError>>, SendError>,
+        id: kad::QueryId,
+        result: Result<kad::GetRecordOk, kad::GetRecordError>,
+        last: bool,
     ) {
-        let Some(InFlight { to, batch, .. }) = self.outbox.in_flight.remove(&id) else {
+        let Some(d) = self.delivery.as_mut() else {
             return;
         };
-        let mut results = match result {
-            Ok(r) => r.into_iter().map(Some).collect::<Vec<_>>(),
-            Err(e) => {
-                let reason = e.to_string();
-                batch
-                    .iter()
-                    .map(|_| Some(Err(SendError::Unreachable(reason.clone()))))
-                    .collect()
-            }
-        };
-        for (i, queued) in batch.into_iter().enumerate() {
-            let result = results
-                .get_mut(i)
-                .and_then(Option::take)
-                .unwrap_or_else(|| Err(SendError::BadReceipt("no result for this message".into())));
-            let outcome = match result {
-                Ok(sent) => Ok(sent),
-                // No answer: store and forward. Refusals and bad receipts are final.
-                Err(SendError::Unreachable(reason)) => {
-                    debug!(%to, %reason, "live delivery failed; queueing in the mailbox");
-                    if let Some(peer) = queued.peer {
-                        self.mailboxes.mark_unreachable(peer);
-                    }
-                    self.queue_in_mailbox(queued);
-                    continue;
-                }
-                // The recipient could not write its inbox: not its final word.
-                Err(SendError::Refused(refusal)) if refusal.is_retryable() => {
-                    self.queue_in_mailbox(queued);
-                    continue;
-                }
-                Err(e) => Err(e),
-            };
-            match (queued.reply, outcome) {
-                (Some(reply), outcome) => {
-                    let _ = reply.send(outcome.map(|sent| SendOutcome::Delivered(Box::new(sent))));
-                }
-                (None, Ok(sent)) => self.on_retry_receipted(&to, sent.msg_id),
-                (None, Err(e)) => self.on_retry_refused(&to, queued.envelope, queued.peer, &e),
-            }
+        if d.own_query != Some(id) {
+            return;
         }
-        self.send_next(&to);
-    }
-
-    /// Gives up on live attempts older than the live timeout (still dialling): they are
-    /// queued in the mailbox; a late answer is ignored (the inbox dedupes a late copy).
-    pub(super) fn expire_live_attempts(&mut self, now: std::time::Instant) {
-        let expired: Vec<_> = self
-            .outbox
-            .in_flight
-            .iter()
-            .filter(|(_, f)| {
-                now.duration_since(f.sent_at) >= crate::behaviour::LIVE_ATTEMPT_TIMEOUT
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for id in expired {
-            self.finish(id, Err(SendError::Unreachable("no answer in time".into())));
+        if last {
+            d.own_query = None;
+        }
+        if let Ok(kad::GetRecordOk::FoundRecord(found)) = result {
+            self.on_own_copy(&found.record.value);
         }
     }
 
-    pub(super) fn on_deliver(
-        &mut self,
-        event: request_response::Event<DeliverRequest, DeliverResponse>,
-    ) {
-        match event {
-            request_response::Event::Message {
-                peer,
-                message:
-                    request_response::Message::Request {
-                        request, channel, ..
-                    },
-                ..
-            } => {
-                let response = self.accept_batch(peer, &request.envelopes);
-                if self
-                    .swarm
-                    .behaviour_mut()
-                    .deliver
-                    .send_response(channel, response)
-                    .is_err()
-                {
-                    debug!(%peer, "delivery response not sent: connection closed");
-                }
-            }
-            request_response::Event::Message {
-                message:
-                    request_response::Message::Response {
-                        request_id,
-                        response,
-                    },
-                ..
-            } => {
-                let result = match self.outbox.in_flight.get(&request_id) {
-                    Some(f) => Ok(check_response(&f.to, &f.batch, response)),
-                    None => return,
-                };
-                self.finish(request_id, result);
-            }
-            request_response::Event::OutboundFailure {
-                request_id, error, ..
-            } => {
-                self.finish(request_id, Err(SendError::Unreachable(error.to_string())));
-            }
-            request_response::Event::InboundFailure { peer, error, .. } => {
-                debug!(%peer, %error, "inbound delivery failed");
-            }
-            request_response::Event::ResponseSent { .. } => {}
+    /// A holder's copy of our own mailbox (from the DHT, a relay's answer, or pushed):
+    /// decoded, verified, and handed to the engine. The valid entries of a copy that
+    /// also carries invalid ones are still ours.
+    pub(super) fn on_own_copy(&mut self, value: &[u8]) {
+        let cfg = interlink_core::mailbox::Config::default();
+        if let Ok((copy, _)) = Mailbox::decode(value, crate::now_ms(), &cfg) {
+            self.own_copy(copy);
+        }
+    }
+
+    /// An already verified copy of our own mailbox.
+    pub(super) fn own_copy(&mut self, copy: Mailbox) {
+        if Some(copy.address()) == self.own_addr() {
+            self.drive(Input::MailboxFetched { copy });
         }
     }
 }
 
-/// Checks a delivery response against the batch it answers: one result per message,
-/// and every message not refused listed in the one verified receipt.
-fn check_response(
-    to: &SessionAddr,
-    batch: &[Queued],
-    response: DeliverResponse,
-) -> Vec<Result<Sent, SendError>> {
-    if response.results.len() != batch.len() {
-        let reason = format!(
-            "{} results for {} messages",
-            response.results.len(),
-            batch.len()
-        );
-        return batch
-            .iter()
-            .map(|_| Err(SendError::BadReceipt(reason.clone())))
-            .collect();
+fn not_kept_reason(why: NotKept) -> String {
+    match why {
+        NotKept::RetentionEnded { age_ms } => format!(
+            "not collected within the mailbox retention ({} days; sent {} hours ago)",
+            interlink_core::limits::MAILBOX_RETENTION_MS / interlink_core::limits::DAY_MS,
+            age_ms / interlink_core::limits::HOUR_MS
+        ),
+        other => format!("{other:?}"),
     }
-    let receipt = response.receipt.map(|bytes| {
-        let receipt =
-            Signed::<Receipt>::decode(&bytes).map_err(|e| SendError::BadReceipt(e.to_string()))?;
-        let r = receipt.body();
-        let sender = batch.first().map(|q| q.envelope.body().sender);
-        if r.recipient != to.key
-            || r.recipient_session != to.session
-            || Some(r.sender) != sender
-            || r.state != ReceiptState::Delivered
-        {
-            return Err(SendError::BadReceipt(
-                "the receipt is not from this recipient session for this sender".into(),
-            ));
+}
+
+impl Actor {
+    /// Whether a live request failure means the peer did not answer in time.
+    pub(super) fn live_failure(error: &libp2p::request_response::OutboundFailure) -> SendFailure {
+        use libp2p::request_response::OutboundFailure as F;
+        match error {
+            F::Timeout => SendFailure::Timeout,
+            F::DialFailure | F::ConnectionClosed => SendFailure::Unreachable,
+            other => SendFailure::Other(other.to_string()),
         }
-        Ok(receipt)
-    });
-    batch
-        .iter()
-        .zip(response.results)
-        .map(|(q, result)| {
-            if let Some(reason) = result.refused {
-                return Err(SendError::Refused(reason));
-            }
-            let receipt = match &receipt {
-                Some(Ok(r)) => r,
-                Some(Err(e)) => return Err(SendError::BadReceipt(e.to_string())),
-                None => return Err(SendError::BadReceipt("no receipt".into())),
-            };
-            let msg_id = q.envelope.body().msg_id;
-            if !receipt.body().msg_ids.contains(&msg_id) {
-                return Err(SendError::BadReceipt(
-                    "the receipt does not list this message".into(),
-                ));
-            }
-            Ok(Sent {
-                msg_id,
-                receipt: receipt.clone(),
-            })
-        })
-        .collect()
+    }
 }

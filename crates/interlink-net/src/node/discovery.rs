@@ -294,7 +294,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             id,
             result: kad::QueryResult::PutRecord(result),
             ..
-        }) => actor.on_put_result(super::queueing::PutId::Kad(id), result.is_ok()),
+        }) => actor.on_put_result(super::publishing::PutId::Kad(id), result.is_ok()),
         BehaviourEvent::Mdns(mdns::Event::Expired(list)) => {
             for (peer, _) in list {
                 actor.bootstrap.mdns.remove(&peer);
@@ -306,7 +306,8 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             dial_discovered(actor, peer, addresses.into_vec());
             // A fetch owed since start or wake waits for the routing table's first
             // entry; run it now rather than on the next tick.
-            actor.maybe_fetch_mailbox(Instant::now());
+            actor.fetch_own_mailbox();
+            actor.run_outputs();
         }
         BehaviourEvent::Ping(ping::Event { peer, result, .. }) => match result {
             Ok(rtt) => {

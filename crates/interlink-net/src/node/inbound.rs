@@ -1,288 +1,397 @@
-//! Live delivery, the recipient's side: verifying inbound envelopes, passing them
-//! through the trust gate into the inbox (one fsync per request), and answering with
-//! one signed receipt for everything stored.
+//! The delivery and receipt protocols on the wire: decoding and verifying what peers
+//! send before the engine sees it, and encoding what the engine answers.
+//!
+//! The engine takes only verified envelopes of one sender. Everything a stranger can
+//! get wrong on the wire — a version this node does not speak, too many envelopes, an
+//! envelope that does not decode or verify, another sender's envelope in the request
+//! — is refused here, per envelope, with its typed code; the engine's per-envelope
+//! answers are spliced back in order.
 
 use interlink_core::{
-    MsgId,
-    limits::{LIVE_FRESHNESS_MS, MAX_DELIVER_BATCH},
-    trust::Decision,
+    collected,
+    limits::MAX_DELIVER_BATCH,
     wire::{
-        DeliverResponse, DeliverResult, Envelope, EnvelopeKind, Receipt, ReceiptState, Refusal,
-        RefusalCode, SessionAddr, Signed, VERSION,
+        DeliverRequest, DeliverResponse, DeliverResult, Envelope, Receipt, ReceiptRequest,
+        ReceiptResponse, Refusal, RefusalCode, Signed, VERSION,
     },
 };
-use libp2p::PeerId;
-use serde_bytes::ByteBuf;
-use tracing::{debug, warn};
-
-use super::Actor;
-use crate::{
-    Event, Role,
-    inbox::{Appended, InboxEntry},
+use interlink_delivery::{
+    InboundId, Input, PeerRef, ReceiptId, Refusal as EngineRefusal, ReqId, Response, SendFailure,
 };
+use libp2p::{
+    PeerId,
+    request_response::{self, OutboundFailure, ResponseChannel},
+};
+use serde_bytes::ByteBuf;
+use tracing::debug;
+
+use super::{Actor, delivery::Inbound};
+use crate::Role;
 
 impl Actor {
-    /// Verifies, gates, stores (one fsync for the batch) and receipts inbound envelopes.
-    pub(super) fn accept_batch(&mut self, from: PeerId, wires: &[ByteBuf]) -> DeliverResponse {
-        let refused = |reason: Refusal| DeliverResult {
-            refused: Some(reason),
-        };
-        if wires.len() > MAX_DELIVER_BATCH {
-            let reason = Refusal::new(
+    pub(super) fn on_deliver(
+        &mut self,
+        event: request_response::Event<DeliverRequest, DeliverResponse>,
+    ) {
+        match event {
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Request {
+                        request, channel, ..
+                    },
+                ..
+            } => self.on_deliver_request(peer, request, channel),
+            request_response::Event::Message {
+                message:
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            } => {
+                let Some(req) = self
+                    .delivery
+                    .as_mut()
+                    .and_then(|d| d.live.remove(&request_id))
+                else {
+                    return;
+                };
+                // An undecodable or forged receipt proves nothing: without it the
+                // engine treats every "held" as unproven and tries again.
+                let receipt = response
+                    .receipt
+                    .and_then(|b| Signed::<Receipt>::decode(&b).ok());
+                let results = response
+                    .results
+                    .iter()
+                    .map(|r| r.refused.as_ref().map(|x| EngineRefusal::from_code(x.code)))
+                    .collect();
+                self.drive(Input::DeliverResponse {
+                    req,
+                    result: Ok(Response { receipt, results }),
+                });
+            }
+            request_response::Event::OutboundFailure {
+                request_id, error, ..
+            } => {
+                let Some(req) = self
+                    .delivery
+                    .as_mut()
+                    .and_then(|d| d.live.remove(&request_id))
+                else {
+                    return;
+                };
+                self.drive(Input::DeliverResponse {
+                    req,
+                    result: Err(Actor::live_failure(&error)),
+                });
+            }
+            request_response::Event::InboundFailure { peer, error, .. } => {
+                debug!(%peer, %error, "inbound delivery failed");
+            }
+            request_response::Event::ResponseSent { .. } => {}
+        }
+    }
+
+    fn on_deliver_request(
+        &mut self,
+        peer: PeerId,
+        request: DeliverRequest,
+        channel: ResponseChannel<DeliverResponse>,
+    ) {
+        let n = request.envelopes.len();
+        let all = |code: RefusalCode, detail: String| vec![Some(Refusal::new(code, detail)); n];
+        let pre = if !self
+            .delivery
+            .as_ref()
+            .is_some_and(super::delivery::Delivery::has_store)
+        {
+            all(
+                RefusalCode::NotASession,
+                "this node takes no messages".into(),
+            )
+        } else if request.v != VERSION {
+            all(
+                RefusalCode::UnsupportedVersion,
+                format!(
+                    "delivery protocol version {}; this node speaks {VERSION}",
+                    request.v
+                ),
+            )
+        } else if n > MAX_DELIVER_BATCH {
+            all(
                 RefusalCode::TooLarge,
                 format!("more than {MAX_DELIVER_BATCH} envelopes in one request"),
-            );
-            return DeliverResponse {
-                v: VERSION,
-                receipt: None,
-                results: wires.iter().map(|_| refused(reason.clone())).collect(),
-            };
+            )
+        } else {
+            Vec::new()
+        };
+        if !pre.is_empty() || n == 0 {
+            self.send_deliver_response(channel, pre, Vec::new(), None);
+            return;
         }
+        // One receipt answers the request, for one sender.
         let mut sender = None;
-        let envelopes: Vec<Result<Signed<Envelope>, Refusal>> = wires
-            .iter()
-            .map(|b| {
-                let env = Signed::<Envelope>::decode(b).map_err(|e| Refusal::from(&e))?;
-                // One receipt answers the request, for one sender.
-                let first = *sender.get_or_insert(env.body().sender);
-                if env.body().sender != first {
-                    return Err(Refusal::new(
+        let mut pre = Vec::with_capacity(n);
+        let mut envelopes: Vec<Signed<Envelope>> = Vec::with_capacity(n);
+        for bytes in &request.envelopes {
+            match Signed::<Envelope>::decode(bytes) {
+                Err(e) => pre.push(Some(Refusal::from(&e))),
+                Ok(env) if *sender.get_or_insert(env.body().sender) != env.body().sender => {
+                    pre.push(Some(Refusal::new(
                         RefusalCode::MixedSenders,
                         "a delivery request carries one sender's messages",
-                    ));
+                    )));
                 }
-                Ok(env)
-            })
-            .collect();
-        let admitted: Vec<&Signed<Envelope>> =
-            envelopes.iter().filter_map(|e| e.as_ref().ok()).collect();
-        let mut stored = self
-            .store_envelopes(&admitted, LIVE_FRESHNESS_MS)
-            .into_iter();
-        let mut ids = Vec::new();
-        let mut results: Vec<DeliverResult> = envelopes
-            .iter()
-            .map(|env| {
-                let outcome = match env {
-                    Err(reason) => Err(reason.clone()),
-                    Ok(env) => stored
-                        .next()
-                        .unwrap_or_else(|| {
-                            Err(Refusal::new(RefusalCode::StoreFailed, "not processed"))
-                        })
-                        .map(|()| env.body().msg_id),
-                };
-                match outcome {
-                    Ok(id) => {
-                        ids.push(id);
-                        DeliverResult { refused: None }
-                    }
-                    Err(reason) => {
-                        debug!(%from, %reason, "delivery refused");
-                        refused(reason)
-                    }
+                Ok(env) => {
+                    pre.push(None);
+                    envelopes.push(env);
                 }
-            })
-            .collect();
-        let receipt = match (sender, ids.is_empty()) {
-            (Some(sender), false) => match self.receipt_for(sender, ids) {
-                Ok(r) => Some(r),
-                Err(reason) => {
-                    // Stored but not receipted: the sender retries; the inbox dedupes.
-                    warn!(%reason, "cannot sign a receipt");
-                    for r in &mut results {
-                        if r.refused.is_none() {
-                            *r = refused(store_failed());
-                        }
-                    }
-                    None
-                }
-            },
-            _ => None,
+            }
+        }
+        let from = self.delivery.as_mut().and_then(|d| d.peer_ref(peer));
+        let (Some(from), false) = (from, envelopes.is_empty()) else {
+            let pre = pre
+                .into_iter()
+                .map(|p| {
+                    p.or_else(|| Some(Refusal::new(RefusalCode::OverBudget, "too many peers")))
+                })
+                .collect();
+            self.send_deliver_response(channel, pre, Vec::new(), None);
+            return;
         };
-        DeliverResponse {
+        let Some(d) = self.delivery.as_mut() else {
+            return;
+        };
+        let req = InboundId(d.next_inbound);
+        d.next_inbound += 1;
+        d.inbound.insert(req, Inbound { channel, pre });
+        self.drive(Input::DeliverRequest {
+            from,
+            req,
+            envelopes,
+        });
+    }
+
+    /// The engine's answer to an inbound delivery request.
+    pub(super) fn respond_live(&mut self, req: InboundId, response: Response) {
+        let Some(Inbound { channel, pre }) =
+            self.delivery.as_mut().and_then(|d| d.inbound.remove(&req))
+        else {
+            return;
+        };
+        let receipt = response.receipt.map(|r| ByteBuf::from(r.to_bytes()));
+        self.send_deliver_response(channel, pre, response.results, receipt);
+    }
+
+    fn send_deliver_response(
+        &mut self,
+        channel: ResponseChannel<DeliverResponse>,
+        pre: Vec<Option<Refusal>>,
+        engine: Vec<Option<EngineRefusal>>,
+        receipt: Option<ByteBuf>,
+    ) {
+        let mut engine = engine.into_iter();
+        let results = pre
+            .into_iter()
+            .map(|p| DeliverResult {
+                refused: match p {
+                    Some(r) => Some(r),
+                    None => match engine.next() {
+                        Some(None) => None,
+                        Some(Some(r)) => Some(r.to_wire()),
+                        None => Some(EngineRefusal::StoreFailed.to_wire()),
+                    },
+                },
+            })
+            .collect();
+        let response = DeliverResponse {
             v: VERSION,
             receipt,
             results,
+        };
+        if self
+            .swarm
+            .behaviour_mut()
+            .deliver
+            .send_response(channel, response)
+            .is_err()
+        {
+            debug!("delivery response not sent: connection closed");
         }
     }
 
-    /// This session's signed receipt for the stored messages `ids` from `sender`.
-    fn receipt_for(
-        &self,
-        sender: interlink_core::IdentityKey,
-        msg_ids: Vec<MsgId>,
-    ) -> Result<ByteBuf, String> {
-        let Role::Session(spec) = &self.role else {
-            return Err("this node is not a session".into());
+    /// Sends one live delivery request the engine asked for.
+    pub(super) fn send_live(&mut self, req: ReqId, peer: PeerRef, envelopes: &[Signed<Envelope>]) {
+        let Some(peer_id) = self.delivery.as_ref().and_then(|d| d.peer_id(peer)) else {
+            self.feed(Input::DeliverResponse {
+                req,
+                result: Err(SendFailure::Unreachable),
+            });
+            return;
         };
-        let receipt = Receipt {
+        let request = DeliverRequest {
             v: VERSION,
-            recipient: spec.identity.public(),
-            recipient_session: spec.session.clone(),
-            sender,
-            msg_ids,
-            state: ReceiptState::Delivered,
-            ts: crate::now_ms(),
-        };
-        Signed::sign(receipt, &spec.identity)
-            .map(|r| ByteBuf::from(r.to_bytes()))
-            .map_err(|e| e.to_string())
-    }
-
-    /// Puts verified envelopes through the trust gate (with the path's freshness
-    /// window) into the inbox, with one fsync for all. For each, `Ok` means it is
-    /// durably there (now or before) or, for a knock, held for the operator.
-    pub(super) fn store_envelopes(
-        &mut self,
-        envs: &[&Signed<Envelope>],
-        window_ms: u64,
-    ) -> Vec<Result<(), Refusal>> {
-        let not_a_session = || Refusal::new(RefusalCode::NotASession, "this node is not a session");
-        let Role::Session(spec) = &self.role else {
-            return envs.iter().map(|_| Err(not_a_session())).collect();
-        };
-        let me = SessionAddr {
-            key: spec.identity.public(),
-            session: spec.session.clone(),
-        };
-        let open_contexts = &mut self.open_contexts;
-        let (Some(gate), Some(inbox), Some(sealing)) = (
-            self.gate.as_mut(),
-            self.inbox.as_mut(),
-            self.sealing.as_ref(),
-        ) else {
-            return envs
+            envelopes: envelopes
                 .iter()
-                .map(|_| {
-                    Err(Refusal::new(
-                        RefusalCode::NotASession,
-                        "this session takes no messages",
-                    ))
-                })
-                .collect();
+                .map(|e| ByteBuf::from(e.to_bytes()))
+                .collect(),
         };
-        let now = crate::now_ms();
-        let mut results: Vec<Result<(), Refusal>> = Vec::with_capacity(envs.len());
-        // Entries to write, with the index of their result.
-        let mut to_write: Vec<(usize, interlink_core::MsgId, InboxEntry)> = Vec::new();
-        // A held knock is mirrored to a bounded file for the agent side (never the
-        // inbox: a stranger's knocks must not grow it).
-        let mut held_knock = false;
-        for (i, env) in envs.iter().enumerate() {
-            let body = env.body();
-            // A retry of something already stored is answered again, not refused as a
-            // replay — but only the sender's own: ids are visible in the DHT, and
-            // anyone else reusing one must go through the gate (a stranger is refused
-            // as a stranger, not receipted for a message it never sent).
-            if body.recipient == me.key
-                && body.recipient_session == me.session
-                && inbox.holds(&body.sender, &body.msg_id)
-            {
-                results.push(Ok(()));
-                continue;
-            }
-            match gate.decide(env, &me, window_ms, now) {
-                Decision::Deliver => {}
-                Decision::HoldKnock(knock) => {
-                    let _ = self.events.send(Event::Knock {
-                        from: knock.sender,
-                        session: knock.sender_session,
-                    });
-                    held_knock = true;
-                    results.push(Ok(()));
-                    continue;
-                }
-                Decision::Drop(reason) => {
-                    results.push(Err(reason.refusal()));
-                    continue;
-                }
-            }
-            // Another sender's message with the same id is a different message: the
-            // inbox keys by (sender, id) and stores both, so a peer copying a queued id
-            // cannot suppress the genuine one.
-            let text = match body.kind {
-                EnvelopeKind::Message => match body
-                    .sealed_enc()
-                    .ok_or(interlink_core::wire::OpenError::NoBody)
-                    .and_then(|enc| Ok(open_contexts.for_enc(enc, sealing)?))
-                    .and_then(|ctx| body.open_text_in(ctx))
-                {
-                    Ok(t) => Some(t),
-                    Err(e) => {
-                        results.push(Err(Refusal::new(RefusalCode::Unopenable, e.to_string())));
-                        continue;
-                    }
-                },
-                _ => None,
-            };
-            to_write.push((i, body.msg_id, inbox_entry(env, text)));
-            results.push(Ok(()));
+        let id = self
+            .swarm
+            .behaviour_mut()
+            .deliver
+            .send_request(&peer_id, request);
+        if let Some(d) = self.delivery.as_mut() {
+            d.live.insert(id, req);
         }
-        if held_knock {
-            self.save_held_knocks();
-        }
-        if to_write.is_empty() {
-            return results;
-        }
-        let Some(inbox) = self.inbox.as_mut() else {
-            return results;
-        };
-        match inbox.append_many(to_write.iter().map(|(_, id, e)| (*id, e))) {
-            Ok(outcomes) => {
-                // Only now, with the lines on disk, do these count as received: a
-                // failed write leaves the sender's retry admissible.
-                if let Some(gate) = self.gate.as_mut() {
-                    for (i, id, _) in &to_write {
-                        gate.record_delivered(&envs[*i].body().sender, id, now);
-                    }
-                }
-                for ((i, id, _), outcome) in to_write.iter().zip(outcomes) {
-                    if outcome == Appended::New {
-                        let _ = self.events.send(Event::Delivered {
-                            msg_id: *id,
-                            from: envs[*i].body().sender,
-                            kind: envs[*i].body().kind,
-                        });
-                    }
-                }
-            }
-            Err(e) => {
-                warn!("inbox write failed: {e}");
-                for (i, _, _) in &to_write {
-                    results[*i] = Err(store_failed());
-                }
-            }
-        }
-        results
     }
-}
 
-/// The refusal when this session's own inbox write failed: not the recipient's final
-/// word (the sender keeps the message and sends it again; a mailbox drain does not ack
-/// it), and nothing was recorded.
-fn store_failed() -> Refusal {
-    Refusal::new(
-        RefusalCode::StoreFailed,
-        "the recipient could not store the message; send it again later",
-    )
-}
+    /// Sends a collected-mail receipt the engine made (PROTOCOL §8.6).
+    pub(super) fn send_collected_receipt(
+        &mut self,
+        id: ReceiptId,
+        peer: PeerRef,
+        receipt: &Signed<Receipt>,
+    ) {
+        let Some(peer_id) = self.delivery.as_ref().and_then(|d| d.peer_id(peer)) else {
+            self.feed(Input::ReceiptSent {
+                id,
+                result: Err(SendFailure::Unreachable),
+            });
+            return;
+        };
+        let request = ReceiptRequest {
+            v: VERSION,
+            receipt: ByteBuf::from(receipt.to_bytes()),
+        };
+        let rid = self
+            .swarm
+            .behaviour_mut()
+            .receipts
+            .send_request(&peer_id, request);
+        if let Some(d) = self.delivery.as_mut() {
+            d.receipts.insert(rid, id);
+        }
+    }
 
-fn inbox_entry(env: &Signed<Envelope>, text: Option<String>) -> InboxEntry {
-    let b = env.body();
-    InboxEntry {
-        msg_id: b.msg_id.to_string(),
-        sender: b.sender.to_hex(),
-        sender_fingerprint: b.sender.fingerprint().to_string(),
-        sender_session: b.sender_session.to_string(),
-        reply_to: env.reply_address().to_string(),
-        kind: b.kind,
-        task_id: b.task_id.clone(),
-        status: b.status,
-        in_reply_to: b.in_reply_to.map(|m| m.to_string()),
-        sent_at: b.ts,
-        received_at: crate::now_ms(),
-        text,
-        name: b.name.clone(),
+    pub(super) fn on_receipt_protocol(
+        &mut self,
+        event: request_response::Event<ReceiptRequest, ReceiptResponse>,
+    ) {
+        match event {
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Request {
+                        request, channel, ..
+                    },
+                ..
+            } => {
+                let refused = match self.accept_receipt(&request) {
+                    Ok(receipt) => {
+                        self.drive(Input::ReceiptCollected { receipt });
+                        None
+                    }
+                    Err(reason) => {
+                        debug!(%peer, %reason, "receipt for collected mail refused");
+                        Some(reason)
+                    }
+                };
+                let response = ReceiptResponse {
+                    v: VERSION,
+                    refused,
+                };
+                if self
+                    .swarm
+                    .behaviour_mut()
+                    .receipts
+                    .send_response(channel, response)
+                    .is_err()
+                {
+                    debug!(%peer, "receipt response not sent: connection closed");
+                }
+            }
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            } => {
+                let Some(id) = self
+                    .delivery
+                    .as_mut()
+                    .and_then(|d| d.receipts.remove(&request_id))
+                else {
+                    return;
+                };
+                if let Some(reason) = response.refused {
+                    // Its sender will not take it later either.
+                    debug!(%peer, %reason, "our receipt for collected mail was refused");
+                }
+                self.drive(Input::ReceiptSent { id, result: Ok(()) });
+            }
+            request_response::Event::OutboundFailure {
+                peer,
+                request_id,
+                error,
+                ..
+            } => {
+                let Some(id) = self
+                    .delivery
+                    .as_mut()
+                    .and_then(|d| d.receipts.remove(&request_id))
+                else {
+                    return;
+                };
+                debug!(%peer, %error, "receipt for collected mail not delivered");
+                // A node that does not speak the protocol never will.
+                let result = if matches!(error, OutboundFailure::UnsupportedProtocols) {
+                    Ok(())
+                } else {
+                    Err(Actor::live_failure(&error))
+                };
+                self.drive(Input::ReceiptSent { id, result });
+            }
+            request_response::Event::InboundFailure { peer, error, .. } => {
+                debug!(%peer, %error, "inbound receipt failed");
+            }
+            request_response::Event::ResponseSent { .. } => {}
+        }
+    }
+
+    /// A receipt for mail this session sent, decoded, verified and checked (the
+    /// engine settles only its own messages to the signing session).
+    fn accept_receipt(&self, request: &ReceiptRequest) -> Result<Signed<Receipt>, Refusal> {
+        if request.v != VERSION {
+            return Err(Refusal::new(
+                RefusalCode::UnsupportedVersion,
+                format!(
+                    "receipt protocol version {}; this node speaks {VERSION}",
+                    request.v
+                ),
+            ));
+        }
+        let (Role::Session(spec), Some(_)) = (&self.role, self.delivery.as_ref()) else {
+            return Err(Refusal::new(
+                RefusalCode::NotASession,
+                "this node is not a session",
+            ));
+        };
+        let receipt = Signed::<Receipt>::decode(&request.receipt).map_err(|e| Refusal::from(&e))?;
+        collected::check(receipt.body(), &spec.identity.public(), crate::now_ms()).map_err(
+            |e| {
+                let code = match e {
+                    collected::CheckError::Time(_) => RefusalCode::Stale,
+                    _ => RefusalCode::WrongRecipient,
+                };
+                Refusal::new(code, e.to_string())
+            },
+        )?;
+        Ok(receipt)
     }
 }

@@ -1,22 +1,17 @@
-//! Store-and-forward: session mailboxes in the Kademlia DHT.
+//! Store-and-forward: session mailboxes in the Kademlia DHT, as a holder sees them.
 //!
-//! A message whose live attempt fails goes into the recipient session's mailbox record
-//! (key and merge rules from `interlink_core::mailbox`). Kademlia runs with record
-//! filtering, so every inbound put reaches this module, which verifies it, merges it
-//! with the copy held and stores the result — holders merge, never overwrite. The owner
-//! fetches its mailbox from every holder on start, on wake and every few seconds,
-//! delivers what is new to its inbox, and publishes a signed ack so holders drop it;
-//! the senders of what it stored get a signed receipt (`node::receipting`).
+//! The delivery engine decides what goes into a mailbox copy and what a fetched copy
+//! means (`node::delivery`); this module holds copies for everyone. Kademlia runs with
+//! record filtering, so every inbound put reaches it: it verifies the copy, merges it
+//! with the one held and stores the result — holders merge, never overwrite. A
+//! publication (the engine's `DhtPut`) is merged with the held copy too, then put to
+//! the DHT, to every connected peer and to every relay.
 
-use std::{
-    collections::{HashMap, HashSet},
-    time::{Duration, Instant},
-};
+use std::{collections::HashMap, time::Duration};
 
 use interlink_core::{
-    limits::{MAILBOX_RETENTION_MS, MAX_ACK_IDS},
     mailbox::{self, Mailbox},
-    wire::{Ack, AckEntry, Envelope, Refusal, RefusalCode, SessionAddr, Signed, VERSION},
+    wire::{Refusal, RefusalCode, SessionAddr},
 };
 use libp2p::{
     PeerId,
@@ -24,64 +19,23 @@ use libp2p::{
 };
 use tracing::{debug, warn};
 
-use super::{Actor, queueing::PutId};
+use super::{Actor, publishing::PutId};
 use crate::{Event, Role};
 
 /// How often a session fetches its own mailbox while awake.
 pub(crate) const MAILBOX_POLL: Duration = Duration::from_secs(10);
 /// A housekeeping tick this late means the process was stopped or the machine slept.
 pub(crate) const WAKE_GAP: Duration = Duration::from_secs(3);
-/// Most peers remembered as unreachable at once.
-const MAX_UNREACHABLE: usize = 1024;
 
-/// Mailbox state of a node.
+/// Mailbox state of a node (as a holder).
 #[derive(Debug, Default)]
 pub(crate) struct Mailboxes {
-    /// The fetch of our own mailbox in flight: what it has gathered so far, and the
-    /// (sender, id)s handled (delivered, or refused for good), acked as they are handled.
-    fetch: Option<Fetch>,
-    last_fetch: Option<Instant>,
-    /// A fetch is owed (start, wake, first connection) as soon as one can run.
-    fetch_due: bool,
-    /// Peers that failed a live attempt and have not shown life since.
-    unreachable: HashSet<PeerId>,
     /// Puts refused, for diagnostics.
     pub(crate) refused_puts: u64,
     /// Decoded copies of the records in the Kademlia store, so a merge does not verify
     /// every held envelope's signature again (each was verified when it was stored).
     /// Holds only keys the store holds, so it is bounded by the store's record limit.
     held: HashMap<RecordKey, Mailbox>,
-}
-
-impl Mailboxes {
-    pub(crate) fn is_unreachable(&self, peer: &PeerId) -> bool {
-        self.unreachable.contains(peer)
-    }
-
-    pub(crate) fn mark_unreachable(&mut self, peer: PeerId) {
-        if self.unreachable.len() < MAX_UNREACHABLE {
-            self.unreachable.insert(peer);
-        }
-    }
-
-    /// The peer showed life (connected, announced): try it live again.
-    pub(crate) fn alive(&mut self, peer: &PeerId) {
-        self.unreachable.remove(peer);
-    }
-
-    pub(crate) fn request_fetch(&mut self) {
-        self.fetch_due = true;
-    }
-}
-
-#[derive(Debug)]
-struct Fetch {
-    /// The DHT query; `None` for a copy a relay sent outside any query.
-    query: Option<kad::QueryId>,
-    gathered: Mailbox,
-    handled: Vec<AckEntry>,
-    /// How many of `handled` are acked already.
-    acked: usize,
 }
 
 pub(super) fn key_of(addr: &SessionAddr) -> RecordKey {
@@ -137,7 +91,7 @@ impl Actor {
         let direct: Vec<PeerId> = self
             .peers
             .keys()
-            .filter(|p| !self.mailboxes.is_unreachable(p) && !self.relays.is_relay(p))
+            .filter(|p| !self.relays.is_relay(p))
             .copied()
             .collect();
         let mut queries = self.hold_at_relays(&record);
@@ -235,9 +189,9 @@ impl Actor {
         let verified = own.then(|| mb.clone());
         self.mailboxes.held.insert(key.clone(), mb);
         if let Some(copy) = verified {
-            // Our own mailbox, handed to us (a holder's push): deliver it now, from the
-            // copy verified above rather than decoding it again.
-            self.merge_own(&copy);
+            // Our own mailbox, handed to us (a holder's push): to the engine now, from
+            // the copy verified above rather than decoding it again.
+            self.own_copy(copy);
         } else if pending {
             self.push_to_owner(&owner, key, encoded);
         }
@@ -257,190 +211,5 @@ impl Actor {
             .store_mut()
             .put(record)
             .map_err(|e| Refusal::new(RefusalCode::OverBudget, format!("store full: {e}")))
-    }
-
-    /// Starts fetching our own mailbox from every holder, if due and none is running.
-    /// What this node holds itself is delivered at once.
-    pub(super) fn maybe_fetch_mailbox(&mut self, now: Instant) {
-        if self.inbox.is_none() || self.mailboxes.fetch.is_some() {
-            return;
-        }
-        let periodic = self
-            .mailboxes
-            .last_fetch
-            .is_none_or(|t| now.duration_since(t) >= MAILBOX_POLL);
-        if !(self.mailboxes.fetch_due || periodic) || self.peers.is_empty() {
-            return;
-        }
-        // Until identify has fed Kademlia a peer, a query finds nothing and the next
-        // attempt would be a whole poll interval away.
-        if self
-            .swarm
-            .behaviour_mut()
-            .kad
-            .kbuckets()
-            .all(|b| b.num_entries() == 0)
-        {
-            return;
-        }
-        let Some(me) = self.own_addr() else { return };
-        let key = key_of(&me);
-        let gathered = self
-            .held_mailbox(&key)
-            .cloned()
-            .unwrap_or_else(|| Mailbox::new(me.key, me.session.clone()));
-        let query = self.swarm.behaviour_mut().kad.get_record(key.clone());
-        let mut fetch = Fetch {
-            query: Some(query),
-            gathered,
-            handled: Vec::new(),
-            acked: 0,
-        };
-        self.deliver_gathered(&mut fetch);
-        self.mailboxes.fetch = Some(fetch);
-        self.mailboxes.fetch_due = false;
-        self.mailboxes.last_fetch = Some(now);
-        self.fetch_from_relays(&key);
-    }
-
-    /// Progress of a get-record query: each holder's copy is merged and what is new in
-    /// it delivered at once (a slow or absent holder must not delay the others); the
-    /// ack goes out when the query ends.
-    pub(super) fn on_get_record(
-        &mut self,
-        id: kad::QueryId,
-        result: Result<kad::GetRecordOk, kad::GetRecordError>,
-        last: bool,
-    ) {
-        if self
-            .mailboxes
-            .fetch
-            .as_ref()
-            .is_none_or(|f| f.query != Some(id))
-        {
-            self.on_prefetch_record(id, result, last);
-            return;
-        }
-        if let Ok(kad::GetRecordOk::FoundRecord(found)) = result {
-            self.on_own_copy(&found.record.value);
-        }
-        if last {
-            self.mailboxes.fetch = None;
-        }
-    }
-
-    /// A holder's copy of our own mailbox (from the DHT query, or sent by a relay):
-    /// merged into the fetch running, or into a one-off one, and what is new in it
-    /// delivered and acked at once. A copy may carry invalid entries; the valid ones are
-    /// still ours.
-    pub(super) fn on_own_copy(&mut self, value: &[u8]) {
-        let cfg = mailbox::Config::default();
-        if let Ok((copy, _)) = Mailbox::decode(value, crate::now_ms(), &cfg) {
-            self.merge_own(&copy);
-        }
-    }
-
-    /// Merges an already verified copy of our own mailbox (see [`Self::on_own_copy`]).
-    fn merge_own(&mut self, copy: &Mailbox) {
-        let cfg = mailbox::Config::default();
-        let now = crate::now_ms();
-        let Some(me) = self.own_addr() else { return };
-        if copy.address() != me {
-            return;
-        }
-        let mut fetch = match self.mailboxes.fetch.take() {
-            Some(f) => f,
-            None => Fetch {
-                query: None,
-                gathered: self
-                    .held_mailbox(&key_of(&me))
-                    .cloned()
-                    .unwrap_or_else(|| Mailbox::new(me.key, me.session.clone())),
-                handled: Vec::new(),
-                acked: 0,
-            },
-        };
-        let _ = fetch.gathered.merge(copy, now, &cfg);
-        self.deliver_gathered(&mut fetch);
-        if fetch.query.is_some() {
-            self.mailboxes.fetch = Some(fetch);
-        }
-    }
-
-    /// Delivers every envelope of the gathered mailbox not handled yet.
-    fn deliver_gathered(&mut self, fetch: &mut Fetch) {
-        let pending: Vec<Signed<Envelope>> = fetch
-            .gathered
-            .pending()
-            .filter(|e| {
-                !fetch
-                    .handled
-                    .contains(&AckEntry(e.body().sender, e.body().msg_id))
-            })
-            .cloned()
-            .collect();
-        let refs: Vec<&Signed<Envelope>> = pending.iter().collect();
-        let results = self.store_envelopes(&refs, MAILBOX_RETENTION_MS);
-        let mut stored = Vec::new();
-        for (env, result) in pending.iter().zip(results) {
-            match result {
-                Ok(()) => stored.push(env),
-                // Our own storage failed: not acked, so it is fetched again next time.
-                Err(refusal) if refusal.is_retryable() => continue,
-                // Not for us to keep (not a peer, stale…): it is acked too, so holders
-                // stop carrying what will never be delivered.
-                Err(reason) => {
-                    debug!(msg_id = %env.body().msg_id, %reason, "queued message refused");
-                }
-            }
-            fetch
-                .handled
-                .push(AckEntry(env.body().sender, env.body().msg_id));
-        }
-        self.ack_handled(fetch);
-        // Nobody waits on the line for collected mail: tell its senders.
-        self.receipt_collected(&stored);
-    }
-
-    /// Signs an ack for what was handled since the last one and publishes the mailbox
-    /// with it at once, so holders drop those envelopes and keep tombstones. Not at the
-    /// end of the fetch: a holder that never answers holds the query open until its
-    /// timeout, and meanwhile senders would count delivered mail against the mailbox's
-    /// room.
-    fn ack_handled(&mut self, fetch: &mut Fetch) {
-        if fetch.handled.len() <= fetch.acked {
-            return;
-        }
-        let Role::Session(spec) = &self.role else {
-            return;
-        };
-        let identity = spec.identity.clone();
-        let session = spec.session.clone();
-        let cfg = mailbox::Config::default();
-        let now = crate::now_ms();
-        for entries in fetch.handled[fetch.acked..].chunks(MAX_ACK_IDS) {
-            let ack = Ack {
-                v: VERSION,
-                owner: identity.public(),
-                owner_session: session.clone(),
-                entries: entries.to_vec(),
-                ts: now,
-            };
-            match Signed::sign(ack, &identity) {
-                Ok(ack) => {
-                    if let Err(e) = fetch.gathered.apply_ack(ack, now, &cfg) {
-                        warn!("own ack not applied: {e}");
-                    }
-                }
-                Err(e) => warn!("cannot sign ack: {e}"),
-            }
-        }
-        debug!(
-            acked = fetch.handled.len() - fetch.acked,
-            pending = fetch.gathered.len(),
-            "acking delivered mail"
-        );
-        fetch.acked = fetch.handled.len();
-        let _ = self.publish_mailbox(fetch.gathered.clone());
     }
 }

@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use interlink_core::{IdentityKey, limits::MAX_PENDING_PAIR_REQUESTS, trust::Gate};
+use interlink_core::{IdentityKey, limits::MAX_PENDING_PAIR_REQUESTS};
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
@@ -64,26 +64,17 @@ fn save(dir: &Path, keys: &[IdentityKey]) -> std::io::Result<()> {
     crate::atomic::write_file(&path(dir), &bytes)
 }
 
-/// A gate for a session whose inbox lives in `dir`, with the pair requests it sent
-/// before a restart noted again.
-pub(super) fn restored_gate(policy: interlink_core::trust::PeerPolicy, dir: &Path) -> Gate {
-    let mut gate = Gate::new(policy);
-    for key in load(dir) {
-        gate.note_pair_request(key);
-    }
-    gate
-}
-
 impl Actor {
     /// Mirrors the gate's held knocks to [`crate::knocks::KNOCKS_FILE`].
     pub(super) fn save_held_knocks(&self) {
-        let (Some(gate), Some(dir)) = (
-            self.gate.as_ref(),
+        let (Some(d), Some(dir)) = (
+            self.delivery.as_ref(),
             self.config.delivery.inbox_dir.as_deref(),
         ) else {
             return;
         };
-        let held: Vec<crate::knocks::HeldKnock> = gate.knocks().list().map(Into::into).collect();
+        let held: Vec<crate::knocks::HeldKnock> =
+            d.engine().gate().knocks().list().map(Into::into).collect();
         if let Err(e) = crate::knocks::save(dir, &held) {
             warn!("saving the held knocks: {e}");
         }
@@ -92,7 +83,7 @@ impl Actor {
     /// Records that this session knocked `key`: its acceptance will be let in, also
     /// after a restart.
     pub(super) fn note_knock_sent(&mut self, key: IdentityKey) {
-        let Some(gate) = self.gate.as_mut() else {
+        let Some(gate) = self.delivery.as_mut().map(|d| d.engine_mut().gate_mut()) else {
             return;
         };
         gate.note_pair_request(key);
@@ -122,7 +113,10 @@ mod tests {
         let loaded = load(dir.path());
         assert_eq!(loaded.len(), MAX_PENDING_PAIR_REQUESTS);
         assert_eq!(loaded.last(), keys.last());
-        let gate = restored_gate(Default::default(), dir.path());
+        let mut gate = interlink_core::trust::Gate::new(Default::default());
+        for key in load(dir.path()) {
+            gate.note_pair_request(key);
+        }
         assert_eq!(
             gate.pending_pair_requests().len(),
             MAX_PENDING_PAIR_REQUESTS

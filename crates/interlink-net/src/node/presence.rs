@@ -5,7 +5,7 @@ use interlink_core::{
     presence::{RosterError, Upsert},
     wire::{
         Announcement, Goodbye, PresenceMessage, RosterRequest, RosterResponse, SealingBinding,
-        Signed, VERSION,
+        SessionAddr, Signed, VERSION,
     },
 };
 use libp2p::{PeerId, gossipsub, request_response};
@@ -193,10 +193,7 @@ impl Actor {
                 match self.roster.apply_announcement(ann, now) {
                     Ok(Upsert::Inserted | Upsert::Updated) => {
                         self.pin_sealing_key(addr.key);
-                        if let Some(peer) = self.roster.get(&addr).and_then(|a| a.body().peer_id())
-                        {
-                            self.route_restored(&addr, peer);
-                        }
+                        self.route_session(&addr);
                         // A fresh announcement is a sign of life: try it live again.
                         if let Some(source) = message.source {
                             self.peer_alive(source);
@@ -214,14 +211,22 @@ impl Actor {
                     Err(e) => Err(roster_error(&e)),
                 }
             }
-            PresenceMessage::Goodbye(bye) => match self.roster.apply_goodbye(bye, now) {
-                Ok(true) => {
-                    self.emit(Event::RosterChanged);
-                    Ok(true)
+            PresenceMessage::Goodbye(bye) => {
+                let addr = SessionAddr {
+                    key: bye.body().identity,
+                    session: bye.body().session_id.clone(),
+                };
+                match self.roster.apply_goodbye(bye, now) {
+                    Ok(true) => {
+                        // Gone: its mail goes to its mailbox without a live attempt first.
+                        self.route_session(&addr);
+                        self.emit(Event::RosterChanged);
+                        Ok(true)
+                    }
+                    Ok(false) => Ok(false),
+                    Err(e) => Err(roster_error(&e)),
                 }
-                Ok(false) => Ok(false),
-                Err(e) => Err(roster_error(&e)),
-            },
+            }
         }
     }
 
@@ -268,7 +273,7 @@ impl Actor {
                 ..
             } => {
                 let now = crate::now_ms();
-                let mut changed = false;
+                let mut changed = Vec::new();
                 for bytes in response.announcements {
                     // An entry whose exact bytes we already applied needs no second
                     // signature check: on a busy overlay every connection brings a
@@ -281,15 +286,17 @@ impl Actor {
                     let result = Signed::<Announcement>::decode(&bytes)
                         .map_err(|e| e.to_string())
                         .and_then(|a| {
+                            let addr = a.body().session_addr();
                             self.roster
                                 .apply_announcement(a, now)
+                                .map(|u| (u, addr))
                                 .map_err(|e| roster_error(&e))
                         });
                     if result.is_ok() {
                         self.remember_announcement(digest);
                     }
                     match result {
-                        Ok(Upsert::Inserted | Upsert::Updated) => changed = true,
+                        Ok((Upsert::Inserted | Upsert::Updated, addr)) => changed.push(addr),
                         Ok(_) => {}
                         Err(reason) => {
                             debug!(%peer, %reason, "roster entry rejected");
@@ -297,7 +304,11 @@ impl Actor {
                         }
                     }
                 }
-                if changed {
+                for addr in &changed {
+                    self.pin_sealing_key(addr.key);
+                    self.route_session(addr);
+                }
+                if !changed.is_empty() {
                     self.emit(Event::RosterChanged);
                 }
             }

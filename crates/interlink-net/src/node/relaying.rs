@@ -24,7 +24,7 @@ use libp2p::{
 use serde_bytes::ByteBuf;
 use tracing::{debug, info, warn};
 
-use super::{Actor, queueing::PutId};
+use super::{Actor, publishing::PutId};
 use crate::Role;
 
 /// Most relays a session uses.

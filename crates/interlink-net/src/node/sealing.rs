@@ -110,9 +110,9 @@ impl super::Actor {
     pub(super) fn pin_sealing_key(&mut self, key: interlink_core::IdentityKey) {
         let own = self.own_addr().map(|a| a.key);
         let peer = self
-            .gate
+            .delivery
             .as_ref()
-            .is_some_and(|g| g.policy().contains(&key));
+            .is_some_and(|d| d.engine().gate().policy().contains(&key));
         if own != Some(key) && !peer {
             return;
         }
@@ -123,8 +123,8 @@ impl super::Actor {
 
     /// Pins every peer on the roster (after the policy changed: a key just added).
     pub(super) fn pin_roster_peers(&mut self) {
-        let keys: Vec<_> = match self.gate.as_ref() {
-            Some(g) => g.policy().iter().map(|(_, k)| *k).collect(),
+        let keys: Vec<_> = match self.delivery.as_ref() {
+            Some(d) => d.engine().gate().policy().iter().map(|(_, k)| *k).collect(),
             None => return,
         };
         for key in keys {

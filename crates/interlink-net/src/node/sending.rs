@@ -1,0 +1,102 @@
+//! Building what a session sends: the envelope, sealed to the recipient identity and
+//! signed, handed to the delivery engine with the recipient's node if it is known.
+
+use interlink_core::{
+    MsgId,
+    wire::{Envelope, EnvelopeKind, Signed, VERSION},
+};
+use interlink_delivery::Input;
+use libp2p::PeerId;
+use tokio::sync::oneshot;
+
+use super::Actor;
+use crate::{OutgoingMessage, Role, SendError, SendOutcome};
+
+impl Actor {
+    /// Builds, seals and signs `msg` and gives it to the engine; `reply` is answered
+    /// when the engine can say truthfully what became of it.
+    pub(super) fn send_message(
+        &mut self,
+        msg: OutgoingMessage,
+        reply: oneshot::Sender<Result<SendOutcome, SendError>>,
+    ) {
+        if self.delivery.is_none() {
+            let _ = reply.send(Err(SendError::NotASession));
+            return;
+        }
+        let (envelope, peer) = match self.build_envelope(&msg) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        if msg.kind == EnvelopeKind::Knock {
+            // Let the acceptance in when it comes (also after a restart).
+            self.note_knock_sent(msg.to.key);
+        }
+        let Some(d) = self.delivery.as_mut() else {
+            return;
+        };
+        let route = peer.and_then(|p| d.peer_ref(p));
+        let caller = d.call(envelope.body().msg_id, reply);
+        self.drive(Input::Send {
+            caller,
+            envelope,
+            route,
+        });
+    }
+
+    fn build_envelope(
+        &mut self,
+        msg: &OutgoingMessage,
+    ) -> Result<(Signed<Envelope>, Option<PeerId>), SendError> {
+        let Role::Session(spec) = &self.role else {
+            return Err(SendError::NotASession);
+        };
+        // A session on the roster is tried live; one that left it (closed, away past the
+        // roster's retention, or never seen here) can still be queued for, sealed with
+        // its identity's key from another announcement or the key pinned for it.
+        let (sealing_key, peer) = match self.roster.get(&msg.to) {
+            Some(ann) => (ann.body().sealing.key, ann.body().peer_id()),
+            None => (
+                self.roster
+                    .sealing_key_of(&msg.to.key)
+                    .or_else(|| self.pins.get(&msg.to.key))
+                    .ok_or_else(|| SendError::NotOnRoster(msg.to.clone()))?,
+                None,
+            ),
+        };
+        let ts = match self.delivery.as_mut() {
+            Some(d) => d.next_ts(crate::now_ms()),
+            None => return Err(SendError::NotASession),
+        };
+        let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
+        let mut env = Envelope {
+            v: VERSION,
+            sender: spec.identity.public(),
+            sender_session: spec.session.clone(),
+            recipient: msg.to.key,
+            recipient_session: msg.to.session.clone(),
+            msg_id: MsgId::random(&mut rng),
+            ts,
+            kind: msg.kind,
+            task_id: msg.task_id.clone(),
+            status: msg.status,
+            in_reply_to: msg.in_reply_to,
+            name: msg.name.clone(),
+            sealed: None,
+        };
+        if let Some(text) = &msg.text {
+            let ctx = self
+                .seal_contexts
+                .for_key(&sealing_key, &mut rng)
+                .map_err(|e| SendError::Invalid(e.to_string()))?;
+            env.seal_text_in(text, ctx, &mut rng)
+                .map_err(|e| SendError::Invalid(e.to_string()))?;
+        }
+        let signed =
+            Signed::sign(env, &spec.identity).map_err(|e| SendError::Invalid(e.to_string()))?;
+        Ok((signed, peer))
+    }
+}
