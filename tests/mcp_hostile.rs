@@ -449,6 +449,34 @@ async fn a_copied_message_id_cannot_suppress_a_queued_message() {
             ],
             "both stored, each under its verified sender"
         );
+        // The agent handled the copy: acknowledging the bare id must not consume the
+        // genuine message unread. The id is ambiguous; each is named by its sender.
+        let copy = messages(&got)
+            .iter()
+            .find(|m| m["from"] == "mallory")
+            .unwrap()
+            .clone();
+        let ack_id = copy["ack_id"].as_str().expect("an ack_id for a shared id");
+        assert_eq!(ack_id, format!("{}:{taken}", mallory.key));
+        let err = b
+            .err(
+                "acknowledge_messages",
+                json!({"msg_ids": [taken.to_string()]}),
+            )
+            .await
+            .unwrap();
+        assert!(err.contains("more than one sender"), "{err}");
+        b.ok("acknowledge_messages", json!({"msg_ids": [ack_id]}))
+            .await
+            .unwrap();
+        let (_, left) = b.ok("receive_messages", json!({})).await.unwrap();
+        let left = messages(&left);
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(left[0]["text"], "genuine");
+        assert!(
+            left[0].get("ack_id").is_none(),
+            "alone now: its id is unique"
+        );
         a.poll(
             "message_status",
             json!({"msg_id": taken.to_string()}),

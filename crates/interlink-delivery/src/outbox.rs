@@ -1,8 +1,10 @@
 //! The sender side: the outbox, live attempts, mailbox copies, receipts, expiry.
 //!
-//! Per outbox entry: `persisting` (written, not yet durable; the caller waits) →
-//! `pending` (durable), and while pending either `live in flight` or `held` (published
-//! to the recipient's mailbox, retried live when the recipient shows life) → removed
+//! Per outbox entry: `new` (live at once if it can go; the caller waits) →
+//! `persisting` (it could not go live, or its attempt did not deliver it: written, not
+//! yet durable; the caller waits) → `pending` (durable), and while pending either
+//! `live in flight` or `held` (published to the recipient's mailbox, retried live when
+//! the recipient shows life) → removed
 //! when `delivered` (a verified receipt), `refused` (a final refusal) or `expired`
 //! (the retention ended).
 
@@ -27,8 +29,12 @@ use crate::{
 #[derive(Debug)]
 struct Pending {
     entry: OutboxEntry,
-    /// The outbox write is durable; until then nothing is claimed or sent.
+    /// The outbox write is durable; until then `queued` is not said.
     stored: bool,
+    /// The outbox write was asked for ([`Output::PersistOutbox`]). A message that can
+    /// go live at once is not written unless its live attempt does not deliver it: on
+    /// the happy path the outbox costs nothing.
+    persisting: bool,
     /// A caller still waiting for its first answer.
     caller: Option<CallId>,
     in_flight: bool,
@@ -91,6 +97,7 @@ impl Sender {
                 Pending {
                     entry,
                     stored: true,
+                    persisting: false,
                     caller: None,
                     in_flight: false,
                     mailbox_only: false,
@@ -165,20 +172,19 @@ impl Sender {
         let id = b.msg_id;
         let entry = OutboxEntry { envelope };
         self.insert_queued(&to, id, entry.envelope.body().ts);
-        ctx.out.push_back(Output::PersistOutbox {
-            entry: entry.clone(),
-        });
         self.entries.insert(
             id,
             Pending {
                 entry,
                 stored: false,
+                persisting: false,
                 caller: Some(caller),
                 in_flight: false,
                 mailbox_only: false,
                 write_failed: None,
             },
-        ); // The live attempt need not wait for the write (see `settle`).
+        );
+        // Live at once if it can go; written to the outbox if it cannot (`settle`).
         self.settle(ctx, &to, false);
     }
 
@@ -430,9 +436,9 @@ impl Sender {
             for id in queue {
                 let Some(p) = self.entries.get(id) else { break };
                 // FIFO: the batch is a prefix; an entry not for the live path stops it,
-                // so nothing overtakes it. An entry still being written may go: the
-                // live attempt runs beside the outbox write (a receipt proves delivery
-                // whatever the write does), and `queued` still waits for the write.
+                // so nothing overtakes it. An entry not durable yet may go: a receipt
+                // proves delivery whatever the outbox holds, and `queued` still waits
+                // for the write.
                 if p.write_failed.is_some() || !eligible(p) || batch.len() >= MAX_DELIVER_BATCH {
                     break;
                 }
@@ -470,25 +476,44 @@ impl Sender {
                 self.flight_of.insert(to.clone(), req);
             }
         }
-        // Callers whose message is not in flight and will not be soon.
+        // Messages not in flight that will not be soon are written to the outbox, and
+        // their callers told `queued` once they are durable, in order: a caller is not
+        // answered while an earlier message is not durable yet (the copy published
+        // holds the durable prefix only).
         let mut blocked = route.is_none();
         let mut answer = Vec::new();
+        let mut persist = Vec::new();
+        let mut unstored_before = false;
         if let Some(queue) = self.queues.get(to) {
             for id in queue {
                 let Some(p) = self.entries.get(id) else {
                     continue;
                 };
-                if !p.stored {
-                    // Later mail waits until this write settles (its OutboxStored
-                    // settles the queue again): a copy must hold every earlier message.
-                    break;
-                }
                 if !eligible(p) {
                     blocked = true;
                 }
-                if p.caller.is_some() && !p.in_flight && blocked {
+                if p.in_flight {
+                    unstored_before |= !p.stored;
+                    continue;
+                }
+                if !p.stored {
+                    if blocked && !p.persisting && p.write_failed.is_none() {
+                        persist.push(*id);
+                    }
+                    unstored_before = true;
+                    continue;
+                }
+                if p.caller.is_some() && blocked && !unstored_before {
                     answer.push(*id);
                 }
+            }
+        }
+        for id in persist {
+            if let Some(p) = self.entries.get_mut(&id) {
+                p.persisting = true;
+                ctx.out.push_back(Output::PersistOutbox {
+                    entry: p.entry.clone(),
+                });
             }
         }
         if answer.is_empty() && !force_publish {

@@ -240,3 +240,173 @@ fn refusals_keep_their_meaning_across_the_wire() {
         assert_eq!(back.is_final(), r.is_final(), "{r:?} came back as {back:?}");
     }
 }
+
+/// Drains `e`'s outputs.
+fn outputs(e: &mut Engine) -> Vec<Output> {
+    std::iter::from_fn(|| e.poll_output()).collect()
+}
+
+/// A message that can go live at once is not written to the outbox: on the happy path
+/// the outbox costs nothing, and a crash before the answer promised nothing.
+#[test]
+fn a_message_delivered_live_is_never_written_to_the_outbox() {
+    let mut p = pair();
+    let envelope = envelope(&mut p, 1, NOW);
+    p.a.handle(
+        Input::Send {
+            caller: CallId(1),
+            envelope,
+            route: Some(PeerRef(2)),
+        },
+        NOW,
+    );
+    let out = outputs(&mut p.a);
+    assert!(
+        out.iter().any(|o| matches!(o, Output::SendRequest { .. })),
+        "{out:?}"
+    );
+    assert!(
+        !out.iter()
+            .any(|o| matches!(o, Output::PersistOutbox { .. })),
+        "{out:?}"
+    );
+}
+
+/// A message that could not go live is written; if the recipient shows life while
+/// the write is on its way, the live attempt starts beside it, and a write that fails
+/// meanwhile is reported only when the attempt ends, and only if it did not deliver.
+#[test]
+fn a_failed_outbox_write_during_the_live_attempt_is_told_only_if_not_delivered() {
+    use interlink_delivery::{Response, SendError, SendFailure, StoreError};
+    for delivered in [false, true] {
+        let mut p = pair();
+        let to = p.addr_b.clone();
+        let envelope = envelope(&mut p, 1, NOW);
+        let key = envelope.body().msg_id;
+        p.a.handle(
+            Input::Send {
+                caller: CallId(1),
+                envelope,
+                route: None,
+            },
+            NOW,
+        );
+        let out = outputs(&mut p.a);
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::PersistOutbox { .. })),
+            "no route: written before it is called queued: {out:?}"
+        );
+        p.a.handle(
+            Input::Route {
+                session: to.clone(),
+                peer: Some(PeerRef(2)),
+            },
+            NOW,
+        );
+        let req = outputs(&mut p.a)
+            .iter()
+            .find_map(|o| match o {
+                Output::SendRequest { req, .. } => Some(*req),
+                _ => None,
+            })
+            .expect("the live attempt does not wait for the write");
+        p.a.handle(
+            Input::OutboxStored {
+                key,
+                result: Err(StoreError::DiskFull),
+            },
+            NOW,
+        );
+        assert!(
+            !outputs(&mut p.a)
+                .iter()
+                .any(|o| matches!(o, Output::Reply { .. })),
+            "answered before the attempt ended"
+        );
+        let result = if delivered {
+            let receipt = Signed::sign(
+                interlink_core::wire::Receipt {
+                    v: VERSION,
+                    recipient: to.key,
+                    recipient_session: to.session.clone(),
+                    sender: p.addr_a.key,
+                    msg_ids: vec![key],
+                    state: interlink_core::wire::ReceiptState::Delivered,
+                    ts: NOW,
+                },
+                &Identity::from_seed(&[2; 32]),
+            )
+            .unwrap();
+            Ok(Response {
+                receipt: Some(receipt),
+                results: vec![None],
+            })
+        } else {
+            Err(SendFailure::Timeout)
+        };
+        p.a.handle(Input::DeliverResponse { req, result }, NOW + 10);
+        let reply = outputs(&mut p.a).into_iter().find_map(|o| match o {
+            Output::Reply { outcome, .. } => Some(outcome),
+            _ => None,
+        });
+        match (delivered, reply) {
+            (true, Some(Ok(Outcome::Delivered { to: t }))) => assert_eq!(t, to),
+            (false, Some(Err(SendError::Store(StoreError::DiskFull)))) => {}
+            other => panic!("unexpected: {other:?}"),
+        }
+        assert_eq!(p.a.sizes().outbox, 0, "nothing kept either way");
+    }
+}
+
+/// An envelope the store refuses for its content (a body that does not open) is
+/// refused to its sender for good, never indexed, and the next one still goes in.
+#[test]
+fn a_body_the_store_cannot_open_is_refused_for_good() {
+    use interlink_delivery::Refusal;
+    let mut p = pair();
+    let bad = envelope(&mut p, 1, NOW);
+    let good = envelope(&mut p, 2, NOW);
+    let bad_key = (bad.body().sender, bad.body().msg_id);
+    p.b.handle(
+        Input::DeliverRequest {
+            from: PeerRef(1),
+            req: InboundId(7),
+            envelopes: vec![bad, good],
+        },
+        NOW,
+    );
+    let token = outputs(&mut p.b)
+        .into_iter()
+        .find_map(|o| match o {
+            Output::AppendInbox { token, entries } => {
+                assert_eq!(entries.len(), 2);
+                Some(token)
+            }
+            _ => None,
+        })
+        .unwrap();
+    p.b.handle(
+        Input::InboxStored {
+            token,
+            result: Ok(()),
+            refused: vec![(bad_key, Refusal::Unopenable)],
+        },
+        NOW,
+    );
+    let response = outputs(&mut p.b)
+        .into_iter()
+        .find_map(|o| match o {
+            Output::Respond { req, response } => {
+                assert_eq!(req, InboundId(7));
+                Some(response)
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(response.results, vec![Some(Refusal::Unopenable), None]);
+    let receipt = response.receipt.unwrap();
+    assert_eq!(receipt.body().msg_ids.len(), 1);
+    assert_eq!(p.b.sizes().inbox_index, 1);
+    assert!(Refusal::Unopenable.is_final());
+}

@@ -114,7 +114,11 @@ async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
         }
         debug!(msg_id = %e.msg_id, "pushed as a channel notification");
         if let Ok(id) = e.msg_id.parse() {
-            pushed.push(id);
+            // With its sender: another sender's unread message may share the id.
+            pushed.push(crate::read_state::AckId {
+                sender: e.sender.parse().ok(),
+                id,
+            });
         }
         ctx.queue_read_receipts(crate::receipts::ReadReceipt::host_queued(e));
     }

@@ -14,9 +14,11 @@
 //!
 //! A message is its (sender, id): the messages acknowledged out of order are kept as
 //! `"<sender key>:<msg id>"`, so another sender's message reusing an id stays unread.
-//! The agent acknowledges by id: when two senders' unread messages share one, that
-//! consumes both (and each sender gets its read receipt). A bare `"<msg id>"` (files of
-//! version 1) stands for that id from any sender.
+//! The agent acknowledges by id ([`AckId`]); when two senders' unread messages share
+//! one, the bare id is ambiguous and consumes neither — the agent names the one it
+//! handled as `"<sender key>:<msg id>"` (a paired peer copying a queued id must not get
+//! the genuine message acknowledged unread). A bare `"<msg id>"` in the file (version 1)
+//! stands for that id from any sender.
 //!
 //! Only the MCP server writes the file (atomically: temporary file, fsync, rename —
 //! without the fsyncs for messages pushed to the agent host, see [`Durability`]);
@@ -101,11 +103,48 @@ pub enum AckError {
     State(#[from] ReadStateError),
 }
 
+/// A message the agent names: its id, with its sender when the id alone is ambiguous
+/// (text: `"<msg id>"` or `"<sender key, 64 hex>:<msg id>"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AckId {
+    /// The sender, if named.
+    pub sender: Option<IdentityKey>,
+    /// The message id.
+    pub id: MsgId,
+}
+
+impl From<MsgId> for AckId {
+    fn from(id: MsgId) -> Self {
+        Self { sender: None, id }
+    }
+}
+
+impl std::str::FromStr for AckId {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (sender, id) = parse_key(text)
+            .ok_or_else(|| "not a msg_id (32 hex digits) or <sender key>:<msg_id>".to_string())?;
+        Ok(Self { sender, id })
+    }
+}
+
+impl std::fmt::Display for AckId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&key_text(&(self.sender, self.id)))
+    }
+}
+
 /// What [`ReadState::acknowledge`] did with the ids it was given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Acked {
     /// Unread messages now consumed.
     pub consumed: Vec<MsgId>,
+    /// The same, with their senders: who gets a read receipt.
+    pub consumed_keys: Vec<(IdentityKey, MsgId)>,
+    /// Bare ids that two or more senders' unread messages share: nothing consumed;
+    /// name one as `<sender>:<id>`. Each with the senders.
+    pub ambiguous: Vec<(MsgId, Vec<IdentityKey>)>,
     /// Ids already consumed before (acknowledging twice is harmless).
     pub already: Vec<MsgId>,
     /// Ids that name no message in the inbox.
@@ -232,14 +271,14 @@ impl ReadState {
 
     /// Marks `ids` consumed, durably, and moves the offset past the longest consumed
     /// prefix of the inbox. Ids consumed before are reported, not refused.
-    pub fn acknowledge(&mut self, ids: &[MsgId]) -> Result<Acked, AckError> {
+    pub fn acknowledge<I: Into<AckId> + Copy>(&mut self, ids: &[I]) -> Result<Acked, AckError> {
         self.acknowledge_with(ids, Durability::Synced)
     }
 
     /// [`ReadState::acknowledge`], written as `durability` says.
-    pub fn acknowledge_with(
+    pub fn acknowledge_with<I: Into<AckId> + Copy>(
         &mut self,
-        ids: &[MsgId],
+        ids: &[I],
         durability: Durability,
     ) -> Result<Acked, AckError> {
         let (entries, start) = self.read_after(self.offset)?;
@@ -250,11 +289,29 @@ impl ReadState {
             .collect();
         let mut acked = Acked::default();
         let mut consumed = self.consumed.clone();
-        for id in ids {
-            // Every unread message with this id, whoever sent it.
+        for &ack in ids {
+            let AckId { sender, id } = ack.into();
+            let id = &id;
+            let matching: Vec<Key> = unread
+                .iter()
+                .filter(|(s, i)| i == id && (sender.is_none() || *s == sender))
+                .copied()
+                .collect();
+            let senders: BTreeSet<IdentityKey> = matching.iter().filter_map(|k| k.0).collect();
+            if sender.is_none() && senders.len() > 1 {
+                // Two senders' unread messages under one id: which one was handled is
+                // the agent's to say.
+                acked.ambiguous.push((*id, senders.into_iter().collect()));
+                continue;
+            }
             let mut newly = false;
-            for key in unread.iter().filter(|(_, i)| i == id) {
-                newly |= consumed.insert(*key);
+            for key in &matching {
+                if consumed.insert(*key) {
+                    newly = true;
+                    if let Some(s) = key.0 {
+                        acked.consumed_keys.push((s, *id));
+                    }
+                }
             }
             if newly {
                 acked.consumed.push(*id);

@@ -108,8 +108,11 @@ fn from(sender: &str, n: u8) -> InboxEntry {
     e
 }
 
+/// A paired peer that copies another sender's id must not get the genuine message
+/// acknowledged unread: the bare id is ambiguous and consumes neither; each is
+/// acknowledged by `<sender>:<id>`, and only its sender gets the read receipt.
 #[test]
-fn one_id_from_two_senders_is_acknowledged_together_and_receipted_to_each() {
+fn one_id_from_two_senders_is_ambiguous_until_the_sender_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let mut inbox = Inbox::open(dir.path()).unwrap();
     inbox.append(id(1), &from("aa", 1)).unwrap();
@@ -118,13 +121,42 @@ fn one_id_from_two_senders_is_acknowledged_together_and_receipted_to_each() {
     let mut state = ReadState::load(dir.path()).unwrap();
     let unread = state.unread().unwrap();
     assert_eq!(unread.len(), 3, "both senders' messages are there");
-    let acked = state.acknowledge(&[id(1)]).unwrap();
+    assert_eq!(
+        crate::render::shared_ids(&unread)
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [id(1).to_string()]
+    );
+    let acked = state.acknowledge(&[id(1), id(2)]).unwrap();
+    assert_eq!(acked.consumed, vec![id(2)], "the unambiguous one only");
+    assert_eq!(acked.ambiguous.len(), 1);
+    assert_eq!(acked.ambiguous[0].0, id(1));
+    assert_eq!(acked.ambiguous[0].1.len(), 2);
+    assert_eq!(
+        state.unread().unwrap().len(),
+        2,
+        "both id-1 messages still unread"
+    );
+
+    let bb: AckId = format!("{}:{}", "bb".repeat(32), id(1)).parse().unwrap();
+    let acked = state.acknowledge(&[bb]).unwrap();
     assert_eq!(acked.consumed, vec![id(1)]);
-    let receipts = crate::receipts::read_receipts_for(&unread, &acked.consumed);
+    let receipts = crate::receipts::read_receipts_for(&unread, &acked.consumed_keys);
     let to: Vec<String> = receipts.iter().map(|r| r.to.key.to_hex()).collect();
-    assert_eq!(to, ["aa".repeat(32), "bb".repeat(32)]);
+    assert_eq!(
+        to,
+        ["bb".repeat(32)],
+        "a read receipt for bb's message only"
+    );
     let state = ReadState::load(dir.path()).unwrap();
-    assert_eq!(ids(&state.unread().unwrap()), [id(2).to_string()]);
+    let left = state.unread().unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].sender, "aa".repeat(32));
+    // Alone now: the bare id names it.
+    let mut state = state;
+    assert_eq!(state.acknowledge(&[id(1)]).unwrap().consumed, vec![id(1)]);
+    assert!(state.unread().unwrap().is_empty());
+    assert!("not-an-id".parse::<AckId>().is_err());
 }
 
 #[test]
@@ -160,6 +192,14 @@ fn another_senders_message_under_an_acknowledged_id_stays_unread() {
     assert_eq!(ids(&state.unread().unwrap()), [id(1).to_string()]);
 }
 
+/// Both senders' message `n` of [`fill`], each named with its sender.
+fn both(n: u8) -> [AckId; 2] {
+    ["aa", "bb"].map(|s| AckId {
+        sender: Some(s.repeat(32).parse().unwrap()),
+        id: id(n),
+    })
+}
+
 /// Fills the inbox with `n` messages of about 1 KiB (enough to compact).
 fn fill(inbox: &mut Inbox, first: u8, n: u8) {
     for i in first..first + n {
@@ -188,7 +228,7 @@ fn acknowledged_messages_stay_known_after_compaction() {
         .with_compact_min_bytes(200 * 1024);
     fill(&mut inbox, 0, 150);
     let mut state = ReadState::load(dir.path()).unwrap();
-    let all: Vec<MsgId> = (0..150).map(id).collect();
+    let all: Vec<AckId> = (0..150).flat_map(both).collect();
     for chunk in all.chunks(100) {
         state.acknowledge(chunk).unwrap();
     }
@@ -199,9 +239,12 @@ fn acknowledged_messages_stay_known_after_compaction() {
     let mut state = ReadState::load(dir.path()).unwrap();
     assert_eq!(state.unread().unwrap().len(), 4);
     // An archived id is known (the saved index), not unknown.
-    let acked = state.acknowledge(&[id(3), id(150), id(200)]).unwrap();
+    let [a150, b150] = both(150);
+    let acked = state
+        .acknowledge(&[AckId::from(id(3)), a150, b150, AckId::from(id(200))])
+        .unwrap();
     assert_eq!(acked.already, vec![id(3)]);
-    assert_eq!(acked.consumed, vec![id(150)]);
+    assert_eq!(acked.consumed, vec![id(150), id(150)]);
     assert_eq!(acked.unknown, vec![id(200)]);
     assert_eq!(ids(&state.unread().unwrap()), vec![id(151).to_string(); 2]);
 }
@@ -215,13 +258,13 @@ fn messages_expired_into_the_archive_unconsumed_count_as_read() {
     fill(&mut inbox, 0, 150);
     let mut state = ReadState::load(dir.path()).unwrap();
     // One acknowledged out of order: its id must not stay in the state forever.
-    state.acknowledge(&[id(5)]).unwrap();
+    state.acknowledge(&both(5)).unwrap();
     let later = interlink_net::now_ms() + interlink_net::inbox::HOT_RETENTION_MS + 1000;
     assert!(inbox.compact(later).unwrap());
     fill(&mut inbox, 150, 1);
     let mut state = ReadState::load(dir.path()).unwrap();
     assert_eq!(ids(&state.unread().unwrap()), vec![id(150).to_string(); 2]);
-    state.acknowledge(&[id(150)]).unwrap();
+    state.acknowledge(&both(150)).unwrap();
     assert!(state.consumed.is_empty());
     // The offset moved into the hot file (it is checked when read, not at load).
     assert!(

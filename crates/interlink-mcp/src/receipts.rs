@@ -61,11 +61,21 @@ impl ReadReceipt {
 
 /// The read receipts for the messages among `unread` whose ids were just acknowledged:
 /// one per message, so when two senders used one id, each gets its own.
-pub fn read_receipts_for(unread: &[InboxEntry], consumed: &[MsgId]) -> Vec<ReadReceipt> {
-    let consumed: Vec<String> = consumed.iter().map(MsgId::to_string).collect();
+pub fn read_receipts_for(
+    unread: &[InboxEntry],
+    consumed: &[(interlink_core::IdentityKey, MsgId)],
+) -> Vec<ReadReceipt> {
+    let consumed: Vec<(String, String)> = consumed
+        .iter()
+        .map(|(s, id)| (s.to_hex(), id.to_string()))
+        .collect();
     unread
         .iter()
-        .filter(|e| consumed.contains(&e.msg_id))
+        .filter(|e| {
+            consumed
+                .iter()
+                .any(|(s, id)| *s == e.sender && *id == e.msg_id)
+        })
         .filter_map(ReadReceipt::for_entry)
         .collect()
 }

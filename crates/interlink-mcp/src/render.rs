@@ -133,6 +133,24 @@ pub fn discover(
     )
 }
 
+/// The msg_ids that unread messages of more than one sender share.
+pub fn shared_ids(unread: &[InboxEntry]) -> std::collections::BTreeSet<&str> {
+    let mut first: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    let mut shared = std::collections::BTreeSet::new();
+    for e in unread {
+        match first.get(e.msg_id.as_str()) {
+            Some(sender) if *sender != e.sender.as_str() => {
+                shared.insert(e.msg_id.as_str());
+            }
+            Some(_) => {}
+            None => {
+                first.insert(&e.msg_id, &e.sender);
+            }
+        }
+    }
+    shared
+}
+
 /// One inbox message, as JSON.
 pub fn message_json(e: &InboxEntry, name: Option<&str>) -> Value {
     json!({

@@ -8,7 +8,11 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::{
-    peers, policy, read_state::ReadState, render, server::Server, server::ToolError,
+    peers, policy,
+    read_state::{AckId, ReadState},
+    render,
+    server::Server,
+    server::ToolError,
     session::check_summary,
 };
 
@@ -85,7 +89,9 @@ pub struct ReceiveArgs {
 #[serde(deny_unknown_fields)]
 pub struct AcknowledgeArgs {
     /// The msg_ids of the messages handled (from receive_messages); they are never
-    /// shown again, also after a restart.
+    /// shown again, also after a restart. When two senders' unread messages share an id,
+    /// name the one handled as <sender key>:<msg_id> (receive_messages shows it as
+    /// ack_id).
     pub msg_ids: Vec<String>,
 }
 
@@ -226,6 +232,8 @@ impl Server {
             let unread = ctx.unread()?;
             let policy = policy::load(&ctx.home)?;
             let shown = &unread[..unread.len().min(limit)];
+            // Ids two senders' unread messages share are acknowledged with the sender.
+            let shared = render::shared_ids(&unread);
             let mut text = String::new();
             let mut messages = Vec::new();
             for e in shown {
@@ -235,8 +243,17 @@ impl Server {
                     .ok()
                     .and_then(|k| render::petname(&policy, &ctx.key(), &k));
                 text.push_str(&render::message_text(e, name.as_deref()));
+                let mut json = render::message_json(e, name.as_deref());
+                if shared.contains(e.msg_id.as_str()) {
+                    let ack_id = format!("{}:{}", e.sender, e.msg_id);
+                    text.push_str(&format!(
+                        "\n(another sender's unread message has this msg_id: acknowledge this \
+                         one as {ack_id})"
+                    ));
+                    json["ack_id"] = json!(ack_id);
+                }
                 text.push_str("\n\n");
-                messages.push(render::message_json(e, name.as_deref()));
+                messages.push(json);
             }
             let more = unread.len() - shown.len();
             if shown.is_empty() {
@@ -283,7 +300,7 @@ impl Server {
                 .msg_ids
                 .iter()
                 .map(|t| {
-                    t.parse::<MsgId>()
+                    t.parse::<AckId>()
                         .map_err(|e| ToolError(format!("msg_id {t:?}: {e}")))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -292,7 +309,10 @@ impl Server {
             let unread = ReadState::load(&session_dir)?.unread()?;
             let acked = ReadState::load(&session_dir)?.acknowledge(&ids)?;
             // Tell each sender its message was read.
-            ctx.queue_read_receipts(crate::receipts::read_receipts_for(&unread, &acked.consumed));
+            ctx.queue_read_receipts(crate::receipts::read_receipts_for(
+                &unread,
+                &acked.consumed_keys,
+            ));
             let strs = |v: &[MsgId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
             let mut text = format!("acknowledged {}", acked.consumed.len());
             if !acked.already.is_empty() {
@@ -304,6 +324,24 @@ impl Server {
                     strs(&acked.unknown).join(", ")
                 ));
             }
+            let ambiguous: Vec<String> = acked
+                .ambiguous
+                .iter()
+                .map(|(id, senders)| {
+                    let forms: Vec<String> = senders
+                        .iter()
+                        .map(|s| AckId { sender: Some(*s), id: *id }.to_string())
+                        .collect();
+                    format!("{id} (sent by {} senders: {})", senders.len(), forms.join(" or "))
+                })
+                .collect();
+            if !ambiguous.is_empty() {
+                text.push_str(&format!(
+                    "; not acknowledged, more than one sender's unread message has this id — \
+                     give the one you handled as <sender key>:<msg_id>: {}",
+                    ambiguous.join("; ")
+                ));
+            }
             if acked.consumed.is_empty() && acked.already.is_empty() {
                 return Err(ToolError(text));
             }
@@ -313,6 +351,10 @@ impl Server {
                     "acknowledged": strs(&acked.consumed),
                     "already": strs(&acked.already),
                     "unknown": strs(&acked.unknown),
+                    "ambiguous": acked.ambiguous.iter().map(|(id, senders)| json!({
+                        "msg_id": id.to_string(),
+                        "ack_ids": senders.iter().map(|s| AckId { sender: Some(*s), id: *id }.to_string()).collect::<Vec<_>>(),
+                    })).collect::<Vec<_>>(),
                 }),
             ))
         }

@@ -56,8 +56,8 @@ pub const MAILBOX_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub const LIVE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long a receipt for collected mail may take to reach its sender, dial included.
-/// Nobody waits for it; a request that fails is kept for the sender's next sign of
-/// life (`node::receipting`).
+/// Nobody waits for it; a request that fails is tried again at the sender's next sign
+/// of life (the delivery engine keeps it, a few attempts at most).
 pub const RECEIPT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The agent-version string identify announces.
