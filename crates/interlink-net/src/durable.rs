@@ -1,8 +1,8 @@
 //! The interface between a relay node and its durable mailbox store.
 //!
-//! A relay's node task verifies nothing twice: the store verifies, merges and commits a
-//! mailbox record in one call, and the node only answers a `hold` after that call
-//! returned. The store lives in the relay crate (redb); tests may use any
+//! A relay's node verifies nothing twice: the store verifies, merges and commits a
+//! mailbox record in one call, made on the relay's store thread (never on the task
+//! that owns the Swarm), and the node only answers a `hold` after that call returned. The store lives in the relay crate (redb); tests may use any
 //! implementation.
 
 use std::fmt;
@@ -44,8 +44,8 @@ impl fmt::Display for Refusal {
 
 /// A durable holder of mailbox records, keyed by their DHT key.
 ///
-/// Calls block (a commit waits for the disk); the relay node makes them from its own
-/// task, one at a time.
+/// Calls block (a commit waits for the disk); the relay node makes them from one
+/// thread of their own, one at a time.
 pub trait DurableMailboxes: Send + Sync + fmt::Debug + 'static {
     /// Verifies `record` (an encoded `interlink_core::mailbox::Mailbox` that must
     /// belong under `key`), merges it with the copy held, commits the result durably

@@ -7,6 +7,7 @@ mod mailbox;
 mod pairing;
 mod presence;
 mod publishing;
+mod relay_store;
 mod relaying;
 mod sealing;
 mod sending;
@@ -102,6 +103,13 @@ impl Node {
             )?),
             Role::Observer | Role::Relay(_) => None,
         };
+        let relay_store = match &role {
+            Role::Relay(spec) => Some(
+                relay_store::RelayStore::spawn(spec.store.clone())
+                    .map_err(|e| NetError::Setup(format!("relay store thread: {e}")))?,
+            ),
+            Role::Session(_) | Role::Observer => None,
+        };
         let mut actor = Actor {
             roster: Roster::new(config.presence),
             // Relays are bootstrap peers too: a session that knows only a relay sees
@@ -125,6 +133,7 @@ impl Node {
             listen_addrs: Vec::new(),
             peers: HashMap::new(),
             delivery,
+            relay_store,
             mailboxes: mailbox::Mailboxes::default(),
             publishing: publishing::Publishing::default(),
             last_tick: Instant::now(),
@@ -208,6 +217,8 @@ struct Actor {
     bootstrap: discovery::Bootstrap,
     /// Sessions with an inbox: the delivery engine and its shell.
     delivery: Option<delivery::Delivery>,
+    /// Relays: the durable store's thread.
+    relay_store: Option<relay_store::RelayStore>,
     mailboxes: mailbox::Mailboxes,
     publishing: publishing::Publishing,
     relays: relaying::Relays,
@@ -242,6 +253,7 @@ impl Actor {
                 biased;
                 () = self.cancel.cancelled() => break,
                 Some(done) = next_store_done(&mut self.delivery) => self.on_store_done(done),
+                Some(held) = next_relay_held(&mut self.relay_store) => self.on_relay_held(held),
                 Some(cmd) = self.commands.recv() => self.on_command(cmd),
                 event = self.swarm.select_next_some() => self.on_swarm_event(event),
                 _ = tick.tick() => self.on_tick(),
@@ -471,6 +483,14 @@ impl Actor {
 async fn next_store_done(delivery: &mut Option<delivery::Delivery>) -> Option<store::Done> {
     match delivery.as_mut().and_then(|d| d.done.as_mut()) {
         Some(done) => done.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next hold the relay's store thread finished; never, for a node without one.
+async fn next_relay_held(store: &mut Option<relay_store::RelayStore>) -> Option<relay_store::Held> {
+    match store {
+        Some(s) => s.done.recv().await,
         None => std::future::pending().await,
     }
 }

@@ -288,3 +288,130 @@ async fn the_relay_refuses_hostile_holds() {
     );
     relay.shutdown().await;
 }
+
+/// A durable store whose holds wait until the test lets them through.
+#[derive(Debug)]
+struct GatedDurable {
+    inner: MemoryDurable,
+    entered: std::sync::atomic::AtomicBool,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl DurableMailboxes for GatedDurable {
+    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<Vec<u8>, Refusal> {
+        self.entered
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.release.lock().unwrap().recv();
+        self.inner.hold(key, record, now_ms)
+    }
+
+    fn get(&self, key: &[u8; 32]) -> Option<Vec<u8>> {
+        self.inner.get(key)
+    }
+
+    fn keys(&self) -> Vec<[u8; 32]> {
+        self.inner.keys()
+    }
+}
+
+/// A relay's commit waits for the disk; it must not stall the relay node. While a hold
+/// is stuck in the store, the node still answers; the hold is answered `held` once the
+/// store lets it through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_relay_store_does_not_stall_the_relay_node() {
+    use futures::StreamExt as _;
+    use interlink_core::wire::{MailboxOp, MailboxOutcome, MailboxRequest, VERSION};
+    use interlink_net::behaviour::BehaviourEvent;
+    use libp2p::{request_response, swarm::SwarmEvent};
+
+    let base = 62_000 + u64::from(std::process::id() % 1000) * 10;
+    let (release, gate) = std::sync::mpsc::channel();
+    let store = Arc::new(GatedDurable {
+        inner: MemoryDurable::default(),
+        entered: false.into(),
+        release: Mutex::new(gate),
+    });
+    let key = libp2p::identity::Keypair::generate_ed25519();
+    let relay_addr = memory(base).with(Protocol::P2p(key.public().to_peer_id()));
+    let config = Config {
+        listen: vec![memory(base)],
+        mdns: false,
+        relay_server: true,
+        ..Config::default()
+    };
+    let swarm = interlink_net::build_swarm(key, &config).unwrap();
+    let relay = Node::spawn(
+        swarm,
+        config,
+        Role::Relay(RelaySpec {
+            store: store.clone(),
+        }),
+    )
+    .unwrap();
+    let relay_peer = relay.handle().peer_id();
+    let client_config = Config {
+        listen: vec![memory(base + 1)],
+        mdns: false,
+        ..Config::default()
+    };
+    let mut client = interlink_net::build_swarm(
+        libp2p::identity::Keypair::generate_ed25519(),
+        &client_config,
+    )
+    .unwrap();
+    client.add_peer_address(relay_peer, relay_addr);
+    let owner = Identity::from_seed(&[9; 32]);
+    let session = SessionId::new("held").unwrap();
+    let record_key = mailbox::record_key(&owner.public(), &session);
+    let id = client.behaviour_mut().mailbox.send_request(
+        &relay_peer,
+        MailboxRequest {
+            v: VERSION,
+            op: MailboxOp::Hold {
+                key: record_key.to_vec().into(),
+                record: Mailbox::new(owner.public(), session).encode().into(),
+            },
+        },
+    );
+    let answer = tokio::spawn(async move {
+        loop {
+            if let SwarmEvent::Behaviour(BehaviourEvent::Mailbox(
+                request_response::Event::Message {
+                    message:
+                        request_response::Message::Response {
+                            request_id,
+                            response,
+                        },
+                    ..
+                },
+            )) = client.select_next_some().await
+                && request_id == id
+            {
+                return response.outcome;
+            }
+        }
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !store.entered.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the hold never reached the store"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The store is stuck in the hold: the node answers anyway.
+    let diagnostics = tokio::time::timeout(Duration::from_secs(10), relay.handle().diagnostics())
+        .await
+        .expect("the relay node stalled behind its store")
+        .unwrap();
+    assert_eq!(diagnostics.mailboxes_held, 0, "not held before the commit");
+    assert!(!answer.is_finished(), "answered before the store committed");
+    release.send(()).unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("no answer after the commit")
+        .unwrap();
+    assert!(matches!(outcome, MailboxOutcome::Held), "{outcome:?}");
+    assert_eq!(store.keys(), vec![record_key]);
+    relay.shutdown().await;
+}

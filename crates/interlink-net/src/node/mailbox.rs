@@ -35,7 +35,7 @@ pub(crate) struct Mailboxes {
     /// Decoded copies of the records in the Kademlia store, so a merge does not verify
     /// every held envelope's signature again (each was verified when it was stored).
     /// Holds only keys the store holds, so it is bounded by the store's record limit.
-    held: HashMap<RecordKey, Mailbox>,
+    pub(super) held: HashMap<RecordKey, Mailbox>,
 }
 
 pub(super) fn key_of(addr: &SessionAddr) -> RecordKey {
@@ -129,6 +129,15 @@ impl Actor {
 
     /// An inbound put (record filtering is on, so nothing is stored unless we do it).
     pub(super) fn on_inbound_put(&mut self, source: PeerId, record: Record) {
+        if self.relay_store.is_some() {
+            let key = record.key.to_vec();
+            self.relay_hold(
+                &key,
+                record.value,
+                super::relay_store::HoldFrom::Put(source),
+            );
+            return;
+        }
         if let Err(reason) = self.hold_record(&record.key, &record.value) {
             self.refused_put(source, &reason);
         }
@@ -145,19 +154,10 @@ impl Actor {
     }
 
     /// Verifies a mailbox copy someone handed us, merges it with the copy held and
-    /// stores the result — on a relay, durably before this returns.
+    /// stores the result (in memory). A relay holds through its store thread instead
+    /// (`Actor::relay_hold`).
     pub(super) fn hold_record(&mut self, key: &RecordKey, value: &[u8]) -> Result<(), Refusal> {
         let now = crate::now_ms();
-        if let Role::Relay(spec) = &self.role {
-            let raw: [u8; 32] = key
-                .as_ref()
-                .try_into()
-                .map_err(|_| Refusal::new(RefusalCode::Malformed, "record key is not 32 bytes"))?;
-            let merged = spec.store.hold(&raw, value, now).map_err(|r| r.to_wire())?;
-            // The store verified it; the decoded cache is filled again only if asked.
-            self.mailboxes.held.remove(key);
-            return self.store_record(key, merged);
-        }
         let cfg = mailbox::Config::default();
         let mut mb = match Mailbox::decode(value, now, &cfg) {
             Err(e) => return Err(e.refusal()),
@@ -198,7 +198,7 @@ impl Actor {
         Ok(())
     }
 
-    fn store_record(&mut self, key: &RecordKey, value: Vec<u8>) -> Result<(), Refusal> {
+    pub(super) fn store_record(&mut self, key: &RecordKey, value: Vec<u8>) -> Result<(), Refusal> {
         let record = Record {
             key: key.clone(),
             value,

@@ -19,12 +19,17 @@ use libp2p::{
     Multiaddr, PeerId,
     kad::{Record, RecordKey, store::RecordStore as _},
     multiaddr::Protocol,
-    relay, request_response,
+    relay,
+    request_response::{self, ResponseChannel},
 };
 use serde_bytes::ByteBuf;
 use tracing::{debug, info, warn};
 
-use super::{Actor, publishing::PutId};
+use super::{
+    Actor,
+    publishing::PutId,
+    relay_store::{Held, Hold, HoldFrom},
+};
 use crate::Role;
 
 /// Most relays a session uses.
@@ -54,6 +59,9 @@ pub(crate) struct Relays {
     pub(crate) reservations: HashSet<PeerId>,
     /// Server side: circuits open through here.
     pub(crate) circuits: usize,
+    /// A relay: holds at its store thread → who waits (bounded by the thread's queues).
+    holds: HashMap<u64, HoldFrom>,
+    next_hold: u64,
 }
 
 impl Relays {
@@ -169,20 +177,17 @@ impl Actor {
                     },
                 ..
             } => {
-                let outcome = self.answer_mailbox_request(peer, request);
-                let response = MailboxResponse {
-                    v: VERSION,
-                    outcome,
-                };
-                if self
-                    .swarm
-                    .behaviour_mut()
-                    .mailbox
-                    .send_response(channel, response)
-                    .is_err()
+                if let (Some(_), MailboxOp::Hold { key, record }) =
+                    (self.relay_store.as_ref(), &request.op)
+                    && request.v == VERSION
                 {
-                    debug!(%peer, "mailbox response not sent: connection closed");
+                    // Answered once the relay's store committed it.
+                    let (key, record) = (key.to_vec(), record.to_vec());
+                    self.relay_hold(&key, record, HoldFrom::Request(peer, channel));
+                    return;
                 }
+                let outcome = self.answer_mailbox_request(peer, request);
+                self.send_mailbox_response(peer, channel, outcome);
             }
             request_response::Event::Message {
                 peer,
@@ -279,6 +284,89 @@ impl Actor {
         };
         let (owner, record) = (mb.address(), mb.encode());
         self.push_to_owner(&owner, key, record);
+    }
+
+    fn send_mailbox_response(
+        &mut self,
+        peer: PeerId,
+        channel: ResponseChannel<MailboxResponse>,
+        outcome: MailboxOutcome,
+    ) {
+        let response = MailboxResponse {
+            v: VERSION,
+            outcome,
+        };
+        if self
+            .swarm
+            .behaviour_mut()
+            .mailbox
+            .send_response(channel, response)
+            .is_err()
+        {
+            debug!(%peer, "mailbox response not sent: connection closed");
+        }
+    }
+
+    /// A relay: hands a copy to its store thread; the peer is answered (a `hold`) or
+    /// the refusal counted (a put) when the thread reports back.
+    pub(super) fn relay_hold(&mut self, key: &[u8], record: Vec<u8>, from: HoldFrom) {
+        let refuse = |code, detail: &str| Refusal::new(code, detail);
+        let result = match (<[u8; 32]>::try_from(key), self.relay_store.as_ref()) {
+            (Err(_), _) => Err(refuse(RefusalCode::Malformed, "record key is not 32 bytes")),
+            (Ok(_), None) => Err(refuse(RefusalCode::NotASession, "this node is no relay")),
+            (Ok(key), Some(store)) => {
+                let token = self.relays.next_hold;
+                store
+                    .send(Hold { token, key, record })
+                    .map(|()| token)
+                    .map_err(|_| {
+                        refuse(
+                            RefusalCode::OverBudget,
+                            "the relay's store is busy; send it again later",
+                        )
+                    })
+            }
+        };
+        match result {
+            Ok(token) => {
+                self.relays.next_hold += 1;
+                self.relays.holds.insert(token, from);
+            }
+            Err(reason) => self.answer_hold(from, Err(reason)),
+        }
+    }
+
+    /// The relay's store thread finished a hold.
+    pub(super) fn on_relay_held(&mut self, held: Held) {
+        let Some(from) = self.relays.holds.remove(&held.token) else {
+            return;
+        };
+        let key = RecordKey::new(&held.key);
+        let result = match held.result {
+            Ok(merged) => {
+                // The store verified it; the decoded cache is filled again only if asked.
+                self.mailboxes.held.remove(&key);
+                self.store_record(&key, merged)
+            }
+            Err(r) => Err(r.to_wire()),
+        };
+        self.answer_hold(from, result);
+    }
+
+    fn answer_hold(&mut self, from: HoldFrom, result: Result<(), Refusal>) {
+        let peer = match &from {
+            HoldFrom::Put(p) | HoldFrom::Request(p, _) => *p,
+        };
+        if let Err(reason) = &result {
+            self.refused_put(peer, reason);
+        }
+        if let HoldFrom::Request(peer, channel) = from {
+            let outcome = match result {
+                Ok(()) => MailboxOutcome::Held,
+                Err(reason) => MailboxOutcome::Refused { reason },
+            };
+            self.send_mailbox_response(peer, channel, outcome);
+        }
     }
 
     fn answer_mailbox_request(&mut self, peer: PeerId, request: MailboxRequest) -> MailboxOutcome {

@@ -9,8 +9,9 @@
 //! Requests go through one bounded channel and are done in order; answers come back
 //! through another, which the node task reads in its select loop. Outbox operations
 //! waiting together are committed in one transaction, and a put whose remove is in the
-//! same batch (a message delivered live before its outbox write came up) is written
-//! not at all: on the happy path the outbox costs no fsync.
+//! same batch (a message receipted before its write came up) is not written at all. (The
+//! engine asks for a write only for a message that cannot go live at once, so on the
+//! happy path the outbox is not touched.)
 
 use std::{
     collections::HashSet,
