@@ -325,7 +325,7 @@ async fn a_slow_relay_store_does_not_stall_the_relay_node() {
     use libp2p::{request_response, swarm::SwarmEvent};
 
     let base = 62_000 + u64::from(std::process::id() % 1000) * 10;
-    let (release, gate) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::sync_channel(1);
     let store = Arc::new(GatedDurable {
         inner: MemoryDurable::default(),
         entered: false.into(),
