@@ -6,9 +6,12 @@ use interlink_core::{
     trust::PeerPolicy,
 };
 
-/// Most outbox entries for one recipient session: the mailbox's per-sender quota, so
-/// every pending message fits in one published copy.
-pub const OUTBOX_PER_RECIPIENT: usize = MAILBOX_SENDER_QUOTA;
+/// Most outbox entries for one recipient session (waiting to go live, in flight, or
+/// held). A mailbox takes [`MAILBOX_SENDER_QUOTA`] from one sender, so a published copy
+/// holds the oldest that many; later ones are held in the outbox only
+/// ([`crate::HeldBy::Outbox`]) and travel live when the recipient shows life, or in a
+/// later copy once earlier ones were collected.
+pub const OUTBOX_PER_RECIPIENT: usize = 4 * MAILBOX_SENDER_QUOTA;
 /// Most outbox entries in all.
 pub const OUTBOX_CAPACITY: usize = 1024;
 /// Most outbound live requests in flight (one per recipient session at most).

@@ -568,8 +568,13 @@ impl Sender {
         };
         let to = p.entry.envelope.body().recipient_addr();
         let caller = p.caller;
+        // Only what was written (or is being written) has anything to remove: a message
+        // delivered on its first live attempt never touches the disk.
+        let written = p.stored || p.persisting;
         self.forget(id);
-        ctx.out.push_back(Output::RemoveOutbox { key: *id });
+        if written {
+            ctx.out.push_back(Output::RemoveOutbox { key: *id });
+        }
         let msg_id = *id;
         match (caller, end) {
             (Some(caller), End::Delivered(to)) => ctx.out.push_back(Output::Reply {

@@ -373,6 +373,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
         );
     }
     let quota = interlink_core::limits::MAILBOX_SENDER_QUOTA;
+    let limit = interlink_delivery::config::OUTBOX_PER_RECIPIENT;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         let _ = tokio::time::timeout(Duration::from_millis(50), evil.select_next_some()).await;
@@ -402,6 +403,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_outbox_refuses_and_a_returning_recipient_is_retried_live() {
     let quota = interlink_core::limits::MAILBOX_SENDER_QUOTA;
+    let limit = interlink_delivery::config::OUTBOX_PER_RECIPIENT;
     let base = 50_000 + u64::from(std::process::id() % 1000) * 10;
     let common::Trio {
         alice,
@@ -414,6 +416,7 @@ async fn a_full_outbox_refuses_and_a_returning_recipient_is_retried_live() {
     let mut alice_events = alice.handle().events();
 
     let bob_addr = bob.addr.clone();
+    let bob_addr_events = bob.addr.clone();
     let Peer {
         node, dir: bob_dir, ..
     } = bob;
@@ -421,16 +424,20 @@ async fn a_full_outbox_refuses_and_a_returning_recipient_is_retried_live() {
 
     let mut expected = Vec::new();
     let mut queued_ids = std::collections::HashSet::new();
-    for i in 0..quota {
-        let text = format!("queued {i:02}");
+    for i in 0..limit {
+        let text = format!("queued {i:03}");
         let outcome = alice
             .handle()
             .send(OutgoingMessage::text(bob_addr.clone(), text.clone()))
             .await
             .unwrap();
-        let SendOutcome::Queued { msg_id, .. } = outcome else {
+        let SendOutcome::Queued { msg_id, held_by } = outcome else {
             panic!("message {i}: expected queued, got {outcome:?}");
         };
+        assert!(held_by.outbox, "{i}: {held_by:?}");
+        // The mailbox copy holds the oldest `quota`; later ones are in the outbox only,
+        // and the answer says so.
+        assert_eq!(held_by.peers_asked > 0, i < quota, "{i}: {held_by:?}");
         queued_ids.insert(msg_id);
         expected.push(text);
     }
@@ -441,35 +448,42 @@ async fn a_full_outbox_refuses_and_a_returning_recipient_is_retried_live() {
         .send(OutgoingMessage::text(bob_addr.clone(), "one too many"))
         .await;
     match over {
-        Err(SendError::OutboxFull { held, limit }) => {
-            assert_eq!((held, limit), (quota, quota));
+        Err(SendError::OutboxFull { held, limit: l }) => {
+            assert_eq!((held, l), (limit, limit));
         }
         other => panic!("expected a full outbox, got {other:?}"),
     }
 
-    // Bob comes back under the same session: all of the quota arrives, in order.
+    // Alice's receipts are counted as they come (a burst of them must not overflow the
+    // event channel while the test waits for Bob's inbox).
+    let want = queued_ids.clone();
+    let counter = tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+        let mut receipted = std::collections::HashSet::new();
+        while receipted.len() < want.len() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match tokio::time::timeout(left, alice_events.recv()).await {
+                Ok(Ok(Event::Receipted { msg_id, to })) => {
+                    assert_eq!(to, bob_addr_events);
+                    assert!(want.contains(&msg_id), "receipt for an unknown id");
+                    receipted.insert(msg_id);
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => panic!("event stream: {e}"),
+                Err(_) => panic!(
+                    "only {} of {} queued messages were receipted",
+                    receipted.len(),
+                    want.len()
+                ),
+            }
+        }
+    });
+    // Bob comes back under the same session: all of them arrive, in order (the mailbox
+    // has the oldest, the live retry brings every one).
     let bob = start_in(bob_dir, base + 3, 2, "bob-1", &[("alice", &alice_id)], boot);
     wait_inbox(&bob, &expected).await;
     // Alice retried her queued messages live once Bob showed life: each is receipted.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let mut receipted = std::collections::HashSet::new();
-    while receipted.len() < queued_ids.len() {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        match tokio::time::timeout(left, alice_events.recv()).await {
-            Ok(Ok(Event::Receipted { msg_id, to })) => {
-                assert_eq!(to, bob_addr);
-                assert!(queued_ids.contains(&msg_id), "receipt for an unknown id");
-                receipted.insert(msg_id);
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => panic!("event stream: {e}"),
-            Err(_) => panic!(
-                "only {} of {} queued messages were receipted",
-                receipted.len(),
-                queued_ids.len()
-            ),
-        }
-    }
+    counter.await.unwrap();
     // Room again: the refused message goes through, after everything queued before it.
     let outcome = alice
         .handle()
