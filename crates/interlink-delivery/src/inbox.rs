@@ -306,8 +306,13 @@ impl Recipient {
                     }
                     self.index_insert(q.key, ctx.now);
                     self.gate.record_delivered(&q.key.0, &q.key.1, ctx.now);
-                    keys.push(q.key);
+                    // Acks tell holders to drop their copies: only what came from the
+                    // mailbox has any. A message that came live and is also held
+                    // somewhere (its sender published it before) is acked when a drain
+                    // finds it there; a DHT put per live message would cost more than
+                    // the delivery itself.
                     if q.from_mailbox {
+                        keys.push(q.key);
                         collected.push(q.env.body().clone());
                     }
                 }

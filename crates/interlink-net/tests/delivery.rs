@@ -373,7 +373,6 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
         );
     }
     let quota = interlink_core::limits::MAILBOX_SENDER_QUOTA;
-    let limit = interlink_delivery::config::OUTBOX_PER_RECIPIENT;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         let _ = tokio::time::timeout(Duration::from_millis(50), evil.select_next_some()).await;
