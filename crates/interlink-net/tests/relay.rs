@@ -65,7 +65,7 @@ mod common;
 
 use common::{Peer, memory, start_with, wait_roster};
 
-fn relay_node(port: u64, store: Arc<MemoryDurable>) -> (Node, Multiaddr) {
+fn relay_node(port: u64, store: Arc<dyn DurableMailboxes>) -> (Node, Multiaddr) {
     let key = libp2p::identity::Keypair::generate_ed25519();
     let addr = memory(port).with(Protocol::P2p(key.public().to_peer_id()));
     let config = Config {
@@ -331,23 +331,7 @@ async fn a_slow_relay_store_does_not_stall_the_relay_node() {
         entered: false.into(),
         release: Mutex::new(gate),
     });
-    let key = libp2p::identity::Keypair::generate_ed25519();
-    let relay_addr = memory(base).with(Protocol::P2p(key.public().to_peer_id()));
-    let config = Config {
-        listen: vec![memory(base)],
-        mdns: false,
-        relay_server: true,
-        ..Config::default()
-    };
-    let swarm = interlink_net::build_swarm(key, &config).unwrap();
-    let relay = Node::spawn(
-        swarm,
-        config,
-        Role::Relay(RelaySpec {
-            store: store.clone(),
-        }),
-    )
-    .unwrap();
+    let (relay, relay_addr) = relay_node(base, store.clone());
     let relay_peer = relay.handle().peer_id();
     let client_config = Config {
         listen: vec![memory(base + 1)],
