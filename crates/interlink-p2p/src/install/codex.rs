@@ -1,0 +1,338 @@
+//! The Codex adapter: in `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`)
+//! `[mcp_servers.interlink]` running `interlink-p2p mcp --host codex`, with the
+//! environment variables the server reads listed in `env_vars` (Codex starts MCP
+//! servers with only a few variables such as `HOME` and `PATH`), and `mcp_tool` hooks
+//! calling `bind_codex_session` with the thread id (`${session_id}`) on SessionStart,
+//! UserPromptSubmit and PreToolUse (matcher `^mcp__interlink__`) — SessionStart may
+//! run before the server is ready; the others are idempotent fallbacks. Codex runs
+//! user hooks only once the user has trusted them (its startup review or `/hooks`), so
+//! `install codex` says so when it adds them.
+
+use anyhow::Context as _;
+use toml_edit::{ArrayOfTables, DocumentMut, InlineTable, Item, Table, value};
+
+use super::{Action, SERVER_NAME};
+
+/// The Codex hook events that bind the session, with their matcher.
+pub const CODEX_HOOK_EVENTS: &[(&str, Option<&str>)] = &[
+    ("SessionStart", None),
+    ("UserPromptSubmit", None),
+    ("PreToolUse", Some("^mcp__interlink__")),
+];
+/// Events an older `install codex` also hooked; `install` and `uninstall` remove our
+/// hook from them.
+///
+/// Stop: Codex reads a Stop hook's result as Stop hook JSON (`decision`, `reason`,
+/// ...), so the plain-text answer of `bind_codex_session` made it report
+/// `hook: Stop Failed` after every turn (codex-cli 0.171). By the end of a turn
+/// UserPromptSubmit has bound the thread anyway.
+pub const CODEX_RETIRED_HOOK_EVENTS: &[&str] = &["Stop"];
+/// Seconds a Codex `mcp_tool` hook may take.
+const CODEX_HOOK_TIMEOUT: i64 = 10;
+/// The variables Codex must pass on to `interlink-p2p mcp` (its `env_vars`).
+///
+/// Codex starts a stdio MCP server with a short allow-list of the user's environment
+/// (`HOME`, `PATH`, `SHELL`, `LANG`, `TERM`, ...; seen with codex-cli 0.171), so without
+/// this a user's `INTERLINK_HOME` or network settings would silently not reach the
+/// server, and `codex queue` run by the server would miss `CODEX_HOME`. A variable that
+/// is not set is skipped by Codex. `INTERLINK_SESSION` is left out on purpose: pinned
+/// in a shell it would give every Codex thread the same session.
+pub const CODEX_ENV_VARS: &[&str] = &[
+    "INTERLINK_HOME",
+    "XDG_CONFIG_HOME",
+    "INTERLINK_NETWORK",
+    "INTERLINK_LISTEN",
+    "INTERLINK_BOOTSTRAP",
+    "INTERLINK_RELAY",
+    "INTERLINK_MDNS",
+    "INTERLINK_NAME",
+    "INTERLINK_CODEX_BIN",
+    "CODEX_HOME",
+    "RUST_LOG",
+];
+/// Printed when `install codex` adds hooks: Codex ignores hooks the user has not trusted.
+pub const CODEX_TRUST_NOTE: &str = "note: Codex runs these hooks only after you trust \
+them: start `codex` and approve them when it says hooks need review (or with /hooks). \
+Until then a Codex thread is not bound and its interlink session does not start.";
+
+fn codex_handler() -> Table {
+    let mut handler = Table::new();
+    handler["type"] = value("mcp_tool");
+    handler["server"] = value(SERVER_NAME);
+    handler["tool"] = value("bind_codex_session");
+    handler["timeout"] = value(CODEX_HOOK_TIMEOUT);
+    let mut input = InlineTable::new();
+    input.insert("thread_id", "${session_id}".into());
+    handler["input"] = value(input);
+    handler
+}
+
+/// Whether a hook handler (a table or an inline table) is our bind call.
+fn is_our_handler(get: impl Fn(&str) -> Option<String>) -> bool {
+    get("type").as_deref() == Some("mcp_tool")
+        && get("server").as_deref() == Some(SERVER_NAME)
+        && get("tool").as_deref() == Some("bind_codex_session")
+}
+
+fn group_has_ours(group: &Table) -> bool {
+    match group.get("hooks") {
+        Some(Item::ArrayOfTables(a)) => a
+            .iter()
+            .any(|t| is_our_handler(|k| t.get(k)?.as_str().map(str::to_owned))),
+        Some(Item::Value(v)) => v.as_array().is_some_and(|a| {
+            a.iter().any(|h| {
+                h.as_inline_table()
+                    .is_some_and(|t| is_our_handler(|k| t.get(k)?.as_str().map(str::to_owned)))
+            })
+        }),
+        _ => false,
+    }
+}
+
+/// Removes the groups of `hooks.<event>` that call our `bind_codex_session` (and the
+/// event when no group is left), noting it.
+fn remove_our_hooks(hooks: &mut Table, event: &str, notes: &mut Vec<String>) {
+    let Some(groups) = hooks.get_mut(event).and_then(Item::as_array_of_tables_mut) else {
+        return;
+    };
+    let before = groups.len();
+    groups.retain(|g| !group_has_ours(g));
+    if groups.len() != before {
+        notes.push(format!(
+            "removed the {event} hook calling bind_codex_session"
+        ));
+    }
+    if groups.is_empty() {
+        hooks.remove(event);
+    }
+}
+
+pub(super) fn edit(
+    doc: &mut DocumentMut,
+    command: &str,
+    action: Action,
+) -> anyhow::Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let args = ["mcp", "--host", "codex"];
+    match action {
+        Action::Install => {
+            let servers = doc
+                .entry("mcp_servers")
+                .or_insert(toml_edit::table())
+                .as_table_mut()
+                .context("`mcp_servers` is not a table; not changed")?;
+            servers.set_implicit(true);
+            let existed = servers.contains_key(SERVER_NAME);
+            let server = servers
+                .entry(SERVER_NAME)
+                .or_insert(toml_edit::table())
+                .as_table_like_mut()
+                .with_context(|| {
+                    format!("`mcp_servers.{SERVER_NAME}` is not a table; not changed")
+                })?;
+            // Only the keys this program owns are set; others the user added to the
+            // entry (timeouts, extra env_vars) are kept.
+            let mut changed = false;
+            if server.get("command").and_then(Item::as_str) != Some(command) {
+                server.insert("command", value(command));
+                changed = true;
+            }
+            let args_same = server
+                .get("args")
+                .and_then(Item::as_array)
+                .is_some_and(|a| {
+                    a.iter()
+                        .map(|v| v.as_str())
+                        .eq(args.iter().map(|a| Some(*a)))
+                });
+            if !args_same {
+                server.insert("args", value(toml_edit::Array::from_iter(args)));
+                changed = true;
+            }
+            match server.get_mut("env_vars") {
+                Some(item) => {
+                    let list = item.as_array_mut().with_context(|| {
+                        format!("`mcp_servers.{SERVER_NAME}.env_vars` is not an array; not changed")
+                    })?;
+                    for var in CODEX_ENV_VARS {
+                        if !list.iter().any(|v| v.as_str() == Some(var)) {
+                            list.push(*var);
+                            changed = true;
+                        }
+                    }
+                }
+                None => {
+                    server.insert(
+                        "env_vars",
+                        value(toml_edit::Array::from_iter(CODEX_ENV_VARS.iter().copied())),
+                    );
+                    changed = true;
+                }
+            }
+            if changed {
+                notes.push(format!(
+                    "{} [mcp_servers.{SERVER_NAME}] ({command} mcp --host codex)",
+                    if existed { "updated" } else { "added" }
+                ));
+            }
+            let hooks = doc
+                .entry("hooks")
+                .or_insert(toml_edit::table())
+                .as_table_mut()
+                .context("`hooks` is not a table; not changed")?;
+            hooks.set_implicit(true);
+            for (event, matcher) in CODEX_HOOK_EVENTS {
+                let groups = hooks
+                    .entry(event)
+                    .or_insert(Item::ArrayOfTables(ArrayOfTables::new()))
+                    .as_array_of_tables_mut()
+                    .with_context(|| format!("`hooks.{event}` is not an array of tables"))?;
+                if groups.iter().any(group_has_ours) {
+                    continue;
+                }
+                let mut group = Table::new();
+                if let Some(m) = matcher {
+                    group["matcher"] = value(*m);
+                }
+                let mut handlers = ArrayOfTables::new();
+                handlers.push(codex_handler());
+                group.insert("hooks", Item::ArrayOfTables(handlers));
+                groups.push(group);
+                notes.push(format!("added the {event} hook calling bind_codex_session"));
+            }
+            for event in CODEX_RETIRED_HOOK_EVENTS {
+                remove_our_hooks(hooks, event, &mut notes);
+            }
+        }
+        Action::Uninstall => {
+            if let Some(servers) = doc.get_mut("mcp_servers").and_then(Item::as_table_mut)
+                && servers.remove(SERVER_NAME).is_some()
+            {
+                notes.push(format!("removed [mcp_servers.{SERVER_NAME}]"));
+            }
+            if let Some(hooks) = doc.get_mut("hooks").and_then(Item::as_table_mut) {
+                let events = CODEX_HOOK_EVENTS.iter().map(|(e, _)| *e);
+                for event in events.chain(CODEX_RETIRED_HOOK_EVENTS.iter().copied()) {
+                    remove_our_hooks(hooks, event, &mut notes);
+                }
+            }
+        }
+    }
+    Ok(notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codex_edits_are_idempotent_and_reversible() {
+        let original = "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\"\n";
+        let mut doc: DocumentMut = original.parse().unwrap();
+        let notes = edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        assert_eq!(notes.len(), 1 + CODEX_HOOK_EVENTS.len(), "{notes:?}");
+        let installed = doc.to_string();
+        assert!(installed.contains("# my settings"), "{installed}");
+        assert!(installed.contains("[mcp_servers.other]"), "{installed}");
+        assert!(
+            installed.contains("thread_id = \"${session_id}\""),
+            "{installed}"
+        );
+        assert!(
+            installed.contains("matcher = \"^mcp__interlink__\""),
+            "{installed}"
+        );
+        let vars = doc["mcp_servers"]["interlink"]["env_vars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(vars, CODEX_ENV_VARS);
+        let mut again: DocumentMut = installed.parse().unwrap();
+        assert!(
+            edit(&mut again, "/bin/interlink-p2p", Action::Install)
+                .unwrap()
+                .is_empty()
+        );
+        let notes = edit(&mut again, "/bin/interlink-p2p", Action::Uninstall).unwrap();
+        assert_eq!(notes.len(), 1 + CODEX_HOOK_EVENTS.len(), "{notes:?}");
+        let removed = again.to_string();
+        assert!(!removed.contains("interlink"), "{removed}");
+        assert!(removed.contains("[mcp_servers.other]") && removed.contains("# my settings"));
+    }
+
+    #[test]
+    fn codex_install_drops_the_stop_hook_of_an_older_install() {
+        let mut doc: DocumentMut = "".parse().unwrap();
+        edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        // What an older install added, next to a Stop hook of the user's own.
+        let older = format!(
+            "{doc}\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\n\
+             command = \"notify-send done\"\n\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\n\
+             type = \"mcp_tool\"\nserver = \"interlink\"\ntool = \"bind_codex_session\"\n"
+        );
+        let mut doc: DocumentMut = older.parse().unwrap();
+        let notes = edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        assert_eq!(
+            notes,
+            ["removed the Stop hook calling bind_codex_session"],
+            "{doc}"
+        );
+        let stop = doc["hooks"]["Stop"].as_array_of_tables().unwrap();
+        assert_eq!(stop.len(), 1, "{doc}");
+        assert!(doc.to_string().contains("notify-send done"), "{doc}");
+        // And uninstall removes it too.
+        let mut doc: DocumentMut = older.parse().unwrap();
+        let notes = edit(&mut doc, "/bin/interlink-p2p", Action::Uninstall).unwrap();
+        assert!(
+            notes.contains(&"removed the Stop hook calling bind_codex_session".to_owned()),
+            "{notes:?}"
+        );
+        assert!(!doc.to_string().contains("bind_codex_session"), "{doc}");
+    }
+
+    #[test]
+    fn codex_update_keeps_the_users_own_keys_in_our_entry() {
+        // An entry from an older install (no env_vars) that the user tuned.
+        let original = "[mcp_servers.interlink]\ncommand = \"/old/interlink-p2p\"\n\
+            args = [\"mcp\", \"--host\", \"codex\"]\nstartup_timeout_sec = 30\n\
+            env_vars = [\"MY_VAR\", \"INTERLINK_HOME\"]\n";
+        let mut doc: DocumentMut = original.parse().unwrap();
+        let notes = edit(&mut doc, "/new/interlink-p2p", Action::Install).unwrap();
+        assert!(
+            notes[0].starts_with("updated [mcp_servers.interlink]"),
+            "{notes:?}"
+        );
+        let server = &doc["mcp_servers"]["interlink"];
+        assert_eq!(server["command"].as_str(), Some("/new/interlink-p2p"));
+        assert_eq!(server["startup_timeout_sec"].as_integer(), Some(30));
+        let vars = server["env_vars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(&vars[..2], ["MY_VAR", "INTERLINK_HOME"]);
+        assert!(CODEX_ENV_VARS.iter().all(|v| vars.contains(v)), "{vars:?}");
+        assert_eq!(
+            vars.len(),
+            CODEX_ENV_VARS.len() + 1,
+            "no duplicates: {vars:?}"
+        );
+
+        // An inline-table entry is updated in place too.
+        let mut doc: DocumentMut = "mcp_servers.interlink = { command = \"x\", args = [] }\n"
+            .parse()
+            .unwrap();
+        edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
+        let again = doc.to_string();
+        let mut reparsed: DocumentMut = again.parse().unwrap();
+        assert!(
+            edit(&mut reparsed, "/bin/interlink-p2p", Action::Install)
+                .unwrap()
+                .is_empty(),
+            "{again}"
+        );
+    }
+}

@@ -1,0 +1,222 @@
+//! `interlink-p2p install claude|codex [--dry-run]` and `uninstall`: registers the
+//! MCP server (and what wakes the agent) in the user's agent-host configuration,
+//! idempotently, keeping every other entry, and prints what it changed.
+//!
+//! One adapter per host: [`claude`] (`~/.claude.json` and `~/.claude/settings.json`)
+//! and [`codex`] (`$CODEX_HOME/config.toml`). This module finds the files, runs an
+//! adapter's edit and writes the result.
+//!
+//! A file that does not parse is refused, never overwritten. Files are replaced
+//! atomically (`interlink_net::atomic`), keeping their permissions.
+
+mod claude;
+mod codex;
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, bail};
+use serde_json::{Map, Value, json};
+use toml_edit::DocumentMut;
+
+pub use codex::{CODEX_ENV_VARS, CODEX_HOOK_EVENTS, CODEX_RETIRED_HOOK_EVENTS, CODEX_TRUST_NOTE};
+
+/// The MCP server's name in the hosts' configuration.
+pub const SERVER_NAME: &str = "interlink";
+
+/// Which agent host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Host {
+    /// Claude Code.
+    Claude,
+    /// Codex CLI.
+    Codex,
+}
+
+/// Where the hosts keep their configuration.
+#[derive(Clone, Debug)]
+pub struct Locations {
+    /// The user's home directory (`HOME`).
+    pub home: PathBuf,
+    /// `CLAUDE_CONFIG_DIR`, if set: Claude Code then keeps `.claude.json` and
+    /// `settings.json` there instead of `~/.claude.json` and `~/.claude/settings.json`.
+    pub claude_config_dir: Option<PathBuf>,
+    /// `CODEX_HOME`, if set (else `~/.codex`).
+    pub codex_home: Option<PathBuf>,
+}
+
+impl Locations {
+    /// From `HOME`, `CLAUDE_CONFIG_DIR` and `CODEX_HOME`.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let home = env("HOME")
+            .filter(|h| !h.trim().is_empty())
+            .context("HOME is not set")?;
+        let dir = |name: &str| {
+            env(name)
+                .filter(|h| !h.trim().is_empty())
+                .map(PathBuf::from)
+        };
+        Ok(Self {
+            home: PathBuf::from(home),
+            claude_config_dir: dir("CLAUDE_CONFIG_DIR"),
+            codex_home: dir("CODEX_HOME"),
+        })
+    }
+
+    fn claude_json(&self) -> PathBuf {
+        match &self.claude_config_dir {
+            Some(dir) => dir.join(".claude.json"),
+            None => self.home.join(".claude.json"),
+        }
+    }
+
+    fn claude_settings(&self) -> PathBuf {
+        match &self.claude_config_dir {
+            Some(dir) => dir.join("settings.json"),
+            None => self.home.join(".claude").join("settings.json"),
+        }
+    }
+
+    fn codex_config(&self) -> PathBuf {
+        self.codex_home
+            .clone()
+            .unwrap_or_else(|| self.home.join(".codex"))
+            .join("config.toml")
+    }
+}
+
+/// Install or uninstall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Add or update the entries.
+    Install,
+    /// Remove the entries.
+    Uninstall,
+}
+
+/// Runs `install`/`uninstall` for `host`; `command` is the `interlink-p2p` executable
+/// the entries run. Prints one line per change (or `unchanged`) to `out`.
+pub fn run(
+    locations: &Locations,
+    host: Host,
+    action: Action,
+    command: &str,
+    dry_run: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let mut changes: Vec<(PathBuf, Vec<String>, Option<String>)> = Vec::new();
+    match host {
+        Host::Claude => {
+            let path = locations.claude_json();
+            let (new, notes) = edit_json(&path, |doc| claude::server(doc, command, action))?;
+            changes.push((path, notes, new));
+            let path = locations.claude_settings();
+            let (new, notes) = edit_json(&path, |doc| claude::hook(doc, command, action))?;
+            changes.push((path, notes, new));
+        }
+        Host::Codex => {
+            let path = locations.codex_config();
+            let text = read_optional(&path)?;
+            let mut doc: DocumentMut =
+                text.as_deref().unwrap_or("").parse().with_context(|| {
+                    format!("{} is not valid TOML; not changed", path.display())
+                })?;
+            let notes = codex::edit(&mut doc, command, action)?;
+            let new = (!notes.is_empty()).then(|| doc.to_string());
+            changes.push((path, notes, new));
+        }
+    }
+    let verb = if dry_run { "would change" } else { "changed" };
+    for (path, notes, new) in changes {
+        match new {
+            None => writeln!(out, "{}: unchanged", path.display())?,
+            Some(text) => {
+                for n in &notes {
+                    writeln!(out, "{}: {verb}: {n}", path.display())?;
+                }
+                if !dry_run {
+                    write_file(&path, text.as_bytes())?;
+                }
+            }
+        }
+    }
+    if host == Host::Codex && action == Action::Install {
+        writeln!(out, "{CODEX_TRUST_NOTE}")?;
+    }
+    Ok(())
+}
+
+fn read_optional(path: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Replaces `path` atomically (creating its directory), keeping the original file's
+/// permissions (`~/.claude.json` may hold secrets; a config file readable by others
+/// stays so).
+fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path.parent().context("a config file has no directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let keep = std::fs::metadata(path).ok().map(|m| m.permissions());
+    interlink_net::atomic::replace_with(path, |f| {
+        f.write_all(bytes)?;
+        match keep {
+            Some(p) => f.set_permissions(p),
+            None => Ok(()),
+        }
+    })
+    .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Applies `change` to the JSON object in `path` (missing: `{}`); returns the new text
+/// if anything changed, and the notes.
+fn edit_json(
+    path: &Path,
+    change: impl FnOnce(&mut Map<String, Value>) -> anyhow::Result<Vec<String>>,
+) -> anyhow::Result<(Option<String>, Vec<String>)> {
+    let text = read_optional(path)?;
+    let mut doc: Value = match text.as_deref() {
+        None => json!({}),
+        Some(t) if t.trim().is_empty() => json!({}),
+        Some(t) => serde_json::from_str(t)
+            .with_context(|| format!("{} is not valid JSON; not changed", path.display()))?,
+    };
+    let Value::Object(map) = &mut doc else {
+        bail!("{} is not a JSON object; not changed", path.display());
+    };
+    let notes = change(map)?;
+    if notes.is_empty() {
+        return Ok((None, notes));
+    }
+    let mut out = serde_json::to_string_pretty(&doc)?;
+    out.push('\n');
+    Ok((Some(out), notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_config_dir_moves_both_claude_files() {
+        let env = |k: &str| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "CLAUDE_CONFIG_DIR" => Some("/cfg/claude".to_owned()),
+            _ => None,
+        };
+        let l = Locations::from_env(env).unwrap();
+        assert_eq!(l.claude_json(), Path::new("/cfg/claude/.claude.json"));
+        assert_eq!(l.claude_settings(), Path::new("/cfg/claude/settings.json"));
+        let l = Locations::from_env(|k| (k == "HOME").then(|| "/home/u".to_owned())).unwrap();
+        assert_eq!(l.claude_json(), Path::new("/home/u/.claude.json"));
+        assert_eq!(
+            l.claude_settings(),
+            Path::new("/home/u/.claude/settings.json")
+        );
+    }
+}
