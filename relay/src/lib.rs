@@ -10,7 +10,8 @@
 //! - [`store`] — the durable mailbox store (blocking; callers use `spawn_blocking`).
 //! - [`metrics`] — counters, gauges and the probe identity, shared by every task.
 //! - [`http`] — the tiny HTTP server for `GET /metrics` and `GET /probe`.
-//! - [`network`] — the libp2p node (phase 2 of the relay issue: not built yet).
+//! - [`network`] — the libp2p node: `interlink-net`'s in its relay role, with the
+//!   redb store plugged in.
 //! - [`config`], [`cli`] — what to run; [`start`] / [`run`] — running it: key, store,
 //!   sweeper, metrics server and network, stopped by one cancellation token.
 #![deny(missing_docs)]

@@ -10,11 +10,10 @@
 //! [`interlink_net::DurableMailboxes`], counts puts and refusals in [`Metrics`], and
 //! copies the node's connection and reservation counts into [`Metrics`] every second.
 //!
-//! Store calls block for a commit (an fsync, ~ms). The node makes them from its own
-//! task, one at a time, so every connection waits while the disk syncs: simple and
-//! correct (the answer to `hold` must wait for the commit anyway), and measured in
-//! docs/BENCHMARKS.md; a writer thread batching with [`MailboxStore::put_many`] is the
-//! way out if a relay ever serves enough sessions for it to matter.
+//! Store calls block for a commit (an fsync, ~ms). The node makes them on a thread of
+//! their own, one at a time, and answers a `hold` when the commit is done, so no
+//! connection waits for the disk; batching with [`MailboxStore::put_many`] is the way
+//! on if a relay ever serves enough sessions for one commit per hold to matter.
 
 use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 

@@ -1,8 +1,11 @@
-//! The libp2p node of an interlink-p2p session.
+//! The libp2p node of an interlink-p2p session (and of observers and relays).
 //!
 //! One task owns the libp2p `Swarm` ([`node`]); everything else talks to it through a
 //! cheap cloneable [`Handle`] over bounded channels, each request carrying a oneshot
-//! for its reply. The node:
+//! for its reply. Delivery is decided by the IO-free engine of `interlink-delivery`;
+//! the node is its shell (live requests, mailbox copies in the Kademlia DHT, receipts),
+//! with the session's [`inbox`] and [`outbox`] written on a store thread of their own.
+//! The node:
 //! - publishes the session's signed announcement on the overlay's gossipsub topic at
 //!   start, on every change and every heartbeat, and a goodbye on shutdown;
 //! - validates every presence message with the core before gossipsub forwards it

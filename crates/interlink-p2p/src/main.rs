@@ -63,7 +63,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Walk through a signed, sealed exchange between two sessions, in memory.
+    /// Walk through the system with real processes on 127.0.0.1 and throwaway homes: a
+    /// relay, two paired sessions, a refused stranger, mail for a sleeping session.
     Demo,
     /// Run a headless session (no MCP) until SIGTERM or Ctrl-C.
     ///
