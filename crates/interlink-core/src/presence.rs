@@ -66,7 +66,11 @@ pub struct Config {
     pub away_retention_ms: u64,
     /// Most sessions held per identity (and most goodbye tombstones per identity).
     pub max_sessions_per_identity: usize,
-    /// Most identities held.
+    /// Most identities held that are not trusted (see [`Roster::set_trusted`]). Trusted
+    /// identities — this user's own and its peers' — do not count against it, and an
+    /// untrusted identity never evicts a trusted one: a flood of strangers' presence
+    /// cannot push a sleeping friend off the roster. Trusted identities are bounded by
+    /// the peers policy ([`crate::limits::MAX_PEERS`]) plus one.
     pub max_identities: usize,
 }
 
@@ -240,6 +244,8 @@ pub struct Roster {
     groups: BTreeMap<IdentityKey, Group>,
     /// Announcements held across all groups.
     len: usize,
+    /// Identities this node trusts (its own, its peers'): never evicted by others.
+    trusted: std::collections::BTreeSet<IdentityKey>,
 }
 
 impl Default for Roster {
@@ -257,7 +263,23 @@ impl Roster {
             config,
             groups: BTreeMap::new(),
             len: 0,
+            trusted: std::collections::BTreeSet::new(),
         }
+    }
+
+    /// Sets the identities this node trusts (its own and its peers'; at most
+    /// [`crate::limits::MAX_PEERS`] + 1 are kept). They are held apart from
+    /// [`Config::max_identities`]: only another trusted identity can take a trusted
+    /// one's room, and a stranger's announcement finds room among strangers only.
+    pub fn set_trusted(&mut self, keys: impl IntoIterator<Item = IdentityKey>) {
+        self.trusted = keys
+            .into_iter()
+            .take(crate::limits::MAX_PEERS + 1)
+            .collect();
+    }
+
+    fn is_trusted(&self, key: &IdentityKey) -> bool {
+        self.trusted.contains(key)
     }
 
     /// The configuration in force.
@@ -283,7 +305,7 @@ impl Roster {
         let session = body.session_id.clone();
 
         if !self.groups.contains_key(&key) {
-            self.make_room_for_identity(body.ts, now, true)
+            self.make_room_for_identity(&key, body.ts, now, true)
                 .ok_or(RosterError::RosterFull {
                     cap: self.config.max_identities,
                 })?;
@@ -326,7 +348,9 @@ impl Roster {
         check_time(body.ts, now, self.config.away_retention_ms)?;
         let stamp = (body.ts, body.seq);
         if !self.groups.contains_key(&body.identity)
-            && self.make_room_for_identity(body.ts, now, false).is_none()
+            && self
+                .make_room_for_identity(&body.identity, body.ts, now, false)
+                .is_none()
         {
             // Nothing of this identity is held, so there is nothing to remove. A
             // tombstone for a stranger is worth less than anyone's retained session, so
@@ -472,14 +496,33 @@ impl Roster {
     /// resurrection but show nothing). Otherwise, when `evict_sessions` allows, the
     /// identity without live sessions heard from least recently goes, provided it is
     /// older than the newcomer's timestamp `ts`.
-    fn make_room_for_identity(&mut self, ts: u64, now: u64, evict_sessions: bool) -> Option<()> {
-        if self.groups.len() < self.config.max_identities {
+    /// Makes room for the new identity `key`. A trusted one always finds room (its
+    /// kind is bounded by the peers policy); an untrusted one only among the untrusted,
+    /// up to [`Config::max_identities`] of them.
+    fn make_room_for_identity(
+        &mut self,
+        key: &IdentityKey,
+        ts: u64,
+        now: u64,
+        evict_sessions: bool,
+    ) -> Option<()> {
+        if self.is_trusted(key) {
+            return Some(());
+        }
+        let untrusted = self
+            .groups
+            .keys()
+            .filter(|k| !self.trusted.contains(k))
+            .count();
+        if untrusted < self.config.max_identities {
             return Some(());
         }
         let config = &self.config;
+        let trusted = &self.trusted;
         let victim = self
             .groups
             .iter()
+            .filter(|(k, _)| !trusted.contains(k))
             .filter(|(_, g)| !g.has_live(config, now))
             .map(|(key, g)| ((!g.sessions.is_empty(), g.last_activity()), *key))
             .filter(|((has_sessions, last), _)| !has_sessions || (evict_sessions && *last < ts))

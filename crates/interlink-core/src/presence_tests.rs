@@ -80,7 +80,11 @@ fn small(max_sessions_per_identity: usize, max_identities: usize) -> Roster {
 /// Checks every cap and the cached length against the actual contents.
 fn assert_bounded(r: &Roster) {
     let c = r.config();
-    assert!(r.groups.len() <= c.max_identities, "identities over cap");
+    let untrusted = r.groups.keys().filter(|k| !r.trusted.contains(k)).count();
+    assert!(
+        untrusted <= c.max_identities,
+        "untrusted identities over cap"
+    );
     let mut total = 0;
     for g in r.groups.values() {
         assert!(
@@ -337,6 +341,46 @@ fn identity_cap_evicts_the_stalest_away_identity() {
         r.apply_announcement(ann(4, "d", now, 1), now),
         Err(RosterError::RosterFull { cap: 2 })
     );
+    assert_bounded(&r);
+}
+
+/// A flood of strangers' presence never pushes a trusted (paired) identity off the
+/// roster, however stale it is; strangers take room only from strangers; a trusted
+/// identity always finds room.
+#[test]
+fn strangers_never_evict_a_trusted_identity() {
+    let mut r = small(4, 2);
+    r.set_trusted([identity(1).public()]);
+    // The friend announced long ago (away now), a stranger recently.
+    r.apply_announcement(ann(1, "friend", T0 - 60 * MINUTE_MS, 1), T0)
+        .unwrap();
+    r.apply_announcement(ann(2, "s2", T0 - MINUTE_MS, 1), T0)
+        .unwrap();
+    let mut now = T0 + 10 * MINUTE_MS;
+    for seed in 3..40u8 {
+        now += MINUTE_MS;
+        // Each stranger evicts the previous (stalest non-live untrusted) one.
+        let _ = r.apply_announcement(ann(seed, "s", now - 5 * MINUTE_MS, 1), now);
+        assert!(
+            r.get(&addr(1, "friend")).is_some(),
+            "the friend was evicted at {seed}"
+        );
+        assert_bounded(&r);
+    }
+    // Two strangers fill the untrusted room; live strangers cannot be evicted, yet a
+    // new trusted identity is still admitted.
+    r.apply_announcement(ann(50, "x", now, 1), now).unwrap();
+    r.apply_announcement(ann(51, "y", now, 1), now).unwrap();
+    assert_eq!(
+        r.apply_announcement(ann(52, "z", now, 1), now),
+        Err(RosterError::RosterFull { cap: 2 })
+    );
+    r.set_trusted([identity(1).public(), identity(53).public()]);
+    assert_eq!(
+        r.apply_announcement(ann(53, "peer", now, 1), now),
+        Ok(Upsert::Inserted)
+    );
+    assert!(r.get(&addr(1, "friend")).is_some());
     assert_bounded(&r);
 }
 

@@ -142,6 +142,7 @@ impl Node {
             pins: crate::pins::SealingPins::default(),
         };
         actor.pins = crate::pins::SealingPins::load(actor.config.delivery.pins_file.clone());
+        actor.refresh_trusted();
         for addr in &actor.config.external_addrs {
             actor.swarm.add_external_address(addr.clone());
         }
@@ -326,6 +327,7 @@ impl Actor {
             }
             Command::SetPolicy(policy, tx) => {
                 self.drive(Input::SetPolicy(policy));
+                self.refresh_trusted();
                 // A key just admitted whose sessions are on the roster: pinned now.
                 self.pin_roster_peers();
                 let _ = tx.send(());

@@ -422,3 +422,80 @@ async fn hostile_presence_is_rejected_not_forwarded_and_capped() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// A presence flood of fresh stranger identities (all published by one hostile node)
+/// fills the roster's room for strangers, but never pushes a paired identity off it,
+/// however long that peer has been silent (issue: a sleeping friend could no longer be
+/// routed to).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_presence_flood_never_evicts_a_paired_identity() {
+    let base = 23_000 + u64::from(std::process::id() % 1000) * 100;
+    let friend = Identity::from_seed(&[2; 32]);
+    let mut a_config = config(base, None);
+    a_config.presence.max_identities = 4;
+    a_config.presence.live_window_ms = 500;
+    a_config
+        .delivery
+        .policy
+        .add("friend", friend.public())
+        .unwrap();
+    let a_role = session_role(1, "honest-a");
+    let a_key = match &a_role {
+        Role::Session(s) => s.identity.transport_keypair(&s.session).unwrap(),
+        _ => unreachable!(),
+    };
+    let a = Node::spawn(swarm_for(a_key, &a_config), a_config, a_role).unwrap();
+    let a_peer = a.handle().peer_id();
+    let b = start(base + 1, Some((base, a_peer)), session_role(2, "friend-b"));
+    wait_all(&[a.handle(), b.handle()], Duration::from_secs(10), 2).await;
+    // The friend's node vanishes without a goodbye: away on A's roster, and the stalest.
+    b.abort();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    let mut evil = Hostile::join(base + 10, (base, a_peer)).await;
+    let evil_peer = evil.peer();
+    let now = now_ms();
+    for seed in 100..130u8 {
+        let stranger = Identity::from_seed(&[seed; 32]);
+        let ann = announcement(&stranger, "s", evil_peer, now - 100, 1);
+        evil.publish(PresenceMessage::Announcement(ann).to_bytes());
+    }
+    // Drive the hostile swarm until A has taken in strangers up to its cap.
+    let handle = a.handle();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ =
+            tokio::time::timeout(Duration::from_millis(50), evil.swarm.select_next_some()).await;
+        let roster = handle.roster().await.unwrap();
+        let strangers = roster
+            .iter()
+            .filter(|i| {
+                i.key != friend.public()
+                    && i.sessions
+                        .iter()
+                        .all(|s| s.announcement.summary == "hostile")
+            })
+            .count();
+        if strangers >= 3 || tokio::time::Instant::now() > deadline {
+            assert!(
+                strangers >= 3,
+                "the flood never reached A ({strangers} strangers)"
+            );
+            break;
+        }
+    }
+    let roster = handle.roster().await.unwrap();
+    assert!(
+        roster.iter().any(|i| i.key == friend.public()),
+        "the paired identity was evicted by strangers"
+    );
+    let untrusted = roster
+        .iter()
+        .filter(|i| i.key != friend.public() && i.key != Identity::from_seed(&[1; 32]).public())
+        .count();
+    assert!(
+        untrusted <= 4,
+        "{untrusted} untrusted identities over the cap of 4"
+    );
+    a.shutdown().await;
+}

@@ -121,6 +121,18 @@ impl super::Actor {
         }
     }
 
+    /// Tells the roster whom this session trusts (its own identity and its peers): a
+    /// flood of strangers' presence never evicts them. At start and on every policy
+    /// change.
+    pub(super) fn refresh_trusted(&mut self) {
+        let own = self.own_addr().map(|a| a.key);
+        let peers: Vec<_> = match self.delivery.as_ref() {
+            Some(d) => d.engine().gate().policy().iter().map(|(_, k)| *k).collect(),
+            None => Vec::new(),
+        };
+        self.roster.set_trusted(own.into_iter().chain(peers));
+    }
+
     /// Pins every peer on the roster (after the policy changed: a key just added).
     pub(super) fn pin_roster_peers(&mut self) {
         let keys: Vec<_> = match self.delivery.as_ref() {
