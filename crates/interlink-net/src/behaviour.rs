@@ -16,14 +16,34 @@ use interlink_core::{
     },
 };
 use libp2p::{
-    StreamProtocol, autonat, dcutr, gossipsub, identify, identity::Keypair, kad, mdns, ping, relay,
-    request_response, swarm::NetworkBehaviour, swarm::behaviour::toggle::Toggle,
+    StreamProtocol, autonat, connection_limits, dcutr, gossipsub, identify, identity::Keypair, kad,
+    mdns, memory_connection_limits, ping, relay, request_response, swarm::NetworkBehaviour,
+    swarm::behaviour::toggle::Toggle,
 };
 
 use crate::NetError;
 
 /// Most mailbox records one session node holds for others.
 pub const MAX_MAILBOX_RECORDS: usize = 1024;
+
+/// Connection caps. A session talks to a team's sessions and a few relays; a relay to
+/// everyone who uses it. Beyond them a connection is denied before any protocol runs,
+/// so a peer (or a swarm of fresh ones) cannot hold unbounded connection state.
+pub mod connection_caps {
+    /// Connections being set up from others at once (sessions; relays × 8).
+    pub const PENDING_INCOMING: u32 = 64;
+    /// Established connections in all (sessions; relays × 8).
+    pub const ESTABLISHED: u32 = 256;
+    /// Established connections with one peer (a simultaneous dial, a relayed and a
+    /// direct one, and a spare).
+    pub const PER_PEER: u32 = 4;
+    /// Process memory above which new connections are denied: sessions.
+    pub const SESSION_MEMORY_BYTES: usize = 256 * 1024 * 1024;
+    /// The same for relays.
+    pub const RELAY_MEMORY_BYTES: usize = 1024 * 1024 * 1024;
+    /// How many times the session caps a relay allows.
+    pub const RELAY_FACTOR: u32 = 8;
+}
 
 /// Circuit relay server limits. Reservations are cheap (a session keeps one per relay
 /// it uses); circuits carry whole sessions' traffic when two sessions can reach each
@@ -69,6 +89,10 @@ pub const AGENT_VERSION: &str = concat!("interlink-p2p/", env!("CARGO_PKG_VERSIO
 #[derive(NetworkBehaviour)]
 #[allow(missing_debug_implementations)] // the derived event enum can't derive Debug for all parts
 pub struct Behaviour {
+    /// Connection caps (first: a denied connection costs no other behaviour anything).
+    pub limits: connection_limits::Behaviour,
+    /// New connections denied while the process holds too much memory.
+    pub memory: memory_connection_limits::Behaviour,
     /// Presence topic.
     pub gossipsub: gossipsub::Behaviour,
     /// DHT: discovery now, mailboxes later.
@@ -222,7 +246,26 @@ impl Behaviour {
             )
         });
         let has_relay = relay_client.is_some();
+        let (limits, memory) = {
+            use connection_caps::*;
+            let f = if config.relay_server { RELAY_FACTOR } else { 1 };
+            let limits = connection_limits::ConnectionLimits::default()
+                .with_max_pending_incoming(Some(PENDING_INCOMING * f))
+                .with_max_established(Some(ESTABLISHED * f))
+                .with_max_established_per_peer(Some(PER_PEER));
+            let bytes = config.max_process_memory.unwrap_or(if config.relay_server {
+                RELAY_MEMORY_BYTES
+            } else {
+                SESSION_MEMORY_BYTES
+            });
+            (
+                connection_limits::Behaviour::new(limits),
+                memory_connection_limits::Behaviour::with_max_bytes(bytes),
+            )
+        };
         Ok(Self {
+            limits,
+            memory,
             mailbox,
             receipts,
             relay_server: relay_server.into(),

@@ -85,6 +85,10 @@ pub struct Config {
     pub external_addrs: Vec<Multiaddr>,
     /// Most mailbox records held in memory (and served to the DHT).
     pub max_mailbox_records: usize,
+    /// Process memory above which new connections are denied; `None`: the role's
+    /// default (`behaviour::connection_caps`). In-process tests and benchmarks running
+    /// many nodes in one process raise it.
+    pub max_process_memory: Option<usize>,
 }
 
 /// Where a session's delivered messages go and whom it accepts them from.
@@ -120,6 +124,7 @@ impl Default for Config {
             relay_server: false,
             external_addrs: Vec::new(),
             max_mailbox_records: crate::behaviour::MAX_MAILBOX_RECORDS,
+            max_process_memory: None,
         }
     }
 }

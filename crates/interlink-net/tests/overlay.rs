@@ -499,3 +499,67 @@ async fn a_presence_flood_never_evicts_a_paired_identity() {
     );
     a.shutdown().await;
 }
+
+/// One peer cannot hold more than a few connections to a node: the rest are denied
+/// before any protocol runs (connection caps, `behaviour::connection_caps`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_peer_cannot_open_unbounded_connections() {
+    use interlink_net::behaviour::connection_caps::PER_PEER;
+    use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
+
+    let base = 24_000 + u64::from(std::process::id() % 1000) * 100;
+    let a = start(base, None, session_role(1, "capped"));
+    let a_peer = a.handle().peer_id();
+    let mut evil = swarm_for(
+        libp2p::identity::Keypair::generate_ed25519(),
+        &config(base + 1, None),
+    );
+    let attempts = PER_PEER + 6;
+    for _ in 0..attempts {
+        evil.dial(
+            DialOpts::peer_id(a_peer)
+                .addresses(vec![memory_addr(base)])
+                .condition(PeerCondition::Always)
+                .build(),
+        )
+        .unwrap();
+    }
+    let (mut up, mut refused) = (0u32, 0u32);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while up + refused < attempts && tokio::time::Instant::now() < deadline {
+        let Ok(ev) =
+            tokio::time::timeout(Duration::from_millis(200), evil.select_next_some()).await
+        else {
+            continue;
+        };
+        match ev {
+            SwarmEvent::ConnectionEstablished { .. } => up += 1,
+            SwarmEvent::ConnectionClosed { .. } => {
+                // Denied by the remote after the handshake: counts as refused.
+                up -= 1;
+                refused += 1;
+            }
+            SwarmEvent::OutgoingConnectionError { .. } => refused += 1,
+            _ => {}
+        }
+    }
+    let connected = a
+        .handle()
+        .diagnostics()
+        .await
+        .unwrap()
+        .connected
+        .iter()
+        .filter(|p| p.peer_id == *evil.local_peer_id())
+        .count();
+    assert!(connected <= 1, "diagnostics list a peer once ({connected})");
+    assert!(
+        up <= PER_PEER,
+        "{up} connections from one peer, cap {PER_PEER}"
+    );
+    assert!(
+        refused > 0,
+        "no connection was refused ({up} up of {attempts})"
+    );
+    a.shutdown().await;
+}

@@ -211,6 +211,9 @@ async fn converge(
             listen: vec![fleet::memory_addr(base + i as u64)],
             bootstrap,
             mdns: false,
+            // N nodes share this process's memory: the per-process connection guard
+            // is for one session per process.
+            max_process_memory: Some(usize::MAX),
             ..Config::default()
         };
         let session = SessionId::new(format!("conv-{n}-{i}")).map_err(anyhow::Error::from)?;
