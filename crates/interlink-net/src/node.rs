@@ -1,5 +1,6 @@
 //! The node task: owns the swarm, runs presence and discovery, serves handles.
 
+mod budgets;
 mod delivery;
 mod discovery;
 mod inbound;
@@ -110,6 +111,7 @@ impl Node {
             ),
             Role::Session(_) | Role::Observer => None,
         };
+        let config_relay_server = config.relay_server;
         let mut actor = Actor {
             roster: Roster::new(config.presence),
             // Relays are bootstrap peers too: a session that knows only a relay sees
@@ -134,6 +136,7 @@ impl Node {
             peers: HashMap::new(),
             delivery,
             relay_store,
+            budgets: budgets::Budgets::new(if config_relay_server { 8 } else { 1 }),
             mailboxes: mailbox::Mailboxes::default(),
             publishing: publishing::Publishing::default(),
             last_tick: Instant::now(),
@@ -220,6 +223,8 @@ struct Actor {
     delivery: Option<delivery::Delivery>,
     /// Relays: the durable store's thread.
     relay_store: Option<relay_store::RelayStore>,
+    /// What each remote peer may make this node verify and hold.
+    budgets: budgets::Budgets,
     mailboxes: mailbox::Mailboxes,
     publishing: publishing::Publishing,
     relays: relaying::Relays,

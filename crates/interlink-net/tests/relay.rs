@@ -399,3 +399,80 @@ async fn a_slow_relay_store_does_not_stall_the_relay_node() {
     assert_eq!(store.keys(), vec![record_key]);
     relay.shutdown().await;
 }
+
+/// A peer that sends mailbox copies faster than its budget allows is refused
+/// `over_budget` before the node decodes (or verifies) anything more of its input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_beyond_its_hold_budget_is_refused_before_decoding() {
+    use futures::StreamExt as _;
+    use interlink_core::wire::{MailboxOp, MailboxOutcome, MailboxRequest, RefusalCode, VERSION};
+    use interlink_net::behaviour::BehaviourEvent;
+    use libp2p::{request_response, swarm::SwarmEvent};
+
+    let base = 63_000 + u64::from(std::process::id() % 1000) * 10;
+    // A session node (a relay's budgets are larger by design).
+    let node = common::start(base, 5, "budgeted", &[], None);
+    let node_peer = node.handle().peer_id();
+    let node_addr = memory(base).with(Protocol::P2p(node_peer));
+    let client_config = Config {
+        listen: vec![memory(base + 1)],
+        mdns: false,
+        ..Config::default()
+    };
+    let mut client = interlink_net::build_swarm(
+        libp2p::identity::Keypair::generate_ed25519(),
+        &client_config,
+    )
+    .unwrap();
+    client.add_peer_address(node_peer, node_addr);
+    // 1 MiB of garbage per hold: each is refused, but each is charged first.
+    let junk = vec![0xffu8; 1 << 20];
+    let mut codes = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    for _ in 0..160 {
+        let id = client.behaviour_mut().mailbox.send_request(
+            &node_peer,
+            MailboxRequest {
+                v: VERSION,
+                op: MailboxOp::Hold {
+                    key: vec![1u8; 32].into(),
+                    record: junk.clone().into(),
+                },
+            },
+        );
+        let outcome = loop {
+            let ev = tokio::time::timeout_at(deadline, client.select_next_some())
+                .await
+                .expect("no answer");
+            if let SwarmEvent::Behaviour(BehaviourEvent::Mailbox(
+                request_response::Event::Message {
+                    message:
+                        request_response::Message::Response {
+                            request_id,
+                            response,
+                        },
+                    ..
+                },
+            )) = ev
+                && request_id == id
+            {
+                break response.outcome;
+            }
+        };
+        match outcome {
+            MailboxOutcome::Refused { reason } => codes.push(reason.code),
+            other => panic!("junk was held: {other:?}"),
+        }
+        if codes.last() == Some(&RefusalCode::OverBudget) {
+            break;
+        }
+    }
+    assert_eq!(codes.first(), Some(&RefusalCode::Malformed), "{codes:?}");
+    assert_eq!(
+        codes.last(),
+        Some(&RefusalCode::OverBudget),
+        "never over budget after {} MiB: {codes:?}",
+        codes.len()
+    );
+    node.node.shutdown().await;
+}

@@ -102,7 +102,17 @@ impl Actor {
     ) {
         let n = request.envelopes.len();
         let all = |code: RefusalCode, detail: String| vec![Some(Refusal::new(code, detail)); n];
-        let pre = if !self
+        // Charged before anything is decoded: verifying is what the budget protects.
+        let bytes: usize = request.envelopes.iter().map(|e| e.len()).sum();
+        let within =
+            self.budgets
+                .spend(peer, super::budgets::Kind::Deliver, bytes, crate::now_ms());
+        let pre = if !within {
+            all(
+                RefusalCode::OverBudget,
+                "this peer sent more than its budget allows; send it again later".into(),
+            )
+        } else if !self
             .delivery
             .as_ref()
             .is_some_and(super::delivery::Delivery::has_store)

@@ -129,6 +129,11 @@ impl Actor {
 
     /// An inbound put (record filtering is on, so nothing is stored unless we do it).
     pub(super) fn on_inbound_put(&mut self, source: PeerId, record: Record) {
+        if !self.within_hold_budget(source, record.value.len()) {
+            let reason = over_budget();
+            self.refused_put(source, &reason);
+            return;
+        }
         if self.relay_store.is_some() {
             let key = record.key.to_vec();
             self.relay_hold(
@@ -211,5 +216,21 @@ impl Actor {
             .store_mut()
             .put(record)
             .map_err(|e| Refusal::new(RefusalCode::OverBudget, format!("store full: {e}")))
+    }
+}
+
+/// The refusal for input beyond a peer's budget (`node::budgets`).
+pub(super) fn over_budget() -> Refusal {
+    Refusal::new(
+        RefusalCode::OverBudget,
+        "this peer sent more than its budget allows; send it again later",
+    )
+}
+
+impl Actor {
+    /// Spends `bytes` of `peer`'s budget for mailbox copies; `false` if it is spent.
+    pub(super) fn within_hold_budget(&mut self, peer: PeerId, bytes: usize) -> bool {
+        self.budgets
+            .spend(peer, super::budgets::Kind::Hold, bytes, crate::now_ms())
     }
 }

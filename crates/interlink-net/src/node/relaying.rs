@@ -177,6 +177,14 @@ impl Actor {
                     },
                 ..
             } => {
+                if let MailboxOp::Hold { record, .. } = &request.op
+                    && !self.within_hold_budget(peer, record.len())
+                {
+                    let reason = super::mailbox::over_budget();
+                    self.refused_put(peer, &reason);
+                    self.send_mailbox_response(peer, channel, MailboxOutcome::Refused { reason });
+                    return;
+                }
                 if let (Some(_), MailboxOp::Hold { key, record }) =
                     (self.relay_store.as_ref(), &request.op)
                     && request.v == VERSION
