@@ -283,6 +283,37 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
         ]
     );
 
+    // A request of another protocol version is refused per envelope, nothing stored.
+    let other_version = to_bob(&mallory_id, "mallory-1", MsgId::from_bytes([9; 16]), "v1");
+    let id = evil.behaviour_mut().deliver.send_request(
+        &bob_peer,
+        DeliverRequest {
+            v: VERSION - 1,
+            envelopes: vec![ByteBuf::from(other_version.to_bytes())],
+        },
+    );
+    let response = loop {
+        let ev = tokio::time::timeout(Duration::from_secs(15), evil.select_next_some())
+            .await
+            .expect("the session never answered");
+        if let SwarmEvent::Behaviour(BehaviourEvent::Deliver(request_response::Event::Message {
+            message:
+                request_response::Message::Response {
+                    request_id,
+                    response,
+                },
+            ..
+        })) = ev
+            && request_id == id
+        {
+            break response;
+        }
+    };
+    assert_eq!(
+        outcome(response).unwrap_err().code,
+        interlink_core::wire::RefusalCode::UnsupportedVersion
+    );
+
     drop(evil);
     alice.node.shutdown().await;
     bob.node.shutdown().await;
