@@ -25,6 +25,10 @@ use crate::NetError;
 
 /// Most mailbox records one session node holds for others.
 pub const MAX_MAILBOX_RECORDS: usize = 1024;
+/// Most bytes of mailbox copies one session node holds (`Config::max_held_bytes`): a
+/// team's worth of sleeping sessions' mail, not a stranger's flood (1,024 records of
+/// 4 MiB would be 4 GiB).
+pub const MAX_HELD_BYTES: usize = 32 * 1024 * 1024;
 
 /// Connection caps. A session talks to a team's sessions and a few relays; a relay to
 /// everyone who uses it. Beyond them a connection is denied before any protocol runs,

@@ -89,6 +89,10 @@ pub struct Config {
     /// default (`behaviour::connection_caps`). In-process tests and benchmarks running
     /// many nodes in one process raise it.
     pub max_process_memory: Option<usize>,
+    /// Most bytes of mailbox copies a session node holds in memory (for others, and
+    /// its own outgoing copies); beyond it inbound copies are refused `over_budget`.
+    /// Not used by relays, whose durable store has its own caps.
+    pub max_held_bytes: usize,
 }
 
 /// Where a session's delivered messages go and whom it accepts them from.
@@ -125,6 +129,7 @@ impl Default for Config {
             external_addrs: Vec::new(),
             max_mailbox_records: crate::behaviour::MAX_MAILBOX_RECORDS,
             max_process_memory: None,
+            max_held_bytes: crate::behaviour::MAX_HELD_BYTES,
         }
     }
 }

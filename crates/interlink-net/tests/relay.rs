@@ -476,3 +476,132 @@ async fn a_peer_beyond_its_hold_budget_is_refused_before_decoding() {
     );
     node.node.shutdown().await;
 }
+
+/// A mailbox for `owner`'s session `s` holding one envelope from `from` with a sealed
+/// body of `body_bytes` (never opened by a holder).
+fn mailbox_with_one(owner: &Identity, from: &Identity, body_bytes: usize) -> ([u8; 32], Vec<u8>) {
+    use interlink_core::{
+        MsgId,
+        seal::Sealed,
+        wire::{Envelope, EnvelopeKind, Signed, VERSION},
+    };
+    use serde_bytes::{ByteArray, ByteBuf};
+    let session = SessionId::new("s").unwrap();
+    let now = interlink_net::now_ms();
+    let env = Envelope {
+        v: VERSION,
+        sender: from.public(),
+        sender_session: SessionId::new("f").unwrap(),
+        recipient: owner.public(),
+        recipient_session: session.clone(),
+        msg_id: MsgId::from_bytes([7; 16]),
+        ts: now,
+        kind: EnvelopeKind::Message,
+        task_id: None,
+        status: None,
+        in_reply_to: None,
+        name: None,
+        sealed: Some(Sealed {
+            enc: ByteArray::new([7; 32]),
+            ct: ByteBuf::from(vec![0; body_bytes]),
+        }),
+    };
+    let mut mb = Mailbox::new(owner.public(), session.clone());
+    mb.insert(
+        Signed::sign(env, from).unwrap(),
+        now,
+        &mailbox::Config::default(),
+    )
+    .unwrap();
+    (mailbox::record_key(&owner.public(), &session), mb.encode())
+}
+
+/// A session holds others' mailbox copies only up to its byte budget
+/// (`Config::max_held_bytes`): a flood of fresh strangers' mailboxes cannot grow its
+/// memory without end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
+    use futures::StreamExt as _;
+    use interlink_core::wire::{MailboxOp, MailboxOutcome, MailboxRequest, RefusalCode, VERSION};
+    use interlink_net::behaviour::BehaviourEvent;
+    use libp2p::{request_response, swarm::SwarmEvent};
+
+    let base = 64_000 + u64::from(std::process::id() % 1000) * 10;
+    let identity = Arc::new(Identity::from_seed(&[11; 32]));
+    let session = SessionId::new("holder").unwrap();
+    let config = Config {
+        listen: vec![memory(base)],
+        mdns: false,
+        max_held_bytes: 100 * 1024,
+        ..Config::default()
+    };
+    let key = identity.transport_keypair(&session).unwrap();
+    let node_peer = key.public().to_peer_id();
+    let swarm = interlink_net::build_swarm(key, &config).unwrap();
+    let spec = interlink_net::SessionSpec {
+        identity,
+        session,
+        cwd: "/w".into(),
+        git_label: None,
+        summary: String::new(),
+        host: interlink_core::wire::HostKind::Other,
+        delivery: interlink_core::wire::DeliveryMode::Poll,
+    };
+    let node = Node::spawn(swarm, config, Role::Session(Box::new(spec))).unwrap();
+    let client_config = Config {
+        listen: vec![memory(base + 1)],
+        mdns: false,
+        ..Config::default()
+    };
+    let mut client = interlink_net::build_swarm(
+        libp2p::identity::Keypair::generate_ed25519(),
+        &client_config,
+    )
+    .unwrap();
+    client.add_peer_address(node_peer, memory(base));
+    let stranger = Identity::from_seed(&[12; 32]);
+    let mut outcomes = Vec::new();
+    for seed in [20u8, 21] {
+        let owner = Identity::from_seed(&[seed; 32]);
+        let (key, record) = mailbox_with_one(&owner, &stranger, 60 * 1024);
+        let id = client.behaviour_mut().mailbox.send_request(
+            &node_peer,
+            MailboxRequest {
+                v: VERSION,
+                op: MailboxOp::Hold {
+                    key: key.to_vec().into(),
+                    record: record.into(),
+                },
+            },
+        );
+        let outcome = loop {
+            let ev = tokio::time::timeout(Duration::from_secs(15), client.select_next_some())
+                .await
+                .expect("no answer");
+            if let SwarmEvent::Behaviour(BehaviourEvent::Mailbox(
+                request_response::Event::Message {
+                    message:
+                        request_response::Message::Response {
+                            request_id,
+                            response,
+                        },
+                    ..
+                },
+            )) = ev
+                && request_id == id
+            {
+                break response.outcome;
+            }
+        };
+        outcomes.push(outcome);
+    }
+    assert!(matches!(outcomes[0], MailboxOutcome::Held), "{outcomes:?}");
+    match &outcomes[1] {
+        MailboxOutcome::Refused { reason } => {
+            assert_eq!(reason.code, RefusalCode::OverBudget, "{reason}")
+        }
+        other => panic!("held beyond the budget: {other:?}"),
+    }
+    assert_eq!(node.handle().diagnostics().await.unwrap().mailboxes_held, 1);
+    node.shutdown().await;
+}

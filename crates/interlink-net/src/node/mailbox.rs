@@ -184,10 +184,14 @@ impl Actor {
             let _ = mb.merge(held, now, &cfg);
         }
         let encoded = mb.encode();
-        self.store_record(key, encoded.clone())?;
         let owner = mb.address();
-        debug!(%owner, pending = mb.len(), acked = mb.acked().len(), "holding a mailbox copy");
         let own = Some(&owner) == self.own_addr().as_ref();
+        // Our own mailbox is ours to hold whatever it weighs; others' share a budget.
+        if !own {
+            self.within_held_bytes(key, encoded.len())?;
+        }
+        self.store_record(key, encoded.clone())?;
+        debug!(%owner, pending = mb.len(), acked = mb.acked().len(), "holding a mailbox copy");
         let pending = !mb.is_empty();
         // Held first: delivering our own mail acks it, and that publication merges with
         // the held copy.
@@ -199,6 +203,32 @@ impl Actor {
             self.own_copy(copy);
         } else if pending {
             self.push_to_owner(&owner, key, encoded);
+        }
+        Ok(())
+    }
+
+    /// Whether replacing `key`'s copy with `bytes` keeps what a session holds within
+    /// [`crate::Config::max_held_bytes`] (every copy in its store counts, its own
+    /// outgoing ones too). A relay's durable store has caps of its own.
+    fn within_held_bytes(&mut self, key: &RecordKey, bytes: usize) -> Result<(), Refusal> {
+        let cap = self.config.max_held_bytes;
+        let held: usize = self
+            .swarm
+            .behaviour_mut()
+            .kad
+            .store_mut()
+            .records()
+            .filter(|r| r.key != *key)
+            .map(|r| r.value.len())
+            .sum();
+        if held.saturating_add(bytes) > cap {
+            return Err(Refusal::new(
+                RefusalCode::OverBudget,
+                format!(
+                    "this session holds {held} bytes of mailbox copies (limit {cap}); send it \
+                     to a relay or again later"
+                ),
+            ));
         }
         Ok(())
     }
