@@ -21,8 +21,8 @@ use futures::StreamExt as _;
 use interlink_core::{
     Identity, IdentityKey, MsgId, SessionId,
     wire::{
-        Announcement, DeliverRequest, DeliverResponse, Envelope, EnvelopeKind, Receipt,
-        RosterRequest, RosterResponse, SessionAddr, Signed, VERSION,
+        Announcement, DeliverRequest, DeliverResponse, Envelope, Receipt, RosterRequest,
+        RosterResponse, SessionAddr, Signed, VERSION,
     },
 };
 use interlink_e2e::{
@@ -30,6 +30,10 @@ use interlink_e2e::{
     user::User,
 };
 use interlink_net::behaviour::{Behaviour, BehaviourEvent};
+use interlink_testkit::{
+    ids::{random_msg_id, sys_rng},
+    node, signed,
+};
 use libp2p::{Multiaddr, PeerId, Swarm, multiaddr::Protocol, request_response, swarm::SwarmEvent};
 use serde_bytes::ByteBuf;
 use serde_json::{Value, json};
@@ -516,8 +520,7 @@ fn sealed_message(
     to: &Announcement,
     text: &str,
 ) -> Signed<Envelope> {
-    let id = MsgId::random(&mut rand_core::UnwrapErr(getrandom::SysRng));
-    sealed_message_with_id(from, from_session, to, text, id)
+    sealed_message_with_id(from, from_session, to, text, random_msg_id())
 }
 
 /// Like [`sealed_message`], under the message id `msg_id` (an attacker's copy of one).
@@ -528,24 +531,19 @@ fn sealed_message_with_id(
     text: &str,
     msg_id: MsgId,
 ) -> Signed<Envelope> {
-    let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
-    let mut env = Envelope {
-        v: VERSION,
-        sender: from.public(),
-        sender_session: SessionId::new(from_session).unwrap(),
-        recipient: to.identity,
-        recipient_session: to.session_id.clone(),
-        msg_id,
-        ts: interlink_net::now_ms(),
-        kind: EnvelopeKind::Message,
-        task_id: None,
-        status: None,
-        in_reply_to: None,
-        name: None,
-        sealed: None,
+    let to_addr = SessionAddr {
+        key: to.identity,
+        session: to.session_id.clone(),
     };
-    env.seal_text(text, &to.sealing.key, &mut rng).unwrap();
-    Signed::sign(env, from).unwrap()
+    signed::envelope(
+        from.public(),
+        &SessionId::new(from_session).unwrap(),
+        &to_addr,
+        msg_id,
+        interlink_net::now_ms(),
+    )
+    .sealed(text, &to.sealing.key, &mut sys_rng())
+    .sign(from)
 }
 
 /// An attacker's node: a bare swarm with the overlay's protocols and no session logic,
@@ -567,9 +565,7 @@ impl Evil {
             mdns: false,
             ..interlink_net::Config::default()
         };
-        let mut swarm =
-            interlink_net::build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config)
-                .unwrap();
+        let mut swarm = node::raw_swarm(&config);
         swarm.add_peer_address(target, addr);
         Self { swarm, target }
     }

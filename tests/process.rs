@@ -1,36 +1,22 @@
 //! Running `interlink-p2p` processes in tests: every child sits in a guard that kills
 //! it on drop, and every wait has a deadline, so no test can hang or leak a process.
+//! The guard and the runs to the end are the kit's child-process harness
+//! (`interlink_testkit::process`); this module adds what is particular to the CLI.
 
 use std::{
-    fs::File,
-    io::{BufRead as _, BufReader, Read as _},
     path::{Path, PathBuf},
-    process::{Child, Command, ExitStatus, Stdio},
-    sync::mpsc::{Receiver, RecvTimeoutError, sync_channel},
+    process::{Command, ExitStatus},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, bail, ensure};
+pub use interlink_testkit::process::Child as Guard;
+use interlink_testkit::process::{self as harness, scrub_env};
 
 use crate::binary;
 
 /// The default deadline for anything a test waits on.
 pub const DEADLINE: Duration = Duration::from_secs(20);
-
-/// Environment variables a developer's shell might set that would change what the
-/// processes do; every test process starts without them.
-const SCRUBBED_ENV: &[&str] = &[
-    "INTERLINK_HOME",
-    "INTERLINK_SESSION",
-    "CLAUDE_CODE_SESSION_ID",
-    "INTERLINK_NETWORK",
-    "INTERLINK_LISTEN",
-    "INTERLINK_BOOTSTRAP",
-    "INTERLINK_MDNS",
-    "INTERLINK_TEST_LIVE_WINDOW_MS",
-    "INTERLINK_TEST_AWAY_RETENTION_MS",
-    "INTERLINK_TEST_HEARTBEAT_MS",
-];
 
 /// The network namespace every later command of this test process runs in, if any.
 static NETNS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -43,8 +29,8 @@ pub fn use_netns(name: &str) {
     let _ = NETNS.set(name.to_owned());
 }
 
-/// An `interlink-p2p` command with a scrubbed environment, `home` as its
-/// `INTERLINK_HOME`, and `env` added.
+/// An `interlink-p2p` command with a scrubbed environment
+/// ([`harness::SCRUBBED_ENV`]), `home` as its `INTERLINK_HOME`, and `env` added.
 pub fn command(home: &Path, env: &[(&str, &str)]) -> anyhow::Result<Command> {
     let mut cmd = match NETNS.get() {
         // `ip netns exec` execs the binary, so the child's pid is the binary's.
@@ -55,116 +41,12 @@ pub fn command(home: &Path, env: &[(&str, &str)]) -> anyhow::Result<Command> {
         }
         None => Command::new(binary("interlink-p2p")?),
     };
-    for var in SCRUBBED_ENV {
-        cmd.env_remove(var);
-    }
+    scrub_env(&mut cmd);
     cmd.env("INTERLINK_HOME", home);
     for (k, v) in env {
         cmd.env(k, v);
     }
     Ok(cmd)
-}
-
-/// A running child process, killed (SIGKILL) and reaped when dropped.
-#[derive(Debug)]
-pub struct Guard {
-    child: Child,
-    stdout: Receiver<String>,
-    stderr_path: PathBuf,
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Guard {
-    /// Spawns `cmd` with stdout read line by line and stderr written to `stderr_path`.
-    pub fn spawn(mut cmd: Command, stderr_path: PathBuf) -> anyhow::Result<Self> {
-        let stderr = File::create(&stderr_path)?;
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .context("spawning interlink-p2p")?;
-        let out = child.stdout.take().context("no stdout pipe")?;
-        let (tx, rx) = sync_channel(256);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Self {
-            child,
-            stdout: rx,
-            stderr_path,
-        })
-    }
-
-    /// The process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The next stdout line, waiting until `deadline`. `None` at end of output.
-    pub fn next_line(&self, deadline: Instant) -> anyhow::Result<Option<String>> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match self.stdout.recv_timeout(left) {
-            Ok(line) => Ok(Some(line)),
-            Err(RecvTimeoutError::Disconnected) => Ok(None),
-            Err(RecvTimeoutError::Timeout) => {
-                bail!("no stdout line in time; stderr:\n{}", self.stderr())
-            }
-        }
-    }
-
-    /// Whatever the process wrote to stderr so far.
-    pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
-    }
-
-    /// Sends `signal` (a name `kill` understands, e.g. `TERM`, `INT`).
-    pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.pid().to_string())
-            .status()
-            .context("running kill")?;
-        ensure!(status.success(), "kill -{signal} {} failed", self.pid());
-        Ok(())
-    }
-
-    /// Kills the process with SIGKILL (no goodbye) and reaps it.
-    pub fn kill(&mut self) -> anyhow::Result<()> {
-        self.child.kill()?;
-        self.child.wait()?;
-        Ok(())
-    }
-
-    /// Waits for the process to exit, killing it at `deadline`.
-    pub fn wait(&mut self, deadline: Instant) -> anyhow::Result<ExitStatus> {
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                return Ok(status);
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                bail!("process did not exit in time; stderr:\n{}", self.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Stdout lines still unread (after the process exited: everything it wrote).
-    pub fn remaining_lines(&self) -> Vec<String> {
-        self.stdout.try_iter().collect()
-    }
 }
 
 /// Where a session keeps its home directory: its own temporary one, or one a test
@@ -279,54 +161,12 @@ pub fn run_to_end(cmd: Command, deadline: Instant) -> anyhow::Result<(ExitStatus
 /// Like [`run_to_end`], writing `input` (if any) to the command's stdin and then
 /// closing it.
 pub fn run_with_input(
-    mut cmd: Command,
+    cmd: Command,
     input: Option<&str>,
     deadline: Instant,
 ) -> anyhow::Result<(ExitStatus, String, String)> {
-    let stdin = if input.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    };
-    let mut child = cmd
-        .stdin(stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    if let (Some(input), Some(mut pipe)) = (input, child.stdin.take()) {
-        let input = input.to_owned();
-        // A thread, so a child that stops reading cannot block the test past its
-        // deadline; dropping the pipe closes the child's stdin.
-        std::thread::spawn(move || {
-            use std::io::Write as _;
-            let _ = pipe.write_all(input.as_bytes());
-        });
-    }
-    let reader = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_string(&mut text);
-            }
-            text
-        })
-    };
-    let out = reader(child.stdout.take().map(|p| Box::new(p) as _));
-    let err = reader(child.stderr.take().map(|p| Box::new(p) as _));
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("command did not finish in time: {cmd:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = out.join().unwrap_or_default();
-    let err = err.join().unwrap_or_default();
-    Ok((status, out, err))
+    let out = harness::run_with_input(cmd, input, deadline)?;
+    Ok((out.status, out.stdout, out.stderr))
 }
 
 /// Runs `interlink-p2p peers --json` as an observer on loopback bootstrapped to

@@ -1,6 +1,6 @@
 //! Relay store benchmark: 100,000 queued messages across 1,000 mailboxes.
 //!
-//! Run: `cargo bench -p interlink-relay --features test-utils --bench store`
+//! Run: `cargo bench -p interlink-relay --bench store`
 //! (set `RELAY_BENCH_DIR` to put the database on another file system; default: a
 //! temporary directory). Prints a table; docs/BENCHMARKS.md has the numbers.
 //!
@@ -18,8 +18,8 @@ use interlink_core::mailbox::{self, Mailbox};
 use interlink_relay::{
     now_ms,
     store::{Caps, MailboxStore},
-    testkit,
 };
+use interlink_testkit as testkit;
 
 const MAILBOXES: usize = 1_000;
 const PER_MAILBOX: usize = 100;

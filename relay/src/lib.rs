@@ -23,8 +23,6 @@ pub mod metrics;
 pub mod network;
 mod node;
 pub mod store;
-#[cfg(any(test, feature = "test-utils"))]
-pub mod testkit;
 
 pub use config::Config;
 pub use node::{

@@ -7,7 +7,9 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{Config, StartError, metrics::Probe, start, testkit};
+use interlink_testkit as testkit;
+
+use crate::{Config, StartError, metrics::Probe, start};
 
 const TEST_TIMEOUT: Duration = Duration::from_secs(20);
 

@@ -13,11 +13,8 @@ use interlink_core::{
     wire::{MailboxOp, MailboxOutcome, MailboxRequest, VERSION},
 };
 use interlink_net::behaviour::BehaviourEvent;
-use interlink_relay::{
-    Config, now_ms, start,
-    store::RejectReason,
-    testkit::{self, identity, msg_id, session},
-};
+use interlink_relay::{Config, now_ms, start, store::RejectReason};
+use interlink_testkit::{self as testkit, identity, msg_id, session};
 use libp2p::{PeerId, request_response, swarm::SwarmEvent};
 use tokio_util::sync::CancellationToken;
 
@@ -84,8 +81,7 @@ async fn hostile_holds_are_refused_counted_and_leave_the_store_within_caps() {
         mdns: false,
         ..interlink_net::Config::default()
     };
-    let mut evil =
-        interlink_net::build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    let mut evil = testkit::node::raw_swarm(&config);
     evil.add_peer_address(relay_peer, relay_addr);
     for (key, record, expected) in cases {
         let outcome = hold(&mut evil, relay_peer, key, record).await;

@@ -10,13 +10,8 @@ use std::{
 };
 
 use anyhow::Context as _;
-use interlink_core::{
-    Identity, SessionId,
-    names::Network,
-    presence::IdentityView,
-    wire::{DeliveryMode, HostKind},
-};
-use interlink_net::{Config, Event, Handle, Node, Role, SessionSpec};
+use interlink_core::{Identity, SessionId, names::Network, presence::IdentityView};
+use interlink_net::{Config, Event, Handle, Node, Role};
 use libp2p::{Multiaddr, multiaddr::Protocol};
 use tokio::sync::broadcast;
 
@@ -59,15 +54,12 @@ pub fn identities(n: u8) -> Vec<Arc<Identity>> {
 
 /// The session role of a bench node.
 pub fn session_role(identity: Arc<Identity>, session: &SessionId) -> Role {
-    Role::Session(Box::new(SessionSpec {
+    interlink_testkit::node::session_role(
         identity,
-        session: session.clone(),
-        cwd: format!("/bench/{session}"),
-        git_label: None,
-        summary: "interlink-bench".into(),
-        host: HostKind::Other,
-        delivery: DeliveryMode::Poll,
-    }))
+        session,
+        &format!("/bench/{session}"),
+        "interlink-bench",
+    )
 }
 
 /// Builds and spawns a session node with the production transport key

@@ -1,44 +1,28 @@
 //! Real `interlink-p2p` processes: finding the binary, starting a session process in a
 //! throw-away home, reading its `ready` line, stopping it, and sampling its cost from
-//! `/proc`.
+//! `/proc`. Starting, reading and stopping are the kit's child-process harness
+//! (`interlink_testkit::process`), polled from async code.
 
 use std::{
     path::{Path, PathBuf},
-    process::Stdio,
+    process::Command,
     time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
+use interlink_testkit::process::{self as harness, Child, Options, TryLine, WhenFull, scrub_env};
 use tempfile::TempDir;
-use tokio::{
-    io::{AsyncBufReadExt as _, BufReader},
-    process::{Child, Command},
-    sync::mpsc,
-    task::JoinHandle,
-};
 
 /// Name of the session binary.
 pub const P2P_BIN: &str = "interlink-p2p";
-/// Stdout lines buffered between the reader task and the bench; later lines are dropped
-/// rather than blocking the child on a full pipe.
+/// Stdout lines buffered between the reader thread and the bench; later lines are
+/// dropped rather than blocking the child on a full pipe.
 const STDOUT_LINES: usize = 64;
 /// How long a process gets to exit after SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(3);
-/// Settings a child must not inherit from the bench's environment: each case passes
-/// exactly what it means (an inherited `CLAUDE_CODE_SESSION_ID` would pin every
-/// process to one session id).
-const CLEARED_ENV: &[&str] = &[
-    "INTERLINK_HOME",
-    "INTERLINK_NETWORK",
-    "INTERLINK_LISTEN",
-    "INTERLINK_BOOTSTRAP",
-    "INTERLINK_MDNS",
-    "INTERLINK_SESSION",
-    "CLAUDE_CODE_SESSION_ID",
-    "INTERLINK_TEST_LIVE_WINDOW_MS",
-    "INTERLINK_TEST_AWAY_RETENTION_MS",
-    "INTERLINK_TEST_HEARTBEAT_MS",
-];
+/// How often async waits look at a child again. The instants the bench reports are
+/// taken by the reader thread when a line arrives, not by this poll.
+const POLL: Duration = Duration::from_millis(1);
 /// Bound on helper invocations (`--help`, `id`).
 const HELPER_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -64,22 +48,35 @@ pub fn find_p2p_binary(explicit: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
+/// Runs `cmd` to the end on a blocking thread (the harness is std-only), with `input`
+/// on its stdin, bounded by [`HELPER_TIMEOUT`].
+async fn run_blocking(
+    cmd: Command,
+    input: Option<String>,
+) -> Result<harness::Output, harness::Error> {
+    let run = tokio::task::spawn_blocking(move || {
+        harness::run_with_input(cmd, input.as_deref(), Instant::now() + HELPER_TIMEOUT)
+    });
+    match run.await {
+        Ok(result) => result,
+        Err(e) => Err(harness::Error::Io {
+            what: "the helper thread".into(),
+            source: std::io::Error::other(e),
+        }),
+    }
+}
+
 /// Whether the binary has the `run` command: `interlink-p2p run --help` exits 0.
 /// Returns the help text, or the reason it is unusable.
 pub async fn run_command_help(bin: &Path) -> Result<String, String> {
-    let out = tokio::time::timeout(
-        HELPER_TIMEOUT,
-        Command::new(bin)
-            .args(["run", "--help"])
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .map_err(|_| format!("`{} run --help` timed out", bin.display()))?
-    .map_err(|e| format!("cannot execute {}: {e}", bin.display()))?;
+    let mut cmd = Command::new(bin);
+    cmd.args(["run", "--help"]);
+    let out = run_blocking(cmd, None).await.map_err(|e| match e {
+        harness::Error::RunTimeout { .. } => format!("`{} run --help` timed out", bin.display()),
+        e => format!("cannot execute {}: {e}", bin.display()),
+    })?;
     if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        Ok(out.stdout)
     } else {
         Err(format!("{} has no `run` command", bin.display()))
     }
@@ -95,36 +92,20 @@ pub async fn cli(
     input: Option<String>,
 ) -> anyhow::Result<String> {
     let mut cmd = Command::new(bin);
-    for k in CLEARED_ENV {
-        cmd.env_remove(k);
-    }
-    cmd.args(args)
+    scrub_env(&mut cmd)
+        .args(args)
         .env("INTERLINK_HOME", home)
-        .env("INTERLINK_MDNS", "0")
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
-        use tokio::io::AsyncWriteExt as _;
-        stdin.write_all(text.as_bytes()).await?;
-    }
-    let out = tokio::time::timeout(HELPER_TIMEOUT, child.wait_with_output())
-        .await
-        .with_context(|| format!("interlink-p2p {args:?} timed out"))??;
+        .env("INTERLINK_MDNS", "0");
+    let out = run_blocking(cmd, input).await.map_err(|e| match e {
+        harness::Error::RunTimeout { .. } => anyhow::anyhow!("interlink-p2p {args:?} timed out"),
+        e => anyhow::Error::new(e).context(format!("starting {}", bin.display())),
+    })?;
     anyhow::ensure!(
         out.status.success(),
         "interlink-p2p {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
+        out.stderr.trim()
     );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(out.stdout)
 }
 
 /// Creates an identity in `home` with `interlink-p2p id --json`; returns its key (hex).
@@ -143,12 +124,8 @@ pub async fn create_identity(bin: &Path, home: &Path) -> anyhow::Result<String> 
 #[derive(Debug)]
 pub struct Proc {
     child: Child,
-    pid: u32,
     /// When `spawn` was called: the start of every "process start → ..." timing.
     pub started: Instant,
-    lines: mpsc::Receiver<(Instant, String)>,
-    reader: JoinHandle<()>,
-    stderr_path: PathBuf,
     // Declared last so it is removed after the process was told to die.
     home: TempDir,
 }
@@ -164,57 +141,36 @@ pub struct Ready {
 
 impl Proc {
     /// Starts `bin args...` with `INTERLINK_HOME` = `home` and `env`, stdout piped (read
-    /// by a task), stderr to a file in the home.
+    /// by a thread), stderr to a file in the home.
     pub fn spawn(
         bin: &Path,
         args: &[String],
         env: &[(&str, &str)],
         home: TempDir,
     ) -> anyhow::Result<Self> {
-        let stderr_path = home.path().join("stderr.log");
-        let stderr = std::fs::File::create(&stderr_path)
-            .with_context(|| format!("creating {}", stderr_path.display()))?;
         let mut cmd = Command::new(bin);
-        for k in CLEARED_ENV {
-            cmd.env_remove(k);
-        }
-        cmd.args(args)
-            .env("INTERLINK_HOME", home.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .kill_on_drop(true);
+        scrub_env(&mut cmd)
+            .args(args)
+            .env("INTERLINK_HOME", home.path());
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let started = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let pid = child.id().context("the child exited at once")?;
-        let stdout = child.stdout.take().context("child stdout not piped")?;
-        let (tx, lines) = mpsc::channel(STDOUT_LINES);
-        let reader = tokio::spawn(async move {
-            let mut stdout = BufReader::new(stdout).lines();
-            // Keep draining until EOF so the child never blocks on a full pipe.
-            while let Ok(Some(line)) = stdout.next_line().await {
-                let _ = tx.try_send((Instant::now(), line));
-            }
-        });
+        let options = Options::default()
+            .with_stderr_file(home.path().join("stderr.log"))
+            .with_stdout_lines(STDOUT_LINES)
+            .with_when_full(WhenFull::Drop)
+            .with_name(format!("starting {}", bin.display()));
+        let child = Child::spawn_with(cmd, options)?;
         Ok(Self {
+            started: child.started(),
             child,
-            pid,
-            started,
-            lines,
-            reader,
-            stderr_path,
             home,
         })
     }
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.child.pid()
     }
 
     /// The process's home directory.
@@ -222,13 +178,18 @@ impl Proc {
         self.home.path()
     }
 
+    /// Sends `signal` (a name `kill` understands, e.g. `STOP`).
+    pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        Ok(self.child.signal(signal)?)
+    }
+
     /// Waits for the `ready` line, collecting the `/p2p/` addresses printed before it.
     pub async fn wait_ready(&mut self, limit: Duration) -> anyhow::Result<Ready> {
-        let deadline = tokio::time::Instant::now() + limit;
+        let deadline = Instant::now() + limit;
         let mut addrs = Vec::new();
         loop {
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some((at, line))) => {
+            match self.child.try_next_line() {
+                TryLine::Line((at, line)) => {
                     let line = line.trim();
                     if line == "ready" {
                         return Ok(Ready { at, addrs });
@@ -237,11 +198,14 @@ impl Proc {
                         addrs.push(line.to_owned());
                     }
                 }
-                Ok(None) => anyhow::bail!("process exited before `ready`: {}", self.stderr_tail()),
-                Err(_) => anyhow::bail!(
+                TryLine::Ended => {
+                    anyhow::bail!("process exited before `ready`: {}", self.stderr_tail())
+                }
+                TryLine::Empty if Instant::now() >= deadline => anyhow::bail!(
                     "no `ready` within {limit:?}; stderr: {}",
                     self.stderr_tail()
                 ),
+                TryLine::Empty => tokio::time::sleep(POLL).await,
             }
         }
     }
@@ -253,7 +217,7 @@ impl Proc {
 
     /// The last few lines of the process's stderr, for failure reports.
     pub fn stderr_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+        let text = self.child.stderr();
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
         if tail.is_empty() {
@@ -266,31 +230,23 @@ impl Proc {
     /// Stops the process: SIGTERM (so it can say goodbye), then SIGKILL after a grace
     /// period. The home is removed when `self` drops.
     pub async fn stop(mut self) {
-        // `kill` is the portable way to send SIGTERM without unsafe code.
-        let term = Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .await;
-        if term.is_ok_and(|s| s.success())
-            && tokio::time::timeout(STOP_GRACE, self.child.wait())
-                .await
-                .is_ok()
-        {
+        if self.child.signal("TERM").is_ok() && self.exited_within(STOP_GRACE).await {
             return;
         }
-        let _ = self.child.start_kill();
-        let _ = tokio::time::timeout(STOP_GRACE, self.child.wait()).await;
+        let _ = self.child.kill();
     }
-}
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // Already exited is fine; anything else must not outlive the bench.
-        let _ = self.child.start_kill();
-        self.reader.abort();
+    async fn exited_within(&mut self, grace: Duration) -> bool {
+        let deadline = Instant::now() + grace;
+        loop {
+            if self.has_exited() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(POLL).await;
+        }
     }
 }
 
@@ -367,9 +323,9 @@ fn thread_cpu_ns(pid: u32) -> Option<u64> {
 /// Clock ticks per second for `/proc/<pid>/stat` (`getconf CLK_TCK`; 100 on Linux
 /// unless it says otherwise).
 pub async fn clock_ticks_per_second() -> u64 {
-    let out = Command::new("getconf")
+    let out = tokio::process::Command::new("getconf")
         .arg("CLK_TCK")
-        .stdin(Stdio::null())
+        .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output()
         .await;

@@ -5,13 +5,12 @@
 use std::time::Instant;
 
 use interlink_core::{
-    Identity, MsgId, SessionId,
-    seal::Sealed,
+    Identity, SessionId,
     trust::PeerPolicy,
-    wire::{Envelope, EnvelopeKind, SessionAddr, Signed, VERSION},
+    wire::{Envelope, SessionAddr, Signed},
 };
 use interlink_delivery::{CallId, Config, Engine, InboundId, Input, Outcome, Output, PeerRef};
-use serde_bytes::{ByteArray, ByteBuf};
+use interlink_testkit::{ids::msg_id_le, signed};
 
 const NOW: u64 = 1_790_000_000_000;
 
@@ -54,27 +53,10 @@ fn pair() -> Pair {
 }
 
 fn envelope(p: &mut Pair, n: u64, now: u64) -> Signed<Envelope> {
-    let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&n.to_le_bytes());
-    let body = Envelope {
-        v: VERSION,
-        sender: p.addr_a.key,
-        sender_session: p.addr_a.session.clone(),
-        recipient: p.addr_b.key,
-        recipient_session: p.addr_b.session.clone(),
-        msg_id: MsgId::from_bytes(id),
-        ts: p.a.next_ts(now),
-        kind: EnvelopeKind::Message,
-        task_id: None,
-        status: None,
-        in_reply_to: None,
-        name: None,
-        sealed: Some(Sealed {
-            enc: ByteArray::new([7; 32]),
-            ct: ByteBuf::from(vec![0; 64]),
-        }),
-    };
-    Signed::sign(body, &p.ida).unwrap()
+    let ts = p.a.next_ts(now);
+    signed::envelope(p.addr_a.key, &p.addr_a.session, &p.addr_b, msg_id_le(n), ts)
+        .opaque_body()
+        .sign(&p.ida)
 }
 
 /// Carries every output of both engines until quiet, storing everything at once;
@@ -325,19 +307,16 @@ fn a_failed_outbox_write_during_the_live_attempt_is_told_only_if_not_delivered()
             "answered before the attempt ended"
         );
         let result = if delivered {
-            let receipt = Signed::sign(
-                interlink_core::wire::Receipt {
-                    v: VERSION,
-                    recipient: to.key,
-                    recipient_session: to.session.clone(),
-                    sender: p.addr_a.key,
-                    msg_ids: vec![key],
-                    state: interlink_core::wire::ReceiptState::Delivered,
-                    ts: NOW,
-                },
+            // Signed by the recipient (seed 2), whose key `to` names.
+            let receipt = signed::receipt(
                 &Identity::from_seed(&[2; 32]),
-            )
-            .unwrap();
+                &to.session,
+                p.addr_a.key,
+                vec![key],
+                interlink_core::wire::ReceiptState::Delivered,
+                NOW,
+            );
+            assert_eq!(receipt.body().recipient, to.key);
             Ok(Response {
                 receipt: Some(receipt),
                 results: vec![None],

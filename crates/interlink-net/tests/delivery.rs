@@ -9,11 +9,10 @@ use interlink_core::{
     wire::{EnvelopeKind, RefusalCode, SessionAddr},
 };
 use interlink_net::{Config, Event, OutgoingMessage, SendError, SendOutcome};
+use interlink_testkit::node::{
+    Peer, Trio, delivered, memory, start, start_in, trio, wait_inbox, wait_roster,
+};
 use libp2p::multiaddr::Protocol;
-
-mod common;
-
-use common::{Peer, delivered, memory, start, start_in, trio, wait_inbox, wait_roster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_messages_are_receipted_stored_in_order_and_gated() {
@@ -124,7 +123,7 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_to_a_vanished_session_wait_in_the_dht_until_it_returns() {
     let base = 40_000 + u64::from(std::process::id() % 1000) * 100;
-    let common::Trio {
+    let Trio {
         alice,
         bob,
         carol,
@@ -187,28 +186,18 @@ async fn messages_to_a_vanished_session_wait_in_the_dht_until_it_returns() {
     carol.node.shutdown().await;
 }
 
-/// A mailbox record as it goes on the wire, built by hand so a test can put anything in
-/// it (the core's own `Mailbox` refuses to hold invalid entries).
-#[derive(serde::Serialize)]
-struct RawRecord {
-    v: u8,
-    owner: interlink_core::IdentityKey,
-    session: SessionId,
-    envelopes: Vec<serde_bytes::ByteBuf>,
-    acks: Vec<serde_bytes::ByteBuf>,
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_mailbox_puts_are_refused_and_counted() {
-    use interlink_core::{
-        MsgId,
-        mailbox::record_key,
-        wire::{Ack, AckEntry, Envelope, Signed, VERSION},
+    use interlink_core::{MsgId, mailbox::record_key};
+    use interlink_testkit::{
+        ids::{random_msg_id, sys_rng},
+        mailbox::raw_record,
+        signed,
     };
     use libp2p::kad::{Quorum, Record, RecordKey};
 
     let base = 50_000 + u64::from(std::process::id() % 1000) * 100;
-    let common::Trio {
+    let Trio {
         alice,
         bob,
         carol,
@@ -233,60 +222,30 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     let mallory = Identity::from_seed(&[66; 32]);
     let now = interlink_net::now_ms();
     let env_to = |recipient: &SessionAddr, text: &str| {
-        let mut e = Envelope {
-            v: VERSION,
-            sender: mallory.public(),
-            sender_session: SessionId::new("m-1").unwrap(),
-            recipient: recipient.key,
-            recipient_session: recipient.session.clone(),
-            msg_id: MsgId::random(&mut rand_core::UnwrapErr(getrandom::SysRng)),
-            ts: now,
-            kind: EnvelopeKind::Message,
-            task_id: None,
-            status: None,
-            in_reply_to: None,
-            name: None,
-            sealed: None,
-        };
-        e.seal_text(
-            text,
-            &bob_id.sealing_secret().public(),
-            &mut rand_core::UnwrapErr(getrandom::SysRng),
+        signed::envelope(
+            mallory.public(),
+            &SessionId::new("m-1").unwrap(),
+            recipient,
+            random_msg_id(),
+            now,
         )
-        .unwrap();
-        Signed::sign(e, &mallory).unwrap().to_bytes()
+        .sealed(text, &bob_id.sealing_secret().public(), &mut sys_rng())
+        .sign(&mallory)
+        .to_bytes()
     };
     let carol_addr = SessionAddr {
         key: Identity::from_seed(&[9; 32]).public(),
         session: SessionId::new("carol-1").unwrap(),
     };
-    let forged_ack = Signed::sign(
-        Ack {
-            v: VERSION,
-            owner: mallory.public(),
-            owner_session: bob_addr.session.clone(),
-            entries: vec![AckEntry(mallory.public(), MsgId::from_bytes([0; 16]))],
-            ts: now,
-        },
+    let forged_ack = signed::ack(
         &mallory,
+        &bob_addr.session,
+        &[(mallory.public(), MsgId::from_bytes([0; 16]))],
+        now,
     )
-    .unwrap()
     .to_bytes();
     let record = |envelopes: Vec<Vec<u8>>, acks: Vec<Vec<u8>>| {
-        cbor4ii::serde::to_vec(
-            Vec::new(),
-            &RawRecord {
-                v: interlink_core::mailbox::RECORD_VERSION,
-                owner: bob_addr.key,
-                session: bob_addr.session.clone(),
-                envelopes: envelopes
-                    .into_iter()
-                    .map(serde_bytes::ByteBuf::from)
-                    .collect(),
-                acks: acks.into_iter().map(serde_bytes::ByteBuf::from).collect(),
-            },
-        )
-        .unwrap()
+        raw_record(&bob_addr.key, &bob_addr.session, envelopes, acks)
     };
     let bad: Vec<(&str, Vec<u8>)> = vec![
         ("malformed", vec![0xa1, 0x61, 0x76, 0x02]),
@@ -312,8 +271,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
         mdns: false,
         ..Config::default()
     };
-    let mut evil =
-        interlink_net::build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    let mut evil = interlink_testkit::node::raw_swarm(&config);
     evil.dial(config.bootstrap[0].clone()).unwrap();
     let carol_peer = carol.handle().peer_id();
     let mut events = carol.handle().events();
@@ -404,7 +362,7 @@ async fn a_full_outbox_refuses_and_a_returning_recipient_is_retried_live() {
     let quota = interlink_core::limits::MAILBOX_SENDER_QUOTA;
     let limit = interlink_delivery::config::OUTBOX_PER_RECIPIENT;
     let base = 50_000 + u64::from(std::process::id() % 1000) * 10;
-    let common::Trio {
+    let Trio {
         alice,
         bob,
         carol,
@@ -547,7 +505,7 @@ async fn settle_says_whether_a_peer_took_the_mailbox_copy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_not_on_the_roster_is_queued_for_and_gets_it_on_start() {
     let base = 52_000 + u64::from(std::process::id() % 1000) * 10;
-    let common::Trio {
+    let Trio {
         alice,
         bob,
         carol,
@@ -610,7 +568,7 @@ async fn receipted(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mail_collected_from_a_mailbox_is_receipted_to_its_sender() {
     let base = 53_000 + u64::from(std::process::id() % 1000) * 10;
-    let common::Trio {
+    let Trio {
         alice,
         bob,
         carol,

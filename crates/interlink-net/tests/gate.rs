@@ -18,8 +18,8 @@ use futures::StreamExt as _;
 use interlink_core::{
     Identity, MsgId, SessionId,
     wire::{
-        DeliverRequest, DeliverResponse, Envelope, EnvelopeKind, Receipt, Refusal, RefusalCode,
-        SessionAddr, Signed, VERSION,
+        DeliverRequest, DeliverResponse, Envelope, Receipt, Refusal, RefusalCode, SessionAddr,
+        Signed, VERSION,
     },
 };
 use interlink_net::{
@@ -27,16 +27,13 @@ use interlink_net::{
     behaviour::{Behaviour, BehaviourEvent},
     inbox::{self, INBOX_FILE},
 };
+use interlink_testkit::{
+    ids::{random_msg_id, session, sys_rng},
+    node::{delivered, memory, raw_swarm, start, wait_roster},
+    signed,
+};
 use libp2p::{PeerId, Swarm, request_response, swarm::SwarmEvent};
 use serde_bytes::ByteBuf;
-
-mod common;
-
-use common::{delivered, memory, start, wait_roster};
-
-fn rng() -> rand_core::UnwrapErr<getrandom::SysRng> {
-    rand_core::UnwrapErr(getrandom::SysRng)
-}
 
 /// A message from `from`'s session `from_session` to `to`, sealed to `to`'s identity
 /// (a session's sealing key is its identity's), with id `id`.
@@ -48,24 +45,15 @@ fn message(
     id: MsgId,
     text: &str,
 ) -> Signed<Envelope> {
-    let mut env = Envelope {
-        v: VERSION,
-        sender: from.public(),
-        sender_session: SessionId::new(from_session).unwrap(),
-        recipient: to.key,
-        recipient_session: to.session.clone(),
-        msg_id: id,
-        ts: interlink_net::now_ms(),
-        kind: EnvelopeKind::Message,
-        task_id: None,
-        status: None,
-        in_reply_to: None,
-        name: None,
-        sealed: None,
-    };
-    env.seal_text(text, &to_identity.sealing_secret().public(), &mut rng())
-        .unwrap();
-    Signed::sign(env, from).unwrap()
+    signed::envelope(
+        from.public(),
+        &session(from_session),
+        to,
+        id,
+        interlink_net::now_ms(),
+    )
+    .sealed(text, &to_identity.sealing_secret().public(), &mut sys_rng())
+    .sign(from)
 }
 
 /// Sends one delivery request from the raw swarm and waits for its answer.
@@ -167,8 +155,7 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
         mdns: false,
         ..Config::default()
     };
-    let mut evil =
-        interlink_net::build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    let mut evil = raw_swarm(&config);
     let bob_peer = bob.handle().peer_id();
     evil.add_peer_address(bob_peer, memory(base));
     let to_bob = |from: &Identity, session: &str, id: MsgId, text: &str| {
@@ -176,7 +163,7 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
     };
 
     // A stranger's message: refused with the reason, no receipt.
-    let fresh = to_bob(&eve_id, "eve-1", MsgId::random(&mut rng()), "let me in");
+    let fresh = to_bob(&eve_id, "eve-1", random_msg_id(), "let me in");
     let e = outcome(deliver(&mut evil, bob_peer, &[&fresh]).await).unwrap_err();
     assert_eq!(e.code, RefusalCode::NotPaired, "{e}");
     assert!(e.detail.contains("not a peer"), "{e}");
@@ -210,13 +197,8 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
         key: carol_id.public(),
         session: SessionId::new("carol-1").unwrap(),
     };
-    let forged = to_bob(
-        &mallory_id,
-        "mallory-1",
-        MsgId::random(&mut rng()),
-        "forged hint",
-    )
-    .with_reply_to(carol);
+    let forged =
+        to_bob(&mallory_id, "mallory-1", random_msg_id(), "forged hint").with_reply_to(carol);
     let forged_id = forged.body().msg_id;
     assert_eq!(
         outcome(deliver(&mut evil, bob_peer, &[&forged]).await),
@@ -227,13 +209,8 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
         key: mallory_id.public(),
         session: SessionId::new("mallory-2").unwrap(),
     };
-    let hinted = to_bob(
-        &mallory_id,
-        "mallory-1",
-        MsgId::random(&mut rng()),
-        "own hint",
-    )
-    .with_reply_to(own_other.clone());
+    let hinted = to_bob(&mallory_id, "mallory-1", random_msg_id(), "own hint")
+        .with_reply_to(own_other.clone());
     let hinted_id = hinted.body().msg_id;
     assert_eq!(
         outcome(deliver(&mut evil, bob_peer, &[&hinted]).await),

@@ -6,22 +6,19 @@ use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use interlink_core::{
-    Identity, SessionId,
+    Identity,
     limits::MAX_SESSIONS_PER_IDENTITY,
     names::Network,
-    wire::{
-        Announcement, DeliveryMode, HostKind, MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage,
-        RosterRequest, SealingBinding, Signed, VERSION,
-    },
+    wire::{Announcement, MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage, RosterRequest, Signed},
 };
 use interlink_net::{
-    Config, Handle, Node, Role, SessionSpec,
+    Config, Handle, Node, Role,
     behaviour::{Behaviour, BehaviourEvent},
     now_ms,
 };
+use interlink_testkit::{node, signed::announcement};
 use libp2p::{Multiaddr, PeerId, Swarm, gossipsub, request_response, swarm::SwarmEvent};
 use libp2p_swarm_test::SwarmExt as _;
-use serde_bytes::ByteBuf;
 
 fn memory_addr(n: u64) -> Multiaddr {
     format!("/memory/{n}").parse().unwrap()
@@ -38,32 +35,19 @@ fn config(port: u64, bootstrap: Option<(u64, PeerId)>) -> Config {
     }
 }
 
-/// A real node swarm (noise, yamux, all behaviours) on the in-process memory transport.
-fn swarm_for(key: libp2p::identity::Keypair, config: &Config) -> Swarm<Behaviour> {
-    interlink_net::build_swarm(key, config).unwrap()
-}
-
 fn session_role(seed: u8, session: &str) -> Role {
-    Role::Session(Box::new(SessionSpec {
-        identity: Arc::new(Identity::from_seed(&[seed; 32])),
-        session: SessionId::new(session).unwrap(),
-        cwd: format!("/work/{session}"),
-        git_label: None,
-        summary: format!("node {session}"),
-        host: HostKind::Other,
-        delivery: DeliveryMode::Poll,
-    }))
+    node::session_role(
+        Arc::new(Identity::from_seed(&[seed; 32])),
+        &interlink_testkit::session(session),
+        &format!("/work/{session}"),
+        &format!("node {session}"),
+    )
 }
 
 /// Starts a session node listening on `/memory/<port>`, bootstrapping to `bootstrap`.
 /// Its PeerId is derived from identity and session, as in production.
 fn start(port: u64, bootstrap: Option<(u64, PeerId)>, role: Role) -> Node {
-    let config = config(port, bootstrap);
-    let key = match &role {
-        Role::Session(s) => s.identity.transport_keypair(&s.session).unwrap(),
-        Role::Observer | Role::Relay(_) => libp2p::identity::Keypair::generate_ed25519(),
-    };
-    Node::spawn(swarm_for(key, &config), config, role).unwrap()
+    node::spawn(config(port, bootstrap), role)
 }
 
 async fn session_count(h: &Handle) -> usize {
@@ -160,34 +144,6 @@ async fn twenty_nodes_converge_to_the_same_roster() {
     }
 }
 
-fn announcement(
-    id: &Identity,
-    session: &str,
-    peer: PeerId,
-    ts: u64,
-    seq: u64,
-) -> Signed<Announcement> {
-    Signed::sign(
-        Announcement {
-            v: VERSION,
-            identity: id.public(),
-            sealing: SealingBinding::new(id),
-            session_id: SessionId::new(session).unwrap(),
-            peer_id: ByteBuf::from(peer.to_bytes()),
-            addrs: vec![],
-            cwd: "/evil".into(),
-            git_label: None,
-            summary: "hostile".into(),
-            host: HostKind::Other,
-            delivery: DeliveryMode::Poll,
-            ts,
-            seq,
-        },
-        id,
-    )
-    .unwrap()
-}
-
 /// A hostile node: speaks the protocols, but is driven by hand to send crafted input.
 struct Hostile {
     swarm: Swarm<Behaviour>,
@@ -197,10 +153,7 @@ struct Hostile {
 impl Hostile {
     /// Connects to `target` and waits until it has subscribed to the presence topic.
     async fn join(port: u64, target: (u64, PeerId)) -> Self {
-        let mut swarm = swarm_for(
-            libp2p::identity::Keypair::generate_ed25519(),
-            &config(port, None),
-        );
+        let mut swarm = node::raw_swarm(&config(port, None));
         let topic = gossipsub::IdentTopic::new(Network::default().announce_topic());
         swarm.behaviour_mut().gossipsub.subscribe(&topic).unwrap();
         swarm
@@ -439,12 +392,8 @@ async fn a_presence_flood_never_evicts_a_paired_identity() {
         .policy
         .add("friend", friend.public())
         .unwrap();
-    let a_role = session_role(1, "honest-a");
-    let a_key = match &a_role {
-        Role::Session(s) => s.identity.transport_keypair(&s.session).unwrap(),
-        _ => unreachable!(),
-    };
-    let a = Node::spawn(swarm_for(a_key, &a_config), a_config, a_role).unwrap();
+    // Its swarm key is the session's transport key, as in production.
+    let a = node::spawn(a_config, session_role(1, "honest-a"));
     let a_peer = a.handle().peer_id();
     let b = start(base + 1, Some((base, a_peer)), session_role(2, "friend-b"));
     wait_all(&[a.handle(), b.handle()], Duration::from_secs(10), 2).await;
@@ -510,10 +459,7 @@ async fn one_peer_cannot_open_unbounded_connections() {
     let base = 24_000 + u64::from(std::process::id() % 1000) * 100;
     let a = start(base, None, session_role(1, "capped"));
     let a_peer = a.handle().peer_id();
-    let mut evil = swarm_for(
-        libp2p::identity::Keypair::generate_ed25519(),
-        &config(base + 1, None),
-    );
+    let mut evil = node::raw_swarm(&config(base + 1, None));
     let attempts = PER_PEER + 6;
     for _ in 0..attempts {
         evil.dial(

@@ -25,13 +25,7 @@ fn loopback_config(network: &str) -> Config {
 
 /// Starts a node on loopback TCP; returns it and its dialable address with `/p2p/`.
 async fn start(network: &str, role: Role) -> (Node, Multiaddr) {
-    let config = loopback_config(network);
-    let key = match &role {
-        Role::Session(s) => s.identity.transport_keypair(&s.session).unwrap(),
-        Role::Observer | Role::Relay(_) => libp2p::identity::Keypair::generate_ed25519(),
-    };
-    let swarm = interlink_net::build_swarm(key, &config).unwrap();
-    let node = Node::spawn(swarm, config, role).unwrap();
+    let node = interlink_testkit::node::spawn(loopback_config(network), role);
     let handle = node.handle();
     let deadline = tokio::time::Instant::now() + LIMIT;
     loop {

@@ -17,6 +17,7 @@ use interlink_core::{
 use interlink_net::{
     Config, DurableMailboxes, Node, OutgoingMessage, Refusal, RelaySpec, Role, SendOutcome,
 };
+use interlink_testkit::node::{Peer, memory, raw_swarm, start, start_with, swarm, wait_roster};
 use libp2p::{Multiaddr, PeerId, multiaddr::Protocol};
 
 /// A durable store kept in memory: verifies and merges exactly as a relay must.
@@ -61,10 +62,6 @@ impl DurableMailboxes for MemoryDurable {
     }
 }
 
-mod common;
-
-use common::{Peer, memory, start_with, wait_roster};
-
 fn relay_node(port: u64, store: Arc<dyn DurableMailboxes>) -> (Node, Multiaddr) {
     let key = libp2p::identity::Keypair::generate_ed25519();
     let addr = memory(port).with(Protocol::P2p(key.public().to_peer_id()));
@@ -74,8 +71,12 @@ fn relay_node(port: u64, store: Arc<dyn DurableMailboxes>) -> (Node, Multiaddr) 
         relay_server: true,
         ..Config::default()
     };
-    let swarm = interlink_net::build_swarm(key, &config).unwrap();
-    let node = Node::spawn(swarm, config, Role::Relay(RelaySpec { store })).unwrap();
+    let node = Node::spawn(
+        swarm(key, &config),
+        config,
+        Role::Relay(RelaySpec { store }),
+    )
+    .unwrap();
     (node, addr)
 }
 
@@ -225,8 +226,7 @@ async fn the_relay_refuses_hostile_holds() {
         mdns: false,
         ..Config::default()
     };
-    let mut evil =
-        interlink_net::build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    let mut evil = raw_swarm(&config);
     evil.add_peer_address(relay_peer, relay_addr.clone());
 
     let owner = Identity::from_seed(&[7; 32]);
@@ -338,11 +338,7 @@ async fn a_slow_relay_store_does_not_stall_the_relay_node() {
         mdns: false,
         ..Config::default()
     };
-    let mut client = interlink_net::build_swarm(
-        libp2p::identity::Keypair::generate_ed25519(),
-        &client_config,
-    )
-    .unwrap();
+    let mut client = raw_swarm(&client_config);
     client.add_peer_address(relay_peer, relay_addr);
     let owner = Identity::from_seed(&[9; 32]);
     let session = SessionId::new("held").unwrap();
@@ -411,7 +407,7 @@ async fn a_peer_beyond_its_hold_budget_is_refused_before_decoding() {
 
     let base = 63_000 + u64::from(std::process::id() % 1000) * 10;
     // A session node (a relay's budgets are larger by design).
-    let node = common::start(base, 5, "budgeted", &[], None);
+    let node = start(base, 5, "budgeted", &[], None);
     let node_peer = node.handle().peer_id();
     let node_addr = memory(base).with(Protocol::P2p(node_peer));
     let client_config = Config {

@@ -9,16 +9,16 @@
 //! (mDNS is off).
 
 use std::{
-    io::{BufRead as _, BufReader, Write},
+    io::Write,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::mpsc,
+    process::Command,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, bail};
 use interlink_core::SessionId;
 use interlink_net::inbox::{self, INBOX_FILE};
+use interlink_process::{Child, Options};
 
 use crate::paths;
 
@@ -26,61 +26,39 @@ use crate::paths;
 const STEP_LIMIT: Duration = Duration::from_secs(30);
 /// Lines of a child's stdout buffered before it is read.
 const STDOUT_LINES: usize = 64;
+/// How long a child gets to exit after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
 struct Proc {
     child: Child,
-    lines: mpsc::Receiver<String>,
 }
 
 impl Proc {
-    fn spawn(mut cmd: Command) -> anyhow::Result<Self> {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {cmd:?}"))?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let (tx, lines) = mpsc::sync_channel(STDOUT_LINES);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Self { child, lines })
+    fn spawn(cmd: Command) -> anyhow::Result<Self> {
+        // Stderr goes nowhere: the transcript is the demo's own.
+        let child = Child::spawn_with(cmd, Options::default().with_stdout_lines(STDOUT_LINES))?;
+        Ok(Self { child })
     }
 
     fn next_line(&self) -> anyhow::Result<String> {
-        self.lines
-            .recv_timeout(STEP_LIMIT)
+        self.child
+            .next_line(Instant::now() + STEP_LIMIT)
+            .ok()
+            .flatten()
             .context("the process printed nothing in time")
     }
 
     fn signal(&self, sig: &str) -> anyhow::Result<()> {
-        let status = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .context("running kill")?;
-        anyhow::ensure!(status.success(), "kill {sig} failed");
-        Ok(())
+        self.child
+            .signal(sig)
+            .with_context(|| format!("kill -{sig} failed"))
     }
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = self.signal("-TERM");
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.stop(STOP_GRACE);
     }
 }
 
@@ -340,11 +318,11 @@ pub fn run(out: &mut impl Write) -> anyhow::Result<()> {
         out,
         "\n7. bob's laptop sleeps (SIGSTOP); alice sends anyway"
     )?;
-    bob_run.signal("-STOP")?;
+    bob_run.signal("STOP")?;
     let (ok, stdout, stderr) = demo.send(&alice, "bob", "ping me when you're back", &boot)?;
     anyhow::ensure!(ok, "alice -> sleeping bob: {stderr}");
     writeln!(out, "   alice: {stdout}")?;
-    bob_run.signal("-CONT")?;
+    bob_run.signal("CONT")?;
     let (entry, took) = wait_inbox(&bob.home, "bob-1", 2)?;
     writeln!(
         out,

@@ -18,7 +18,7 @@ use interlink_core::mailbox::Mailbox;
 /// Memory a decoded mailbox takes per byte of its record: each envelope is held as its
 /// parsed body, its signed body bytes and its wire bytes, plus map overhead. Measured
 /// at 4.9 for mailboxes of 100 sealed 256-byte messages (`RELAY_BENCH_DECODED_FACTOR=1
-/// cargo bench -p interlink-relay --features test-utils --bench store`).
+/// cargo bench -p interlink-relay --bench store`).
 pub const DECODED_SIZE_FACTOR: usize = 5;
 
 /// A mailbox's record key.

@@ -9,7 +9,7 @@ use std::{
 };
 
 use super::*;
-use crate::testkit::{identity, message, msg_id, record, session};
+use interlink_testkit::{identity, message, msg_id, record, session};
 
 /// Set in the child: the database path.
 const CHILD_ENV: &str = "INTERLINK_RELAY_KILL_TEST_DB";

@@ -7,7 +7,9 @@ use interlink_core::{
 use tempfile::TempDir;
 
 use super::*;
-use crate::testkit::{self, ack, forge, identity, knock, message, msg_id, raw_record, record};
+use interlink_testkit::{
+    self as testkit, ack, forge, identity, knock, message, msg_id, raw_record, record,
+};
 
 const T0: u64 = 1_800_000_000_000;
 

@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use tokio::process::Command;
 
 use super::Scenario;
 use crate::{
@@ -33,15 +32,6 @@ const ENV: &[(&str, &str)] = &[
     ("INTERLINK_TEST_LIVE_WINDOW_MS", "10000"),
     ("INTERLINK_TEST_HEARTBEAT_MS", "1000"),
 ];
-
-async fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
-    let status = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .await?;
-    anyhow::ensure!(status.success(), "kill {sig} {pid} failed");
-    Ok(())
-}
 
 async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     let p2p = match &ctx.p2p {
@@ -114,14 +104,14 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     let mut expected = 1usize;
     for run in 0..runs {
         progress(format_args!("wake-to-drained: run {}/{runs}", run + 1));
-        signal(b.pid(), "-STOP").await?;
+        b.signal("STOP")?;
         let input: String = (0..MESSAGES)
             .map(|i| format!("run {run} message {i}\n"))
             .collect();
         let out = cli(&p2p, &path_a, &send_args, Some(input)).await?;
         let queued = out.lines().filter(|l| l.starts_with("queued ")).count();
         expected += MESSAGES;
-        signal(b.pid(), "-CONT").await?;
+        b.signal("CONT")?;
         let resumed = Instant::now();
         loop {
             let inbox = cli(

@@ -1,7 +1,6 @@
-//! Helpers shared by the in-process node tests: session nodes on the memory transport
-//! with their own inbox directories, and bounded waits.
-
-#![allow(dead_code, unreachable_pub)] // each test file uses a part
+//! In-process nodes: complete session nodes on the memory transport with their own
+//! inbox directories, nodes of any role from a config, bare swarms for hostile peers,
+//! and bounded waits on rosters and inboxes.
 
 use std::{sync::Arc, time::Duration};
 
@@ -13,31 +12,87 @@ use interlink_core::{
 };
 use interlink_net::{
     Config, Delivery, Handle, Node, Role, SendOutcome, Sent, SessionSpec,
+    behaviour::Behaviour,
     inbox::{self, INBOX_FILE},
 };
-use libp2p::{Multiaddr, PeerId, multiaddr::Protocol};
+use libp2p::{Multiaddr, PeerId, Swarm, multiaddr::Protocol};
 
+/// The swarm key of a node of `role`: derived from identity and session for a session
+/// (as in production), a fresh one otherwise.
+pub fn key_for(role: &Role) -> libp2p::identity::Keypair {
+    match role {
+        Role::Session(s) => s.identity.transport_keypair(&s.session).unwrap(),
+        Role::Observer | Role::Relay(_) => libp2p::identity::Keypair::generate_ed25519(),
+    }
+}
+
+/// A real node swarm (noise, yamux, all behaviours) for `key` under `config`.
+pub fn swarm(key: libp2p::identity::Keypair, config: &Config) -> Swarm<Behaviour> {
+    interlink_net::build_swarm(key, config).unwrap()
+}
+
+/// A bare swarm with a fresh key and the overlay's protocols but no node logic: what a
+/// hostile peer drives by hand.
+pub fn raw_swarm(config: &Config) -> Swarm<Behaviour> {
+    swarm(libp2p::identity::Keypair::generate_ed25519(), config)
+}
+
+/// A node of `role` under `config`, with the key [`key_for`] gives it.
+pub fn spawn(config: Config, role: Role) -> Node {
+    let swarm = swarm(key_for(&role), &config);
+    Node::spawn(swarm, config, role).unwrap()
+}
+
+/// A session role of `identity#session` with the given working directory and summary
+/// (host `Other`, delivery `Poll`).
+pub fn session_role(
+    identity: Arc<Identity>,
+    session: &SessionId,
+    cwd: &str,
+    summary: &str,
+) -> Role {
+    Role::Session(Box::new(SessionSpec {
+        identity,
+        session: session.clone(),
+        cwd: cwd.into(),
+        git_label: None,
+        summary: summary.into(),
+        host: HostKind::Other,
+        delivery: DeliveryMode::Poll,
+    }))
+}
+
+/// A session node with its state directory (inbox, pins) and address.
+#[derive(Debug)]
 pub struct Peer {
+    /// The node.
     pub node: Node,
+    /// Its identity and session.
     pub addr: SessionAddr,
+    /// Its state directory.
     pub dir: tempfile::TempDir,
 }
 
 impl Peer {
+    /// The node's handle.
     pub fn handle(&self) -> Handle {
         self.node.handle()
     }
 
+    /// The texts in its inbox, in order.
     pub fn inbox_texts(&self) -> Vec<String> {
         let (entries, _) = inbox::read_from(&self.dir.path().join(INBOX_FILE), 0).unwrap();
         entries.into_iter().filter_map(|e| e.text).collect()
     }
 }
 
+/// `/memory/<port>`.
 pub fn memory(port: u64) -> Multiaddr {
     format!("/memory/{port}").parse().unwrap()
 }
 
+/// Starts session `session` of the identity `[seed; 32]` on `/memory/<port>` in a new
+/// state directory, trusting `peers`, bootstrapping to `boot`.
 pub fn start(
     port: u64,
     seed: u8,
@@ -128,6 +183,7 @@ pub fn delivered(outcome: SendOutcome) -> Sent {
     }
 }
 
+/// Waits (10 s at most, else panics) until every handle sees `want` sessions.
 pub async fn wait_roster(handles: &[Handle], want: usize) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -153,6 +209,7 @@ pub async fn wait_roster(handles: &[Handle], want: usize) {
     }
 }
 
+/// Waits (20 s at most, else panics) until `peer`'s inbox holds exactly `want`.
 pub async fn wait_inbox(peer: &Peer, want: &[String]) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -170,12 +227,19 @@ pub async fn wait_inbox(peer: &Peer, want: &[String]) {
 
 /// Three sessions: Carol (a holder, nobody's peer) whom Alice and Bob — peers of each
 /// other — bootstrap to, all on each other's rosters.
+#[derive(Debug)]
 pub struct Trio {
+    /// Alice's session.
     pub alice: Peer,
+    /// Bob's session.
     pub bob: Peer,
+    /// Carol's session.
     pub carol: Peer,
+    /// Alice's identity (seed 1).
     pub alice_id: Identity,
+    /// Bob's identity (seed 2).
     pub bob_id: Identity,
+    /// Carol's port and peer id: the bootstrap point.
     pub boot: Option<(u64, PeerId)>,
 }
 

@@ -1,0 +1,29 @@
+//! The one test kit of interlink-p2p, a dev-dependency of the crates' tests (and a
+//! dependency of the bench and the relay's store benchmark):
+//!
+//! - [`ids`]: deterministic identities, session ids and message ids;
+//! - [`signed`]: signed envelopes, announcements, receipts and acks as a real node makes
+//!   them, and the hostile variants a real node never makes (wrong signer, backdated,
+//!   future-dated, copied id, oversized, forged signature);
+//! - [`mailbox`]: mailbox records, normalised as an honest sender puts them or raw;
+//! - [`node`]: complete session nodes on the in-process memory transport, and bounded
+//!   waits on their rosters and inboxes;
+//! - [`process`]: the child-process harness (the `interlink-process` crate, which the
+//!   user-facing `demo` command uses too, so it is a normal library without panics).
+//!
+//! Test-kit code panics with a clear message on bad test input: it runs only in tests
+//! and benchmarks, where a panic is the failure report.
+
+// Only tests and benchmarks use this crate: a panic is their failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod ids;
+pub mod mailbox;
+pub mod node;
+pub mod signed;
+
+pub use interlink_process as process;
+// The builders used most, at the top (`interlink_testkit::message`, ...).
+pub use ids::{identity, msg_id, session};
+pub use mailbox::{raw_record, record};
+pub use signed::{ack, forge, knock, message};
