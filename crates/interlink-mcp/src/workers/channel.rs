@@ -20,10 +20,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::{
+    context::{Context, ReadReceipt},
     policy,
     read_state::{Durability, ReadState},
     render,
-    server::{CHANNEL_METHOD, Context},
+    server::CHANNEL_METHOD,
 };
 
 /// The notification for one inbox message: `content` is the peer's text, `meta` the
@@ -120,7 +121,7 @@ async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
                 id,
             });
         }
-        ctx.queue_read_receipts(crate::receipts::ReadReceipt::host_queued(e));
+        ctx.queue_read_receipts(ReadReceipt::host_queued(e));
     }
     if pushed.is_empty() {
         return;
