@@ -17,16 +17,12 @@
 
 use std::{path::Path, path::PathBuf, process::Stdio, time::Duration};
 
-use interlink_core::wire::EnvelopeKind;
 use interlink_net::inbox::InboxEntry;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt as _;
-use tracing::{debug, warn};
+use tracing::debug;
 
-use crate::{
-    context::{Context, ReadReceipt},
-    files::write_atomically,
-};
+use crate::files::write_atomically;
 
 /// File name of the saved failures in the session's directory.
 pub const FAILURES_FILE: &str = "codex_failed.json";
@@ -209,67 +205,6 @@ pub fn retry_delay(cfg: &CodexConfig, n: u32) -> Duration {
 /// `d` in whole milliseconds.
 pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-impl Context {
-    /// Runs one saved failure now: removes it on success, else counts the run and
-    /// schedules the next. Returns the outcome.
-    pub(crate) async fn retry_failure(
-        &self,
-        cfg: &CodexConfig,
-        dir: &Path,
-        id: &str,
-    ) -> Option<Result<(), String>> {
-        let _guard = self.codex_lock.lock().await;
-        let failure = load_failures(dir).into_iter().find(|f| f.id == id)?;
-        let outcome = queue(cfg, &failure.thread, &failure.notice).await;
-        if outcome.is_ok() {
-            self.queue_read_receipts(failure_receipt(&failure));
-        }
-        let mut all = load_failures(dir);
-        match &outcome {
-            Ok(()) => all.retain(|f| f.id != id),
-            Err(e) => {
-                if let Some(f) = all.iter_mut().find(|f| f.id == id) {
-                    f.attempts = f.attempts.saturating_add(1);
-                    f.last_error.clone_from(e);
-                    let n = f.attempts.saturating_sub(cfg.attempts);
-                    f.next_retry_at = interlink_net::now_ms() + ms(retry_delay(cfg, n.max(1)));
-                }
-            }
-        }
-        if let Err(e) = save_failures(dir, &all) {
-            warn!("saving {FAILURES_FILE}: {e}");
-        }
-        Some(outcome)
-    }
-
-    /// Saves a failed notice, replacing one with its id; the oldest go beyond
-    /// [`MAX_FAILURES`].
-    pub(crate) async fn save_failure(&self, dir: &Path, failure: Failure) {
-        let _guard = self.codex_lock.lock().await;
-        let mut all = load_failures(dir);
-        all.retain(|f| f.id != failure.id);
-        all.push(failure);
-        let excess = all.len().saturating_sub(MAX_FAILURES);
-        all.drain(..excess);
-        if let Err(e) = save_failures(dir, &all) {
-            warn!("saving {FAILURES_FILE}: {e}");
-        }
-    }
-}
-
-/// The hand-over receipt for a saved failure that went through on a retry.
-fn failure_receipt(f: &Failure) -> Option<ReadReceipt> {
-    let (key, session) = f.reply_to.as_deref()?.split_once('#')?;
-    Some(ReadReceipt {
-        to: interlink_core::wire::SessionAddr {
-            key: key.parse().ok()?,
-            session: interlink_core::SessionId::new(session).ok()?,
-        },
-        msg_id: f.id.parse().ok()?,
-        kind: EnvelopeKind::HostQueued,
-    })
 }
 
 #[cfg(test)]

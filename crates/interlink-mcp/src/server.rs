@@ -21,9 +21,6 @@ use crate::context::{Context, ToolError};
 /// How rmcp begins the message of arguments that do not deserialize.
 const ARGS_ERROR_PREFIX: &str = "failed to deserialize parameters:";
 
-/// The custom notification method of channel mode.
-pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
-
 /// What the model is told about this server at `initialize`.
 pub const INSTRUCTIONS: &str = "\
 interlink connects this agent session with other coding-agent sessions (yours and \
@@ -170,5 +167,161 @@ impl ServerHandler for Server {
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
         self.tool_router.get(name).cloned()
+    }
+}
+
+/// A server over a context built without stdio or a network, for unit tests of tools.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::{path::Path, sync::Arc};
+
+    use interlink_core::{Identity, SessionId, wire::HostKind};
+    use tokio::sync::{mpsc, watch};
+
+    use super::Server;
+    use crate::{
+        codex::CodexConfig,
+        context::{Context, NodeStatus, RECEIPT_QUEUE, ReadReceipt, Settings},
+    };
+
+    /// What a test holds besides the server: the node status it may publish and the
+    /// receipts the tools queue.
+    pub(crate) struct Harness {
+        /// The server; its context is bound to the session.
+        pub(crate) server: Server,
+        /// Publishes the node's status (`Unbound` at first: tools that need the node
+        /// answer at once with the setup error).
+        pub(crate) status: watch::Sender<NodeStatus>,
+        /// The receipts the tools queued.
+        pub(crate) receipts: mpsc::Receiver<ReadReceipt>,
+        /// The session's state directory (its inbox is written there).
+        pub(crate) session_dir: std::path::PathBuf,
+    }
+
+    /// A server for the user of the fixed seed `[7; 32]` with its home in `home`, bound
+    /// to session `session`, without a node.
+    pub(crate) fn harness(home: &Path, session: &str) -> Harness {
+        let (status, node) = watch::channel(NodeStatus::Unbound);
+        let (tx, receipts) = mpsc::channel(RECEIPT_QUEUE);
+        let ctx = Context::new(
+            Settings {
+                home: home.to_owned(),
+                identity: Identity::from_seed(&[7; 32]).public(),
+                cwd: "/work".into(),
+                git_label: None,
+                summary: "testing".into(),
+                host: HostKind::Other,
+                channels: false,
+                name: "tester".into(),
+                codex: CodexConfig::default(),
+            },
+            node,
+            tx,
+        );
+        let session = SessionId::new(session).expect("a valid session id");
+        let session_dir = crate::paths::session_dir(home, &session).expect("a session dir");
+        std::fs::create_dir_all(&session_dir).expect("creating the session dir");
+        ctx.bind(session, session_dir.clone());
+        Harness {
+            server: Server::new(Arc::new(ctx)),
+            status,
+            receipts,
+            session_dir,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// The tools the "Tools:" paragraph of the instructions names, outside the
+    /// parentheses (which hold arguments and explanations): the word each
+    /// `;`-separated item begins with when it is written as a call (`whoami (...)`),
+    /// and every snake_case word.
+    fn tools_named(text: &str) -> BTreeSet<String> {
+        let start = text.find("Tools:").expect("a Tools: paragraph");
+        let paragraph = &text[start..];
+        let end = paragraph.find("\n\n").unwrap_or(paragraph.len());
+        let paragraph = &paragraph["Tools:".len()..end];
+        // Every parenthesised group becomes `()`.
+        let mut outside = String::new();
+        let mut depth = 0usize;
+        for c in paragraph.chars() {
+            match c {
+                '(' => {
+                    if depth == 0 {
+                        outside.push_str("()");
+                    }
+                    depth += 1;
+                }
+                ')' => depth = depth.saturating_sub(1),
+                c if depth == 0 => outside.push(c),
+                _ => {}
+            }
+        }
+        let is_word = |c: char| c.is_ascii_lowercase() || c == '_';
+        let mut named = BTreeSet::new();
+        for item in outside.split(';') {
+            // An item begins with a tool, written as a call: `whoami (...)`.
+            let item = item.trim_start();
+            let len = item.find(|c: char| !is_word(c)).unwrap_or(item.len());
+            if len > 0 && item[len..].trim_start().starts_with('(') {
+                named.insert(item[..len].to_owned());
+            }
+            // Further tools in it are snake_case: `then acknowledge_messages(...)`.
+            named.extend(
+                item.split(|c: char| !is_word(c))
+                    .filter(|w| w.contains('_') && !w.starts_with('_'))
+                    .map(str::to_owned),
+            );
+        }
+        named
+    }
+
+    /// Every snake_case word of `text`.
+    fn snake_words(text: &str) -> BTreeSet<String> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.contains('_') && !w.starts_with('_'))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn the_instructions_name_exactly_the_routers_tools() {
+        let tools = Server::router().list_all();
+        let names: BTreeSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(
+            tools_named(INSTRUCTIONS),
+            names,
+            "the Tools: paragraph of INSTRUCTIONS must list every tool, and only tools"
+        );
+        // Elsewhere too, a snake_case word is a tool or one of their arguments.
+        let mut known = names.clone();
+        for t in &tools {
+            if let Some(props) = t.input_schema.get("properties").and_then(|p| p.as_object()) {
+                known.extend(props.keys().cloned());
+            }
+        }
+        let text = format!("{INSTRUCTIONS}{CHANNEL_INSTRUCTIONS}");
+        let unknown: Vec<String> = snake_words(&text).difference(&known).cloned().collect();
+        assert!(
+            unknown.is_empty(),
+            "the instructions name unknown tools or arguments: {unknown:?}"
+        );
+    }
+
+    #[test]
+    fn the_parser_sees_calls_and_snake_case_only() {
+        let named = tools_named(
+            "Tools: whoami (this, some_arg); send_message(to) then foo_bar and plain words (aside); prose here.\n\nlater_word",
+        );
+        let expect: BTreeSet<String> = ["foo_bar", "send_message", "whoami"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(named, expect);
     }
 }

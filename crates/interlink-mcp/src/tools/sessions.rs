@@ -119,3 +119,39 @@ impl Server {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use interlink_core::Identity;
+
+    use super::*;
+    use crate::server::testing::harness;
+
+    #[tokio::test]
+    async fn whoami_without_a_node() {
+        let home = tempfile::tempdir().unwrap();
+        let h = harness(home.path(), "s1");
+        let r = h.server.whoami().await;
+        assert_ne!(r.is_error, Some(true));
+        let key = Identity::from_seed(&[7; 32]).public();
+        let v = r.structured_content.unwrap();
+        assert_eq!(v["identity_key"], json!(key.to_hex()));
+        assert_eq!(v["fingerprint"], json!(key.fingerprint().to_string()));
+        assert_eq!(v["session_id"], json!("s1"));
+        assert_eq!(v["summary"], json!("testing"));
+        assert_eq!(v["delivery"], json!("inbox"));
+        assert_eq!(v["node"], json!(crate::context::UNBOUND));
+        assert_eq!(v["listen_addrs"], json!([]));
+        assert_eq!(v["unread"], json!(0));
+        // set_summary needs the node: refused, and the summary stays.
+        let r = h
+            .server
+            .set_summary(Parameters(SetSummaryArgs {
+                summary: "other".into(),
+            }))
+            .await;
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(h.server.context().shared().summary, "testing");
+        drop(h.status);
+    }
+}

@@ -24,8 +24,10 @@ use crate::{
     policy,
     read_state::{Durability, ReadState},
     render,
-    server::CHANNEL_METHOD,
 };
+
+/// The custom notification method of channel mode.
+pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
 
 /// The notification for one inbox message: `content` is the peer's text, `meta` the
 /// verified sender and the message's fields (strings; absent fields left out).

@@ -2,7 +2,8 @@
 //! session bound to a Codex thread, queue a notice into the thread
 //! ([`crate::codex::queue`]), and retry the saved failures when due. How far the inbox
 //! was handed over is kept in `codex.json`, saved per message, so a restart does not
-//! queue a notice twice.
+//! queue a notice twice. Retrying one saved failure ([`Context::retry_failure`]) is
+//! also what the `failed_deliveries` tool does on `retry`.
 
 use std::{path::Path, sync::Arc, time::Duration};
 
@@ -16,7 +17,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
-    codex::{CodexConfig, Failure, load_failures, ms, notice, queue_with_retries, retry_delay},
+    codex::{
+        CodexConfig, FAILURES_FILE, Failure, MAX_FAILURES, load_failures, ms, notice, queue,
+        queue_with_retries, retry_delay, save_failures,
+    },
     context::{Context, ReadReceipt},
     files::write_atomically,
     policy, render,
@@ -139,4 +143,65 @@ async fn retry_due(ctx: &Context, cfg: &CodexConfig, dir: &Path) {
             info!(id, "saved codex delivery succeeded on retry");
         }
     }
+}
+
+impl Context {
+    /// Runs one saved failure now: removes it on success, else counts the run and
+    /// schedules the next. Returns the outcome.
+    pub(crate) async fn retry_failure(
+        &self,
+        cfg: &CodexConfig,
+        dir: &Path,
+        id: &str,
+    ) -> Option<Result<(), String>> {
+        let _guard = self.codex_lock.lock().await;
+        let failure = load_failures(dir).into_iter().find(|f| f.id == id)?;
+        let outcome = queue(cfg, &failure.thread, &failure.notice).await;
+        if outcome.is_ok() {
+            self.queue_read_receipts(failure_receipt(&failure));
+        }
+        let mut all = load_failures(dir);
+        match &outcome {
+            Ok(()) => all.retain(|f| f.id != id),
+            Err(e) => {
+                if let Some(f) = all.iter_mut().find(|f| f.id == id) {
+                    f.attempts = f.attempts.saturating_add(1);
+                    f.last_error.clone_from(e);
+                    let n = f.attempts.saturating_sub(cfg.attempts);
+                    f.next_retry_at = interlink_net::now_ms() + ms(retry_delay(cfg, n.max(1)));
+                }
+            }
+        }
+        if let Err(e) = save_failures(dir, &all) {
+            warn!("saving {FAILURES_FILE}: {e}");
+        }
+        Some(outcome)
+    }
+
+    /// Saves a failed notice, replacing one with its id; the oldest go beyond
+    /// [`MAX_FAILURES`].
+    pub(crate) async fn save_failure(&self, dir: &Path, failure: Failure) {
+        let _guard = self.codex_lock.lock().await;
+        let mut all = load_failures(dir);
+        all.retain(|f| f.id != failure.id);
+        all.push(failure);
+        let excess = all.len().saturating_sub(MAX_FAILURES);
+        all.drain(..excess);
+        if let Err(e) = save_failures(dir, &all) {
+            warn!("saving {FAILURES_FILE}: {e}");
+        }
+    }
+}
+
+/// The hand-over receipt for a saved failure that went through on a retry.
+fn failure_receipt(f: &Failure) -> Option<ReadReceipt> {
+    let (key, session) = f.reply_to.as_deref()?.split_once('#')?;
+    Some(ReadReceipt {
+        to: interlink_core::wire::SessionAddr {
+            key: key.parse().ok()?,
+            session: interlink_core::SessionId::new(session).ok()?,
+        },
+        msg_id: f.id.parse().ok()?,
+        kind: EnvelopeKind::HostQueued,
+    })
 }
