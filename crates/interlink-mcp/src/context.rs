@@ -110,7 +110,7 @@ impl<E: std::fmt::Display> From<E> for ToolError {
 }
 
 /// A receipt to send: `read`, or `host_queued` (handed to the agent host). Queued by
-/// the tools and workers through [`Context::queue_read_receipts`], sent by
+/// the tools and workers through `Context::queue_read_receipts`, sent by
 /// [`crate::workers::receipts`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadReceipt {

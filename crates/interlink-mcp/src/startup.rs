@@ -9,8 +9,8 @@
 //!   Codex (then as above) or not (then under the random id).
 //!
 //! Starting binds the session ([`Context::bind`]), starts the node in the background
-//! and the workers that follow it ([`crate::workers::spawn`]). What starting needs is
-//! kept in the context's shared state ([`crate::context::Starter`]) until then.
+//! and the workers that follow it (`crate::workers::spawn`). What starting needs is
+//! kept in the context's shared state (`crate::context::Starter`) until then.
 
 use std::{path::PathBuf, sync::Arc};
 

@@ -1,5 +1,5 @@
 //! The messaging tools: `send_message` (its routing and wording are in
-//! [`super::send`]), `receive_messages`, `acknowledge_messages`, and where sent messages
+//! `super::send`), `receive_messages`, `acknowledge_messages`, and where sent messages
 //! stand: `message_status`, `list_pending`.
 
 use interlink_core::{IdentityKey, MsgId, wire::TaskStatus};

@@ -2,7 +2,7 @@
 //! session bound to a Codex thread, queue a notice into the thread
 //! ([`crate::codex::queue`]), and retry the saved failures when due. How far the inbox
 //! was handed over is kept in `codex.json`, saved per message, so a restart does not
-//! queue a notice twice. Retrying one saved failure ([`Context::retry_failure`]) is
+//! queue a notice twice. Retrying one saved failure (`Context::retry_failure`) is
 //! also what the `failed_deliveries` tool does on `retry`.
 
 use std::{path::Path, sync::Arc, time::Duration};

@@ -10,7 +10,7 @@
 //! - [`channel`]: pushes each message as a channel notification (channel mode; started
 //!   by [`crate::serve`] once the MCP peer exists).
 //!
-//! [`spawn`] starts the first four when the session starts ([`crate::startup`]).
+//! `spawn` starts the first four when the session starts ([`crate::startup`]).
 
 use std::{path::PathBuf, sync::Arc};
 
