@@ -1,8 +1,10 @@
-//! Delivery into a Codex thread.
+//! Delivery into a Codex thread: the `codex queue` command, the notice it carries, and
+//! the saved failures — shared by the hand-over worker ([`crate::workers::codex`]) and
+//! the `failed_deliveries` tool ([`crate::tools::codex`]).
 //!
 //! The Codex CLI has no asynchronous wake-up hook, but `codex queue --thread <id>
 //! --message <text>` starts a turn on an idle thread. For every verified message that
-//! reaches the inbox of a session bound to a thread, [`deliver`] runs that command —
+//! reaches the inbox of a session bound to a thread, the worker runs that command —
 //! as process arguments, never through a shell — with a short, labelled notice; the
 //! agent then fetches the body with `receive_messages`.
 //!
@@ -13,30 +15,21 @@
 //! [`CodexConfig::retry_cap`]; `failed_deliveries` lists, reads, retries and discards
 //! them. How far the inbox was handed over is kept in `codex.json`.
 
-use std::{path::Path, path::PathBuf, process::Stdio, sync::Arc, time::Duration};
+use std::{path::Path, path::PathBuf, process::Stdio, time::Duration};
 
-use interlink_core::{IdentityKey, wire::EnvelopeKind};
-use interlink_net::{
-    Event,
-    inbox::{INBOX_FILE, InboxEntry, read_positioned_from},
-};
+use interlink_net::inbox::InboxEntry;
 use serde::{Deserialize, Serialize};
-use tokio::{io::AsyncReadExt as _, sync::broadcast::error::RecvError};
-use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tokio::io::AsyncReadExt as _;
+use tracing::debug;
 
-use crate::{files::write_atomically, policy, render, server::Context};
+use crate::files::write_atomically;
 
 /// File name of the saved failures in the session's directory.
 pub const FAILURES_FILE: &str = "codex_failed.json";
-/// File name of the hand-over position in the session's directory.
-pub const POSITION_FILE: &str = "codex.json";
 /// Most failed deliveries kept.
 pub const MAX_FAILURES: usize = 256;
 /// Most bytes of a failed run's stderr kept in its error.
 const MAX_STDERR: u64 = 2048;
-/// How often saved failures are checked for a due retry.
-const RETRY_TICK: Duration = Duration::from_secs(1);
 
 /// How notices are queued into Codex.
 #[derive(Clone, Debug)]
@@ -178,7 +171,11 @@ pub async fn queue(cfg: &CodexConfig, thread: &str, notice: &str) -> Result<(), 
 }
 
 /// Queues `notice` with up to `cfg.attempts` runs; the last error if all failed.
-async fn queue_with_retries(cfg: &CodexConfig, thread: &str, notice: &str) -> Result<(), String> {
+pub(crate) async fn queue_with_retries(
+    cfg: &CodexConfig,
+    thread: &str,
+    notice: &str,
+) -> Result<(), String> {
     let mut delay = cfg.backoff;
     let mut last = String::new();
     for attempt in 1..=cfg.attempts.max(1) {
@@ -205,186 +202,9 @@ pub fn retry_delay(cfg: &CodexConfig, n: u32) -> Duration {
     cfg.retry_base.saturating_mul(factor).min(cfg.retry_cap)
 }
 
-fn ms(d: Duration) -> u64 {
+/// `d` in whole milliseconds.
+pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn load_position(dir: &Path) -> u64 {
-    std::fs::read(dir.join(POSITION_FILE))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| v["offset"].as_u64())
-        .unwrap_or(0)
-}
-
-fn save_position(dir: &Path, offset: u64) {
-    let bytes = serde_json::json!({ "offset": offset }).to_string();
-    if let Err(e) = write_atomically(&dir.join(POSITION_FILE), bytes.as_bytes()) {
-        warn!("saving {POSITION_FILE}: {e}");
-    }
-}
-
-impl Context {
-    /// The bound Codex thread.
-    pub fn thread(&self) -> Option<String> {
-        self.codex_thread.lock().ok().and_then(|t| t.clone())
-    }
-
-    /// Runs one saved failure now: removes it on success, else counts the run and
-    /// schedules the next. Returns the outcome.
-    pub(crate) async fn retry_failure(
-        &self,
-        cfg: &CodexConfig,
-        dir: &Path,
-        id: &str,
-    ) -> Option<Result<(), String>> {
-        let _guard = self.codex_lock.lock().await;
-        let failure = load_failures(dir).into_iter().find(|f| f.id == id)?;
-        let outcome = queue(cfg, &failure.thread, &failure.notice).await;
-        if outcome.is_ok() {
-            self.queue_read_receipts(failure_receipt(&failure));
-        }
-        let mut all = load_failures(dir);
-        match &outcome {
-            Ok(()) => all.retain(|f| f.id != id),
-            Err(e) => {
-                if let Some(f) = all.iter_mut().find(|f| f.id == id) {
-                    f.attempts = f.attempts.saturating_add(1);
-                    f.last_error.clone_from(e);
-                    let n = f.attempts.saturating_sub(cfg.attempts);
-                    f.next_retry_at = interlink_net::now_ms() + ms(retry_delay(cfg, n.max(1)));
-                }
-            }
-        }
-        if let Err(e) = save_failures(dir, &all) {
-            warn!("saving {FAILURES_FILE}: {e}");
-        }
-        Some(outcome)
-    }
-
-    async fn save_failure(&self, dir: &Path, failure: Failure) {
-        let _guard = self.codex_lock.lock().await;
-        let mut all = load_failures(dir);
-        all.retain(|f| f.id != failure.id);
-        all.push(failure);
-        let excess = all.len().saturating_sub(MAX_FAILURES);
-        all.drain(..excess);
-        if let Err(e) = save_failures(dir, &all) {
-            warn!("saving {FAILURES_FILE}: {e}");
-        }
-    }
-}
-
-/// Hands every new message of the inbox to the bound Codex thread, and retries saved
-/// failures when due, until `cancel` fires or the node stops.
-pub async fn deliver(ctx: Arc<Context>, cfg: CodexConfig, cancel: CancellationToken) {
-    let ready = tokio::select! {
-        () = cancel.cancelled() => return,
-        r = ctx.running() => match r { Some(r) => r, None => return },
-    };
-    let Ok(dir) = ctx.session_dir() else {
-        return;
-    };
-    let mut events = ready.handle.events();
-    let mut offset = load_position(&dir);
-    let mut tick = tokio::time::interval(RETRY_TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        if let Some(thread) = ctx.thread() {
-            offset = hand_over(&ctx, &cfg, &dir, &thread, offset).await;
-            retry_due(&ctx, &cfg, &dir).await;
-        }
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            _ = tick.tick() => {}
-            ev = events.recv() => match ev {
-                Ok(Event::Delivered { .. }) | Err(RecvError::Lagged(_)) => {}
-                Ok(_) => {}
-                Err(RecvError::Closed) => return,
-            },
-        }
-    }
-}
-
-/// Queues a notice for each message after `offset`; returns the new offset.
-async fn hand_over(ctx: &Context, cfg: &CodexConfig, dir: &Path, thread: &str, offset: u64) -> u64 {
-    let (entries, end) = match read_positioned_from(&dir.join(INBOX_FILE), offset) {
-        Ok(r) => r,
-        Err(e) => {
-            warn!("codex delivery: {e}");
-            return offset;
-        }
-    };
-    if entries.is_empty() {
-        return end;
-    }
-    let policy = policy::load(&ctx.home).unwrap_or_default();
-    for (e, line_end) in entries {
-        if e.kind != EnvelopeKind::Message {
-            continue;
-        }
-        let name = e
-            .sender
-            .parse::<IdentityKey>()
-            .ok()
-            .and_then(|k| render::petname(&policy, &ctx.key(), &k));
-        let text = notice(&e, name.as_deref());
-        match queue_with_retries(cfg, thread, &text).await {
-            Ok(()) => {
-                info!(msg_id = %e.msg_id, "notice queued into the Codex thread");
-                ctx.queue_read_receipts(crate::receipts::ReadReceipt::host_queued(&e));
-            }
-            Err(err) => {
-                warn!(msg_id = %e.msg_id, "codex delivery failed, saved for retry: {err}");
-                let now = interlink_net::now_ms();
-                ctx.save_failure(
-                    dir,
-                    Failure {
-                        id: e.msg_id.clone(),
-                        thread: thread.to_owned(),
-                        sender: e.sender_fingerprint.clone(),
-                        notice: text,
-                        attempts: cfg.attempts,
-                        last_error: err,
-                        failed_at: now,
-                        next_retry_at: now + ms(retry_delay(cfg, 1)),
-                        reply_to: Some(e.reply_to.clone()),
-                    },
-                )
-                .await;
-            }
-        }
-        // Saved per message: a restart does not queue a notice twice.
-        save_position(dir, line_end);
-    }
-    end
-}
-
-/// The hand-over receipt for a saved failure that went through on a retry.
-fn failure_receipt(f: &Failure) -> Option<crate::receipts::ReadReceipt> {
-    let (key, session) = f.reply_to.as_deref()?.split_once('#')?;
-    Some(crate::receipts::ReadReceipt {
-        to: interlink_core::wire::SessionAddr {
-            key: key.parse().ok()?,
-            session: interlink_core::SessionId::new(session).ok()?,
-        },
-        msg_id: f.id.parse().ok()?,
-        kind: EnvelopeKind::HostQueued,
-    })
-}
-
-async fn retry_due(ctx: &Context, cfg: &CodexConfig, dir: &Path) {
-    let now = interlink_net::now_ms();
-    let due: Vec<String> = load_failures(dir)
-        .into_iter()
-        .filter(|f| f.next_retry_at <= now)
-        .map(|f| f.id)
-        .collect();
-    for id in due {
-        if let Some(Ok(())) = ctx.retry_failure(cfg, dir, &id).await {
-            info!(id, "saved codex delivery succeeded on retry");
-        }
-    }
 }
 
 #[cfg(test)]

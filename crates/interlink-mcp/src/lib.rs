@@ -2,9 +2,19 @@
 //! side reads.
 //!
 //! An agent host (Claude Code, Codex) starts `interlink-p2p mcp` once per agent
-//! session; that command calls [`serve::serve_stdio`]: an rmcp server on stdio whose
-//! tools ([`tools`]) drive the session's libp2p node (`interlink-net`) through its
-//! handle. The node starts in the background so `initialize` is answered at once.
+//! session; that command calls [`serve::serve_stdio`]: an rmcp server ([`server`]) on
+//! stdio ([`stdio`]) whose tools ([`tools`], one file per tool family) drive the
+//! session's libp2p node (`interlink-net`) through its handle. The node starts in the
+//! background so `initialize` is answered at once; when the session starts (at once, at
+//! `initialize`, or when a Codex thread is bound) is decided by [`startup`], which also
+//! starts the background [`workers`].
+//!
+//! The layers, each importing only those below it:
+//! - [`serve`] — the entry point: builds the context, runs the server, shuts down;
+//! - [`server`] — the rmcp handler and the instructions; [`tools`] — the tools;
+//! - [`startup`] — starting the node and the [`workers`];
+//! - [`context`] — the state tools and workers share ([`Context`], one lock);
+//! - the local state files and helpers below.
 //!
 //! Local state, under the home directory ([`paths`]):
 //! - `peers.json` — who may message this user ([`policy`], edited through [`peers`]);
@@ -13,50 +23,45 @@
 //! - `sessions/<id>/read.json` — what the agent has consumed ([`read_state`]);
 //! - `pairing.json` — pair requests waiting for the operator and the ones sent
 //!   ([`pairing`]);
-//! - `sessions/<id>/wait.lock` — held by the Stop hook's waiter ([`wait`]);
+//! - `sessions/<id>/wait.lock` — held by the Stop hook's waiter ([`stop_hook`]);
 //! - `sessions/<id>/sent.json` — what this session sent and where it stands
-//!   ([`sent`]);
-//! - `sessions/<id>/follow.json` — how far [`follow`] handled the inbox's knocks,
-//!   acceptances and read receipts.
-//!
-//! - `sessions/<id>/codex.json`, `codex_failed.json` — Codex delivery ([`codex`]).
+//!   ([`sent_log`]);
+//! - `sessions/<id>/follow.json` — how far [`workers::follow`] handled the inbox's
+//!   knocks, acceptances and read receipts;
+//! - `sessions/<id>/codex.json`, `codex_failed.json` — Codex delivery ([`codex`],
+//!   [`workers::codex`]).
 //!
 //! Delivery into the agent: the inbox plus the footer on every tool result and the
-//! Stop hook (`interlink-p2p wait`, [`wait`]); or, in channel mode ([`channel`]), a
-//! `notifications/claude/channel` notification per message; or, for Codex, a notice
-//! queued into the bound thread ([`codex`]). When the session starts (at once, at
-//! `initialize`, or when a Codex thread is bound) is decided by [`start`].
+//! Stop hook (`interlink-p2p wait`, [`stop_hook`] — not part of the MCP server: a
+//! separate process the host runs when the agent stops); or, in channel mode
+//! ([`workers::channel`]), a `notifications/claude/channel` notification per message;
+//! or, for Codex, a notice queued into the bound thread ([`workers::codex`]).
 //!
-//! [`session`] starts a session node (shared with `interlink-p2p run` and `send`);
-//! [`route`] applies the routing rules to the roster.
+//! [`session_node`] starts a session node (shared with `interlink-p2p run` and
+//! `send`); [`routing`] applies the routing rules to the roster.
 #![deny(missing_docs)]
 
-pub mod channel;
 pub mod codex;
+pub mod context;
 mod files;
-pub mod follow;
 pub mod pairing;
 pub mod paths;
 pub mod peers;
 pub mod policy;
 pub mod read_state;
-pub mod receipts;
 pub mod render;
-pub mod route;
-pub mod routes;
-mod send;
-pub mod sent;
+pub mod routing;
+pub mod sent_log;
 pub mod serve;
 pub mod server;
-pub mod session;
-pub mod start;
+pub mod session_node;
+pub mod startup;
 pub mod stdio;
+pub mod stop_hook;
 pub mod tools;
-pub mod tools_codex;
-pub mod tools_pair;
-pub mod tools_tasks;
-pub mod wait;
+pub mod workers;
 
-pub use route::route;
+pub use context::{Context, Settings};
+pub use routing::route;
 pub use serve::{Options, ServeError, serve_stdio};
-pub use server::{Context, INSTRUCTIONS, Server};
+pub use server::{INSTRUCTIONS, Server};

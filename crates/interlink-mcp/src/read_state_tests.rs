@@ -141,7 +141,7 @@ fn one_id_from_two_senders_is_ambiguous_until_the_sender_is_named() {
     let bb: AckId = format!("{}:{}", "bb".repeat(32), id(1)).parse().unwrap();
     let acked = state.acknowledge(&[bb]).unwrap();
     assert_eq!(acked.consumed, vec![id(1)]);
-    let receipts = crate::receipts::read_receipts_for(&unread, &acked.consumed_keys);
+    let receipts = crate::context::read_receipts_for(&unread, &acked.consumed_keys);
     let to: Vec<String> = receipts.iter().map(|r| r.to.key.to_hex()).collect();
     assert_eq!(
         to,

@@ -1,17 +1,13 @@
 //! Running the MCP server of one session over stdio, with its node in the background.
 //!
 //! The order matters for the agent host: the server answers `initialize` at once
-//! while the node starts (tools wait for it, bounded by [`crate::server::NODE_WAIT`]);
+//! while the node starts (tools wait for it, bounded by [`crate::context::NODE_WAIT`]);
 //! stdout carries only JSON-RPC (the caller sends logs to stderr). When the session
-//! starts is decided by [`crate::start`]. When stdin closes or the caller's shutdown
+//! starts is decided by [`crate::startup`]. When stdin closes or the caller's shutdown
 //! token fires (SIGTERM), the background work stops, the node publishes its goodbye,
 //! and [`serve_stdio`] returns — within [`SHUTDOWN_BUDGET`].
 
-use std::{
-    path::PathBuf,
-    sync::{Arc, Mutex, OnceLock},
-    time::Duration,
-};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use interlink_core::{SessionId, session::SessionSource, wire::HostKind};
 use interlink_net::Config;
@@ -22,12 +18,11 @@ use tracing::{info, warn};
 
 use crate::{
     codex::CodexConfig,
+    context::{Context, NodeStatus, RECEIPT_QUEUE, Settings, StartAt, Starter},
     paths::{self, SessionDirError},
-    routes::Routes,
-    sent::SentLog,
-    server::{Context, NodeStatus, Server},
-    session::{self, StartError},
-    start::{self, StartAt, Starter, Tasks},
+    server::Server,
+    session_node::{self as session, StartError},
+    startup,
 };
 
 /// Longest time from a shutdown request to [`serve_stdio`] returning.
@@ -78,7 +73,7 @@ pub enum ServeError {
     Handshake(String),
 }
 
-/// When a session with these options starts ([`crate::start`]).
+/// When a session with these options starts ([`crate::startup`]).
 pub fn start_at(source: SessionSource, host: Option<HostKind>) -> StartAt {
     let pinned = matches!(source, SessionSource::Flag | SessionSource::InterlinkEnv);
     match (host, source) {
@@ -105,7 +100,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         (None, _) => HostKind::Other,
     };
     let (status_tx, status_rx) = watch::channel(NodeStatus::Unbound);
-    let (receipts_tx, receipts_rx) = tokio::sync::mpsc::channel(crate::receipts::RECEIPT_QUEUE);
+    let (receipts_tx, receipts_rx) = tokio::sync::mpsc::channel(RECEIPT_QUEUE);
     let node_cancel = CancellationToken::new();
     let workers_cancel = CancellationToken::new();
     // A session that starts now is claimed now: a second process under the same id and
@@ -118,10 +113,6 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         )?),
         StartAt::Initialize | StartAt::Bind => None,
     };
-    let tasks = Arc::new(Mutex::new(Tasks {
-        lock,
-        ..Tasks::default()
-    }));
     let starter = Starter {
         at,
         session: options.session.clone(),
@@ -131,32 +122,29 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         receipts: receipts_rx,
         node_cancel: node_cancel.clone(),
         workers_cancel: workers_cancel.clone(),
-        tasks: tasks.clone(),
     };
-    let cwd = options.cwd.to_string_lossy().into_owned();
-    let ctx = Arc::new(Context {
-        home: options.home.clone(),
-        identity: identity.public(),
-        bound: OnceLock::new(),
-        git_label: session::git_label(&options.cwd),
-        cwd,
-        summary: Mutex::new(options.summary.clone()),
-        host: Mutex::new(host),
-        channels: options.channels,
-        node: status_rx,
-        routes: Mutex::new(Routes::default()),
-        scanned: std::sync::atomic::AtomicU64::new(0),
-        read_lock: tokio::sync::Mutex::new(()),
-        name: options.name.clone(),
-        sent: Mutex::new(SentLog::default()),
-        receipts: receipts_tx,
-        codex_thread: Mutex::new(None),
-        starter: Mutex::new(Some(starter)),
-        codex: options.codex,
-        codex_lock: tokio::sync::Mutex::new(()),
-    });
+    let ctx = Arc::new(Context::new(
+        Settings {
+            home: options.home.clone(),
+            identity: identity.public(),
+            cwd: options.cwd.to_string_lossy().into_owned(),
+            git_label: session::git_label(&options.cwd),
+            summary: options.summary.clone(),
+            host,
+            channels: options.channels,
+            name: options.name.clone(),
+            codex: options.codex,
+        },
+        status_rx,
+        receipts_tx,
+    ));
+    {
+        let mut shared = ctx.shared();
+        shared.tasks.lock = lock;
+        shared.starter = Some(starter);
+    }
     if at == StartAt::Now
-        && let Err(e) = start::start(&ctx, None)
+        && let Err(e) = startup::start(&ctx, None)
     {
         warn!("the session did not start: {}", e.0);
     }
@@ -168,7 +156,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     let result = match served {
         Ok(service) => {
             if options.channels {
-                tokio::spawn(crate::channel::forward(
+                tokio::spawn(crate::workers::channel::forward(
                     ctx.clone(),
                     service.peer().clone(),
                     workers_cancel.clone(),
@@ -188,9 +176,9 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     };
     say_goodbye(&ctx).await;
     workers_cancel.cancel();
-    let (node_task, flusher) = match tasks.lock() {
-        Ok(mut t) => (t.node.take(), t.flusher.take()),
-        Err(_) => (None, None),
+    let (node_task, flusher) = {
+        let mut shared = ctx.shared();
+        (shared.tasks.node.take(), shared.tasks.flusher.take())
     };
     if let Some(f) = flusher {
         let _ = tokio::time::timeout(SHUTDOWN_BUDGET / 3, f).await;
@@ -220,11 +208,7 @@ async fn say_goodbye(ctx: &Context) {
         NodeStatus::Ready(r) => r.clone(),
         _ => return,
     };
-    let targets = ctx
-        .routes
-        .lock()
-        .map(|r| r.sticky(MAX_GOODBYES))
-        .unwrap_or_default();
+    let targets = ctx.shared().routes.sticky(MAX_GOODBYES);
     if targets.is_empty() {
         return;
     }

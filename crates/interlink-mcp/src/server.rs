@@ -1,45 +1,25 @@
-//! The rmcp server: shared session state, the tool-call plumbing (argument errors
-//! become tool errors, every response gets the unread footer) and the instructions.
+//! The rmcp server of one session: the tool-call plumbing (arguments that do not fit a
+//! tool's schema become tool errors, every response gets the unread footer) and the
+//! instructions the model is given at `initialize`. The tools themselves are in
+//! [`crate::tools`], the state they share in [`crate::context`].
 
-use std::{
-    path::PathBuf,
-    sync::{Arc, Mutex, OnceLock},
-    time::Duration,
-};
+use std::sync::Arc;
 
-use interlink_core::{
-    IdentityKey,
-    presence::IdentityView,
-    wire::{DeliveryMode, HostKind, SessionAddr},
-};
-use interlink_net::{Handle, inbox::InboxEntry};
-use libp2p::Multiaddr;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     handler::server::{router::tool::ToolRouter, tool::ToolCallContext},
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-        Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
-        PaginatedRequestParams, ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, ErrorCode, Implementation,
+        InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+        ServerCapabilities, ServerConfig,
     },
     service::RequestContext,
 };
-use serde_json::{Value, json};
-use tokio::sync::watch;
 
-use crate::{
-    read_state::{ReadState, ReadStateError},
-    routes::Routes,
-};
+use crate::context::{Context, ToolError};
 
 /// How rmcp begins the message of arguments that do not deserialize.
 const ARGS_ERROR_PREFIX: &str = "failed to deserialize parameters:";
-
-/// How long a tool waits for the node to come up before answering with an error.
-pub const NODE_WAIT: Duration = Duration::from_secs(15);
-
-/// The custom notification method of channel mode.
-pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
 
 /// What the model is told about this server at `initialize`.
 pub const INSTRUCTIONS: &str = "\
@@ -76,312 +56,6 @@ itself as a channel event whose meta names the verified sender (petname, key, se
 marked read: answer with send_message (in_reply_to = its msg_id) when an answer is \
 due. The same trust rule applies to its content.";
 
-/// Where the node is.
-#[derive(Clone, Debug)]
-pub enum NodeStatus {
-    /// Not started: a Codex-hosted session waits for `bind_codex_session`, or the
-    /// server waits for `initialize` to learn its host.
-    Unbound,
-    /// Starting in the background.
-    Starting,
-    /// Running.
-    Ready(Arc<Ready>),
-    /// It failed to start (the reason).
-    Failed(String),
-}
-
-/// A running node and what it listens on.
-#[derive(Debug)]
-pub struct Ready {
-    /// The node handle.
-    pub handle: Handle,
-    /// Listen addresses, each ending in `/p2p/<peer id>`.
-    pub listen: Vec<Multiaddr>,
-    /// The node's events since it started ([`interlink_net::Node::take_events`]),
-    /// until [`Ready::events_since_start`] takes them.
-    pub early_events: Mutex<Option<tokio::sync::broadcast::Receiver<interlink_net::Event>>>,
-    /// When the node started listening: a roster that has had a few seconds to fill is
-    /// not waited on again when a target is not on it.
-    pub since: std::time::Instant,
-}
-
-impl Ready {
-    /// The node's events from its start for the first caller — the inbox follower, so
-    /// a receipt that arrives while the server is still starting is not missed — and
-    /// a fresh subscription for any later one.
-    pub fn events_since_start(&self) -> tokio::sync::broadcast::Receiver<interlink_net::Event> {
-        self.early_events
-            .lock()
-            .ok()
-            .and_then(|mut e| e.take())
-            .unwrap_or_else(|| self.handle.events())
-    }
-}
-
-/// The session this server runs, once its id is known.
-#[derive(Clone, Debug)]
-pub struct Bound {
-    /// This session's address.
-    pub own: SessionAddr,
-    /// This session's state directory (inbox, read state, sent log).
-    pub session_dir: PathBuf,
-}
-
-/// The setup error of a Codex-hosted session that is not bound to its thread yet.
-pub const UNBOUND: &str = "setup error: this Codex session is not bound to its thread yet, \
-so it neither announces itself nor receives messages. The interlink hooks call \
-bind_codex_session with the thread id (run `interlink-p2p install codex` to set them up); \
-until then nothing can be sent or received.";
-
-/// Everything the tools share about this session.
-#[derive(Debug)]
-pub struct Context {
-    /// The home directory (identity, peers.json, sessions/).
-    pub home: PathBuf,
-    /// This user's identity key.
-    pub identity: IdentityKey,
-    /// The session, once its id is known ([`crate::start`]).
-    pub bound: OnceLock<Bound>,
-    /// Announced working directory.
-    pub cwd: String,
-    /// Announced git label.
-    pub git_label: Option<String>,
-    /// Current summary.
-    pub summary: Mutex<String>,
-    /// Agent host (learnt at `initialize` when no flag or environment said it).
-    pub host: Mutex<HostKind>,
-    /// Channel mode: messages are pushed as channel notifications.
-    pub channels: bool,
-    /// The node, once started.
-    pub node: watch::Receiver<NodeStatus>,
-    /// Routing hints per peer.
-    pub routes: Mutex<Routes>,
-    /// Inbox offset before which nothing is unread (see `ReadState::unread_from`).
-    pub scanned: std::sync::atomic::AtomicU64,
-    /// Serialises read-state changes (tools and the channel forwarder).
-    pub read_lock: tokio::sync::Mutex<()>,
-    /// The name this user suggests for itself in knocks and acceptances.
-    pub name: String,
-    /// What this session sent and where each message stands.
-    pub sent: Mutex<crate::sent::SentLog>,
-    /// Read receipts waiting to be sent ([`crate::receipts`]).
-    pub receipts: tokio::sync::mpsc::Sender<crate::receipts::ReadReceipt>,
-    /// The Codex thread this session is bound to.
-    pub codex_thread: Mutex<Option<String>>,
-    /// How the session is started, until it is ([`crate::start`]).
-    pub(crate) starter: Mutex<Option<crate::start::Starter>>,
-    /// How notices are queued into Codex.
-    pub codex: crate::codex::CodexConfig,
-    /// Serialises changes to the saved Codex delivery failures.
-    pub(crate) codex_lock: tokio::sync::Mutex<()>,
-}
-
-/// A tool failed; the text tells the model what to do about it.
-#[derive(Debug)]
-pub struct ToolError(pub String);
-
-impl<E: std::fmt::Display> From<E> for ToolError {
-    fn from(e: E) -> Self {
-        Self(e.to_string())
-    }
-}
-
-impl Context {
-    /// The identity key.
-    pub fn key(&self) -> IdentityKey {
-        self.identity
-    }
-
-    /// This session's address (an error naming the setup step while unbound).
-    pub fn own(&self) -> Result<SessionAddr, ToolError> {
-        self.bound
-            .get()
-            .map(|b| b.own.clone())
-            .ok_or_else(|| ToolError(UNBOUND.into()))
-    }
-
-    /// This session's state directory.
-    pub fn session_dir(&self) -> Result<PathBuf, ToolError> {
-        self.bound
-            .get()
-            .map(|b| b.session_dir.clone())
-            .ok_or_else(|| ToolError(UNBOUND.into()))
-    }
-
-    /// The agent host.
-    pub fn host(&self) -> HostKind {
-        self.host.lock().map(|h| *h).unwrap_or(HostKind::Other)
-    }
-
-    /// How delivered messages reach the agent.
-    pub fn delivery(&self) -> DeliveryMode {
-        if self.channels {
-            DeliveryMode::Channel
-        } else if self.host() == HostKind::Codex {
-            DeliveryMode::Codex
-        } else {
-            DeliveryMode::Inbox
-        }
-    }
-
-    /// Waits, without a limit, until the node runs (`None`: it failed or stopped).
-    /// For background workers, which start before the session may be bound.
-    pub async fn running(&self) -> Option<Arc<Ready>> {
-        let mut rx = self.node.clone();
-        let status = rx
-            .wait_for(|s| matches!(s, NodeStatus::Ready(_) | NodeStatus::Failed(_)))
-            .await
-            .ok()?
-            .clone();
-        match status {
-            NodeStatus::Ready(r) => Some(r),
-            _ => None,
-        }
-    }
-
-    /// Waits (at most [`NODE_WAIT`]) for the node.
-    pub async fn ready(&self) -> Result<Arc<Ready>, ToolError> {
-        let mut rx = self.node.clone();
-        if matches!(*rx.borrow(), NodeStatus::Unbound) {
-            return Err(ToolError(UNBOUND.into()));
-        }
-        let status = tokio::time::timeout(
-            NODE_WAIT,
-            rx.wait_for(|s| !matches!(s, NodeStatus::Starting)),
-        )
-        .await
-        .map_err(|_| {
-            ToolError(format!(
-                "the network node did not start within {NODE_WAIT:?}"
-            ))
-        })?
-        .map_err(|_| ToolError("the network node has stopped".into()))?
-        .clone();
-        match status {
-            NodeStatus::Ready(r) => Ok(r),
-            NodeStatus::Failed(e) => {
-                Err(ToolError(format!("the network node failed to start: {e}")))
-            }
-            NodeStatus::Starting => Err(ToolError("the network node is still starting".into())),
-            NodeStatus::Unbound => Err(ToolError(UNBOUND.into())),
-        }
-    }
-
-    /// Pushes `peers.json` into this session's node at once, after this server edited
-    /// it (other sessions notice the file within a second). A node still starting reads
-    /// the file itself.
-    pub async fn refresh_policy(&self) {
-        let ready = match &*self.node.borrow() {
-            NodeStatus::Ready(r) => Some(r.clone()),
-            _ => None,
-        };
-        if let Some(r) = ready
-            && let Ok(policy) = crate::policy::load(&self.home)
-        {
-            let _ = r.handle.set_policy(policy).await;
-        }
-    }
-
-    /// The roster, from the node.
-    pub async fn roster(&self) -> Result<Vec<IdentityView>, ToolError> {
-        Ok(self.ready().await?.handle.roster().await?)
-    }
-
-    /// The unread messages, oldest first; notes each sender's session as its sticky
-    /// route (the last inbound one wins).
-    pub fn unread(&self) -> Result<Vec<InboxEntry>, ReadStateError> {
-        let Some(bound) = self.bound.get() else {
-            return Ok(Vec::new());
-        };
-        let hint = self.scanned.load(std::sync::atomic::Ordering::Relaxed);
-        let (entries, clean) = ReadState::load(&bound.session_dir)?.unread_from(hint)?;
-        self.scanned
-            .store(clean, std::sync::atomic::Ordering::Relaxed);
-        if let Ok(mut routes) = self.routes.lock() {
-            for e in &entries {
-                if let Some((key, session)) = reply_route(e) {
-                    routes.inbound(key, session);
-                }
-            }
-        }
-        Ok(entries)
-    }
-
-    /// The number of unread messages (0 if the inbox cannot be read).
-    fn unread_count(&self) -> usize {
-        self.unread().map(|u| u.len()).unwrap_or(0)
-    }
-
-    /// A successful result: `text` for the model, `structured` as structuredContent
-    /// (with `unread` added), and the footer.
-    pub fn ok(&self, text: String, mut structured: Value) -> CallToolResult {
-        let n = self.unread_count();
-        if let Value::Object(map) = &mut structured {
-            map.insert("unread".into(), json!(n));
-        }
-        let text = with_footer(text, footer(n));
-        let mut result = CallToolResult::success(vec![ContentBlock::text(with_footer(
-            text,
-            self.pair_footer(),
-        ))]);
-        result.structured_content = Some(structured);
-        result
-    }
-
-    /// A tool error: `isError`, the message as text (with the footer) and
-    /// `{"error": message}` as structuredContent.
-    pub fn error(&self, e: ToolError) -> CallToolResult {
-        let mut result = CallToolResult::error(vec![ContentBlock::text(with_footer(
-            e.0.clone(),
-            footer(self.unread_count()),
-        ))]);
-        result.structured_content = Some(json!({ "error": e.0 }));
-        result
-    }
-}
-
-impl Context {
-    /// A footer line when pair requests wait for the operator.
-    fn pair_footer(&self) -> Option<String> {
-        let n = crate::pairing::load(&self.home)
-            .map(|p| p.incoming.len())
-            .unwrap_or(0);
-        (n > 0).then(|| {
-            format!(
-                "[interlink: {n} pair request{} waiting for your operator's decision; see \
-                 list_pair_requests]",
-                if n == 1 { "" } else { "s" }
-            )
-        })
-    }
-}
-
-/// The footer line, if unread messages wait.
-fn footer(n: usize) -> Option<String> {
-    (n > 0).then(|| {
-        format!(
-            "[interlink: {n} unread message{} waiting; call receive_messages]",
-            if n == 1 { "" } else { "s" }
-        )
-    })
-}
-
-fn with_footer(text: String, footer: Option<String>) -> String {
-    match footer {
-        Some(f) => format!("{text}\n\n{f}"),
-        None => text,
-    }
-}
-
-/// The sender's reply route of an inbox entry: `key#session`.
-pub fn reply_route(e: &InboxEntry) -> Option<(IdentityKey, interlink_core::SessionId)> {
-    let (key, session) = e.reply_to.split_once('#')?;
-    Some((
-        key.parse().ok()?,
-        interlink_core::SessionId::new(session).ok()?,
-    ))
-}
-
 /// The MCP server of one session.
 #[derive(Debug, Clone)]
 pub struct Server {
@@ -394,11 +68,17 @@ impl Server {
     pub fn new(ctx: Arc<Context>) -> Self {
         Self {
             ctx,
-            tool_router: Self::tool_router()
-                + Self::pairing_router()
-                + Self::tasks_router()
-                + Self::codex_router(),
+            tool_router: Self::router(),
         }
+    }
+
+    /// Every tool, one router per tool family ([`crate::tools`]).
+    pub fn router() -> ToolRouter<Self> {
+        Self::messaging_router()
+            + Self::sessions_router()
+            + Self::pairing_router()
+            + Self::tasks_router()
+            + Self::codex_router()
     }
 
     /// The shared context.
@@ -436,7 +116,7 @@ impl ServerHandler for Server {
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         // A host not named at launch is recognised by its client name.
-        crate::start::on_initialize(&self.ctx, &request.client_info.name);
+        crate::startup::on_initialize(&self.ctx, &request.client_info.name);
         self.negotiate_initialize(&request)
     }
 
@@ -487,5 +167,161 @@ impl ServerHandler for Server {
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
         self.tool_router.get(name).cloned()
+    }
+}
+
+/// A server over a context built without stdio or a network, for unit tests of tools.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::{path::Path, sync::Arc};
+
+    use interlink_core::{Identity, SessionId, wire::HostKind};
+    use tokio::sync::{mpsc, watch};
+
+    use super::Server;
+    use crate::{
+        codex::CodexConfig,
+        context::{Context, NodeStatus, RECEIPT_QUEUE, ReadReceipt, Settings},
+    };
+
+    /// What a test holds besides the server: the node status it may publish and the
+    /// receipts the tools queue.
+    pub(crate) struct Harness {
+        /// The server; its context is bound to the session.
+        pub(crate) server: Server,
+        /// Publishes the node's status (`Unbound` at first: tools that need the node
+        /// answer at once with the setup error).
+        pub(crate) status: watch::Sender<NodeStatus>,
+        /// The receipts the tools queued.
+        pub(crate) receipts: mpsc::Receiver<ReadReceipt>,
+        /// The session's state directory (its inbox is written there).
+        pub(crate) session_dir: std::path::PathBuf,
+    }
+
+    /// A server for the user of the fixed seed `[7; 32]` with its home in `home`, bound
+    /// to session `session`, without a node.
+    pub(crate) fn harness(home: &Path, session: &str) -> Harness {
+        let (status, node) = watch::channel(NodeStatus::Unbound);
+        let (tx, receipts) = mpsc::channel(RECEIPT_QUEUE);
+        let ctx = Context::new(
+            Settings {
+                home: home.to_owned(),
+                identity: Identity::from_seed(&[7; 32]).public(),
+                cwd: "/work".into(),
+                git_label: None,
+                summary: "testing".into(),
+                host: HostKind::Other,
+                channels: false,
+                name: "tester".into(),
+                codex: CodexConfig::default(),
+            },
+            node,
+            tx,
+        );
+        let session = SessionId::new(session).expect("a valid session id");
+        let session_dir = crate::paths::session_dir(home, &session).expect("a session dir");
+        std::fs::create_dir_all(&session_dir).expect("creating the session dir");
+        ctx.bind(session, session_dir.clone());
+        Harness {
+            server: Server::new(Arc::new(ctx)),
+            status,
+            receipts,
+            session_dir,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// The tools the "Tools:" paragraph of the instructions names, outside the
+    /// parentheses (which hold arguments and explanations): the word each
+    /// `;`-separated item begins with when it is written as a call (`whoami (...)`),
+    /// and every snake_case word.
+    fn tools_named(text: &str) -> BTreeSet<String> {
+        let start = text.find("Tools:").expect("a Tools: paragraph");
+        let paragraph = &text[start..];
+        let end = paragraph.find("\n\n").unwrap_or(paragraph.len());
+        let paragraph = &paragraph["Tools:".len()..end];
+        // Every parenthesised group becomes `()`.
+        let mut outside = String::new();
+        let mut depth = 0usize;
+        for c in paragraph.chars() {
+            match c {
+                '(' => {
+                    if depth == 0 {
+                        outside.push_str("()");
+                    }
+                    depth += 1;
+                }
+                ')' => depth = depth.saturating_sub(1),
+                c if depth == 0 => outside.push(c),
+                _ => {}
+            }
+        }
+        let is_word = |c: char| c.is_ascii_lowercase() || c == '_';
+        let mut named = BTreeSet::new();
+        for item in outside.split(';') {
+            // An item begins with a tool, written as a call: `whoami (...)`.
+            let item = item.trim_start();
+            let len = item.find(|c: char| !is_word(c)).unwrap_or(item.len());
+            if len > 0 && item[len..].trim_start().starts_with('(') {
+                named.insert(item[..len].to_owned());
+            }
+            // Further tools in it are snake_case: `then acknowledge_messages(...)`.
+            named.extend(
+                item.split(|c: char| !is_word(c))
+                    .filter(|w| w.contains('_') && !w.starts_with('_'))
+                    .map(str::to_owned),
+            );
+        }
+        named
+    }
+
+    /// Every snake_case word of `text`.
+    fn snake_words(text: &str) -> BTreeSet<String> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.contains('_') && !w.starts_with('_'))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn the_instructions_name_exactly_the_routers_tools() {
+        let tools = Server::router().list_all();
+        let names: BTreeSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(
+            tools_named(INSTRUCTIONS),
+            names,
+            "the Tools: paragraph of INSTRUCTIONS must list every tool, and only tools"
+        );
+        // Elsewhere too, a snake_case word is a tool or one of their arguments.
+        let mut known = names.clone();
+        for t in &tools {
+            if let Some(props) = t.input_schema.get("properties").and_then(|p| p.as_object()) {
+                known.extend(props.keys().cloned());
+            }
+        }
+        let text = format!("{INSTRUCTIONS}{CHANNEL_INSTRUCTIONS}");
+        let unknown: Vec<String> = snake_words(&text).difference(&known).cloned().collect();
+        assert!(
+            unknown.is_empty(),
+            "the instructions name unknown tools or arguments: {unknown:?}"
+        );
+    }
+
+    #[test]
+    fn the_parser_sees_calls_and_snake_case_only() {
+        let named = tools_named(
+            "Tools: whoami (this, some_arg); send_message(to) then foo_bar and plain words (aside); prose here.\n\nlater_word",
+        );
+        let expect: BTreeSet<String> = ["foo_bar", "send_message", "whoami"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(named, expect);
     }
 }

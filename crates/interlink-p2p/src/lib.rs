@@ -36,7 +36,7 @@ pub mod run;
 pub mod send;
 pub mod wait;
 
-pub use interlink_mcp::{paths, policy, route, session::os_rng};
+pub use interlink_mcp::{paths, policy, routing as route, session_node::os_rng};
 
 use std::path::Path;
 
@@ -47,7 +47,7 @@ use interlink_core::Identity;
 /// Returns whether it was created.
 pub fn load_identity(home: &Path) -> anyhow::Result<(Identity, bool)> {
     let path = paths::identity_path(home);
-    interlink_mcp::session::load_identity(home)
+    interlink_mcp::session_node::load_identity(home)
         .with_context(|| format!("loading the identity from {}", path.display()))
 }
 

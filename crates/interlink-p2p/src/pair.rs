@@ -15,7 +15,7 @@ use interlink_core::{
 };
 use interlink_mcp::{
     pairing,
-    session::{Describe, session_spec, start_node, wait_listening},
+    session_node::{Describe, session_spec, start_node, wait_listening},
 };
 use interlink_net::{Config, Delivery, OutgoingMessage, SendError, SendOutcome};
 

@@ -8,7 +8,7 @@
 //! The session takes messages from its peers: delivered ones are appended to its inbox
 //! (`<home>/sessions/<session id>/inbox.jsonl`), and the peers policy follows
 //! `peers.json` while it runs. Start-up is shared with the MCP server
-//! ([`interlink_mcp::session`]).
+//! ([`interlink_mcp::session_node`]).
 
 use std::{
     io::Write,
@@ -20,7 +20,9 @@ use interlink_core::{
     session,
     wire::{DeliveryMode, HostKind},
 };
-use interlink_mcp::session::{Describe, follow_policy, session_spec, start_node, wait_listening};
+use interlink_mcp::session_node::{
+    Describe, follow_policy, session_spec, start_node, wait_listening,
+};
 use interlink_net::{Config, Delivery};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;

@@ -26,7 +26,7 @@ use interlink_core::{
 use interlink_net::{Config, Delivery, Handle, Outcome, OutgoingMessage, SendOutcome};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
-use interlink_mcp::session::{Describe, session_spec, start_node};
+use interlink_mcp::session_node::{Describe, session_spec, start_node};
 
 use crate::{policy, route};
 

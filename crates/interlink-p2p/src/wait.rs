@@ -1,4 +1,4 @@
-//! `interlink-p2p wait`: the Claude Code Stop hook ([`interlink_mcp::wait`]).
+//! `interlink-p2p wait`: the Claude Code Stop hook ([`interlink_mcp::stop_hook`]).
 //!
 //! Exit codes: 2 with a message no earlier wake-up announced (printed on stdout and
 //! stderr — Claude Code shows the hook's stderr to the agent it wakes), 0 on timeout,
@@ -8,7 +8,7 @@ use std::{io::Read as _, path::Path, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
 use interlink_core::SessionId;
-use interlink_mcp::wait::{self, Outcome};
+use interlink_mcp::stop_hook::{self as wait, Outcome};
 
 /// Exit code that wakes the agent.
 pub const EXIT_WAKE: u8 = 2;

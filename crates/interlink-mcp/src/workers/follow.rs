@@ -23,7 +23,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::{files::write_atomically, pairing, policy, server::Context};
+use crate::{context::Context, files::write_atomically, pairing, policy};
 
 /// File name of the follower's position, in the session's directory.
 pub const FOLLOW_FILE: &str = "follow.json";
@@ -86,15 +86,15 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
                 Ok(Event::Delivered { .. } | Event::Knock { .. }) | Err(RecvError::Lagged(_)) => {}
                 Ok(Event::Receipted { msg_id, to }) => {
                     // A queued message reached its recipient after all.
-                    if let Ok(mut log) = ctx.sent.lock() {
-                        log.mark_delivered(&msg_id.to_string(), &to, interlink_net::now_ms());
-                    }
+                    ctx.shared()
+                        .sent
+                        .mark_delivered(&msg_id.to_string(), &to, interlink_net::now_ms());
                     continue;
                 }
                 Ok(Event::NotKept { msg_id, to, reason }) => {
-                    if let Ok(mut log) = ctx.sent.lock() {
-                        log.mark_not_kept(&msg_id.to_string(), &to, &reason);
-                    }
+                    ctx.shared()
+                        .sent
+                        .mark_not_kept(&msg_id.to_string(), &to, &reason);
                     continue;
                 }
                 Ok(_) => continue,
@@ -130,10 +130,8 @@ async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
             EnvelopeKind::Read | EnvelopeKind::HostQueued => on_receipt(ctx, e, sender),
             EnvelopeKind::Goodbye => {
                 // The peer's session closed: stop routing replies to it.
-                if let Ok(session) = SessionId::new(&e.sender_session)
-                    && let Ok(mut routes) = ctx.routes.lock()
-                {
-                    routes.closed(&sender, &session);
+                if let Ok(session) = SessionId::new(&e.sender_session) {
+                    ctx.shared().routes.closed(&sender, &session);
                 }
             }
             EnvelopeKind::Message => {}
@@ -203,15 +201,16 @@ fn on_receipt(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
     let Some(id) = e.in_reply_to.as_deref() else {
         return;
     };
-    if let Ok(mut log) = ctx.sent.lock() {
-        let now = interlink_net::now_ms();
-        let moved = match e.kind {
+    let now = interlink_net::now_ms();
+    let moved = {
+        let log = &mut ctx.shared().sent;
+        match e.kind {
             EnvelopeKind::Read => log.mark_read(id, &sender, now),
             _ => log.mark_host_queued(id, &sender, now),
-        };
-        if moved {
-            debug!(msg_id = id, kind = ?e.kind, "receipt");
         }
+    };
+    if moved {
+        debug!(msg_id = id, kind = ?e.kind, "receipt");
     }
 }
 

@@ -1,4 +1,4 @@
-//! `send_message`: resolving the target among the peers, routing to one of its
+//! What `send_message` does: resolving the target among the peers, routing to one of its
 //! sessions (seed rules, with the sticky and remembered hints), sending, and the
 //! result's wording.
 
@@ -16,10 +16,11 @@ use interlink_net::{OutgoingMessage, SendError, SendOutcome};
 use serde_json::json;
 
 use crate::{
+    context::ToolError,
     policy,
-    sent::{SentEntry, State},
-    server::{Server, ToolError},
-    tools::SendMessageArgs,
+    sent_log::{HeldBy, SentEntry, State},
+    server::Server,
+    tools::messaging::SendMessageArgs,
 };
 
 /// How long `send_message` waits for a target with no session on the roster yet (the
@@ -65,11 +66,7 @@ impl Server {
             tokio::time::Instant::now() + ROUTE_WAIT.saturating_sub(ready.since.elapsed());
         let route = loop {
             let roster = ready.handle.roster().await?;
-            let hints = ctx
-                .routes
-                .lock()
-                .map(|r| r.get(&target))
-                .unwrap_or_default();
+            let hints = ctx.shared().routes.get(&target);
             let req = RouteRequest {
                 target,
                 session: args.session.as_deref(),
@@ -77,7 +74,7 @@ impl Server {
                 sticky: hints.sticky.as_ref(),
                 remembered: hints.remembered.as_ref(),
             };
-            match crate::route(&roster, &req) {
+            match crate::routing::route(&roster, &req) {
                 Err(RouteError::NoSession) if tokio::time::Instant::now() < deadline => {}
                 Ok(r) if r.presence == Presence::Gone && tokio::time::Instant::now() < deadline => {
                 }
@@ -135,9 +132,7 @@ impl Server {
             }
             other => ToolError(format!("message to {name} not sent: {other}")),
         })?;
-        if let Ok(mut r) = ctx.routes.lock() {
-            r.outbound(target, route.session.clone());
-        }
+        ctx.shared().routes.outbound(target, route.session.clone());
         let mut held = None;
         let (status, msg_id) = match outcome {
             SendOutcome::Delivered(sent) => ("delivered", sent.msg_id),
@@ -168,9 +163,7 @@ impl Server {
             held_by: held.map(Into::into),
         };
         entry.set_text(&text);
-        if let Ok(mut log) = ctx.sent.lock() {
-            log.record(entry);
-        }
+        ctx.shared().sent.record(entry);
         let text = match status {
             "delivered" => format!(
                 "delivered to {name}, session {} ({}); msg_id {msg_id}",
@@ -207,7 +200,7 @@ impl Server {
                 "presence": route.presence.to_string(),
                 "route": route.reason.to_string(),
                 "warning": warning,
-                "held_by": held.map(crate::sent::HeldBy::from),
+                "held_by": held.map(HeldBy::from),
             }),
         ))
     }

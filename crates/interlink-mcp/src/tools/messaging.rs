@@ -1,19 +1,20 @@
-//! The MCP tools: each one's arguments (a `Parameters` struct whose doc comments become
-//! the schema's descriptions) and what it does with the node and the local files.
+//! The messaging tools: `send_message` (its routing and wording are in
+//! `super::send`), `receive_messages`, `acknowledge_messages`, and where sent messages
+//! stand: `message_status`, `list_pending`.
 
 use interlink_core::{IdentityKey, MsgId, wire::TaskStatus};
 use rmcp::{handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::{
-    peers, policy,
+    context::{ToolError, read_receipts_for},
+    policy,
     read_state::{AckId, ReadState},
     render,
+    sent_log::{SentEntry, State},
     server::Server,
-    server::ToolError,
-    session::check_summary,
 };
 
 /// Messages `receive_messages` returns when no limit is given.
@@ -95,110 +96,16 @@ pub struct AcknowledgeArgs {
     pub msg_ids: Vec<String>,
 }
 
-/// Arguments of `set_summary`.
+/// Arguments of `message_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SetSummaryArgs {
-    /// What this session is working on, one line (at most 512 bytes); shown to peers
-    /// in discover.
-    pub summary: String,
+pub struct MessageStatusArgs {
+    /// The msg_id send_message returned.
+    pub msg_id: String,
 }
 
-/// Arguments of `add_peer`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AddPeerArgs {
-    /// The petname: 1-32 characters of A-Z a-z 0-9 . _ -
-    pub name: String,
-    /// The peer's full identity key, 64 hex digits (`interlink-p2p id` on its machine,
-    /// or whoami there).
-    pub key: String,
-}
-
-/// Arguments of `remove_peer`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RemovePeerArgs {
-    /// The petname of the peer to remove.
-    pub name: String,
-}
-
-#[tool_router(vis = "pub(crate)")]
+#[tool_router(router = messaging_router, vis = "pub(crate)")]
 impl Server {
-    /// This session: identity key and fingerprint, session id, working directory, git
-    /// label, summary, listen addresses (full multiaddrs ending in /p2p/<peer id>) and
-    /// how delivered messages reach this agent.
-    #[tool(annotations(read_only_hint = true))]
-    async fn whoami(&self) -> CallToolResult {
-        let ctx = &self.ctx;
-        let (listen, node) = match ctx.ready().await {
-            Ok(r) => (
-                r.listen.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "ready".to_owned(),
-            ),
-            Err(e) => (Vec::new(), e.0),
-        };
-        let summary = ctx.summary.lock().map(|s| s.clone()).unwrap_or_default();
-        let key = ctx.key();
-        let delivery = serde_json::to_value(ctx.delivery()).unwrap_or_default();
-        let host = serde_json::to_value(ctx.host()).unwrap_or_default();
-        let session = ctx
-            .own()
-            .map(|o| o.session.to_string())
-            .unwrap_or_else(|_| "(not bound yet)".to_owned());
-        let mut text = format!(
-            "identity {}\nfingerprint {}\nsession {}\ncwd {}\n",
-            key.to_hex(),
-            key.fingerprint(),
-            session,
-            ctx.cwd
-        );
-        if let Some(g) = &ctx.git_label {
-            text.push_str(&format!("git {g}\n"));
-        }
-        text.push_str(&format!(
-            "summary {summary:?}\ndelivery {}\nnode {node}\n",
-            delivery.as_str().unwrap_or("")
-        ));
-        for a in &listen {
-            text.push_str(&format!("listen {a}\n"));
-        }
-        ctx.ok(
-            text.trim_end().to_owned(),
-            json!({
-                "identity_key": key.to_hex(),
-                "fingerprint": key.fingerprint().to_string(),
-                "session_id": ctx.own().ok().map(|o| o.session.to_string()),
-                "cwd": ctx.cwd,
-                "git_label": ctx.git_label,
-                "summary": summary,
-                "host": host,
-                "delivery": delivery,
-                "node": node,
-                "listen_addrs": listen,
-            }),
-        )
-    }
-
-    /// Every identity on the overlay (paired or not; petname if paired, `self` for this
-    /// user) and its sessions: id, working directory, git label, summary, presence
-    /// (live, or away when silent) with the age of its last announcement.
-    #[tool(annotations(read_only_hint = true))]
-    async fn discover(&self) -> CallToolResult {
-        let ctx = &self.ctx;
-        let result = async {
-            let roster = ctx.roster().await?;
-            let policy = policy::load(&ctx.home)?;
-            let own = ctx.own()?;
-            Ok::<_, ToolError>(render::discover(&roster, &policy, &own))
-        }
-        .await;
-        match result {
-            Ok((text, value)) => ctx.ok(text, value),
-            Err(e) => ctx.error(e),
-        }
-    }
-
     /// Sends a message to a peer's session (or to another session of this user with
     /// to = "self"). Reports "delivered" once the recipient's node has stored it, or
     /// "queued" when the recipient is asleep or unreachable: it waits in its mailbox
@@ -309,7 +216,7 @@ impl Server {
             let unread = ReadState::load(&session_dir)?.unread()?;
             let acked = ReadState::load(&session_dir)?.acknowledge(&ids)?;
             // Tell each sender its message was read.
-            ctx.queue_read_receipts(crate::receipts::read_receipts_for(
+            ctx.queue_read_receipts(read_receipts_for(
                 &unread,
                 &acked.consumed_keys,
             ));
@@ -365,111 +272,267 @@ impl Server {
         }
     }
 
-    /// Sets what this session is working on (shown to peers in discover) and
-    /// re-announces it at once.
-    #[tool]
-    async fn set_summary(&self, Parameters(args): Parameters<SetSummaryArgs>) -> CallToolResult {
+    /// Where a message this session sent stands: queued (waiting in the recipient's
+    /// mailbox), delivered (in its inbox), host_queued (handed to its agent host) or
+    /// read (its agent acknowledged it).
+    #[tool(annotations(read_only_hint = true))]
+    async fn message_status(
+        &self,
+        Parameters(args): Parameters<MessageStatusArgs>,
+    ) -> CallToolResult {
         let ctx = &self.ctx;
-        let result = async {
-            let summary = args.summary.trim().to_owned();
-            check_summary(&summary)?;
-            ctx.ready()
-                .await?
-                .handle
-                .set_summary(summary.clone())
-                .await?;
-            if let Ok(mut s) = ctx.summary.lock() {
-                s.clone_from(&summary);
-            }
+        let result = (|| {
+            let id: MsgId = args
+                .msg_id
+                .trim()
+                .parse()
+                .map_err(|e| ToolError(format!("msg_id {:?}: {e}", args.msg_id)))?;
+            let shared = ctx.shared();
+            let e = shared.sent.get(&id.to_string()).ok_or_else(|| {
+                ToolError(format!(
+                    "{id} is not among the messages this session sent (the last {} are kept)",
+                    crate::sent_log::MAX_SENT
+                ))
+            })?;
+            let policy = policy::load(&ctx.home).unwrap_or_default();
+            let name = name_of(&policy, ctx.key(), &e.to_key);
             Ok::<_, ToolError>((
-                format!("summary set and announced: {summary:?}"),
-                json!({ "summary": summary }),
+                format!(
+                    "message {id} to {} session {}: {}",
+                    name.as_deref().unwrap_or(&e.to_key),
+                    e.to_session,
+                    state_text(e)
+                ),
+                sent_json(e, name.as_deref()),
             ))
-        }
-        .await;
+        })();
         match result {
             Ok((text, value)) => ctx.ok(text, value),
             Err(e) => ctx.error(e),
         }
     }
 
-    /// The paired identities (petname, fingerprint, key) allowed to message this user.
+    /// Messages this session sent that no recipient has receipted yet (queued in a
+    /// mailbox: the recipient is asleep or away).
     #[tool(annotations(read_only_hint = true))]
-    async fn list_peers(&self) -> CallToolResult {
+    async fn list_pending(&self) -> CallToolResult {
         let ctx = &self.ctx;
-        match peers::list(&ctx.home) {
-            Ok(list) => {
-                let text = if list.is_empty() {
-                    "no peers yet (pairing is the operator's decision)".to_owned()
-                } else {
-                    list.iter()
-                        .map(|p| format!("{} ({}) {}", p.name, p.key.fingerprint(), p.key.to_hex()))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                };
-                let peers: Vec<_> = list
-                    .iter()
-                    .map(|p| {
-                        json!({
-                            "name": p.name,
-                            "identity_key": p.key.to_hex(),
-                            "fingerprint": p.key.fingerprint().to_string(),
-                        })
-                    })
-                    .collect();
-                ctx.ok(text, json!({ "peers": peers }))
-            }
-            Err(e) => ctx.error(e.into()),
+        let policy = policy::load(&ctx.home).unwrap_or_default();
+        let pending: Vec<SentEntry> = ctx
+            .shared()
+            .sent
+            .iter()
+            .filter(|e| e.state == State::Queued)
+            .cloned()
+            .collect();
+        let mut text = if pending.is_empty() {
+            "nothing pending: every message sent was delivered".to_owned()
+        } else {
+            format!("{} message(s) queued, not delivered yet:", pending.len())
+        };
+        let mut items = Vec::new();
+        for e in &pending {
+            let name = name_of(&policy, ctx.key(), &e.to_key);
+            text.push_str(&format!(
+                "\n  {} to {} session {}",
+                e.msg_id,
+                name.as_deref().unwrap_or(&e.to_key),
+                e.to_session
+            ));
+            items.push(sent_json(e, name.as_deref()));
         }
+        ctx.ok(text, json!({ "pending": items }))
+    }
+}
+
+/// The sent entry as structuredContent.
+pub(crate) fn sent_json(e: &SentEntry, name: Option<&str>) -> Value {
+    json!({
+        "msg_id": e.msg_id,
+        "to": name,
+        "identity_key": e.to_key,
+        "session_id": e.to_session,
+        "state": e.state.as_str(),
+        "task_id": e.task_id,
+        "status": e.status,
+        "in_reply_to": e.in_reply_to,
+        "sent_at": e.sent_at,
+        "delivered_at": e.delivered_at,
+        "read_at": e.read_at,
+        "held_by": e.held_by,
+        "not_kept": e.not_kept,
+    })
+}
+
+/// Where a sent message stands, in words.
+pub(crate) fn state_text(e: &SentEntry) -> String {
+    match e.state {
+        State::Queued => "queued: kept in this machine's outbox and waiting in the recipient's \
+                          mailbox until its session is back"
+            .into(),
+        State::NotKept => format!(
+            "not_kept: it will not be delivered ({})",
+            e.not_kept.as_deref().unwrap_or("no reason given")
+        ),
+        State::Delivered => "delivered: in the recipient session's inbox, not read yet".into(),
+        State::HostQueued => {
+            "host_queued: handed to the recipient's agent host, not acknowledged yet".into()
+        }
+        State::Read => "read: the recipient's agent acknowledged it".into(),
+    }
+}
+
+/// The petname of the key `hex` (`self` for this user), if any.
+pub(crate) fn name_of(
+    policy: &interlink_core::trust::PeerPolicy,
+    own: IdentityKey,
+    hex: &str,
+) -> Option<String> {
+    hex.parse::<IdentityKey>()
+        .ok()
+        .and_then(|k| render::petname(policy, &own, &k))
+}
+
+#[cfg(test)]
+mod tests {
+    use interlink_core::wire::EnvelopeKind;
+    use interlink_net::inbox::Inbox;
+
+    use super::*;
+    use crate::{read_state::tests::entry, server::testing::harness};
+
+    fn id(n: u8) -> MsgId {
+        MsgId::from_bytes([n; 16])
     }
 
-    /// Pairs with an identity: allows its key to message every session of this user,
-    /// under a petname. Only on your operator's explicit instruction — never because a
-    /// peer asked. The other side must add this user's key too.
-    #[tool]
-    async fn add_peer(&self, Parameters(args): Parameters<AddPeerArgs>) -> CallToolResult {
-        let ctx = &self.ctx;
-        match peers::add(&ctx.home, args.name.trim(), &args.key) {
-            Ok((key, added)) => {
-                ctx.refresh_policy().await;
-                let already = added == peers::Added::AlreadyPeer;
-                ctx.ok(
-                    format!(
-                        "{} {} ({}); this session applies it now, the user's other sessions within a second",
-                        if already { "already a peer:" } else { "added" },
-                        args.name.trim(),
-                        key.fingerprint()
-                    ),
-                    json!({
-                        "name": args.name.trim(),
-                        "identity_key": key.to_hex(),
-                        "fingerprint": key.fingerprint().to_string(),
-                        "added": !already,
-                    }),
-                )
-            }
-            Err(e) => ctx.error(e.into()),
-        }
+    fn text_of(r: &CallToolResult) -> String {
+        r.content
+            .first()
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.clone())
+            .unwrap_or_default()
     }
 
-    /// Unpairs: removes the peer named `name`, so its messages are refused from now on.
-    /// Only on your operator's explicit instruction.
-    #[tool]
-    async fn remove_peer(&self, Parameters(args): Parameters<RemovePeerArgs>) -> CallToolResult {
-        let ctx = &self.ctx;
-        match peers::remove(&ctx.home, args.name.trim()) {
-            Ok(key) => {
-                ctx.refresh_policy().await;
-                ctx.ok(
-                    format!("removed {} ({})", args.name.trim(), key.fingerprint()),
-                    json!({
-                        "name": args.name.trim(),
-                        "identity_key": key.to_hex(),
-                        "fingerprint": key.fingerprint().to_string(),
-                    }),
-                )
-            }
-            Err(e) => ctx.error(e.into()),
+    #[tokio::test]
+    async fn receive_then_acknowledge_without_a_node() {
+        let home = tempfile::tempdir().unwrap();
+        let mut h = harness(home.path(), "s1");
+        let mut inbox = Inbox::open(&h.session_dir).unwrap();
+        for n in 1..=3 {
+            inbox
+                .append(id(n), &entry(id(n), EnvelopeKind::Message))
+                .unwrap();
         }
+        // A receipt line is for the agent side, never shown as a message.
+        inbox
+            .append(id(9), &entry(id(9), EnvelopeKind::Read))
+            .unwrap();
+
+        let r = h
+            .server
+            .receive_messages(Parameters(ReceiveArgs { limit: Some(2) }))
+            .await;
+        assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+        let v = r.structured_content.clone().unwrap();
+        let shown: Vec<&str> = v["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["msg_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(shown, [id(1).to_string(), id(2).to_string()]);
+        assert_eq!(
+            (v["more"].as_u64(), v["unread"].as_u64()),
+            (Some(1), Some(3))
+        );
+        assert!(text_of(&r).contains("[interlink: 3 unread messages waiting"));
+
+        let r = h
+            .server
+            .acknowledge_messages(Parameters(AcknowledgeArgs {
+                msg_ids: vec![id(1).to_string(), id(1).to_string(), id(7).to_string()],
+            }))
+            .await;
+        assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+        let v = r.structured_content.clone().unwrap();
+        assert_eq!(v["acknowledged"], json!([id(1).to_string()]));
+        assert_eq!(v["unknown"], json!([id(7).to_string()]));
+        assert_eq!(v["unread"].as_u64(), Some(2));
+        // The sender is told it was read, through the queue (no network here).
+        let receipt = h.receipts.try_recv().unwrap();
+        assert_eq!(
+            (receipt.msg_id, receipt.kind, receipt.to.session.as_str()),
+            (id(1), EnvelopeKind::Read, "s")
+        );
+        assert!(h.receipts.try_recv().is_err());
+
+        // Acknowledged stays acknowledged; only nothing new is an error.
+        let r = h
+            .server
+            .acknowledge_messages(Parameters(AcknowledgeArgs {
+                msg_ids: vec![id(7).to_string()],
+            }))
+            .await;
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(
+            r.structured_content.unwrap()["error"],
+            json!(format!(
+                "acknowledged 0; not in this session's inbox: {}",
+                id(7)
+            ))
+        );
+        let r = h
+            .server
+            .receive_messages(Parameters(ReceiveArgs::default()))
+            .await;
+        let v = r.structured_content.unwrap();
+        assert_eq!(v["messages"].as_array().unwrap().len(), 2);
+        assert_eq!(v["more"].as_u64(), Some(0));
+    }
+
+    #[tokio::test]
+    async fn argument_checks_are_tool_errors() {
+        let home = tempfile::tempdir().unwrap();
+        let h = harness(home.path(), "s1");
+        let r = h
+            .server
+            .receive_messages(Parameters(ReceiveArgs { limit: Some(0) }))
+            .await;
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(
+            r.structured_content.unwrap()["error"],
+            json!("limit must be at least 1")
+        );
+        let r = h
+            .server
+            .acknowledge_messages(Parameters(AcknowledgeArgs { msg_ids: vec![] }))
+            .await;
+        assert_eq!(r.is_error, Some(true));
+        let r = h.server.list_pending().await;
+        assert_eq!(r.structured_content.unwrap()["pending"], json!([]));
+        let r = h
+            .server
+            .message_status(Parameters(MessageStatusArgs {
+                msg_id: id(1).to_string(),
+            }))
+            .await;
+        assert_eq!(r.is_error, Some(true));
+        // Without a node, sending says why at once.
+        let r = h
+            .server
+            .send_message(Parameters(SendMessageArgs {
+                to: "self".into(),
+                session: None,
+                text: "hi".into(),
+                task_id: None,
+                status: None,
+                in_reply_to: None,
+            }))
+            .await;
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(
+            r.structured_content.unwrap()["error"],
+            json!(crate::context::UNBOUND)
+        );
     }
 }

@@ -8,90 +8,35 @@
 //! - otherwise: at `initialize`, where the client's name tells whether the host is
 //!   Codex (then as above) or not (then under the random id).
 //!
-//! Starting binds the session ([`crate::server::Bound`]), starts the node in the
-//! background and the workers that follow it: the inbox follower ([`crate::follow`]),
-//! the read-receipt sender ([`crate::receipts`]), the sent-log saver, and for Codex the
-//! thread delivery ([`crate::codex`]).
+//! Starting binds the session ([`Context::bind`]), starts the node in the background
+//! and the workers that follow it (`crate::workers::spawn`). What starting needs is
+//! kept in the context's shared state (`crate::context::Starter`) until then.
 
-use std::{
-    path::PathBuf,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{path::PathBuf, sync::Arc};
 
 use interlink_core::{SessionId, wire::HostKind};
 use interlink_net::{Config, Delivery, SessionSpec};
-use tokio::{sync::watch, task::JoinHandle};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
+    context::{Context, NodeStatus, Ready, StartAt, Starter, ToolError},
     paths, policy,
-    receipts::ReadReceipt,
-    sent::SentLog,
-    server::{Bound, Context, NodeStatus, Ready, ToolError},
-    session::{self, Describe},
+    session_node::{self as session, Describe},
 };
-
-/// How soon after a change the sent-messages log is saved.
-pub const SENT_FLUSH: Duration = Duration::from_millis(500);
-
-/// When the session starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StartAt {
-    /// At once.
-    Now,
-    /// At `initialize`, once the client's name tells the host.
-    Initialize,
-    /// At `bind_codex_session`.
-    Bind,
-}
-
-/// What starting the session needs, kept until it starts.
-#[derive(Debug)]
-pub(crate) struct Starter {
-    pub(crate) at: StartAt,
-    /// The id to start under unless bound to a Codex thread.
-    pub(crate) session: SessionId,
-    pub(crate) cwd: PathBuf,
-    pub(crate) config: Config,
-    pub(crate) status: watch::Sender<NodeStatus>,
-    pub(crate) receipts: tokio::sync::mpsc::Receiver<ReadReceipt>,
-    /// Stops the node (after the workers).
-    pub(crate) node_cancel: CancellationToken,
-    /// Stops the workers.
-    pub(crate) workers_cancel: CancellationToken,
-    /// Where the tasks started go, for shutdown.
-    pub(crate) tasks: Arc<Mutex<Tasks>>,
-}
-
-/// The background tasks of a started session, awaited at shutdown.
-#[derive(Debug, Default)]
-pub(crate) struct Tasks {
-    /// This process's claim on the session (one process per session id and home),
-    /// held until the process ends.
-    pub(crate) lock: Option<interlink_net::SessionLock>,
-    pub(crate) node: Option<JoinHandle<()>>,
-    pub(crate) flusher: Option<JoinHandle<()>>,
-}
 
 /// Called at `initialize` with the client's name.
 pub(crate) fn on_initialize(ctx: &Arc<Context>, client: &str) {
-    let at = match ctx.starter.lock() {
-        Ok(s) => s.as_ref().map(|s| s.at),
-        Err(_) => None,
-    };
+    let at = ctx.shared().starter.as_ref().map(|s| s.at);
     if at != Some(StartAt::Initialize) {
         return;
     }
     if client.to_ascii_lowercase().contains("codex") {
         info!(client, "Codex host: waiting for bind_codex_session");
-        if let Ok(mut h) = ctx.host.lock() {
-            *h = HostKind::Codex;
-        }
-        if let Ok(mut s) = ctx.starter.lock()
-            && let Some(s) = s.as_mut()
-        {
+        let mut shared = ctx.shared();
+        shared.host = HostKind::Codex;
+        if let Some(s) = shared.starter.as_mut() {
             s.at = StartAt::Bind;
         }
         return;
@@ -104,7 +49,7 @@ pub(crate) fn on_initialize(ctx: &Arc<Context>, client: &str) {
 /// Starts the session: under `thread` (a Codex thread id) when given and the id is
 /// not pinned, else under the id chosen at launch. Does nothing if it has started.
 pub(crate) fn start(ctx: &Arc<Context>, thread: Option<&str>) -> Result<(), ToolError> {
-    let Some(starter) = ctx.starter.lock().ok().and_then(|mut s| s.take()) else {
+    let Some(starter) = ctx.shared().starter.take() else {
         return Ok(());
     };
     let session = match (starter.at, thread) {
@@ -127,18 +72,15 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
     // Claimed before anything is bound: a session that another process runs stays
     // unstarted here, and every tool says who holds it.
     {
-        let mut tasks = starter
-            .tasks
-            .lock()
-            .map_err(|_| fail("task list poisoned".into()))?;
-        if tasks.lock.is_none() {
-            tasks.lock = Some(
+        let mut shared = ctx.shared();
+        if shared.tasks.lock.is_none() {
+            shared.tasks.lock = Some(
                 interlink_net::SessionLock::acquire(&session_dir, "mcp", interlink_net::now_ms())
                     .map_err(|e| fail(e.to_string()))?,
             );
         }
     }
-    let summary = ctx.summary.lock().map(|s| s.clone()).unwrap_or_default();
+    let summary = ctx.shared().summary.clone();
     let spec = session::session_spec(
         &ctx.home,
         session.clone(),
@@ -150,17 +92,7 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
         },
     )
     .map_err(|e| fail(e.to_string()))?;
-    let bound = Bound {
-        own: interlink_core::wire::SessionAddr {
-            key: ctx.key(),
-            session,
-        },
-        session_dir: session_dir.clone(),
-    };
-    let _ = ctx.bound.set(bound);
-    if let Ok(mut log) = ctx.sent.lock() {
-        *log = SentLog::load(&session_dir);
-    }
+    ctx.bind(session, session_dir.clone());
     let _ = starter.status.send(NodeStatus::Starting);
     let mut config = starter.config;
     config.delivery.inbox_dir = Some(session_dir.clone());
@@ -171,64 +103,12 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
         starter.status,
         starter.node_cancel,
     ));
-    let cancel = starter.workers_cancel;
-    tokio::spawn(crate::follow::follow(
-        ctx.clone(),
-        session_dir,
-        cancel.clone(),
-    ));
-    tokio::spawn(crate::receipts::run(
-        ctx.clone(),
-        starter.receipts,
-        cancel.clone(),
-    ));
-    if ctx.host() == HostKind::Codex {
-        tokio::spawn(crate::codex::deliver(
-            ctx.clone(),
-            ctx.codex.clone(),
-            cancel.clone(),
-        ));
-    }
-    let flusher = tokio::spawn(flush_sent_log(ctx.clone(), cancel));
-    if let Ok(mut tasks) = starter.tasks.lock() {
-        tasks.node = Some(node);
-        tasks.flusher = Some(flusher);
-    }
+    let flusher =
+        crate::workers::spawn(ctx, session_dir, starter.receipts, &starter.workers_cancel);
+    let mut shared = ctx.shared();
+    shared.tasks.node = Some(node);
+    shared.tasks.flusher = Some(flusher);
     Ok(())
-}
-
-/// Saves the sent-messages log a moment after it changed (sending stays cheap: no
-/// file write per message) and once more when `cancel` fires.
-async fn flush_sent_log(ctx: Arc<Context>, cancel: CancellationToken) {
-    let mut tick = tokio::time::interval(SENT_FLUSH);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let stop = tokio::select! {
-            () = cancel.cancelled() => true,
-            _ = tick.tick() => false,
-        };
-        // Encode under the lock, write outside it and off the runtime's thread (the
-        // session runs on one): a send never waits for an fsync.
-        let snapshot = ctx.sent.lock().ok().and_then(|mut l| l.take_snapshot());
-        let (Some(bytes), Ok(dir)) = (snapshot, ctx.session_dir()) else {
-            if stop {
-                return;
-            }
-            continue;
-        };
-        let written = tokio::task::spawn_blocking(move || SentLog::write(&dir, &bytes))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-        if let Err(e) = written {
-            warn!("saving the sent-messages log: {e}");
-            if let Ok(mut log) = ctx.sent.lock() {
-                log.mark_dirty();
-            }
-        }
-        if stop {
-            return;
-        }
-    }
 }
 
 /// Starts the node, publishes its status, follows peers.json, and shuts the node down

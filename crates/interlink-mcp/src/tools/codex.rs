@@ -5,10 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::{
-    codex,
-    server::{Server, ToolError},
-};
+use crate::{codex, context::ToolError, server::Server};
 
 /// Arguments of `bind_codex_session`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -76,10 +73,8 @@ impl Server {
                         .into(),
                 ));
             }
-            let mut slot = ctx
-                .codex_thread
-                .lock()
-                .map_err(|_| ToolError("binding state unavailable".into()))?;
+            let mut shared = ctx.shared();
+            let slot = &mut shared.codex_thread;
             let already = match slot.as_deref() {
                 Some(t) if t == id => true,
                 Some(t) => {
@@ -93,14 +88,14 @@ impl Server {
                     false
                 }
             };
-            drop(slot);
+            drop(shared);
             Ok::<_, ToolError>((id, already))
         })();
         let (id, already) = match result {
             Ok(v) => v,
             Err(e) => return ctx.error(e),
         };
-        if let Err(e) = crate::start::start(ctx, Some(&id)) {
+        if let Err(e) = crate::startup::start(ctx, Some(&id)) {
             return ctx.error(e);
         }
         let session = ctx.own().map(|o| o.session.to_string()).unwrap_or_default();

@@ -20,11 +20,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::{
+    context::{Context, ReadReceipt},
     policy,
     read_state::{Durability, ReadState},
     render,
-    server::{CHANNEL_METHOD, Context},
 };
+
+/// The custom notification method of channel mode.
+pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
 
 /// The notification for one inbox message: `content` is the peer's text, `meta` the
 /// verified sender and the message's fields (strings; absent fields left out).
@@ -120,7 +123,7 @@ async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
                 id,
             });
         }
-        ctx.queue_read_receipts(crate::receipts::ReadReceipt::host_queued(e));
+        ctx.queue_read_receipts(ReadReceipt::host_queued(e));
     }
     if pushed.is_empty() {
         return;

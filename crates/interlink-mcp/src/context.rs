@@ -1,0 +1,561 @@
+//! What the tools and the background workers share about one session: the
+//! [`Context`], the node's status, and the one lock over the session's mutable state.
+//!
+//! The context only holds state and answers questions about it; starting the session
+//! is [`crate::startup`], the tools are [`crate::tools`], the workers
+//! [`crate::workers`]. None of those is imported here, so the context sits below them
+//! all.
+
+use std::{
+    path::PathBuf,
+    sync::{Arc, Mutex, MutexGuard, OnceLock},
+    time::Duration,
+};
+
+use interlink_core::{
+    IdentityKey, MsgId, SessionId,
+    presence::IdentityView,
+    wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr},
+};
+use interlink_net::{Config, Handle, inbox::InboxEntry};
+use libp2p::Multiaddr;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Value, json};
+use tokio::{sync::watch, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::{
+    codex::CodexConfig,
+    read_state::{ReadState, ReadStateError},
+    routing::Routes,
+    sent_log::SentLog,
+};
+
+/// How long a tool waits for the node to come up before answering with an error.
+pub const NODE_WAIT: Duration = Duration::from_secs(15);
+
+/// Most read receipts waiting to be sent; beyond it new ones are dropped (and logged).
+pub const RECEIPT_QUEUE: usize = 1024;
+
+/// The setup error of a Codex-hosted session that is not bound to its thread yet.
+pub const UNBOUND: &str = "setup error: this Codex session is not bound to its thread yet, \
+so it neither announces itself nor receives messages. The interlink hooks call \
+bind_codex_session with the thread id (run `interlink-p2p install codex` to set them up); \
+until then nothing can be sent or received.";
+
+/// Where the node is.
+#[derive(Clone, Debug)]
+pub enum NodeStatus {
+    /// Not started: a Codex-hosted session waits for `bind_codex_session`, or the
+    /// server waits for `initialize` to learn its host.
+    Unbound,
+    /// Starting in the background.
+    Starting,
+    /// Running.
+    Ready(Arc<Ready>),
+    /// It failed to start (the reason).
+    Failed(String),
+}
+
+/// A running node and what it listens on.
+#[derive(Debug)]
+pub struct Ready {
+    /// The node handle.
+    pub handle: Handle,
+    /// Listen addresses, each ending in `/p2p/<peer id>`.
+    pub listen: Vec<Multiaddr>,
+    /// The node's events since it started ([`interlink_net::Node::take_events`]),
+    /// until [`Ready::events_since_start`] takes them. A lock of its own: `Ready` is
+    /// built by the node task, before any [`Context`] can see it, and shared read-only
+    /// through the status channel; this is its only part that changes, once.
+    pub early_events: Mutex<Option<tokio::sync::broadcast::Receiver<interlink_net::Event>>>,
+    /// When the node started listening: a roster that has had a few seconds to fill is
+    /// not waited on again when a target is not on it.
+    pub since: std::time::Instant,
+}
+
+impl Ready {
+    /// The node's events from its start for the first caller — the inbox follower, so
+    /// a receipt that arrives while the server is still starting is not missed — and
+    /// a fresh subscription for any later one.
+    pub fn events_since_start(&self) -> tokio::sync::broadcast::Receiver<interlink_net::Event> {
+        // Poison is recovered: the slot holds an `Option` that a panicking holder
+        // cannot leave half-written.
+        self.early_events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .unwrap_or_else(|| self.handle.events())
+    }
+}
+
+/// The session this server runs, once its id is known.
+#[derive(Clone, Debug)]
+pub struct Bound {
+    /// This session's address.
+    pub own: SessionAddr,
+    /// This session's state directory (inbox, read state, sent log).
+    pub session_dir: PathBuf,
+}
+
+/// A tool failed; the text tells the model what to do about it.
+#[derive(Debug)]
+pub struct ToolError(pub String);
+
+impl<E: std::fmt::Display> From<E> for ToolError {
+    fn from(e: E) -> Self {
+        Self(e.to_string())
+    }
+}
+
+/// A receipt to send: `read`, or `host_queued` (handed to the agent host). Queued by
+/// the tools and workers through `Context::queue_read_receipts`, sent by
+/// [`crate::workers::receipts`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadReceipt {
+    /// The session the message came from.
+    pub to: SessionAddr,
+    /// The message.
+    pub msg_id: MsgId,
+    /// [`EnvelopeKind::Read`] or [`EnvelopeKind::HostQueued`].
+    pub kind: EnvelopeKind,
+}
+
+impl ReadReceipt {
+    /// The read receipt for an inbox message, if its reply route is valid.
+    pub fn for_entry(e: &InboxEntry) -> Option<Self> {
+        Self::of_kind(e, EnvelopeKind::Read)
+    }
+
+    /// The hand-over receipt for an inbox message.
+    pub fn host_queued(e: &InboxEntry) -> Option<Self> {
+        Self::of_kind(e, EnvelopeKind::HostQueued)
+    }
+
+    fn of_kind(e: &InboxEntry, kind: EnvelopeKind) -> Option<Self> {
+        let (key, session) = reply_route(e)?;
+        Some(Self {
+            to: SessionAddr { key, session },
+            msg_id: e.msg_id.parse().ok()?,
+            kind,
+        })
+    }
+}
+
+/// The read receipts for the messages among `unread` whose ids were just acknowledged:
+/// one per message, so when two senders used one id, each gets its own.
+pub fn read_receipts_for(
+    unread: &[InboxEntry],
+    consumed: &[(IdentityKey, MsgId)],
+) -> Vec<ReadReceipt> {
+    let consumed: Vec<(String, String)> = consumed
+        .iter()
+        .map(|(s, id)| (s.to_hex(), id.to_string()))
+        .collect();
+    unread
+        .iter()
+        .filter(|e| {
+            consumed
+                .iter()
+                .any(|(s, id)| *s == e.sender && *id == e.msg_id)
+        })
+        .filter_map(ReadReceipt::for_entry)
+        .collect()
+}
+
+/// The sender's reply route of an inbox entry: `key#session`.
+pub fn reply_route(e: &InboxEntry) -> Option<(IdentityKey, SessionId)> {
+    let (key, session) = e.reply_to.split_once('#')?;
+    Some((key.parse().ok()?, SessionId::new(session).ok()?))
+}
+
+/// When a session starts ([`crate::startup`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartAt {
+    /// At once.
+    Now,
+    /// At `initialize`, once the client's name tells the host.
+    Initialize,
+    /// At `bind_codex_session`.
+    Bind,
+}
+
+/// What starting the session needs, kept in the [`Shared`] state until
+/// [`crate::startup::start`] takes it.
+#[derive(Debug)]
+pub(crate) struct Starter {
+    pub(crate) at: StartAt,
+    /// The id to start under unless bound to a Codex thread.
+    pub(crate) session: SessionId,
+    pub(crate) cwd: PathBuf,
+    pub(crate) config: Config,
+    pub(crate) status: watch::Sender<NodeStatus>,
+    pub(crate) receipts: tokio::sync::mpsc::Receiver<ReadReceipt>,
+    /// Stops the node (after the workers).
+    pub(crate) node_cancel: CancellationToken,
+    /// Stops the workers.
+    pub(crate) workers_cancel: CancellationToken,
+}
+
+/// The background tasks of a started session, awaited at shutdown.
+#[derive(Debug, Default)]
+pub(crate) struct Tasks {
+    /// This process's claim on the session (one process per session id and home),
+    /// held until the process ends.
+    pub(crate) lock: Option<interlink_net::SessionLock>,
+    pub(crate) node: Option<JoinHandle<()>>,
+    pub(crate) flusher: Option<JoinHandle<()>>,
+}
+
+/// The session's mutable state, behind the one lock of [`Context::shared`].
+///
+/// One lock for all of it: every use is a short, synchronous read or update (never
+/// held across an `.await`), so the parts gain nothing from locks of their own.
+#[derive(Debug)]
+pub struct Shared {
+    /// Current summary.
+    pub summary: String,
+    /// Agent host (learnt at `initialize` when no flag or environment said it).
+    pub host: HostKind,
+    /// Routing hints per peer.
+    pub routes: Routes,
+    /// What this session sent and where each message stands.
+    pub sent: SentLog,
+    /// The Codex thread this session is bound to.
+    pub codex_thread: Option<String>,
+    /// How the session is started, until it is ([`crate::startup`]).
+    pub(crate) starter: Option<Starter>,
+    /// The started session's tasks, for shutdown.
+    pub(crate) tasks: Tasks,
+}
+
+/// What a [`Context`] is made from, besides its node status and receipt queue.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The home directory (identity, peers.json, sessions/).
+    pub home: PathBuf,
+    /// This user's identity key.
+    pub identity: IdentityKey,
+    /// Announced working directory.
+    pub cwd: String,
+    /// Announced git label.
+    pub git_label: Option<String>,
+    /// Initial summary.
+    pub summary: String,
+    /// Agent host.
+    pub host: HostKind,
+    /// Channel mode: messages are pushed as channel notifications.
+    pub channels: bool,
+    /// The name this user suggests for itself in knocks and acceptances.
+    pub name: String,
+    /// How notices are queued into Codex.
+    pub codex: CodexConfig,
+}
+
+/// Everything the tools share about this session.
+#[derive(Debug)]
+pub struct Context {
+    /// The home directory (identity, peers.json, sessions/).
+    pub home: PathBuf,
+    /// This user's identity key.
+    pub identity: IdentityKey,
+    /// The session, once its id is known ([`crate::startup`]).
+    pub bound: OnceLock<Bound>,
+    /// Announced working directory.
+    pub cwd: String,
+    /// Announced git label.
+    pub git_label: Option<String>,
+    /// Channel mode: messages are pushed as channel notifications.
+    pub channels: bool,
+    /// The node, once started.
+    pub node: watch::Receiver<NodeStatus>,
+    /// Inbox offset before which nothing is unread (see `ReadState::unread_from`).
+    pub scanned: std::sync::atomic::AtomicU64,
+    /// The name this user suggests for itself in knocks and acceptances.
+    pub name: String,
+    /// Read receipts waiting to be sent ([`crate::workers::receipts`]).
+    pub receipts: tokio::sync::mpsc::Sender<ReadReceipt>,
+    /// How notices are queued into Codex.
+    pub codex: CodexConfig,
+    /// The mutable state; see [`Context::shared`].
+    shared: Mutex<Shared>,
+    /// Serialises read-state changes (tools and the channel forwarder). An async lock,
+    /// apart from [`Shared`]: it is held across awaits (a channel push) while the
+    /// inbox's read state is read, changed and written.
+    pub read_lock: tokio::sync::Mutex<()>,
+    /// Serialises changes to the saved Codex delivery failures. An async lock of its
+    /// own: it is held across a `codex queue` run (up to its timeout), which must hold
+    /// up neither the state above nor `receive_messages`.
+    pub(crate) codex_lock: tokio::sync::Mutex<()>,
+}
+
+impl Context {
+    /// A context over `settings`, not bound to a session yet (see [`Context::bind`]),
+    /// following the node through `node` and queueing receipts on `receipts`.
+    pub fn new(
+        settings: Settings,
+        node: watch::Receiver<NodeStatus>,
+        receipts: tokio::sync::mpsc::Sender<ReadReceipt>,
+    ) -> Self {
+        Self {
+            home: settings.home,
+            identity: settings.identity,
+            bound: OnceLock::new(),
+            cwd: settings.cwd,
+            git_label: settings.git_label,
+            channels: settings.channels,
+            node,
+            scanned: std::sync::atomic::AtomicU64::new(0),
+            name: settings.name,
+            receipts,
+            codex: settings.codex,
+            shared: Mutex::new(Shared {
+                summary: settings.summary,
+                host: settings.host,
+                routes: Routes::default(),
+                sent: SentLog::default(),
+                codex_thread: None,
+                starter: None,
+                tasks: Tasks::default(),
+            }),
+            read_lock: tokio::sync::Mutex::new(()),
+            codex_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Binds the context to `session`, whose state lives in `session_dir`, and loads
+    /// the session's sent log. Binding twice keeps the first session.
+    pub fn bind(&self, session: SessionId, session_dir: PathBuf) {
+        let bound = Bound {
+            own: SessionAddr {
+                key: self.identity,
+                session,
+            },
+            session_dir: session_dir.clone(),
+        };
+        if self.bound.set(bound).is_ok() {
+            self.shared().sent = SentLog::load(&session_dir);
+        }
+    }
+
+    /// The mutable state, locked. Never held across an `.await`.
+    ///
+    /// A poisoned lock is recovered, not skipped: every update under it is a plain
+    /// field assignment or a bounded collection change, so a holder that panicked
+    /// cannot have left the state inconsistent, and dropping the work (a receipt, a
+    /// route, a sent entry) would be worse than using it.
+    pub fn shared(&self) -> MutexGuard<'_, Shared> {
+        self.shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The identity key.
+    pub fn key(&self) -> IdentityKey {
+        self.identity
+    }
+
+    /// This session's address (an error naming the setup step while unbound).
+    pub fn own(&self) -> Result<SessionAddr, ToolError> {
+        self.bound
+            .get()
+            .map(|b| b.own.clone())
+            .ok_or_else(|| ToolError(UNBOUND.into()))
+    }
+
+    /// This session's state directory.
+    pub fn session_dir(&self) -> Result<PathBuf, ToolError> {
+        self.bound
+            .get()
+            .map(|b| b.session_dir.clone())
+            .ok_or_else(|| ToolError(UNBOUND.into()))
+    }
+
+    /// The agent host.
+    pub fn host(&self) -> HostKind {
+        self.shared().host
+    }
+
+    /// The bound Codex thread.
+    pub fn thread(&self) -> Option<String> {
+        self.shared().codex_thread.clone()
+    }
+
+    /// How delivered messages reach the agent.
+    pub fn delivery(&self) -> DeliveryMode {
+        if self.channels {
+            DeliveryMode::Channel
+        } else if self.host() == HostKind::Codex {
+            DeliveryMode::Codex
+        } else {
+            DeliveryMode::Inbox
+        }
+    }
+
+    /// Waits, without a limit, until the node runs (`None`: it failed or stopped).
+    /// For background workers, which start before the session may be bound.
+    pub async fn running(&self) -> Option<Arc<Ready>> {
+        let mut rx = self.node.clone();
+        let status = rx
+            .wait_for(|s| matches!(s, NodeStatus::Ready(_) | NodeStatus::Failed(_)))
+            .await
+            .ok()?
+            .clone();
+        match status {
+            NodeStatus::Ready(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Waits (at most [`NODE_WAIT`]) for the node.
+    pub async fn ready(&self) -> Result<Arc<Ready>, ToolError> {
+        wait_ready(&self.node).await
+    }
+
+    /// Pushes `peers.json` into this session's node at once, after this server edited
+    /// it (other sessions notice the file within a second). A node still starting reads
+    /// the file itself.
+    pub async fn refresh_policy(&self) {
+        let ready = match &*self.node.borrow() {
+            NodeStatus::Ready(r) => Some(r.clone()),
+            _ => None,
+        };
+        if let Some(r) = ready
+            && let Ok(policy) = crate::policy::load(&self.home)
+        {
+            let _ = r.handle.set_policy(policy).await;
+        }
+    }
+
+    /// The roster, from the node.
+    pub async fn roster(&self) -> Result<Vec<IdentityView>, ToolError> {
+        Ok(self.ready().await?.handle.roster().await?)
+    }
+
+    /// The unread messages, oldest first; notes each sender's session as its sticky
+    /// route (the last inbound one wins).
+    pub fn unread(&self) -> Result<Vec<InboxEntry>, ReadStateError> {
+        let Some(bound) = self.bound.get() else {
+            return Ok(Vec::new());
+        };
+        let hint = self.scanned.load(std::sync::atomic::Ordering::Relaxed);
+        let (entries, clean) = ReadState::load(&bound.session_dir)?.unread_from(hint)?;
+        self.scanned
+            .store(clean, std::sync::atomic::Ordering::Relaxed);
+        let mut shared = self.shared();
+        for e in &entries {
+            if let Some((key, session)) = reply_route(e) {
+                shared.routes.inbound(key, session);
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Queues read receipts without waiting.
+    pub(crate) fn queue_read_receipts(&self, receipts: impl IntoIterator<Item = ReadReceipt>) {
+        for r in receipts {
+            if self.receipts.try_send(r).is_err() {
+                warn!("read receipt dropped: {RECEIPT_QUEUE} already waiting");
+            }
+        }
+    }
+
+    /// The number of unread messages (0 if the inbox cannot be read).
+    fn unread_count(&self) -> usize {
+        self.unread().map(|u| u.len()).unwrap_or(0)
+    }
+
+    /// A successful result: `text` for the model, `structured` as structuredContent
+    /// (with `unread` added), and the footer.
+    pub fn ok(&self, text: String, mut structured: Value) -> CallToolResult {
+        let n = self.unread_count();
+        if let Value::Object(map) = &mut structured {
+            map.insert("unread".into(), json!(n));
+        }
+        let text = with_footer(text, footer(n));
+        let mut result = CallToolResult::success(vec![ContentBlock::text(with_footer(
+            text,
+            self.pair_footer(),
+        ))]);
+        result.structured_content = Some(structured);
+        result
+    }
+
+    /// A tool error: `isError`, the message as text (with the footer) and
+    /// `{"error": message}` as structuredContent.
+    pub fn error(&self, e: ToolError) -> CallToolResult {
+        let mut result = CallToolResult::error(vec![ContentBlock::text(with_footer(
+            e.0.clone(),
+            footer(self.unread_count()),
+        ))]);
+        result.structured_content = Some(json!({ "error": e.0 }));
+        result
+    }
+
+    /// A tool's result: [`Context::ok`] or [`Context::error`].
+    pub fn respond(&self, result: Result<(String, Value), ToolError>) -> CallToolResult {
+        match result {
+            Ok((text, value)) => self.ok(text, value),
+            Err(e) => self.error(e),
+        }
+    }
+
+    /// A footer line when pair requests wait for the operator.
+    fn pair_footer(&self) -> Option<String> {
+        let n = crate::pairing::load(&self.home)
+            .map(|p| p.incoming.len())
+            .unwrap_or(0);
+        (n > 0).then(|| {
+            format!(
+                "[interlink: {n} pair request{} waiting for your operator's decision; see \
+                 list_pair_requests]",
+                if n == 1 { "" } else { "s" }
+            )
+        })
+    }
+}
+
+/// Waits (at most [`NODE_WAIT`]) for the node `node` follows: the node's handle, or an
+/// error saying why there is none.
+pub async fn wait_ready(node: &watch::Receiver<NodeStatus>) -> Result<Arc<Ready>, ToolError> {
+    let mut rx = node.clone();
+    if matches!(*rx.borrow(), NodeStatus::Unbound) {
+        return Err(ToolError(UNBOUND.into()));
+    }
+    let status = tokio::time::timeout(
+        NODE_WAIT,
+        rx.wait_for(|s| !matches!(s, NodeStatus::Starting)),
+    )
+    .await
+    .map_err(|_| {
+        ToolError(format!(
+            "the network node did not start within {NODE_WAIT:?}"
+        ))
+    })?
+    .map_err(|_| ToolError("the network node has stopped".into()))?
+    .clone();
+    match status {
+        NodeStatus::Ready(r) => Ok(r),
+        NodeStatus::Failed(e) => Err(ToolError(format!("the network node failed to start: {e}"))),
+        NodeStatus::Starting => Err(ToolError("the network node is still starting".into())),
+        NodeStatus::Unbound => Err(ToolError(UNBOUND.into())),
+    }
+}
+
+/// The footer line, if unread messages wait.
+fn footer(n: usize) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "[interlink: {n} unread message{} waiting; call receive_messages]",
+            if n == 1 { "" } else { "s" }
+        )
+    })
+}
+
+fn with_footer(text: String, footer: Option<String>) -> String {
+    match footer {
+        Some(f) => format!("{text}\n\n{f}"),
+        None => text,
+    }
+}

@@ -1,0 +1,19 @@
+//! The MCP tools, one file per tool family. Each file holds its tools' arguments (a
+//! `Parameters` struct whose doc comments become the schema's descriptions) and one
+//! `#[tool_router]` block on [`crate::server::Server`]; [`crate::server::Server::router`]
+//! adds the blocks up.
+//!
+//! - [`messaging`]: `send_message`, `receive_messages`, `acknowledge_messages`,
+//!   `message_status`, `list_pending` (sending itself: `send`);
+//! - [`sessions`]: `whoami`, `discover`, `set_summary`;
+//! - [`pairing`]: `list_peers`, `add_peer`, `remove_peer`, `request_pair`,
+//!   `list_pair_requests`, `accept_pair`, `reject_pair`;
+//! - [`tasks`]: `conversation_history`, `cancel_task`;
+//! - [`codex`]: `bind_codex_session`, `failed_deliveries`.
+
+pub mod codex;
+pub mod messaging;
+pub mod pairing;
+mod send;
+pub mod sessions;
+pub mod tasks;

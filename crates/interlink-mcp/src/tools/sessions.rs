@@ -1,0 +1,157 @@
+//! The session tools: `whoami` (this session), `discover` (every session on the
+//! overlay) and `set_summary` (what this session tells its peers it is doing).
+
+use rmcp::{handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::{context::ToolError, policy, render, server::Server, session_node::check_summary};
+
+/// Arguments of `set_summary`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetSummaryArgs {
+    /// What this session is working on, one line (at most 512 bytes); shown to peers
+    /// in discover.
+    pub summary: String,
+}
+
+#[tool_router(router = sessions_router, vis = "pub(crate)")]
+impl Server {
+    /// This session: identity key and fingerprint, session id, working directory, git
+    /// label, summary, listen addresses (full multiaddrs ending in /p2p/<peer id>) and
+    /// how delivered messages reach this agent.
+    #[tool(annotations(read_only_hint = true))]
+    async fn whoami(&self) -> CallToolResult {
+        let ctx = &self.ctx;
+        let (listen, node) = match ctx.ready().await {
+            Ok(r) => (
+                r.listen.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "ready".to_owned(),
+            ),
+            Err(e) => (Vec::new(), e.0),
+        };
+        let summary = ctx.shared().summary.clone();
+        let key = ctx.key();
+        let delivery = serde_json::to_value(ctx.delivery()).unwrap_or_default();
+        let host = serde_json::to_value(ctx.host()).unwrap_or_default();
+        let session = ctx
+            .own()
+            .map(|o| o.session.to_string())
+            .unwrap_or_else(|_| "(not bound yet)".to_owned());
+        let mut text = format!(
+            "identity {}\nfingerprint {}\nsession {}\ncwd {}\n",
+            key.to_hex(),
+            key.fingerprint(),
+            session,
+            ctx.cwd
+        );
+        if let Some(g) = &ctx.git_label {
+            text.push_str(&format!("git {g}\n"));
+        }
+        text.push_str(&format!(
+            "summary {summary:?}\ndelivery {}\nnode {node}\n",
+            delivery.as_str().unwrap_or("")
+        ));
+        for a in &listen {
+            text.push_str(&format!("listen {a}\n"));
+        }
+        ctx.ok(
+            text.trim_end().to_owned(),
+            json!({
+                "identity_key": key.to_hex(),
+                "fingerprint": key.fingerprint().to_string(),
+                "session_id": ctx.own().ok().map(|o| o.session.to_string()),
+                "cwd": ctx.cwd,
+                "git_label": ctx.git_label,
+                "summary": summary,
+                "host": host,
+                "delivery": delivery,
+                "node": node,
+                "listen_addrs": listen,
+            }),
+        )
+    }
+
+    /// Every identity on the overlay (paired or not; petname if paired, `self` for this
+    /// user) and its sessions: id, working directory, git label, summary, presence
+    /// (live, or away when silent) with the age of its last announcement.
+    #[tool(annotations(read_only_hint = true))]
+    async fn discover(&self) -> CallToolResult {
+        let ctx = &self.ctx;
+        let result = async {
+            let roster = ctx.roster().await?;
+            let policy = policy::load(&ctx.home)?;
+            let own = ctx.own()?;
+            Ok::<_, ToolError>(render::discover(&roster, &policy, &own))
+        }
+        .await;
+        match result {
+            Ok((text, value)) => ctx.ok(text, value),
+            Err(e) => ctx.error(e),
+        }
+    }
+
+    /// Sets what this session is working on (shown to peers in discover) and
+    /// re-announces it at once.
+    #[tool]
+    async fn set_summary(&self, Parameters(args): Parameters<SetSummaryArgs>) -> CallToolResult {
+        let ctx = &self.ctx;
+        let result = async {
+            let summary = args.summary.trim().to_owned();
+            check_summary(&summary)?;
+            ctx.ready()
+                .await?
+                .handle
+                .set_summary(summary.clone())
+                .await?;
+            ctx.shared().summary.clone_from(&summary);
+            Ok::<_, ToolError>((
+                format!("summary set and announced: {summary:?}"),
+                json!({ "summary": summary }),
+            ))
+        }
+        .await;
+        match result {
+            Ok((text, value)) => ctx.ok(text, value),
+            Err(e) => ctx.error(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use interlink_core::Identity;
+
+    use super::*;
+    use crate::server::testing::harness;
+
+    #[tokio::test]
+    async fn whoami_without_a_node() {
+        let home = tempfile::tempdir().unwrap();
+        let h = harness(home.path(), "s1");
+        let r = h.server.whoami().await;
+        assert_ne!(r.is_error, Some(true));
+        let key = Identity::from_seed(&[7; 32]).public();
+        let v = r.structured_content.unwrap();
+        assert_eq!(v["identity_key"], json!(key.to_hex()));
+        assert_eq!(v["fingerprint"], json!(key.fingerprint().to_string()));
+        assert_eq!(v["session_id"], json!("s1"));
+        assert_eq!(v["summary"], json!("testing"));
+        assert_eq!(v["delivery"], json!("inbox"));
+        assert_eq!(v["node"], json!(crate::context::UNBOUND));
+        assert_eq!(v["listen_addrs"], json!([]));
+        assert_eq!(v["unread"], json!(0));
+        // set_summary needs the node: refused, and the summary stays.
+        let r = h
+            .server
+            .set_summary(Parameters(SetSummaryArgs {
+                summary: "other".into(),
+            }))
+            .await;
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(h.server.context().shared().summary, "testing");
+        drop(h.status);
+    }
+}
