@@ -94,8 +94,8 @@ pub async fn cli(
     let mut cmd = Command::new(bin);
     scrub_env(&mut cmd)
         .args(args)
-        .env("INTERLINK_HOME", home)
-        .env("INTERLINK_MDNS", "0");
+        .env(interlink_core::env::HOME, home)
+        .env(interlink_core::env::MDNS, "0");
     let out = run_blocking(cmd, input).await.map_err(|e| match e {
         harness::Error::RunTimeout { .. } => anyhow::anyhow!("interlink-p2p {args:?} timed out"),
         e => anyhow::Error::new(e).context(format!("starting {}", bin.display())),
@@ -151,7 +151,7 @@ impl Proc {
         let mut cmd = Command::new(bin);
         scrub_env(&mut cmd)
             .args(args)
-            .env("INTERLINK_HOME", home.path());
+            .env(interlink_core::env::HOME, home.path());
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -23,6 +23,7 @@
 //!   machines and rules built on the verified wire types.
 
 pub mod collected;
+pub mod env;
 pub mod identity;
 pub mod keyfile;
 pub mod limits;

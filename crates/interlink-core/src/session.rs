@@ -13,9 +13,9 @@ use rand_core::CryptoRng;
 use crate::limits::MAX_SESSION_ID_BYTES;
 
 /// Environment variable that pins the session id.
-pub const ENV_SESSION: &str = "INTERLINK_SESSION";
+pub const ENV_SESSION: &str = crate::env::SESSION;
 /// Environment variable Claude Code sets in the MCP server's environment.
-pub const ENV_CLAUDE_SESSION: &str = "CLAUDE_CODE_SESSION_ID";
+pub const ENV_CLAUDE_SESSION: &str = crate::env::CLAUDE_SESSION;
 
 /// A validated session id: 1 to [`MAX_SESSION_ID_BYTES`] characters from
 /// `A-Z a-z 0-9 . _ : -`.

@@ -45,7 +45,7 @@ pub const MAX_OUTGOING: usize = MAX_PENDING_PAIR_REQUESTS;
 pub const MAX_DECIDED: usize = 256;
 /// Environment variable naming the petname this user suggests to the identities it
 /// knocks (else the login name).
-pub const ENV_NAME: &str = "INTERLINK_NAME";
+pub const ENV_NAME: &str = interlink_core::env::NAME;
 const VERSION: u32 = 1;
 
 /// A knock waiting for the operator.

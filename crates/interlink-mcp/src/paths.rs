@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use interlink_core::SessionId;
 
 /// Environment variable naming the home directory.
-pub const ENV_HOME: &str = "INTERLINK_HOME";
+pub const ENV_HOME: &str = interlink_core::env::HOME;
 /// File name of the identity key inside the home directory.
 pub const IDENTITY_FILE: &str = "identity.key";
 

@@ -13,25 +13,25 @@ use interlink_core::{
 use libp2p::{Multiaddr, multiaddr::Protocol};
 
 /// The overlay name.
-pub const ENV_NETWORK: &str = "INTERLINK_NETWORK";
+pub const ENV_NETWORK: &str = interlink_core::env::NETWORK;
 /// Comma-separated listen multiaddrs.
-pub const ENV_LISTEN: &str = "INTERLINK_LISTEN";
+pub const ENV_LISTEN: &str = interlink_core::env::LISTEN;
 /// Comma-separated bootstrap multiaddrs (`/p2p/<id>` suffix optional).
-pub const ENV_BOOTSTRAP: &str = "INTERLINK_BOOTSTRAP";
+pub const ENV_BOOTSTRAP: &str = interlink_core::env::BOOTSTRAP;
 /// Comma-separated relay multiaddrs, each ending in `/p2p/<relay id>`.
-pub const ENV_RELAY: &str = "INTERLINK_RELAY";
+pub const ENV_RELAY: &str = interlink_core::env::RELAY;
 /// The listen value that means "no direct listener: reachable through relays only".
 pub const LISTEN_NONE: &str = "none";
 /// `0` (or `false`, `off`, `no`) turns mDNS off.
-pub const ENV_MDNS: &str = "INTERLINK_MDNS";
+pub const ENV_MDNS: &str = interlink_core::env::MDNS;
 /// Test only: the live window in milliseconds (default 90 s).
-pub const ENV_TEST_LIVE_WINDOW_MS: &str = "INTERLINK_TEST_LIVE_WINDOW_MS";
+pub const ENV_TEST_LIVE_WINDOW_MS: &str = interlink_core::env::TEST_LIVE_WINDOW_MS;
 /// Test only: how long a silent session stays away, in milliseconds (default 3 days).
-pub const ENV_TEST_AWAY_RETENTION_MS: &str = "INTERLINK_TEST_AWAY_RETENTION_MS";
+pub const ENV_TEST_AWAY_RETENTION_MS: &str = interlink_core::env::TEST_AWAY_RETENTION_MS;
 /// Test only: moves this process's clock by this many milliseconds (may be negative).
-pub const ENV_TEST_CLOCK_OFFSET_MS: &str = "INTERLINK_TEST_CLOCK_OFFSET_MS";
+pub const ENV_TEST_CLOCK_OFFSET_MS: &str = interlink_core::env::TEST_CLOCK_OFFSET_MS;
 /// Test only: the re-announcement interval in milliseconds (default 30 s).
-pub const ENV_TEST_HEARTBEAT_MS: &str = "INTERLINK_TEST_HEARTBEAT_MS";
+pub const ENV_TEST_HEARTBEAT_MS: &str = interlink_core::env::TEST_HEARTBEAT_MS;
 
 /// Network settings given as flags; `None`/empty means "not given, use the environment".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

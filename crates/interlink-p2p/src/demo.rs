@@ -78,15 +78,15 @@ struct Demo {
 impl Demo {
     fn command(&self, home: &Path) -> Command {
         let mut cmd = Command::new(&self.exe);
-        cmd.env("INTERLINK_HOME", home)
-            .env("INTERLINK_MDNS", "0")
-            .env_remove("INTERLINK_SESSION")
+        cmd.env(interlink_core::env::HOME, home)
+            .env(interlink_core::env::MDNS, "0")
+            .env_remove(interlink_core::env::SESSION)
             .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env_remove("INTERLINK_BOOTSTRAP")
-            .env_remove("INTERLINK_NETWORK");
+            .env_remove(interlink_core::env::BOOTSTRAP)
+            .env_remove(interlink_core::env::NETWORK);
         match &self.relay {
-            Some(r) => cmd.env("INTERLINK_RELAY", r),
-            None => cmd.env_remove("INTERLINK_RELAY"),
+            Some(r) => cmd.env(interlink_core::env::RELAY, r),
+            None => cmd.env_remove(interlink_core::env::RELAY),
         };
         cmd
     }

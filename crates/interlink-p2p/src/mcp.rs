@@ -22,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 /// Environment variable turning channel mode on (`1`).
-pub const ENV_CHANNELS: &str = "INTERLINK_CHANNELS";
+pub const ENV_CHANNELS: &str = interlink_core::env::CHANNELS;
 /// Environment variable naming the `codex` executable (else `codex` on `PATH`).
-pub const ENV_CODEX_BIN: &str = "INTERLINK_CODEX_BIN";
+pub const ENV_CODEX_BIN: &str = interlink_core::env::CODEX_BIN;
 
 /// Delivery into Codex: the executable from [`ENV_CODEX_BIN`]; tests shorten the
 /// timings with `INTERLINK_TEST_CODEX_{TIMEOUT,BACKOFF,RETRY,RETRY_CAP}_MS`.
@@ -38,16 +38,16 @@ pub fn codex_config(env: impl Fn(&str) -> Option<String>) -> CodexConfig {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_millis)
     };
-    if let Some(d) = ms("INTERLINK_TEST_CODEX_TIMEOUT_MS") {
+    if let Some(d) = ms(interlink_core::env::TEST_CODEX_TIMEOUT_MS) {
         cfg.attempt_timeout = d;
     }
-    if let Some(d) = ms("INTERLINK_TEST_CODEX_BACKOFF_MS") {
+    if let Some(d) = ms(interlink_core::env::TEST_CODEX_BACKOFF_MS) {
         cfg.backoff = d;
     }
-    if let Some(d) = ms("INTERLINK_TEST_CODEX_RETRY_MS") {
+    if let Some(d) = ms(interlink_core::env::TEST_CODEX_RETRY_MS) {
         cfg.retry_base = d;
     }
-    if let Some(d) = ms("INTERLINK_TEST_CODEX_RETRY_CAP_MS") {
+    if let Some(d) = ms(interlink_core::env::TEST_CODEX_RETRY_CAP_MS) {
         cfg.retry_cap = d;
     }
     cfg

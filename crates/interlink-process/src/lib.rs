@@ -21,18 +21,7 @@ use std::{
 /// `interlink-p2p` process does; [`scrub_env`] removes them so a child gets exactly
 /// what its caller passes (an inherited `CLAUDE_CODE_SESSION_ID` would pin every
 /// process to one session id).
-pub const SCRUBBED_ENV: &[&str] = &[
-    "INTERLINK_HOME",
-    "INTERLINK_SESSION",
-    "CLAUDE_CODE_SESSION_ID",
-    "INTERLINK_NETWORK",
-    "INTERLINK_LISTEN",
-    "INTERLINK_BOOTSTRAP",
-    "INTERLINK_MDNS",
-    "INTERLINK_TEST_LIVE_WINDOW_MS",
-    "INTERLINK_TEST_AWAY_RETENTION_MS",
-    "INTERLINK_TEST_HEARTBEAT_MS",
-];
+pub const SCRUBBED_ENV: &[&str] = interlink_core::env::INHERITED_BY_ACCIDENT;
 
 /// How often a wait with a deadline looks at the child again.
 const POLL: Duration = Duration::from_millis(20);

@@ -9,6 +9,7 @@
 //! `install codex` says so when it adds them.
 
 use anyhow::Context as _;
+use interlink_core::env;
 use toml_edit::{ArrayOfTables, DocumentMut, InlineTable, Item, Table, value};
 
 use super::{Action, SERVER_NAME};
@@ -38,15 +39,15 @@ const CODEX_HOOK_TIMEOUT: i64 = 10;
 /// is not set is skipped by Codex. `INTERLINK_SESSION` is left out on purpose: pinned
 /// in a shell it would give every Codex thread the same session.
 pub const CODEX_ENV_VARS: &[&str] = &[
-    "INTERLINK_HOME",
+    env::HOME,
     "XDG_CONFIG_HOME",
-    "INTERLINK_NETWORK",
-    "INTERLINK_LISTEN",
-    "INTERLINK_BOOTSTRAP",
-    "INTERLINK_RELAY",
-    "INTERLINK_MDNS",
-    "INTERLINK_NAME",
-    "INTERLINK_CODEX_BIN",
+    env::NETWORK,
+    env::LISTEN,
+    env::BOOTSTRAP,
+    env::RELAY,
+    env::MDNS,
+    env::NAME,
+    env::CODEX_BIN,
     "CODEX_HOME",
     "RUST_LOG",
 ];
