@@ -650,3 +650,100 @@ async fn mail_collected_from_a_mailbox_is_receipted_to_its_sender() {
         p.node.shutdown().await;
     }
 }
+
+/// A session with no outbox (what `interlink-p2p send` runs) says `queued` only for
+/// what its mailbox copy holds: past the mailbox's per-sender quota nothing would keep
+/// a message once the command exits, so it says `not kept` instead of `queued`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() {
+    use std::sync::Arc;
+
+    use interlink_core::{
+        Identity, SessionId,
+        limits::MAILBOX_SENDER_QUOTA,
+        trust::PeerPolicy,
+        wire::{DeliveryMode, HostKind},
+    };
+    use interlink_net::{Delivery, Node, Role, SessionSpec};
+
+    let base = 52_000 + u64::from(std::process::id() % 1000) * 10;
+    let Trio {
+        alice,
+        bob,
+        carol,
+        bob_id,
+        boot,
+        ..
+    } = trio(base).await;
+    let bob_addr = bob.addr.clone();
+    bob.node.abort();
+    // Alice's identity in a short-lived sending session, as `interlink-p2p send` runs.
+    let identity = Arc::new(Identity::from_seed(&[1; 32]));
+    let session = SessionId::new("send-1").unwrap();
+    let mut policy = PeerPolicy::new();
+    policy.add("bob", bob_id.public()).unwrap();
+    let config = Config {
+        listen: vec![memory(base + 7)],
+        bootstrap: boot
+            .map(|(p, id)| vec![memory(p).with(Protocol::P2p(id))])
+            .unwrap_or_default(),
+        mdns: false,
+        delivery: Delivery {
+            inbox_dir: None,
+            policy,
+            pins_file: None,
+        },
+        ..Config::default()
+    };
+    let key = identity.transport_keypair(&session).unwrap();
+    let swarm = interlink_net::build_swarm(key, &config).unwrap();
+    let role = Role::Session(Box::new(SessionSpec {
+        identity,
+        session,
+        cwd: "/tmp".into(),
+        git_label: None,
+        summary: String::new(),
+        host: HostKind::Other,
+        delivery: DeliveryMode::Poll,
+    }));
+    let sender = Node::spawn(swarm, config, role).unwrap();
+    // The sender learns Bob's session (away now) from the overlay.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let roster = sender.handle().roster().await.unwrap();
+        if roster
+            .iter()
+            .flat_map(|i| &i.sessions)
+            .any(|s| s.addr == bob_addr)
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Bob never on the roster"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut queued = 0;
+    let mut not_kept = 0;
+    for i in 0..MAILBOX_SENDER_QUOTA + 6 {
+        match sender
+            .handle()
+            .send(OutgoingMessage::text(bob_addr.clone(), format!("m{i}")))
+            .await
+        {
+            Ok(SendOutcome::Queued { held_by, .. }) => {
+                assert!(!held_by.outbox, "{held_by:?}");
+                assert!(held_by.peers_asked > 0, "{i}: {held_by:?}");
+                queued += 1;
+            }
+            Err(SendError::NotKept(_)) => not_kept += 1,
+            other => panic!("{i}: {other:?}"),
+        }
+    }
+    assert_eq!((queued, not_kept), (MAILBOX_SENDER_QUOTA, 6));
+    sender.shutdown().await;
+    for p in [alice, carol] {
+        p.node.shutdown().await;
+    }
+}

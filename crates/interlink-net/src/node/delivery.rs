@@ -307,6 +307,18 @@ impl Actor {
             Ok(Outcome::Delivered { to }) => {
                 Ok(SendOutcome::Delivered(Box::new(Sent { msg_id, to })))
             }
+            Ok(Outcome::Queued {
+                held_by: EngineHeldBy::Outbox,
+            }) if !d.has_store() => {
+                // Nothing holds it: no outbox here, and the mailbox copy did not take it
+                // (the recipient's mailbox takes 64 per sender). `queued` would be a lie.
+                Err(SendError::NotKept(format!(
+                    "the recipient is not reachable and its mailbox copy takes at most {} \
+                     messages from one sender; this command has no outbox to keep more — \
+                     send the rest once the recipient has collected its mail",
+                    interlink_core::limits::MAILBOX_SENDER_QUOTA
+                )))
+            }
             Ok(Outcome::Queued { held_by }) => {
                 let copies = match held_by {
                     EngineHeldBy::OutboxAndMailbox => d.last_put.unwrap_or_default(),
