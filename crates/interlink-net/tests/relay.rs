@@ -400,10 +400,7 @@ async fn a_slow_relay_store_does_not_stall_the_relay_node() {
 /// `over_budget` before the node decodes (or verifies) anything more of its input.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_beyond_its_hold_budget_is_refused_before_decoding() {
-    use futures::StreamExt as _;
-    use interlink_core::wire::{MailboxOp, MailboxOutcome, MailboxRequest, RefusalCode, VERSION};
-    use interlink_net::behaviour::BehaviourEvent;
-    use libp2p::{request_response, swarm::SwarmEvent};
+    use interlink_core::wire::{MailboxOutcome, RefusalCode};
 
     let base = 63_000 + u64::from(std::process::id() % 1000) * 10;
     // A session node (a relay's budgets are larger by design).
@@ -424,37 +421,8 @@ async fn a_peer_beyond_its_hold_budget_is_refused_before_decoding() {
     // 1 MiB of garbage per hold: each is refused, but each is charged first.
     let junk = vec![0xffu8; 1 << 20];
     let mut codes = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     for _ in 0..160 {
-        let id = client.behaviour_mut().mailbox.send_request(
-            &node_peer,
-            MailboxRequest {
-                v: VERSION,
-                op: MailboxOp::Hold {
-                    key: vec![1u8; 32].into(),
-                    record: junk.clone().into(),
-                },
-            },
-        );
-        let outcome = loop {
-            let ev = tokio::time::timeout_at(deadline, client.select_next_some())
-                .await
-                .expect("no answer");
-            if let SwarmEvent::Behaviour(BehaviourEvent::Mailbox(
-                request_response::Event::Message {
-                    message:
-                        request_response::Message::Response {
-                            request_id,
-                            response,
-                        },
-                    ..
-                },
-            )) = ev
-                && request_id == id
-            {
-                break response.outcome;
-            }
-        };
+        let outcome = hold(&mut client, node_peer, vec![1u8; 32], junk.clone()).await;
         match outcome {
             MailboxOutcome::Refused { reason } => codes.push(reason.code),
             other => panic!("junk was held: {other:?}"),
@@ -517,10 +485,7 @@ fn mailbox_with_one(owner: &Identity, from: &Identity, body_bytes: usize) -> ([u
 /// memory without end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
-    use futures::StreamExt as _;
-    use interlink_core::wire::{MailboxOp, MailboxOutcome, MailboxRequest, RefusalCode, VERSION};
-    use interlink_net::behaviour::BehaviourEvent;
-    use libp2p::{request_response, swarm::SwarmEvent};
+    use interlink_core::wire::{MailboxOutcome, RefusalCode};
 
     let base = 64_000 + u64::from(std::process::id() % 1000) * 10;
     let identity = Arc::new(Identity::from_seed(&[11; 32]));
@@ -560,35 +525,7 @@ async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
     for seed in [20u8, 21] {
         let owner = Identity::from_seed(&[seed; 32]);
         let (key, record) = mailbox_with_one(&owner, &stranger, 60 * 1024);
-        let id = client.behaviour_mut().mailbox.send_request(
-            &node_peer,
-            MailboxRequest {
-                v: VERSION,
-                op: MailboxOp::Hold {
-                    key: key.to_vec().into(),
-                    record: record.into(),
-                },
-            },
-        );
-        let outcome = loop {
-            let ev = tokio::time::timeout(Duration::from_secs(15), client.select_next_some())
-                .await
-                .expect("no answer");
-            if let SwarmEvent::Behaviour(BehaviourEvent::Mailbox(
-                request_response::Event::Message {
-                    message:
-                        request_response::Message::Response {
-                            request_id,
-                            response,
-                        },
-                    ..
-                },
-            )) = ev
-                && request_id == id
-            {
-                break response.outcome;
-            }
-        };
+        let outcome = hold(&mut client, node_peer, key.to_vec(), record).await;
         outcomes.push(outcome);
     }
     assert!(matches!(outcomes[0], MailboxOutcome::Held), "{outcomes:?}");
@@ -600,4 +537,45 @@ async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
     }
     assert_eq!(node.handle().diagnostics().await.unwrap().mailboxes_held, 1);
     node.shutdown().await;
+}
+
+/// Sends one `hold` of `record` under `key` from `client` to `to` and drives `client`
+/// until its answer (panics after 30 s).
+async fn hold(
+    client: &mut libp2p::Swarm<interlink_net::behaviour::Behaviour>,
+    to: PeerId,
+    key: Vec<u8>,
+    record: Vec<u8>,
+) -> interlink_core::wire::MailboxOutcome {
+    use futures::StreamExt as _;
+    use interlink_core::wire::{MailboxOp, MailboxRequest, VERSION};
+    use interlink_net::behaviour::BehaviourEvent;
+    use libp2p::{request_response, swarm::SwarmEvent};
+    let id = client.behaviour_mut().mailbox.send_request(
+        &to,
+        MailboxRequest {
+            v: VERSION,
+            op: MailboxOp::Hold {
+                key: key.into(),
+                record: record.into(),
+            },
+        },
+    );
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(30), client.select_next_some())
+            .await
+            .expect("no answer to the hold");
+        if let SwarmEvent::Behaviour(BehaviourEvent::Mailbox(request_response::Event::Message {
+            message:
+                request_response::Message::Response {
+                    request_id,
+                    response,
+                },
+            ..
+        })) = ev
+            && request_id == id
+        {
+            return response.outcome;
+        }
+    }
 }

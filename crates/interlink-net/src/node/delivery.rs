@@ -427,11 +427,11 @@ impl Actor {
 
     /// The engine's timer, if it is due.
     pub(super) fn on_engine_timer(&mut self) {
-        let due = self.delivery.as_mut().and_then(|d| {
-            d.timer
-                .filter(|at| *at <= crate::now_ms())
-                .map(|_| d.timer.take())
-        });
+        let now = crate::now_ms();
+        let due = self
+            .delivery
+            .as_mut()
+            .and_then(|d| d.timer.take_if(|at| *at <= now));
         if due.is_some() {
             self.drive(Input::Timer);
         }
