@@ -18,7 +18,7 @@
 use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use interlink_core::names::Network;
-use interlink_net::{DurableMailboxes, Node, Refusal, RelaySpec, Role};
+use interlink_net::{DurableMailboxes, HeldCopy, Node, Refusal, RelaySpec, Role};
 use libp2p::{Multiaddr, identity::Keypair};
 use tokio_util::sync::CancellationToken;
 
@@ -93,13 +93,16 @@ struct Durable {
 }
 
 impl DurableMailboxes for Durable {
-    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<Vec<u8>, Refusal> {
+    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<HeldCopy, Refusal> {
         match self.store.put(*key, record, now_ms) {
             Ok(outcome) => {
                 self.metrics.record_put(&outcome);
                 self.metrics.set_store(self.store.stats());
                 match self.store.get(key) {
-                    Ok(Some(merged)) => Ok(merged),
+                    Ok(Some(merged)) => Ok(HeldCopy {
+                        record: merged,
+                        kept: outcome.kept,
+                    }),
                     Ok(None) => Err(Refusal {
                         label: "io",
                         reason: "the record vanished after its commit".into(),

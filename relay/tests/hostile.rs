@@ -86,7 +86,7 @@ async fn hostile_holds_are_refused_counted_and_leave_the_store_within_caps() {
     for (key, record, expected) in cases {
         let outcome = hold(&mut evil, relay_peer, key, record).await;
         match (expected, outcome) {
-            (None, MailboxOutcome::Held) => {}
+            (None, MailboxOutcome::Held { .. }) => {}
             (Some(reason), MailboxOutcome::Refused { reason: text }) => {
                 assert!(text.detail.contains(reason.label()), "{reason:?}: {text}");
             }

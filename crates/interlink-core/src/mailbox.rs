@@ -418,6 +418,28 @@ impl Mailbox {
         Ok(())
     }
 
+    /// The envelopes of `handed` (another copy of this mailbox) that this copy keeps
+    /// or whose owner acked them, as `(sender, id)`: what a holder that merged
+    /// `handed` into this copy answers its sender (`MailboxOutcome::Held`). Only
+    /// `handed`'s own entries are named.
+    pub fn kept_of(&self, handed: &Mailbox) -> Vec<AckEntry> {
+        let held: HashSet<(IdentityKey, MsgId)> = self
+            .envelopes
+            .keys()
+            .map(|(_, id, sender, _)| (*sender, *id))
+            .collect();
+        let acked = self.acked();
+        let mut kept: Vec<AckEntry> = handed
+            .envelopes
+            .keys()
+            .map(|(_, id, sender, _)| AckEntry(*sender, *id))
+            .filter(|e| held.contains(&(e.0, e.1)) || acked.contains(e))
+            .collect();
+        kept.sort_unstable();
+        kept.dedup();
+        kept
+    }
+
     /// Drops what expired by `now` and re-applies the bounds; returns how many
     /// envelopes left.
     pub fn sweep(&mut self, now: u64, cfg: &Config) -> usize {

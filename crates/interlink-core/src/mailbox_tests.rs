@@ -847,3 +847,42 @@ proptest! {
         let _ = Mailbox::decode(&bytes, NOW, &cfg);
     }
 }
+
+/// A holder that merged a handed copy names what of it the result keeps: the
+/// envelopes it holds and those the owner acked, never another sender's, never what a
+/// quota full of older mail left out.
+#[test]
+fn kept_of_names_the_handed_entries_the_merge_keeps() {
+    let cfg = Config {
+        sender_quota: 3,
+        ..Config::default()
+    };
+    let mut held = empty();
+    for i in 0..3 {
+        held.insert(env(2, i, T0 + u64::from(i), Some(10)), NOW, &cfg)
+            .unwrap();
+    }
+    held.insert(env(3, 50, T0, Some(10)), NOW, &cfg).unwrap();
+    held.apply_ack(ack_of(&[(2, 0)], T0 + 10), NOW, &cfg).unwrap();
+    // Sender 2's copy: one it had sent before (acked since), one more, two new.
+    let mut handed = empty();
+    for i in [0, 2, 10, 11] {
+        handed
+            .insert(env(2, i, T0 + 100 + u64::from(i), Some(10)), NOW, &cfg)
+            .unwrap();
+    }
+    let mut merged = held.clone();
+    merged.merge(&handed, NOW, &cfg).unwrap();
+    let kept: Vec<(u8, u32)> = merged
+        .kept_of(&handed)
+        .iter()
+        .map(|e| {
+            let who = (2..=3).find(|n| ident(*n).public() == e.0).unwrap();
+            let n = u32::from_be_bytes(e.1.as_bytes()[..4].try_into().unwrap());
+            (who, n)
+        })
+        .collect();
+    // 0 is acked; 2 is held (an older version of it); 1 and 2 fill the quota with the
+    // new 10, so 11 is left out; sender 3's envelope is not named.
+    assert_eq!(kept, vec![(2, 0), (2, 2), (2, 10)]);
+}

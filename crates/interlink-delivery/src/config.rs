@@ -33,6 +33,9 @@ pub const COLLECTED_RECEIPTS_PENDING: usize = 256;
 pub const RECEIPT_ATTEMPTS: u32 = 3;
 /// Most sessions whose node the engine remembers.
 pub const ROUTES_CAPACITY: usize = 4096;
+/// Most mailbox publications a session without an outbox follows until holders
+/// answer (each carries every message still waiting for its answer).
+pub const PUTS_FOLLOWED: usize = 256;
 
 /// Doc-hidden fault knobs that put back known bugs, so tests can show the simulator
 /// finds them. Never set outside tests.
@@ -43,6 +46,9 @@ pub struct Bugs {
     pub id_only_acks: bool,
     /// Record an envelope as held before its inbox append is durable.
     pub replay_before_append: bool,
+    /// Without an outbox, say `queued` once the copy is published, without waiting
+    /// for a holder to say it keeps the message.
+    pub queued_without_holder: bool,
 }
 
 /// Engine settings. Times in ms.
@@ -64,6 +70,14 @@ pub struct Config {
     pub republish_interval_ms: u64,
     /// How long after a retryable refusal the live path is tried again.
     pub retry_interval_ms: u64,
+    /// Whether this session keeps a durable outbox. One that does not (a shell
+    /// command that exits once its messages are answered) says `queued` only when
+    /// another node answered that its mailbox copy keeps the message
+    /// ([`crate::HeldBy::Mailbox`]), and `not kept` otherwise.
+    pub keeps_outbox: bool,
+    /// How long a session without an outbox waits for holders to answer a
+    /// publication before the messages it carries are `not kept` (unconfirmed).
+    pub put_timeout_ms: u64,
     #[doc(hidden)]
     pub bugs: Bugs,
 }
@@ -78,6 +92,8 @@ impl Default for Config {
             drain_interval_ms: 10 * SECOND_MS,
             republish_interval_ms: 10 * MINUTE_MS,
             retry_interval_ms: 5 * SECOND_MS,
+            keeps_outbox: true,
+            put_timeout_ms: 15 * SECOND_MS,
             bugs: Bugs::default(),
         }
     }
@@ -114,6 +130,18 @@ impl Config {
     /// With this live freshness window.
     pub fn with_live_window(mut self, window: u64) -> Self {
         self.live_window_ms = window;
+        self
+    }
+
+    /// Without a durable outbox (see [`Config::keeps_outbox`]).
+    pub fn without_outbox(mut self) -> Self {
+        self.keeps_outbox = false;
+        self
+    }
+
+    /// With this wait for holders' answers (see [`Config::put_timeout_ms`]).
+    pub fn with_put_timeout(mut self, ms: u64) -> Self {
+        self.put_timeout_ms = ms.max(1);
         self
     }
 

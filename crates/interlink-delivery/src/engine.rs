@@ -9,7 +9,7 @@ use crate::{
     inbox::Recipient,
     outbox::Sender,
     routes::Routes,
-    types::{Input, OutboxEntry, Output},
+    types::{Input, OutboxEntry, Output, PutToken},
 };
 
 /// What a handler needs besides its own side's state.
@@ -20,6 +20,18 @@ pub(crate) struct Ctx<'a> {
     pub(crate) routes: &'a mut Routes,
     pub(crate) out: &'a mut VecDeque<Output>,
     pub(crate) now: u64,
+    /// The last [`PutToken`] handed out (both sides publish).
+    pub(crate) last_put: &'a mut u64,
+}
+
+impl Ctx<'_> {
+    /// Emits a mailbox publication; returns its token.
+    pub(crate) fn put(&mut self, mailbox: interlink_core::mailbox::Mailbox) -> PutToken {
+        *self.last_put += 1;
+        let put = PutToken(*self.last_put);
+        self.out.push_back(Output::DhtPut { put, mailbox });
+        put
+    }
 }
 
 /// How full every bounded structure is (for tests and diagnostics).
@@ -42,6 +54,8 @@ pub struct Sizes {
     pub collected_receipts: usize,
     /// Routes held.
     pub routes: usize,
+    /// Publications followed until holders answer (a session without an outbox).
+    pub puts_followed: usize,
     /// Outputs not drained yet.
     pub outputs: usize,
 }
@@ -57,6 +71,7 @@ pub struct Engine {
     sender: Sender,
     recipient: Recipient,
     timer: Option<u64>,
+    last_put: u64,
 }
 
 impl Engine {
@@ -92,6 +107,7 @@ impl Engine {
             routes: Routes::default(),
             out: VecDeque::new(),
             timer: None,
+            last_put: 0,
         };
         let (mut ctx, sender, recipient) = e.split(now);
         recipient.drain(&mut ctx);
@@ -163,6 +179,8 @@ impl Engine {
                 refused,
             } => recipient.inbox_stored(&mut ctx, token, result, &refused),
             Input::ReceiptSent { id, result } => recipient.receipt_sent(id, result),
+            Input::PutAnswered { put, kept } => sender.put_answered(&mut ctx, put, &kept),
+            Input::PutEnded { put } => sender.put_ended(&mut ctx, put),
             Input::SetPolicy(policy) => recipient.gate_mut().set_policy(policy),
             Input::Wake => {
                 recipient.drain(&mut ctx);
@@ -183,7 +201,7 @@ impl Engine {
 
     /// How full every bounded structure is.
     pub fn sizes(&self) -> Sizes {
-        let (outbox, outbox_per_recipient, requests_in_flight) = self.sender.sizes();
+        let (outbox, outbox_per_recipient, requests_in_flight, puts_followed) = self.sender.sizes();
         let (inbox_index, inbound_waiting, append_queue, collected_receipts) =
             self.recipient.sizes();
         Sizes {
@@ -195,6 +213,7 @@ impl Engine {
             append_queue,
             collected_receipts,
             routes: self.routes.len(),
+            puts_followed,
             outputs: self.out.len(),
         }
     }
@@ -208,6 +227,7 @@ impl Engine {
                 routes: &mut self.routes,
                 out: &mut self.out,
                 now,
+                last_put: &mut self.last_put,
             },
             &mut self.sender,
             &mut self.recipient,

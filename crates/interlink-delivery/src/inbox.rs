@@ -525,7 +525,7 @@ impl Recipient {
             // Our own fresh ack for our own mailbox always applies.
             let _ = mb.apply_ack(a, ctx.now, &ctx.cfg.mailbox);
         }
-        ctx.out.push_back(Output::DhtPut { mailbox: mb });
+        ctx.put(mb);
     }
 
     fn queue_receipts(&mut self, ctx: &mut Ctx<'_>, stored: &[Envelope]) {

@@ -26,6 +26,10 @@
 //!   with one in flight; mailbox copies carry every pending message of the sender, and
 //!   the recipient stores a sender's mail only in timestamp order (one append in
 //!   flight; a failed append fails everything queued behind it).
+//! - **Without an outbox, queued means a holder said so.** A session configured
+//!   [`Config::without_outbox`] (a shell command that exits) answers `queued`
+//!   ([`HeldBy::Mailbox`]) only once another node answered that its mailbox copy keeps
+//!   the message ([`Input::PutAnswered`]), and [`Outcome::NotKept`] otherwise.
 //! - **Nothing acked or receipted before it is durable.** Receipts, acks, the gate's
 //!   replay record and the index change only on [`Input::InboxStored`] `Ok`.
 //!
@@ -33,7 +37,8 @@
 //!
 //! Sender side: [`Input::Send`] → [`Output::PersistOutbox`] → [`Input::OutboxStored`] →
 //! [`Output::SendRequest`] (+ timer) → [`Input::DeliverResponse`] → [`Output::Reply`],
-//! [`Output::RemoveOutbox`]; or [`Output::DhtPut`] and `Reply(Queued)`.
+//! [`Output::RemoveOutbox`]; or [`Output::DhtPut`] and `Reply(Queued)` (without an
+//! outbox: after [`Input::PutAnswered`]; [`Input::PutEnded`] ends the wait).
 //! [`Input::PeerAlive`] / [`Input::Route`] retry the live path; [`Input::ReceiptCollected`]
 //! settles held mail. Recipient side: [`Input::DeliverRequest`] and
 //! [`Input::MailboxFetched`] → [`Output::AppendInbox`] → [`Input::InboxStored`] →
@@ -74,5 +79,6 @@ pub use config::{Bugs, Config};
 pub use engine::{Engine, Sizes};
 pub use types::{
     CallId, EntryKey, Event, HeldBy, InboundId, Input, NotKept, OutboxEntry, Outcome, Output,
-    PeerRef, ReceiptId, Refusal, ReqId, Response, SendError, SendFailure, StoreError, StoreToken,
+    PeerRef, PutToken, ReceiptId, Refusal, ReqId, Response, SendError, SendFailure, StoreError,
+    StoreToken,
 };

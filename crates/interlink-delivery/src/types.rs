@@ -29,6 +29,11 @@ pub struct InboundId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StoreToken(pub u64);
 
+/// Names one mailbox publication ([`Output::DhtPut`]), chosen by the engine; holders'
+/// answers to it come back as [`Input::PutAnswered`], then [`Input::PutEnded`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PutToken(pub u64);
+
 /// Names one collected-mail receipt sent, chosen by the engine; answered by
 /// [`Input::ReceiptSent`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -203,6 +208,9 @@ pub enum HeldBy {
     Outbox,
     /// In the outbox, and a mailbox copy was published to the DHT.
     OutboxAndMailbox,
+    /// A session without an outbox (a shell command about to exit): at least one other
+    /// node answered that its copy of the recipient's mailbox keeps the message.
+    Mailbox,
 }
 
 /// What a `send` call came to, once it can be said truthfully.
@@ -263,6 +271,13 @@ pub enum NotKept {
         /// Age of the envelope's timestamp when it was given up, in ms.
         age_ms: u64,
     },
+    /// A session without an outbox: the recipient is not reachable and its mailbox
+    /// copy takes no more from this sender (older mail fills the sender's quota).
+    MailboxFull,
+    /// A session without an outbox: no other node answered that it keeps the message
+    /// before the publication ended. It may still arrive (a holder may have kept it
+    /// without its answer reaching us); nothing here retries it.
+    Unconfirmed,
 }
 
 /// Something that happened after the caller was answered.
@@ -386,6 +401,20 @@ pub enum Input {
         /// Whether the other node took it.
         result: Result<(), SendFailure>,
     },
+    /// A holder answered [`Output::DhtPut`]: its merged copy keeps (or the owner
+    /// acked) these entries of the published copy. Any number per publication.
+    PutAnswered {
+        /// The publication.
+        put: PutToken,
+        /// `(sender, id)` of the kept entries.
+        kept: Vec<EntryKey>,
+    },
+    /// Every holder asked for [`Output::DhtPut`] answered or failed: no more
+    /// [`Input::PutAnswered`] comes for it.
+    PutEnded {
+        /// The publication.
+        put: PutToken,
+    },
     /// The peers policy changed.
     SetPolicy(PeerPolicy),
     /// The process woke (tick gap) or got its first connection after none: drain
@@ -420,8 +449,12 @@ pub enum Output {
         /// The envelopes, oldest first, for one recipient session.
         envelopes: Vec<Signed<Envelope>>,
     },
-    /// Publish this mailbox copy (holders merge it into theirs).
+    /// Publish this mailbox copy (holders merge it into theirs); report each holder's
+    /// answer with [`Input::PutAnswered`] and the end with [`Input::PutEnded`] (only a
+    /// session without an outbox waits for them).
     DhtPut {
+        /// The publication.
+        put: PutToken,
         /// The copy.
         mailbox: Mailbox,
     },

@@ -2,8 +2,8 @@
 //!
 //! A relay's node verifies nothing twice: the store verifies, merges and commits a
 //! mailbox record in one call, made on the relay's store thread (never on the task
-//! that owns the Swarm), and the node only answers a `hold` after that call returned. The store lives in the relay crate (redb); tests may use any
-//! implementation.
+//! that owns the Swarm), and the node only answers a `hold` after that call returned.
+//! The store lives in the relay crate (redb); tests may use any implementation.
 
 use std::fmt;
 
@@ -42,6 +42,17 @@ impl fmt::Display for Refusal {
     }
 }
 
+/// What [`DurableMailboxes::hold`] committed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldCopy {
+    /// The merged record's encoding.
+    pub record: Vec<u8>,
+    /// The envelopes of the handed record that the merged one keeps or acks, as
+    /// `(sender, msg_id)` (`interlink_core::mailbox::Mailbox::kept_of`): the `hold`
+    /// answer.
+    pub kept: Vec<interlink_core::wire::AckEntry>,
+}
+
 /// A durable holder of mailbox records, keyed by their DHT key.
 ///
 /// Calls block (a commit waits for the disk); the relay node makes them from one
@@ -49,8 +60,8 @@ impl fmt::Display for Refusal {
 pub trait DurableMailboxes: Send + Sync + fmt::Debug + 'static {
     /// Verifies `record` (an encoded `interlink_core::mailbox::Mailbox` that must
     /// belong under `key`), merges it with the copy held, commits the result durably
-    /// and returns the merged record's encoding.
-    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<Vec<u8>, Refusal>;
+    /// and returns the merged record's encoding with what of `record` it keeps.
+    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<HeldCopy, Refusal>;
     /// The encoding of the copy held under `key`.
     fn get(&self, key: &[u8; 32]) -> Option<Vec<u8>>;
     /// Every key held, so a restarted relay serves what it kept.

@@ -32,7 +32,7 @@ mod swarm;
 
 pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec};
 pub use diagnostics::{ConnectedPeer, Diagnostics};
-pub use durable::{DurableMailboxes, Refusal};
+pub use durable::{DurableMailboxes, HeldCopy, Refusal};
 pub use handle::{Event, Handle, HeldMailbox, Outcome};
 pub use node::Node;
 pub use session_lock::{SessionLock, SessionLockError};
@@ -128,6 +128,9 @@ pub struct HeldBy {
     pub relays_asked: usize,
     /// Connected peers the mailbox copy was put to.
     pub peers_asked: usize,
+    /// A peer or relay answered that its copy keeps this message (a session without
+    /// an outbox says `queued` only then).
+    pub confirmed: bool,
 }
 
 /// Where the mailbox copies published so far stand ([`Handle::settle`]).

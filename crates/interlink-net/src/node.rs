@@ -526,6 +526,10 @@ fn open_delivery(
         session: spec.session.clone(),
     };
     let Some(dir) = dir else {
+        // Nothing keeps what it sends: `queued` only on a holder's word.
+        let engine_config = engine_config
+            .without_outbox()
+            .with_put_timeout(ms(crate::behaviour::MAILBOX_REQUEST_TIMEOUT) + 5_000);
         let engine = Engine::new(engine_config, spec.identity.clone(), me, now);
         return Ok(delivery::Delivery::new(engine, None));
     };

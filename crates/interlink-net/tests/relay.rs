@@ -15,7 +15,8 @@ use interlink_core::{
     mailbox::{self, Mailbox},
 };
 use interlink_net::{
-    Config, DurableMailboxes, Node, OutgoingMessage, Refusal, RelaySpec, Role, SendOutcome,
+    Config, DurableMailboxes, HeldCopy, Node, OutgoingMessage, Refusal, RelaySpec, Role,
+    SendOutcome,
 };
 use interlink_testkit::node::{Peer, memory, raw_swarm, start, start_with, swarm, wait_roster};
 use libp2p::{Multiaddr, PeerId, multiaddr::Protocol};
@@ -28,7 +29,7 @@ struct MemoryDurable {
 }
 
 impl DurableMailboxes for MemoryDurable {
-    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<Vec<u8>, Refusal> {
+    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<HeldCopy, Refusal> {
         let cfg = mailbox::Config::default();
         let refuse = |label, reason: String| Refusal { label, reason };
         let (mut mb, rejected) = Mailbox::decode(record, now_ms, &cfg)
@@ -42,6 +43,7 @@ impl DurableMailboxes for MemoryDurable {
                 "record key does not match the mailbox".into(),
             ));
         }
+        let handed = mb.clone();
         let mut records = self.records.lock().unwrap();
         if let Some(held) = records.get(key) {
             let (held, _) = Mailbox::decode(held, now_ms, &cfg).unwrap();
@@ -50,7 +52,10 @@ impl DurableMailboxes for MemoryDurable {
         let merged = mb.encode();
         records.insert(*key, merged.clone());
         *self.holds.lock().unwrap() += 1;
-        Ok(merged)
+        Ok(HeldCopy {
+            record: merged,
+            kept: mb.kept_of(&handed),
+        })
     }
 
     fn get(&self, key: &[u8; 32]) -> Option<Vec<u8>> {
@@ -298,7 +303,7 @@ struct GatedDurable {
 }
 
 impl DurableMailboxes for GatedDurable {
-    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<Vec<u8>, Refusal> {
+    fn hold(&self, key: &[u8; 32], record: &[u8], now_ms: u64) -> Result<HeldCopy, Refusal> {
         self.entered
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = self.release.lock().unwrap().recv();
@@ -391,7 +396,10 @@ async fn a_slow_relay_store_does_not_stall_the_relay_node() {
         .await
         .expect("no answer after the commit")
         .unwrap();
-    assert!(matches!(outcome, MailboxOutcome::Held), "{outcome:?}");
+    assert!(
+        matches!(outcome, MailboxOutcome::Held { .. }),
+        "{outcome:?}"
+    );
     assert_eq!(store.keys(), vec![record_key]);
     relay.shutdown().await;
 }
@@ -528,7 +536,10 @@ async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
         let outcome = hold(&mut client, node_peer, key.to_vec(), record).await;
         outcomes.push(outcome);
     }
-    assert!(matches!(outcomes[0], MailboxOutcome::Held), "{outcomes:?}");
+    assert!(
+        matches!(outcomes[0], MailboxOutcome::Held { .. }),
+        "{outcomes:?}"
+    );
     match &outcomes[1] {
         MailboxOutcome::Refused { reason } => {
             assert_eq!(reason.code, RefusalCode::OverBudget, "{reason}")

@@ -6,8 +6,11 @@
 //! real session from everyone's roster). It joins the overlay, waits until the target
 //! identity has sessions on its roster, picks one by the routing rules
 //! (docs/SESSIONS.md) and sends each message in order. Every message gets one stdout
-//! line, `delivered <msg_id>` (the recipient receipted it) or `queued <msg_id>` (it
-//! waits in the recipient's DHT mailbox). A refusal stops the command with the reason.
+//! line, in input order: `delivered <msg_id>` (the recipient receipted it), `queued
+//! <msg_id>` (a peer or relay answered that its copy of the recipient's mailbox keeps
+//! it: this command has no outbox, so nothing less counts) or `not-kept <reason>` (no
+//! holder took it; send it again later). A refusal stops the command with the reason;
+//! any `not-kept` line makes it exit non-zero.
 
 use std::{
     collections::VecDeque,
@@ -23,7 +26,7 @@ use interlink_core::{
     routing::{Route, RouteRequest},
     wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr, TaskStatus},
 };
-use interlink_net::{Config, Delivery, Handle, Outcome, OutgoingMessage, SendOutcome};
+use interlink_net::{Config, Delivery, Handle, Outcome, OutgoingMessage, SendError, SendOutcome};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
 use interlink_mcp::session_node::{Describe, session_spec, start_node};
@@ -35,9 +38,6 @@ use crate::{policy, route};
 const SETTLE: Duration = Duration::from_millis(300);
 /// Most messages handed to the node whose outcome is not printed yet.
 const MAX_IN_FLIGHT: usize = 64;
-/// Longest wait, after a message was queued, for a peer to take the mailbox copy
-/// before this process (which holds a copy too) leaves. The DHT query timeout.
-const QUEUED_SETTLE: Duration = Duration::from_secs(10);
 
 /// The messages to send.
 #[derive(Debug)]
@@ -124,6 +124,7 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     );
 
     let mut queued = 0usize;
+    let mut not_kept = 0usize;
     let result = async {
         let roster = wait_for_target(
             &handle,
@@ -172,12 +173,18 @@ pub async fn send<R: AsyncBufRead + Unpin>(
         let mut in_flight: VecDeque<Outcome> = VecDeque::new();
         let mut failed: Option<anyhow::Error> = None;
         let mut report = async |outcome: Outcome| -> anyhow::Result<()> {
-            let line = match outcome.await.context("message not sent")? {
-                SendOutcome::Delivered(sent) => format!("delivered {}", sent.msg_id),
-                SendOutcome::Queued { msg_id, .. } => {
+            let line = match outcome.await {
+                Ok(SendOutcome::Delivered(sent)) => format!("delivered {}", sent.msg_id),
+                Ok(SendOutcome::Queued { msg_id, .. }) => {
                     queued += 1;
                     format!("queued {msg_id}")
                 }
+                // Not kept is an answer for this message, not the end of the command.
+                Err(SendError::NotKept(reason)) => {
+                    not_kept += 1;
+                    format!("not-kept {reason}")
+                }
+                Err(e) => return Err(e).context("message not sent"),
             };
             writeln!(out, "{line}")?;
             out.flush().context("writing the outcome")
@@ -208,10 +215,23 @@ pub async fn send<R: AsyncBufRead + Unpin>(
         anyhow::Ok(())
     }
     .await;
-    let result = match result {
-        Ok(()) if queued > 0 => confirm_queued(&handle, queued, progress).await,
-        other => other,
-    };
+    let result = result.and_then(|()| {
+        if queued > 0 {
+            let _ = writeln!(
+                progress,
+                "send: {queued} message(s) queued: a peer or relay holds them in the \
+                 recipient's mailbox, which it collects when it next fetches (at once on \
+                 waking, else within 10 s)"
+            );
+        }
+        if not_kept > 0 {
+            bail!(
+                "{not_kept} message(s) not kept (the not-kept lines say why): this command \
+                 has no outbox, and no peer took them; send them again later"
+            );
+        }
+        Ok(())
+    });
     node.shutdown().await;
     result
 }
@@ -254,31 +274,6 @@ impl<R: AsyncBufRead + Unpin> Texts<R> {
             },
         }
     }
-}
-
-/// Waits until a peer took the mailbox copy of what was queued: this process is about
-/// to exit, and a copy only it held would leave with it.
-async fn confirm_queued(
-    handle: &Handle,
-    queued: usize,
-    progress: &mut impl Write,
-) -> anyhow::Result<()> {
-    let settled = handle.settle(QUEUED_SETTLE).await?;
-    if settled.stored_remotely == 0 {
-        bail!(
-            "{queued} message(s) could not be queued: no peer took a copy of the recipient's \
-             mailbox ({} publication(s) reached no peer, {} still unanswered), and this command \
-             is exiting; start a session or relay the recipient can reach, then send again",
-            settled.local_only,
-            settled.pending
-        );
-    }
-    let _ = writeln!(
-        progress,
-        "send: {queued} message(s) queued in the recipient's mailbox, held by the overlay; it \
-         receives them when it next fetches (at once on waking, else within 10 s)"
-    );
-    Ok(())
 }
 
 /// Waits until `target` has sessions on the roster (one matching `session`, if given)

@@ -73,7 +73,7 @@ pub struct Stats {
 }
 
 /// What an accepted put did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PutOutcome {
     /// Whether the held record changed (and was committed).
     pub changed: bool,
@@ -85,6 +85,9 @@ pub struct PutOutcome {
     pub removed: usize,
     /// Envelopes the mailbox holds now.
     pub held: usize,
+    /// The put's envelopes that the mailbox keeps (or whose owner acked them), as
+    /// `(sender, msg_id)`: the `hold` answer.
+    pub kept: Vec<interlink_core::wire::AckEntry>,
 }
 
 /// What a sweep did.

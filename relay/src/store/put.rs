@@ -104,6 +104,7 @@ impl MailboxStore {
         };
         let after = Entries::of(Some(&merged));
         let mut outcome = before.diff(&after, merged.len());
+        outcome.kept = merged.kept_of(incoming);
         if before == after {
             let current = if was_held {
                 Current::Held(merged, usize::try_from(old_bytes).unwrap_or(usize::MAX))
@@ -237,6 +238,7 @@ impl Entries {
             new_acks: after.acks.difference(&self.acks).count(),
             removed: self.entries.difference(&after.entries).count(),
             held,
+            kept: Vec::new(),
         }
     }
 }

@@ -86,6 +86,7 @@ fn put_get_round_trip() {
     let store = f.open(Caps::default());
     let (key, bytes) = f.rec(&[f.msg(2, 1, T0)], &[], T0);
     let out = store.put(key, &bytes, T0).unwrap();
+    let kept = out.kept.clone();
     assert_eq!(
         out,
         PutOutcome {
@@ -93,9 +94,11 @@ fn put_get_round_trip() {
             new_envelopes: 1,
             new_acks: 0,
             removed: 0,
-            held: 1
+            held: 1,
+            kept,
         }
     );
+    assert_eq!(out.kept.len(), 1, "the one envelope put is kept");
     assert_eq!(store.get(&key).unwrap().as_deref(), Some(bytes.as_slice()));
     assert_eq!(store.get(&[7; 32]).unwrap(), None);
     assert_eq!(store.keys().unwrap(), vec![key]);

@@ -14,8 +14,8 @@ use std::{
 use anyhow::Context as _;
 use interlink_core::{Identity, SessionId, trust::PeerPolicy, wire::SessionAddr};
 use interlink_net::{
-    Config, Delivery, DurableMailboxes, Handle, Node, OutgoingMessage, Refusal, RelaySpec, Role,
-    SendOutcome,
+    Config, Delivery, DurableMailboxes, Handle, HeldCopy, Node, OutgoingMessage, Refusal,
+    RelaySpec, Role, SendOutcome,
 };
 use libp2p::Multiaddr;
 
@@ -44,13 +44,17 @@ const SETUP: Duration = Duration::from_secs(20);
 struct Unchecked(Mutex<HashMap<[u8; 32], Vec<u8>>>);
 
 impl DurableMailboxes for Unchecked {
-    fn hold(&self, key: &[u8; 32], record: &[u8], _now: u64) -> Result<Vec<u8>, Refusal> {
+    fn hold(&self, key: &[u8; 32], record: &[u8], _now: u64) -> Result<HeldCopy, Refusal> {
         let mut map = self.0.lock().map_err(|_| Refusal {
             label: "io",
             reason: "poisoned".into(),
         })?;
         map.insert(*key, record.to_vec());
-        Ok(record.to_vec())
+        // Not decoded, so it vouches for no message.
+        Ok(HeldCopy {
+            record: record.to_vec(),
+            kept: Vec::new(),
+        })
     }
 
     fn get(&self, key: &[u8; 32]) -> Option<Vec<u8>> {

@@ -50,8 +50,9 @@ use crate::{
 /// The protocol version every body carries in its `v` field.
 ///
 /// Version 2: acks list (sender, message id) pairs instead of ids alone, and refusals
-/// are typed codes with a detail (PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 2;
+/// are typed codes with a detail. Version 3: a `hold` answer lists which envelopes of
+/// the handed copy the holder keeps (PROTOCOL.md, "Versions").
+pub const VERSION: u8 = 3;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

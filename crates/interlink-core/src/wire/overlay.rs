@@ -207,8 +207,16 @@ pub struct MailboxResponse {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum MailboxOutcome {
-    /// `hold`: merged and stored (on a relay: committed to disk).
-    Held,
+    /// `hold`: merged and stored (on a relay: committed to disk). `kept` lists the
+    /// envelopes of the handed copy, as `[sender, msg_id]`, that the merged copy holds
+    /// or the owner acked: a sender learns which of its messages this holder took (the
+    /// merge keeps the oldest, so a full mailbox takes a copy without its newest mail).
+    /// It names only entries of the handed copy, so it tells the requester nothing it
+    /// did not send.
+    Held {
+        /// The handed copy's envelopes that this holder keeps (or that are acked).
+        kept: Vec<super::AckEntry>,
+    },
     /// `fetch`: the copy held, if any.
     Record {
         /// The encoded record.

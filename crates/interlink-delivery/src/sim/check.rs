@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::world::Report;
-use crate::types::Outcome;
+use crate::types::{HeldBy, Outcome};
 
 /// A broken promise.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,7 +74,22 @@ pub fn check(report: &Report) -> Result<(), Vec<Violation>> {
             s.reply,
             Some(Ok(Outcome::Queued { .. } | Outcome::Delivered { .. }))
         );
-        if claimed && !s.expired && copies != 1 {
+        // A shell command's `queued` rests on the holders that said they keep it: if
+        // every one of them lost its copies afterwards (a crash, a clock step back),
+        // the promise went with them. Sessions with an outbox promise more.
+        let holders_lost = matches!(
+            s.reply,
+            Some(Ok(Outcome::Queued {
+                held_by: HeldBy::Mailbox
+            }))
+        ) && !s.held_at.is_empty()
+            && s.held_at.iter().all(|(h, at)| {
+                report
+                    .holder_losses
+                    .iter()
+                    .any(|(node, when)| node == h && when >= at)
+            });
+        if claimed && !s.expired && copies != 1 && !(holders_lost && copies == 0) {
             v.push(Violation::Lost { msg, copies });
         }
         if matches!(s.reply, Some(Ok(Outcome::Refused { .. }))) || s.refused {
@@ -84,14 +99,22 @@ pub fn check(report: &Report) -> Result<(), Vec<Violation>> {
             v.push(Violation::Unanswered { msg });
         }
     }
-    // Per (sender, recipient): inbox order equals send order (sent is in send order).
-    let mut pairs: BTreeMap<(usize, usize), Vec<(usize, usize)>> = BTreeMap::new();
+    // Per (sending session, recipient): inbox order equals send order (sent is in send
+    // order). Each run of a shell command is a session of its own, and a message its
+    // sender was told is not kept promises nothing, its place included.
+    let mut pairs: BTreeMap<(usize, u64, usize), Vec<(usize, usize)>> = BTreeMap::new();
     for (msg, s) in report.sent.iter().enumerate() {
+        if matches!(s.reply, Some(Ok(Outcome::NotKept { .. }))) {
+            continue;
+        }
         if let Some(p) = positions.get(&msg).and_then(|p| p.first()) {
-            pairs.entry((s.from, s.to)).or_default().push((*p, msg));
+            pairs
+                .entry((s.from, s.run, s.to))
+                .or_default()
+                .push((*p, msg));
         }
     }
-    for ((from, to), mut got) in pairs {
+    for ((from, _, to), mut got) in pairs {
         let in_send_order: Vec<usize> = got.iter().map(|(_, m)| *m).collect();
         got.sort();
         let in_inbox_order: Vec<usize> = got.iter().map(|(_, m)| *m).collect();

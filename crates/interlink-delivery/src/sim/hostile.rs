@@ -74,7 +74,7 @@ fn deliver(w: &mut World, h: usize, to: usize, envs: Vec<Signed<Envelope>>) {
             w.push(at, Ev::Net { from: h, to, msg });
         }
     }
-    w.dht_put(h, &mb);
+    w.dht_put(h, crate::PutToken(0), &mb);
 }
 
 fn interlink_reqid(i: usize) -> crate::ReqId {

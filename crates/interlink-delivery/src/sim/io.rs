@@ -10,9 +10,9 @@ use crate::{
     Engine,
     config::{
         APPEND_QUEUE, COLLECTED_RECEIPTS_PENDING, INBOUND_WAITING, INBOX_INDEX_CAPACITY,
-        OUTBOX_CAPACITY, OUTBOX_PER_RECIPIENT, REQUESTS_IN_FLIGHT, ROUTES_CAPACITY,
+        OUTBOX_CAPACITY, OUTBOX_PER_RECIPIENT, PUTS_FOLLOWED, REQUESTS_IN_FLIGHT, ROUTES_CAPACITY,
     },
-    types::{Event, InboundId, Input, Outcome, Output, PeerRef, SendFailure, StoreError},
+    types::{Event, InboundId, Input, Outcome, Output, PeerRef, PutToken, SendFailure, StoreError},
 };
 
 impl World {
@@ -119,12 +119,35 @@ impl World {
             Net::Fetched { inc: i, copy } if i == inc => {
                 self.feed(to, Input::MailboxFetched { copy });
             }
+            Net::Held {
+                inc: i,
+                put,
+                kept,
+                holder,
+                at,
+            } if i == inc => {
+                let key = self.nodes[to].addr.key;
+                for (sender, id) in &kept {
+                    if *sender == key
+                        && let Some(&m) = self.index.get(&(key, *id))
+                    {
+                        self.sent[m].held_at.push((holder, at));
+                    }
+                }
+                self.feed(to, Input::PutAnswered { put, kept });
+            }
+            Net::PutEnded { inc: i, put } if i == inc => {
+                self.feed(to, Input::PutEnded { put });
+            }
             _ => {}
         }
     }
 
-    /// Merges `mb` into up to three reachable holders' copies.
-    pub(crate) fn dht_put(&mut self, from: usize, mb: &Mailbox) {
+    /// Merges `mb` into up to three reachable holders' copies; each other honest holder
+    /// answers what of it its merged copy keeps, then the put ends.
+    pub(crate) fn dht_put(&mut self, from: usize, put: PutToken, mb: &Mailbox) {
+        let inc = self.nodes[from].inc;
+        let mut ends = self.now + 1;
         let mut candidates: Vec<usize> = (0..self.sched.nodes())
             .filter(|&h| {
                 (h == from || self.link_up(from, h)) && self.nodes[h].paused_until <= self.now
@@ -145,7 +168,38 @@ impl World {
                 .entry(mb.record_key())
                 .or_insert_with(|| Mailbox::new(*mb.owner(), mb.session().clone()));
             let _ = copy.merge(mb, local, &cfg);
+            if h == from {
+                continue; // our own copy: it leaves with us
+            }
+            let kept = copy.kept_of(mb).into_iter().map(|e| (e.0, e.1)).collect();
+            let at = self.now + 2 * self.latency(from, h);
+            ends = ends.max(at + 1);
+            let msg = Net::Held {
+                inc,
+                put,
+                kept,
+                holder: h,
+                at: self.now,
+            };
+            self.push(
+                at,
+                Ev::Net {
+                    from: h,
+                    to: from,
+                    msg,
+                },
+            );
         }
+        // Known locally (the requests ended): not lost with a link.
+        let msg = Net::PutEnded { inc, put };
+        self.push(
+            ends,
+            Ev::Net {
+                from,
+                to: from,
+                msg,
+            },
+        );
     }
 
     pub(super) fn pump(&mut self, node: usize) {
@@ -179,6 +233,7 @@ impl World {
                     "collected receipts",
                 ),
                 (s.routes, ROUTES_CAPACITY, "routes"),
+                (s.puts_followed, PUTS_FOLLOWED, "puts followed"),
             ];
             for (got, cap, what) in caps {
                 if got > cap {
@@ -200,6 +255,16 @@ impl World {
         let inc = self.nodes[node].inc;
         let disk = 1 + below(&mut self.rng, 5);
         match out {
+            Output::PersistOutbox { entry } if self.sched.is_shell(node) => {
+                // Nothing to keep it in (like the net shell without a store).
+                self.feed(
+                    node,
+                    Input::OutboxStored {
+                        key: entry.key(),
+                        result: Ok(()),
+                    },
+                );
+            }
             Output::PersistOutbox { entry } => self.push(
                 self.now + disk,
                 Ev::Store {
@@ -235,7 +300,9 @@ impl World {
                     );
                 }
             }
-            Output::DhtPut { mailbox } => self.dht_put(node, &mailbox),
+            Output::DhtPut { put, mailbox } => self.dht_put(node, put, &mailbox),
+            // A shell command collects no mail.
+            Output::DhtGet { .. } if self.sched.is_shell(node) => {}
             Output::DhtGet { key } => {
                 for h in 0..self.sched.honest {
                     let reachable = h == node || self.link_up(node, h);
@@ -256,6 +323,14 @@ impl World {
                     }
                 }
             }
+            Output::AppendInbox { token, .. } if self.sched.is_shell(node) => self.feed(
+                node,
+                Input::InboxStored {
+                    token,
+                    result: Err(StoreError::Other("a shell command has no inbox".into())),
+                    refused: Vec::new(),
+                },
+            ),
             Output::AppendInbox { token, entries } => self.push(
                 self.now + disk,
                 Ev::Store {
@@ -325,6 +400,10 @@ impl World {
                         self.sent[m].expired = true;
                     }
                     self.sent[m].reply = Some(outcome);
+                }
+                if self.sched.is_shell(node) && self.nodes[node].callers.is_empty() {
+                    // Every message answered: the command exits.
+                    self.push(self.now + 1, Ev::Exit { node, inc });
                 }
             }
             Output::Event(ev) => self.event(node, ev),

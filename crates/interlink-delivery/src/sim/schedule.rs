@@ -32,6 +32,9 @@ pub struct Params {
     /// Whether the hostile node copies other senders' ids (off only to isolate other
     /// faults while the wire's acks name ids alone).
     pub copy_ids: bool,
+    /// How many of the honest nodes (the last ones) are shell commands
+    /// ([`Schedule::shell`]).
+    pub shells: usize,
 }
 
 impl Default for Params {
@@ -44,6 +47,7 @@ impl Default for Params {
             active_ms: 5 * MINUTE_MS,
             calm_ms: 5 * MINUTE_MS,
             copy_ids: true,
+            shells: 0,
         }
     }
 }
@@ -174,6 +178,11 @@ pub struct Schedule {
     pub active_ms: u64,
     /// End of the run.
     pub end_ms: u64,
+    /// `shell[i]`: honest node `i` is a shell command (`interlink-p2p send`), not a
+    /// session: no outbox and no inbox, it only sends. Each of its runs is a fresh
+    /// session of its identity that starts at a send and exits once every message is
+    /// answered (a crash ends a run early). Nothing is sent to it.
+    pub shell: Vec<bool>,
 }
 
 impl Schedule {
@@ -201,13 +210,19 @@ impl Schedule {
         let roster: Vec<Vec<bool>> = (0..n)
             .map(|_| (0..n).map(|_| chance(&mut rng, 85)).collect())
             .collect();
+        let shells = p.shells.min(p.honest.saturating_sub(2));
+        let sessions = p.honest - shells;
+        let shell: Vec<bool> = (0..n).map(|i| i >= sessions && i < p.honest).collect();
         let mut sends = Vec::new();
         for (from, known) in roster.iter().enumerate().take(p.honest) {
             for _ in 0..p.msgs_per_node {
-                let mut to = below(&mut rng, p.honest as u64 - 1) as usize;
-                if to >= from {
-                    to += 1;
-                }
+                // To another session: nothing is sent to a shell command.
+                let to = if from < sessions {
+                    let to = below(&mut rng, sessions as u64 - 1) as usize;
+                    if to >= from { to + 1 } else { to }
+                } else {
+                    below(&mut rng, sessions as u64) as usize
+                };
                 sends.push(SendPlan {
                     at: below(&mut rng, p.active_ms),
                     from,
@@ -282,11 +297,17 @@ impl Schedule {
             attacks,
             active_ms: p.active_ms,
             end_ms: p.active_ms + 2 * MINUTE_MS + p.calm_ms,
+            shell,
         }
     }
 
     /// Nodes in all (honest and hostile).
     pub fn nodes(&self) -> usize {
         self.honest + usize::from(self.hostile)
+    }
+
+    /// Whether node `i` is a shell command.
+    pub fn is_shell(&self, i: usize) -> bool {
+        self.shell.get(i).copied().unwrap_or(false)
     }
 }

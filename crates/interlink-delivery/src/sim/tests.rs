@@ -162,6 +162,7 @@ fn quiet(honest: usize, hostile: bool, end_ms: u64) -> Schedule {
         attacks: Vec::new(),
         active_ms: end_ms,
         end_ms,
+        shell: vec![false; n],
     }
 }
 
@@ -292,19 +293,124 @@ fn a_recipient_gone_past_the_retention_is_reported_expired() {
     assert!(r.inboxes[1].is_empty());
 }
 
+/// Node 0 is away for three minutes; node 1 holds mailboxes; node 2 is a shell
+/// command that sends 40 messages to node 0 twice, each run a new session of one
+/// identity. The second run's copy meets 40 older messages of that identity at the
+/// holder, whose quota (64 per sender) keeps only 24 of the new ones. The soak test
+/// lost mail this way: each `interlink-p2p send` said `queued` for all it published.
+fn two_shell_runs_into_one_quota() -> Schedule {
+    let mut s = quiet(3, false, 10 * MINUTE_MS);
+    s.shell[2] = true;
+    s.faults.push(Fault::Pause {
+        node: 0,
+        at: 0,
+        for_ms: 3 * MINUTE_MS,
+    });
+    for start in [SECOND_MS, MINUTE_MS] {
+        s.sends.extend((0..40).map(|i| SendPlan {
+            at: start + i * 10,
+            from: 2,
+            to: 0,
+            routed: true,
+            raced: false,
+        }));
+    }
+    s
+}
+
+#[test]
+fn a_shell_send_says_queued_only_for_what_a_holder_keeps() {
+    let r = run(&two_shell_runs_into_one_quota(), &sim_config());
+    check(&r).unwrap();
+    let queued = |run: std::ops::Range<usize>| {
+        r.sent[run]
+            .iter()
+            .filter(|m| matches!(m.reply, Some(Ok(Outcome::Queued { .. }))))
+            .count()
+    };
+    assert_eq!(queued(0..40), 40, "the first run fits the quota");
+    assert_eq!(queued(40..80), 24, "the holder keeps 24 of the second run");
+    for m in &r.sent[40..80] {
+        assert!(
+            matches!(
+                m.reply,
+                Some(Ok(Outcome::Queued { .. } | Outcome::NotKept { .. }))
+            ),
+            "{:?}",
+            m.reply
+        );
+    }
+}
+
+#[test]
+fn the_simulator_finds_queued_without_a_holder() {
+    let bugs = Bugs {
+        queued_without_holder: true,
+        ..Bugs::default()
+    };
+    let r = run(
+        &two_shell_runs_into_one_quota(),
+        &sim_config().with_bugs(bugs),
+    );
+    let lost = check(&r)
+        .unwrap_err()
+        .into_iter()
+        .filter(|v| matches!(v, Violation::Lost { .. }))
+        .count();
+    assert_eq!(lost, 16, "told queued, dropped by the holder's quota");
+}
+
+#[test]
+fn property_shell_senders_are_told_the_truth() {
+    // One of four honest nodes is a shell command: it sends in runs and exits.
+    let p = Params {
+        honest: 4,
+        shells: 1,
+        msgs_per_node: 12,
+        ..params()
+    };
+    let n = cases() / 4;
+    let (failure, c, secs) = sweep(2_000_000 + first_seed(), n, &p, &sim_config());
+    if let Some((_, e)) = failure {
+        panic!("{e}");
+    }
+    eprintln!(
+        "{n} schedules with a shell sender in {secs:.1} s: {} sends, {} queued, {} delivered, {} not sent",
+        c.sent, c.queued, c.delivered, c.not_sent
+    );
+}
+
 #[test]
 #[ignore]
 fn debug_seed() {
     let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
-    let s = Schedule::generate(seed, &params());
+    // SHELLS=1 for the shell-sender property's shape.
+    let p = match std::env::var("SHELLS") {
+        Ok(n) => Params {
+            honest: 4,
+            shells: n.parse().unwrap(),
+            msgs_per_node: 12,
+            ..params()
+        },
+        Err(_) => params(),
+    };
+    let s = Schedule::generate(seed, &p);
     let mut w = World::new(s.clone(), sim_config());
     w.trace = true;
     let r = w.run();
     for (i, m) in r.sent.iter().enumerate() {
         eprintln!(
-            "{i}: {}->{} reply {:?} crashed {} roster {}",
-            m.from, m.to, m.reply, m.sender_crashed, s.roster[m.from][m.to]
+            "{i}: {}->{} id {:02x} run {} at {} reply {:?} crashed {} roster {}",
+            m.from,
+            m.to,
+            m.msg_id.as_bytes()[0],
+            m.run,
+            m.ts as i64 - world::T0 as i64,
+            m.reply,
+            m.sender_crashed,
+            s.roster[m.from][m.to]
         );
     }
     eprintln!("{:?}", check(&r));
+    eprintln!("{:#?}", s.faults);
 }

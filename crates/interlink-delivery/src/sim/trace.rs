@@ -44,8 +44,13 @@ pub(super) fn brief_out(o: &Output) -> String {
             peer,
             envelopes,
         } => format!("SendRequest {req:?} {peer:?} {}", ids(envelopes)),
-        Output::DhtPut { mailbox } => {
-            format!("DhtPut {} {}", mailbox.session(), ids(mailbox.pending()))
+        Output::DhtPut { put, mailbox } => {
+            format!(
+                "DhtPut#{} {} {}",
+                put.0,
+                mailbox.session(),
+                ids(mailbox.pending())
+            )
         }
         Output::AppendInbox { token, entries } => format!("AppendInbox {token:?} {}", ids(entries)),
         Output::Respond { req, response } => format!("Respond {req:?} {:?}", response.results),

@@ -18,8 +18,8 @@ use super::schedule::{Fault, Schedule, chance};
 use crate::{
     Config, Engine,
     types::{
-        CallId, InboundId, Input, OutboxEntry, Outcome, PeerRef, ReceiptId, ReqId, Response,
-        SendError, StoreToken,
+        CallId, EntryKey, InboundId, Input, OutboxEntry, Outcome, PeerRef, PutToken, ReceiptId,
+        ReqId, Response, SendError, StoreToken,
     },
 };
 
@@ -59,6 +59,11 @@ pub struct Sent {
     pub expired: bool,
     /// A `Refused` event came.
     pub refused: bool,
+    /// The sender's run, for a shell command (each run is its own session); 0 else.
+    pub run: u64,
+    /// Holders that answered the sender (a shell command) that they keep it, and when
+    /// they merged it.
+    pub held_at: Vec<(usize, u64)>,
 }
 
 /// What a run produced.
@@ -78,6 +83,10 @@ pub struct Report {
     pub refusals: BTreeMap<String, u64>,
     /// Events processed.
     pub events: u64,
+    /// Every fault that costs a node mailbox copies it held, (node, when): a crash
+    /// (they were in memory) and a clock step back past the skew tolerance (what it
+    /// holds then looks future-dated and is normalised away).
+    pub holder_losses: Vec<(usize, u64)>,
 }
 
 #[derive(Debug)]
@@ -112,6 +121,20 @@ pub(crate) enum Net {
         inc: u64,
         copy: Mailbox,
     },
+    /// A holder's answer to a put: what of the copy it keeps.
+    Held {
+        inc: u64,
+        put: PutToken,
+        kept: Vec<EntryKey>,
+        holder: usize,
+        /// When the holder merged the copy.
+        at: u64,
+    },
+    /// Every holder of a put answered (or its answer was lost).
+    PutEnded {
+        inc: u64,
+        put: PutToken,
+    },
 }
 
 #[derive(Debug)]
@@ -125,6 +148,11 @@ pub(crate) enum Ev {
     Restart {
         node: usize,
         skew: i64,
+    },
+    /// A shell command's run ends: every message of it was answered.
+    Exit {
+        node: usize,
+        inc: u64,
     },
     Timer {
         node: usize,
@@ -162,6 +190,8 @@ pub(crate) struct Node {
     pub(crate) next_inbound: u64,
     pub(crate) callers: BTreeMap<CallId, usize>,
     pub(crate) next_call: u64,
+    /// A shell command's runs so far (each a fresh session).
+    pub(crate) runs: u64,
 }
 
 /// The world of one run.
@@ -181,6 +211,7 @@ pub struct World {
     pub(crate) retryable_refusals: u64,
     pub(crate) refusals: BTreeMap<String, u64>,
     pub(crate) events: u64,
+    pub(crate) holder_losses: Vec<(usize, u64)>,
     /// Print what every node is fed and does (debugging a failing seed).
     pub trace: bool,
 }
@@ -221,7 +252,8 @@ impl World {
             }
             let skew = sched.skew[i];
             let local = (T0 as i64 + skew) as u64;
-            let engine = (i < sched.honest).then(|| {
+            // A shell command starts at its first send.
+            let engine = (i < sched.honest && !sched.is_shell(i)).then(|| {
                 Engine::new(
                     cfg.clone().with_policy(policy),
                     Identity::from_seed(&seeds[i]),
@@ -246,6 +278,7 @@ impl World {
                 next_inbound: 0,
                 callers: BTreeMap::new(),
                 next_call: 0,
+                runs: 0,
             });
         }
         let rng = ChaCha8Rng::seed_from_u64(sched.seed);
@@ -264,6 +297,7 @@ impl World {
             retryable_refusals: 0,
             refusals: BTreeMap::new(),
             events: 0,
+            holder_losses: Vec::new(),
             trace: false,
         };
         for i in 0..w.sched.sends.len() {
@@ -282,8 +316,10 @@ impl World {
         }
         w.push(T0 + HEARTBEAT_MS, Ev::Heartbeat);
         for i in 0..w.sched.honest {
-            w.introduce(i);
-            w.pump(i);
+            if !w.sched.is_shell(i) {
+                w.introduce(i);
+                w.pump(i);
+            }
         }
         w
     }
@@ -315,6 +351,7 @@ impl World {
             retryable_refusals: self.retryable_refusals,
             refusals: self.refusals,
             events: self.events,
+            holder_losses: self.holder_losses,
         }
     }
 
@@ -331,6 +368,7 @@ impl World {
         self.sched.latency[a][b]
     }
 
+    /// Whether `node` is up: hostile nodes always are; a shell command while it runs.
     fn is_up(&self, node: usize) -> bool {
         node >= self.sched.honest || self.nodes[node].engine.is_some()
     }
@@ -343,7 +381,7 @@ impl World {
     fn target(&self, ev: &Ev) -> Option<usize> {
         match ev {
             Ev::Send(i) => Some(self.sched.sends[*i].from),
-            Ev::Timer { node, .. } | Ev::Store { node, .. } => Some(*node),
+            Ev::Timer { node, .. } | Ev::Store { node, .. } | Ev::Exit { node, .. } => Some(*node),
             Ev::Net { to, .. } => Some(*to),
             _ => None,
         }
@@ -391,6 +429,11 @@ impl World {
                 self.push(self.now + HEARTBEAT_MS, Ev::Heartbeat);
             }
             Ev::Restart { node, skew } => self.restart(node, skew),
+            Ev::Exit { node, inc } => {
+                if self.nodes[node].inc == inc && self.nodes[node].callers.is_empty() {
+                    self.crash(node);
+                }
+            }
             Ev::Timer { node, inc, tgen } => {
                 if self.nodes[node].inc == inc && self.nodes[node].tgen == tgen {
                     self.feed(node, Input::Timer);
@@ -411,6 +454,9 @@ impl World {
 
     fn send(&mut self, i: usize) {
         let plan = self.sched.sends[i].clone();
+        if self.sched.is_shell(plan.from) && self.nodes[plan.from].engine.is_none() {
+            self.start_run(plan.from);
+        }
         let local = self.local(plan.from);
         let to_addr = self.nodes[plan.to].addr.clone();
         let me = self.nodes[plan.from].addr.clone();
@@ -454,6 +500,8 @@ impl World {
             sender_crashed: false,
             expired: false,
             refused: false,
+            run: self.nodes[plan.from].runs,
+            held_at: Vec::new(),
         });
         if plan.raced {
             super::hostile::race(self, &envelope);
@@ -519,6 +567,9 @@ impl World {
                 }
             }
             Fault::ClockStep { node, by_ms, .. } => {
+                if start {
+                    self.holder_losses.push((node, self.now));
+                }
                 self.nodes[node].step = if start { by_ms } else { 0 };
             }
             Fault::DiskFull { node, .. } => {
@@ -533,6 +584,7 @@ impl World {
     }
 
     fn crash(&mut self, node: usize) {
+        self.holder_losses.push((node, self.now));
         let inc = self.nodes[node].inc;
         // Writes under way: each made it to disk or not, all or nothing.
         let pending: Vec<(u64, u64)> = self
@@ -560,8 +612,34 @@ impl World {
         }
     }
 
+    /// A shell command starts: a fresh session of its identity, with no outbox.
+    fn start_run(&mut self, node: usize) {
+        let local = self.local(node);
+        let n = &mut self.nodes[node];
+        n.runs += 1;
+        n.addr.session = SessionId::new(format!("node-{node}-run-{}", n.runs))
+            .unwrap_or_else(|_| unreachable!("a valid session id"));
+        let mut policy = PeerPolicy::new();
+        for (j, other) in self.nodes.iter().enumerate() {
+            if j != node {
+                let _ = policy.add(format!("n{j}"), other.addr.key);
+            }
+        }
+        let n = &self.nodes[node];
+        let engine = Engine::new(
+            self.cfg.clone().with_policy(policy).without_outbox(),
+            Identity::from_seed(&n.seed),
+            n.addr.clone(),
+            local,
+        );
+        self.nodes[node].engine = Some(engine);
+        self.introduce(node);
+        self.pump(node);
+    }
+
     fn restart(&mut self, node: usize, skew: i64) {
-        if self.nodes[node].engine.is_some() {
+        // A killed shell command is not restarted: the next send starts a new run.
+        if self.nodes[node].engine.is_some() || self.sched.is_shell(node) {
             return;
         }
         self.nodes[node].skew = skew;

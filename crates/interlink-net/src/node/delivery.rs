@@ -254,8 +254,8 @@ impl Actor {
                 peer,
                 envelopes,
             } => self.send_live(req, peer, &envelopes),
-            Output::DhtPut { mailbox } => {
-                let held = self.publish_mailbox(mailbox);
+            Output::DhtPut { put, mailbox } => {
+                let held = self.publish_mailbox(mailbox, Some(put));
                 if let Some(d) = self.delivery.as_mut() {
                     d.last_put = Some(held);
                 }
@@ -307,18 +307,6 @@ impl Actor {
             Ok(Outcome::Delivered { to }) => {
                 Ok(SendOutcome::Delivered(Box::new(Sent { msg_id, to })))
             }
-            Ok(Outcome::Queued {
-                held_by: EngineHeldBy::Outbox,
-            }) if !d.has_store() => {
-                // Nothing holds it: no outbox here, and the mailbox copy did not take it
-                // (the recipient's mailbox takes 64 per sender). `queued` would be a lie.
-                Err(SendError::NotKept(format!(
-                    "the recipient is not reachable and its mailbox copy takes at most {} \
-                     messages from one sender; this command has no outbox to keep more — \
-                     send the rest once the recipient has collected its mail",
-                    interlink_core::limits::MAILBOX_SENDER_QUOTA
-                )))
-            }
             Ok(Outcome::Queued { held_by }) => {
                 let copies = match held_by {
                     EngineHeldBy::OutboxAndMailbox => d.last_put.unwrap_or_default(),
@@ -328,6 +316,7 @@ impl Actor {
                     msg_id,
                     held_by: HeldBy {
                         outbox: d.has_store(),
+                        confirmed: held_by == EngineHeldBy::Mailbox,
                         ..copies
                     },
                 })
@@ -516,6 +505,17 @@ fn not_kept_reason(why: NotKept) -> String {
             interlink_core::limits::MAILBOX_RETENTION_MS / interlink_core::limits::DAY_MS,
             age_ms / interlink_core::limits::HOUR_MS
         ),
+        NotKept::MailboxFull => format!(
+            "the recipient is not reachable and its mailbox takes at most {} messages from \
+             one sender, all taken by older mail; this command has no outbox to keep more — \
+             send it again once the recipient has collected its mail",
+            interlink_core::limits::MAILBOX_SENDER_QUOTA
+        ),
+        NotKept::Unconfirmed => "the recipient is not reachable and no peer answered that it \
+             keeps the message (their mailbox copies may be full of this sender's older mail, \
+             or no peer is connected); this command has no outbox to keep it — send it again \
+             once the recipient is back or has collected its mail"
+            .to_owned(),
         other => format!("{other:?}"),
     }
 }

@@ -292,9 +292,15 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
         }) => actor.on_get_record(id, result, step.last),
         BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
             id,
-            result: kad::QueryResult::PutRecord(result),
+            result: kad::QueryResult::PutRecord(_),
             ..
-        }) => actor.on_put_result(super::publishing::PutId::Kad(id), result.is_ok()),
+        }) => {
+            // A Kademlia put's answer says nothing of what the peer stored.
+            actor.on_put_result(
+                super::publishing::PutId::Kad(id),
+                super::publishing::PutAnswer::Ended,
+            )
+        }
         BehaviourEvent::Mdns(mdns::Event::Expired(list)) => {
             for (peer, _) in list {
                 actor.bootstrap.mdns.remove(&peer);

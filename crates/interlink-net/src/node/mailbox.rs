@@ -11,7 +11,7 @@ use std::{collections::HashMap, time::Duration};
 
 use interlink_core::{
     mailbox::{self, Mailbox},
-    wire::{Refusal, RefusalCode, SessionAddr},
+    wire::{AckEntry, Refusal, RefusalCode, SessionAddr},
 };
 use libp2p::{
     PeerId,
@@ -75,9 +75,15 @@ impl Actor {
         })
     }
 
-    /// Merges `mailbox` into the held copy and publishes the result to the DHT; returns
-    /// to how many connected peers and relays the copy was sent (not yet confirmed).
-    pub(super) fn publish_mailbox(&mut self, mut merged: Mailbox) -> crate::HeldBy {
+    /// Merges `mailbox` into the held copy and publishes the result (the engine's
+    /// publication `engine`, if it made it): a `hold` to every connected peer and relay,
+    /// whose answers say what each keeps (`node::publishing`), and a DHT put. Returns to
+    /// how many peers and relays the copy was sent (not yet confirmed).
+    pub(super) fn publish_mailbox(
+        &mut self,
+        mut merged: Mailbox,
+        engine: Option<interlink_delivery::PutToken>,
+    ) -> crate::HeldBy {
         let key = RecordKey::new(&merged.record_key());
         let cfg = mailbox::Config::default();
         let now = crate::now_ms();
@@ -85,9 +91,10 @@ impl Actor {
             let _ = merged.merge(held, now, &cfg);
         }
         let record = Record::new(key.clone(), merged.encode());
-        // Straight to every connected peer that answers, too: the iterative put waits
-        // for the closest peers, and a stopped one (often the recipient) stalls it
-        // until the query times out, so nothing would be stored anywhere.
+        // Straight to every connected peer too, as a `hold` that is answered after the
+        // merge with what the peer keeps: the iterative put waits for the closest peers,
+        // a stopped one (often the recipient) stalls it until the query times out, and
+        // its answer says nothing about what was stored.
         let direct: Vec<PeerId> = self
             .peers
             .keys()
@@ -99,14 +106,9 @@ impl Actor {
             outbox: false,
             relays_asked: queries.len(),
             peers_asked: direct.len(),
+            confirmed: false,
         };
-        if !direct.is_empty() {
-            queries.push(PutId::Kad(self.swarm.behaviour_mut().kad.put_record_to(
-                record.clone(),
-                direct.into_iter(),
-                kad::Quorum::One,
-            )));
-        }
+        queries.extend(self.hold_at(direct, &record));
         // `put_record` stores the record locally first.
         match self
             .swarm
@@ -123,7 +125,7 @@ impl Actor {
                 held_by.peers_asked = 0;
             }
         }
-        self.track_publication(queries);
+        self.track_publication(queries, engine);
         held_by
     }
 
@@ -160,8 +162,13 @@ impl Actor {
 
     /// Verifies a mailbox copy someone handed us, merges it with the copy held and
     /// stores the result (in memory). A relay holds through its store thread instead
-    /// (`Actor::relay_hold`).
-    pub(super) fn hold_record(&mut self, key: &RecordKey, value: &[u8]) -> Result<(), Refusal> {
+    /// (`Actor::relay_hold`). Returns the envelopes of the handed copy the merged one
+    /// keeps (the `hold` answer).
+    pub(super) fn hold_record(
+        &mut self,
+        key: &RecordKey,
+        value: &[u8],
+    ) -> Result<Vec<AckEntry>, Refusal> {
         let now = crate::now_ms();
         let cfg = mailbox::Config::default();
         let mut mb = match Mailbox::decode(value, now, &cfg) {
@@ -180,9 +187,11 @@ impl Actor {
                 "record key does not match the mailbox",
             ));
         }
+        let handed = mb.clone();
         if let Some(held) = self.held_mailbox(key) {
             let _ = mb.merge(held, now, &cfg);
         }
+        let kept = mb.kept_of(&handed);
         let encoded = mb.encode();
         let owner = mb.address();
         let own = Some(&owner) == self.own_addr().as_ref();
@@ -204,7 +213,7 @@ impl Actor {
         } else if pending {
             self.push_to_owner(&owner, key, encoded);
         }
-        Ok(())
+        Ok(kept)
     }
 
     /// Whether replacing `key`'s copy with `bytes` keeps what a session holds within

@@ -1,29 +1,35 @@
-//! Following mailbox publications until a peer takes a copy ([`crate::Handle::settle`]).
+//! Following mailbox publications until peers answer ([`crate::Handle::settle`]).
 //!
-//! A publication (one [`super::Actor::publish_mailbox`]) goes out as DHT puts and relay
-//! `hold` requests. It counts as stored remotely at the first of them a peer confirms,
-//! and as local only when all of them failed. A process about to exit (`interlink-p2p
-//! send`) asks `settle` to learn whether anything besides its own outbox holds what it
-//! queued.
+//! A publication (one [`super::Actor::publish_mailbox`]) goes out as `hold` requests
+//! to every connected peer and relay, and as a DHT put. Only a `hold` answer says
+//! anything about storage: the holder lists which of the copy's envelopes its merged
+//! copy keeps (a full mailbox keeps its older mail), while a Kademlia put is answered
+//! before the holder looked at the record. Each answer goes to the engine
+//! (`Input::PutAnswered`), and the publication's end once every request is answered
+//! or failed (`Input::PutEnded`): a session without an outbox says `queued` only on a
+//! holder's word. A publication counts as stored remotely at its first `hold` answer,
+//! and as local only when none came. A process about to exit asks `settle` to learn
+//! whether anything besides itself holds what it queued.
 
 use std::{
     collections::HashMap,
     time::{Duration, Instant},
 };
 
+use interlink_core::wire::AckEntry;
+use interlink_delivery::{Input, PutToken};
 use libp2p::kad;
 use tokio::sync::oneshot;
 
 use super::Actor;
 use crate::Settled;
 
-/// Mailbox publications tracked until a peer confirms one.
+/// Mailbox publications tracked until their requests end.
 const MAX_PUBLICATIONS: usize = 1024;
 /// Callers of [`crate::Handle::settle`] waiting at once.
 const MAX_SETTLE_WAITERS: usize = 16;
 
-/// One way a mailbox publication reaches peers: a DHT put query, or a `hold` request
-/// to a relay.
+/// One way a mailbox publication reaches peers: a DHT put query, or a `hold` request.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub(crate) enum PutId {
     /// A Kademlia put query.
@@ -32,13 +38,33 @@ pub(crate) enum PutId {
     Hold(libp2p::request_response::OutboundRequestId),
 }
 
+/// How one request of a publication ended.
+#[derive(Debug)]
+pub(crate) enum PutAnswer {
+    /// A holder merged the copy; these of its envelopes the merged copy keeps.
+    Kept(Vec<AckEntry>),
+    /// The request ended without a word on storage (a DHT put, a refusal, a failure).
+    Ended,
+}
+
+/// One publication in flight.
+#[derive(Debug)]
+struct Publication {
+    /// Requests not ended yet.
+    left: usize,
+    /// A holder answered it.
+    confirmed: bool,
+    /// The engine's publication, if the engine made it.
+    engine: Option<PutToken>,
+}
+
 /// Publications in flight and the callers waiting for them.
 #[derive(Debug, Default)]
 pub(crate) struct Publishing {
-    /// Puts in flight (DHT queries, relay holds) → their publication.
+    /// Requests in flight (DHT queries, holds) → their publication.
     puts: HashMap<PutId, u64>,
-    /// Publications not settled yet → put queries still running for each.
-    publications: HashMap<u64, usize>,
+    /// Publications not ended yet.
+    publications: HashMap<u64, Publication>,
     next_publication: u64,
     settled: Settled,
     waiters: Vec<(Instant, oneshot::Sender<Settled>)>,
@@ -52,42 +78,68 @@ impl Publishing {
 }
 
 impl Actor {
-    /// Records the puts of one mailbox publication.
-    pub(super) fn track_publication(&mut self, queries: Vec<PutId>) {
+    /// Records the requests of one mailbox publication (the engine's `engine`, if it
+    /// made it). Called while the engine's outputs are carried out, so the engine is
+    /// only fed here.
+    pub(super) fn track_publication(&mut self, queries: Vec<PutId>, engine: Option<PutToken>) {
         let p = &mut self.publishing;
         if queries.is_empty() || p.publications.len() >= MAX_PUBLICATIONS {
             // Nothing went out, or not followed: counted as local rather than guessed.
             p.settled.local_only += 1;
+            if let Some(put) = engine {
+                self.feed(Input::PutEnded { put });
+            }
             return;
         }
         let id = p.next_publication;
         p.next_publication += 1;
-        p.publications.insert(id, queries.len());
+        p.publications.insert(
+            id,
+            Publication {
+                left: queries.len(),
+                confirmed: false,
+                engine,
+            },
+        );
         for q in queries {
             p.puts.insert(q, id);
         }
     }
 
-    /// A put ended: the publication is confirmed by the first peer that took a copy,
-    /// or left local when none of its puts reached one.
-    pub(super) fn on_put_result(&mut self, id: PutId, ok: bool) {
+    /// A request of a publication ended: a holder's answer goes to the engine, and the
+    /// publication ends with its last request.
+    pub(super) fn on_put_result(&mut self, id: PutId, answer: PutAnswer) {
         let p = &mut self.publishing;
         let Some(publication) = p.puts.remove(&id) else {
             return;
         };
-        let Some(left) = p.publications.get_mut(&publication) else {
+        let Some(entry) = p.publications.get_mut(&publication) else {
             return;
         };
-        if ok {
-            p.publications.remove(&publication);
-            p.puts.retain(|_, x| *x != publication);
-            p.settled.stored_remotely += 1;
-        } else {
-            *left -= 1;
-            if *left == 0 {
-                p.publications.remove(&publication);
+        let engine = entry.engine;
+        let mut inputs = Vec::new();
+        if let PutAnswer::Kept(kept) = answer {
+            if !entry.confirmed {
+                entry.confirmed = true;
+                p.settled.stored_remotely += 1;
+            }
+            if let Some(put) = engine {
+                let kept = kept.into_iter().map(|e| (e.0, e.1)).collect();
+                inputs.push(Input::PutAnswered { put, kept });
+            }
+        }
+        entry.left = entry.left.saturating_sub(1);
+        if entry.left == 0 {
+            if !entry.confirmed {
                 p.settled.local_only += 1;
             }
+            p.publications.remove(&publication);
+            if let Some(put) = engine {
+                inputs.push(Input::PutEnded { put });
+            }
+        }
+        for input in inputs {
+            self.drive(input);
         }
         self.answer_settle_waiters(Instant::now());
     }

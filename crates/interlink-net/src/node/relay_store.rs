@@ -40,12 +40,12 @@ pub(crate) struct Hold {
     pub(crate) record: Vec<u8>,
 }
 
-/// What the store thread did with a hold: the merged record's encoding, or why not.
+/// What the store thread did with a hold: the merged copy, or why not.
 #[derive(Debug)]
 pub(crate) struct Held {
     pub(crate) token: u64,
     pub(crate) key: [u8; 32],
-    pub(crate) result: Result<Vec<u8>, Refusal>,
+    pub(crate) result: Result<crate::durable::HeldCopy, Refusal>,
 }
 
 /// The node's end of the relay store thread.

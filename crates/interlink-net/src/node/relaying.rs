@@ -12,8 +12,8 @@
 use std::collections::{HashMap, HashSet};
 
 use interlink_core::wire::{
-    MailboxOp, MailboxOutcome, MailboxRequest, MailboxResponse, Refusal, RefusalCode, SessionAddr,
-    VERSION,
+    AckEntry, MailboxOp, MailboxOutcome, MailboxRequest, MailboxResponse, Refusal, RefusalCode,
+    SessionAddr, VERSION,
 };
 use libp2p::{
     Multiaddr, PeerId,
@@ -27,7 +27,7 @@ use tracing::{debug, info, warn};
 
 use super::{
     Actor,
-    publishing::PutId,
+    publishing::{PutAnswer, PutId},
     relay_store::{Held, Hold, HoldFrom},
 };
 use crate::Role;
@@ -122,6 +122,11 @@ impl Actor {
     /// Sends `record` to every relay we use; returns the requests, for confirmation.
     pub(super) fn hold_at_relays(&mut self, record: &Record) -> Vec<PutId> {
         let peers: Vec<PeerId> = self.relays.configured.keys().copied().collect();
+        self.hold_at(peers, record)
+    }
+
+    /// Hands `record` to each of `peers` with `hold`; returns the requests.
+    pub(super) fn hold_at(&mut self, peers: Vec<PeerId>, record: &Record) -> Vec<PutId> {
         peers
             .into_iter()
             .map(|peer| {
@@ -219,11 +224,15 @@ impl Actor {
                         _ => {}
                     }
                 } else {
-                    let held = matches!(response.outcome, MailboxOutcome::Held);
-                    if let MailboxOutcome::Refused { reason } = &response.outcome {
-                        warn!(%peer, %reason, "relay refused a mailbox copy");
-                    }
-                    self.on_put_result(PutId::Hold(request_id), held);
+                    let answer = match response.outcome {
+                        MailboxOutcome::Held { kept } => PutAnswer::Kept(kept),
+                        MailboxOutcome::Refused { reason } => {
+                            debug!(%peer, %reason, "a peer refused a mailbox copy");
+                            PutAnswer::Ended
+                        }
+                        MailboxOutcome::Record { .. } => PutAnswer::Ended,
+                    };
+                    self.on_put_result(PutId::Hold(request_id), answer);
                 }
             }
             request_response::Event::OutboundFailure {
@@ -236,7 +245,7 @@ impl Actor {
                 if let Some(key) = self.relays.pushes.remove(&request_id) {
                     self.push_done(&key, false);
                 } else if !self.relays.fetches.remove(&request_id) {
-                    self.on_put_result(PutId::Hold(request_id), false);
+                    self.on_put_result(PutId::Hold(request_id), PutAnswer::Ended);
                 }
             }
             request_response::Event::InboundFailure { peer, error, .. } => {
@@ -351,17 +360,17 @@ impl Actor {
         };
         let key = RecordKey::new(&held.key);
         let result = match held.result {
-            Ok(merged) => {
+            Ok(copy) => {
                 // The store verified it; the decoded cache is filled again only if asked.
                 self.mailboxes.held.remove(&key);
-                self.store_record(&key, merged)
+                self.store_record(&key, copy.record).map(|()| copy.kept)
             }
             Err(r) => Err(r.to_wire()),
         };
         self.answer_hold(from, result);
     }
 
-    fn answer_hold(&mut self, from: HoldFrom, result: Result<(), Refusal>) {
+    fn answer_hold(&mut self, from: HoldFrom, result: Result<Vec<AckEntry>, Refusal>) {
         let peer = match &from {
             HoldFrom::Put(p) | HoldFrom::Request(p, _) => *p,
         };
@@ -370,7 +379,7 @@ impl Actor {
         }
         if let HoldFrom::Request(peer, channel) = from {
             let outcome = match result {
-                Ok(()) => MailboxOutcome::Held,
+                Ok(kept) => MailboxOutcome::Held { kept },
                 Err(reason) => MailboxOutcome::Refused { reason },
             };
             self.send_mailbox_response(peer, channel, outcome);
@@ -393,7 +402,7 @@ impl Actor {
             MailboxOp::Hold { key, record } => {
                 let key = RecordKey::new(&key.as_slice());
                 match self.hold_record(&key, &record) {
-                    Ok(()) => MailboxOutcome::Held,
+                    Ok(kept) => MailboxOutcome::Held { kept },
                     Err(reason) => {
                         self.refused_put(peer, &reason);
                         MailboxOutcome::Refused { reason }

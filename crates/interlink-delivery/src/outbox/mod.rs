@@ -21,10 +21,12 @@ use crate::{
     config::{OUTBOX_CAPACITY, OUTBOX_PER_RECIPIENT, REQUESTS_IN_FLIGHT},
     engine::Ctx,
     types::{
-        CallId, Event, HeldBy, NotKept, OutboxEntry, Outcome, Output, PeerRef, Refusal, ReqId,
-        Response, SendError, SendFailure, StoreError,
+        CallId, Event, HeldBy, NotKept, OutboxEntry, Outcome, Output, PeerRef, PutToken, Refusal,
+        ReqId, Response, SendError, SendFailure, StoreError,
     },
 };
+
+mod confirm;
 
 #[derive(Debug)]
 struct Pending {
@@ -43,6 +45,10 @@ struct Pending {
     /// The outbox write failed while a live attempt was on its way: the caller is
     /// answered when the attempt ends (delivered, or the write error).
     write_failed: Option<StoreError>,
+    /// A session without an outbox: the caller waits for a holder to answer that it
+    /// keeps the message; this is the latest publication that carries it
+    /// (`outbox::confirm`).
+    awaiting: Option<PutToken>,
 }
 
 #[derive(Debug)]
@@ -66,6 +72,8 @@ pub(crate) struct Sender {
     last_ts: u64,
     next_req: u64,
     next_republish: u64,
+    /// A session without an outbox: publications whose holders' answers it waits for.
+    followed: BTreeMap<PutToken, confirm::Followed>,
 }
 
 /// How a pending entry ends.
@@ -102,6 +110,7 @@ impl Sender {
                     in_flight: false,
                     mailbox_only: false,
                     write_failed: None,
+                    awaiting: None,
                 },
             );
         }
@@ -182,6 +191,7 @@ impl Sender {
                 in_flight: false,
                 mailbox_only: false,
                 write_failed: None,
+                awaiting: None,
             },
         );
         // Live at once if it can go; written to the outbox if it cannot (`settle`).
@@ -382,6 +392,7 @@ impl Sender {
             self.backoff.remove(&s);
             self.settle(ctx, &s, false);
         }
+        self.end_late_puts(ctx);
         if now >= self.next_republish {
             for to in self.recipients() {
                 self.publish(ctx, &to);
@@ -400,13 +411,25 @@ impl Sender {
             .filter(|p| p.stored)
             .map(|p| p.entry.envelope.body().ts.saturating_add(retention));
         let republish = (!self.entries.is_empty()).then_some(self.next_republish);
-        flights.chain(backoff).chain(expiry).chain(republish).min()
+        let puts = self.followed.values().map(|f| f.deadline);
+        flights
+            .chain(backoff)
+            .chain(expiry)
+            .chain(republish)
+            .chain(puts)
+            .min()
     }
 
-    /// Sizes, for the caps checks.
-    pub(crate) fn sizes(&self) -> (usize, usize, usize) {
+    /// Sizes, for the caps checks: entries, most for one recipient, flights,
+    /// publications followed.
+    pub(crate) fn sizes(&self) -> (usize, usize, usize, usize) {
         let per_recipient = self.queues.values().map(VecDeque::len).max().unwrap_or(0);
-        (self.entries.len(), per_recipient, self.flights.len())
+        (
+            self.entries.len(),
+            per_recipient,
+            self.flights.len(),
+            self.followed.len(),
+        )
     }
 
     /// Sends the next live batch to `to` if it is reachable and nothing is in flight,
@@ -503,7 +526,7 @@ impl Sender {
                     unstored_before = true;
                     continue;
                 }
-                if p.caller.is_some() && blocked && !unstored_before {
+                if p.caller.is_some() && p.awaiting.is_none() && blocked && !unstored_before {
                     answer.push(*id);
                 }
             }
@@ -519,8 +542,16 @@ impl Sender {
         if answer.is_empty() && !force_publish {
             return;
         }
-        let held = self.publish(ctx, to);
+        let (put, held) = self.publish(ctx, to);
         for id in answer {
+            if !ctx.cfg.keeps_outbox {
+                // Nothing here keeps it: `queued` waits for a holder's word.
+                let put = put.filter(|_| held.contains(&id));
+                if !(ctx.cfg.bugs.queued_without_holder && put.is_some()) {
+                    self.await_holders(ctx, id, put);
+                    continue;
+                }
+            }
             if let Some(caller) = self.entries.get_mut(&id).and_then(|p| p.caller.take()) {
                 let held_by = if held.contains(&id) {
                     HeldBy::OutboxAndMailbox
@@ -537,11 +568,16 @@ impl Sender {
 
     /// Publishes a copy of `to`'s mailbox holding every durable pending entry for it,
     /// so a holder that keeps a later message also has every earlier one (the merge
-    /// keeps the oldest). Returns the ids the copy took.
-    fn publish(&mut self, ctx: &mut Ctx<'_>, to: &SessionAddr) -> BTreeSet<MsgId> {
+    /// keeps the oldest). Returns the publication, if one went out, and the ids the
+    /// copy took.
+    fn publish(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        to: &SessionAddr,
+    ) -> (Option<PutToken>, BTreeSet<MsgId>) {
         let mut taken = BTreeSet::new();
         let Some(queue) = self.queues.get(to) else {
-            return taken;
+            return (None, taken);
         };
         let mut mb = Mailbox::new(to.key, to.session.clone());
         for id in queue {
@@ -556,10 +592,14 @@ impl Sender {
                 taken.insert(*id);
             }
         }
-        if !taken.is_empty() {
-            ctx.out.push_back(Output::DhtPut { mailbox: mb });
+        if taken.is_empty() {
+            return (None, taken);
         }
-        taken
+        let put = ctx.put(mb);
+        if !ctx.cfg.keeps_outbox {
+            self.follow(ctx, put, &taken);
+        }
+        (Some(put), taken)
     }
 
     fn end(&mut self, ctx: &mut Ctx<'_>, id: &MsgId, end: End) {
