@@ -863,7 +863,8 @@ fn kept_of_names_the_handed_entries_the_merge_keeps() {
             .unwrap();
     }
     held.insert(env(3, 50, T0, Some(10)), NOW, &cfg).unwrap();
-    held.apply_ack(ack_of(&[(2, 0)], T0 + 10), NOW, &cfg).unwrap();
+    held.apply_ack(ack_of(&[(2, 0)], T0 + 10), NOW, &cfg)
+        .unwrap();
     // Sender 2's copy: one it had sent before (acked since), one more, two new.
     let mut handed = empty();
     for i in [0, 2, 10, 11] {

@@ -12,6 +12,7 @@ use std::{
     time::Duration,
 };
 
+use interlink_core::routing::Routes;
 use interlink_core::{
     IdentityKey, MsgId, SessionId,
     presence::IdentityView,
@@ -28,7 +29,6 @@ use tracing::warn;
 use crate::{
     codex::CodexConfig,
     read_state::{ReadState, ReadStateError},
-    routing::Routes,
     sent_log::SentLog,
 };
 

@@ -38,7 +38,9 @@
 //! or, for Codex, a notice queued into the bound thread ([`workers::codex`]).
 //!
 //! [`session_node`] starts a session node (shared with `interlink-p2p run` and
-//! `send`); [`routing`] applies the routing rules to the roster.
+//! `send`); [`sender`] resolves a message's target and routes it once the roster has
+//! seen it (shared by `send_message` and `interlink-p2p send`). The routing rules and
+//! the per-peer hints are the core's (`interlink_core::routing`).
 #![deny(missing_docs)]
 
 pub mod codex;
@@ -50,7 +52,7 @@ pub mod peers;
 pub mod policy;
 pub mod read_state;
 pub mod render;
-pub mod routing;
+pub mod sender;
 pub mod sent_log;
 pub mod serve;
 pub mod server;
@@ -62,6 +64,5 @@ pub mod tools;
 pub mod workers;
 
 pub use context::{Context, Settings};
-pub use routing::route;
 pub use serve::{Options, ServeError, serve_stdio};
 pub use server::{INSTRUCTIONS, Server};

@@ -6,8 +6,8 @@
 //!
 //! - `id` (here), `demo` ([`demo`]): the identity; an in-memory walk-through.
 //! - `run` ([`run`]): a headless session node that takes messages.
-//! - `send` ([`send`]): messages from a shell, as a short-lived session; routing over
-//!   the roster view is in [`route`].
+//! - `send` ([`send`]): messages from a shell, as a short-lived session; it resolves
+//!   and routes through `interlink_mcp::sender`, as `send_message` does.
 //! - `inbox` ([`inbox`]): a session's delivered messages.
 //! - `peer` ([`peer`]): the peers policy, `peers.json` ([`policy`]); `pair`
 //!   ([`pair`]): the operator's decisions on pair requests.
@@ -19,8 +19,8 @@
 //! - [`config`] builds the node configuration from flags and the environment.
 //!
 //! The local state files (`peers.json`, the inbox read state), session start-up and
-//! routing are in `interlink-mcp`, shared with the MCP server; [`paths`], [`policy`]
-//! and [`route`] are re-exported from there.
+//! the sender are in `interlink-mcp`, shared with the MCP server; [`paths`] and
+//! [`policy`] are re-exported from there.
 #![warn(missing_docs)]
 
 pub mod config;
@@ -36,7 +36,7 @@ pub mod run;
 pub mod send;
 pub mod wait;
 
-pub use interlink_mcp::{paths, policy, routing as route, session_node::os_rng};
+pub use interlink_mcp::{paths, policy, session_node::os_rng};
 
 use std::path::Path;
 

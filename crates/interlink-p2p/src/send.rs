@@ -3,9 +3,10 @@
 //! The command runs its own session node under the user's identity, with a fresh
 //! session id (`send-<uuid>`, never the id of a running session: two nodes with one
 //! PeerId would steal each other's connections, and this one's goodbye would drop the
-//! real session from everyone's roster). It joins the overlay, waits until the target
-//! identity has sessions on its roster, picks one by the routing rules
-//! (docs/SESSIONS.md) and sends each message in order. Every message gets one stdout
+//! real session from everyone's roster). It joins the overlay, resolves the target and
+//! waits until its sessions are on the roster and settled, then picks one by the
+//! routing rules — all through `interlink_mcp::sender`, as `send_message` does — and
+//! sends each message in order. Every message gets one stdout
 //! line, in input order: `delivered <msg_id>` (the recipient receipted it), `queued
 //! <msg_id>` (a peer or relay answered that its copy of the recipient's mailbox keeps
 //! it: this command has no outbox, so nothing less counts) or `not-kept <reason>` (no
@@ -16,22 +17,25 @@ use std::{
     collections::VecDeque,
     io::Write,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Context as _, bail};
 use interlink_core::{
     IdentityKey, SessionId,
-    presence::{IdentityView, Presence},
+    presence::Presence,
     routing::{Route, RouteRequest},
     wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr, TaskStatus},
 };
-use interlink_net::{Config, Delivery, Handle, Outcome, OutgoingMessage, SendError, SendOutcome};
+use interlink_net::{Config, Delivery, Outcome, OutgoingMessage, SendError, SendOutcome};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
-use interlink_mcp::session_node::{Describe, session_spec, start_node};
+use interlink_mcp::{
+    sender::{self, Target, TargetError},
+    session_node::{Describe, session_spec, start_node},
+};
 
-use crate::{policy, route};
+use crate::policy;
 
 /// After the target's first session shows up, how long its sessions must stay
 /// unchanged before routing (roster fetches and gossip from other peers may add more).
@@ -84,22 +88,6 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     let (identity, _) = crate::load_identity(home)?;
     let own_key = identity.public();
     let peers = policy::load(home)?;
-    let target = if options.to.trim() == "self" {
-        own_key
-    } else {
-        peers.resolve(&options.to).with_context(|| {
-            format!(
-                "--to {:?} is not a peer (see `interlink-p2p peer list`; pair with \
-                 `interlink-p2p peer add NAME KEY`, KEY from `interlink-p2p id` on their side)",
-                options.to
-            )
-        })?
-    };
-    let target_name = match peers.name_of(&target) {
-        _ if target == own_key => "self".to_owned(),
-        Some(name) => name.to_owned(),
-        None => target.fingerprint().to_string(),
-    };
     let session = SessionId::new(format!("send-{}", SessionId::random(&mut crate::os_rng())))?;
     let own = SessionAddr {
         key: own_key,
@@ -126,14 +114,20 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     let mut queued = 0usize;
     let mut not_kept = 0usize;
     let result = async {
-        let roster = wait_for_target(
-            &handle,
-            target,
-            &own,
-            options.session.as_deref(),
-            options.wait,
-        )
-        .await?;
+        let Target {
+            key: target,
+            name: target_name,
+        } = sender::resolve(&options.to, &peers, own_key, &handle)
+            .await
+            .map_err(|e| match e {
+                TargetError::NotAPeer { .. } => anyhow::anyhow!(
+                    "--to {:?} is not a peer ({e}; see `interlink-p2p peer list`; pair with \
+                     `interlink-p2p peer add NAME KEY`, KEY from `interlink-p2p id` on their \
+                     side)",
+                    options.to
+                ),
+                e => anyhow::anyhow!("--to {:?}: {e}", options.to),
+            })?;
         let req = RouteRequest {
             target,
             session: options.session.as_deref(),
@@ -141,7 +135,12 @@ pub async fn send<R: AsyncBufRead + Unpin>(
             sticky: None,
             remembered: None,
         };
-        let chosen = route::route(&roster, &req)
+        let wait = sender::Wait {
+            until: tokio::time::Instant::now() + options.wait,
+            settle: SETTLE,
+        };
+        let chosen = sender::route_when_seen(&handle, &req, wait)
+            .await
             .with_context(|| format!("cannot route to {target_name} ({})", target.fingerprint()))?;
         describe_route(progress, &target_name, &target, &chosen);
         if chosen.presence == Presence::Gone {
@@ -273,50 +272,6 @@ impl<R: AsyncBufRead + Unpin> Texts<R> {
                 }
             },
         }
-    }
-}
-
-/// Waits until `target` has sessions on the roster (one matching `session`, if given)
-/// and they stay unchanged for [`SETTLE`], or `wait` passes. Returns the roster.
-async fn wait_for_target(
-    handle: &Handle,
-    target: IdentityKey,
-    own: &SessionAddr,
-    session: Option<&str>,
-    wait: Duration,
-) -> anyhow::Result<Vec<IdentityView>> {
-    let deadline = Instant::now() + wait;
-    let mut shown: Option<(Vec<(String, Presence)>, Instant)> = None;
-    loop {
-        let roster = handle.roster().await?;
-        let mut sessions: Vec<(String, Presence)> = roster
-            .iter()
-            .filter(|i| i.key == target)
-            .flat_map(|i| &i.sessions)
-            .filter(|s| s.addr != *own)
-            .map(|s| (s.addr.session.to_string(), s.presence))
-            .collect();
-        sessions.sort();
-        let exact = session.is_some_and(|t| sessions.iter().any(|(id, _)| id == t.trim()));
-        let found = match session.map(str::trim).filter(|t| !t.is_empty()) {
-            Some(t) => sessions.iter().any(|(id, _)| id.starts_with(t)),
-            None => !sessions.is_empty(),
-        };
-        let now = Instant::now();
-        if exact || now >= deadline {
-            return Ok(roster);
-        }
-        if found {
-            match &shown {
-                Some((seen, since)) if *seen == sessions => {
-                    if now.duration_since(*since) >= SETTLE {
-                        return Ok(roster);
-                    }
-                }
-                _ => shown = Some((sessions, now)),
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

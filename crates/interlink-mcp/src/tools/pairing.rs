@@ -191,13 +191,14 @@ impl Server {
                 sticky: None,
                 remembered: None,
             };
-            let route = crate::routing::route(&roster, &req).map_err(|e| match e {
-                RouteError::NoSession => ToolError(format!(
-                    "{} has no session on the overlay",
-                    key.fingerprint()
-                )),
-                other => ToolError(format!("cannot choose a session to knock: {other}")),
-            })?;
+            let route =
+                interlink_core::routing::route_identities(&roster, &req).map_err(|e| match e {
+                    RouteError::NoSession => ToolError(format!(
+                        "{} has no session on the overlay",
+                        key.fingerprint()
+                    )),
+                    other => ToolError(format!("cannot choose a session to knock: {other}")),
+                })?;
             if route.presence == Presence::Gone {
                 return Err(ToolError(format!(
                     "session {} of {} is not on the overlay; a knock goes to a live (or away) \

@@ -1,15 +1,15 @@
-//! What `send_message` does: resolving the target among the peers, routing to one of its
-//! sessions (seed rules, with the sticky and remembered hints), sending, and the
-//! result's wording.
+//! What `send_message` does: resolving the target and routing to one of its sessions
+//! (with the sticky and remembered hints) through [`crate::sender`], as
+//! `interlink-p2p send` does, then sending and the result's wording.
 
 use std::time::Duration;
 
 use interlink_core::{
     IdentityKey, MsgId,
     limits::MAX_BODY_BYTES,
-    presence::{IdentityView, Presence},
+    presence::Presence,
     routing::{RouteError, RouteRequest},
-    trust::{KeyPattern, PeerPolicy},
+    trust::PeerPolicy,
     wire::{EnvelopeKind, RefusalCode, SessionAddr, TaskStatus},
 };
 use interlink_net::{OutgoingMessage, SendError, SendOutcome};
@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::{
     context::ToolError,
-    policy,
+    policy, sender,
     sent_log::{HeldBy, SentEntry, State},
     server::Server,
     tools::messaging::SendMessageArgs,
@@ -62,25 +62,22 @@ impl Server {
         // Make sure the roster has had a chance to see the target: a node that just
         // started may not have heard of it yet. One that has been up for longer has, so a
         // target that is not on it (a closed session, addressed by its id) is not waited for.
-        let deadline =
-            tokio::time::Instant::now() + ROUTE_WAIT.saturating_sub(ready.since.elapsed());
-        let route = loop {
-            let roster = ready.handle.roster().await?;
-            let hints = ctx.shared().routes.get(&target);
-            let req = RouteRequest {
-                target,
-                session: args.session.as_deref(),
-                own: &own,
-                sticky: hints.sticky.as_ref(),
-                remembered: hints.remembered.as_ref(),
-            };
-            match crate::routing::route(&roster, &req) {
-                Err(RouteError::NoSession) if tokio::time::Instant::now() < deadline => {}
-                Ok(r) if r.presence == Presence::Gone && tokio::time::Instant::now() < deadline => {
-                }
-                other => break other,
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let wait = sender::Wait {
+            until: tokio::time::Instant::now() + ROUTE_WAIT.saturating_sub(ready.since.elapsed()),
+            settle: Duration::ZERO,
+        };
+        let hints = ctx.shared().routes.get(&target);
+        let req = RouteRequest {
+            target,
+            session: args.session.as_deref(),
+            own: &own,
+            sticky: hints.sticky.as_ref(),
+            remembered: hints.remembered.as_ref(),
+        };
+        let route = match sender::route_when_seen(&ready.handle, &req, wait).await {
+            Ok(route) => Ok(route),
+            Err(sender::RouteWaitError::Route(e)) => Err(e),
+            Err(e) => return Err(ToolError(e.to_string())),
         };
         let route = route.map_err(|e| match e {
             RouteError::NoSession if target == ctx.key() => ToolError(
@@ -213,58 +210,32 @@ impl Server {
         handle: &interlink_net::Handle,
     ) -> Result<(IdentityKey, String), ToolError> {
         let ctx = &self.ctx;
-        let to = to.trim();
-        if to.is_empty() {
-            return Err(ToolError(
-                "`to` is empty: give a petname, a fingerprint or `self`".into(),
-            ));
+        match sender::resolve(to, policy, ctx.key(), handle).await {
+            Ok(t) => Ok((t.key, t.name)),
+            Err(sender::TargetError::NotAPeer {
+                stranger: Some(key),
+                ..
+            }) => Err(ToolError(format!(
+                "{:?} matches {} on the overlay, which is not a peer. Pairing is your \
+                 operator's decision, not yours: if they want it, they run \
+                 `interlink-p2p peer add NAME {}` (or tell you to call add_peer), and the \
+                 other side adds this user's key {} the same way.",
+                to.trim(),
+                key.fingerprint(),
+                key.to_hex(),
+                ctx.key().to_hex()
+            ))),
+            Err(sender::TargetError::NotAPeer { reason, .. }) => Err(ToolError(format!(
+                "{reason}. Known peers: {}. To pair with someone new, the operator runs \
+                 `interlink-p2p peer add NAME KEY` on both sides (KEY from \
+                 `interlink-p2p id` or whoami there).",
+                if policy.is_empty() {
+                    "none".to_owned()
+                } else {
+                    policy.iter().map(|(n, _)| n).collect::<Vec<_>>().join(", ")
+                }
+            ))),
+            Err(e) => Err(ToolError(e.to_string())),
         }
-        if to == "self" {
-            return Ok((ctx.key(), "self".into()));
-        }
-        match policy.resolve(to) {
-            Ok(key) if key == ctx.key() => Ok((key, "self".into())),
-            Ok(key) => Ok((key, policy.name_of(&key).unwrap_or(to).to_owned())),
-            Err(e) => {
-                // Is it someone on the roster who is not paired?
-                let roster = handle.roster().await.unwrap_or_default();
-                let stranger = unpaired_match(&roster, to, policy);
-                Err(ToolError(match stranger {
-                    Some(key) => format!(
-                        "{to:?} matches {} on the overlay, which is not a peer. Pairing is your \
-                         operator's decision, not yours: if they want it, they run \
-                         `interlink-p2p peer add NAME {}` (or tell you to call add_peer), and \
-                         the other side adds this user's key {} the same way.",
-                        key.fingerprint(),
-                        key.to_hex(),
-                        ctx.key().to_hex()
-                    ),
-                    None => format!(
-                        "{e}. Known peers: {}. To pair with someone new, the operator runs \
-                         `interlink-p2p peer add NAME KEY` on both sides (KEY from \
-                         `interlink-p2p id` or whoami there).",
-                        if policy.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            policy.iter().map(|(n, _)| n).collect::<Vec<_>>().join(", ")
-                        }
-                    ),
-                }))
-            }
-        }
-    }
-}
-
-/// A roster identity that is not a peer and whose fingerprint or key starts with
-/// `text` (dashes ignored), if exactly one.
-fn unpaired_match(roster: &[IdentityView], text: &str, policy: &PeerPolicy) -> Option<IdentityKey> {
-    let pattern = KeyPattern::parse(text)?;
-    let mut hits = roster
-        .iter()
-        .map(|i| i.key)
-        .filter(|k| !policy.contains(k) && pattern.matches(k));
-    match (hits.next(), hits.next()) {
-        (Some(k), None) => Some(k),
-        _ => None,
     }
 }

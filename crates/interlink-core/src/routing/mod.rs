@@ -23,10 +23,14 @@ use std::fmt;
 
 use crate::{
     identity::IdentityKey,
-    presence::{Presence, Roster, SessionView},
+    presence::{IdentityView, Presence, Roster, SessionView},
     session::{SessionId, SessionIdError},
     wire::SessionAddr,
 };
+
+mod hints;
+
+pub use hints::{Hints, MAX_ROUTE_HINTS, Routes};
 
 /// What to route: the target and the hints the caller holds for it.
 #[derive(Clone, Copy, Debug)]
@@ -176,6 +180,20 @@ pub fn route(roster: &Roster, req: &RouteRequest<'_>, now: u64) -> Result<Route,
     route_views(roster.sessions_of(&req.target, now), req)
 }
 
+/// The same rules as [`route`], over a roster snapshot as identities with their
+/// sessions (what a process outside the node task gets from its handle).
+pub fn route_identities(
+    roster: &[IdentityView],
+    req: &RouteRequest<'_>,
+) -> Result<Route, RouteError> {
+    let sessions = roster
+        .iter()
+        .filter(|i| i.key == req.target)
+        .flat_map(|i| i.sessions.iter().cloned())
+        .collect();
+    route_views(sessions, req)
+}
+
 /// The same rules as [`route`], over a snapshot of the target's sessions (what a
 /// process outside the node gets from its roster view). Sessions of other identities
 /// and gone sessions in `sessions` are ignored.
@@ -287,5 +305,4 @@ fn automatic(
 }
 
 #[cfg(test)]
-#[path = "routing_tests.rs"]
 mod tests;

@@ -1,0 +1,116 @@
+//! Routing hints a session keeps in memory per peer identity: the *sticky* session
+//! (the one the peer last wrote from, so a reply lands in the conversation that asked)
+//! and the *remembered* session (the one last written to). [`RouteRequest`] takes them
+//! as `sticky` and `remembered`.
+//!
+//! [`RouteRequest`]: super::RouteRequest
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::{identity::IdentityKey, session::SessionId};
+
+/// Most peers whose hints are kept; beyond it the least recently updated is dropped.
+pub const MAX_ROUTE_HINTS: usize = 1024;
+
+/// One peer's hints.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// The session the peer last wrote from.
+    pub sticky: Option<SessionId>,
+    /// The session last written to.
+    pub remembered: Option<SessionId>,
+}
+
+/// Routing hints per peer identity, bounded by [`MAX_ROUTE_HINTS`].
+#[derive(Debug, Default)]
+pub struct Routes {
+    hints: HashMap<IdentityKey, Hints>,
+    // Least recently updated first; an identity appears once.
+    order: VecDeque<IdentityKey>,
+}
+
+impl Routes {
+    /// The hints for `key`.
+    pub fn get(&self, key: &IdentityKey) -> Hints {
+        self.hints.get(key).cloned().unwrap_or_default()
+    }
+
+    /// Records that `key` wrote from `session`.
+    pub fn inbound(&mut self, key: IdentityKey, session: SessionId) {
+        self.touch(key).sticky = Some(session);
+    }
+
+    /// Records that a message went to `session` of `key`.
+    pub fn outbound(&mut self, key: IdentityKey, session: SessionId) {
+        self.touch(key).remembered = Some(session);
+    }
+
+    /// The peers' sticky sessions (those that wrote to this session), most recently
+    /// updated first, at most `limit`.
+    pub fn sticky(&self, limit: usize) -> Vec<(IdentityKey, SessionId)> {
+        self.order
+            .iter()
+            .rev()
+            .filter_map(|k| Some((*k, self.hints.get(k)?.sticky.clone()?)))
+            .take(limit)
+            .collect()
+    }
+
+    /// The peer's session `session` closed: it is no longer sticky.
+    pub fn closed(&mut self, key: &IdentityKey, session: &SessionId) {
+        if let Some(h) = self.hints.get_mut(key) {
+            if h.sticky.as_ref() == Some(session) {
+                h.sticky = None;
+            }
+            if h.remembered.as_ref() == Some(session) {
+                h.remembered = None;
+            }
+        }
+    }
+
+    fn touch(&mut self, key: IdentityKey) -> &mut Hints {
+        self.order.retain(|k| *k != key);
+        self.order.push_back(key);
+        while self.order.len() > MAX_ROUTE_HINTS {
+            if let Some(old) = self.order.pop_front() {
+                self.hints.remove(&old);
+            }
+        }
+        self.hints.entry(key).or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_are_bounded() {
+        let mut routes = Routes::default();
+        let s = |t: &str| SessionId::new(t).unwrap();
+        let key = |n: u16| {
+            let mut b = [0u8; 32];
+            b[..2].copy_from_slice(&n.to_be_bytes());
+            IdentityKey::from_bytes(b)
+        };
+        routes.inbound(key(0), s("a"));
+        routes.outbound(key(0), s("b"));
+        assert_eq!(
+            routes.get(&key(0)),
+            Hints {
+                sticky: Some(s("a")),
+                remembered: Some(s("b"))
+            }
+        );
+        for n in 1..=MAX_ROUTE_HINTS as u16 {
+            routes.inbound(key(n), s("x"));
+        }
+        assert_eq!(routes.get(&key(0)), Hints::default());
+        assert_eq!(routes.hints.len(), MAX_ROUTE_HINTS);
+        let recent = routes.sticky(2);
+        assert_eq!(recent.len(), 2);
+        assert_eq!(recent[0].0, key(MAX_ROUTE_HINTS as u16));
+        routes.closed(&recent[0].0, &s("x"));
+        assert_eq!(routes.get(&recent[0].0).sticky, None);
+    }
+}

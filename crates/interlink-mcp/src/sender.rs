@@ -1,0 +1,171 @@
+//! The one way a message finds its session: whom `to` names, and which of its sessions
+//! gets it once the roster has seen them.
+//!
+//! `send_message` (the MCP tool) and `interlink-p2p send` (a shell command, a session
+//! of its own that lives for one command) differ in wording and in how long they may
+//! wait, not in what they decide: both resolve the target among the peers with
+//! [`resolve`] and route over the node's roster with [`route_when_seen`], which waits
+//! for a node that has just joined to hear of the target's sessions. The routing rules
+//! themselves are the core's (`interlink_core::routing`, docs/SESSIONS.md).
+
+use std::time::Duration;
+
+use interlink_core::{
+    IdentityKey,
+    presence::{IdentityView, Presence},
+    routing::{Route, RouteError, RouteReason, RouteRequest},
+    trust::{KeyPattern, PeerPolicy, ResolveError},
+};
+use interlink_net::{Handle, NetError};
+use tokio::time::Instant;
+
+/// How often the roster is read again while waiting.
+const POLL: Duration = Duration::from_millis(50);
+
+/// The identity a message goes to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// Its key.
+    pub key: IdentityKey,
+    /// How to call it: its petname, `self`, or its fingerprint.
+    pub name: String,
+}
+
+/// Why `to` names nobody a message can go to.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TargetError {
+    /// `to` is empty.
+    #[error("`to` is empty: give a petname, a fingerprint or `self`")]
+    Empty,
+    /// `to` names no peer (or several).
+    #[error("{reason}")]
+    NotAPeer {
+        /// Why the peers policy did not resolve it.
+        reason: ResolveError,
+        /// The one identity on the roster, not paired, that `to` matches, if any:
+        /// pairing with it is the operator's decision.
+        stranger: Option<IdentityKey>,
+    },
+}
+
+/// The identity `to` names: `self`, or a peer by petname, fingerprint or key prefix
+/// (`PeerPolicy::resolve`). On failure the roster is consulted to tell a stranger
+/// from a typo.
+pub async fn resolve(
+    to: &str,
+    policy: &PeerPolicy,
+    own: IdentityKey,
+    handle: &Handle,
+) -> Result<Target, TargetError> {
+    let to = to.trim();
+    if to.is_empty() {
+        return Err(TargetError::Empty);
+    }
+    let named = |key: IdentityKey, name: &str| Target {
+        key,
+        name: name.to_owned(),
+    };
+    if to == "self" {
+        return Ok(named(own, "self"));
+    }
+    match policy.resolve(to) {
+        Ok(key) if key == own => Ok(named(key, "self")),
+        Ok(key) => Ok(named(key, policy.name_of(&key).unwrap_or(to))),
+        Err(reason) => {
+            let roster = handle.roster().await.unwrap_or_default();
+            Err(TargetError::NotAPeer {
+                reason,
+                stranger: unpaired_match(&roster, to, policy),
+            })
+        }
+    }
+}
+
+/// A roster identity that is not a peer and whose fingerprint or key starts with
+/// `text` (dashes ignored), if exactly one.
+fn unpaired_match(roster: &[IdentityView], text: &str, policy: &PeerPolicy) -> Option<IdentityKey> {
+    let pattern = KeyPattern::parse(text)?;
+    let mut hits = roster
+        .iter()
+        .map(|i| i.key)
+        .filter(|k| !policy.contains(k) && pattern.matches(k));
+    match (hits.next(), hits.next()) {
+        (Some(k), None) => Some(k),
+        _ => None,
+    }
+}
+
+/// How long [`route_when_seen`] may wait for the roster.
+#[derive(Clone, Copy, Debug)]
+pub struct Wait {
+    /// Give up waiting (and route over what the roster shows) at this moment.
+    pub until: Instant,
+    /// Once the target has a session, how long its sessions must stay unchanged before
+    /// routing: roster fetches and gossip from other peers may still add some. Zero
+    /// routes at the first session seen.
+    pub settle: Duration,
+}
+
+/// Why [`route_when_seen`] found no session.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RouteWaitError {
+    /// The routing rules found no session.
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    /// The node is gone.
+    #[error(transparent)]
+    Net(#[from] NetError),
+}
+
+/// Routes `req` over the node's roster once it shows the target: at once for an exact
+/// session id, else when the target's sessions stayed unchanged for `wait.settle`. A
+/// target with no session (or only a session id the roster does not hold) is waited for
+/// until `wait.until`, then routed as the rules say (a literal session id, or
+/// [`RouteError::NoSession`]).
+pub async fn route_when_seen(
+    handle: &Handle,
+    req: &RouteRequest<'_>,
+    wait: Wait,
+) -> Result<Route, RouteWaitError> {
+    let mut seen: Option<(Vec<(String, Presence)>, Instant)> = None;
+    loop {
+        let roster = handle.roster().await?;
+        let now = Instant::now();
+        let timed_out = now >= wait.until;
+        let routed = interlink_core::routing::route_identities(&roster, req);
+        match &routed {
+            Ok(r) if r.presence != Presence::Gone => {
+                if r.reason == RouteReason::Exact || wait.settle.is_zero() || timed_out {
+                    return Ok(routed?);
+                }
+                let sessions = sessions_of(&roster, req);
+                match &seen {
+                    Some((s, since)) if *s == sessions => {
+                        if now.duration_since(*since) >= wait.settle {
+                            return Ok(routed?);
+                        }
+                    }
+                    _ => seen = Some((sessions, now)),
+                }
+            }
+            Err(RouteError::NoSession) | Ok(_) if !timed_out => {}
+            _ => return Ok(routed?),
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The target's sessions on `roster` other than our own, sorted.
+fn sessions_of(roster: &[IdentityView], req: &RouteRequest<'_>) -> Vec<(String, Presence)> {
+    let mut sessions: Vec<(String, Presence)> = roster
+        .iter()
+        .filter(|i| i.key == req.target)
+        .flat_map(|i| &i.sessions)
+        .filter(|s| s.addr != *req.own)
+        .map(|s| (s.addr.session.to_string(), s.presence))
+        .collect();
+    sessions.sort();
+    sessions
+}
