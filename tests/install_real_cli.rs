@@ -43,7 +43,7 @@ use std::{
 };
 
 use interlink_e2e::{
-    binary,
+    binary, mcp_session,
     process::{DEADLINE, Session},
     user::LOOPBACK,
 };
@@ -585,6 +585,33 @@ fn claude_stop_hook_wakes_the_agent_when_a_message_arrives() {
                 })
         },
     );
+
+    // What Claude Code declared at `initialize`, as our server recorded it: the
+    // declaration the e2e tests' client copies (`claude_code_capabilities`), so pairing
+    // asks the human there as it does in the real CLI.
+    // Written at `initialize`, which may come after the server has started its node.
+    let client_file = sessions.join(&id).join("client.json");
+    let client: Value = poll(
+        Instant::now() + STEP,
+        "our server never recorded Claude Code's initialize (client.json)",
+        context,
+        || serde_json::from_str(&std::fs::read_to_string(&client_file).ok()?).ok(),
+    );
+    assert!(
+        client["capabilities"]["elicitation"].is_object(),
+        "Claude Code no longer declares elicitation: {client}"
+    );
+    assert_eq!(
+        client["pairing"], "asks the human (MCP elicitation)",
+        "{client}"
+    );
+    let ours = serde_json::to_value(mcp_session::claude_code_capabilities()).unwrap();
+    for (capability, declared) in ours.as_object().unwrap() {
+        assert_eq!(
+            &client["capabilities"][capability], declared,
+            "our stand-in declares {capability} unlike Claude Code: {client}"
+        );
+    }
 
     let text = "PING from the overlay: what are you working on?";
     let out = run(home.command(&binary("interlink-p2p").unwrap()).args([

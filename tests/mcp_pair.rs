@@ -5,13 +5,17 @@
 //! Covered: from zero (no peers on either side), a knock waits for the operator, who
 //! accepts with the tool (both sides end up paired and talk) or with the command after
 //! a restart of the session that holds the request; a rejected knock leaves no trace.
+//! Admitting a key needs the human: `add_peer` and `accept_pair` ask through MCP
+//! elicitation (the client declares what Claude Code declares) and change nothing on a
+//! no; a client that cannot ask gets the operator's command and nothing changes;
+//! `INTERLINK_AGENT_PAIRING=1` lets the agent pair alone.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::Duration;
 
 use interlink_e2e::{
-    mcp_session::{LOOPBACK, McpSession, STEADY, deadline, loopback_addr},
+    mcp_session::{Human, LOOPBACK, McpSession, STEADY, deadline, loopback_addr},
     user::User,
 };
 use serde_json::{Value, json};
@@ -19,13 +23,27 @@ use serde_json::{Value, json};
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
 
 async fn start(user: &User, session: &str, boot: Option<&str>) -> McpSession {
-    let mut args: Vec<&str> = LOOPBACK.to_vec();
+    start_as(user, session, boot, (Human::Approves, false), &[]).await
+}
+
+/// Starts a session whose client has `human` behind it and speaks Claude Code's
+/// protocol if `like_claude`.
+async fn start_as(
+    user: &User,
+    session: &str,
+    boot: Option<&str>,
+    (human, like_claude): (Human, bool),
+    extra: &[(&str, &str)],
+) -> McpSession {
+    let mut args: Vec<&str> = vec!["--session", session];
+    args.extend(LOOPBACK);
     if let Some(b) = boot {
         args.extend(["--bootstrap", b]);
     }
     let mut env = STEADY.to_vec();
     env.push(("INTERLINK_NAME", user.name.as_str()));
-    McpSession::start(user.home(), session, &args, &env)
+    env.extend_from_slice(extra);
+    McpSession::spawn_with(user.home(), session, &args, &env, None, human, like_claude)
         .await
         .unwrap()
 }
@@ -228,6 +246,131 @@ async fn pairing_from_zero_by_knock_both_ways() {
             .await
             .unwrap();
         assert!(e.contains("no pair request"), "{e}");
+    })
+    .await
+    .expect("test deadline");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admitting_a_key_needs_the_human_on_claude_codes_protocol() {
+    admitting_a_key_needs_the_human(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admitting_a_key_needs_the_human_over_initialize() {
+    admitting_a_key_needs_the_human(false).await;
+}
+
+/// The gate, through a client speaking Claude Code's protocol (the form comes back as an
+/// input-required result) or the `initialize` one (the server sends an elicitation
+/// request).
+async fn admitting_a_key_needs_the_human(like_claude: bool) {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let alice = User::new("alice", STEADY).unwrap();
+        let bob = User::new("bob", STEADY).unwrap();
+        let carol = User::new("carol", STEADY).unwrap();
+        let (alice_fp, bob_fp) = (fingerprint(&alice), fingerprint(&bob));
+
+        // A client that cannot ask the human: nothing changes, the command is named.
+        let a = start_as(&alice, "gate-a", None, (Human::Absent, like_claude), &[]).await;
+        let e = a
+            .err("add_peer", json!({"name": "bob", "key": bob.key}))
+            .await
+            .unwrap();
+        assert!(
+            e.contains(&format!("interlink-p2p peer add bob {}", bob.key)),
+            "{e}"
+        );
+        assert!(peer_names(&a).await.is_empty());
+        let (_, who) = a.ok("whoami", json!({})).await.unwrap();
+        assert_eq!(who["pairing"], "operator command only");
+        // A knock waits there; accepting it names the command and leaves it waiting.
+        let boot = loopback_addr(&a).await;
+        let b = start_as(
+            &bob,
+            "gate-b",
+            Some(&boot),
+            (Human::Approves, like_claude),
+            &[],
+        )
+        .await;
+        sees(&b, "gate-a").await;
+        b.ok("request_pair", json!({"target": &alice_fp}))
+            .await
+            .unwrap();
+        a.poll("list_pair_requests", json!({}), deadline(), |v| {
+            v["incoming"].as_array().is_some_and(|i| !i.is_empty())
+        })
+        .await
+        .unwrap();
+        let e = a
+            .err("accept_pair", json!({"fingerprint": &bob_fp}))
+            .await
+            .unwrap();
+        assert!(
+            e.contains(&format!("interlink-p2p pair accept {bob_fp}")),
+            "{e}"
+        );
+        let (_, still) = a.ok("list_pair_requests", json!({})).await.unwrap();
+        assert_eq!(still["incoming"].as_array().map(Vec::len), Some(1));
+        assert!(peer_names(&a).await.is_empty());
+        assert!(a.asked.lock().unwrap().is_empty());
+
+        // The human is asked, with the key's fingerprint, and says no.
+        let c = start_as(&carol, "gate-c", None, (Human::Declines, like_claude), &[]).await;
+        let e = c
+            .err("add_peer", json!({"name": "bob", "key": bob.key}))
+            .await
+            .unwrap();
+        assert!(
+            e.contains("not paired") && e.contains("did not approve"),
+            "{e}"
+        );
+        assert!(peer_names(&c).await.is_empty());
+        let asked = c.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1);
+        assert!(asked[0].contains(&bob_fp), "{asked:?}");
+        let (_, who) = c.ok("whoami", json!({})).await.unwrap();
+        assert_eq!(who["pairing"], "asks the human (MCP elicitation)");
+        // The form went the way the client's protocol has it.
+        let client: Value = serde_json::from_str(
+            &std::fs::read_to_string(carol.home().join("sessions/gate-c/client.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            client["protocol_version"] == "2026-07-28",
+            like_claude,
+            "{client}"
+        );
+        drop(c);
+
+        // The human says yes: paired, asked exactly once.
+        let (text, _) = b
+            .ok("add_peer", json!({"name": "carol", "key": carol.key}))
+            .await
+            .unwrap();
+        assert!(text.contains("added carol"), "{text}");
+        assert_eq!(b.asked.lock().unwrap().len(), 1);
+        assert_eq!(peer_names(&b).await, vec!["carol"]);
+
+        // Opted in for an unattended setup: the agent pairs alone, nobody is asked.
+        let c = start_as(
+            &carol,
+            "gate-c2",
+            None,
+            (Human::Absent, like_claude),
+            &[("INTERLINK_AGENT_PAIRING", "1")],
+        )
+        .await;
+        c.ok("add_peer", json!({"name": "bob", "key": bob.key}))
+            .await
+            .unwrap();
+        assert_eq!(peer_names(&c).await, vec!["bob"]);
+        let (_, who) = c.ok("whoami", json!({})).await.unwrap();
+        assert!(
+            who["pairing"].as_str().unwrap().starts_with("agent"),
+            "{who}"
+        );
     })
     .await
     .expect("test deadline");

@@ -13,7 +13,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use rmcp::{
-    ClientHandler, RoleClient, ServiceExt as _,
+    ClientHandler, RoleClient,
     model::{
         CallToolRequestParams, CallToolResult, ClientConfig, CustomNotification, Implementation,
     },
@@ -99,12 +99,52 @@ pub async fn loopback_addr(s: &McpSession) -> String {
         .to_owned()
 }
 
-/// The client side: records custom notifications.
+/// The human behind a test client, as far as the MCP server can ask them
+/// (`accept_pair` and `add_peer` ask before admitting a key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Human {
+    /// The client declares what Claude Code declares ([`claude_code_capabilities`]);
+    /// the human answers every confirmation with yes.
+    Approves,
+    /// Same declaration; the human says no.
+    Declines,
+    /// The client declares no elicitation: nobody can be asked.
+    Absent,
+}
+
+/// The client capabilities Claude Code declares (2.1.332: roots with `listChanged`,
+/// elicitation by form and by URL), on protocol 2026-07-28 in every request's `_meta`.
+/// Checked against the real CLI by `tests/install_real_cli.rs`, which reads what our
+/// server recorded in `client.json`.
+pub fn claude_code_capabilities() -> rmcp::model::ClientCapabilities {
+    let mut caps = rmcp::model::ClientCapabilities::default();
+    let mut roots = rmcp::model::RootsCapabilities::default();
+    roots.list_changed = Some(true);
+    caps.roots = Some(roots);
+    caps.elicitation = Some(
+        rmcp::model::ElicitationCapability::new()
+            .with_form(rmcp::model::FormElicitationCapability::default())
+            .with_url(rmcp::model::UrlElicitationCapability::new()),
+    );
+    caps
+}
+
+/// The protocol Claude Code speaks (2.1.332): no `initialize`, client context in each
+/// request's `_meta`, no server-to-client requests (a form comes back as an
+/// input-required result the client answers by calling again).
+pub const CLAUDE_CODE_PROTOCOL: &str = "2026-07-28";
+
+/// The client side: records custom notifications, answers confirmations as `human`.
 #[derive(Debug, Clone)]
 pub struct Recorder {
     notes: mpsc::Sender<CustomNotification>,
     /// The client name sent at `initialize` (default: rmcp's).
     name: Option<String>,
+    human: Human,
+    /// Speaks Claude Code's protocol ([`CLAUDE_CODE_PROTOCOL`]).
+    like_claude: bool,
+    /// Every confirmation asked, its message.
+    asked: Arc<Mutex<Vec<String>>>,
 }
 
 impl ClientHandler for Recorder {
@@ -113,7 +153,33 @@ impl ClientHandler for Recorder {
         if let Some(name) = &self.name {
             info.client_info = Implementation::new(name.clone(), "0.0.0");
         }
+        if self.human != Human::Absent {
+            info.capabilities = claude_code_capabilities();
+        }
+        if !self.like_claude {
+            // The handshake of the hosts before Claude Code moved to 2026-07-28.
+            info.protocol_version = rmcp::model::ProtocolVersion::V_2025_06_18;
+        }
         info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        use rmcp::model::{ElicitResult, ElicitationAction};
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.push(match &request {
+                rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } => {
+                    message.clone()
+                }
+                other => format!("{other:?}"),
+            });
+        }
+        let mut result = ElicitResult::new(ElicitationAction::Accept);
+        result.content = Some(serde_json::json!({"approve": self.human == Human::Approves}));
+        Ok(result)
     }
 
     async fn on_custom_notification(
@@ -137,6 +203,8 @@ pub struct McpSession {
     pub stdout: Arc<Mutex<Vec<String>>>,
     /// The session id.
     pub session: String,
+    /// The confirmations the server asked the human, their messages.
+    pub asked: Arc<Mutex<Vec<String>>>,
     child: Child,
     stderr_path: PathBuf,
 }
@@ -175,6 +243,21 @@ impl McpSession {
         env: &[(&str, &str)],
         client_name: Option<&str>,
     ) -> anyhow::Result<Self> {
+        Self::spawn_with(home, label, args, env, client_name, Human::Approves, false).await
+    }
+
+    /// Like [`McpSession::spawn_as`], with `human` behind the client, which speaks
+    /// Claude Code's protocol ([`CLAUDE_CODE_PROTOCOL`]) if `like_claude`, else the
+    /// `initialize` handshake.
+    pub async fn spawn_with(
+        home: &Path,
+        label: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        client_name: Option<&str>,
+        human: Human,
+        like_claude: bool,
+    ) -> anyhow::Result<Self> {
         let session = label;
         let mut cmd = command(home, env)?;
         cmd.arg("mcp").args(args);
@@ -205,11 +288,26 @@ impl McpSession {
             }
         });
         let (tx, notes) = mpsc::channel(NOTIFICATION_CAPACITY);
-        let client = Recorder {
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let recorder = Recorder {
             notes: tx,
             name: client_name.map(str::to_owned),
-        }
-        .serve((client_read, child_in))
+            human,
+            like_claude,
+            asked: asked.clone(),
+        };
+        let lifecycle = if like_claude {
+            rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            }
+        } else {
+            rmcp::service::ClientLifecycleMode::Initialize
+        };
+        let client = rmcp::service::serve_client_with_lifecycle(
+            recorder,
+            (client_read, child_in),
+            lifecycle,
+        )
         .await
         .with_context(|| format!("MCP handshake failed; stderr:\n{}", read(&stderr_path)))?;
         Ok(Self {
@@ -217,6 +315,7 @@ impl McpSession {
             notes,
             stdout,
             session: session.to_owned(),
+            asked,
             child,
             stderr_path,
         })

@@ -21,6 +21,10 @@ pub const RELAY: &str = "INTERLINK_RELAY";
 pub const MDNS: &str = "INTERLINK_MDNS";
 /// `1` turns channel mode on (messages pushed as MCP channel notifications).
 pub const CHANNELS: &str = "INTERLINK_CHANNELS";
+/// `1` lets the agent accept pair requests and add peers itself (unattended setups):
+/// otherwise `accept_pair` and `add_peer` ask the human through MCP elicitation, or
+/// change nothing and name the operator's command.
+pub const AGENT_PAIRING: &str = "INTERLINK_AGENT_PAIRING";
 /// The `codex` executable (else `codex` on `PATH`).
 pub const CODEX_BIN: &str = "INTERLINK_CODEX_BIN";
 /// The relay's key file.

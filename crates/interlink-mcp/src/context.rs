@@ -224,6 +224,14 @@ pub struct Shared {
     pub sent: SentLog,
     /// The Codex thread this session is bound to.
     pub codex_thread: Option<String>,
+    /// The MCP client declared form elicitation at `initialize`: the human can be asked
+    /// ([`crate::consent`]).
+    pub can_ask_human: bool,
+    /// `client.json` was written ([`crate::consent::note_client`]).
+    pub client_noted: bool,
+    /// Consent forms handed to the client and not answered yet: (subject, state token),
+    /// at most [`crate::consent::PENDING_FORMS`].
+    pub pending_forms: std::collections::VecDeque<(String, String)>,
     /// How the session is started, until it is ([`crate::startup`]).
     pub(crate) starter: Option<Starter>,
     /// The started session's tasks, for shutdown.
@@ -247,6 +255,8 @@ pub struct Settings {
     pub host: HostKind,
     /// Channel mode: messages are pushed as channel notifications.
     pub channels: bool,
+    /// The agent may pair without asking the human ([`crate::consent`]).
+    pub agent_pairing: bool,
     /// The name this user suggests for itself in knocks and acceptances.
     pub name: String,
     /// How notices are queued into Codex.
@@ -268,6 +278,8 @@ pub struct Context {
     pub git_label: Option<String>,
     /// Channel mode: messages are pushed as channel notifications.
     pub channels: bool,
+    /// The agent may pair without asking the human ([`crate::consent`]).
+    pub agent_pairing: bool,
     /// The node, once started.
     pub node: watch::Receiver<NodeStatus>,
     /// Inbox offset before which nothing is unread (see `ReadState::unread_from`).
@@ -305,6 +317,7 @@ impl Context {
             cwd: settings.cwd,
             git_label: settings.git_label,
             channels: settings.channels,
+            agent_pairing: settings.agent_pairing,
             node,
             scanned: std::sync::atomic::AtomicU64::new(0),
             name: settings.name,
@@ -316,6 +329,9 @@ impl Context {
                 routes: Routes::default(),
                 sent: SentLog::default(),
                 codex_thread: None,
+                can_ask_human: false,
+                client_noted: false,
+                pending_forms: std::collections::VecDeque::new(),
                 starter: None,
                 tasks: Tasks::default(),
             }),

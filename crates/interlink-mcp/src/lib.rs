@@ -44,6 +44,7 @@
 #![deny(missing_docs)]
 
 pub mod codex;
+pub mod consent;
 pub mod context;
 mod files;
 pub mod pairing;

@@ -262,6 +262,13 @@ pub struct Accepted {
     pub petname: String,
 }
 
+/// The waiting request matching `fingerprint`, left in place (to ask about it).
+pub fn request(home: &Path, fingerprint: &str) -> Result<Incoming, PairingError> {
+    let state = load(home)?;
+    let i = find(&state.incoming, fingerprint)?;
+    Ok(state.incoming[i].clone())
+}
+
 /// Accepts the waiting request matching `fingerprint`: pins its key in `peers.json`
 /// under its suggested name (or one derived from it) and forgets the request.
 pub fn accept(home: &Path, fingerprint: &str) -> Result<Accepted, PairingError> {

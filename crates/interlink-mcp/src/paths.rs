@@ -53,6 +53,12 @@ pub fn session_dir(home: &Path, session: &SessionId) -> Result<PathBuf, SessionD
     Ok(home.join(SESSIONS_DIR).join(id))
 }
 
+/// What the MCP client declared at `initialize` ([`crate::consent::note_client`]):
+/// `<session dir>/client.json`.
+pub fn client_file(session_dir: &Path) -> PathBuf {
+    session_dir.join("client.json")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

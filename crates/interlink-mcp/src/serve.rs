@@ -46,6 +46,9 @@ pub struct Options {
     pub host: Option<HostKind>,
     /// Channel mode: push messages as `notifications/claude/channel`.
     pub channels: bool,
+    /// The agent may accept pair requests and add peers without asking the human
+    /// (`INTERLINK_AGENT_PAIRING=1`, for unattended setups; [`crate::consent`]).
+    pub agent_pairing: bool,
     /// The name this user suggests for itself when pairing
     /// ([`crate::pairing::own_name`]).
     pub name: String,
@@ -132,6 +135,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
             summary: options.summary.clone(),
             host,
             channels: options.channels,
+            agent_pairing: options.agent_pairing,
             name: options.name.clone(),
             codex: options.codex,
         },

@@ -91,6 +91,8 @@ pub async fn run(
             _ => None,
         }),
         channels,
+        agent_pairing: std::env::var(interlink_core::env::AGENT_PAIRING)
+            .is_ok_and(|v| v.trim() == "1"),
         name: interlink_mcp::pairing::own_name(|k| std::env::var(k).ok()),
         codex: codex_config(|k| std::env::var(k).ok()),
         config,

@@ -50,8 +50,10 @@ impl Server {
         if let Some(g) = &ctx.git_label {
             text.push_str(&format!("git {g}\n"));
         }
+        let pairing =
+            crate::consent::Gate::new(ctx.agent_pairing, ctx.shared().can_ask_human).describe();
         text.push_str(&format!(
-            "summary {summary:?}\ndelivery {}\nnode {node}\n",
+            "summary {summary:?}\ndelivery {}\npairing {pairing}\nnode {node}\n",
             delivery.as_str().unwrap_or("")
         ));
         for a in &listen {
@@ -70,6 +72,7 @@ impl Server {
                 "delivery": delivery,
                 "node": node,
                 "listen_addrs": listen,
+                "pairing": pairing,
             }),
         )
     }
