@@ -119,7 +119,8 @@ pub fn notice(e: &InboxEntry, name: Option<&str>) -> String {
     };
     let mut task = String::new();
     if let Some(t) = &e.task_id {
-        task = format!(", task {t}");
+        // The task id is the peer's words: quoted, so it cannot pass for more fields.
+        task = format!(", task {}", crate::render::framing::quoted(t));
         if let Some(s) = e.status.and_then(|s| serde_json::to_value(s).ok())
             && let Some(s) = s.as_str()
         {
