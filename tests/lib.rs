@@ -1,7 +1,9 @@
 //! Helpers for the end-to-end tests: finding the built binaries, running them as
 //! guarded child processes ([`process`]), users with their own home directories
-//! driving the CLI ([`user`]), and MCP sessions driven by an MCP client ([`mcp_session`]).
+//! driving the CLI ([`user`]), MCP sessions driven by an MCP client ([`mcp_session`]), and
+//! a strict reader of framed peer text ([`framing`]).
 
+pub mod framing;
 pub mod mcp_session;
 pub mod process;
 pub mod relays;

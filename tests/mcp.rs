@@ -16,6 +16,7 @@ use std::{
 };
 
 use interlink_e2e::{
+    framing,
     mcp_session::{
         self, LOOPBACK, McpSession, STEADY, deadline, loopback_addr, session_ids, start_on_loopback,
     },
@@ -448,7 +449,12 @@ async fn channel_mode_pushes_each_message_once() {
             .unwrap();
         assert_eq!(note.method, "notifications/claude/channel");
         let params = note.params.unwrap();
-        assert_eq!(params["content"], "pushed");
+        let content = params["content"].as_str().unwrap();
+        assert_eq!(
+            framing::only_block(content).unwrap().body(),
+            "pushed",
+            "{content}"
+        );
         let meta = &params["meta"];
         assert_eq!(meta["sender"], "alice");
         assert_eq!(meta["sender_key"], alice.key.as_str());

@@ -26,6 +26,7 @@ use interlink_core::{
     },
 };
 use interlink_e2e::{
+    framing,
     mcp_session::{McpSession, STEADY, deadline, loopback_addr, sees, start_on_loopback},
     user::User,
 };
@@ -171,9 +172,12 @@ async fn a_strangers_message_is_refused_and_never_reaches_the_agent() {
             .expect("no channel notification")
             .unwrap();
         let params = note.params.unwrap();
+        assert_eq!(params["meta"]["sender_key"], json!(carol.key));
+        let content = params["content"].as_str().unwrap();
         assert_eq!(
-            (&params["meta"]["sender_key"], &params["content"]),
-            (&json!(carol.key), &json!("from carol 2"))
+            framing::only_block(content).unwrap().body(),
+            "from carol 2",
+            "{content}"
         );
         assert!(bc.notes.try_recv().is_err(), "a second notification");
         for session in ["st-b", "st-bc"] {

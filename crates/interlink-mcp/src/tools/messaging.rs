@@ -372,7 +372,9 @@ pub(crate) fn state_text(e: &SentEntry) -> String {
             .into(),
         State::NotKept => format!(
             "not_kept: it will not be delivered ({})",
-            e.not_kept.as_deref().unwrap_or("no reason given")
+            e.not_kept
+                .as_deref()
+                .map_or_else(|| "no reason given".into(), render::framing::inline)
         ),
         State::Delivered => "delivered: in the recipient session's inbox, not read yet".into(),
         State::HostQueued => {

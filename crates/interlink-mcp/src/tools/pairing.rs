@@ -280,10 +280,10 @@ impl Server {
                     );
                     for i in &state.incoming {
                         text.push_str(&format!(
-                            "  {} suggests the name {:?}, knocked from session {}\n",
+                            "  {} suggests the name {}, knocked from session {}\n",
                             i.fingerprint,
-                            i.name.as_deref().unwrap_or("-"),
-                            i.session
+                            crate::render::framing::quoted(i.name.as_deref().unwrap_or("-")),
+                            crate::render::framing::inline(&i.session)
                         ));
                     }
                 }

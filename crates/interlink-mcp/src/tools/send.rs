@@ -119,14 +119,17 @@ impl Server {
             )),
             SendError::Refused(reason) if reason.code == RefusalCode::NotPaired => {
                 ToolError(format!(
-                    "{name} refused the message: {reason} (the other side has not added this \
+                    "{name} refused the message: {} (the other side has not added this \
                      user's key yet: its operator runs `interlink-p2p peer add NAME {}`)",
+                    // The detail is the peer's words: one escaped line.
+                    crate::render::framing::inline(&reason.detail),
                     ctx.key().to_hex()
                 ))
             }
-            SendError::Refused(reason) => {
-                ToolError(format!("{name} refused the message: {reason}"))
-            }
+            SendError::Refused(reason) => ToolError(format!(
+                "{name} refused the message: {}",
+                crate::render::framing::inline(&reason.detail)
+            )),
             other => ToolError(format!("message to {name} not sent: {other}")),
         })?;
         ctx.shared().routes.outbound(target, route.session.clone());

@@ -91,14 +91,17 @@ impl Server {
                     v["direction"] = json!("sent");
                     v["text"] = json!(e.text);
                     v["truncated"] = json!(e.truncated);
-                    let line = format!(
-                        "[{}] sent {} to {} ({}){}: {}",
-                        e.sent_at,
-                        e.msg_id,
-                        name.as_deref().unwrap_or(&e.to_key),
-                        e.state.as_str(),
-                        task_label(e.task_id.as_deref(), e.status.as_deref()),
-                        e.text
+                    // Framed like a received text: it may quote a peer's words.
+                    let line = render::framing::block(
+                        &format!(
+                            "[{}] sent {} to {} ({}){}:",
+                            e.sent_at,
+                            e.msg_id,
+                            name.as_deref().unwrap_or(&e.to_key),
+                            e.state.as_str(),
+                            task_label(e.task_id.as_deref(), e.status.as_deref()),
+                        ),
+                        &e.text,
                     );
                     items.push((e.sent_at, line, v));
                 }
@@ -110,7 +113,7 @@ impl Server {
                 .iter()
                 .map(|(_, l, _)| l.as_str())
                 .collect::<Vec<_>>()
-                .join("\n");
+                .join("\n\n");
             if text.is_empty() {
                 text = "no messages".into();
             }
@@ -189,8 +192,8 @@ fn matches_filter(
 
 fn task_label(task: Option<&str>, status: Option<&str>) -> String {
     match (task, status) {
-        (Some(t), Some(s)) => format!(", task {t} ({s})"),
-        (Some(t), None) => format!(", task {t}"),
+        (Some(t), Some(s)) => format!(", task {} ({s})", render::framing::quoted(t)),
+        (Some(t), None) => format!(", task {}", render::framing::quoted(t)),
         _ => String::new(),
     }
 }
@@ -207,14 +210,16 @@ fn received_item(
         .status
         .and_then(|s| serde_json::to_value(s).ok())
         .and_then(|v| v.as_str().map(str::to_owned));
-    let line = format!(
-        "[{}] received {} from {} ({}){}: {}",
-        e.sent_at,
-        e.msg_id,
-        name.as_deref().unwrap_or(&e.sender_fingerprint),
-        e.sender_fingerprint,
-        task_label(e.task_id.as_deref(), status.as_deref()),
-        e.text.as_deref().unwrap_or("")
+    let line = render::framing::block(
+        &format!(
+            "[{}] received {} from {} ({}){} (verified sender):",
+            e.sent_at,
+            render::framing::inline(&e.msg_id),
+            name.as_deref().unwrap_or(&e.sender_fingerprint),
+            e.sender_fingerprint,
+            task_label(e.task_id.as_deref(), status.as_deref()),
+        ),
+        e.text.as_deref().unwrap_or(""),
     );
     (e.sent_at, line, v)
 }

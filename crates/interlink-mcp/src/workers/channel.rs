@@ -29,8 +29,11 @@ use crate::{
 /// The custom notification method of channel mode.
 pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
 
-/// The notification for one inbox message: `content` is the peer's text, `meta` the
-/// verified sender and the message's fields (strings; absent fields left out).
+/// The notification for one inbox message: `content` is the peer's text as a framed
+/// body ([`render::framing::body`]: a fresh fence, every line prefixed, hidden
+/// characters escaped), so nothing in it can pass for the end of the channel event or
+/// for another one; `meta` the verified sender and the message's fields (strings;
+/// absent fields left out).
 pub fn notification(e: &InboxEntry, name: Option<&str>) -> CustomNotification {
     let mut meta = Map::new();
     let mut put = |k: &str, v: Option<String>| {
@@ -54,7 +57,7 @@ pub fn notification(e: &InboxEntry, name: Option<&str>) -> CustomNotification {
     CustomNotification::new(
         CHANNEL_METHOD,
         Some(json!({
-            "content": e.text.clone().unwrap_or_default(),
+            "content": render::framing::body(e.text.as_deref().unwrap_or("")),
             "meta": meta,
         })),
     )
@@ -164,7 +167,12 @@ mod tests {
         let n = notification(&e, Some("alice"));
         assert_eq!(n.method, CHANNEL_METHOD);
         let p = n.params.unwrap();
-        assert_eq!(p["content"], "hi");
+        let content = p["content"].as_str().unwrap();
+        let lines: Vec<&str> = content.lines().collect();
+        assert_eq!(lines.len(), 3, "{content}");
+        assert!(lines[0].starts_with("<<<msg-"), "{content}");
+        assert_eq!(lines[1], "| hi");
+        assert_eq!(lines[2], format!("{}>>>", &lines[0][3..]));
         assert_eq!(
             p["meta"],
             json!({
