@@ -64,8 +64,6 @@ fn main() -> anyhow::Result<()> {
         msg_id: MsgId::random(&mut rng),
         ts: now,
         kind: EnvelopeKind::Message,
-        task_id: None,
-        status: None,
         in_reply_to: None,
         name: None,
         sealed: None,

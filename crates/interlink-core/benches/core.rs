@@ -46,8 +46,6 @@ fn envelope(from: &Identity, f: &Fixture, n: u64, rng: &mut ChaCha20Rng) -> Enve
         msg_id: MsgId::from_bytes(id),
         ts: NOW - 1000 + n,
         kind: EnvelopeKind::Message,
-        task_id: Some("task-1".into()),
-        status: None,
         in_reply_to: None,
         name: None,
         sealed: None,
@@ -114,7 +112,7 @@ fn bench_wire(c: &mut Criterion) {
     c.bench_function("envelope 1KiB: decode+verify+open in a context", |b| {
         b.iter(|| {
             let e = Signed::<Envelope>::decode(black_box(&wire)).unwrap();
-            e.body().open_text_in(&opener).unwrap()
+            e.body().open_body_in(&opener).unwrap()
         })
     });
 }

@@ -142,8 +142,6 @@ mod tests {
             msg_id: MsgId::from_bytes([id; 16]),
             ts: NOW,
             kind,
-            task_id: None,
-            status: None,
             in_reply_to: kind.is_receipt().then(|| MsgId::from_bytes([0; 16])),
             name: None,
             sealed: None,

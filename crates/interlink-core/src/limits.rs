@@ -16,6 +16,9 @@ pub const DAY_MS: u64 = 24 * HOUR_MS;
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Largest encoded envelope (body, HPKE overhead and header fields).
 pub const MAX_ENVELOPE_BYTES: usize = MAX_BODY_BYTES + 4 * 1024;
+/// Largest encoded sealed body: the text, its task id (up to [`MAX_TASK_ID_BYTES`]), its
+/// status and the id it answers, with their CBOR framing.
+pub const MAX_SEALED_BODY_BYTES: usize = MAX_BODY_BYTES + 256;
 /// Largest encoded announcement.
 pub const MAX_ANNOUNCEMENT_BYTES: usize = 8 * 1024;
 /// Largest encoded goodbye, receipt or ack for a single id.

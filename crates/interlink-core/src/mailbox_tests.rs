@@ -56,8 +56,6 @@ fn envelope_to(
         msg_id: id,
         ts,
         kind,
-        task_id: None,
-        status: None,
         in_reply_to: None,
         name: None,
         sealed: None,

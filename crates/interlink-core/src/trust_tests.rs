@@ -41,8 +41,6 @@ fn envelope(
         msg_id: MsgId::from_bytes([id; 16]),
         ts,
         kind,
-        task_id: None,
-        status: None,
         in_reply_to: kind.is_receipt().then(|| MsgId::from_bytes([0xee; 16])),
         name: matches!(kind, EnvelopeKind::Knock | EnvelopeKind::PairAccept)
             .then(|| "bob".to_string()),

@@ -11,7 +11,7 @@ use std::{convert::Infallible, fmt::Write as _};
 use interlink_core::{
     Identity, MsgId, SessionId, mailbox,
     wire::{
-        Ack, AckEntry, Announcement, DeliverResponse, DeliverResult, DeliveryMode, Envelope,
+        Ack, AckEntry, Announcement, Body, DeliverResponse, DeliverResult, DeliveryMode, Envelope,
         EnvelopeKind, Goodbye, HostKind, Receipt, ReceiptRequest, ReceiptState, Refusal,
         RefusalCode, SealingBinding, SessionAddr, Signed, TaskStatus, VERSION,
     },
@@ -81,18 +81,18 @@ fn vectors() -> Vec<(&'static str, String)> {
         msg_id: MsgId::from_bytes([0x44; 16]),
         ts: TS,
         kind: EnvelopeKind::Message,
-        task_id: Some("task-1".into()),
-        status: Some(TaskStatus::NeedsInput),
         in_reply_to: None,
         name: None,
         sealed: None,
     };
-    env.seal_text(
-        "hello bob",
-        &bob.sealing_secret().public(),
-        &mut FixedRng(0x33),
-    )
-    .unwrap();
+    let body = Body {
+        text: "hello bob".into(),
+        task_id: Some("t-1".into()),
+        status: Some(TaskStatus::Update),
+        in_reply_to: None,
+    };
+    env.seal_body(&body, &bob.sealing_secret().public(), &mut FixedRng(0x33))
+        .unwrap();
     let sealed = env.sealed.clone().unwrap();
     let envelope = Signed::sign(env, &alice)
         .unwrap()
@@ -160,6 +160,10 @@ fn vectors() -> Vec<(&'static str, String)> {
             hex(&mailbox::record_key(&bob.public(), &sb)),
         ),
         ("announcement.wire", hex(&announcement.to_bytes())),
+        (
+            "envelope.body.plaintext",
+            hex(&cbor4ii::serde::to_vec(Vec::new(), &body).unwrap()),
+        ),
         ("envelope.seal.enc", hex(sealed.enc.as_slice())),
         ("envelope.seal.ct", hex(&sealed.ct)),
         ("envelope.wire", hex(&envelope.to_bytes())),

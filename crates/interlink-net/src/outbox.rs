@@ -209,8 +209,6 @@ mod tests {
             msg_id: MsgId::from_bytes([id; 16]),
             ts,
             kind: EnvelopeKind::Goodbye,
-            task_id: None,
-            status: None,
             in_reply_to: None,
             name: None,
             sealed: None,

@@ -469,8 +469,6 @@ fn mailbox_with_one(owner: &Identity, from: &Identity, body_bytes: usize) -> ([u
         msg_id: MsgId::from_bytes([7; 16]),
         ts: now,
         kind: EnvelopeKind::Message,
-        task_id: None,
-        status: None,
         in_reply_to: None,
         name: None,
         sealed: Some(Sealed {

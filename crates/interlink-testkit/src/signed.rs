@@ -45,8 +45,6 @@ pub fn envelope(
             msg_id: id,
             ts,
             kind: EnvelopeKind::Message,
-            task_id: None,
-            status: None,
             in_reply_to: None,
             name: None,
             sealed: None,

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::{
     identity::{IdentityKey, SealingKey, SealingSecret},
-    limits::{MAX_BODY_BYTES, MAX_ENVELOPE_BYTES, MAX_TASK_ID_BYTES},
+    limits::{MAX_BODY_BYTES, MAX_ENVELOPE_BYTES, MAX_SEALED_BODY_BYTES, MAX_TASK_ID_BYTES},
     seal::{self, NONCE_BYTES, SealError, Sealed, TAG_BYTES},
     session::SessionId,
     sign::Domain,
@@ -79,16 +79,77 @@ pub struct Envelope {
     pub ts: u64,
     /// What it is.
     pub kind: EnvelopeKind,
+    /// Receipts only (`read`, `host_queued`): the message they are about. A message
+    /// says what it answers inside its sealed body ([`Body::in_reply_to`]).
+    pub in_reply_to: Option<MsgId>,
+    /// Knock and pair-accept only: the name the sender suggests for itself.
+    pub name: Option<String>,
+    /// Message only: the sealed [`Body`] (its text, task and status, what it answers),
+    /// which no holder of the envelope can read.
+    pub sealed: Option<Sealed>,
+}
+
+/// What a message's sealed part holds: everything its recipient needs and no holder
+/// does (PROTOCOL §4.2). CBOR map `{text, task_id, status, in_reply_to}` in that order,
+/// absent values as null.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Body {
+    /// The text, UTF-8, non-empty.
+    pub text: String,
     /// Task this message belongs to.
     pub task_id: Option<String>,
     /// Task status reported by the sender.
     pub status: Option<TaskStatus>,
     /// The message this one answers.
     pub in_reply_to: Option<MsgId>,
-    /// Knock and pair-accept only: the name the sender suggests for itself.
-    pub name: Option<String>,
-    /// Message only: the sealed UTF-8 text.
-    pub sealed: Option<Sealed>,
+}
+
+impl Body {
+    /// Just `text`.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            task_id: None,
+            status: None,
+            in_reply_to: None,
+        }
+    }
+
+    /// Checks the fields a sender chose: the text is not empty, a task id is 1 to
+    /// [`MAX_TASK_ID_BYTES`] bytes of one line.
+    pub fn check(&self) -> Result<(), WireError> {
+        if self.text.is_empty() {
+            return Err(invalid::<Envelope>("body.text", "is empty"));
+        }
+        if self.text.len() > MAX_BODY_BYTES {
+            return Err(invalid::<Envelope>(
+                "body.text",
+                format!(
+                    "is {} bytes; the limit is {MAX_BODY_BYTES}",
+                    self.text.len()
+                ),
+            ));
+        }
+        if let Some(t) = &self.task_id {
+            if t.is_empty() {
+                return Err(invalid::<Envelope>("body.task_id", "is empty"));
+            }
+            check_text::<Envelope>("body.task_id", t, MAX_TASK_ID_BYTES, false)?;
+        }
+        Ok(())
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        super::encode(self)
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, OpenError> {
+        let body: Body =
+            super::decode_cbor("sealed body", bytes).map_err(|_| OpenError::Malformed)?;
+        body.check().map_err(|_| OpenError::Malformed)?;
+        Ok(body)
+    }
 }
 
 /// Opening a message body failed.
@@ -101,9 +162,9 @@ pub enum OpenError {
     /// The body did not open.
     #[error(transparent)]
     Seal(#[from] SealError),
-    /// The opened body is not UTF-8 text.
-    #[error("the body is not UTF-8 text")]
-    NotText,
+    /// The opened body is not a valid [`Body`].
+    #[error("the opened body is not a valid sealed body (text, task id, status, reply)")]
+    Malformed,
 }
 
 impl Envelope {
@@ -117,42 +178,55 @@ impl Envelope {
         aad
     }
 
-    /// Seals `text` to the recipient's sealing key into this envelope's body.
+    /// Seals `body` to the recipient's sealing key into this envelope.
+    pub fn seal_body(
+        &mut self,
+        body: &Body,
+        to: &SealingKey,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(), SealError> {
+        self.sealed = Some(seal::seal(&body.encode(), to, &self.seal_aad(), rng)?);
+        Ok(())
+    }
+
+    /// Seals `body` within a sender's context for the recipient's key (the same key
+    /// every envelope sealed in it goes to).
+    pub fn seal_body_in(
+        &mut self,
+        body: &Body,
+        ctx: &seal::SealContext,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(), SealError> {
+        self.sealed = Some(ctx.seal(&body.encode(), &self.seal_aad(), rng)?);
+        Ok(())
+    }
+
+    /// Seals a body of just `text` (see [`Envelope::seal_body`]).
     pub fn seal_text(
         &mut self,
         text: &str,
         to: &SealingKey,
         rng: &mut impl CryptoRng,
     ) -> Result<(), SealError> {
-        self.sealed = Some(seal::seal(text.as_bytes(), to, &self.seal_aad(), rng)?);
-        Ok(())
-    }
-
-    /// Seals `text` as the body within a sender's context for the recipient's key
-    /// (the same key every envelope sealed in it goes to).
-    pub fn seal_text_in(
-        &mut self,
-        text: &str,
-        ctx: &seal::SealContext,
-        rng: &mut impl CryptoRng,
-    ) -> Result<(), SealError> {
-        self.sealed = Some(ctx.seal(text.as_bytes(), &self.seal_aad(), rng)?);
-        Ok(())
+        self.seal_body(&Body::text(text), to, rng)
     }
 
     /// Opens the body with the recipient's sealing secret.
-    pub fn open_text(&self, secret: &SealingSecret) -> Result<String, OpenError> {
+    pub fn open_body(&self, secret: &SealingSecret) -> Result<Body, OpenError> {
         let sealed = self.sealed.as_ref().ok_or(OpenError::NoBody)?;
-        let bytes = seal::open(sealed, secret, &self.seal_aad())?;
-        String::from_utf8(bytes).map_err(|_| OpenError::NotText)
+        Body::decode(&seal::open(sealed, secret, &self.seal_aad())?)
     }
 
     /// Opens the body with the context of its `enc` ([`Envelope::sealed_enc`]), set up
     /// once by the recipient for every body sealed in the same sender context.
-    pub fn open_text_in(&self, ctx: &seal::OpenContext) -> Result<String, OpenError> {
+    pub fn open_body_in(&self, ctx: &seal::OpenContext) -> Result<Body, OpenError> {
         let sealed = self.sealed.as_ref().ok_or(OpenError::NoBody)?;
-        let bytes = ctx.open(sealed, &self.seal_aad())?;
-        String::from_utf8(bytes).map_err(|_| OpenError::NotText)
+        Body::decode(&ctx.open(sealed, &self.seal_aad())?)
+    }
+
+    /// The text of the body (see [`Envelope::open_body`]).
+    pub fn open_text(&self, secret: &SealingSecret) -> Result<String, OpenError> {
+        self.open_body(secret).map(|b| b.text)
     }
 
     /// The sender context (`enc`) the body was sealed in, if there is a body.
@@ -194,12 +268,6 @@ impl SignedBody for Envelope {
     }
 
     fn check_fields(&self) -> Result<(), WireError> {
-        if let Some(t) = &self.task_id {
-            if t.is_empty() {
-                return Err(invalid::<Self>("task_id", "is empty"));
-            }
-            check_text::<Self>("task_id", t, MAX_TASK_ID_BYTES, false)?;
-        }
         match (&self.name, self.kind) {
             (Some(n), EnvelopeKind::Knock | EnvelopeKind::PairAccept) => {
                 if !is_valid_name(n) {
@@ -214,11 +282,11 @@ impl SignedBody for Envelope {
         }
         match (&self.sealed, self.kind) {
             (Some(s), EnvelopeKind::Message) => {
-                if s.ct.len() > MAX_BODY_BYTES + NONCE_BYTES + TAG_BYTES {
+                if s.ct.len() > MAX_SEALED_BODY_BYTES + NONCE_BYTES + TAG_BYTES {
                     return Err(invalid::<Self>(
                         "sealed",
                         format!(
-                            "body is {} bytes; the limit is {MAX_BODY_BYTES}",
+                            "body is {} bytes; the limit is {MAX_SEALED_BODY_BYTES}",
                             s.ct.len().saturating_sub(NONCE_BYTES + TAG_BYTES)
                         ),
                     ));
@@ -241,11 +309,20 @@ impl SignedBody for Envelope {
             }
             (None, _) => {}
         }
-        if self.kind.is_receipt() && self.in_reply_to.is_none() {
-            return Err(invalid::<Self>(
-                "in_reply_to",
-                "is required on a receipt (the message it is about)",
-            ));
+        match (self.in_reply_to, self.kind.is_receipt()) {
+            (None, true) => {
+                return Err(invalid::<Self>(
+                    "in_reply_to",
+                    "is required on a receipt (the message it is about)",
+                ));
+            }
+            (Some(_), false) => {
+                return Err(invalid::<Self>(
+                    "in_reply_to",
+                    "is only for receipts: a message says what it answers in its sealed body",
+                ));
+            }
+            _ => {}
         }
         if self.sender == self.recipient && self.sender_session == self.recipient_session {
             return Err(invalid::<Self>(

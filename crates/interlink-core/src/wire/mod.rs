@@ -29,7 +29,7 @@ use serde_bytes::{ByteArray, ByteBuf};
 pub use crate::seal::Sealed;
 pub use ack::{Ack, AckEntry};
 pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
-pub use envelope::{Envelope, EnvelopeKind, OpenError, TaskStatus};
+pub use envelope::{Body, Envelope, EnvelopeKind, OpenError, TaskStatus};
 pub use goodbye::Goodbye;
 pub use overlay::{
     DeliverRequest, DeliverResponse, DeliverResult, MAX_PRESENCE_MESSAGE_BYTES,

@@ -51,8 +51,6 @@ fn message(from: &Identity, to: &Identity, text: &str, rng: &mut ChaCha20Rng) ->
         msg_id: MsgId::random(rng),
         ts: NOW,
         kind: EnvelopeKind::Message,
-        task_id: Some("t1".into()),
-        status: Some(TaskStatus::Update),
         in_reply_to: None,
         name: None,
         sealed: None,
@@ -313,8 +311,6 @@ fn knocks_carry_no_text() {
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let mut knock = message(&a, &b, "let me in", &mut rng);
     knock.kind = EnvelopeKind::Knock;
-    knock.task_id = None;
-    knock.status = None;
     assert!(matches!(
         Signed::sign(knock.clone(), &a),
         Err(WireError::InvalidField {
@@ -365,7 +361,14 @@ fn read_receipts_name_a_message_and_carry_no_text() {
 fn oversized_body_rejected() {
     let (a, b) = (identity(1), identity(2));
     let mut rng = ChaCha20Rng::seed_from_u64(1);
-    let text = "x".repeat(limits::MAX_BODY_BYTES + 1);
+    // A text over the limit is refused where the body is checked (sealing, opening)…
+    assert!(
+        Body::text("x".repeat(limits::MAX_BODY_BYTES + 1))
+            .check()
+            .is_err()
+    );
+    // …and a ciphertext longer than any valid body is refused on the envelope.
+    let text = "x".repeat(limits::MAX_SEALED_BODY_BYTES + 1);
     let env = message(&a, &b, &text, &mut rng);
     assert!(matches!(
         Signed::sign(env, &a),
@@ -384,14 +387,20 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn envelope_round_trips(text in ".{0,300}", task in proptest::option::of("[a-z0-9-]{1,20}"), seed: u64) {
+    fn envelope_round_trips(text in ".{1,300}", task in proptest::option::of("[a-z0-9-]{1,20}"), seed: u64) {
         let (a, b) = (identity(1), identity(2));
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
-        let mut env = message(&a, &b, &text, &mut rng);
-        env.task_id = task;
+        let mut env = message(&a, &b, "x", &mut rng);
+        let body = Body {
+            text: text.clone(),
+            task_id: task,
+            status: Some(TaskStatus::NeedsInput),
+            in_reply_to: Some(MsgId::from_bytes([9; 16])),
+        };
+        env.seal_body(&body, &b.sealing_secret().public(), &mut rng).unwrap();
         let signed = Signed::sign(env, &a).unwrap();
         let back = Signed::<Envelope>::decode(&signed.to_bytes()).unwrap();
-        prop_assert_eq!(back.body().open_text(&b.sealing_secret()).unwrap(), text);
+        prop_assert_eq!(back.body().open_body(&b.sealing_secret()).unwrap(), body);
         prop_assert_eq!(back, signed);
     }
 
@@ -425,4 +434,51 @@ proptest! {
         let _ = Signed::<Ack>::decode(&bytes);
         let _ = Signed::<Goodbye>::decode(&bytes);
     }
+}
+
+/// What a holder sees of a message: no task id, status or reply in the signed bytes,
+/// only inside the sealed body; a clear `in_reply_to` is refused on a message; a body
+/// that opens but is not a valid body is refused as malformed.
+#[test]
+fn a_messages_task_status_and_reply_are_sealed() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let mut env = message(&a, &b, "x", &mut rng);
+    let body = Body {
+        text: "the plan".into(),
+        task_id: Some("secret-merger-42".into()),
+        status: Some(TaskStatus::Result),
+        in_reply_to: Some(MsgId::from_bytes([5; 16])),
+    };
+    env.seal_body(&body, &b.sealing_secret().public(), &mut rng)
+        .unwrap();
+    let signed = Signed::sign(env.clone(), &a).unwrap();
+    let wire = signed.to_bytes();
+    assert!(!wire.windows(16).any(|w| w == b"secret-merger-42"));
+    assert!(!wire.windows(16).any(|w| w == [5; 16]));
+    assert_eq!(signed.body().open_body(&b.sealing_secret()).unwrap(), body);
+    let mut clear = env.clone();
+    clear.in_reply_to = Some(MsgId::from_bytes([5; 16]));
+    assert!(matches!(
+        Signed::sign(clear, &a),
+        Err(WireError::InvalidField {
+            field: "in_reply_to",
+            ..
+        })
+    ));
+    // Sealed bytes that are not a body (the version-2 bare text) do not open.
+    let mut old = env;
+    old.sealed = Some(
+        crate::seal::seal(
+            b"bare text",
+            &b.sealing_secret().public(),
+            &old.seal_aad(),
+            &mut rng,
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        old.open_body(&b.sealing_secret()),
+        Err(OpenError::Malformed)
+    );
 }

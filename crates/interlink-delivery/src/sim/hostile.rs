@@ -41,8 +41,6 @@ fn forge(
         msg_id,
         ts,
         kind: EnvelopeKind::Message,
-        task_id: None,
-        status: None,
         in_reply_to: None,
         name: None,
         sealed: Some(dummy_sealed()),

@@ -476,8 +476,6 @@ impl World {
             msg_id,
             ts,
             kind: EnvelopeKind::Message,
-            task_id: None,
-            status: None,
             in_reply_to: None,
             name: None,
             sealed: Some(dummy_sealed()),

@@ -3,7 +3,7 @@
 
 use interlink_core::{
     MsgId,
-    wire::{Envelope, EnvelopeKind, Signed, VERSION},
+    wire::{Body, Envelope, EnvelopeKind, Signed, VERSION},
 };
 use interlink_delivery::Input;
 use libp2p::PeerId;
@@ -81,18 +81,26 @@ impl Actor {
             msg_id: MsgId::random(&mut rng),
             ts,
             kind: msg.kind,
-            task_id: msg.task_id.clone(),
-            status: msg.status,
-            in_reply_to: msg.in_reply_to,
+            // Only a receipt names its message in the clear; a message says what it
+            // answers, its task and status inside the sealed body.
+            in_reply_to: msg.in_reply_to.filter(|_| msg.kind.is_receipt()),
             name: msg.name.clone(),
             sealed: None,
         };
         if let Some(text) = &msg.text {
+            let body = Body {
+                text: text.clone(),
+                task_id: msg.task_id.clone(),
+                status: msg.status,
+                in_reply_to: msg.in_reply_to,
+            };
+            body.check()
+                .map_err(|e| SendError::Invalid(e.to_string()))?;
             let ctx = self
                 .seal_contexts
                 .for_key(&sealing_key, &mut rng)
                 .map_err(|e| SendError::Invalid(e.to_string()))?;
-            env.seal_text_in(text, ctx, &mut rng)
+            env.seal_body_in(&body, ctx, &mut rng)
                 .map_err(|e| SendError::Invalid(e.to_string()))?;
         }
         let signed =

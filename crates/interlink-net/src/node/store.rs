@@ -22,7 +22,7 @@ use std::{
 use interlink_core::{
     IdentityKey, MsgId,
     identity::SealingSecret,
-    wire::{Envelope, EnvelopeKind, OpenError, Signed},
+    wire::{Body, Envelope, EnvelopeKind, OpenError, Signed},
 };
 use interlink_delivery::{EntryKey, Refusal, StoreError, StoreToken};
 use tokio::sync::mpsc;
@@ -237,9 +237,9 @@ impl Worker {
         let mut lines: Vec<(MsgId, IdentityKey, EnvelopeKind, InboxEntry)> = Vec::new();
         for env in envelopes {
             let b = env.body();
-            let text = match b.kind {
-                EnvelopeKind::Message => match self.open_text(env) {
-                    Ok(t) => Some(t),
+            let body = match b.kind {
+                EnvelopeKind::Message => match self.open_body(env) {
+                    Ok(body) => Some(body),
                     Err(e) => {
                         warn!(msg_id = %b.msg_id, "a sealed body does not open: {e}");
                         refused.push(((b.sender, b.msg_id), Refusal::Unopenable));
@@ -248,7 +248,7 @@ impl Worker {
                 },
                 _ => None,
             };
-            lines.push((b.msg_id, b.sender, b.kind, inbox_entry(env, text)));
+            lines.push((b.msg_id, b.sender, b.kind, inbox_entry(env, body)));
         }
         let result = self
             .inbox
@@ -277,16 +277,22 @@ impl Worker {
         }
     }
 
-    fn open_text(&mut self, env: &Signed<Envelope>) -> Result<String, OpenError> {
+    fn open_body(&mut self, env: &Signed<Envelope>) -> Result<Body, OpenError> {
         let b = env.body();
         let enc = b.sealed_enc().ok_or(OpenError::NoBody)?;
         let ctx = self.open.for_enc(enc, &self.sealing)?;
-        b.open_text_in(ctx)
+        b.open_body_in(ctx)
     }
 }
 
-fn inbox_entry(env: &Signed<Envelope>, text: Option<String>) -> InboxEntry {
+/// The inbox line of `env`: its signed header and, for a message, what its opened
+/// body says (text, task, status, what it answers).
+fn inbox_entry(env: &Signed<Envelope>, body: Option<Body>) -> InboxEntry {
     let b = env.body();
+    let (text, task_id, status, answers) = match body {
+        Some(body) => (Some(body.text), body.task_id, body.status, body.in_reply_to),
+        None => (None, None, None, b.in_reply_to),
+    };
     InboxEntry {
         msg_id: b.msg_id.to_string(),
         sender: b.sender.to_hex(),
@@ -294,9 +300,9 @@ fn inbox_entry(env: &Signed<Envelope>, text: Option<String>) -> InboxEntry {
         sender_session: b.sender_session.to_string(),
         reply_to: env.reply_address().to_string(),
         kind: b.kind,
-        task_id: b.task_id.clone(),
-        status: b.status,
-        in_reply_to: b.in_reply_to.map(|m| m.to_string()),
+        task_id,
+        status,
+        in_reply_to: answers.map(|m| m.to_string()),
         sent_at: b.ts,
         received_at: crate::now_ms(),
         text,
