@@ -25,10 +25,16 @@ use crate::NetError;
 
 /// Most mailbox records one session node holds for others.
 pub const MAX_MAILBOX_RECORDS: usize = 1024;
-/// Most bytes of mailbox copies one session node holds (`Config::max_held_bytes`): a
-/// team's worth of sleeping sessions' mail, not a stranger's flood (1,024 records of
-/// 4 MiB would be 4 GiB).
-pub const MAX_HELD_BYTES: usize = 32 * 1024 * 1024;
+/// Most bytes of mailbox copies one session node holds for others
+/// (`Config::max_held_bytes`): a team's worth of sleeping sessions' mail (some 5,000
+/// messages of 1-2 KB), not a stranger's flood (1,024 records of 4 MiB would be
+/// 4 GiB). A held copy costs about four times its size in memory (the record, and its
+/// decoded envelopes kept for merging), so this bounds the mail a stranger can park in
+/// a session at about 32 MiB of memory (`hostile-load` bench).
+pub const MAX_HELD_BYTES: usize = 8 * 1024 * 1024;
+/// Mailbox-protocol requests a node reads at once, over all its connections
+/// ([`crate::gated`]); relays × [`connection_caps::RELAY_FACTOR`].
+pub const MAILBOX_READS_AT_ONCE: usize = 8;
 
 /// Connection caps. A session talks to a team's sessions and a few relays; a relay to
 /// everyone who uses it. Beyond them a connection is denied before any protocol runs,
@@ -112,7 +118,9 @@ pub struct Behaviour {
     /// Live delivery of envelopes, answered with signed receipts.
     pub deliver: request_response::cbor::Behaviour<DeliverRequest, DeliverResponse>,
     /// Mailbox copies handed to a holder directly, and fetched back (relays).
-    pub mailbox: request_response::cbor::Behaviour<MailboxRequest, MailboxResponse>,
+    pub mailbox: request_response::Behaviour<
+        crate::gated::Gated<request_response::cbor::codec::Codec<MailboxRequest, MailboxResponse>>,
+    >,
     /// Signed receipts for mail collected from a mailbox, to the sessions that sent it.
     pub receipts: request_response::cbor::Behaviour<ReceiptRequest, ReceiptResponse>,
     /// Circuit relay server (relay nodes only).
@@ -213,10 +221,19 @@ impl Behaviour {
             )],
             request_response::Config::default().with_request_timeout(LIVE_ATTEMPT_TIMEOUT),
         );
-        let mailbox = request_response::cbor::Behaviour::with_codec(
-            request_response::cbor::codec::Codec::default()
-                .set_request_size_maximum((MAX_MAILBOX_RECORD_BYTES + 64 * 1024) as u64)
-                .set_response_size_maximum((MAX_MAILBOX_RECORD_BYTES + 64 * 1024) as u64),
+        let reads = MAILBOX_READS_AT_ONCE
+            * if config.relay_server {
+                connection_caps::RELAY_FACTOR as usize
+            } else {
+                1
+            };
+        let mailbox = request_response::Behaviour::with_codec(
+            crate::gated::Gated::new(
+                request_response::cbor::codec::Codec::default()
+                    .set_request_size_maximum((MAX_MAILBOX_RECORD_BYTES + 64 * 1024) as u64)
+                    .set_response_size_maximum((MAX_MAILBOX_RECORD_BYTES + 64 * 1024) as u64),
+                reads,
+            ),
             [(
                 protocol(network.mailbox_protocol())?,
                 request_response::ProtocolSupport::Full,

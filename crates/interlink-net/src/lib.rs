@@ -20,6 +20,7 @@ pub mod behaviour;
 pub mod config;
 mod diagnostics;
 pub mod durable;
+pub mod gated;
 mod handle;
 pub mod inbox;
 pub mod knocks;

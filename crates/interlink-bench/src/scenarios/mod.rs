@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use crate::{Context, report::Row};
 
 mod delivery_latency;
+mod hostile_load;
 mod idle_cost;
 mod mailbox_dht;
 mod mcp;
@@ -38,6 +39,7 @@ pub const ALL: &[Scenario] = &[
     mailbox_dht::SCENARIO,
     relay_latency::SCENARIO,
     mcp::SCENARIO,
+    hostile_load::SCENARIO,
 ];
 
 /// Looks a scenario up by name.

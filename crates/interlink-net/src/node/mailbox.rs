@@ -169,6 +169,12 @@ impl Actor {
         key: &RecordKey,
         value: &[u8],
     ) -> Result<Vec<AckEntry>, Refusal> {
+        let own_key = self.own_addr().map(|a| key_of(&a));
+        // Others' copies share a byte budget: when it is spent, refused before the
+        // copy is decoded and its signatures verified (a flood then costs no CPU).
+        if own_key.as_ref() != Some(key) {
+            self.within_held_bytes(key, value.len())?;
+        }
         let now = crate::now_ms();
         let cfg = mailbox::Config::default();
         let mut mb = match Mailbox::decode(value, now, &cfg) {

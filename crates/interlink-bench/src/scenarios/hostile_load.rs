@@ -1,0 +1,390 @@
+//! `hostile-load`: a session process (`interlink-p2p run`) flooded with mailbox copies
+//! by strangers that follow the wire rules — first one peer at full speed, then a
+//! Sybil swarm of fresh peers — while a paired session sends it 1 KiB messages one at
+//! a time. Measured: the victim's RSS above its idle level, the paired live path's
+//! p50/p99 before and during each flood, and what the victim answered the floods.
+//! Targets (issue 13): RSS ≤ 64 MiB above idle, paired p99 ≤ 10 ms.
+//!
+//! Each copy is a well-formed, validly signed record of a fresh mailbox (a random
+//! owner), about 1.9 MB of envelopes from the attacker: the costliest thing a stranger
+//! can hand a holder, since it is verified, merged and kept.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+use futures::StreamExt as _;
+use interlink_core::{
+    Identity, MsgId, SessionId,
+    seal::Sealed,
+    trust::PeerPolicy,
+    wire::{
+        Envelope, EnvelopeKind, MailboxOp, MailboxOutcome, MailboxRequest, SessionAddr, Signed,
+        VERSION,
+    },
+};
+use interlink_net::{
+    Config, Delivery, OutgoingMessage, SendOutcome,
+    behaviour::{Behaviour, BehaviourEvent},
+};
+use libp2p::{Multiaddr, PeerId, Swarm, multiaddr::Protocol, request_response, swarm::SwarmEvent};
+use serde_bytes::{ByteArray, ByteBuf};
+
+use super::Scenario;
+use crate::{
+    Context,
+    fleet::{self, Fleet},
+    process::{self, Proc},
+    progress,
+    report::{Measurement, Row},
+    stats,
+};
+
+pub(crate) const SCENARIO: Scenario = Scenario {
+    name: "hostile-load",
+    about: "a session process flooded with 1.9 MB mailbox copies by one stranger, then 32 fresh ones; its RSS above idle and a paired sender's live p99",
+    run: |ctx| Box::pin(run(ctx)),
+};
+
+const TARGET_RSS_GROWTH_MIB: f64 = 64.0;
+const TARGET_P99_MS: f64 = 10.0;
+/// Distinct mailbox copies the attackers cycle through.
+const RECORDS: usize = 48;
+/// Envelopes per copy, and the size of each one's (opaque) sealed body.
+const ENVELOPES: usize = 30;
+const BODY_BYTES: usize = 60_000;
+const SYBILS: usize = 32;
+const FLOOD: Duration = Duration::from_secs(15);
+const QUICK_FLOOD: Duration = Duration::from_secs(5);
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+const BASELINE_SENDS: usize = 200;
+const READY: Duration = Duration::from_secs(20);
+
+/// What the victim answered one flood.
+#[derive(Debug, Default, Clone, Copy)]
+struct Answers {
+    held: usize,
+    refused: usize,
+    failed: usize,
+}
+
+async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
+    let p2p = match &ctx.p2p {
+        Ok(p) => p.path.clone(),
+        Err(why) => return Ok(vec![Row::skipped("hostile load", why.clone())]),
+    };
+    let flood = if ctx.quick { QUICK_FLOOD } else { FLOOD };
+
+    // The victim: a real session process, with the in-process sender as its peer.
+    let sender = fleet::identities(1).remove(0);
+    let home = tempfile::tempdir().context("temporary home")?;
+    let victim_key = process::create_identity(&p2p, home.path()).await?;
+    process::cli(
+        &p2p,
+        home.path(),
+        &["peer", "add", "sender", &sender.public().to_hex()],
+        None,
+    )
+    .await?;
+    let args: Vec<String> = [
+        "run",
+        "--session",
+        "victim",
+        "--listen",
+        "/ip4/127.0.0.1/tcp/0",
+        "--no-mdns",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut victim = Proc::spawn(&p2p, &args, &[], home)?;
+    let ready = victim.wait_ready(READY).await?;
+    let addr: Multiaddr = ready
+        .addrs
+        .iter()
+        .find(|a| a.contains("127.0.0.1"))
+        .context("the victim printed no loopback address")?
+        .parse()?;
+    let Some(Protocol::P2p(victim_peer)) = addr.iter().last() else {
+        anyhow::bail!("the victim's address names no peer: {addr}");
+    };
+
+    // The paired sender, in process.
+    let victim_session = SessionId::new("victim")?;
+    let victim_identity: interlink_core::IdentityKey = victim_key.parse()?;
+    let mut policy = PeerPolicy::new();
+    policy.add("victim", victim_identity)?;
+    let dir = tempfile::tempdir()?;
+    let config = Config {
+        listen: vec![fleet::loopback_tcp()],
+        bootstrap: vec![addr.clone()],
+        mdns: false,
+        delivery: Delivery {
+            inbox_dir: Some(dir.path().to_owned()),
+            policy,
+            pins_file: None,
+        },
+        ..Config::default()
+    };
+    let mut fleet = Fleet::default();
+    fleet.push(fleet::spawn_session(
+        &sender,
+        &SessionId::new("sender")?,
+        config,
+    )?);
+    let handle = fleet.handles().remove(0);
+    let mut events = handle.events();
+    fleet::wait_visible(
+        &handle,
+        &mut events,
+        &victim_key,
+        Some(&victim_session),
+        READY,
+    )
+    .await
+    .context("the victim never appeared on the sender's roster")?;
+    let to = SessionAddr {
+        key: victim_identity,
+        session: victim_session,
+    };
+
+    progress("hostile-load: signing the attackers' mailbox copies");
+    let records = Arc::new(tokio::task::spawn_blocking(copies).await??);
+
+    let pid = victim.pid();
+    let body = "x".repeat(1024);
+    for _ in 0..20 {
+        handle
+            .send(OutgoingMessage::text(to.clone(), body.clone()))
+            .await?;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_kib = process::sample(pid)?.rss_kib;
+    let mut baseline = Vec::with_capacity(BASELINE_SENDS);
+    for _ in 0..BASELINE_SENDS {
+        let start = Instant::now();
+        if let SendOutcome::Delivered(_) = handle
+            .send(OutgoingMessage::text(to.clone(), body.clone()))
+            .await?
+        {
+            baseline.push(start.elapsed());
+        }
+    }
+    baseline.sort();
+    let mut rows = vec![Row::ok(
+        "paired live path, no load",
+        [
+            stats::summary("latency", &baseline, None),
+            vec![Measurement::new(
+                "victim_rss_idle",
+                kib_to_mib(idle_kib),
+                "MiB",
+            )],
+        ]
+        .concat(),
+    )];
+
+    for (case, peers, in_flight) in [
+        ("one stranger at full speed", 1, 8),
+        ("Sybil swarm: 32 fresh strangers", SYBILS, 2),
+    ] {
+        progress(format_args!("hostile-load: {case} for {flood:?}"));
+        let until = Instant::now() + flood;
+        let attackers: Vec<_> = (0..peers)
+            .map(|i| {
+                let records = records.clone();
+                let addr = addr.clone();
+                tokio::spawn(async move {
+                    flood_holds(victim_peer, addr, records, i, in_flight, until).await
+                })
+            })
+            .collect();
+        let sampler = tokio::spawn(async move {
+            let mut peak = 0u64;
+            while Instant::now() < until {
+                if let Ok(s) = process::sample(pid) {
+                    peak = peak.max(s.rss_kib);
+                }
+                tokio::time::sleep(SAMPLE_EVERY).await;
+            }
+            peak
+        });
+        let mut latency = Vec::new();
+        let mut not_delivered = 0usize;
+        while Instant::now() < until {
+            let start = Instant::now();
+            match handle
+                .send(OutgoingMessage::text(to.clone(), body.clone()))
+                .await
+            {
+                Ok(SendOutcome::Delivered(_)) => latency.push(start.elapsed()),
+                _ => not_delivered += 1,
+            }
+        }
+        let mut answers = Answers::default();
+        for a in attackers {
+            let a = a.await.unwrap_or_default();
+            answers.held += a.held;
+            answers.refused += a.refused;
+            answers.failed += a.failed;
+        }
+        let peak = sampler.await.unwrap_or(0);
+        anyhow::ensure!(
+            !victim.has_exited(),
+            "the victim died: {}",
+            victim.stderr_tail()
+        );
+        latency.sort();
+        let mut m = stats::summary("latency", &latency, None);
+        if let Some(p99) = stats::quantile(&latency, 0.99) {
+            m.push(Measurement::ms("latency_p99_target", p99).at_most(TARGET_P99_MS));
+        }
+        m.push(Measurement::count("delivered", latency.len()));
+        m.push(Measurement::count("not_delivered", not_delivered));
+        m.push(
+            Measurement::new(
+                "victim_rss_above_idle",
+                kib_to_mib(peak.saturating_sub(idle_kib)),
+                "MiB",
+            )
+            .at_most(TARGET_RSS_GROWTH_MIB),
+        );
+        m.push(Measurement::new("victim_rss_peak", kib_to_mib(peak), "MiB"));
+        m.push(Measurement::count("copies_held", answers.held));
+        m.push(Measurement::count("copies_refused", answers.refused));
+        m.push(Measurement::count("requests_failed", answers.failed));
+        rows.push(Row::ok(case, m));
+    }
+    fleet.shutdown(Duration::from_secs(3)).await;
+    victim.stop().await;
+    Ok(rows)
+}
+
+#[allow(clippy::cast_precision_loss)] // KiB counts far below 2^52
+fn kib_to_mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// [`RECORDS`] mailbox copies of fresh owners, each [`ENVELOPES`] validly signed
+/// envelopes from one attacker identity: (record key, encoded record).
+fn copies() -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let attacker = Identity::from_seed(&[0xa7; 32]);
+    let session = SessionId::new("s")?;
+    let now = interlink_net::now_ms();
+    (0..RECORDS)
+        .map(|r| {
+            let mut seed = [0x5e; 32];
+            seed[..8].copy_from_slice(&(r as u64).to_be_bytes());
+            let owner = Identity::from_seed(&seed).public();
+            let envelopes: Vec<Signed<Envelope>> = (0..ENVELOPES)
+                .map(|i| {
+                    let mut id = [0u8; 16];
+                    id[..8].copy_from_slice(&((r * ENVELOPES + i) as u64).to_be_bytes());
+                    Signed::sign(
+                        Envelope {
+                            v: VERSION,
+                            sender: attacker.public(),
+                            sender_session: SessionId::new("flood")?,
+                            recipient: owner,
+                            recipient_session: session.clone(),
+                            msg_id: MsgId::from_bytes(id),
+                            ts: now + i as u64,
+                            kind: EnvelopeKind::Message,
+                            in_reply_to: None,
+                            name: None,
+                            // Holders never open a body: opaque bytes of the right shape.
+                            sealed: Some(Sealed {
+                                enc: ByteArray::new([7; 32]),
+                                ct: ByteBuf::from(vec![0; BODY_BYTES]),
+                            }),
+                        },
+                        &attacker,
+                    )
+                    .map_err(anyhow::Error::from)
+                })
+                .collect::<anyhow::Result<_>>()?;
+            let (key, record) =
+                interlink_testkit::mailbox::record(&owner, &session, &envelopes, &[], now);
+            Ok((key.to_vec(), record))
+        })
+        .collect()
+}
+
+/// One attacker: a bare swarm with a fresh key that dials the victim and keeps
+/// `in_flight` holds of the copies going until `until`.
+async fn flood_holds(
+    victim: PeerId,
+    addr: Multiaddr,
+    records: Arc<Vec<(Vec<u8>, Vec<u8>)>>,
+    offset: usize,
+    in_flight: usize,
+    until: Instant,
+) -> Answers {
+    let config = Config {
+        listen: vec![],
+        bootstrap: vec![],
+        mdns: false,
+        ..Config::default()
+    };
+    let mut swarm: Swarm<Behaviour> = interlink_testkit::node::raw_swarm(&config);
+    let mut answers = Answers::default();
+    if swarm.dial(addr).is_err() {
+        answers.failed += 1;
+        return answers;
+    }
+    let mut next = offset;
+    let mut pending = 0usize;
+    let send = |swarm: &mut Swarm<Behaviour>, next: &mut usize| {
+        let (key, record) = &records[*next % records.len()];
+        *next += 1;
+        swarm.behaviour_mut().mailbox.send_request(
+            &victim,
+            MailboxRequest {
+                v: VERSION,
+                op: MailboxOp::Hold {
+                    key: ByteBuf::from(key.clone()),
+                    record: ByteBuf::from(record.clone()),
+                },
+            },
+        );
+    };
+    for _ in 0..in_flight {
+        send(&mut swarm, &mut next);
+        pending += 1;
+    }
+    while Instant::now() < until {
+        let left = until.saturating_duration_since(Instant::now());
+        let Ok(ev) = tokio::time::timeout(left, swarm.select_next_some()).await else {
+            break;
+        };
+        let done = match ev {
+            SwarmEvent::Behaviour(BehaviourEvent::Mailbox(request_response::Event::Message {
+                message: request_response::Message::Response { response, .. },
+                ..
+            })) => {
+                match response.outcome {
+                    MailboxOutcome::Held { .. } => answers.held += 1,
+                    _ => answers.refused += 1,
+                }
+                true
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Mailbox(
+                request_response::Event::OutboundFailure { .. },
+            )) => {
+                answers.failed += 1;
+                true
+            }
+            _ => false,
+        };
+        if done {
+            pending = pending.saturating_sub(1);
+            if Instant::now() < until {
+                send(&mut swarm, &mut next);
+                pending += 1;
+            }
+        }
+    }
+    let _ = pending;
+    answers
+}
