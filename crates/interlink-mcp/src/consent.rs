@@ -17,7 +17,7 @@ use rmcp::{
         ElicitationSchema, Implementation, InputRequest, InputRequiredResult, ProtocolVersion,
         RequestMetaObject,
     },
-    service::{ElicitationError, ElicitationMode, RequestContext},
+    service::{ElicitationError, RequestContext},
 };
 use serde::Deserialize;
 
@@ -53,14 +53,6 @@ impl Gate {
             (false, true) => Gate::AskHuman,
             (false, false) => Gate::OperatorOnly,
         }
-    }
-
-    /// The gate for the connected client.
-    pub fn of(peer: &Peer<RoleServer>, agent_pairing: bool) -> Self {
-        let can_ask = peer
-            .supported_elicitation_modes()
-            .contains(&ElicitationMode::Form);
-        Self::new(agent_pairing, can_ask)
     }
 
     /// How this gate reads, for `whoami`.
