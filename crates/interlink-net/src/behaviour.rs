@@ -28,13 +28,13 @@ pub const MAX_MAILBOX_RECORDS: usize = 1024;
 /// Most bytes of mailbox copies one session node holds for others
 /// (`Config::max_held_bytes`): a team's worth of sleeping sessions' mail (some 5,000
 /// messages of 1-2 KB), not a stranger's flood (1,024 records of 4 MiB would be
-/// 4 GiB). A held copy costs about four times its size in memory (the record, and its
-/// decoded envelopes kept for merging), so this bounds the mail a stranger can park in
-/// a session at about 32 MiB of memory (`hostile-load` bench).
+/// 4 GiB). A held copy costs several times its size in memory (the record, and its
+/// decoded envelopes kept for merging); the `hostile-load` bench measures what a flood
+/// costs a session in all (about 70 MiB above idle for one stranger).
 pub const MAX_HELD_BYTES: usize = 8 * 1024 * 1024;
 /// Mailbox-protocol requests a node reads at once, over all its connections
 /// ([`crate::gated`]); relays × [`connection_caps::RELAY_FACTOR`].
-pub const MAILBOX_READS_AT_ONCE: usize = 8;
+pub const MAILBOX_READS_AT_ONCE: usize = 4;
 
 /// Connection caps. A session talks to a team's sessions and a few relays; a relay to
 /// everyone who uses it. Beyond them a connection is denied before any protocol runs,
