@@ -64,6 +64,15 @@ fn fingerprint(user: &User) -> String {
     v["fingerprint"].as_str().unwrap().to_owned()
 }
 
+/// Waits until `s` has a pair request waiting; returns `list_pair_requests`.
+async fn requests_waiting(s: &McpSession) -> Value {
+    s.poll("list_pair_requests", json!({}), deadline(), |v| {
+        v["incoming"].as_array().is_some_and(|i| !i.is_empty())
+    })
+    .await
+    .unwrap()
+}
+
 async fn peer_names(s: &McpSession) -> Vec<String> {
     let (_, v) = s.ok("list_peers", json!({})).await.unwrap();
     v["peers"]
@@ -104,12 +113,7 @@ async fn pairing_from_zero_by_knock_both_ways() {
         assert_eq!(knocked["suggested_name"], "alice");
 
         // It waits at B for the operator, with the footer saying so.
-        let waiting = b
-            .poll("list_pair_requests", json!({}), deadline(), |v| {
-                v["incoming"].as_array().is_some_and(|i| !i.is_empty())
-            })
-            .await
-            .unwrap();
+        let waiting = requests_waiting(&b).await;
         let req = &waiting["incoming"][0];
         assert_eq!(req["fingerprint"], alice_fp.as_str());
         assert_eq!(req["suggested_name"], "alice");
@@ -183,11 +187,7 @@ async fn pairing_from_zero_by_knock_both_ways() {
             .await
             .unwrap();
         assert_eq!(k["status"], "delivered", "{k}");
-        b.poll("list_pair_requests", json!({}), deadline(), |v| {
-            v["incoming"].as_array().is_some_and(|i| !i.is_empty())
-        })
-        .await
-        .unwrap();
+        requests_waiting(&b).await;
         b.close(deadline()).await.unwrap();
         let b = start(&bob, "pair-b", Some(&boot)).await;
         let (_, still) = b.ok("list_pair_requests", json!({})).await.unwrap();
@@ -228,11 +228,7 @@ async fn pairing_from_zero_by_knock_both_ways() {
         c.ok("request_pair", json!({"target": &alice_fp}))
             .await
             .unwrap();
-        a.poll("list_pair_requests", json!({}), deadline(), |v| {
-            v["incoming"].as_array().is_some_and(|i| !i.is_empty())
-        })
-        .await
-        .unwrap();
+        requests_waiting(&a).await;
         let out = alice.cli(&["pair", "list"], None).unwrap();
         assert!(out.stdout.contains(&carol_fp), "{}", out.stdout);
         let (_, rejected) = a
@@ -298,11 +294,7 @@ async fn admitting_a_key_needs_the_human(like_claude: bool) {
         b.ok("request_pair", json!({"target": &alice_fp}))
             .await
             .unwrap();
-        a.poll("list_pair_requests", json!({}), deadline(), |v| {
-            v["incoming"].as_array().is_some_and(|i| !i.is_empty())
-        })
-        .await
-        .unwrap();
+        requests_waiting(&a).await;
         let e = a
             .err("accept_pair", json!({"fingerprint": &bob_fp}))
             .await

@@ -423,21 +423,29 @@ impl Mailbox {
     /// `handed` into this copy answers its sender (`MailboxOutcome::Held`). Only
     /// `handed`'s own entries are named.
     pub fn kept_of(&self, handed: &Mailbox) -> Vec<AckEntry> {
-        let held: HashSet<(IdentityKey, MsgId)> = self
-            .envelopes
-            .keys()
-            .map(|(_, id, sender, _)| (*sender, *id))
-            .collect();
-        let acked = self.acked();
-        let mut kept: Vec<AckEntry> = handed
+        self.kept(handed.entries())
+    }
+
+    /// The `(sender, id)` of every waiting envelope, sorted, each once.
+    pub fn entries(&self) -> Vec<AckEntry> {
+        let mut entries: Vec<AckEntry> = self
             .envelopes
             .keys()
             .map(|(_, id, sender, _)| AckEntry(*sender, *id))
-            .filter(|e| held.contains(&(e.0, e.1)) || acked.contains(e))
             .collect();
-        kept.sort_unstable();
-        kept.dedup();
-        kept
+        entries.sort_unstable();
+        entries.dedup();
+        entries
+    }
+
+    /// Those of `entries` that this copy holds or whose owner acked them (what
+    /// [`Mailbox::kept_of`] answers, for a copy whose entries were taken before it was
+    /// merged into this one).
+    pub fn kept(&self, mut entries: Vec<AckEntry>) -> Vec<AckEntry> {
+        let held: HashSet<AckEntry> = self.entries().into_iter().collect();
+        let acked = self.acked();
+        entries.retain(|e| held.contains(e) || acked.contains(e));
+        entries
     }
 
     /// Drops what expired by `now` and re-applies the bounds; returns how many

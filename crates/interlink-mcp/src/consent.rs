@@ -286,21 +286,23 @@ pub fn note_client(
     peer: &Peer<RoleServer>,
     meta: &RequestMetaObject,
 ) {
+    // Once written, the declaration is known: a session keeps its client.
+    if ctx.shared().client_noted {
+        return;
+    }
     let Some((caps, client, protocol)) = declared(peer, meta) else {
         return;
     };
     let asks = can_ask(&caps);
+    let dir = ctx.session_dir().ok();
     {
         let mut shared = ctx.shared();
         shared.can_ask_human = asks;
-        if shared.client_noted {
-            return;
-        }
+        shared.client_noted = dir.is_some();
     }
-    let Ok(dir) = ctx.session_dir() else {
+    let Some(dir) = dir else {
         return;
     };
-    ctx.shared().client_noted = true;
     let record = serde_json::json!({
         "name": client.as_ref().map(|c| c.name.clone()),
         "version": client.as_ref().map(|c| c.version.clone()),

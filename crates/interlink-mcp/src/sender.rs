@@ -58,6 +58,24 @@ pub async fn resolve(
     own: IdentityKey,
     handle: &Handle,
 ) -> Result<Target, TargetError> {
+    match resolve_among_peers(to, policy, own) {
+        Err(TargetError::NotAPeer { reason, .. }) => {
+            let roster = handle.roster().await.unwrap_or_default();
+            Err(TargetError::NotAPeer {
+                reason,
+                stranger: unpaired_match(&roster, to.trim(), policy),
+            })
+        }
+        other => other,
+    }
+}
+
+/// [`resolve`] without the roster (no node needed): a failure names no stranger.
+pub fn resolve_among_peers(
+    to: &str,
+    policy: &PeerPolicy,
+    own: IdentityKey,
+) -> Result<Target, TargetError> {
     let to = to.trim();
     if to.is_empty() {
         return Err(TargetError::Empty);
@@ -72,13 +90,10 @@ pub async fn resolve(
     match policy.resolve(to) {
         Ok(key) if key == own => Ok(named(key, "self")),
         Ok(key) => Ok(named(key, policy.name_of(&key).unwrap_or(to))),
-        Err(reason) => {
-            let roster = handle.roster().await.unwrap_or_default();
-            Err(TargetError::NotAPeer {
-                reason,
-                stranger: unpaired_match(&roster, to, policy),
-            })
-        }
+        Err(reason) => Err(TargetError::NotAPeer {
+            reason,
+            stranger: None,
+        }),
     }
 }
 

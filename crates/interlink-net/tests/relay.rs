@@ -420,11 +420,7 @@ async fn a_peer_beyond_its_hold_budget_is_refused_before_decoding() {
         mdns: false,
         ..Config::default()
     };
-    let mut client = interlink_net::build_swarm(
-        libp2p::identity::Keypair::generate_ed25519(),
-        &client_config,
-    )
-    .unwrap();
+    let mut client = raw_swarm(&client_config);
     client.add_peer_address(node_peer, node_addr);
     // 1 MiB of garbage per hold: each is refused, but each is charged first.
     let junk = vec![0xffu8; 1 << 20];
@@ -520,11 +516,7 @@ async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
         mdns: false,
         ..Config::default()
     };
-    let mut client = interlink_net::build_swarm(
-        libp2p::identity::Keypair::generate_ed25519(),
-        &client_config,
-    )
-    .unwrap();
+    let mut client = raw_swarm(&client_config);
     client.add_peer_address(node_peer, memory(base));
     let stranger = Identity::from_seed(&[12; 32]);
     let mut outcomes = Vec::new();

@@ -88,6 +88,18 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     let (identity, _) = crate::load_identity(home)?;
     let own_key = identity.public();
     let peers = policy::load(home)?;
+    // Resolved before joining the overlay: a name that is no peer fails at once.
+    let Target {
+        key: target,
+        name: target_name,
+    } = sender::resolve_among_peers(&options.to, &peers, own_key).map_err(|e| match e {
+        TargetError::NotAPeer { .. } => anyhow::anyhow!(
+            "--to {:?} is not a peer ({e}; see `interlink-p2p peer list`; pair with \
+             `interlink-p2p peer add NAME KEY`, KEY from `interlink-p2p id` on their side)",
+            options.to
+        ),
+        e => anyhow::anyhow!("--to {:?}: {e}", options.to),
+    })?;
     let session = SessionId::new(format!("send-{}", SessionId::random(&mut crate::os_rng())))?;
     let own = SessionAddr {
         key: own_key,
@@ -114,20 +126,6 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     let mut queued = 0usize;
     let mut not_kept = 0usize;
     let result = async {
-        let Target {
-            key: target,
-            name: target_name,
-        } = sender::resolve(&options.to, &peers, own_key, &handle)
-            .await
-            .map_err(|e| match e {
-                TargetError::NotAPeer { .. } => anyhow::anyhow!(
-                    "--to {:?} is not a peer ({e}; see `interlink-p2p peer list`; pair with \
-                     `interlink-p2p peer add NAME KEY`, KEY from `interlink-p2p id` on their \
-                     side)",
-                    options.to
-                ),
-                e => anyhow::anyhow!("--to {:?}: {e}", options.to),
-            })?;
         let req = RouteRequest {
             target,
             session: options.session.as_deref(),

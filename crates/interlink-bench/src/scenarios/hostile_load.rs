@@ -334,7 +334,6 @@ async fn flood_holds(
         return answers;
     }
     let mut next = offset;
-    let mut pending = 0usize;
     let send = |swarm: &mut Swarm<Behaviour>, next: &mut usize| {
         let (key, record) = &records[*next % records.len()];
         *next += 1;
@@ -351,7 +350,6 @@ async fn flood_holds(
     };
     for _ in 0..in_flight {
         send(&mut swarm, &mut next);
-        pending += 1;
     }
     while Instant::now() < until {
         let left = until.saturating_duration_since(Instant::now());
@@ -377,14 +375,9 @@ async fn flood_holds(
             }
             _ => false,
         };
-        if done {
-            pending = pending.saturating_sub(1);
-            if Instant::now() < until {
-                send(&mut swarm, &mut next);
-                pending += 1;
-            }
+        if done && Instant::now() < until {
+            send(&mut swarm, &mut next);
         }
     }
-    let _ = pending;
     answers
 }

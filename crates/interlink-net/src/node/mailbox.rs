@@ -169,11 +169,13 @@ impl Actor {
         key: &RecordKey,
         value: &[u8],
     ) -> Result<Vec<AckEntry>, Refusal> {
-        let own_key = self.own_addr().map(|a| key_of(&a));
-        // Others' copies share a byte budget: when it is spent, refused before the
-        // copy is decoded and its signatures verified (a flood then costs no CPU).
-        if own_key.as_ref() != Some(key) {
-            self.within_held_bytes(key, value.len())?;
+        // Our own mailbox is ours to hold whatever it weighs; others' copies share a
+        // byte budget, checked before the copy is decoded and its signatures verified
+        // (a flood then costs no CPU), and again for the merged copy.
+        let own = self.own_addr().is_some_and(|a| key_of(&a) == *key);
+        let held_for_others = (!own).then(|| self.held_bytes_besides(key));
+        if let Some(held) = held_for_others {
+            self.within_held_bytes(held, value.len())?;
         }
         let now = crate::now_ms();
         let cfg = mailbox::Config::default();
@@ -193,17 +195,15 @@ impl Actor {
                 "record key does not match the mailbox",
             ));
         }
-        let handed = mb.clone();
+        let handed = mb.entries();
         if let Some(held) = self.held_mailbox(key) {
             let _ = mb.merge(held, now, &cfg);
         }
-        let kept = mb.kept_of(&handed);
+        let kept = mb.kept(handed);
         let encoded = mb.encode();
         let owner = mb.address();
-        let own = Some(&owner) == self.own_addr().as_ref();
-        // Our own mailbox is ours to hold whatever it weighs; others' share a budget.
-        if !own {
-            self.within_held_bytes(key, encoded.len())?;
+        if let Some(held) = held_for_others {
+            self.within_held_bytes(held, encoded.len())?;
         }
         self.store_record(key, encoded.clone())?;
         debug!(%owner, pending = mb.len(), acked = mb.acked().len(), "holding a mailbox copy");
@@ -222,20 +222,23 @@ impl Actor {
         Ok(kept)
     }
 
-    /// Whether replacing `key`'s copy with `bytes` keeps what a session holds within
-    /// [`crate::Config::max_held_bytes`] (every copy in its store counts, its own
-    /// outgoing ones too). A relay's durable store has caps of its own.
-    fn within_held_bytes(&mut self, key: &RecordKey, bytes: usize) -> Result<(), Refusal> {
-        let cap = self.config.max_held_bytes;
-        let held: usize = self
-            .swarm
+    /// Bytes of every copy in the store but `key`'s (its own outgoing ones too).
+    fn held_bytes_besides(&mut self, key: &RecordKey) -> usize {
+        self.swarm
             .behaviour_mut()
             .kad
             .store_mut()
             .records()
             .filter(|r| r.key != *key)
             .map(|r| r.value.len())
-            .sum();
+            .sum()
+    }
+
+    /// Whether a copy of `bytes` beside `held` bytes of others keeps what a session
+    /// holds within [`crate::Config::max_held_bytes`]. A relay's durable store has caps
+    /// of its own.
+    fn within_held_bytes(&self, held: usize, bytes: usize) -> Result<(), Refusal> {
+        let cap = self.config.max_held_bytes;
         if held.saturating_add(bytes) > cap {
             return Err(Refusal::new(
                 RefusalCode::OverBudget,
