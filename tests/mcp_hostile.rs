@@ -240,7 +240,8 @@ async fn a_forged_reply_to_is_ignored_and_the_reply_goes_to_the_signed_sender() 
         let mut evil = Evil::new(&boot_addr);
         let bob_key: IdentityKey = bob.key.parse().unwrap();
         let ann = evil.announcement(&bob_key, "fr-b").await;
-        let (mallory_id, _) = interlink_p2p::load_identity(mallory.home()).unwrap();
+        let (mallory_id, _) =
+            interlink_p2p::load_identity(&interlink_p2p::paths::Home::new(mallory.home())).unwrap();
         let carol_addr = SessionAddr {
             key: carol.key.parse().unwrap(),
             session: SessionId::new("fr-c").unwrap(),
@@ -394,8 +395,10 @@ async fn a_copied_message_id_cannot_suppress_a_queued_message() {
         let mut evil = Evil::new(&b_addr);
         let bob_key: IdentityKey = bob.key.parse().unwrap();
         let ann = evil.announcement(&bob_key, "cp-b").await;
-        let (mallory_id, _) = interlink_p2p::load_identity(mallory.home()).unwrap();
-        let (eve_id, _) = interlink_p2p::load_identity(eve.home()).unwrap();
+        let (mallory_id, _) =
+            interlink_p2p::load_identity(&interlink_p2p::paths::Home::new(mallory.home())).unwrap();
+        let (eve_id, _) =
+            interlink_p2p::load_identity(&interlink_p2p::paths::Home::new(eve.home())).unwrap();
         // The stranger's copy is refused as a stranger's; the peer's is its own message.
         let response = evil
             .deliver(&sealed_message_with_id(

@@ -15,17 +15,17 @@
 //! [`CodexConfig::retry_cap`]; `failed_deliveries` lists, reads, retries and discards
 //! them. How far the inbox was handed over is kept in `codex.json`.
 
-use std::{path::Path, path::PathBuf, process::Stdio, time::Duration};
+use std::{path::PathBuf, process::Stdio, time::Duration};
 
 use interlink_net::inbox::InboxEntry;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt as _;
 use tracing::debug;
 
-use crate::files::write_atomically;
+use crate::{files::write_atomically, paths::SessionDir};
 
 /// File name of the saved failures in the session's directory.
-pub const FAILURES_FILE: &str = "codex_failed.json";
+pub use crate::paths::CODEX_FAILURES_FILE as FAILURES_FILE;
 /// Most failed deliveries kept.
 pub const MAX_FAILURES: usize = 256;
 /// Most bytes of a failed run's stderr kept in its error.
@@ -92,8 +92,8 @@ struct FailuresFile {
 }
 
 /// The saved failures of the session in `dir`, oldest first.
-pub fn load_failures(dir: &Path) -> Vec<Failure> {
-    std::fs::read(dir.join(FAILURES_FILE))
+pub fn load_failures(dir: &SessionDir) -> Vec<Failure> {
+    std::fs::read(dir.codex_failures())
         .ok()
         .and_then(|b| serde_json::from_slice::<FailuresFile>(&b).ok())
         .map(|f| f.failures)
@@ -101,13 +101,13 @@ pub fn load_failures(dir: &Path) -> Vec<Failure> {
 }
 
 /// Replaces the saved failures.
-pub fn save_failures(dir: &Path, failures: &[Failure]) -> std::io::Result<()> {
+pub fn save_failures(dir: &SessionDir, failures: &[Failure]) -> std::io::Result<()> {
     let file = FailuresFile {
         version: 1,
         failures: failures.to_vec(),
     };
     let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-    write_atomically(&dir.join(FAILURES_FILE), &bytes)
+    write_atomically(&dir.codex_failures(), &bytes)
 }
 
 /// The notice queued into the thread for one message: who sent it (verified), where it
@@ -223,7 +223,7 @@ mod tests {
     }
 
     #[cfg(unix)]
-    fn script(dir: &Path, body: &str) -> PathBuf {
+    fn script(dir: &std::path::Path, body: &str) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let path = dir.join("codex");
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn failures_are_saved() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(load_failures(dir.path()).is_empty());
+        assert!(load_failures(&SessionDir::at(dir.path())).is_empty());
         let f = Failure {
             id: "a".into(),
             thread: "t".into(),
@@ -283,7 +283,7 @@ mod tests {
             next_retry_at: 2,
             reply_to: None,
         };
-        save_failures(dir.path(), std::slice::from_ref(&f)).unwrap();
-        assert_eq!(load_failures(dir.path()), vec![f]);
+        save_failures(&SessionDir::at(dir.path()), std::slice::from_ref(&f)).unwrap();
+        assert_eq!(load_failures(&SessionDir::at(dir.path())), vec![f]);
     }
 }

@@ -310,10 +310,7 @@ pub fn note_client(
         "capabilities": caps,
         "pairing": Gate::new(ctx.agent_pairing, asks).describe(),
     });
-    if let Err(e) = crate::files::write_atomically(
-        &crate::paths::client_file(&dir),
-        record.to_string().as_bytes(),
-    ) {
+    if let Err(e) = crate::files::write_atomically(&dir.client(), record.to_string().as_bytes()) {
         tracing::warn!("writing client.json: {e}");
     }
 }

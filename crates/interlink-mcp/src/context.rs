@@ -8,7 +8,10 @@
 
 use std::{
     path::PathBuf,
-    sync::{Arc, Mutex, MutexGuard, OnceLock},
+    sync::{
+        Arc, Mutex, MutexGuard, OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -28,6 +31,7 @@ use tracing::warn;
 
 use crate::{
     codex::CodexConfig,
+    paths::{Home, SessionDir},
     read_state::{ReadState, ReadStateError},
     sent_log::SentLog,
 };
@@ -96,7 +100,7 @@ pub struct Bound {
     /// This session's address.
     pub own: SessionAddr,
     /// This session's state directory (inbox, read state, sent log).
-    pub session_dir: PathBuf,
+    pub session_dir: SessionDir,
 }
 
 /// A tool failed; the text tells the model what to do about it.
@@ -242,7 +246,7 @@ pub struct Shared {
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// The home directory (identity, peers.json, sessions/).
-    pub home: PathBuf,
+    pub home: Home,
     /// This user's identity key.
     pub identity: IdentityKey,
     /// Announced working directory.
@@ -267,11 +271,12 @@ pub struct Settings {
 #[derive(Debug)]
 pub struct Context {
     /// The home directory (identity, peers.json, sessions/).
-    pub home: PathBuf,
+    pub home: Home,
     /// This user's identity key.
     pub identity: IdentityKey,
-    /// The session, once its id is known ([`crate::startup`]).
-    pub bound: OnceLock<Bound>,
+    /// The session, once its id is known ([`crate::startup`]). Shared with the channel
+    /// worker, which starts before the session may be bound.
+    pub bound: Arc<OnceLock<Bound>>,
     /// Announced working directory.
     pub cwd: String,
     /// Announced git label.
@@ -282,24 +287,25 @@ pub struct Context {
     pub agent_pairing: bool,
     /// The node, once started.
     pub node: watch::Receiver<NodeStatus>,
-    /// Inbox offset before which nothing is unread (see `ReadState::unread_from`).
-    pub scanned: std::sync::atomic::AtomicU64,
+    /// Inbox offset before which nothing is unread (see `ReadState::unread_from`);
+    /// shared with the channel worker, which reads the unread messages too.
+    pub scanned: Arc<AtomicU64>,
     /// The name this user suggests for itself in knocks and acceptances.
     pub name: String,
     /// Read receipts waiting to be sent ([`crate::workers::receipts`]).
-    pub receipts: tokio::sync::mpsc::Sender<ReadReceipt>,
+    pub receipts: ReceiptQueue,
     /// How notices are queued into Codex.
     pub codex: CodexConfig,
     /// The mutable state; see [`Context::shared`].
-    shared: Mutex<Shared>,
+    shared: SharedState,
     /// Serialises read-state changes (tools and the channel forwarder). An async lock,
     /// apart from [`Shared`]: it is held across awaits (a channel push) while the
     /// inbox's read state is read, changed and written.
-    pub read_lock: tokio::sync::Mutex<()>,
+    pub read_lock: Arc<tokio::sync::Mutex<()>>,
     /// Serialises changes to the saved Codex delivery failures. An async lock of its
     /// own: it is held across a `codex queue` run (up to its timeout), which must hold
     /// up neither the state above nor `receive_messages`.
-    pub(crate) codex_lock: tokio::sync::Mutex<()>,
+    pub(crate) codex_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Context {
@@ -313,17 +319,17 @@ impl Context {
         Self {
             home: settings.home,
             identity: settings.identity,
-            bound: OnceLock::new(),
+            bound: Arc::new(OnceLock::new()),
             cwd: settings.cwd,
             git_label: settings.git_label,
             channels: settings.channels,
             agent_pairing: settings.agent_pairing,
             node,
-            scanned: std::sync::atomic::AtomicU64::new(0),
+            scanned: Arc::new(AtomicU64::new(0)),
             name: settings.name,
-            receipts,
+            receipts: ReceiptQueue(receipts),
             codex: settings.codex,
-            shared: Mutex::new(Shared {
+            shared: SharedState::new(Shared {
                 summary: settings.summary,
                 host: settings.host,
                 routes: Routes::default(),
@@ -335,14 +341,14 @@ impl Context {
                 starter: None,
                 tasks: Tasks::default(),
             }),
-            read_lock: tokio::sync::Mutex::new(()),
-            codex_lock: tokio::sync::Mutex::new(()),
+            read_lock: Arc::new(tokio::sync::Mutex::new(())),
+            codex_lock: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
     /// Binds the context to `session`, whose state lives in `session_dir`, and loads
     /// the session's sent log. Binding twice keeps the first session.
-    pub fn bind(&self, session: SessionId, session_dir: PathBuf) {
+    pub fn bind(&self, session: SessionId, session_dir: SessionDir) {
         let bound = Bound {
             own: SessionAddr {
                 key: self.identity,
@@ -355,16 +361,16 @@ impl Context {
         }
     }
 
-    /// The mutable state, locked. Never held across an `.await`.
-    ///
-    /// A poisoned lock is recovered, not skipped: every update under it is a plain
-    /// field assignment or a bounded collection change, so a holder that panicked
-    /// cannot have left the state inconsistent, and dropping the work (a receipt, a
-    /// route, a sent entry) would be worse than using it.
+    /// The mutable state, locked ([`SharedState::lock`]). Never held across an
+    /// `.await`.
     pub fn shared(&self) -> MutexGuard<'_, Shared> {
-        self.shared
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.shared.lock()
+    }
+
+    /// A handle to the mutable state, for a worker that needs it and nothing else of
+    /// the context.
+    pub fn shared_state(&self) -> SharedState {
+        self.shared.clone()
     }
 
     /// The identity key.
@@ -381,7 +387,7 @@ impl Context {
     }
 
     /// This session's state directory.
-    pub fn session_dir(&self) -> Result<PathBuf, ToolError> {
+    pub fn session_dir(&self) -> Result<SessionDir, ToolError> {
         self.bound
             .get()
             .map(|b| b.session_dir.clone())
@@ -412,16 +418,7 @@ impl Context {
     /// Waits, without a limit, until the node runs (`None`: it failed or stopped).
     /// For background workers, which start before the session may be bound.
     pub async fn running(&self) -> Option<Arc<Ready>> {
-        let mut rx = self.node.clone();
-        let status = rx
-            .wait_for(|s| matches!(s, NodeStatus::Ready(_) | NodeStatus::Failed(_)))
-            .await
-            .ok()?
-            .clone();
-        match status {
-            NodeStatus::Ready(r) => Some(r),
-            _ => None,
-        }
+        running(&self.node).await
     }
 
     /// Waits (at most [`NODE_WAIT`]) for the node.
@@ -433,15 +430,7 @@ impl Context {
     /// it (other sessions notice the file within a second). A node still starting reads
     /// the file itself.
     pub async fn refresh_policy(&self) {
-        let ready = match &*self.node.borrow() {
-            NodeStatus::Ready(r) => Some(r.clone()),
-            _ => None,
-        };
-        if let Some(r) = ready
-            && let Ok(policy) = crate::policy::load(&self.home)
-        {
-            let _ = r.handle.set_policy(policy).await;
-        }
+        refresh_policy(&self.node, &self.home).await;
     }
 
     /// The roster, from the node.
@@ -452,29 +441,15 @@ impl Context {
     /// The unread messages, oldest first; notes each sender's session as its sticky
     /// route (the last inbound one wins).
     pub fn unread(&self) -> Result<Vec<InboxEntry>, ReadStateError> {
-        let Some(bound) = self.bound.get() else {
-            return Ok(Vec::new());
-        };
-        let hint = self.scanned.load(std::sync::atomic::Ordering::Relaxed);
-        let (entries, clean) = ReadState::load(&bound.session_dir)?.unread_from(hint)?;
-        self.scanned
-            .store(clean, std::sync::atomic::Ordering::Relaxed);
-        let mut shared = self.shared();
-        for e in &entries {
-            if let Some((key, session)) = reply_route(e) {
-                shared.routes.inbound(key, session);
-            }
+        match self.bound.get() {
+            Some(bound) => unread_in(&bound.session_dir, &self.scanned, &self.shared),
+            None => Ok(Vec::new()),
         }
-        Ok(entries)
     }
 
     /// Queues read receipts without waiting.
     pub(crate) fn queue_read_receipts(&self, receipts: impl IntoIterator<Item = ReadReceipt>) {
-        for r in receipts {
-            if self.receipts.try_send(r).is_err() {
-                warn!("read receipt dropped: {RECEIPT_QUEUE} already waiting");
-            }
-        }
+        self.receipts.queue(receipts);
     }
 
     /// The number of unread messages (0 if the inbox cannot be read).
@@ -529,6 +504,96 @@ impl Context {
                 if n == 1 { "" } else { "s" }
             )
         })
+    }
+}
+
+/// A handle to the one lock over the session's mutable state ([`Shared`]): what the
+/// context and the workers that change that state hold, so a worker needs no
+/// [`Context`] for it.
+#[derive(Clone, Debug)]
+pub struct SharedState(Arc<Mutex<Shared>>);
+
+impl SharedState {
+    fn new(shared: Shared) -> Self {
+        Self(Arc::new(Mutex::new(shared)))
+    }
+
+    /// The state, locked. Never held across an `.await`.
+    ///
+    /// A poisoned lock is recovered, not skipped: every update under it is a plain
+    /// field assignment or a bounded collection change, so a holder that panicked
+    /// cannot have left the state inconsistent, and dropping the work (a receipt, a
+    /// route, a sent entry) would be worse than using it.
+    pub fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The sending end of the receipt queue ([`crate::workers::receipts`]): cloneable, so
+/// a worker that hands messages over queues their receipts without the context.
+#[derive(Clone, Debug)]
+pub struct ReceiptQueue(pub tokio::sync::mpsc::Sender<ReadReceipt>);
+
+impl ReceiptQueue {
+    /// Queues receipts without waiting; beyond [`RECEIPT_QUEUE`] waiting, a receipt is
+    /// dropped and logged (receipts are best effort, a send must not wait for them).
+    pub fn queue(&self, receipts: impl IntoIterator<Item = ReadReceipt>) {
+        for r in receipts {
+            if self.0.try_send(r).is_err() {
+                warn!("read receipt dropped: {RECEIPT_QUEUE} already waiting");
+            }
+        }
+    }
+}
+
+/// The unread messages of the inbox in `dir`, oldest first, reading from the offset
+/// `scanned` remembers (and moving it on); notes each sender's session in `state` as
+/// its sticky route (the last inbound one wins).
+pub fn unread_in(
+    dir: &SessionDir,
+    scanned: &AtomicU64,
+    state: &SharedState,
+) -> Result<Vec<InboxEntry>, ReadStateError> {
+    let hint = scanned.load(Ordering::Relaxed);
+    let (entries, clean) = ReadState::load(dir)?.unread_from(hint)?;
+    scanned.store(clean, Ordering::Relaxed);
+    let mut shared = state.lock();
+    for e in &entries {
+        if let Some((key, session)) = reply_route(e) {
+            shared.routes.inbound(key, session);
+        }
+    }
+    Ok(entries)
+}
+
+/// Waits, without a limit, until the node `node` follows runs (`None`: it failed or
+/// stopped). For background workers, which start before the session may be bound.
+pub async fn running(node: &watch::Receiver<NodeStatus>) -> Option<Arc<Ready>> {
+    let mut rx = node.clone();
+    let status = rx
+        .wait_for(|s| matches!(s, NodeStatus::Ready(_) | NodeStatus::Failed(_)))
+        .await
+        .ok()?
+        .clone();
+    match status {
+        NodeStatus::Ready(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// Pushes `home`'s `peers.json` into the node `node` follows, if it runs (a node still
+/// starting reads the file itself).
+pub async fn refresh_policy(node: &watch::Receiver<NodeStatus>, home: &Home) {
+    let ready = match &*node.borrow() {
+        NodeStatus::Ready(r) => Some(r.clone()),
+        _ => None,
+    };
+    if let Some(r) = ready
+        && let Ok(policy) = crate::policy::load(home)
+    {
+        let _ = r.handle.set_policy(policy).await;
     }
 }
 

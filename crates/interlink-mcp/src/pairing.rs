@@ -30,13 +30,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     files::{private_file, write_atomically},
+    paths::Home,
     policy::{self, PolicyError},
 };
 
-/// File name of the pairing state inside the home directory.
-pub const PAIRING_FILE: &str = "pairing.json";
-/// The lock editors hold.
-const LOCK_FILE: &str = "pairing.json.lock";
+pub use crate::paths::PAIRING_FILE;
 /// Most knocks waiting for the operator; a new identity's knock drops the oldest.
 pub const MAX_INCOMING: usize = KNOCK_QUEUE_CAPACITY;
 /// Most pair requests this user has sent and not seen accepted.
@@ -148,8 +146,8 @@ fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
 }
 
 /// Reads the pairing state of `home` (a missing file: nothing pending).
-pub fn load(home: &Path) -> Result<Pairing, PairingError> {
-    let path = home.join(PAIRING_FILE);
+pub fn load(home: &Home) -> Result<Pairing, PairingError> {
+    let path = home.pairing();
     match fs::read(&path) {
         Ok(bytes) => {
             serde_json::from_slice(&bytes).map_err(|source| PairingError::Invalid { path, source })
@@ -161,17 +159,18 @@ pub fn load(home: &Path) -> Result<Pairing, PairingError> {
 
 /// Changes the state under the editors' lock and writes it back atomically.
 fn edit<T>(
-    home: &Path,
+    home: &Home,
     change: impl FnOnce(&mut Pairing) -> Result<T, PairingError>,
 ) -> Result<T, PairingError> {
-    interlink_core::keyfile::create_private_dir(home).map_err(io_error("creating", home))?;
-    let lock_path = home.join(LOCK_FILE);
+    interlink_core::keyfile::create_private_dir(home.path())
+        .map_err(io_error("creating", home.path()))?;
+    let lock_path = home.pairing_lock();
     let lock = private_file(&lock_path, false).map_err(io_error("opening", &lock_path))?;
     lock.lock().map_err(io_error("locking", &lock_path))?;
     let mut state = load(home)?;
     let out = change(&mut state)?;
     state.version = VERSION;
-    let path = home.join(PAIRING_FILE);
+    let path = home.pairing();
     let bytes = serde_json::to_vec_pretty(&state).map_err(|source| PairingError::Invalid {
         path: path.clone(),
         source,
@@ -184,7 +183,7 @@ fn edit<T>(
 /// Records a stranger's knock that `via` received. Returns false when it was already
 /// recorded or decided. A newer knock from the same identity replaces the older one
 /// (the acceptance goes to the session that knocked last).
-pub fn record_knock(home: &Path, knock: &HeldKnock, via: &SessionId) -> Result<bool, PairingError> {
+pub fn record_knock(home: &Home, knock: &HeldKnock, via: &SessionId) -> Result<bool, PairingError> {
     let known = |state: &Pairing| {
         state.decided.contains(&knock.msg_id)
             || state.incoming.iter().any(|i| {
@@ -219,7 +218,7 @@ pub fn record_knock(home: &Path, knock: &HeldKnock, via: &SessionId) -> Result<b
 
 /// Records that this user knocked `key`'s session `session`.
 pub fn record_outgoing(
-    home: &Path,
+    home: &Home,
     key: &IdentityKey,
     session: &SessionId,
     petname: Option<String>,
@@ -243,7 +242,7 @@ pub fn record_outgoing(
 
 /// Removes and returns this user's request to `key`, if one is pending (its
 /// acceptance arrived).
-pub fn take_outgoing(home: &Path, key: &IdentityKey) -> Result<Option<Outgoing>, PairingError> {
+pub fn take_outgoing(home: &Home, key: &IdentityKey) -> Result<Option<Outgoing>, PairingError> {
     edit(home, |state| {
         let hex = key.to_hex();
         let i = state.outgoing.iter().position(|o| o.identity_key == hex);
@@ -263,7 +262,7 @@ pub struct Accepted {
 }
 
 /// The waiting request matching `fingerprint`, left in place (to ask about it).
-pub fn request(home: &Path, fingerprint: &str) -> Result<Incoming, PairingError> {
+pub fn request(home: &Home, fingerprint: &str) -> Result<Incoming, PairingError> {
     let state = load(home)?;
     let i = find(&state.incoming, fingerprint)?;
     Ok(state.incoming[i].clone())
@@ -271,7 +270,7 @@ pub fn request(home: &Path, fingerprint: &str) -> Result<Incoming, PairingError>
 
 /// Accepts the waiting request matching `fingerprint`: pins its key in `peers.json`
 /// under its suggested name (or one derived from it) and forgets the request.
-pub fn accept(home: &Path, fingerprint: &str) -> Result<Accepted, PairingError> {
+pub fn accept(home: &Home, fingerprint: &str) -> Result<Accepted, PairingError> {
     edit(home, |state| {
         let i = find(&state.incoming, fingerprint)?;
         let request = state.incoming[i].clone();
@@ -298,7 +297,7 @@ pub fn accept(home: &Path, fingerprint: &str) -> Result<Accepted, PairingError> 
 }
 
 /// Rejects (discards) the waiting request matching `fingerprint`.
-pub fn reject(home: &Path, fingerprint: &str) -> Result<Incoming, PairingError> {
+pub fn reject(home: &Home, fingerprint: &str) -> Result<Incoming, PairingError> {
     edit(home, |state| {
         let i = find(&state.incoming, fingerprint)?;
         let request = state.incoming.remove(i);
@@ -308,7 +307,7 @@ pub fn reject(home: &Path, fingerprint: &str) -> Result<Incoming, PairingError> 
 }
 
 /// Forgets waiting requests from identities that are peers now (paired some other way).
-pub fn prune(home: &Path, policy: &PeerPolicy) -> Result<(), PairingError> {
+pub fn prune(home: &Home, policy: &PeerPolicy) -> Result<(), PairingError> {
     let stale = |i: &Incoming| {
         i.identity_key
             .parse::<IdentityKey>()

@@ -20,48 +20,50 @@ fn via() -> SessionId {
 
 #[test]
 fn knocks_wait_then_accept_pins_and_forgets() {
-    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
     let (carol, dave) = (Identity::from_seed(&[3; 32]), Identity::from_seed(&[4; 32]));
-    assert!(record_knock(home.path(), &knock(&carol, 1, 10, Some("carol")), &via()).unwrap());
+    assert!(record_knock(&home, &knock(&carol, 1, 10, Some("carol")), &via()).unwrap());
     // The same knock again (a replayed inbox line) is not recorded twice.
-    assert!(!record_knock(home.path(), &knock(&carol, 1, 10, Some("carol")), &via()).unwrap());
+    assert!(!record_knock(&home, &knock(&carol, 1, 10, Some("carol")), &via()).unwrap());
     // A newer knock from the same identity replaces the older one.
-    assert!(record_knock(home.path(), &knock(&carol, 2, 20, Some("carol")), &via()).unwrap());
-    assert!(record_knock(home.path(), &knock(&dave, 3, 30, Some("bad name!")), &via()).unwrap());
-    let state = load(home.path()).unwrap();
+    assert!(record_knock(&home, &knock(&carol, 2, 20, Some("carol")), &via()).unwrap());
+    assert!(record_knock(&home, &knock(&dave, 3, 30, Some("bad name!")), &via()).unwrap());
+    let state = load(&home).unwrap();
     assert_eq!(state.incoming.len(), 2);
     assert_eq!(state.incoming[0].session, "s2");
     assert_eq!(state.incoming[1].name, None);
 
     let fp = carol.public().fingerprint().to_string();
-    let accepted = accept(home.path(), &fp).unwrap();
+    let accepted = accept(&home, &fp).unwrap();
     assert_eq!(accepted.petname, "carol");
     assert_eq!(accepted.request.session, "s2");
     assert_eq!(
-        policy::load(home.path()).unwrap().get("carol"),
+        policy::load(&home).unwrap().get("carol"),
         Some(&carol.public())
     );
     // Decided: the old line does not come back.
-    assert!(!record_knock(home.path(), &knock(&carol, 2, 20, Some("carol")), &via()).unwrap());
+    assert!(!record_knock(&home, &knock(&carol, 2, 20, Some("carol")), &via()).unwrap());
     assert!(matches!(
-        accept(home.path(), &fp),
+        accept(&home, &fp),
         Err(PairingError::NoRequest(_))
     ));
     // Dave's derived name; then rejecting.
     let dfp = dave.public().fingerprint().to_string().replace('-', "");
-    let r = reject(home.path(), &dfp[..6]).unwrap();
+    let r = reject(&home, &dfp[..6]).unwrap();
     assert_eq!(r.identity_key, dave.public().to_hex());
-    assert!(load(home.path()).unwrap().incoming.is_empty());
+    assert!(load(&home).unwrap().incoming.is_empty());
 }
 
 #[test]
 fn outgoing_requests_are_taken_once() {
-    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
     let bob = Identity::from_seed(&[2; 32]).public();
-    record_outgoing(home.path(), &bob, &via(), Some("bobby".into()), 5).unwrap();
-    let taken = take_outgoing(home.path(), &bob).unwrap().unwrap();
+    record_outgoing(&home, &bob, &via(), Some("bobby".into()), 5).unwrap();
+    let taken = take_outgoing(&home, &bob).unwrap().unwrap();
     assert_eq!(taken.petname.as_deref(), Some("bobby"));
-    assert!(take_outgoing(home.path(), &bob).unwrap().is_none());
+    assert!(take_outgoing(&home, &bob).unwrap().is_none());
 }
 
 #[test]

@@ -1,10 +1,13 @@
-//! Where a user's interlink-p2p files live.
+//! Where a user's interlink-p2p files live: the [`Home`] and, under it, one
+//! [`SessionDir`] per session.
 //!
-//! The home directory holds the identity key, the peers policy and per-session state
-//! (`sessions/<session id>/`: the session's inbox, the agent's read state, the lock
-//! of `interlink-p2p wait`).
-//! It is `--home`, else `INTERLINK_HOME`, else `$XDG_CONFIG_HOME/interlink-p2p`, else
-//! `$HOME/.config/interlink-p2p`.
+//! Every file name of the home and of a session's directory is spelled here, once; the
+//! modules that read and write those files ask these types for the path. The home holds
+//! the identity key, the peers policy, the pairing state and the sealing-key pins, and
+//! `sessions/<session id>/` for each session (its inbox, the agent's read state, the
+//! sent log, the workers' positions, the lock of `interlink-p2p wait` …).
+//! The home is `--home`, else `INTERLINK_HOME`, else `$XDG_CONFIG_HOME/interlink-p2p`,
+//! else `$HOME/.config/interlink-p2p`.
 
 use std::path::{Path, PathBuf};
 
@@ -12,8 +15,40 @@ use interlink_core::SessionId;
 
 /// Environment variable naming the home directory.
 pub const ENV_HOME: &str = interlink_core::env::HOME;
+
 /// File name of the identity key inside the home directory.
 pub const IDENTITY_FILE: &str = "identity.key";
+/// File name of the peers policy inside the home directory ([`crate::policy`]).
+pub const PEERS_FILE: &str = "peers.json";
+/// File name of the lock the peers policy's editors hold while they read, change and
+/// replace it.
+pub const PEERS_LOCK_FILE: &str = "peers.json.lock";
+/// File name of the pairing state inside the home directory ([`crate::pairing`]).
+pub const PAIRING_FILE: &str = "pairing.json";
+/// File name of the lock the pairing state's editors hold.
+pub const PAIRING_LOCK_FILE: &str = "pairing.json.lock";
+/// Directory under the home directory holding one directory per session.
+pub const SESSIONS_DIR: &str = "sessions";
+
+/// File name of the session's inbox (written by the node, [`interlink_net::inbox`]).
+pub const INBOX_FILE: &str = interlink_net::inbox::INBOX_FILE;
+/// File name of the agent's read state of the inbox ([`crate::read_state`]): the
+/// inbox's consumed cursor, so it is the net crate's name.
+pub const READ_STATE_FILE: &str = interlink_net::inbox::CONSUMED_CURSOR_FILE;
+/// File name of the sent-messages log ([`crate::sent_log`]).
+pub const SENT_FILE: &str = "sent.json";
+/// File name of what the MCP client declared at `initialize` ([`crate::consent`]).
+pub const CLIENT_FILE: &str = "client.json";
+/// File name of the saved Codex delivery failures ([`crate::codex`]).
+pub const CODEX_FAILURES_FILE: &str = "codex_failed.json";
+/// File name of the Codex hand-over position ([`crate::workers::codex`]).
+pub const CODEX_POSITION_FILE: &str = "codex.json";
+/// File name of the inbox follower's position ([`crate::workers::follow`]).
+pub const FOLLOW_FILE: &str = "follow.json";
+/// File name of the lock of `interlink-p2p wait` ([`crate::stop_hook`]).
+pub const WAIT_LOCK_FILE: &str = "wait.lock";
+/// File name of the ids the Stop hook already woke the agent for ([`crate::stop_hook`]).
+pub const WOKEN_FILE: &str = "woken.json";
 
 /// Resolves the home directory from an explicit value and an environment lookup.
 pub fn resolve_home(
@@ -29,12 +64,82 @@ pub fn resolve_home(
         })
 }
 
-/// Directory under the home directory holding one directory per session.
-pub const SESSIONS_DIR: &str = "sessions";
+/// A user's home directory: identity, peers policy, pairing state, sessions.
+///
+/// Only a path: nothing is created or read until a file is used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Home(PathBuf);
 
-/// The identity key file under `home`.
-pub fn identity_path(home: &Path) -> PathBuf {
-    home.join(IDENTITY_FILE)
+impl Home {
+    /// The home directory at `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self(path.into())
+    }
+
+    /// The home resolved as [`resolve_home`] does.
+    pub fn resolve(
+        explicit: Option<PathBuf>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Option<Self> {
+        resolve_home(explicit, env).map(Self)
+    }
+
+    /// The directory itself.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The identity key file.
+    pub fn identity(&self) -> PathBuf {
+        self.0.join(IDENTITY_FILE)
+    }
+
+    /// The peers policy file.
+    pub fn peers(&self) -> PathBuf {
+        self.0.join(PEERS_FILE)
+    }
+
+    /// The lock file of the peers policy's editors.
+    pub fn peers_lock(&self) -> PathBuf {
+        self.0.join(PEERS_LOCK_FILE)
+    }
+
+    /// The pairing state file.
+    pub fn pairing(&self) -> PathBuf {
+        self.0.join(PAIRING_FILE)
+    }
+
+    /// The lock file of the pairing state's editors.
+    pub fn pairing_lock(&self) -> PathBuf {
+        self.0.join(PAIRING_LOCK_FILE)
+    }
+
+    /// The sealing keys pinned per peer (written by the node, [`interlink_net::pins`]).
+    pub fn pins(&self) -> PathBuf {
+        self.0.join(interlink_net::pins::PINS_FILE)
+    }
+
+    /// The directory holding one directory per session.
+    pub fn sessions(&self) -> PathBuf {
+        self.0.join(SESSIONS_DIR)
+    }
+
+    /// The state directory of `session`: `<home>/sessions/<session id>`. Session ids
+    /// are plain file names, except that `.` and `..` are valid ids but name no
+    /// directory of their own, so they are refused.
+    pub fn session(&self, session: &SessionId) -> Result<SessionDir, SessionDirError> {
+        let id = session.as_str();
+        if id == "." || id == ".." {
+            return Err(SessionDirError(id.to_owned()));
+        }
+        Ok(SessionDir(self.sessions().join(id)))
+    }
+}
+
+impl AsRef<Path> for Home {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
 }
 
 /// A session id that names no state directory.
@@ -42,21 +147,75 @@ pub fn identity_path(home: &Path) -> PathBuf {
 #[error("session id {0:?} cannot name a state directory; choose another id")]
 pub struct SessionDirError(pub String);
 
-/// The state directory of `session` (its inbox lives there):
-/// `<home>/sessions/<session id>`. Session ids are plain file names, except that `.`
-/// and `..` are valid ids but name no directory of their own, so they are refused.
-pub fn session_dir(home: &Path, session: &SessionId) -> Result<PathBuf, SessionDirError> {
-    let id = session.as_str();
-    if id == "." || id == ".." {
-        return Err(SessionDirError(id.to_owned()));
+/// One session's state directory ([`Home::session`]): its inbox and what the session's
+/// tools and workers keep beside it.
+///
+/// Only a path: nothing is created or read until a file is used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionDir(PathBuf);
+
+impl SessionDir {
+    /// A session directory at `path`, for a directory that is not under a [`Home`]
+    /// (tests, tools pointed at a directory).
+    pub fn at(path: impl Into<PathBuf>) -> Self {
+        Self(path.into())
     }
-    Ok(home.join(SESSIONS_DIR).join(id))
+
+    /// The directory itself (what the node is given as its inbox directory).
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The inbox.
+    pub fn inbox(&self) -> PathBuf {
+        self.0.join(INBOX_FILE)
+    }
+
+    /// The agent's read state of the inbox.
+    pub fn read_state(&self) -> PathBuf {
+        self.0.join(READ_STATE_FILE)
+    }
+
+    /// The sent-messages log.
+    pub fn sent_log(&self) -> PathBuf {
+        self.0.join(SENT_FILE)
+    }
+
+    /// What the MCP client declared at `initialize`.
+    pub fn client(&self) -> PathBuf {
+        self.0.join(CLIENT_FILE)
+    }
+
+    /// The saved Codex delivery failures.
+    pub fn codex_failures(&self) -> PathBuf {
+        self.0.join(CODEX_FAILURES_FILE)
+    }
+
+    /// The Codex hand-over position.
+    pub fn codex_position(&self) -> PathBuf {
+        self.0.join(CODEX_POSITION_FILE)
+    }
+
+    /// The inbox follower's position.
+    pub fn follow_position(&self) -> PathBuf {
+        self.0.join(FOLLOW_FILE)
+    }
+
+    /// The lock of `interlink-p2p wait` (one waiter per session).
+    pub fn wait_lock(&self) -> PathBuf {
+        self.0.join(WAIT_LOCK_FILE)
+    }
+
+    /// The ids the Stop hook already woke the agent for.
+    pub fn woken(&self) -> PathBuf {
+        self.0.join(WOKEN_FILE)
+    }
 }
 
-/// What the MCP client declared at `initialize` ([`crate::consent::note_client`]):
-/// `<session dir>/client.json`.
-pub fn client_file(session_dir: &Path) -> PathBuf {
-    session_dir.join("client.json")
+impl AsRef<Path> for SessionDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
 }
 
 #[cfg(test)]
@@ -76,22 +235,66 @@ mod tests {
             Some(PathBuf::from("/f"))
         );
         assert_eq!(resolve_home(None, env), Some(PathBuf::from("/a")));
+        assert_eq!(Home::resolve(None, env), Some(Home::new("/a")));
         let env = |k: &str| (k == "HOME").then(|| "/h".to_string());
         assert_eq!(
             resolve_home(None, env),
             Some(PathBuf::from("/h/.config/interlink-p2p"))
         );
         assert_eq!(resolve_home(None, |_| None), None);
+        assert_eq!(Home::resolve(None, |_| None), None);
+    }
+
+    #[test]
+    fn home_files() {
+        let home = Home::new("/h");
+        assert_eq!(home.path(), Path::new("/h"));
+        assert_eq!(home.identity(), PathBuf::from("/h/identity.key"));
+        assert_eq!(home.peers(), PathBuf::from("/h/peers.json"));
+        assert_eq!(home.peers_lock(), PathBuf::from("/h/peers.json.lock"));
+        assert_eq!(home.pairing(), PathBuf::from("/h/pairing.json"));
+        assert_eq!(home.pairing_lock(), PathBuf::from("/h/pairing.json.lock"));
+        assert_eq!(home.pins(), PathBuf::from("/h/sealing_keys.json"));
+        assert_eq!(home.sessions(), PathBuf::from("/h/sessions"));
     }
 
     #[test]
     fn session_dirs() {
         let id = |s: &str| SessionId::new(s).unwrap();
+        let home = Home::new("/h");
         assert_eq!(
-            session_dir(Path::new("/h"), &id("a:b")).unwrap(),
-            PathBuf::from("/h/sessions/a:b")
+            home.session(&id("a:b")).unwrap().path(),
+            Path::new("/h/sessions/a:b")
         );
-        assert!(session_dir(Path::new("/h"), &id("..")).is_err());
-        assert!(session_dir(Path::new("/h"), &id(".")).is_err());
+        for refused in ["..", "."] {
+            let err = home.session(&id(refused)).unwrap_err();
+            assert_eq!(err.0, refused);
+        }
+        // Names that merely contain dots are ordinary file names.
+        assert_eq!(
+            home.session(&id("..a")).unwrap().path(),
+            Path::new("/h/sessions/..a")
+        );
+    }
+
+    #[test]
+    fn session_files() {
+        let dir = Home::new("/h")
+            .session(&SessionId::new("s").unwrap())
+            .unwrap();
+        let file = |f: &str| PathBuf::from(format!("/h/sessions/s/{f}"));
+        assert_eq!(dir.inbox(), file("inbox.jsonl"));
+        assert_eq!(dir.read_state(), file("read.json"));
+        assert_eq!(dir.sent_log(), file("sent.json"));
+        assert_eq!(dir.client(), file("client.json"));
+        assert_eq!(dir.codex_failures(), file("codex_failed.json"));
+        assert_eq!(dir.codex_position(), file("codex.json"));
+        assert_eq!(dir.follow_position(), file("follow.json"));
+        assert_eq!(dir.wait_lock(), file("wait.lock"));
+        assert_eq!(dir.woken(), file("woken.json"));
+        assert_eq!(
+            SessionDir::at("/d").inbox(),
+            PathBuf::from("/d/inbox.jsonl")
+        );
     }
 }

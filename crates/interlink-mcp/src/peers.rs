@@ -6,11 +6,9 @@
 //! [`policy::edit`] (lock, re-read, atomic replace); running sessions pick them up
 //! within a second.
 
-use std::path::Path;
-
 use interlink_core::{IdentityKey, identity::KeyError, keyfile, trust::TrustError};
 
-use crate::{paths, policy, policy::PolicyError};
+use crate::{paths::Home, policy, policy::PolicyError};
 
 /// One peer as listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,7 +66,7 @@ pub enum RemoveError {
 }
 
 /// The peers of `home`, by name.
-pub fn list(home: &Path) -> Result<Vec<Peer>, PolicyError> {
+pub fn list(home: &Home) -> Result<Vec<Peer>, PolicyError> {
     Ok(policy::load(home)?
         .iter()
         .map(|(name, key)| Peer {
@@ -79,7 +77,7 @@ pub fn list(home: &Path) -> Result<Vec<Peer>, PolicyError> {
 }
 
 /// Pins `key_text` (64 hex digits, a valid Ed25519 point) under `name`.
-pub fn add(home: &Path, name: &str, key_text: &str) -> Result<(IdentityKey, Added), AddError> {
+pub fn add(home: &Home, name: &str, key_text: &str) -> Result<(IdentityKey, Added), AddError> {
     let key = parse_key(key_text)?;
     if own_key(home) == Some(key) {
         return Err(AddError::OwnKey(key.fingerprint()));
@@ -97,7 +95,7 @@ pub fn add(home: &Path, name: &str, key_text: &str) -> Result<(IdentityKey, Adde
 }
 
 /// Removes the peer named `name`; returns the key it pinned.
-pub fn remove(home: &Path, name: &str) -> Result<IdentityKey, RemoveError> {
+pub fn remove(home: &Home, name: &str) -> Result<IdentityKey, RemoveError> {
     policy::edit(home, |p| {
         p.remove(name)
             .ok_or_else(|| RemoveError::Unknown(name.to_owned()))
@@ -116,8 +114,6 @@ pub fn parse_key(text: &str) -> Result<IdentityKey, AddError> {
 }
 
 /// The user's own key, if the key file exists and loads. Never creates one.
-pub fn own_key(home: &Path) -> Option<IdentityKey> {
-    keyfile::load(&paths::identity_path(home))
-        .ok()
-        .map(|i| i.public())
+pub fn own_key(home: &Home) -> Option<IdentityKey> {
+    keyfile::load(&home.identity()).ok().map(|i| i.public())
 }

@@ -16,16 +16,16 @@ use std::{
 
 use interlink_core::{keyfile::create_private_dir, trust::PeerPolicy};
 
-use crate::files::{private_file, write_atomically};
+use crate::{
+    files::{private_file, write_atomically},
+    paths::Home,
+};
 
-/// File name of the peers policy inside the home directory.
-pub const PEERS_FILE: &str = "peers.json";
-/// File name of the lock editors hold while they read, change and replace the policy.
-pub const LOCK_FILE: &str = "peers.json.lock";
+pub use crate::paths::PEERS_FILE;
 
 /// The peers file under `home`.
-pub fn path(home: &Path) -> PathBuf {
-    home.join(PEERS_FILE)
+pub fn path(home: &Home) -> PathBuf {
+    home.peers()
 }
 
 /// Reading or writing the peers file failed.
@@ -62,7 +62,7 @@ fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
 
 /// Reads the policy from `home`: a missing file is an empty policy; a file that cannot
 /// be read or parsed is an error naming it.
-pub fn load(home: &Path) -> Result<PeerPolicy, PolicyError> {
+pub fn load(home: &Home) -> Result<PeerPolicy, PolicyError> {
     let path = path(home);
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
@@ -76,11 +76,11 @@ pub fn load(home: &Path) -> Result<PeerPolicy, PolicyError> {
 /// `change` modify it, and writes the result atomically (mode 0600) if `change`
 /// succeeded. Returns what `change` returned; its error type takes the file errors too.
 pub fn edit<T, E: From<PolicyError>>(
-    home: &Path,
+    home: &Home,
     change: impl FnOnce(&mut PeerPolicy) -> Result<T, E>,
 ) -> Result<T, E> {
-    create_private_dir(home).map_err(io_error("creating", home))?;
-    let lock_path = home.join(LOCK_FILE);
+    create_private_dir(home.path()).map_err(io_error("creating", home.path()))?;
+    let lock_path = home.peers_lock();
     let lock = private_file(&lock_path, false).map_err(io_error("opening", &lock_path))?;
     // `flock`: released when `lock` is closed, also if this process dies.
     lock.lock().map_err(io_error("locking", &lock_path))?;
@@ -122,16 +122,21 @@ fn stamp(path: &Path) -> Option<Stamp> {
 /// Notices when the peers file changed since it was last read.
 #[derive(Debug)]
 pub struct Watcher {
+    home: Home,
     path: PathBuf,
     seen: Option<Stamp>,
 }
 
 impl Watcher {
     /// Watches the peers file of `home`, taking its current state as read.
-    pub fn new(home: &Path) -> Self {
+    pub fn new(home: &Home) -> Self {
         let path = path(home);
         let seen = stamp(&path);
-        Self { path, seen }
+        Self {
+            home: home.clone(),
+            path,
+            seen,
+        }
     }
 
     /// `None` if the file is unchanged; otherwise its new content, read with the same
@@ -142,8 +147,7 @@ impl Watcher {
             return None;
         }
         self.seen = now;
-        let home = self.path.parent().unwrap_or(Path::new("."));
-        Some(load(home))
+        Some(load(&self.home))
     }
 }
 
@@ -155,10 +159,11 @@ mod tests {
 
     #[test]
     fn missing_is_empty_and_malformed_is_an_error() {
-        let home = tempfile::tempdir().unwrap();
-        assert!(load(home.path()).unwrap().is_empty());
-        fs::write(path(home.path()), "{not json").unwrap();
-        let err = load(home.path()).unwrap_err().to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::new(dir.path());
+        assert!(load(&home).unwrap().is_empty());
+        fs::write(path(&home), "{not json").unwrap();
+        let err = load(&home).unwrap_err().to_string();
         assert!(
             err.contains("peers.json") && err.contains("not a valid"),
             "{err}"
@@ -168,7 +173,7 @@ mod tests {
     #[test]
     fn edits_are_private_and_seen_by_the_watcher() {
         let parent = tempfile::tempdir().unwrap();
-        let home = parent.path().join("home");
+        let home = Home::new(parent.path().join("home"));
         let mut watcher = Watcher::new(&home);
         assert!(watcher.poll().is_none());
         edit::<_, Box<dyn std::error::Error>>(&home, |p| Ok(p.add("alice", KEY_A.parse()?)?))
@@ -181,7 +186,7 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode(&path(&home)), 0o600);
-            assert_eq!(mode(&home), 0o700);
+            assert_eq!(mode(home.path()), 0o700);
         }
         // A failed change writes nothing.
         let err = edit::<(), Box<dyn std::error::Error>>(&home, |p| {
@@ -192,7 +197,7 @@ mod tests {
         assert_eq!(load(&home).unwrap().len(), 1);
         assert!(watcher.poll().is_none());
         // No temporary files are left behind.
-        let names: Vec<_> = fs::read_dir(&home)
+        let names: Vec<_> = fs::read_dir(home.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
@@ -201,10 +206,11 @@ mod tests {
 
     #[test]
     fn concurrent_editors_lose_nothing() {
-        let home = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::new(dir.path());
         let threads: Vec<_> = (0..8)
             .map(|i| {
-                let home = home.path().to_owned();
+                let home = home.clone();
                 std::thread::spawn(move || {
                     let key = format!("{i:02x}{}", &KEY_A[2..]).parse().unwrap();
                     edit::<_, Box<dyn std::error::Error>>(&home, |p| {
@@ -217,6 +223,6 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        assert_eq!(load(home.path()).unwrap().len(), 8);
+        assert_eq!(load(&home).unwrap().len(), 8);
     }
 }

@@ -35,15 +35,15 @@ use std::{
 };
 
 use interlink_core::{IdentityKey, MsgId, wire::EnvelopeKind};
-use interlink_net::inbox::{
-    CONSUMED_CURSOR_FILE, INBOX_FILE, InboxEntry, InboxError, read_hot_from, saved_index_has,
-};
+use interlink_net::inbox::{InboxEntry, InboxError, read_hot_from, saved_index_has};
 use serde::{Deserialize, Serialize};
 
-use crate::files::{write_atomically, write_replacing};
+use crate::{
+    files::{write_atomically, write_replacing},
+    paths::SessionDir,
+};
 
-/// File name of the read state inside a session's directory.
-pub const READ_STATE_FILE: &str = CONSUMED_CURSOR_FILE;
+pub use crate::paths::READ_STATE_FILE;
 /// Most message ids acknowledged ahead of an older unread message that the state
 /// remembers; an acknowledgement beyond it is refused until older messages are
 /// acknowledged.
@@ -195,8 +195,8 @@ fn is_consumed(set: &BTreeSet<Key>, key: &Key) -> bool {
 
 impl ReadState {
     /// Loads the state of the inbox in `session_dir` (a missing file: nothing read).
-    pub fn load(session_dir: &Path) -> Result<Self, ReadStateError> {
-        let path = session_dir.join(READ_STATE_FILE);
+    pub fn load(session_dir: &SessionDir) -> Result<Self, ReadStateError> {
+        let path = session_dir.read_state();
         let file = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice::<File>(&bytes).map_err(|source| {
                 ReadStateError::Invalid {
@@ -214,7 +214,7 @@ impl ReadState {
         // read); an offset before the hot file's base is one whose lines expired into
         // the archive unconsumed: they count as read.
         Ok(Self {
-            inbox: session_dir.join(INBOX_FILE),
+            inbox: session_dir.inbox(),
             path,
             offset: file.offset,
             consumed,

@@ -43,7 +43,7 @@ fn unread_from_skips_a_prefix_with_nothing_unread() {
     inbox
         .append(id(3), &entry(id(3), EnvelopeKind::Message))
         .unwrap();
-    let state = ReadState::load(dir.path()).unwrap();
+    let state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     let (unread, clean) = state.unread_from(0).unwrap();
     assert_eq!(ids(&unread), vec![id(3).to_string()]);
     assert!(clean > 0, "the two receipts are a clean prefix");
@@ -68,14 +68,14 @@ fn acknowledged_messages_stay_consumed_across_reloads() {
     inbox
         .append(id(9), &entry(id(9), EnvelopeKind::Goodbye))
         .unwrap();
-    let mut state = ReadState::load(dir.path()).unwrap();
+    let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     assert_eq!(ids(&state.unread().unwrap()).len(), 3);
 
     // Out of order: the newest first; the offset cannot move yet.
     let acked = state.acknowledge(&[id(3), id(7)]).unwrap();
     assert_eq!((acked.consumed, acked.unknown), (vec![id(3)], vec![id(7)]));
     assert_eq!(state.offset, 0);
-    let state2 = ReadState::load(dir.path()).unwrap();
+    let state2 = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     assert_eq!(
         ids(&state2.unread().unwrap()),
         [id(1).to_string(), id(2).to_string()]
@@ -86,7 +86,7 @@ fn acknowledged_messages_stay_consumed_across_reloads() {
     let acked = state.acknowledge(&[id(1), id(2), id(3)]).unwrap();
     assert_eq!(acked.consumed, vec![id(1), id(2)]);
     assert_eq!(acked.already, vec![id(3)]);
-    let state = ReadState::load(dir.path()).unwrap();
+    let state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     assert!(state.unread().unwrap().is_empty());
     assert!(state.consumed.is_empty());
     assert!(state.offset > 0);
@@ -118,7 +118,7 @@ fn one_id_from_two_senders_is_ambiguous_until_the_sender_is_named() {
     inbox.append(id(1), &from("aa", 1)).unwrap();
     inbox.append(id(1), &from("bb", 1)).unwrap();
     inbox.append(id(2), &from("aa", 2)).unwrap();
-    let mut state = ReadState::load(dir.path()).unwrap();
+    let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     let unread = state.unread().unwrap();
     assert_eq!(unread.len(), 3, "both senders' messages are there");
     assert_eq!(
@@ -148,7 +148,7 @@ fn one_id_from_two_senders_is_ambiguous_until_the_sender_is_named() {
         ["bb".repeat(32)],
         "a read receipt for bb's message only"
     );
-    let state = ReadState::load(dir.path()).unwrap();
+    let state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     let left = state.unread().unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].sender, "aa".repeat(32));
@@ -165,11 +165,11 @@ fn another_senders_message_under_an_acknowledged_id_stays_unread() {
     let mut inbox = Inbox::open(dir.path()).unwrap();
     inbox.append(id(1), &from("aa", 1)).unwrap();
     inbox.append(id(2), &from("bb", 2)).unwrap();
-    let mut state = ReadState::load(dir.path()).unwrap();
+    let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     // Out of order: the offset stays before id 1, id 2 is remembered with its sender.
     state.acknowledge(&[id(2)]).unwrap();
     inbox.append(id(2), &from("aa", 2)).unwrap();
-    let state = ReadState::load(dir.path()).unwrap();
+    let state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     let unread = state.unread().unwrap();
     let got: Vec<(String, String)> = unread
         .iter()
@@ -188,7 +188,7 @@ fn another_senders_message_under_an_acknowledged_id_stays_unread() {
         format!(r#"{{"version":1,"offset":0,"consumed":["{}"]}}"#, id(2)),
     )
     .unwrap();
-    let state = ReadState::load(dir.path()).unwrap();
+    let state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     assert_eq!(ids(&state.unread().unwrap()), [id(1).to_string()]);
 }
 
@@ -227,7 +227,7 @@ fn acknowledged_messages_stay_known_after_compaction() {
         .unwrap()
         .with_compact_min_bytes(200 * 1024);
     fill(&mut inbox, 0, 150);
-    let mut state = ReadState::load(dir.path()).unwrap();
+    let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     let all: Vec<AckId> = (0..150).flat_map(both).collect();
     for chunk in all.chunks(100) {
         state.acknowledge(chunk).unwrap();
@@ -236,7 +236,7 @@ fn acknowledged_messages_stay_known_after_compaction() {
     assert!(inbox.compact(interlink_net::now_ms()).unwrap());
     assert!(inbox.base() > 0);
     fill(&mut inbox, 150, 2);
-    let mut state = ReadState::load(dir.path()).unwrap();
+    let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     assert_eq!(state.unread().unwrap().len(), 4);
     // An archived id is known (the saved index), not unknown.
     let [a150, b150] = both(150);
@@ -256,13 +256,13 @@ fn messages_expired_into_the_archive_unconsumed_count_as_read() {
         .unwrap()
         .with_compact_min_bytes(200 * 1024);
     fill(&mut inbox, 0, 150);
-    let mut state = ReadState::load(dir.path()).unwrap();
+    let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     // One acknowledged out of order: its id must not stay in the state forever.
     state.acknowledge(&both(5)).unwrap();
     let later = interlink_net::now_ms() + interlink_net::inbox::HOT_RETENTION_MS + 1000;
     assert!(inbox.compact(later).unwrap());
     fill(&mut inbox, 150, 1);
-    let mut state = ReadState::load(dir.path()).unwrap();
+    let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     assert_eq!(ids(&state.unread().unwrap()), vec![id(150).to_string(); 2]);
     state.acknowledge(&both(150)).unwrap();
     assert!(state.consumed.is_empty());
@@ -278,7 +278,7 @@ fn messages_expired_into_the_archive_unconsumed_count_as_read() {
 #[test]
 fn a_missing_inbox_has_nothing_unread() {
     let dir = tempfile::tempdir().unwrap();
-    let mut state = ReadState::load(dir.path()).unwrap();
+    let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     assert!(state.unread().unwrap().is_empty());
     assert_eq!(state.acknowledge(&[id(1)]).unwrap().unknown, vec![id(1)]);
 }
@@ -292,11 +292,11 @@ fn a_lazy_acknowledgement_is_as_visible_as_a_synced_one() {
             .append(id(n), &entry(id(n), EnvelopeKind::Message))
             .unwrap();
     }
-    let mut state = ReadState::load(dir.path()).unwrap();
+    let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     let acked = state.acknowledge_with(&[id(1)], Durability::Lazy).unwrap();
     assert_eq!(acked.consumed, vec![id(1)]);
     // Another reader (the Stop hook, a restart) sees it at once.
-    let again = ReadState::load(dir.path()).unwrap();
+    let again = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     assert_eq!(ids(&again.unread().unwrap()), [id(2).to_string()]);
     // No temporary file is left behind.
     let names: Vec<String> = std::fs::read_dir(dir.path())

@@ -10,15 +10,14 @@
 //! cheap, so the server saves it in the background a moment after a change
 //! ([`crate::serve`]) rather than on every send.
 
-use std::{collections::VecDeque, io, path::Path};
+use std::{collections::VecDeque, io};
 
 use interlink_core::{IdentityKey, wire::SessionAddr};
 use serde::{Deserialize, Serialize};
 
-use crate::files::write_atomically;
+use crate::{files::write_atomically, paths::SessionDir};
 
-/// File name of the sent-messages log in the session's directory.
-pub const SENT_FILE: &str = "sent.json";
+pub use crate::paths::SENT_FILE;
 /// Most messages the log keeps.
 pub const MAX_SENT: usize = 1024;
 /// Most bytes of a message's text the log keeps.
@@ -142,8 +141,8 @@ pub struct SentLog {
 
 impl SentLog {
     /// Loads the log of the session in `dir` (missing or unreadable: empty).
-    pub fn load(dir: &Path) -> Self {
-        let entries = std::fs::read(dir.join(SENT_FILE))
+    pub fn load(dir: &SessionDir) -> Self {
+        let entries = std::fs::read(dir.sent_log())
             .ok()
             .and_then(|b| serde_json::from_slice::<File>(&b).ok())
             .map(|f| f.sent)
@@ -155,7 +154,7 @@ impl SentLog {
     }
 
     /// Writes the log if it changed since the last save.
-    pub fn save(&mut self, dir: &Path) -> io::Result<()> {
+    pub fn save(&mut self, dir: &SessionDir) -> io::Result<()> {
         match self.take_snapshot() {
             Some(bytes) => Self::write(dir, &bytes).inspect_err(|_| self.dirty = true),
             None => Ok(()),
@@ -179,8 +178,8 @@ impl SentLog {
     }
 
     /// Writes an encoded log ([`SentLog::take_snapshot`]) for the session in `dir`.
-    pub fn write(dir: &Path, bytes: &[u8]) -> io::Result<()> {
-        write_atomically(&dir.join(SENT_FILE), bytes)
+    pub fn write(dir: &SessionDir, bytes: &[u8]) -> io::Result<()> {
+        write_atomically(&dir.sent_log(), bytes)
     }
 
     /// Marks the log as changed (a write failed).
@@ -358,10 +357,11 @@ mod tests {
 
     #[test]
     fn states_move_forward_and_the_log_is_bounded_and_saved() {
-        let dir = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SessionDir::at(tmp.path());
         let bob = Identity::from_seed(&[2; 32]).public();
         let eve = Identity::from_seed(&[3; 32]).public();
-        let mut log = SentLog::load(dir.path());
+        let mut log = SentLog::load(&dir);
         for i in 0..=MAX_SENT {
             log.record(entry(i, &bob));
         }
@@ -380,9 +380,9 @@ mod tests {
         // Read never goes back to delivered.
         assert!(!log.mark_delivered(&id, &addr(&bob, "s"), 3));
         assert_eq!(log.get(&id).unwrap().delivered_at, Some(1));
-        log.save(dir.path()).unwrap();
+        log.save(&dir).unwrap();
         assert!(!log.is_dirty());
-        let again = SentLog::load(dir.path());
+        let again = SentLog::load(&dir);
         assert_eq!(again.get(&id).unwrap().state, State::Read);
         assert_eq!(again.iter().count(), MAX_SENT);
 

@@ -19,7 +19,7 @@ use tracing::{info, warn};
 use crate::{
     codex::CodexConfig,
     context::{Context, NodeStatus, RECEIPT_QUEUE, Settings, StartAt, Starter},
-    paths::{self, SessionDirError},
+    paths::{Home, SessionDirError},
     server::Server,
     session_node::{self as session, StartError},
     startup,
@@ -32,7 +32,7 @@ pub const SHUTDOWN_BUDGET: Duration = Duration::from_millis(900);
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Home directory (identity, peers.json, sessions/).
-    pub home: PathBuf,
+    pub home: Home,
     /// The session id (resolved by the caller: flag, environment, random).
     pub session: SessionId,
     /// Where the id came from: a pinned or host-given id starts the session at once.
@@ -89,11 +89,11 @@ pub fn start_at(source: SessionSource, host: Option<HostKind>) -> StartAt {
 /// Serves MCP on stdin/stdout until stdin closes or `shutdown` fires.
 pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Result<(), ServeError> {
     // Checked now, so a bad id or summary fails at launch rather than at start.
-    let session_dir = paths::session_dir(&options.home, &options.session)?;
+    let session_dir = options.home.session(&options.session)?;
     session::check_summary(&options.summary)?;
     let (identity, _) =
         session::load_identity(&options.home).map_err(|source| StartError::Identity {
-            path: paths::identity_path(&options.home),
+            path: options.home.identity(),
             source,
         })?;
     let at = start_at(options.source, options.host);
@@ -110,7 +110,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     // home exits here, naming the first, before it touches the inbox or the overlay.
     let lock = match at {
         StartAt::Now => Some(interlink_net::SessionLock::acquire(
-            &session_dir,
+            session_dir.path(),
             "mcp",
             interlink_net::now_ms(),
         )?),
@@ -161,7 +161,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         Ok(service) => {
             if options.channels {
                 tokio::spawn(crate::workers::channel::forward(
-                    ctx.clone(),
+                    crate::workers::channel::Channel::of(&ctx),
                     service.peer().clone(),
                     workers_cancel.clone(),
                 ));

@@ -204,7 +204,7 @@ pub(crate) mod testing {
         /// The receipts the tools queued.
         pub(crate) receipts: mpsc::Receiver<ReadReceipt>,
         /// The session's state directory (its inbox is written there).
-        pub(crate) session_dir: std::path::PathBuf,
+        pub(crate) session_dir: crate::paths::SessionDir,
     }
 
     /// A server for the user of the fixed seed `[7; 32]` with its home in `home`, bound
@@ -214,7 +214,7 @@ pub(crate) mod testing {
         let (tx, receipts) = mpsc::channel(RECEIPT_QUEUE);
         let ctx = Context::new(
             Settings {
-                home: home.to_owned(),
+                home: crate::paths::Home::new(home),
                 identity: Identity::from_seed(&[7; 32]).public(),
                 cwd: "/work".into(),
                 git_label: None,
@@ -229,8 +229,10 @@ pub(crate) mod testing {
             tx,
         );
         let session = SessionId::new(session).expect("a valid session id");
-        let session_dir = crate::paths::session_dir(home, &session).expect("a session dir");
-        std::fs::create_dir_all(&session_dir).expect("creating the session dir");
+        let session_dir = crate::paths::Home::new(home)
+            .session(&session)
+            .expect("a session dir");
+        std::fs::create_dir_all(session_dir.path()).expect("creating the session dir");
         ctx.bind(session, session_dir.clone());
         Harness {
             server: Server::new(Arc::new(ctx)),

@@ -22,7 +22,7 @@ use libp2p::Multiaddr;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::{paths, policy};
+use crate::{paths::Home, policy};
 
 /// How long [`wait_listening`] waits for the listeners before giving up.
 pub const LISTEN_DEADLINE: Duration = Duration::from_secs(10);
@@ -39,8 +39,8 @@ pub fn os_rng() -> rand_core::UnwrapErr<getrandom::SysRng> {
 
 /// Loads this user's identity from `home`, creating it on first use.
 /// Returns whether it was created.
-pub fn load_identity(home: &Path) -> Result<(Identity, bool), KeyFileError> {
-    keyfile::load_or_create(&paths::identity_path(home), &mut os_rng())
+pub fn load_identity(home: &Home) -> Result<(Identity, bool), KeyFileError> {
+    keyfile::load_or_create(&home.identity(), &mut os_rng())
 }
 
 /// Something a session would announce breaks an announcement rule, or its node could
@@ -105,12 +105,12 @@ pub struct Describe {
 
 /// Loads the identity and checks everything the session announces.
 pub fn session_spec(
-    home: &Path,
+    home: &Home,
     session: SessionId,
     describe: Describe,
 ) -> Result<SessionSpec, StartError> {
     let (identity, _) = load_identity(home).map_err(|source| StartError::Identity {
-        path: paths::identity_path(home),
+        path: home.identity(),
         source,
     })?;
     check_summary(&describe.summary)?;

@@ -12,7 +12,7 @@
 //! and the workers that follow it (`crate::workers::spawn`). What starting needs is
 //! kept in the context's shared state (`crate::context::Starter`) until then.
 
-use std::{path::PathBuf, sync::Arc};
+use std::sync::Arc;
 
 use interlink_core::{SessionId, wire::HostKind};
 use interlink_net::{Config, Delivery, SessionSpec};
@@ -22,7 +22,8 @@ use tracing::{info, warn};
 
 use crate::{
     context::{Context, NodeStatus, Ready, StartAt, Starter, ToolError},
-    paths, policy,
+    paths::Home,
+    policy,
     session_node::{self as session, Describe},
 };
 
@@ -68,15 +69,22 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
         let _ = starter.status.send(NodeStatus::Failed(e.clone()));
         ToolError(e)
     };
-    let session_dir = paths::session_dir(&ctx.home, &session).map_err(|e| fail(e.to_string()))?;
+    let session_dir = ctx
+        .home
+        .session(&session)
+        .map_err(|e| fail(e.to_string()))?;
     // Claimed before anything is bound: a session that another process runs stays
     // unstarted here, and every tool says who holds it.
     {
         let mut shared = ctx.shared();
         if shared.tasks.lock.is_none() {
             shared.tasks.lock = Some(
-                interlink_net::SessionLock::acquire(&session_dir, "mcp", interlink_net::now_ms())
-                    .map_err(|e| fail(e.to_string()))?,
+                interlink_net::SessionLock::acquire(
+                    session_dir.path(),
+                    "mcp",
+                    interlink_net::now_ms(),
+                )
+                .map_err(|e| fail(e.to_string()))?,
             );
         }
     }
@@ -95,7 +103,7 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
     ctx.bind(session, session_dir.clone());
     let _ = starter.status.send(NodeStatus::Starting);
     let mut config = starter.config;
-    config.delivery.inbox_dir = Some(session_dir.clone());
+    config.delivery.inbox_dir = Some(session_dir.path().to_owned());
     let node = tokio::spawn(run_node(
         ctx.home.clone(),
         spec,
@@ -103,8 +111,7 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
         starter.status,
         starter.node_cancel,
     ));
-    let flusher =
-        crate::workers::spawn(ctx, session_dir, starter.receipts, &starter.workers_cancel);
+    let flusher = crate::workers::spawn(ctx, starter.receipts, &starter.workers_cancel);
     let mut shared = ctx.shared();
     shared.tasks.node = Some(node);
     shared.tasks.flusher = Some(flusher);
@@ -114,7 +121,7 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
 /// Starts the node, publishes its status, follows peers.json, and shuts the node down
 /// (goodbye first) when `cancel` fires.
 async fn run_node(
-    home: PathBuf,
+    home: Home,
     spec: SessionSpec,
     mut config: Config,
     status: watch::Sender<NodeStatus>,
@@ -134,7 +141,7 @@ async fn run_node(
     config.delivery = Delivery {
         inbox_dir: config.delivery.inbox_dir.take(),
         policy,
-        pins_file: Some(home.join(interlink_net::pins::PINS_FILE)),
+        pins_file: Some(home.pins()),
     };
     let mut node = match session::start_node(spec, &config) {
         Ok(n) => n,

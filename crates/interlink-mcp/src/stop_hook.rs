@@ -32,16 +32,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     files::{private_file, write_atomically},
-    paths::{self, SessionDirError},
+    paths::{Home, SessionDirError},
     peers, policy,
     read_state::{ReadState, ReadStateError},
     render,
 };
 
 /// File name of the waiter's lock inside a session's directory.
-pub const LOCK_FILE: &str = "wait.lock";
+pub use crate::paths::WAIT_LOCK_FILE as LOCK_FILE;
 /// File name of the ids a wake-up already announced, inside a session's directory.
-pub const WOKEN_FILE: &str = "woken.json";
+pub use crate::paths::WOKEN_FILE;
 /// Most announced ids remembered (the oldest are forgotten first: such a message can
 /// wake the agent a second time, never zero times).
 pub const MAX_WOKEN: usize = 1024;
@@ -114,17 +114,17 @@ pub fn session_from_hook_input(input: &str) -> Result<SessionId, WaitError> {
 
 /// Blocks until `session` has unread messages or `timeout` passes (never, without one).
 pub fn wait(
-    home: &Path,
+    home: &Home,
     session: &SessionId,
     timeout: Option<Duration>,
 ) -> Result<Outcome, WaitError> {
-    let dir = paths::session_dir(home, session)?;
-    let lock_path = dir.join(LOCK_FILE);
+    let dir = home.session(session)?;
+    let lock_path = dir.wait_lock();
     let lock_err = |source| WaitError::Lock {
         path: lock_path.clone(),
         source,
     };
-    create_private_dir(&dir).map_err(lock_err)?;
+    create_private_dir(dir.path()).map_err(lock_err)?;
     let lock = private_file(&lock_path, false).map_err(lock_err)?;
     match lock.try_lock() {
         Ok(()) => {}
@@ -132,7 +132,7 @@ pub fn wait(
         Err(TryLockError::Error(e)) => return Err(lock_err(e)),
     }
     let deadline = timeout.map(|t| Instant::now() + t);
-    let woken_path = dir.join(WOKEN_FILE);
+    let woken_path = dir.woken();
     let woken = load_woken(&woken_path);
     loop {
         let unread = ReadState::load(&dir)?.unread()?;
@@ -194,7 +194,7 @@ fn save_woken(path: &Path, ids: &[&str]) -> io::Result<()> {
 /// The wake-up text: each new message labelled with its verified sender (petname from
 /// `peers.json`, `self`, or "unpaired"), the count of older unread ones, then what to
 /// do next.
-pub fn render_messages(home: &Path, messages: &[InboxEntry], still_unread: usize) -> String {
+pub fn render_messages(home: &Home, messages: &[InboxEntry], still_unread: usize) -> String {
     let policy = policy::load(home).unwrap_or_default();
     let own = peers::own_key(home);
     let plural = |n: usize| if n == 1 { "" } else { "s" };
@@ -250,14 +250,15 @@ mod tests {
 
     #[test]
     fn times_out_and_a_second_waiter_gives_up() {
-        let home = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::new(tmp.path());
         let s = SessionId::new("w").unwrap();
-        let out = wait(home.path(), &s, Some(Duration::from_millis(50))).unwrap();
+        let out = wait(&home, &s, Some(Duration::from_millis(50))).unwrap();
         assert!(matches!(out, Outcome::TimedOut));
-        let dir = paths::session_dir(home.path(), &s).unwrap();
-        let held = std::fs::File::open(dir.join(LOCK_FILE)).unwrap();
+        let dir = home.session(&s).unwrap();
+        let held = std::fs::File::open(dir.wait_lock()).unwrap();
         held.lock().unwrap();
-        let out = wait(home.path(), &s, Some(Duration::from_secs(5))).unwrap();
+        let out = wait(&home, &s, Some(Duration::from_secs(5))).unwrap();
         assert!(matches!(out, Outcome::AlreadyWaiting));
     }
 
@@ -269,34 +270,32 @@ mod tests {
 
     #[test]
     fn each_message_wakes_the_agent_once() {
-        let home = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::new(tmp.path());
         let s = SessionId::new("once").unwrap();
-        let dir = paths::session_dir(home.path(), &s).unwrap();
-        create_private_dir(&dir).unwrap();
-        let mut inbox = interlink_net::inbox::Inbox::open(&dir).unwrap();
+        let dir = home.session(&s).unwrap();
+        create_private_dir(dir.path()).unwrap();
+        let mut inbox = interlink_net::inbox::Inbox::open(dir.path()).unwrap();
         let (one, e) = message(1);
         inbox.append(one, &e).unwrap();
         let short = Some(Duration::from_millis(250));
 
-        let Outcome::Messages { new, still_unread } = wait(home.path(), &s, short).unwrap() else {
+        let Outcome::Messages { new, still_unread } = wait(&home, &s, short).unwrap() else {
             panic!("the first message wakes the agent");
         };
         assert_eq!((new.len(), still_unread), (1, 0));
         // The agent stopped without acknowledging: the hook runs again and waits.
-        assert!(matches!(
-            wait(home.path(), &s, short).unwrap(),
-            Outcome::TimedOut
-        ));
+        assert!(matches!(wait(&home, &s, short).unwrap(), Outcome::TimedOut));
 
         // A new message wakes it, and the old one is counted.
         let (two, e) = message(2);
         inbox.append(two, &e).unwrap();
-        let Outcome::Messages { new, still_unread } = wait(home.path(), &s, short).unwrap() else {
+        let Outcome::Messages { new, still_unread } = wait(&home, &s, short).unwrap() else {
             panic!("a new message wakes the agent");
         };
         assert_eq!(new[0].msg_id, two.to_string());
         assert_eq!((new.len(), still_unread), (1, 1));
-        let text = render_messages(home.path(), &new, still_unread);
+        let text = render_messages(&home, &new, still_unread);
         assert!(
             text.contains("1 new message for this session (1 earlier message still unread)"),
             "{text}"
@@ -308,17 +307,14 @@ mod tests {
 
         // Acknowledged messages leave the file, so it only holds live ids.
         ReadState::load(&dir).unwrap().acknowledge(&[one]).unwrap();
-        assert!(matches!(
-            wait(home.path(), &s, short).unwrap(),
-            Outcome::TimedOut
-        ));
+        assert!(matches!(wait(&home, &s, short).unwrap(), Outcome::TimedOut));
         let (three, e) = message(3);
         inbox.append(three, &e).unwrap();
         assert!(matches!(
-            wait(home.path(), &s, short).unwrap(),
+            wait(&home, &s, short).unwrap(),
             Outcome::Messages { .. }
         ));
-        let kept = load_woken(&dir.join(WOKEN_FILE));
+        let kept = load_woken(&dir.woken());
         let aa = "aa".repeat(32);
         assert_eq!(
             kept,
@@ -331,7 +327,7 @@ mod tests {
         let (_, mut copy) = message(2);
         copy.sender = "bb".repeat(32);
         inbox.append(two, &copy).unwrap();
-        let Outcome::Messages { new, still_unread } = wait(home.path(), &s, short).unwrap() else {
+        let Outcome::Messages { new, still_unread } = wait(&home, &s, short).unwrap() else {
             panic!("a second sender's message under the same id wakes the agent");
         };
         assert_eq!(

@@ -17,7 +17,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use interlink_core::SessionId;
-use interlink_net::inbox::{self, INBOX_FILE};
+use interlink_net::inbox;
 use interlink_process::{Child, Options};
 
 use crate::paths;
@@ -184,7 +184,9 @@ fn wait_inbox(
     session: &str,
     count: usize,
 ) -> anyhow::Result<(serde_json::Value, Duration)> {
-    let path = paths::session_dir(home, &SessionId::new(session)?)?.join(INBOX_FILE);
+    let path = paths::Home::new(home)
+        .session(&SessionId::new(session)?)?
+        .inbox();
     let start = Instant::now();
     loop {
         if let Ok((entries, _)) = inbox::read_from(&path, 0)

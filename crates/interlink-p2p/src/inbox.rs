@@ -6,13 +6,16 @@
 //! archive, `interlink_net::inbox`). The cursor after the last complete line goes to
 //! stderr, so a script can continue with `--from`.
 
-use std::{io::Write, path::Path};
+use std::io::Write;
 
 use anyhow::bail;
 use interlink_core::{IdentityKey, SessionId, keyfile, session, trust::PeerPolicy};
-use interlink_net::inbox::{self, INBOX_FILE, InboxEntry};
+use interlink_net::inbox::{self, InboxEntry};
 
-use crate::{paths, policy};
+use crate::{
+    paths::{Home, SessionDir},
+    policy,
+};
 
 /// How `inbox` runs.
 #[derive(Clone, Debug)]
@@ -28,23 +31,21 @@ pub struct Options {
 
 /// Runs `inbox`: messages to `out`, the cursor to `progress`.
 pub fn run(
-    home: &Path,
+    home: &Home,
     options: &Options,
     env: impl Fn(&str) -> Option<String>,
     out: &mut impl Write,
     progress: &mut impl Write,
 ) -> anyhow::Result<()> {
     let session = resolve_session(home, options.session.as_deref(), env)?;
-    let path = paths::session_dir(home, &session)?.join(INBOX_FILE);
+    let path = home.session(&session)?.inbox();
     let (entries, next) = inbox::read_from(&path, options.from)?;
     // Labels only: a peers file that does not parse costs the petnames, not the read.
     let peers = policy::load(home).unwrap_or_else(|e| {
         let _ = writeln!(progress, "inbox: no petnames: {e:#}");
         PeerPolicy::new()
     });
-    let own = keyfile::load(&paths::identity_path(home))
-        .ok()
-        .map(|i| i.public());
+    let own = keyfile::load(&home.identity()).ok().map(|i| i.public());
     for entry in &entries {
         let sender: Option<IdentityKey> = entry.sender.parse().ok();
         let petname = sender.as_ref().and_then(|k| peers.name_of(k));
@@ -76,7 +77,7 @@ pub fn run(
 /// The session whose inbox is read: the flag, the environment, or the only session
 /// directory holding an inbox.
 fn resolve_session(
-    home: &Path,
+    home: &Home,
     flag: Option<&str>,
     env: impl Fn(&str) -> Option<String>,
 ) -> anyhow::Result<SessionId> {
@@ -84,11 +85,11 @@ fn resolve_session(
     if source.is_pinned() {
         return Ok(id);
     }
-    let dir = home.join(paths::SESSIONS_DIR);
+    let dir = home.sessions();
     let mut found = Vec::new();
     if let Ok(read) = std::fs::read_dir(&dir) {
         for entry in read.flatten() {
-            if entry.path().join(INBOX_FILE).is_file()
+            if SessionDir::at(entry.path()).inbox().is_file()
                 && let Some(id) = entry
                     .file_name()
                     .to_str()
@@ -218,35 +219,30 @@ mod tests {
 
     #[test]
     fn reads_the_only_session_and_continues_from_a_cursor() {
-        let home = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::new(tmp.path());
         let no_env = |_: &str| None;
         let opts = |from| Options {
             session: None,
             json: true,
             from,
         };
-        let err = run(
-            home.path(),
-            &opts(0),
-            no_env,
-            &mut Vec::new(),
-            &mut Vec::new(),
-        );
+        let err = run(&home, &opts(0), no_env, &mut Vec::new(), &mut Vec::new());
         assert!(format!("{:#}", err.unwrap_err()).contains("--session"));
 
-        let dir = paths::session_dir(home.path(), &SessionId::new("s").unwrap()).unwrap();
-        let mut inbox = Inbox::open(&dir).unwrap();
+        let dir = home.session(&SessionId::new("s").unwrap()).unwrap();
+        let mut inbox = Inbox::open(dir.path()).unwrap();
         let a = MsgId::from_bytes([1; 16]);
         inbox.append(a, &entry(a, "one\x1b[2J")).unwrap();
         let (mut out, mut progress) = (Vec::new(), Vec::new());
-        run(home.path(), &opts(0), no_env, &mut out, &mut progress).unwrap();
+        run(&home, &opts(0), no_env, &mut out, &mut progress).unwrap();
         let line: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(line["text"], "one\x1b[2J");
         assert_eq!(line["petname"], serde_json::Value::Null);
         let progress = String::from_utf8(progress).unwrap();
         let next: u64 = progress.rsplit(' ').next().unwrap().trim().parse().unwrap();
         let mut out = Vec::new();
-        run(home.path(), &opts(next), no_env, &mut out, &mut Vec::new()).unwrap();
+        run(&home, &opts(next), no_env, &mut out, &mut Vec::new()).unwrap();
         assert!(out.is_empty());
 
         // Human form: escapes control characters.

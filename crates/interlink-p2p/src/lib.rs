@@ -38,24 +38,23 @@ pub mod wait;
 
 pub use interlink_mcp::{paths, policy, session_node::os_rng};
 
-use std::path::Path;
-
 use anyhow::Context as _;
 use interlink_core::Identity;
+use interlink_mcp::paths::Home;
 
 /// Loads this user's identity from `home`, creating it on first use.
 /// Returns whether it was created.
-pub fn load_identity(home: &Path) -> anyhow::Result<(Identity, bool)> {
-    let path = paths::identity_path(home);
+pub fn load_identity(home: &Home) -> anyhow::Result<(Identity, bool)> {
+    let path = home.identity();
     interlink_mcp::session_node::load_identity(home)
         .with_context(|| format!("loading the identity from {}", path.display()))
 }
 
 /// `interlink-p2p id`: creates the identity if missing and describes it.
-pub fn cmd_id(home: &Path, json: bool) -> anyhow::Result<String> {
+pub fn cmd_id(home: &Home, json: bool) -> anyhow::Result<String> {
     let (identity, created) = load_identity(home)?;
     let key = identity.public();
-    let path = paths::identity_path(home);
+    let path = home.identity();
     Ok(if json {
         serde_json::json!({
             "identity_key": key.to_hex(),

@@ -255,7 +255,7 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let home_opt =
-        || interlink_p2p::paths::resolve_home(cli.home.clone(), |k| std::env::var(k).ok());
+        || interlink_p2p::paths::Home::resolve(cli.home.clone(), |k| std::env::var(k).ok());
     let home =
         || home_opt().context("no home directory: set INTERLINK_HOME or HOME, or pass --home");
     match cli.command {
@@ -305,7 +305,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = peers::Options { json, watch, wait };
             let home = home_opt();
             runtime()?.block_on(peers::peers(
-                home.as_deref(),
+                home.as_ref(),
                 config,
                 options,
                 &mut std::io::stdout(),

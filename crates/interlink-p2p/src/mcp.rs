@@ -65,7 +65,7 @@ pub fn parse_host(text: &str) -> Result<HostKind, String> {
 
 /// Runs the server until stdin closes or a signal arrives.
 pub async fn run(
-    home: PathBuf,
+    home: interlink_mcp::paths::Home,
     session: Option<String>,
     summary: String,
     host: Option<HostKind>,

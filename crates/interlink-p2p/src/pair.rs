@@ -6,7 +6,7 @@
 //! that knocked from a short-lived session of this user (as `send` does), so the
 //! requester's side pins this user too.
 
-use std::{io::Write, path::Path, time::Duration};
+use std::{io::Write, time::Duration};
 
 use anyhow::Context as _;
 use interlink_core::{
@@ -15,6 +15,7 @@ use interlink_core::{
 };
 use interlink_mcp::{
     pairing,
+    paths::Home,
     session_node::{Describe, session_spec, start_node, wait_listening},
 };
 use interlink_net::{Config, Delivery, OutgoingMessage, SendError, SendOutcome};
@@ -49,7 +50,7 @@ pub enum Action {
 
 /// Runs `pair`; `config` is used by `accept` to reach the requester.
 pub async fn run(
-    home: &Path,
+    home: &Home,
     action: Action,
     config: Config,
     out: &mut impl Write,
@@ -114,7 +115,7 @@ pub async fn run(
 
 /// Sends the `pair_accept` from a short-lived session; returns `delivered` or `queued`.
 async fn confirm(
-    home: &Path,
+    home: &Home,
     mut config: Config,
     accepted: &pairing::Accepted,
     wait: Duration,
@@ -127,7 +128,7 @@ async fn confirm(
     config.delivery = Delivery {
         inbox_dir: None,
         policy: interlink_mcp::policy::load(home)?,
-        pins_file: Some(home.join(interlink_net::pins::PINS_FILE)),
+        pins_file: Some(home.pins()),
     };
     let describe = Describe {
         summary: "confirming a pair request".into(),

@@ -5,9 +5,9 @@
 //! [`interlink_mcp::peers`], the same ones the MCP tools make; running sessions pick
 //! them up within a second.
 
-use std::{io::Write, path::Path};
+use std::io::Write;
 
-use interlink_mcp::peers;
+use interlink_mcp::{paths::Home, peers};
 
 /// What `peer` does (also its command-line subcommands: the doc comments are the
 /// `--help` text).
@@ -36,7 +36,7 @@ pub enum Action {
 
 /// Runs `peer`: results to `out`, hints to `progress`.
 pub fn run(
-    home: &Path,
+    home: &Home,
     action: Action,
     out: &mut impl Write,
     progress: &mut impl Write,
@@ -61,7 +61,7 @@ pub fn run(
 }
 
 fn list(
-    home: &Path,
+    home: &Home,
     json: bool,
     out: &mut impl Write,
     progress: &mut impl Write,
@@ -117,7 +117,7 @@ mod tests {
             .to_hex()
     }
 
-    fn peer(home: &Path, action: Action) -> anyhow::Result<String> {
+    fn peer(home: &Home, action: Action) -> anyhow::Result<String> {
         let mut out = Vec::new();
         run(home, action, &mut out, &mut Vec::new())?;
         Ok(String::from_utf8(out)?)
@@ -134,8 +134,9 @@ mod tests {
 
     #[test]
     fn add_list_remove_and_their_errors() {
-        let home = tempfile::tempdir().unwrap();
-        let h = home.path();
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::new(tmp.path());
+        let h = &home;
         let (key_a, other) = (key(1), key(2));
         let fp = key_a.parse::<IdentityKey>().unwrap().fingerprint();
         assert_eq!(
@@ -181,11 +182,12 @@ mod tests {
 
     #[test]
     fn own_key_is_refused() {
-        let home = tempfile::tempdir().unwrap();
-        let (me, _) = crate::load_identity(home.path()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::new(tmp.path());
+        let (me, _) = crate::load_identity(&home).unwrap();
         let e = format!(
             "{:#}",
-            peer(home.path(), add("me", &me.public().to_hex())).unwrap_err()
+            peer(&home, add("me", &me.public().to_hex())).unwrap_err()
         );
         assert!(e.contains("own identity"), "{e}");
     }

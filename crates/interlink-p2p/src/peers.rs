@@ -11,7 +11,6 @@ pub mod report;
 
 use std::{
     io::Write,
-    path::Path,
     time::{Duration, Instant},
 };
 
@@ -24,6 +23,7 @@ use tokio::{
 };
 
 use self::report::Report;
+use crate::paths::Home;
 
 pub use crate::policy::PEERS_FILE;
 /// How long the roster must stay unchanged before the wait ends early.
@@ -44,7 +44,7 @@ pub struct Options {
 
 /// Runs `peers`: results to `out`, progress to `progress`.
 pub async fn peers(
-    home: Option<&Path>,
+    home: Option<&Home>,
     config: Config,
     options: Options,
     out: &mut impl Write,
@@ -205,8 +205,8 @@ fn print(out: &mut impl Write, report: &Report, json: bool) -> anyhow::Result<()
 
 /// Petnames from `peers.json` in `home`; none when the file is absent. A file that
 /// cannot be read is reported on `progress` and ignored: this is a debugging view.
-pub fn read_petnames(home: &Path, progress: &mut impl Write) -> PeerPolicy {
-    let path = home.join(PEERS_FILE);
+pub fn read_petnames(home: &Home, progress: &mut impl Write) -> PeerPolicy {
+    let path = home.peers();
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return PeerPolicy::new(),
@@ -222,10 +222,8 @@ pub fn read_petnames(home: &Path, progress: &mut impl Write) -> PeerPolicy {
 }
 
 /// The user's own identity key, if the key file exists and loads. Never creates one.
-fn own_key(home: &Path) -> Option<IdentityKey> {
-    keyfile::load(&crate::paths::identity_path(home))
-        .ok()
-        .map(|i| i.public())
+fn own_key(home: &Home) -> Option<IdentityKey> {
+    keyfile::load(&home.identity()).ok().map(|i| i.public())
 }
 
 #[cfg(test)]
@@ -234,20 +232,21 @@ mod tests {
 
     #[test]
     fn petnames_come_from_peers_json() {
-        let home = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::new(tmp.path());
         let mut sink = Vec::new();
-        assert!(read_petnames(home.path(), &mut sink).is_empty());
+        assert!(read_petnames(&home, &mut sink).is_empty());
         let key = "d04ab232742bb4ab3a1368bd4615e4e6d0224ab71a016baf8520a332c9778737";
         std::fs::write(
-            home.path().join(PEERS_FILE),
+            home.peers(),
             format!(r#"{{"version":1,"peers":{{"alice":"{key}"}}}}"#),
         )
         .unwrap();
-        let policy = read_petnames(home.path(), &mut sink);
+        let policy = read_petnames(&home, &mut sink);
         assert_eq!(policy.name_of(&key.parse().unwrap()), Some("alice"));
         assert!(sink.is_empty());
-        std::fs::write(home.path().join(PEERS_FILE), "{not json").unwrap();
-        assert!(read_petnames(home.path(), &mut sink).is_empty());
+        std::fs::write(home.peers(), "{not json").unwrap();
+        assert!(read_petnames(&home, &mut sink).is_empty());
         assert!(String::from_utf8(sink).unwrap().contains("ignoring"));
     }
 }

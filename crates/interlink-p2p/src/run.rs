@@ -10,10 +10,7 @@
 //! `peers.json` while it runs. Start-up is shared with the MCP server
 //! ([`interlink_mcp::session_node`]).
 
-use std::{
-    io::Write,
-    path::{Path, PathBuf},
-};
+use std::{io::Write, path::PathBuf};
 
 use anyhow::Context as _;
 use interlink_core::{
@@ -28,7 +25,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::{paths, policy};
+use crate::{paths::Home, policy};
 
 /// What the session announces, besides its identity.
 #[derive(Clone, Debug)]
@@ -47,7 +44,7 @@ pub struct Options {
 /// The session takes messages: its inbox is `<home>/sessions/<session id>/`, and its
 /// peers policy is `<home>/peers.json`, re-read whenever the file changes.
 pub async fn run(
-    home: &Path,
+    home: &Home,
     mut config: Config,
     options: Options,
     out: &mut impl Write,
@@ -66,13 +63,14 @@ pub async fn run(
     // Read the policy before the node exists: a malformed file stops the session
     // rather than letting it run with a policy nobody wrote.
     let watcher = policy::Watcher::new(home);
-    let session_dir = paths::session_dir(home, &session)?;
+    let session_dir = home.session(&session)?;
     // One process per session id and home; held until this function returns.
-    let _lock = interlink_net::SessionLock::acquire(&session_dir, "run", interlink_net::now_ms())?;
+    let _lock =
+        interlink_net::SessionLock::acquire(session_dir.path(), "run", interlink_net::now_ms())?;
     config.delivery = Delivery {
-        inbox_dir: Some(session_dir),
+        inbox_dir: Some(session_dir.path().to_owned()),
         policy: policy::load(home)?,
-        pins_file: Some(home.join(interlink_net::pins::PINS_FILE)),
+        pins_file: Some(home.pins()),
     };
     let describe = Describe {
         summary: options.summary,

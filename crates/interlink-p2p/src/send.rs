@@ -13,12 +13,7 @@
 //! holder took it; send it again later). A refusal stops the command with the reason;
 //! any `not-kept` line makes it exit non-zero.
 
-use std::{
-    collections::VecDeque,
-    io::Write,
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{collections::VecDeque, io::Write, path::PathBuf, time::Duration};
 
 use anyhow::{Context as _, bail};
 use interlink_core::{
@@ -35,7 +30,7 @@ use interlink_mcp::{
     session_node::{Describe, session_spec, start_node},
 };
 
-use crate::policy;
+use crate::{paths::Home, policy};
 
 /// After the target's first session shows up, how long its sessions must stay
 /// unchanged before routing (roster fetches and gossip from other peers may add more).
@@ -78,7 +73,7 @@ pub fn parse_status(text: &str) -> Result<TaskStatus, String> {
 
 /// Runs `send`: one outcome line per message to `out`, progress to `progress`.
 pub async fn send<R: AsyncBufRead + Unpin>(
-    home: &Path,
+    home: &Home,
     mut config: Config,
     options: Options,
     messages: Messages<R>,

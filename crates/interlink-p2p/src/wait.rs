@@ -4,18 +4,21 @@
 //! stderr — Claude Code shows the hook's stderr to the agent it wakes), 0 on timeout,
 //! 0 at once when another waiter for the same session is running.
 
-use std::{io::Read as _, path::Path, process::ExitCode, time::Duration};
+use std::{io::Read as _, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
 use interlink_core::SessionId;
-use interlink_mcp::stop_hook::{self as wait, Outcome};
+use interlink_mcp::{
+    paths::Home,
+    stop_hook::{self as wait, Outcome},
+};
 
 /// Exit code that wakes the agent.
 pub const EXIT_WAKE: u8 = 2;
 
 /// Runs `wait`: the session id from `--session`, else from the hook JSON on stdin.
 pub fn run(
-    home: &Path,
+    home: &Home,
     session: Option<String>,
     timeout: Option<Duration>,
 ) -> anyhow::Result<ExitCode> {

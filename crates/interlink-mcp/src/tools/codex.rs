@@ -162,10 +162,11 @@ impl Server {
                         Some(_) => vec![find(args.id.as_deref())?.id],
                         None => failures.iter().map(|f| f.id.clone()).collect(),
                     };
+                    let failures_log = ctx.codex_failures(dir.clone());
                     let mut done = Vec::new();
                     let mut still = Vec::new();
                     for id in ids {
-                        match ctx.retry_failure(&ctx.codex, &dir, &id).await {
+                        match failures_log.retry(&ctx.codex, &id).await {
                             Some(Ok(())) => done.push(id),
                             Some(Err(e)) => still.push(json!({"id": id, "error": e})),
                             None => {}

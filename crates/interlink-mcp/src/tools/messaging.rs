@@ -419,7 +419,7 @@ mod tests {
     async fn receive_then_acknowledge_without_a_node() {
         let home = tempfile::tempdir().unwrap();
         let mut h = harness(home.path(), "s1");
-        let mut inbox = Inbox::open(&h.session_dir).unwrap();
+        let mut inbox = Inbox::open(h.session_dir.path()).unwrap();
         for n in 1..=3 {
             inbox
                 .append(id(n), &entry(id(n), EnvelopeKind::Message))

@@ -95,31 +95,42 @@ fn incoming_json(i: &Incoming) -> serde_json::Value {
 }
 
 impl Context {
-    /// Sends a knock or pair acceptance (no text) to `to`, waiting briefly for it to
-    /// show on the roster (a message is sealed and addressed to an announced session).
+    /// Sends a knock or pair acceptance under this user's name ([`send_pairing`]).
     pub(crate) async fn send_pairing(
         &self,
         handle: &Handle,
         to: SessionAddr,
         kind: EnvelopeKind,
     ) -> Result<SendOutcome, SendError> {
-        let deadline = tokio::time::Instant::now() + ROSTER_WAIT;
-        loop {
-            let msg = OutgoingMessage {
-                to: to.clone(),
-                kind,
-                text: None,
-                task_id: None,
-                status: None,
-                in_reply_to: None,
-                name: Some(self.name.clone()),
-            };
-            match handle.send(msg).await {
-                Err(SendError::NotOnRoster(_)) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                other => return other,
+        send_pairing(handle, &self.name, to, kind).await
+    }
+}
+
+/// Sends a knock or pair acceptance (no text) to `to`, suggesting `name` for this user,
+/// waiting briefly for `to` to show on the roster (a message is sealed and addressed to
+/// an announced session).
+pub(crate) async fn send_pairing(
+    handle: &Handle,
+    name: &str,
+    to: SessionAddr,
+    kind: EnvelopeKind,
+) -> Result<SendOutcome, SendError> {
+    let deadline = tokio::time::Instant::now() + ROSTER_WAIT;
+    loop {
+        let msg = OutgoingMessage {
+            to: to.clone(),
+            kind,
+            text: None,
+            task_id: None,
+            status: None,
+            in_reply_to: None,
+            name: Some(name.to_owned()),
+        };
+        match handle.send(msg).await {
+            Err(SendError::NotOnRoster(_)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            other => return other,
         }
     }
 }

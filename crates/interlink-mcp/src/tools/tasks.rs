@@ -1,17 +1,15 @@
 //! The task tools: `conversation_history` (what was said with a peer or in a task) and
 //! `cancel_task`.
 
-use std::path::Path;
-
 use interlink_core::IdentityKey;
-use interlink_net::inbox::{INBOX_FILE, InboxEntry, InboxError, read_newest};
+use interlink_net::inbox::{InboxEntry, InboxError, read_newest};
 use rmcp::{handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::messaging::{SendMessageArgs, StatusArg, name_of, sent_json};
-use crate::{context::ToolError, policy, render, server::Server};
+use crate::{context::ToolError, paths::SessionDir, policy, render, server::Server};
 
 /// Entries `conversation_history` returns when no limit is given.
 const DEFAULT_HISTORY: usize = 20;
@@ -163,14 +161,14 @@ impl Server {
 /// oldest first, and whether older ones may exist: read from the end of the history,
 /// at most [`MAX_HISTORY_SCAN_LINES`] lines.
 pub(crate) fn received_history(
-    session_dir: &Path,
+    session_dir: &SessionDir,
     peer: Option<&IdentityKey>,
     task: Option<&str>,
     limit: usize,
 ) -> Result<(Vec<InboxEntry>, bool), InboxError> {
     let peer_hex = peer.map(IdentityKey::to_hex);
     read_newest(
-        &session_dir.join(INBOX_FILE),
+        &session_dir.inbox(),
         limit,
         MAX_HISTORY_SCAN_LINES,
         peer_hex.as_deref(),
@@ -242,7 +240,7 @@ mod tests {
 
     /// `n` messages, every `every`-th from `bb` in task `t`, the rest from `aa`; one
     /// receipt line per ten messages; ~`pad` bytes of text each.
-    fn history(dir: &Path, n: u32, every: u32, pad: usize) -> Inbox {
+    fn history(dir: &std::path::Path, n: u32, every: u32, pad: usize) -> Inbox {
         let mut inbox = Inbox::open(dir).unwrap();
         let now = interlink_net::now_ms();
         let lines: Vec<(MsgId, InboxEntry)> = (0..n)
@@ -281,12 +279,13 @@ mod tests {
                 .map(|t| t.split(' ').next().unwrap_or_default().to_owned())
                 .collect::<Vec<_>>()
         };
-        let (last, more) = received_history(dir.path(), None, None, 3).unwrap();
+        let (last, more) = received_history(&SessionDir::at(dir.path()), None, None, 3).unwrap();
         // 299 is a receipt line, not a message.
         assert_eq!(texts(&last), ["m296", "m297", "m298"]);
         assert!(more);
         let bb: IdentityKey = "bb".repeat(32).parse().unwrap();
-        let (from_bb, more) = received_history(dir.path(), Some(&bb), Some("t"), 100).unwrap();
+        let (from_bb, more) =
+            received_history(&SessionDir::at(dir.path()), Some(&bb), Some("t"), 100).unwrap();
         assert_eq!(
             from_bb.len(),
             300_usize.div_ceil(7) - 4,
@@ -294,7 +293,8 @@ mod tests {
         );
         assert!(!more);
         assert!(from_bb.iter().all(|e| e.sender == "bb".repeat(32)));
-        let (none, more) = received_history(dir.path(), None, Some("nope"), 5).unwrap();
+        let (none, more) =
+            received_history(&SessionDir::at(dir.path()), None, Some("nope"), 5).unwrap();
         assert!(none.is_empty() && !more);
     }
 
@@ -329,7 +329,7 @@ mod tests {
         eprintln!("Inbox::open: {:?}", t.elapsed());
         drop(inbox);
         let t = Instant::now();
-        let state = ReadState::load(dir.path()).unwrap();
+        let state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
         eprintln!("ReadState::load: {:?}", t.elapsed());
         let t = Instant::now();
         let unread = state.unread().unwrap();
@@ -342,7 +342,8 @@ mod tests {
             ("peer with 1%, task, 100", Some(&bb), Some("t"), 100),
         ] {
             let t = Instant::now();
-            let (got, more) = received_history(dir.path(), peer, task, limit).unwrap();
+            let (got, more) =
+                received_history(&SessionDir::at(dir.path()), peer, task, limit).unwrap();
             eprintln!(
                 "conversation_history {what}: {:?} ({} found, more {more})",
                 t.elapsed(),

@@ -6,7 +6,7 @@
 //! the machine right after a push can push the message again after the restart (at
 //! least once), never lose it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, atomic::AtomicU64};
 
 use interlink_core::{IdentityKey, wire::EnvelopeKind};
 use interlink_net::{Event, inbox::InboxEntry};
@@ -15,12 +15,15 @@ use rmcp::{
     model::{CustomNotification, ServerNotification},
 };
 use serde_json::{Map, Value, json};
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast::error::RecvError, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::{
-    context::{Context, ReadReceipt},
+    context::{
+        Bound, Context, NodeStatus, ReadReceipt, ReceiptQueue, SharedState, unread_in, wait_ready,
+    },
+    paths::Home,
     policy,
     read_state::{Durability, ReadState},
     render,
@@ -63,12 +66,51 @@ pub fn notification(e: &InboxEntry, name: Option<&str>) -> CustomNotification {
     )
 }
 
+/// What the channel forwarder uses of the session, and nothing else. It starts with
+/// the MCP peer, before the session may be bound, so it holds the session's slot
+/// rather than its directory.
+#[derive(Clone, Debug)]
+pub struct Channel {
+    /// The session, once bound (its directory holds the inbox and read state).
+    pub bound: Arc<OnceLock<Bound>>,
+    /// The home (the peers policy names the senders).
+    pub home: Home,
+    /// This user's key (its own messages are labelled `self`).
+    pub key: IdentityKey,
+    /// The node's status.
+    pub node: watch::Receiver<NodeStatus>,
+    /// The read-state lock the tools take too ([`Context::read_lock`]).
+    pub read_lock: Arc<tokio::sync::Mutex<()>>,
+    /// The unread scan's offset, shared with the tools ([`Context::scanned`]).
+    pub scanned: Arc<AtomicU64>,
+    /// The shared state: reading the unread messages notes their senders' routes.
+    pub state: SharedState,
+    /// Where pushed messages queue their hand-over receipts.
+    pub receipts: ReceiptQueue,
+}
+
+impl Channel {
+    /// The forwarder's part of `ctx`.
+    pub fn of(ctx: &Context) -> Self {
+        Self {
+            bound: ctx.bound.clone(),
+            home: ctx.home.clone(),
+            key: ctx.key(),
+            node: ctx.node.clone(),
+            read_lock: ctx.read_lock.clone(),
+            scanned: ctx.scanned.clone(),
+            state: ctx.shared_state(),
+            receipts: ctx.receipts.clone(),
+        }
+    }
+}
+
 /// Pushes unread messages to `peer` until `cancel` fires or the node stops: the ones
 /// waiting at start, then each new delivery.
-pub async fn forward(ctx: Arc<Context>, peer: Peer<RoleServer>, cancel: CancellationToken) {
+pub async fn forward(ctx: Channel, peer: Peer<RoleServer>, cancel: CancellationToken) {
     let ready = tokio::select! {
         () = cancel.cancelled() => return,
-        r = ctx.ready() => match r {
+        r = wait_ready(&ctx.node) => match r {
             Ok(r) => r,
             Err(e) => { warn!("channel mode off: {}", e.0); return; }
         },
@@ -93,9 +135,13 @@ pub async fn forward(ctx: Arc<Context>, peer: Peer<RoleServer>, cancel: Cancella
     }
 }
 
-async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
+async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
     let _guard = ctx.read_lock.lock().await;
-    let unread = match ctx.unread() {
+    // Unbound: no inbox yet, so nothing unread (as `Context::unread` answers).
+    let Some(dir) = ctx.bound.get().map(|b| &b.session_dir) else {
+        return;
+    };
+    let unread = match unread_in(dir, &ctx.scanned, &ctx.state) {
         Ok(u) => u,
         Err(e) => {
             warn!("channel mode: reading the inbox: {e}");
@@ -109,7 +155,7 @@ async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
             .sender
             .parse::<IdentityKey>()
             .ok()
-            .and_then(|k| render::petname(&policy, &ctx.key(), &k));
+            .and_then(|k| render::petname(&policy, &ctx.key, &k));
         let n = notification(e, name.as_deref());
         if let Err(err) = peer
             .send_notification(ServerNotification::CustomNotification(n))
@@ -126,15 +172,12 @@ async fn push_unread(ctx: &Context, peer: &Peer<RoleServer>) {
                 id,
             });
         }
-        ctx.queue_read_receipts(ReadReceipt::host_queued(e));
+        ctx.receipts.queue(ReadReceipt::host_queued(e));
     }
     if pushed.is_empty() {
         return;
     }
-    let Ok(dir) = ctx.session_dir() else {
-        return;
-    };
-    match ReadState::load(&dir).map(|mut s| s.acknowledge_with(&pushed, Durability::Lazy)) {
+    match ReadState::load(dir).map(|mut s| s.acknowledge_with(&pushed, Durability::Lazy)) {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => warn!("channel mode: marking pushed messages consumed: {e}"),
         Err(e) => warn!("channel mode: marking pushed messages consumed: {e}"),

@@ -11,22 +11,30 @@
 //! without a pending request, a receipt for an unknown or further-on message are
 //! ignored).
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::time::Duration;
 
-use interlink_core::{IdentityKey, SessionId, wire::EnvelopeKind};
+use interlink_core::{
+    IdentityKey, SessionId,
+    wire::{EnvelopeKind, SessionAddr},
+};
 use interlink_net::{
     Event,
-    inbox::{INBOX_FILE, InboxEntry, read_positioned_from},
+    inbox::{InboxEntry, read_positioned_from},
 };
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast::error::RecvError, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::{context::Context, files::write_atomically, pairing, policy};
+use crate::{
+    context::{Bound, Context, NodeStatus, SharedState, refresh_policy, wait_ready},
+    files::write_atomically,
+    pairing,
+    paths::{Home, SessionDir},
+    policy,
+};
 
-/// File name of the follower's position, in the session's directory.
-pub const FOLLOW_FILE: &str = "follow.json";
+pub use crate::paths::FOLLOW_FILE;
 /// How often the inbox is checked without a delivery event.
 const FOLLOW_POLL: Duration = Duration::from_secs(1);
 
@@ -35,25 +43,62 @@ struct Position {
     offset: u64,
 }
 
-fn load_offset(dir: &Path) -> u64 {
-    std::fs::read(dir.join(FOLLOW_FILE))
+/// What the follower uses of the session, and nothing else.
+#[derive(Clone, Debug)]
+pub struct Follow {
+    /// The session's directory (its inbox, held knocks, the follower's position).
+    pub dir: SessionDir,
+    /// The home (peers policy, pairing state).
+    pub home: Home,
+    /// This session's address: the user's key (its own knocks are ignored) and the
+    /// session a held knock came through.
+    pub own: SessionAddr,
+    /// The name this user suggests for itself in pair acceptances.
+    pub name: String,
+    /// The node's status.
+    pub node: watch::Receiver<NodeStatus>,
+    /// The sent log (receipts move its entries) and routes (goodbyes close them).
+    pub state: SharedState,
+}
+
+impl Follow {
+    /// The follower's part of `ctx`, bound to the session `bound`.
+    pub fn of(ctx: &Context, bound: &Bound) -> Self {
+        Self {
+            dir: bound.session_dir.clone(),
+            home: ctx.home.clone(),
+            own: bound.own.clone(),
+            name: ctx.name.clone(),
+            node: ctx.node.clone(),
+            state: ctx.shared_state(),
+        }
+    }
+
+    fn key(&self) -> IdentityKey {
+        self.own.key
+    }
+}
+
+fn load_offset(dir: &SessionDir) -> u64 {
+    std::fs::read(dir.follow_position())
         .ok()
         .and_then(|b| serde_json::from_slice::<Position>(&b).ok())
         .map_or(0, |p| p.offset)
 }
 
-fn save_offset(dir: &Path, offset: u64) {
+fn save_offset(dir: &SessionDir, offset: u64) {
     let bytes = serde_json::to_vec(&Position { offset }).unwrap_or_default();
-    if let Err(e) = write_atomically(&dir.join(FOLLOW_FILE), &bytes) {
+    if let Err(e) = write_atomically(&dir.follow_position(), &bytes) {
         warn!("saving {FOLLOW_FILE}: {e}");
     }
 }
 
 /// Runs until `cancel` fires or the node stops.
-pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: CancellationToken) {
+pub async fn follow(ctx: Follow, cancel: CancellationToken) {
+    let session_dir = ctx.dir.clone();
     let ready = tokio::select! {
         () = cancel.cancelled() => return,
-        r = ctx.ready() => match r {
+        r = wait_ready(&ctx.node) => match r {
             Ok(r) => r,
             Err(e) => { debug!("inbox follower off: {}", e.0); return; }
         },
@@ -86,13 +131,15 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
                 Ok(Event::Delivered { .. } | Event::Knock { .. }) | Err(RecvError::Lagged(_)) => {}
                 Ok(Event::Receipted { msg_id, to }) => {
                     // A queued message reached its recipient after all.
-                    ctx.shared()
+                    ctx.state
+                        .lock()
                         .sent
                         .mark_delivered(&msg_id.to_string(), &to, interlink_net::now_ms());
                     continue;
                 }
                 Ok(Event::NotKept { msg_id, to, reason }) => {
-                    ctx.shared()
+                    ctx.state
+                        .lock()
                         .sent
                         .mark_not_kept(&msg_id.to_string(), &to, &reason);
                     continue;
@@ -111,8 +158,8 @@ pub async fn follow(ctx: Arc<Context>, session_dir: std::path::PathBuf, cancel: 
 }
 
 /// Handles the lines after `offset`; returns the new offset.
-async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
-    let (entries, end) = match read_positioned_from(&dir.join(INBOX_FILE), offset) {
+async fn step(ctx: &Follow, dir: &SessionDir, offset: u64) -> u64 {
+    let (entries, end) = match read_positioned_from(&dir.inbox(), offset) {
         Ok(r) => r,
         Err(e) => {
             warn!("inbox follower: {e}");
@@ -131,7 +178,7 @@ async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
             EnvelopeKind::Goodbye => {
                 // The peer's session closed: stop routing replies to it.
                 if let Ok(session) = SessionId::new(&e.sender_session) {
-                    ctx.shared().routes.closed(&sender, &session);
+                    ctx.state.lock().routes.closed(&sender, &session);
                 }
             }
             EnvelopeKind::Message => {}
@@ -143,7 +190,7 @@ async fn step(ctx: &Context, dir: &Path, offset: u64) -> u64 {
 /// A knock from a peer (it reached the inbox: peers pass the gate): the other side lost
 /// this user and asks again. Confirm, so its node pins this user (it does so only for
 /// a request its user made).
-async fn on_knock(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
+async fn on_knock(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
     if sender == ctx.key() {
         return;
     }
@@ -154,14 +201,18 @@ async fn on_knock(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
     let Ok(session) = SessionId::new(&e.sender_session) else {
         return;
     };
-    if let Ok(ready) = ctx.ready().await {
-        let to = interlink_core::wire::SessionAddr {
+    if let Ok(ready) = wait_ready(&ctx.node).await {
+        let to = SessionAddr {
             key: sender,
             session,
         };
-        if let Err(err) = ctx
-            .send_pairing(&ready.handle, to, EnvelopeKind::PairAccept)
-            .await
+        if let Err(err) = crate::tools::pairing::send_pairing(
+            &ready.handle,
+            &ctx.name,
+            to,
+            EnvelopeKind::PairAccept,
+        )
+        .await
         {
             debug!("confirming a peer's repeated knock: {err}");
         }
@@ -170,14 +221,12 @@ async fn on_knock(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
 
 /// Copies the knocks the node holds for the operator into `pairing.json` (strangers'
 /// only: a peer's knock is answered, see [`on_knock`]).
-fn record_held_knocks(ctx: &Context, dir: &Path) {
-    let held = interlink_net::knocks::load(dir);
+fn record_held_knocks(ctx: &Follow, dir: &SessionDir) {
+    let held = interlink_net::knocks::load(dir.path());
     if held.is_empty() {
         return;
     }
-    let Ok(via) = ctx.own().map(|o| o.session) else {
-        return;
-    };
+    let via = &ctx.own.session;
     let policy = policy::load(&ctx.home).unwrap_or_default();
     for k in &held {
         let stranger = k
@@ -187,7 +236,7 @@ fn record_held_knocks(ctx: &Context, dir: &Path) {
         if !stranger {
             continue;
         }
-        match pairing::record_knock(&ctx.home, k, &via) {
+        match pairing::record_knock(&ctx.home, k, via) {
             Ok(true) => info!(from = %k.sender_fingerprint, "pair request held for the operator"),
             Ok(false) => {}
             Err(err) => warn!("recording a pair request: {err}"),
@@ -197,13 +246,13 @@ fn record_held_knocks(ctx: &Context, dir: &Path) {
 
 /// A receipt: the message it names was read, or handed to the agent host — if it went
 /// to the receipt's signer.
-fn on_receipt(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
+fn on_receipt(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
     let Some(id) = e.in_reply_to.as_deref() else {
         return;
     };
     let now = interlink_net::now_ms();
     let moved = {
-        let log = &mut ctx.shared().sent;
+        let log = &mut ctx.state.lock().sent;
         match e.kind {
             EnvelopeKind::Read => log.mark_read(id, &sender, now),
             _ => log.mark_host_queued(id, &sender, now),
@@ -214,7 +263,7 @@ fn on_receipt(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
     }
 }
 
-async fn on_accept(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
+async fn on_accept(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
     let request = match pairing::take_outgoing(&ctx.home, &sender) {
         Ok(Some(r)) => r,
         Ok(None) => return,
@@ -234,7 +283,7 @@ async fn on_accept(ctx: &Context, e: &InboxEntry, sender: IdentityKey) {
     match result {
         Ok(()) => {
             info!(peer = %e.sender_fingerprint, "pair request accepted; peer added");
-            ctx.refresh_policy().await;
+            refresh_policy(&ctx.node, &ctx.home).await;
         }
         Err(err) => warn!("adding the peer that accepted: {err}"),
     }

@@ -3,20 +3,24 @@
 //!
 //! - [`follow`]: the inbox's lines for the agent side — knocks, pair acceptances,
 //!   receipts, goodbyes — and the knocks held for the operator;
-//! - [`receipts`]: sends the read and hand-over receipts the tools queue (it needs
-//!   only the node);
+//! - [`receipts`]: sends the read and hand-over receipts the tools queue;
 //! - [`sent_log`]: saves the sent-messages log;
 //! - [`codex`]: hands each new message to the bound Codex thread (Codex hosts only);
 //! - [`channel`]: pushes each message as a channel notification (channel mode; started
 //!   by [`crate::serve`] once the MCP peer exists).
 //!
-//! `spawn` starts the first four when the session starts ([`crate::startup`]).
+//! Each takes only what it uses of the session — its [`crate::paths::SessionDir`], the
+//! node's status, the receipt queue, a [`crate::context::SharedState`] handle — in an
+//! argument struct built from the [`Context`] ([`follow::Follow::of`],
+//! [`codex::Codex::of`], [`channel::Channel::of`]), never the context itself. `spawn`
+//! starts the first four when the session starts ([`crate::startup`]).
 
-use std::{path::PathBuf, sync::Arc};
+use std::sync::Arc;
 
 use interlink_core::wire::HostKind;
 use tokio::{sync::mpsc, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
+use tracing::warn;
 
 use crate::context::{Context, ReadReceipt};
 
@@ -26,23 +30,31 @@ pub mod follow;
 pub mod receipts;
 pub mod sent_log;
 
-/// Starts the workers of the session bound in `ctx`, whose state is in `session_dir`,
-/// with the receipt queue `receipts`; returns the sent-log saver, which shutdown
-/// awaits (the others just stop).
+/// Starts the workers of the session bound in `ctx`, with the receipt queue
+/// `receipts`; returns the sent-log saver, which shutdown awaits (the others just
+/// stop). Each worker gets only its part of the context, taken here.
 pub(crate) fn spawn(
     ctx: &Arc<Context>,
-    session_dir: PathBuf,
     receipts: mpsc::Receiver<ReadReceipt>,
     cancel: &CancellationToken,
 ) -> JoinHandle<()> {
-    tokio::spawn(follow::follow(ctx.clone(), session_dir, cancel.clone()));
     tokio::spawn(receipts::run(ctx.node.clone(), receipts, cancel.clone()));
+    // The session is bound before its workers start ([`crate::startup`]); were it
+    // not, say so rather than start them on no directory.
+    let Some(bound) = ctx.bound.get() else {
+        warn!("the session's workers did not start: the session is not bound");
+        return tokio::spawn(async {});
+    };
+    tokio::spawn(follow::follow(
+        follow::Follow::of(ctx, bound),
+        cancel.clone(),
+    ));
     if ctx.host() == HostKind::Codex {
-        tokio::spawn(codex::deliver(
-            ctx.clone(),
-            ctx.codex.clone(),
-            cancel.clone(),
-        ));
+        tokio::spawn(codex::deliver(codex::Codex::of(ctx, bound), cancel.clone()));
     }
-    tokio::spawn(sent_log::flush(ctx.clone(), cancel.clone()))
+    tokio::spawn(sent_log::flush(
+        ctx.shared_state(),
+        bound.session_dir.clone(),
+        cancel.clone(),
+    ))
 }
