@@ -640,3 +640,25 @@ fn with_footer(text: String, footer: Option<String>) -> String {
         None => text,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::server::testing::harness;
+
+    #[test]
+    fn a_poisoned_lock_is_recovered_not_skipped() {
+        let home = tempfile::tempdir().unwrap();
+        let h = harness(home.path(), "s1");
+        let state = h.server.ctx.shared_state();
+        let holder = state.clone();
+        let panicked = std::thread::spawn(move || {
+            let _held = holder.lock();
+            panic!("a holder panics");
+        })
+        .join();
+        assert!(panicked.is_err());
+        // The worker's handle and the context reach the same state, poisoned or not.
+        state.lock().summary = "after".into();
+        assert_eq!(h.server.ctx.shared().summary, "after");
+    }
+}

@@ -288,3 +288,23 @@ async fn on_accept(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
         Err(err) => warn!("adding the peer that accepted: {err}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::testing::harness;
+
+    #[test]
+    fn the_follower_gets_the_bound_session() {
+        let home = tempfile::tempdir().unwrap();
+        let h = harness(home.path(), "s1");
+        let ctx = &h.server.ctx;
+        let f = Follow::of(ctx, ctx.bound.get().unwrap());
+        assert_eq!(f.dir, h.session_dir);
+        assert_eq!(f.home.path(), home.path());
+        assert_eq!(f.own, ctx.own().unwrap());
+        // Its state handle is the context's state.
+        f.state.lock().summary = "seen".into();
+        assert_eq!(ctx.shared().summary, "seen");
+    }
+}
