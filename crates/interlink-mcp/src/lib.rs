@@ -13,10 +13,12 @@
 //! - [`serve`] — the entry point: builds the context, runs the server, shuts down;
 //! - [`server`] — the rmcp handler and the instructions; [`tools`] — the tools;
 //! - [`startup`] — starting the node and the [`workers`];
-//! - [`context`] — the state tools and workers share ([`Context`], one lock);
+//! - [`context`] — the state the tools share ([`Context`]) and the one lock over its
+//!   mutable part ([`context::SharedState`]), which workers get a handle to;
 //! - the local state files and helpers below.
 //!
-//! Local state, under the home directory ([`paths`]):
+//! Local state, under the home directory ([`paths::Home`]; a session's directory is a
+//! [`paths::SessionDir`], and every file name is spelled in [`paths`]):
 //! - `peers.json` — who may message this user ([`policy`], edited through [`peers`]);
 //!   shared by every session of the user and the operator's `peer` command;
 //! - `sessions/<id>/inbox.jsonl` — delivered messages, written by the node;
