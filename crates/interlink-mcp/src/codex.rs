@@ -24,8 +24,6 @@ use tracing::debug;
 
 use crate::{files::write_atomically, paths::SessionDir};
 
-/// File name of the saved failures in the session's directory.
-pub use crate::paths::CODEX_FAILURES_FILE as FAILURES_FILE;
 /// Most failed deliveries kept.
 pub const MAX_FAILURES: usize = 256;
 /// Most bytes of a failed run's stderr kept in its error.

@@ -34,7 +34,6 @@ use crate::{
     policy::{self, PolicyError},
 };
 
-pub use crate::paths::PAIRING_FILE;
 /// Most knocks waiting for the operator; a new identity's knock drops the oldest.
 pub const MAX_INCOMING: usize = KNOCK_QUEUE_CAPACITY;
 /// Most pair requests this user has sent and not seen accepted.

@@ -210,6 +210,16 @@ impl SessionDir {
     pub fn woken(&self) -> PathBuf {
         self.0.join(WOKEN_FILE)
     }
+
+    /// Claims the session for this process, which runs `command` (one process per
+    /// session id and home): the net crate's [`interlink_net::SessionLock`], whose file
+    /// it names, held until the returned lock is dropped.
+    pub fn claim(
+        &self,
+        command: &str,
+    ) -> Result<interlink_net::SessionLock, interlink_net::SessionLockError> {
+        interlink_net::SessionLock::acquire(&self.0, command, interlink_net::now_ms())
+    }
 }
 
 impl AsRef<Path> for SessionDir {
@@ -296,5 +306,19 @@ mod tests {
             SessionDir::at("/d").inbox(),
             PathBuf::from("/d/inbox.jsonl")
         );
+    }
+
+    #[test]
+    fn a_claimed_session_cannot_be_claimed_twice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Home::new(tmp.path())
+            .session(&SessionId::new("s").unwrap())
+            .unwrap();
+        let held = dir.claim("run").unwrap();
+        assert!(dir.path().is_dir(), "claiming creates the directory");
+        let err = dir.claim("mcp").unwrap_err().to_string();
+        assert!(err.contains("run"), "the refusal names the holder: {err}");
+        drop(held);
+        assert!(dir.claim("mcp").is_ok());
     }
 }

@@ -21,8 +21,6 @@ use crate::{
     paths::Home,
 };
 
-pub use crate::paths::PEERS_FILE;
-
 /// The peers file under `home`.
 pub fn path(home: &Home) -> PathBuf {
     home.peers()

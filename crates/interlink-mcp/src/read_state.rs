@@ -42,8 +42,6 @@ use crate::{
     files::{write_atomically, write_replacing},
     paths::SessionDir,
 };
-
-pub use crate::paths::READ_STATE_FILE;
 /// Most message ids acknowledged ahead of an older unread message that the state
 /// remembers; an acknowledgement beyond it is refused until older messages are
 /// acknowledged.

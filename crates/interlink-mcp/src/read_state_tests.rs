@@ -184,7 +184,7 @@ fn another_senders_message_under_an_acknowledged_id_stays_unread() {
     );
     // A version 1 file's bare id still means "any sender".
     std::fs::write(
-        dir.path().join(READ_STATE_FILE),
+        SessionDir::at(dir.path()).read_state(),
         format!(r#"{{"version":1,"offset":0,"consumed":["{}"]}}"#, id(2)),
     )
     .unwrap();

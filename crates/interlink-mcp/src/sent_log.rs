@@ -16,8 +16,6 @@ use interlink_core::{IdentityKey, wire::SessionAddr};
 use serde::{Deserialize, Serialize};
 
 use crate::{files::write_atomically, paths::SessionDir};
-
-pub use crate::paths::SENT_FILE;
 /// Most messages the log keeps.
 pub const MAX_SENT: usize = 1024;
 /// Most bytes of a message's text the log keeps.

@@ -109,11 +109,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     // A session that starts now is claimed now: a second process under the same id and
     // home exits here, naming the first, before it touches the inbox or the overlay.
     let lock = match at {
-        StartAt::Now => Some(interlink_net::SessionLock::acquire(
-            session_dir.path(),
-            "mcp",
-            interlink_net::now_ms(),
-        )?),
+        StartAt::Now => Some(session_dir.claim("mcp")?),
         StartAt::Initialize | StartAt::Bind => None,
     };
     let starter = Starter {

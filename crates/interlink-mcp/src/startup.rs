@@ -78,14 +78,7 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
     {
         let mut shared = ctx.shared();
         if shared.tasks.lock.is_none() {
-            shared.tasks.lock = Some(
-                interlink_net::SessionLock::acquire(
-                    session_dir.path(),
-                    "mcp",
-                    interlink_net::now_ms(),
-                )
-                .map_err(|e| fail(e.to_string()))?,
-            );
+            shared.tasks.lock = Some(session_dir.claim("mcp").map_err(|e| fail(e.to_string()))?);
         }
     }
     let summary = ctx.shared().summary.clone();

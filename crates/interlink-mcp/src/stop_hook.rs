@@ -38,10 +38,6 @@ use crate::{
     render,
 };
 
-/// File name of the waiter's lock inside a session's directory.
-pub use crate::paths::WAIT_LOCK_FILE as LOCK_FILE;
-/// File name of the ids a wake-up already announced, inside a session's directory.
-pub use crate::paths::WOKEN_FILE;
 /// Most announced ids remembered (the oldest are forgotten first: such a message can
 /// wake the agent a second time, never zero times).
 pub const MAX_WOKEN: usize = 1024;

@@ -25,7 +25,6 @@ use tokio::{
 use self::report::Report;
 use crate::paths::Home;
 
-pub use crate::policy::PEERS_FILE;
 /// How long the roster must stay unchanged before the wait ends early.
 const QUIET: Duration = Duration::from_millis(500);
 /// After a change under `--watch`, how long to gather further changes before printing.

@@ -230,7 +230,7 @@ mod tests {
     use interlink_net::inbox::Inbox;
 
     use super::*;
-    use crate::read_state::{READ_STATE_FILE, ReadState, tests::entry};
+    use crate::read_state::{ReadState, tests::entry};
 
     fn id(n: u32) -> MsgId {
         let mut b = [0; 16];
@@ -310,7 +310,7 @@ mod tests {
         let (_, end) = interlink_net::inbox::bounds(inbox.path()).unwrap();
         drop(inbox);
         std::fs::write(
-            dir.path().join(READ_STATE_FILE),
+            SessionDir::at(dir.path()).read_state(),
             format!(
                 r#"{{"version":2,"offset":{},"consumed":[]}}"#,
                 end - 500_000

@@ -15,17 +15,15 @@ use tracing::{info, warn};
 
 use crate::{
     codex::{
-        CodexConfig, FAILURES_FILE, Failure, MAX_FAILURES, load_failures, ms, notice, queue,
-        queue_with_retries, retry_delay, save_failures,
+        CodexConfig, Failure, MAX_FAILURES, load_failures, ms, notice, queue, queue_with_retries,
+        retry_delay, save_failures,
     },
     context::{Bound, Context, NodeStatus, ReadReceipt, ReceiptQueue, SharedState, running},
     files::write_atomically,
-    paths::{Home, SessionDir},
+    paths::{CODEX_FAILURES_FILE as FAILURES_FILE, CODEX_POSITION_FILE, Home, SessionDir},
     policy, render,
 };
 
-/// File name of the hand-over position in the session's directory.
-pub use crate::paths::CODEX_POSITION_FILE as POSITION_FILE;
 /// How often saved failures are checked for a due retry.
 const RETRY_TICK: Duration = Duration::from_secs(1);
 
@@ -40,7 +38,7 @@ fn load_position(dir: &SessionDir) -> u64 {
 fn save_position(dir: &SessionDir, offset: u64) {
     let bytes = serde_json::json!({ "offset": offset }).to_string();
     if let Err(e) = write_atomically(&dir.codex_position(), bytes.as_bytes()) {
-        warn!("saving {POSITION_FILE}: {e}");
+        warn!("saving {CODEX_POSITION_FILE}: {e}");
     }
 }
 

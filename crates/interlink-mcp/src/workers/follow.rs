@@ -30,11 +30,10 @@ use crate::{
     context::{Bound, Context, NodeStatus, SharedState, refresh_policy, wait_ready},
     files::write_atomically,
     pairing,
-    paths::{Home, SessionDir},
+    paths::{FOLLOW_FILE, Home, SessionDir},
     policy,
 };
 
-pub use crate::paths::FOLLOW_FILE;
 /// How often the inbox is checked without a delivery event.
 const FOLLOW_POLL: Duration = Duration::from_secs(1);
 
