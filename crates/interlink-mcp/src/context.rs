@@ -415,12 +415,6 @@ impl Context {
         }
     }
 
-    /// Waits, without a limit, until the node runs (`None`: it failed or stopped).
-    /// For background workers, which start before the session may be bound.
-    pub async fn running(&self) -> Option<Arc<Ready>> {
-        running(&self.node).await
-    }
-
     /// Waits (at most [`NODE_WAIT`]) for the node.
     pub async fn ready(&self) -> Result<Arc<Ready>, ToolError> {
         wait_ready(&self.node).await
