@@ -67,6 +67,8 @@ fn main() -> anyhow::Result<()> {
         in_reply_to: None,
         name: None,
         sealed: None,
+        pass: None,
+        reply_pass: None,
     };
     env.seal_text(
         "which endpoint issues refresh tokens?",
@@ -96,6 +98,7 @@ fn main() -> anyhow::Result<()> {
             msg_ids: vec![got.body().msg_id],
             state: ReceiptState::Delivered,
             ts: now,
+            pass: None,
         },
         &bob,
     )?

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use interlink_core::{
-    limits::{MAILBOX_SENDER_QUOTA, MAX_MAILBOX_RECORD_BYTES},
+    limits::{MAILBOX_STRANGER_SENDER_QUOTA, MAX_MAILBOX_RECORD_BYTES},
     wire::{MailboxOp, MailboxOutcome, MailboxRequest, VERSION},
 };
 use interlink_net::behaviour::BehaviourEvent;
@@ -71,7 +71,7 @@ async fn hostile_holds_are_refused_counted_and_leave_the_store_within_caps() {
             Some(RejectReason::Oversized),
         ),
         (key, genuine_record, None),
-        // A valid flood is held, but only up to one sender's quota: the friend's
+        // A valid flood is held, but only up to one stranger's quota: the friend's
         // message keeps its place.
         (key, flood_record, None),
     ];
@@ -111,7 +111,7 @@ async fn hostile_holds_are_refused_counted_and_leave_the_store_within_caps() {
     assert_eq!(stats.mailboxes, 1);
     assert_eq!(
         stats.envelopes,
-        1 + MAILBOX_SENDER_QUOTA as u64,
+        1 + MAILBOX_STRANGER_SENDER_QUOTA as u64,
         "{stats:?}"
     );
     shutdown.cancel();

@@ -49,6 +49,8 @@ fn envelope(from: &Identity, f: &Fixture, n: u64, rng: &mut ChaCha20Rng) -> Enve
         in_reply_to: None,
         name: None,
         sealed: None,
+        pass: None,
+        reply_pass: None,
     };
     env.seal_text(&f.text, &f.bob.sealing_secret().public(), rng)
         .unwrap();

@@ -76,6 +76,7 @@ pub fn plan<'a>(
                     msg_ids: chunk.to_vec(),
                     state: ReceiptState::Delivered,
                     ts: now,
+                    pass: None,
                 },
             });
         }
@@ -145,6 +146,8 @@ mod tests {
             in_reply_to: kind.is_receipt().then(|| MsgId::from_bytes([0; 16])),
             name: None,
             sealed: None,
+            pass: None,
+            reply_pass: None,
         }
     }
 

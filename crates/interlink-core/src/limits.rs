@@ -70,12 +70,25 @@ pub const MAX_ROSTER_IDENTITIES: usize = 1024;
 
 /// How long a queued envelope stays deliverable, and how long an ack tombstone lives.
 pub const MAILBOX_RETENTION_MS: u64 = 7 * DAY_MS;
-/// Most envelopes one mailbox holds; beyond it the oldest are dropped.
+/// Most admitted envelopes one mailbox holds; beyond it new ones are not kept.
 pub const MAILBOX_MAX_ENVELOPES: usize = 256;
-/// Most envelopes from one sender in one mailbox; beyond it that sender's oldest go.
+/// Most envelopes from one admitted sender in one mailbox.
 pub const MAILBOX_SENDER_QUOTA: usize = 64;
-/// Most bytes of envelopes one mailbox holds; beyond it the oldest are dropped.
+/// Most bytes of admitted envelopes one mailbox holds.
 pub const MAILBOX_MAX_BYTES: usize = 2 * 1024 * 1024;
+/// Most bytes of envelopes from one admitted sender in one mailbox: four senders at
+/// full speed fill [`MAILBOX_MAX_BYTES`], one cannot.
+pub const MAILBOX_SENDER_MAX_BYTES: usize = 512 * 1024;
+/// Most envelopes without a pass one mailbox holds, apart from its admitted mail:
+/// knocks, and the first words of a peer paired by hand that has not met this one
+/// online yet (PROTOCOL §5.3).
+pub const MAILBOX_STRANGER_SLOTS: usize = 32;
+/// Most envelopes without a pass from one sender in one mailbox.
+pub const MAILBOX_STRANGER_SENDER_QUOTA: usize = 8;
+/// Most bytes of envelopes without a pass one mailbox holds.
+pub const MAILBOX_STRANGER_MAX_BYTES: usize = 128 * 1024;
+/// Largest envelope without a pass a mailbox holds.
+pub const MAILBOX_STRANGER_ENVELOPE_MAX_BYTES: usize = 16 * 1024;
 /// Most owner acks one mailbox keeps; beyond it the oldest are dropped.
 pub const MAILBOX_MAX_ACKS: usize = 64;
 

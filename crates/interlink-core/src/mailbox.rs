@@ -12,10 +12,22 @@
 //!    the clock-skew tolerance, so it outlives every envelope it names);
 //! 2. only the newest [`Config::max_acks`] acks stay;
 //! 3. envelopes whose (sender, id) a remaining ack lists go: acks are the tombstones;
-//! 4. one pass over the remaining envelopes, oldest first, keeps an envelope when its
-//!    sender has fewer than [`Config::sender_quota`] kept, fewer than
-//!    [`Config::max_envelopes`] are kept in all, it fits in what is left of
-//!    [`Config::max_bytes`], and no version of it is kept yet.
+//! 4. one pass over the remaining envelopes, oldest first, keeps an envelope when no
+//!    version of it is kept yet and it fits its class:
+//!    - **admitted** (from the owner identity itself, or carrying the owner's pass for
+//!      its sender, [`wire::MailboxPass`]): its sender has fewer than
+//!      [`Config::sender_quota`] envelopes and [`Config::sender_max_bytes`] bytes kept,
+//!      fewer than [`Config::max_envelopes`] admitted are kept in all, and it fits in
+//!      what is left of [`Config::max_bytes`];
+//!    - **stranger** (no valid pass: knocks, a new peer's first words): it is at most
+//!      [`Config::stranger_envelope_max_bytes`], its sender has fewer than
+//!      [`Config::stranger_sender_quota`] kept, and the strangers' own
+//!      [`Config::stranger_slots`] and [`Config::stranger_max_bytes`] have room.
+//!
+//! The classes never compete: no number of strangers, however they date their mail,
+//! takes room from the owner's admitted senders. Whether an envelope is admitted is a
+//! function of its own bytes (the pass it carries), so every holder classes it alike
+//! and the algebra below holds per class.
 //!
 //! "Oldest" is the order on `(ts, msg_id, sender, digest of the wire bytes)`. An entry is
 //! one `(msg_id, sender)`: ids are visible to every holder, so keying by id alone would
@@ -27,8 +39,8 @@
 //! already took: a message once stored stays until it is acked or expires, so a sender
 //! told "queued" is never overtaken by its own later messages or by anyone else's, and
 //! a sender whose mail does not fit learns it at once ([`Inserted::Dropped`]) and can
-//! say so. One sender's quota is well below the count cap, so one stranger's flood
-//! cannot fill a mailbox.
+//! say so. Within the admitted class, per-sender quotas in envelopes and bytes keep one
+//! sender from filling the mailbox; backdating only reorders a sender's own share.
 //!
 //! # Algebra, and where it stops
 //!
@@ -67,7 +79,9 @@ use crate::{
     identity::{Fingerprint, IdentityKey},
     limits::{
         MAILBOX_MAX_ACKS, MAILBOX_MAX_BYTES, MAILBOX_MAX_ENVELOPES, MAILBOX_RETENTION_MS,
-        MAILBOX_SENDER_QUOTA, MAX_FUTURE_SKEW_MS, MAX_MAILBOX_RECORD_BYTES,
+        MAILBOX_SENDER_MAX_BYTES, MAILBOX_SENDER_QUOTA, MAILBOX_STRANGER_ENVELOPE_MAX_BYTES,
+        MAILBOX_STRANGER_MAX_BYTES, MAILBOX_STRANGER_SENDER_QUOTA, MAILBOX_STRANGER_SLOTS,
+        MAX_FUTURE_SKEW_MS, MAX_MAILBOX_RECORD_BYTES,
     },
     replay::{TimeError, check_time},
     session::SessionId,
@@ -78,8 +92,10 @@ use crate::{
 pub const RECORD_KEY_DOMAIN: &[u8] = b"interlink-p2p/v1/mailbox";
 /// Version of the encoded mailbox record.
 ///
-/// Version 2 (protocol version 2): its acks list (sender, message id) pairs.
-pub const RECORD_VERSION: u8 = 2;
+/// Version 2 (protocol version 2): its acks list (sender, message id) pairs. Version 3
+/// (protocol version 4): admitted and stranger envelopes are bounded apart, so copies
+/// normalise differently from version 2's.
+pub const RECORD_VERSION: u8 = 3;
 
 /// The DHT record key of the mailbox of `owner`'s session `session`:
 /// SHA-256([`RECORD_KEY_DOMAIN`] || owner key || session id as UTF-8).
@@ -96,12 +112,22 @@ pub fn record_key(owner: &IdentityKey, session: &SessionId) -> [u8; 32] {
 /// normalise differently and a holder refuses a peer's larger copy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// Most envelopes kept.
+    /// Most admitted envelopes kept.
     pub max_envelopes: usize,
-    /// Most envelopes kept from one sender identity.
+    /// Most admitted envelopes kept from one sender identity.
     pub sender_quota: usize,
-    /// Most bytes of envelopes (signed wire form) kept.
+    /// Most bytes of admitted envelopes (signed wire form) kept.
     pub max_bytes: usize,
+    /// Most bytes of admitted envelopes kept from one sender identity.
+    pub sender_max_bytes: usize,
+    /// Most stranger envelopes (no valid pass) kept.
+    pub stranger_slots: usize,
+    /// Most stranger envelopes kept from one sender identity.
+    pub stranger_sender_quota: usize,
+    /// Most bytes of stranger envelopes kept.
+    pub stranger_max_bytes: usize,
+    /// Largest stranger envelope kept.
+    pub stranger_envelope_max_bytes: usize,
     /// Most acks kept.
     pub max_acks: usize,
     /// How long an envelope stays deliverable, in ms.
@@ -114,6 +140,11 @@ impl Default for Config {
             max_envelopes: MAILBOX_MAX_ENVELOPES,
             sender_quota: MAILBOX_SENDER_QUOTA,
             max_bytes: MAILBOX_MAX_BYTES,
+            sender_max_bytes: MAILBOX_SENDER_MAX_BYTES,
+            stranger_slots: MAILBOX_STRANGER_SLOTS,
+            stranger_sender_quota: MAILBOX_STRANGER_SENDER_QUOTA,
+            stranger_max_bytes: MAILBOX_STRANGER_MAX_BYTES,
+            stranger_envelope_max_bytes: MAILBOX_STRANGER_ENVELOPE_MAX_BYTES,
             max_acks: MAILBOX_MAX_ACKS,
             retention_ms: MAILBOX_RETENTION_MS,
         }
@@ -125,6 +156,11 @@ impl Config {
     // with a timestamp at most the skew tolerance ahead of the ack's.
     fn ack_window(&self) -> u64 {
         self.retention_ms.saturating_add(MAX_FUTURE_SKEW_MS)
+    }
+
+    /// Most envelopes of both classes a normalised copy holds.
+    pub fn max_held_envelopes(&self) -> usize {
+        self.max_envelopes.saturating_add(self.stranger_slots)
     }
 }
 
@@ -212,7 +248,8 @@ pub enum Inserted {
     /// Already held, or an older version of it is held; nothing changed.
     Duplicate,
     /// Valid, but the mailbox is full for it (its sender's quota, the count or the byte
-    /// cap, all taken by older envelopes), so not kept.
+    /// cap of its class, all taken by older envelopes; or, without a pass, too large
+    /// for a stranger's), so not kept.
     Dropped,
 }
 
@@ -252,19 +289,31 @@ type EnvKey = (u64, MsgId, IdentityKey, [u8; 32]);
 /// `(ts, signature)`: a deterministic order on acks, and their map key.
 type AckKey = (u64, [u8; 64]);
 
-/// An envelope with its signed wire form, which the byte cap counts and `encode` emits.
+/// An envelope with its signed wire form, which the byte cap counts and `encode` emits,
+/// and its class (checked once, when it came in).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Held {
     env: Signed<Envelope>,
     wire: Vec<u8>,
     digest: [u8; 32],
+    admitted: bool,
 }
 
 impl Held {
     fn new(env: Signed<Envelope>) -> Self {
+        let admitted = env.body().is_admitted();
+        Self::classed(env, admitted)
+    }
+
+    fn classed(env: Signed<Envelope>, admitted: bool) -> Self {
         let wire = env.to_bytes();
         let digest = Sha256::digest(&wire).into();
-        Self { env, wire, digest }
+        Self {
+            env,
+            wire,
+            digest,
+            admitted,
+        }
     }
 
     fn key(&self) -> EnvKey {
@@ -536,7 +585,7 @@ impl Mailbox {
             wire::decode_cbor(RECORD_KIND, bytes).map_err(MailboxError::Malformed)?;
         // Checked before any signature is verified: a copy normalised under the same
         // config never exceeds these, and verifying costs CPU a hostile put could waste.
-        if rec.envelopes.len() > cfg.max_envelopes || rec.acks.len() > cfg.max_acks {
+        if rec.envelopes.len() > cfg.max_held_envelopes() || rec.acks.len() > cfg.max_acks {
             return Err(MailboxError::TooManyEntries {
                 envelopes: rec.envelopes.len(),
                 acks: rec.acks.len(),
@@ -560,12 +609,25 @@ impl Mailbox {
             }
         }
         let mut envelopes = Vec::with_capacity(rec.envelopes.len());
+        // A sender's pass is the same bytes on each of its envelopes (passes are
+        // deterministic signatures): check each (sender, pass) once per record.
+        let mut passes: HashMap<(IdentityKey, [u8; 64]), bool> = HashMap::new();
         for (index, raw) in rec.envelopes.iter().enumerate() {
             let checked = Signed::<Envelope>::decode(raw)
                 .map_err(MailboxError::InvalidEntry)
                 .and_then(|e| mailbox.check_envelope(e.body()).map(|()| e));
             match checked {
-                Ok(e) => envelopes.push(Held::new(e)),
+                Ok(e) => {
+                    let b = e.body();
+                    let admitted = match b.pass {
+                        _ if b.sender == b.recipient => true,
+                        None => false,
+                        Some(p) => *passes
+                            .entry((b.sender, *p.as_bytes()))
+                            .or_insert_with(|| p.verify(&b.recipient, &b.sender).is_ok()),
+                    };
+                    envelopes.push(Held::classed(e, admitted));
+                }
                 Err(reason) => rejected.push(Rejected {
                     kind: EntryKind::Envelope,
                     index,
@@ -627,22 +689,23 @@ impl Mailbox {
         });
 
         // Oldest first, each envelope judged only by those kept before it: that is what
-        // makes re-merging an input a no-op (see the module docs).
-        let mut per_sender: HashMap<IdentityKey, usize> = HashMap::new();
+        // makes re-merging an input a no-op (see the module docs). The two classes are
+        // counted apart, so neither can take the other's room.
+        let mut admitted = Room::new(cfg.max_envelopes, cfg.max_bytes);
+        let mut strangers = Room::new(cfg.stranger_slots, cfg.stranger_max_bytes);
         let mut kept_entries: HashSet<(MsgId, IdentityKey)> = HashSet::new();
-        let mut bytes_left = cfg.max_bytes;
         let mut doomed = Vec::new();
         for (key, held) in &self.envelopes {
-            let sender_kept = per_sender.get(&key.2).copied().unwrap_or(0);
             let size = held.wire.len();
-            let keep = kept_entries.len() < cfg.max_envelopes
-                && sender_kept < cfg.sender_quota
-                && size <= bytes_left
-                && !kept_entries.contains(&(key.1, key.2));
+            let keep = !kept_entries.contains(&(key.1, key.2))
+                && if held.admitted {
+                    admitted.take(key.2, size, cfg.sender_quota, cfg.sender_max_bytes)
+                } else {
+                    size <= cfg.stranger_envelope_max_bytes
+                        && strangers.take(key.2, size, cfg.stranger_sender_quota, usize::MAX)
+                };
             if keep {
-                per_sender.insert(key.2, sender_kept + 1);
                 kept_entries.insert((key.1, key.2));
-                bytes_left -= size;
             } else {
                 doomed.push(*key);
             }
@@ -650,6 +713,40 @@ impl Mailbox {
         for key in doomed {
             self.envelopes.remove(&key);
         }
+    }
+}
+
+/// What one class of envelopes still has room for during a normalising pass.
+struct Room {
+    slots: usize,
+    bytes: usize,
+    /// Per sender: (envelopes, bytes) kept.
+    per_sender: HashMap<IdentityKey, (usize, usize)>,
+}
+
+impl Room {
+    fn new(slots: usize, bytes: usize) -> Self {
+        Self {
+            slots,
+            bytes,
+            per_sender: HashMap::new(),
+        }
+    }
+
+    /// Takes room for an envelope of `size` bytes from `sender` if the class and the
+    /// sender's quotas (`quota` envelopes, `quota_bytes` bytes) allow it.
+    fn take(&mut self, sender: IdentityKey, size: usize, quota: usize, quota_bytes: usize) -> bool {
+        let (n, b) = self.per_sender.get(&sender).copied().unwrap_or((0, 0));
+        let fits = self.slots > 0
+            && size <= self.bytes
+            && n < quota
+            && b.saturating_add(size) <= quota_bytes;
+        if fits {
+            self.slots -= 1;
+            self.bytes -= size;
+            self.per_sender.insert(sender, (n + 1, b + size));
+        }
+        fits
     }
 }
 

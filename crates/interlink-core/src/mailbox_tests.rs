@@ -32,8 +32,9 @@ fn mid(n: u32) -> MsgId {
     MsgId::from_bytes(b)
 }
 
-/// A signed envelope to `to#session`: a message with `text_len` bytes of text, or a
-/// knock (no body, so cheap to make) when `text_len` is `None`.
+/// A signed envelope to `to#session` carrying `to`'s pass for `from` (admitted): a
+/// message with `text_len` bytes of text, or a knock (no body, so cheap to make) when
+/// `text_len` is `None`.
 fn envelope_to(
     from: &Identity,
     to: &Identity,
@@ -41,6 +42,19 @@ fn envelope_to(
     id: MsgId,
     ts: u64,
     text_len: Option<usize>,
+) -> Signed<Envelope> {
+    envelope_classed(from, to, session, id, ts, text_len, true)
+}
+
+/// [`envelope_to`] with or without the pass.
+fn envelope_classed(
+    from: &Identity,
+    to: &Identity,
+    session: &SessionId,
+    id: MsgId,
+    ts: u64,
+    text_len: Option<usize>,
+    with_pass: bool,
 ) -> Signed<Envelope> {
     let kind = if text_len.is_some() {
         EnvelopeKind::Message
@@ -59,6 +73,8 @@ fn envelope_to(
         in_reply_to: None,
         name: None,
         sealed: None,
+        pass: with_pass.then(|| wire::MailboxPass::issue(to, &from.public())),
+        reply_pass: None,
     };
     if let Some(len) = text_len {
         let mut rng = ChaCha20Rng::seed_from_u64(ts ^ u64::from(id.as_bytes()[3]));
@@ -70,6 +86,19 @@ fn envelope_to(
 
 fn env(from: u8, id: u32, ts: u64, text_len: Option<usize>) -> Signed<Envelope> {
     envelope_to(&ident(from), &owner(), &inbox(), mid(id), ts, text_len)
+}
+
+/// [`env`] without a pass: a stranger's.
+fn stranger_env(from: u8, id: u32, ts: u64, text_len: Option<usize>) -> Signed<Envelope> {
+    envelope_classed(
+        &ident(from),
+        &owner(),
+        &inbox(),
+        mid(id),
+        ts,
+        text_len,
+        false,
+    )
 }
 
 /// An ack signed by `signer` of sender 2's messages `ids`.
@@ -125,22 +154,60 @@ fn merged(a: &Mailbox, b: &Mailbox, cfg: &Config) -> Mailbox {
 }
 
 /// Every bound holds and nothing acked is pending.
+/// One class's (envelopes, bytes) in all, and per sender.
+type ClassCount = (usize, usize, HashMap<IdentityKey, (usize, usize)>);
+
 fn assert_within(m: &Mailbox, cfg: &Config) {
-    assert!(m.len() <= cfg.max_envelopes, "{} envelopes", m.len());
+    assert!(m.len() <= cfg.max_held_envelopes(), "{} envelopes", m.len());
     assert!(m.acks().len() <= cfg.max_acks);
-    let mut per_sender: HashMap<IdentityKey, usize> = HashMap::new();
-    let mut bytes = 0;
+    // Per class: (envelopes, bytes) in all and per sender.
+    let mut classes: [ClassCount; 2] = Default::default();
     let acked = m.acked();
     for e in m.pending() {
-        *per_sender.entry(e.body().sender).or_default() += 1;
-        bytes += e.to_bytes().len();
+        let size = e.to_bytes().len();
+        let class = &mut classes[usize::from(e.body().is_admitted())];
+        class.0 += 1;
+        class.1 += size;
+        let s = class.2.entry(e.body().sender).or_default();
+        s.0 += 1;
+        s.1 += size;
         assert!(!acked.contains(&AckEntry(e.body().sender, e.body().msg_id)));
+        if !e.body().is_admitted() {
+            assert!(
+                size <= cfg.stranger_envelope_max_bytes,
+                "stranger's {size} bytes"
+            );
+        }
     }
+    let [strangers, admitted] = classes;
+    assert!(admitted.0 <= cfg.max_envelopes, "{} admitted", admitted.0);
+    assert!(admitted.1 <= cfg.max_bytes, "{} admitted bytes", admitted.1);
     assert!(
-        per_sender.values().all(|n| *n <= cfg.sender_quota),
-        "{per_sender:?}"
+        admitted
+            .2
+            .values()
+            .all(|(n, b)| *n <= cfg.sender_quota && *b <= cfg.sender_max_bytes),
+        "{:?}",
+        admitted.2
     );
-    assert!(bytes <= cfg.max_bytes, "{bytes} bytes");
+    assert!(
+        strangers.0 <= cfg.stranger_slots,
+        "{} strangers",
+        strangers.0
+    );
+    assert!(
+        strangers.1 <= cfg.stranger_max_bytes,
+        "{} stranger bytes",
+        strangers.1
+    );
+    assert!(
+        strangers
+            .2
+            .values()
+            .all(|(n, _)| *n <= cfg.stranger_sender_quota),
+        "{:?}",
+        strangers.2
+    );
 }
 
 // ---- unit tests ----
@@ -320,14 +387,15 @@ fn expiry_sweep() {
 }
 
 #[test]
-fn one_stranger_cannot_evict_a_friend() {
+fn one_admitted_flood_cannot_evict_a_friend() {
     let cfg = Config::default();
     let mut m = empty();
-    // The friend's single envelope is the newest in the mailbox, taken last.
-    let stranger = ident(3);
+    // Even a sender the owner admitted is held to its quota; the friend's single
+    // envelope is the newest in the mailbox, taken last.
+    let flooder = ident(3);
     for i in 1..=1000u32 {
         let e = envelope_to(
-            &stranger,
+            &flooder,
             &owner(),
             &inbox(),
             mid(i),
@@ -339,14 +407,14 @@ fn one_stranger_cannot_evict_a_friend() {
         } else {
             Inserted::Dropped
         };
-        assert_eq!(m.insert(e, NOW, &cfg), Ok(expected), "stranger's #{i}");
+        assert_eq!(m.insert(e, NOW, &cfg), Ok(expected), "flooder's #{i}");
     }
     assert_eq!(
         m.insert(env(2, 0, T0 + 2000, None), NOW, &cfg),
         Ok(Inserted::Stored)
     );
     assert_eq!(m.len(), cfg.sender_quota + 1);
-    // The stranger keeps its first envelopes; later ones are refused, not swapped in.
+    // The flooder keeps its first envelopes; later ones are refused, not swapped in.
     assert_eq!(m.pending().next().map(|e| e.body().msg_id), Some(mid(1)));
     let last_kept = u32::try_from(cfg.sender_quota).unwrap();
     assert_eq!(
@@ -356,9 +424,164 @@ fn one_stranger_cannot_evict_a_friend() {
         Some(mid(last_kept))
     );
     assert_eq!(m.pending().last().map(|e| e.body().msg_id), Some(mid(0)));
-    let late = envelope_to(&stranger, &owner(), &inbox(), mid(5000), T0 + 3000, None);
+    let late = envelope_to(&flooder, &owner(), &inbox(), mid(5000), T0 + 3000, None);
     assert_eq!(m.insert(late, NOW, &cfg), Ok(Inserted::Dropped));
     assert_within(&m, &cfg);
+}
+
+/// The measured attack (issue 13, item 1): strangers' large envelopes, backdated six
+/// days, from any number of fresh identities, never take a paired friend's room, and
+/// the friend's small message — the newest of all — is kept.
+#[test]
+fn no_stranger_traffic_evicts_or_blocks_admitted_mail() {
+    let cfg = Config::default();
+    let six_days_ago = NOW - 6 * crate::limits::DAY_MS;
+    let mut m = empty();
+    // 200 fresh identities, each sending big messages and knocks, backdated.
+    for s in 0..200u32 {
+        let stranger = Identity::from_seed(&[
+            (s % 250) as u8 + 3,
+            (s / 250) as u8 + 1,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+            7,
+        ]);
+        for k in 0..3u32 {
+            let id = mid(10_000 + s * 10 + k);
+            let text = (k != 2).then_some(60_000);
+            let e = envelope_classed(
+                &stranger,
+                &owner(),
+                &inbox(),
+                id,
+                six_days_ago + u64::from(k),
+                text,
+                false,
+            );
+            let r = m.insert(e, NOW, &cfg).unwrap();
+            if text.is_some() {
+                assert_eq!(
+                    r,
+                    Inserted::Dropped,
+                    "a stranger's 60 kB message is over the stranger envelope size"
+                );
+            }
+        }
+    }
+    // The strangers' knocks took their own slots only.
+    assert_eq!(m.len(), cfg.stranger_slots);
+    // A friend's admitted mail still fits, up to its own quota.
+    for i in 0..u32::try_from(cfg.sender_quota).unwrap() {
+        assert_eq!(
+            m.insert(env(2, i, NOW - 1000 + u64::from(i), Some(400)), NOW, &cfg),
+            Ok(Inserted::Stored),
+            "friend's #{i}"
+        );
+    }
+    // And re-merging every copy in any order changes nothing.
+    let again = merged(&m, &m.clone(), &cfg);
+    assert_eq!(again, m);
+    assert_within(&m, &cfg);
+}
+
+/// Bytes count as well as envelopes: one admitted sender cannot fill the mailbox's
+/// bytes with few large envelopes.
+#[test]
+fn an_admitted_sender_is_held_to_its_bytes() {
+    let cfg = Config::default();
+    let mut m = empty();
+    let mut stored = 0usize;
+    for i in 0..64u32 {
+        if m.insert(env(3, i, T0 + u64::from(i), Some(60_000)), NOW, &cfg) == Ok(Inserted::Stored) {
+            stored += 1;
+        }
+    }
+    let big = env(3, 999, T0, Some(60_000)).to_bytes().len();
+    assert_eq!(stored, cfg.sender_max_bytes / big, "only its byte quota");
+    // Another friend still has room.
+    assert_eq!(
+        m.insert(env(2, 1, T0 + 100, Some(60_000)), NOW, &cfg),
+        Ok(Inserted::Stored)
+    );
+    assert_within(&m, &cfg);
+}
+
+/// A pass admits only the sender it was issued to, for the owner that issued it:
+/// copied onto another sender's envelope, or issued by someone else, it admits nothing.
+#[test]
+fn a_pass_is_checked_against_the_envelope() {
+    let cfg = Config::default();
+    let mut m = empty();
+    let (friend, thief) = (ident(2), ident(3));
+    let mk = |from: &Identity, pass: Option<wire::MailboxPass>, id: u32| {
+        let mut e = envelope_classed(from, &owner(), &inbox(), mid(id), T0, Some(20_000), false)
+            .body()
+            .clone();
+        e.pass = pass;
+        Signed::sign(e, from).unwrap()
+    };
+    let friends_pass = wire::MailboxPass::issue(&owner(), &friend.public());
+    let self_issued = wire::MailboxPass::issue(&thief, &thief.public());
+    assert!(mk(&friend, Some(friends_pass), 1).body().is_admitted());
+    assert!(
+        !mk(&thief, Some(friends_pass), 2).body().is_admitted(),
+        "a copied pass"
+    );
+    assert!(
+        !mk(&thief, Some(self_issued), 3).body().is_admitted(),
+        "a self-issued pass"
+    );
+    // 20 kB is over a stranger's envelope size: only the friend's is kept, also after
+    // a round trip through the record (which checks passes once per sender).
+    for (id, from, pass) in [
+        (1, &friend, friends_pass),
+        (2, &thief, friends_pass),
+        (3, &thief, self_issued),
+    ] {
+        let _ = m.insert(mk(from, Some(pass), id), NOW, &cfg);
+    }
+    assert_eq!(ids(&m), vec![mid(1)]);
+    let (decoded, rejected) = Mailbox::decode(&m.encode(), NOW, &cfg).unwrap();
+    assert!(rejected.is_empty());
+    assert_eq!(decoded, m);
+    // The owner's own other sessions need no pass.
+    let own = envelope_classed(
+        &owner(),
+        &owner(),
+        &inbox(),
+        mid(9),
+        T0,
+        Some(20_000),
+        false,
+    );
+    assert!(own.body().is_admitted());
 }
 
 #[test]
@@ -500,7 +723,7 @@ fn decode_refuses_bad_records() {
     ));
     assert!(matches!(
         Mailbox::decode(
-            &record(RECORD_VERSION, cfg.max_envelopes + 1, false),
+            &record(RECORD_VERSION, cfg.max_held_envelopes() + 1, false),
             NOW,
             &cfg
         ),
@@ -649,7 +872,12 @@ fn pool() -> &'static Pool {
                 let sender = [2, 2, 3, 4, 5][i as usize % 5];
                 let ts = T0 + u64::from(i * 17 % 40) * 1000;
                 let text = (i % 7 != 6).then_some((i as usize * 131) % 700);
-                env(sender, i, ts, text)
+                // Sender 5 has no pass: the pool exercises both classes.
+                if sender == 5 {
+                    stranger_env(sender, i, ts, text)
+                } else {
+                    env(sender, i, ts, text)
+                }
             })
             .collect();
         let sender_of = |i: usize| [2u8, 2, 3, 4, 5][i % 5];
@@ -700,6 +928,11 @@ fn roomy_cfg() -> Config {
         max_envelopes: POOL_ENVELOPES,
         sender_quota: POOL_ENVELOPES,
         max_bytes: usize::MAX,
+        sender_max_bytes: usize::MAX,
+        stranger_slots: POOL_ENVELOPES,
+        stranger_sender_quota: POOL_ENVELOPES,
+        stranger_max_bytes: usize::MAX,
+        stranger_envelope_max_bytes: usize::MAX,
         max_acks: POOL_ACKS,
         retention_ms: MAILBOX_RETENTION_MS,
     }
@@ -711,6 +944,11 @@ fn tight_cfg() -> Config {
         max_envelopes: 8,
         sender_quota: 3,
         max_bytes: 2500,
+        sender_max_bytes: 1800,
+        stranger_slots: 3,
+        stranger_sender_quota: 2,
+        stranger_max_bytes: 1200,
+        stranger_envelope_max_bytes: 700,
         max_acks: 2,
         retention_ms: MAILBOX_RETENTION_MS,
     }
@@ -781,7 +1019,14 @@ proptest! {
     /// Quotas and the count cap alone keep the oldest k, which composes.
     #[test]
     fn quotas_and_count_cap_compose(a in replica(), b in replica(), c in replica()) {
-        let cfg = Config { max_bytes: usize::MAX, ..tight_cfg() };
+        // Every byte bound off (the stranger envelope size is a filter on each envelope
+        // alone, so it may stay).
+        let cfg = Config {
+            max_bytes: usize::MAX,
+            sender_max_bytes: usize::MAX,
+            stranger_max_bytes: usize::MAX,
+            ..tight_cfg()
+        };
         let (a, b, c) = (no_acks(a), no_acks(b), no_acks(c));
         let (ma, mb, mc) = (build(&a, &cfg), build(&b, &cfg), build(&c, &cfg));
         let (left, right) = check_lattice(&ma, &mb, &mc, &cfg);

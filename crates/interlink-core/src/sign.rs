@@ -25,17 +25,20 @@ pub enum Domain {
     Ack,
     /// The binding of a sealing key to an identity.
     SealingKey,
+    /// A mailbox owner's admission of a sender ([`crate::wire::MailboxPass`]).
+    MailboxPass,
 }
 
 impl Domain {
     /// All domains, for documentation and tests.
-    pub const ALL: [Domain; 6] = [
+    pub const ALL: [Domain; 7] = [
         Domain::Announcement,
         Domain::Goodbye,
         Domain::Envelope,
         Domain::Receipt,
         Domain::Ack,
         Domain::SealingKey,
+        Domain::MailboxPass,
     ];
 
     /// The tag prefixed to the payload before signing.
@@ -47,6 +50,7 @@ impl Domain {
             Domain::Receipt => b"interlink-p2p/v1/receipt\0",
             Domain::Ack => b"interlink-p2p/v1/ack\0",
             Domain::SealingKey => b"interlink-p2p/v1/sealing-key\0",
+            Domain::MailboxPass => b"interlink-p2p/v1/mailbox-pass\0",
         }
     }
 }

@@ -660,7 +660,8 @@ impl Gate {
             EnvelopeKind::Message
             | EnvelopeKind::Goodbye
             | EnvelopeKind::Read
-            | EnvelopeKind::HostQueued => Err(DropReason::NotPaired(body.sender.fingerprint())),
+            | EnvelopeKind::HostQueued
+            | EnvelopeKind::Pass => Err(DropReason::NotPaired(body.sender.fingerprint())),
         }
     }
 }

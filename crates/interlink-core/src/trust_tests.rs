@@ -45,6 +45,8 @@ fn envelope(
         name: matches!(kind, EnvelopeKind::Knock | EnvelopeKind::PairAccept)
             .then(|| "bob".to_string()),
         sealed: None,
+        pass: None,
+        reply_pass: None,
     };
     if kind == EnvelopeKind::Message {
         // The recipient's sealing key is irrelevant to the gate; seal to the sender's own.

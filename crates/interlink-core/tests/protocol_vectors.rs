@@ -12,8 +12,8 @@ use interlink_core::{
     Identity, MsgId, SessionId, mailbox,
     wire::{
         Ack, AckEntry, Announcement, Body, DeliverResponse, DeliverResult, DeliveryMode, Envelope,
-        EnvelopeKind, Goodbye, HostKind, Receipt, ReceiptRequest, ReceiptState, Refusal,
-        RefusalCode, SealingBinding, SessionAddr, Signed, TaskStatus, VERSION,
+        EnvelopeKind, Goodbye, HostKind, MailboxPass, Receipt, ReceiptRequest, ReceiptState,
+        Refusal, RefusalCode, SealingBinding, SessionAddr, Signed, TaskStatus, VERSION,
     },
 };
 use rand_core::{TryCryptoRng, TryRng};
@@ -84,6 +84,8 @@ fn vectors() -> Vec<(&'static str, String)> {
         in_reply_to: None,
         name: None,
         sealed: None,
+        pass: Some(MailboxPass::issue(&bob, &alice.public())),
+        reply_pass: Some(MailboxPass::issue(&alice, &bob.public())),
     };
     let body = Body {
         text: "hello bob".into(),
@@ -110,6 +112,7 @@ fn vectors() -> Vec<(&'static str, String)> {
             msg_ids: vec![MsgId::from_bytes([0x44; 16])],
             state: ReceiptState::Delivered,
             ts: TS + 1,
+            pass: Some(MailboxPass::issue(&bob, &alice.public())),
         },
         &bob,
     )
@@ -160,6 +163,10 @@ fn vectors() -> Vec<(&'static str, String)> {
             hex(&mailbox::record_key(&bob.public(), &sb)),
         ),
         ("announcement.wire", hex(&announcement.to_bytes())),
+        (
+            "bob.mailbox_pass_for_alice",
+            hex(MailboxPass::issue(&bob, &alice.public()).as_bytes()),
+        ),
         (
             "envelope.body.plaintext",
             hex(&cbor4ii::serde::to_vec(Vec::new(), &body).unwrap()),

@@ -12,7 +12,7 @@ use interlink_core::{
     limits::{HOUR_MS, MAX_DELIVER_BATCH, MAX_FUTURE_SKEW_MS},
     mailbox::{Mailbox, record_key},
     trust::{Decision, Gate},
-    wire::{Envelope, Receipt, ReceiptState, SessionAddr, Signed, VERSION},
+    wire::{Envelope, IssuedPasses, Receipt, ReceiptState, SessionAddr, Signed, VERSION},
 };
 
 use crate::{
@@ -91,6 +91,9 @@ pub(crate) struct Recipient {
     next_token: u64,
     next_receipt: u64,
     next_drain: u64,
+    /// This session's mailbox passes for the senders it receipts: every receipt hands
+    /// its sender the pass to write back while this session sleeps.
+    passes: IssuedPasses,
 }
 
 impl Recipient {
@@ -116,6 +119,7 @@ impl Recipient {
             next_token: 0,
             next_receipt: 0,
             next_drain: now,
+            passes: IssuedPasses::default(),
         };
         for (at, key) in order {
             r.index_insert(key, at);
@@ -481,7 +485,9 @@ impl Recipient {
                     held.push(*id);
                 }
             }
+            let passes = &mut self.passes;
             let receipt = w.sender.filter(|_| !held.is_empty()).and_then(|sender| {
+                let pass = Some(passes.get(ctx.identity, &sender));
                 Signed::sign(
                     Receipt {
                         v: VERSION,
@@ -491,6 +497,7 @@ impl Recipient {
                         msg_ids: held,
                         state: ReceiptState::Delivered,
                         ts: ctx.now,
+                        pass,
                     },
                     ctx.identity,
                 )
@@ -532,7 +539,8 @@ impl Recipient {
         if stored.is_empty() {
             return;
         }
-        for p in collected::plan(ctx.me, stored.iter(), ctx.now) {
+        for mut p in collected::plan(ctx.me, stored.iter(), ctx.now) {
+            p.receipt.pass = Some(self.passes.get(ctx.identity, &p.receipt.sender));
             let Ok(receipt) = Signed::sign(p.receipt, ctx.identity) else {
                 continue;
             };

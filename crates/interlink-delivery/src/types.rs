@@ -274,6 +274,10 @@ pub enum NotKept {
     /// A session without an outbox: the recipient is not reachable and its mailbox
     /// copy takes no more from this sender (older mail fills the sender's quota).
     MailboxFull,
+    /// A session without an outbox: the recipient is not reachable, this sender holds
+    /// no mailbox pass from it yet (it gets one with the recipient's first receipt or
+    /// message), and the small room a mailbox keeps for mail without a pass is taken.
+    NotAdmitted,
     /// A session without an outbox: no other node answered that it keeps the message
     /// before the publication ended. It may still arrive (a holder may have kept it
     /// without its answer reaching us); nothing here retries it.

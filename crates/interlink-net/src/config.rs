@@ -104,7 +104,9 @@ pub struct Delivery {
     /// [`crate::Handle::set_policy`].
     pub policy: PeerPolicy,
     /// Where the sealing keys of peers are pinned ([`crate::pins`]), shared by the
-    /// user's sessions (`<home>/sealing_keys.json`); `None` keeps them in memory.
+    /// user's sessions (`<home>/sealing_keys.json`); `None` keeps them in memory. The
+    /// mailbox passes peers issued this user are kept beside it
+    /// ([`crate::passes::PASSES_FILE`]).
     pub pins_file: Option<PathBuf>,
 }
 

@@ -26,6 +26,7 @@ pub mod inbox;
 pub mod knocks;
 mod node;
 pub mod outbox;
+pub mod passes;
 pub mod pins;
 pub mod probe;
 pub mod session_lock;

@@ -1,5 +1,6 @@
 //! The node task: owns the swarm, runs presence and discovery, serves handles.
 
+mod admission;
 mod budgets;
 mod delivery;
 mod discovery;
@@ -143,8 +144,24 @@ impl Node {
             started: Instant::now(),
             known_announcements: Default::default(),
             pins: crate::pins::SealingPins::default(),
+            passes: None,
+            issued_passes: interlink_core::wire::IssuedPasses::default(),
+            passes_offered: std::collections::HashSet::new(),
         };
         actor.pins = crate::pins::SealingPins::load(actor.config.delivery.pins_file.clone());
+        if let Role::Session(spec) = &actor.role {
+            // Kept beside the pins: both are what this user knows per identity.
+            let path = actor
+                .config
+                .delivery
+                .pins_file
+                .as_ref()
+                .map(|p| p.with_file_name(crate::passes::PASSES_FILE));
+            actor.passes = Some(crate::passes::MailboxPasses::load(
+                path,
+                spec.identity.public(),
+            ));
+        }
         actor.refresh_trusted();
         for addr in &actor.config.external_addrs {
             actor.swarm.add_external_address(addr.clone());
@@ -236,6 +253,12 @@ struct Actor {
     known_announcements: std::collections::HashSet<[u8; 32]>,
     /// Sealing keys of peers, for sessions not on the roster.
     pins: crate::pins::SealingPins,
+    /// The mailbox passes peers issued this user (sessions only).
+    passes: Option<crate::passes::MailboxPasses>,
+    /// This user's passes for its peers, each signed once.
+    issued_passes: interlink_core::wire::IssuedPasses,
+    /// Peer identities handed a pass this run ([`admission`]), bounded.
+    passes_offered: std::collections::HashSet<interlink_core::IdentityKey>,
 }
 
 impl Actor {

@@ -212,6 +212,8 @@ mod tests {
             in_reply_to: None,
             name: None,
             sealed: None,
+            pass: None,
+            reply_pass: None,
         };
         Signed::sign(body, &me).unwrap()
     }

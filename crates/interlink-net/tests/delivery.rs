@@ -320,8 +320,8 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     let held = carol.handle().held_mailbox(bob_addr.clone()).await.unwrap();
     assert_eq!(held.map(|h| h.pending), Some(1));
 
-    // A flood of valid puts, one envelope each: Mallory's per-sender quota fills, and
-    // the paired sender's message is not evicted.
+    // A flood of valid puts, one envelope each: Mallory has no pass, so only a
+    // stranger's quota fills, and the paired sender's message is not evicted.
     for i in 0..100 {
         let value = record(vec![env_to(&bob_addr, &format!("flood {i}"))], vec![]);
         let _ = evil.behaviour_mut().kad.put_record_to(
@@ -330,7 +330,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
             Quorum::One,
         );
     }
-    let quota = interlink_core::limits::MAILBOX_SENDER_QUOTA;
+    let quota = interlink_core::limits::MAILBOX_STRANGER_SENDER_QUOTA;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         let _ = tokio::time::timeout(Duration::from_millis(50), evil.select_next_some()).await;
@@ -680,10 +680,23 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
     } = trio(base).await;
     let bob_addr = bob.addr.clone();
     bob.node.abort();
-    // Alice's identity in a short-lived sending session, as `interlink-p2p send` runs.
-    let identity = Arc::new(Identity::from_seed(&[1; 32]));
+    // Dave's identity in short-lived sending sessions, as `interlink-p2p send` runs
+    // (not Alice's: her long-lived session's own envelopes to Bob, its pass offer
+    // among them, would share the quota).
+    let identity = Arc::new(Identity::from_seed(&[0x0d; 32]));
     let mut policy = PeerPolicy::new();
     policy.add("bob", bob_id.public()).unwrap();
+    // Dave holds Bob's mailbox pass from an earlier exchange (in the home's file, as
+    // every `send` of his reads it): his mail counts among Bob's admitted mail.
+    let home = tempfile::tempdir().unwrap();
+    interlink_net::passes::MailboxPasses::load(
+        Some(home.path().join(interlink_net::passes::PASSES_FILE)),
+        identity.public(),
+    )
+    .learn(
+        bob_id.public(),
+        interlink_core::wire::MailboxPass::issue(&bob_id, &identity.public()),
+    );
     let config = Config {
         listen: vec![memory(base + 7)],
         bootstrap: boot
@@ -693,7 +706,7 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
         delivery: Delivery {
             inbox_dir: None,
             policy,
-            pins_file: None,
+            pins_file: Some(home.path().join(interlink_net::pins::PINS_FILE)),
         },
         ..Config::default()
     };
@@ -755,7 +768,7 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
         run("send-1", base + 7, MAILBOX_SENDER_QUOTA + 6).await,
         (MAILBOX_SENDER_QUOTA, 6)
     );
-    // Alice and Carol hold the quota's worth of Alice's mail for Bob already.
+    // Alice and Carol hold the quota's worth of Dave's mail for Bob already.
     assert_eq!(run("send-2", base + 8, 5).await, (0, 5));
     for p in [alice, carol] {
         p.node.shutdown().await;

@@ -471,6 +471,11 @@ fn mailbox_with_one(owner: &Identity, from: &Identity, body_bytes: usize) -> ([u
             enc: ByteArray::new([7; 32]),
             ct: ByteBuf::from(vec![0; body_bytes]),
         }),
+        pass: Some(interlink_core::wire::MailboxPass::issue(
+            owner,
+            &from.public(),
+        )),
+        reply_pass: None,
     };
     let mut mb = Mailbox::new(owner.public(), session.clone());
     mb.insert(

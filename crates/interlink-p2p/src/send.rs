@@ -100,8 +100,14 @@ pub async fn send<R: AsyncBufRead + Unpin>(
         key: own_key,
         session: session.clone(),
     };
-    // This session takes no messages: it has no inbox and leaves in seconds.
-    config.delivery = Delivery::default();
+    // This session takes no messages: it has no inbox and leaves in seconds. It keeps
+    // the policy and the pins file: they tell it which peers' mailbox passes to keep
+    // and use, and which of its own to hand over (PROTOCOL §5.3).
+    config.delivery = Delivery {
+        inbox_dir: None,
+        policy: peers.clone(),
+        pins_file: Some(home.pins()),
+    };
     let describe = Describe {
         summary: "interlink-p2p send".into(),
         cwd: options.cwd.clone(),

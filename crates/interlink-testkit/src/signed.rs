@@ -8,8 +8,8 @@ use interlink_core::{
     limits::{MAX_BODY_BYTES, MAX_FUTURE_SKEW_MS},
     seal::Sealed,
     wire::{
-        Ack, AckEntry, Announcement, DeliveryMode, Envelope, EnvelopeKind, HostKind, Receipt,
-        ReceiptState, SealingBinding, SessionAddr, Signed, SignedBody, VERSION,
+        Ack, AckEntry, Announcement, DeliveryMode, Envelope, EnvelopeKind, HostKind, MailboxPass,
+        Receipt, ReceiptState, SealingBinding, SessionAddr, Signed, SignedBody, VERSION,
     },
 };
 use libp2p::PeerId;
@@ -48,6 +48,8 @@ pub fn envelope(
             in_reply_to: None,
             name: None,
             sealed: None,
+            pass: None,
+            reply_pass: None,
         },
     }
 }
@@ -100,6 +102,19 @@ impl EnvelopeBuilder {
         self
     }
 
+    /// With `owner`'s mailbox pass for the sender, as a paired sender sends (`owner`
+    /// must be the recipient identity for holders to honour it).
+    pub fn pass(mut self, owner: &Identity) -> Self {
+        self.env.pass = Some(MailboxPass::issue(owner, &self.env.sender));
+        self
+    }
+
+    /// With the sender's pass for the recipient (`sender` must be the sender).
+    pub fn reply_pass(mut self, sender: &Identity) -> Self {
+        self.env.reply_pass = Some(MailboxPass::issue(sender, &self.env.recipient));
+        self
+    }
+
     /// The unsigned body.
     pub fn body(self) -> Envelope {
         self.env
@@ -118,8 +133,8 @@ pub fn sign<T: SignedBody>(body: T, signer: &Identity) -> Signed<T> {
 }
 
 /// A signed `message` envelope from `from` (session `out`) to `to#to_session`, its
-/// `text` sealed to the recipient with a generator seeded from `ts` and `id`, as a
-/// real sender would make it.
+/// `text` sealed to the recipient with a generator seeded from `ts` and `id`, with
+/// the passes both ways, as a real paired sender would make it.
 pub fn message(
     from: &Identity,
     to: &Identity,
@@ -137,6 +152,8 @@ pub fn message(
         ts,
     )
     .sealed(text, &to.sealing_secret().public(), &mut rng)
+    .pass(to)
+    .reply_pass(from)
     .sign(from)
 }
 
@@ -206,6 +223,7 @@ pub fn receipt(
             msg_ids,
             state,
             ts,
+            pass: Some(MailboxPass::issue(signer, &sender)),
         },
         signer,
     )

@@ -231,7 +231,8 @@ fn whole_store_caps_refuse_with_a_reason_and_still_take_acks() {
 fn per_sender_quota_from_the_core_keeps_a_friends_mail() {
     let f = Fixture::new();
     let store = f.open(Caps::default());
-    let quota = mailbox::Config::default().sender_quota as u64;
+    // A stranger (no pass) is held to the strangers' quota, apart from the friend's.
+    let quota = mailbox::Config::default().stranger_sender_quota as u64;
     let (key, friend) = f.rec(&[f.msg(2, 0, T0)], &[], T0);
     store.put(key, &friend, T0).unwrap();
     // A stranger floods the mailbox with knocks, one put each.
@@ -286,7 +287,7 @@ fn hostile_puts_are_refused_with_their_reason_and_store_nothing() {
     let too_many = raw_record(
         &owner,
         &f.session,
-        (0..=mailbox::Config::default().max_envelopes as u64)
+        (0..=mailbox::Config::default().max_held_envelopes() as u64)
             .map(|i| knock(&identity(3), &owner, &f.session, msg_id(i), T0).to_bytes())
             .collect(),
         vec![],

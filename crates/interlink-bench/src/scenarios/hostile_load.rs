@@ -267,7 +267,7 @@ fn kib_to_mib(kib: u64) -> f64 {
 }
 
 /// [`RECORDS`] mailbox copies of fresh owners, each [`ENVELOPES`] validly signed
-/// envelopes from one attacker identity: (record key, encoded record).
+/// and admitted envelopes from one attacker identity: (record key, encoded record).
 fn copies() -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let attacker = Identity::from_seed(&[0xa7; 32]);
     let session = SessionId::new("s")?;
@@ -276,7 +276,10 @@ fn copies() -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         .map(|r| {
             let mut seed = [0x5e; 32];
             seed[..8].copy_from_slice(&(r as u64).to_be_bytes());
-            let owner = Identity::from_seed(&seed).public();
+            // The attacker makes the owners too, so it can issue itself their passes:
+            // the worst case, where every envelope is admitted and kept.
+            let owner_identity = Identity::from_seed(&seed);
+            let owner = owner_identity.public();
             let envelopes: Vec<Signed<Envelope>> = (0..ENVELOPES)
                 .map(|i| {
                     let mut id = [0u8; 16];
@@ -298,6 +301,11 @@ fn copies() -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
                                 enc: ByteArray::new([7; 32]),
                                 ct: ByteBuf::from(vec![0; BODY_BYTES]),
                             }),
+                            pass: Some(interlink_core::wire::MailboxPass::issue(
+                                &owner_identity,
+                                &attacker.public(),
+                            )),
+                            reply_pass: None,
                         },
                         &attacker,
                     )

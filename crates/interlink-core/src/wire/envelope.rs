@@ -4,7 +4,8 @@ use rand_core::CryptoRng;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    MsgId, SessionAddr, Signed, SignedBody, WireError, check_text, invalid, is_valid_name,
+    MailboxPass, MsgId, SessionAddr, Signed, SignedBody, WireError, check_text, invalid,
+    is_valid_name,
 };
 use crate::{
     identity::{IdentityKey, SealingKey, SealingSecret},
@@ -34,6 +35,11 @@ pub enum EnvelopeKind {
     /// `in_reply_to` to its agent host (a channel notification pushed, a Codex turn
     /// queued). No body, like [`EnvelopeKind::Read`].
     HostQueued,
+    /// Hands a peer the sender's mailbox pass ([`Envelope::reply_pass`], required):
+    /// sent once per run to each peer identity the sender sees on the roster, so the
+    /// peer's first message to a sleeping session of the sender is kept by holders
+    /// among the admitted mail. No body; never shown to an agent.
+    Pass,
 }
 
 impl EnvelopeKind {
@@ -87,6 +93,14 @@ pub struct Envelope {
     /// Message only: the sealed [`Body`] (its text, task and status, what it answers),
     /// which no holder of the envelope can read.
     pub sealed: Option<Sealed>,
+    /// The recipient identity's pass admitting the sender into its mailboxes, if the
+    /// sender has one: what lets a holder keep this envelope among the recipient's
+    /// admitted mail ([`super::MailboxPass`]). Unchecked by the recipient itself.
+    pub pass: Option<MailboxPass>,
+    /// The sender identity's pass admitting the recipient into the sender's
+    /// mailboxes, when the sender admits it: how a recipient gets what it needs to
+    /// write back while the sender sleeps.
+    pub reply_pass: Option<MailboxPass>,
 }
 
 /// What a message's sealed part holds: everything its recipient needs and no holder
@@ -242,6 +256,17 @@ impl Envelope {
         }
     }
 
+    /// Whether holders keep this envelope among its recipient's admitted mail: it is
+    /// from the recipient identity itself (another of its sessions), or it carries a
+    /// pass the recipient issued to the sender. Costs a signature check when there is
+    /// a pass.
+    pub fn is_admitted(&self) -> bool {
+        self.sender == self.recipient
+            || self
+                .pass
+                .is_some_and(|p| p.verify(&self.recipient, &self.sender).is_ok())
+    }
+
     /// The recipient session's address.
     pub fn recipient_addr(&self) -> SessionAddr {
         SessionAddr {
@@ -308,6 +333,12 @@ impl SignedBody for Envelope {
                 ));
             }
             (None, _) => {}
+        }
+        if self.kind == EnvelopeKind::Pass && self.reply_pass.is_none() {
+            return Err(invalid::<Self>(
+                "reply_pass",
+                "is required on a pass (it is what the envelope hands over)",
+            ));
         }
         match (self.in_reply_to, self.kind.is_receipt()) {
             (None, true) => {

@@ -18,6 +18,7 @@ mod announcement;
 mod envelope;
 mod goodbye;
 mod overlay;
+mod pass;
 mod receipt;
 mod refusal;
 
@@ -37,6 +38,7 @@ pub use overlay::{
     MailboxRequest, MailboxResponse, PresenceMessage, ReceiptRequest, ReceiptResponse,
     RosterRequest, RosterResponse,
 };
+pub use pass::{IssuedPasses, MAX_ISSUED_PASSES, MailboxPass};
 pub use receipt::{Receipt, ReceiptState};
 pub use refusal::{MAX_REFUSAL_DETAIL_BYTES, Refusal, RefusalCode};
 
@@ -51,8 +53,10 @@ use crate::{
 ///
 /// Version 2: acks list (sender, message id) pairs instead of ids alone, and refusals
 /// are typed codes with a detail. Version 3: a `hold` answer lists which envelopes of
-/// the handed copy the holder keeps (PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 3;
+/// the handed copy the holder keeps. Version 4: envelopes and receipts carry mailbox
+/// passes, and holders keep a mailbox's admitted mail apart from strangers' (PROTOCOL.md,
+/// "Versions").
+pub const VERSION: u8 = 4;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

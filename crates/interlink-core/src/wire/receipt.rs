@@ -39,6 +39,10 @@ pub struct Receipt {
     pub state: ReceiptState,
     /// Milliseconds since the Unix epoch.
     pub ts: u64,
+    /// The signer's pass admitting `sender` into the signer's mailboxes
+    /// ([`super::MailboxPass`]): a session that answers a sender hands it what it
+    /// needs to write back while the signer sleeps.
+    pub pass: Option<super::MailboxPass>,
 }
 
 impl SignedBody for Receipt {

@@ -54,6 +54,8 @@ fn message(from: &Identity, to: &Identity, text: &str, rng: &mut ChaCha20Rng) ->
         in_reply_to: None,
         name: None,
         sealed: None,
+        pass: None,
+        reply_pass: None,
     };
     env.seal_text(text, &to.sealing_secret().public(), rng)
         .unwrap();
@@ -135,6 +137,7 @@ fn receipt_ack_goodbye_round_trip() {
             msg_ids: vec![MsgId::from_bytes([1; 16]), MsgId::from_bytes([2; 16])],
             state: ReceiptState::Delivered,
             ts: NOW,
+            pass: None,
         },
         &b,
     )
@@ -156,6 +159,7 @@ fn receipt_ack_goodbye_round_trip() {
             msg_ids: ids,
             state: ReceiptState::Delivered,
             ts: NOW,
+            pass: None,
         };
         assert!(Signed::sign(bad, &b).is_err());
     }

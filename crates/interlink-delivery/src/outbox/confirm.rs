@@ -65,7 +65,15 @@ impl Sender {
                     p.awaiting = Some(put);
                 }
             }
-            None => self.not_kept(ctx, id, NotKept::MailboxFull),
+            None => {
+                // A copy refuses mail without the recipient's pass beyond the small
+                // room it keeps for strangers: say which it was.
+                let why = match self.entries.get(&id) {
+                    Some(p) if !p.entry.envelope.body().is_admitted() => NotKept::NotAdmitted,
+                    _ => NotKept::MailboxFull,
+                };
+                self.not_kept(ctx, id, why)
+            }
         }
     }
 

@@ -44,6 +44,8 @@ fn forge(
         in_reply_to: None,
         name: None,
         sealed: Some(dummy_sealed()),
+        pass: None,
+        reply_pass: None,
     };
     Signed::sign(body, &Identity::from_seed(&hn.seed)).ok()
 }
@@ -133,6 +135,7 @@ pub(super) fn attack(w: &mut World, i: usize) {
                             msg_ids: vec![id],
                             state: ReceiptState::Delivered,
                             ts: now,
+                            pass: None,
                         };
                         let Ok(receipt) =
                             Signed::sign(body, &Identity::from_seed(&w.nodes[h].seed))

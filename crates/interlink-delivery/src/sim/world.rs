@@ -8,7 +8,7 @@ use interlink_core::{
     mailbox::Mailbox,
     seal::Sealed,
     trust::PeerPolicy,
-    wire::{Envelope, EnvelopeKind, Receipt, SessionAddr, Signed, VERSION},
+    wire::{Envelope, EnvelopeKind, MailboxPass, Receipt, SessionAddr, Signed, VERSION},
 };
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -479,6 +479,13 @@ impl World {
             in_reply_to: None,
             name: None,
             sealed: Some(dummy_sealed()),
+            // Every sender of the world is paired with its recipient and holds its
+            // pass, as a real peer does after their first exchange.
+            pass: Some(MailboxPass::issue(
+                &Identity::from_seed(&self.nodes[plan.to].seed),
+                &me.key,
+            )),
+            reply_pass: None,
         };
         let Ok(envelope) = Signed::sign(body, &Identity::from_seed(&self.nodes[plan.from].seed))
         else {

@@ -180,7 +180,8 @@ async fn step(ctx: &Follow, dir: &SessionDir, offset: u64) -> u64 {
                     ctx.state.lock().routes.closed(&sender, &session);
                 }
             }
-            EnvelopeKind::Message => {}
+            // The node took the pass; nothing for the agent.
+            EnvelopeKind::Message | EnvelopeKind::Pass => {}
         }
     }
     end

@@ -493,6 +493,7 @@ impl Actor {
     /// An already verified copy of our own mailbox.
     pub(super) fn own_copy(&mut self, copy: Mailbox) {
         if Some(copy.address()) == self.own_addr() {
+            self.learn_reply_passes(copy.pending());
             self.drive(Input::MailboxFetched { copy });
         }
     }
@@ -511,6 +512,11 @@ fn not_kept_reason(why: NotKept) -> String {
              send it again once the recipient has collected its mail",
             interlink_core::limits::MAILBOX_SENDER_QUOTA
         ),
+        NotKept::NotAdmitted => "the recipient is not reachable, and its mailbox keeps only \
+             a little mail from senders it has not admitted yet — this session has no mailbox \
+             pass from it, which comes with the recipient's first receipt or message; this \
+             command has no outbox to keep it — send it again once the recipient is back"
+            .to_owned(),
         NotKept::Unconfirmed => "the recipient is not reachable and no peer answered that it \
              keeps the message (their mailbox copies may be full of this sender's older mail, \
              or no peer is connected); this command has no outbox to keep it — send it again \

@@ -50,6 +50,15 @@ impl Actor {
                     },
                 ..
             } => {
+                // An undecodable or forged receipt proves nothing: without it the
+                // engine treats every "held" as unproven and tries again.
+                let receipt = response
+                    .receipt
+                    .and_then(|b| Signed::<Receipt>::decode(&b).ok());
+                // Also for requests the engine did not make (a pass offer).
+                if let Some(r) = &receipt {
+                    self.learn_receipt_pass(r);
+                }
                 let Some(req) = self
                     .delivery
                     .as_mut()
@@ -57,11 +66,6 @@ impl Actor {
                 else {
                     return;
                 };
-                // An undecodable or forged receipt proves nothing: without it the
-                // engine treats every "held" as unproven and tries again.
-                let receipt = response
-                    .receipt
-                    .and_then(|b| Signed::<Receipt>::decode(&b).ok());
                 let results = response
                     .results
                     .iter()
@@ -171,6 +175,7 @@ impl Actor {
             self.send_deliver_response(channel, pre, Vec::new(), None);
             return;
         };
+        self.learn_reply_passes(&envelopes);
         let Some(d) = self.delivery.as_mut() else {
             return;
         };
@@ -301,6 +306,7 @@ impl Actor {
             } => {
                 let refused = match self.accept_receipt(&request) {
                     Ok(receipt) => {
+                        self.learn_receipt_pass(&receipt);
                         self.drive(Input::ReceiptCollected { receipt });
                         None
                     }

@@ -194,6 +194,7 @@ impl Actor {
                     Ok(Upsert::Inserted | Upsert::Updated) => {
                         self.pin_sealing_key(addr.key);
                         self.route_session(&addr);
+                        self.offer_pass(&addr);
                         // A fresh announcement is a sign of life: try it live again.
                         if let Some(source) = message.source {
                             self.peer_alive(source);
@@ -307,6 +308,7 @@ impl Actor {
                 for addr in &changed {
                     self.pin_sealing_key(addr.key);
                     self.route_session(addr);
+                    self.offer_pass(addr);
                 }
                 if !changed.is_empty() {
                     self.emit(Event::RosterChanged);

@@ -47,13 +47,10 @@ impl Actor {
         });
     }
 
-    fn build_envelope(
+    pub(super) fn build_envelope(
         &mut self,
         msg: &OutgoingMessage,
     ) -> Result<(Signed<Envelope>, Option<PeerId>), SendError> {
-        let Role::Session(spec) = &self.role else {
-            return Err(SendError::NotASession);
-        };
         // A session on the roster is tried live; one that left it (closed, away past the
         // roster's retention, or never seen here) can still be queued for, sealed with
         // its identity's key from another announcement or the key pinned for it.
@@ -71,6 +68,10 @@ impl Actor {
             Some(d) => d.next_ts(crate::now_ms()),
             None => return Err(SendError::NotASession),
         };
+        let (pass, reply_pass) = self.passes_for(&msg.to.key);
+        let Role::Session(spec) = &self.role else {
+            return Err(SendError::NotASession);
+        };
         let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
         let mut env = Envelope {
             v: VERSION,
@@ -86,6 +87,8 @@ impl Actor {
             in_reply_to: msg.in_reply_to.filter(|_| msg.kind.is_receipt()),
             name: msg.name.clone(),
             sealed: None,
+            pass,
+            reply_pass,
         };
         if let Some(text) = &msg.text {
             let body = Body {

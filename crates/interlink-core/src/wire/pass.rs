@@ -1,0 +1,126 @@
+//! Mailbox passes: a mailbox owner's admission of one sender.
+//!
+//! Holders of a mailbox cannot know whom its owner paired with, yet must keep a paired
+//! sender's mail safe from strangers (PROTOCOL §5.3). A pass is what tells them: the
+//! owner identity's signature, in its own domain, over the 64 bytes
+//! `owner key || sender key`. A sender puts the pass it was given into each envelope
+//! it sends the owner ([`super::Envelope::pass`]); a holder verifies it against the
+//! envelope's recipient and sender and keeps the envelope among the owner's admitted
+//! mail. Nothing else is needed: the pass names both keys, so it admits one sender to
+//! one owner's mailboxes and is useless to anyone else, and a holder learns from it
+//! only that the owner admitted a sender whose mail it holds anyway.
+//!
+//! An owner hands its passes out on what it signs for a peer anyway: each envelope
+//! carries the sender's pass for its recipient ([`super::Envelope::reply_pass`]) and
+//! each receipt the signer's pass for the message's sender ([`super::Receipt::pass`]).
+//! Ed25519 signatures are deterministic, so an owner issues the same pass to the same
+//! sender every time; [`IssuedPasses`] keeps them so it signs each once.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteArray;
+
+use crate::{
+    Identity,
+    identity::IdentityKey,
+    sign::{self, Domain, SignatureError},
+};
+
+/// An owner's admission of one sender into its mailboxes: 64 bytes of signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MailboxPass(ByteArray<64>);
+
+impl MailboxPass {
+    /// `owner`'s pass for `sender`.
+    pub fn issue(owner: &Identity, sender: &IdentityKey) -> Self {
+        Self(ByteArray::new(owner.sign(
+            Domain::MailboxPass,
+            &payload(&owner.public(), sender),
+        )))
+    }
+
+    /// Verifies that `owner` issued this pass to `sender`, strictly.
+    pub fn verify(&self, owner: &IdentityKey, sender: &IdentityKey) -> Result<(), SignatureError> {
+        sign::verify(
+            owner,
+            Domain::MailboxPass,
+            &payload(owner, sender),
+            self.0.as_slice(),
+        )
+    }
+
+    /// The signature bytes.
+    pub fn as_bytes(&self) -> &[u8; 64] {
+        &self.0
+    }
+
+    /// A pass from its signature bytes (verify before trusting it).
+    pub fn from_bytes(bytes: [u8; 64]) -> Self {
+        Self(ByteArray::new(bytes))
+    }
+}
+
+fn payload(owner: &IdentityKey, sender: &IdentityKey) -> [u8; 64] {
+    let mut p = [0u8; 64];
+    p[..32].copy_from_slice(owner.as_bytes());
+    p[32..].copy_from_slice(sender.as_bytes());
+    p
+}
+
+/// Most passes [`IssuedPasses`] remembers before it starts over.
+pub const MAX_ISSUED_PASSES: usize = 1024;
+
+/// The passes one owner issued, so each is signed once (a signature costs about as
+/// much as the rest of building an envelope). Bounded: past [`MAX_ISSUED_PASSES`]
+/// it forgets them all and signs again on demand.
+#[derive(Debug, Default)]
+pub struct IssuedPasses {
+    issued: HashMap<IdentityKey, MailboxPass>,
+}
+
+impl IssuedPasses {
+    /// `owner`'s pass for `sender`, signed now or remembered.
+    pub fn get(&mut self, owner: &Identity, sender: &IdentityKey) -> MailboxPass {
+        if let Some(p) = self.issued.get(sender) {
+            return *p;
+        }
+        if self.issued.len() >= MAX_ISSUED_PASSES {
+            self.issued.clear();
+        }
+        let pass = MailboxPass::issue(owner, sender);
+        self.issued.insert(*sender, pass);
+        pass
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_admits_one_sender_to_one_owner() {
+        let (owner, sender, other) = (
+            Identity::from_seed(&[1; 32]),
+            Identity::from_seed(&[2; 32]),
+            Identity::from_seed(&[3; 32]),
+        );
+        let pass = MailboxPass::issue(&owner, &sender.public());
+        assert_eq!(pass.verify(&owner.public(), &sender.public()), Ok(()));
+        // Not for another sender, not as another owner's, not the other way round.
+        assert!(pass.verify(&owner.public(), &other.public()).is_err());
+        assert!(pass.verify(&other.public(), &sender.public()).is_err());
+        assert!(pass.verify(&sender.public(), &owner.public()).is_err());
+        // Deterministic: issuing again gives the same bytes, so a cache is exact.
+        let mut issued = IssuedPasses::default();
+        assert_eq!(issued.get(&owner, &sender.public()), pass);
+        assert_eq!(issued.get(&owner, &sender.public()), pass);
+        // Another domain's signature over the same bytes is no pass.
+        let mut p = [0u8; 64];
+        p[..32].copy_from_slice(owner.public().as_bytes());
+        p[32..].copy_from_slice(sender.public().as_bytes());
+        let forged = MailboxPass::from_bytes(owner.sign(Domain::SealingKey, &p));
+        assert!(forged.verify(&owner.public(), &sender.public()).is_err());
+    }
+}
