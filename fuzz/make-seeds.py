@@ -50,7 +50,8 @@ write("presence", "announcement", head(5, 1) + tstr("announcement") + bstr(raw["
 write("presence", "goodbye", head(5, 1) + tstr("goodbye") + bstr(raw["goodbye.wire"]))
 mailbox = (
     head(5, 5)
-    + tstr("v") + bytes([1])
+    # The mailbox record version (core::mailbox::RECORD_VERSION), not the protocol's.
+    + tstr("v") + bytes([3])
     + tstr("owner") + bstr(raw["bob.identity_key"])
     + tstr("session") + tstr("session-b")
     + tstr("envelopes") + head(4, 1) + bstr(raw["envelope.wire"])
