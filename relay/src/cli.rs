@@ -69,6 +69,14 @@ pub struct Args {
     /// Most bytes of mailbox records held.
     #[arg(long, value_name = "BYTES", default_value_t = crate::store::DEFAULT_MAX_TOTAL_BYTES)]
     pub max_store_bytes: u64,
+    /// Most bytes of mailbox records held for one identity (all its sessions).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::store::DEFAULT_MAX_OWNER_BYTES)]
+    pub max_identity_bytes: u64,
+    /// Hold mail only for this identity (64 hex digits; repeatable): the team the
+    /// relay serves. Without it the relay holds mail for anyone, bounded per identity
+    /// and in all, so a swarm of fresh identities can still fill it to its caps.
+    #[arg(long, value_name = "KEY")]
+    pub serve: Vec<interlink_core::IdentityKey>,
 }
 
 /// A flag that does not make a configuration.
@@ -92,7 +100,9 @@ impl Args {
         let caps = Caps::default()
             .with_retention_ms(retention_ms)
             .with_max_mailboxes(self.max_mailboxes)
-            .with_max_total_bytes(self.max_store_bytes);
+            .with_max_total_bytes(self.max_store_bytes)
+            .with_max_owner_bytes(self.max_identity_bytes)
+            .serving(self.serve);
         let listen = if self.listen.is_empty() {
             default_listen()
         } else {

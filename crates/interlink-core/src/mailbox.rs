@@ -352,6 +352,24 @@ struct RecordIn {
     acks: Vec<ByteBuf>,
 }
 
+// The owner alone, ignoring other fields: what a relay needs of each record at open.
+#[derive(Deserialize)]
+struct OwnerProbe {
+    owner: IdentityKey,
+}
+
+/// The owner identity an encoded mailbox record names, without verifying anything
+/// (a relay counts its records per owner at open; every record in its store was
+/// verified when it was put).
+pub fn record_owner(bytes: &[u8]) -> Option<IdentityKey> {
+    if bytes.len() > MAX_MAILBOX_RECORD_BYTES {
+        return None;
+    }
+    wire::decode_cbor::<OwnerProbe>(RECORD_KIND, bytes)
+        .ok()
+        .map(|p| p.owner)
+}
+
 // Read first, ignoring other fields, so a newer record reports its version rather
 // than a confusing shape error.
 #[derive(Deserialize)]

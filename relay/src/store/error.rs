@@ -28,11 +28,15 @@ pub enum RejectReason {
     StoreFullMailboxes,
     /// The store holds as many bytes as it may.
     StoreFullBytes,
+    /// The store holds as many bytes for this owner identity as it may.
+    OwnerFull,
+    /// This relay holds mailboxes only for the identities it serves.
+    NotServed,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order (metrics export each, even at zero).
-    pub const ALL: [RejectReason; 9] = [
+    pub const ALL: [RejectReason; 11] = [
         RejectReason::Malformed,
         RejectReason::UnsupportedVersion,
         RejectReason::Oversized,
@@ -42,6 +46,8 @@ impl RejectReason {
         RejectReason::WrongMailbox,
         RejectReason::StoreFullMailboxes,
         RejectReason::StoreFullBytes,
+        RejectReason::OwnerFull,
+        RejectReason::NotServed,
     ];
 
     /// The metrics label: lower-case ASCII, stable across releases.
@@ -56,6 +62,8 @@ impl RejectReason {
             RejectReason::WrongMailbox => "wrong_mailbox",
             RejectReason::StoreFullMailboxes => "store_full_mailboxes",
             RejectReason::StoreFullBytes => "store_full_bytes",
+            RejectReason::OwnerFull => "owner_full",
+            RejectReason::NotServed => "not_served",
         }
     }
 

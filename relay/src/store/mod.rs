@@ -42,7 +42,7 @@ use tracing::warn;
 pub use self::cache::DECODED_SIZE_FACTOR;
 pub use self::caps::{
     Caps, DEFAULT_DB_CACHE_BYTES, DEFAULT_DECODED_CACHE_BYTES, DEFAULT_MAX_MAILBOXES,
-    DEFAULT_MAX_TOTAL_BYTES,
+    DEFAULT_MAX_OWNER_BYTES, DEFAULT_MAX_TOTAL_BYTES,
 };
 pub use self::error::{DbError, OpenError, PutError, ReadError, Refusal, RejectReason, SweepError};
 use self::{
@@ -149,6 +149,25 @@ fn is_vacant(mb: &Mailbox) -> bool {
 struct State {
     cache: DecodedCache,
     totals: Stats,
+    /// Bytes of records held per owner identity ([`Caps::max_owner_bytes`]): counted
+    /// from the records at open, kept up to date by every commit. At most one entry
+    /// per mailbox held, so bounded by [`Caps::max_mailboxes`].
+    owners: std::collections::HashMap<interlink_core::IdentityKey, u64>,
+}
+
+impl State {
+    fn owner_bytes(&self, owner: &interlink_core::IdentityKey) -> u64 {
+        self.owners.get(owner).copied().unwrap_or(0)
+    }
+
+    /// Sets `owner`'s usage after a commit (an owner with nothing held leaves the map).
+    fn set_owner_bytes(&mut self, owner: interlink_core::IdentityKey, bytes: u64) {
+        if bytes == 0 {
+            self.owners.remove(&owner);
+        } else {
+            self.owners.insert(owner, bytes);
+        }
+    }
 }
 
 /// The durable mailbox store. See the module docs; every method blocks.
@@ -199,11 +218,13 @@ impl MailboxStore {
         }
         txn.commit().map_err(DbError::from)?;
         let totals = read_totals(&db)?;
+        let owners = read_owners(&db)?;
         Ok(Self {
             db,
             state: Mutex::new(State {
                 cache: DecodedCache::new(caps.decoded_cache_bytes),
                 totals,
+                owners,
             }),
             caps,
         })
@@ -253,6 +274,7 @@ impl MailboxStore {
             results,
             touched,
             totals,
+            owners,
         } = batch;
         let dirty = results.iter().any(|r| matches!(r, Ok(o) if o.changed));
         let committed = if !dirty {
@@ -263,6 +285,9 @@ impl MailboxStore {
         match committed {
             Ok(()) => {
                 state.totals = totals;
+                for (owner, bytes) in owners {
+                    state.set_owner_bytes(owner, bytes);
+                }
                 for (key, current) in touched {
                     match current {
                         Current::Held(mb, bytes) => state.cache.insert(key, mb, bytes),
@@ -384,6 +409,25 @@ fn add_summary(totals: &mut Stats, s: Summary) {
 fn sub_summary(totals: &mut Stats, s: Summary) {
     totals.envelopes = totals.envelopes.saturating_sub(s.envelopes);
     totals.bytes = totals.bytes.saturating_sub(s.bytes);
+}
+
+/// Bytes held per owner identity, from the records (each record's owner is read, not
+/// verified: everything in the store was verified when it was put).
+fn read_owners(
+    db: &Database,
+) -> Result<std::collections::HashMap<interlink_core::IdentityKey, u64>, DbError> {
+    let txn = db.begin_read()?;
+    let records = txn.open_table(RECORDS)?;
+    let mut owners = std::collections::HashMap::new();
+    for row in records.iter()? {
+        let (_, v) = row?;
+        let bytes = v.value();
+        match mailbox::record_owner(bytes) {
+            Some(owner) => *owners.entry(owner).or_insert(0u64) += bytes.len() as u64,
+            None => warn!("a held record names no owner; it is not counted per owner"),
+        }
+    }
+    Ok(owners)
 }
 
 /// Totals from the summary table (a scan of three integers per mailbox).

@@ -35,6 +35,8 @@ impl MailboxStore {
     ) -> Result<Batch, DbError> {
         let txn = self.db.begin_write()?;
         let mut totals = state.totals;
+        // Owners' usage as this batch leaves it (applied to the state on commit).
+        let mut owners: HashMap<IdentityKey, u64> = HashMap::new();
         let mut results = Vec::with_capacity(decoded.len());
         // What goes back into the cache after the commit.
         let mut touched: HashMap<Key, Current> = HashMap::new();
@@ -49,14 +51,43 @@ impl MailboxStore {
                     }
                 };
                 let key = incoming.record_key();
+                let owner = *incoming.owner();
+                if let Some(served) = &self.caps.served
+                    && !served.contains(&owner)
+                {
+                    results.push(Err(Refusal::new(
+                        RejectReason::NotServed,
+                        format!("this relay holds mail only for the identities it serves, not {}", owner.fingerprint()),
+                    )));
+                    continue;
+                }
+                let used = *owners
+                    .entry(owner)
+                    .or_insert_with(|| state.owner_bytes(&owner));
                 let old = read_summary(&t, &key)?;
                 let held = match touched.remove(&key) {
                     Some(Current::Held(mb, _)) => Some(mb),
                     Some(Current::Absent) => None,
                     Some(Current::Unknown) | None => self.held(state, &t, &key, now_ms)?,
                 };
-                let (result, current) =
-                    self.merge_one(&mut t, &mut totals, key, old, held, incoming, now_ms)?;
+                let (result, current) = self.merge_one(
+                    &mut t,
+                    &mut totals,
+                    key,
+                    old,
+                    held,
+                    incoming,
+                    used,
+                    now_ms,
+                )?;
+                // What the record holds now, whatever happened to this put.
+                let old_bytes = old.map_or(0, |o| o.bytes);
+                let now_bytes = match &current {
+                    Current::Held(_, bytes) => *bytes as u64,
+                    Current::Absent => 0,
+                    Current::Unknown => old_bytes,
+                };
+                owners.insert(owner, used.saturating_sub(old_bytes).saturating_add(now_bytes));
                 results.push(result);
                 touched.insert(key, current);
             }
@@ -66,6 +97,7 @@ impl MailboxStore {
             results,
             touched: touched.into_iter().collect(),
             totals,
+            owners: owners.into_iter().collect(),
         })
     }
 
@@ -80,6 +112,7 @@ impl MailboxStore {
         old: Option<Summary>,
         held: Option<Mailbox>,
         incoming: &Mailbox,
+        owner_used: u64,
         now_ms: u64,
     ) -> Result<(Result<PutOutcome, Refusal>, Current), DbError> {
         let cfg = &self.caps.mailbox;
@@ -149,6 +182,19 @@ impl MailboxStore {
                 ),
             )));
         }
+        let owner_after = owner_used
+            .saturating_sub(old_bytes)
+            .saturating_add(new.bytes);
+        if new.bytes > old_bytes && owner_after > self.caps.max_owner_bytes {
+            return Ok(refused(Refusal::new(
+                RejectReason::OwnerFull,
+                format!(
+                    "the store would hold {owner_after} bytes for {}; the cap per identity is {}",
+                    incoming.owner().fingerprint(),
+                    self.caps.max_owner_bytes
+                ),
+            )));
+        }
         write_record(t, &key, &encoded, new)?;
         match old {
             Some(old) => sub_summary(totals, old),
@@ -165,6 +211,8 @@ pub(super) struct Batch {
     pub(super) results: Vec<Result<PutOutcome, Refusal>>,
     pub(super) touched: Vec<(Key, Current)>,
     pub(super) totals: Stats,
+    /// Each touched owner's usage after the batch.
+    pub(super) owners: Vec<(IdentityKey, u64)>,
 }
 
 /// Decodes and verifies a put and checks that `key` is its mailbox's key.

@@ -42,6 +42,8 @@ impl MailboxStore {
         let mut state = self.lock();
         let mut totals = state.totals;
         let mut touched: Vec<(Key, Option<(Mailbox, usize)>)> = Vec::new();
+        // (owner, bytes before, bytes after) per swept record.
+        let mut owner_changes: Vec<(interlink_core::IdentityKey, u64, u64)> = Vec::new();
         let txn = self.db.begin_write().map_err(DbError::from)?;
         {
             let mut t = open_tables(&txn)?;
@@ -59,7 +61,9 @@ impl MailboxStore {
                 let dropped = old.envelopes.saturating_sub(mb.len() as u64);
                 report.envelopes_dropped += usize::try_from(dropped).unwrap_or(usize::MAX);
                 sub_summary(&mut totals, old);
+                let owner = *mb.owner();
                 if is_vacant(&mb) {
+                    owner_changes.push((owner, old.bytes, 0));
                     t.records.remove(key).map_err(DbError::from)?;
                     t.summary.remove(key).map_err(DbError::from)?;
                     totals.mailboxes = totals.mailboxes.saturating_sub(1);
@@ -70,12 +74,17 @@ impl MailboxStore {
                     let new = Summary::of(&mb, encoded.len(), cfg);
                     write_record(&mut t, key, &encoded, new)?;
                     add_summary(&mut totals, new);
+                    owner_changes.push((owner, old.bytes, new.bytes));
                     touched.push((*key, Some((mb, encoded.len()))));
                 }
             }
         }
         txn.commit().map_err(DbError::from)?;
         state.totals = totals;
+        for (owner, before, after) in owner_changes {
+            let used = state.owner_bytes(&owner);
+            state.set_owner_bytes(owner, used.saturating_sub(before).saturating_add(after));
+        }
         for (key, entry) in touched {
             match entry {
                 Some((mb, bytes)) => state.cache.insert(key, mb, bytes),

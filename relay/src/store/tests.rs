@@ -467,3 +467,71 @@ fn a_refusal_inside_a_batch_does_not_hide_the_held_copy_from_later_puts() {
         );
     }
 }
+
+/// One identity cannot fill the store (issue 13, item 7): its sessions' mailboxes
+/// together are held to the per-identity cap, another owner's paired mail still goes
+/// in, the count survives a reopen, and what the owner acks makes room again.
+#[test]
+fn one_identity_is_held_to_its_bytes_over_all_its_mailboxes() {
+    let f = Fixture::new();
+    let hog = identity(40);
+    let friend_of_hog = identity(41);
+    let big = "x".repeat(12_000);
+    // A record of one 12 kB admitted message for session `s` of the hog.
+    let hog_record = |s: u64| {
+        let session = testkit::session(&format!("s{s}"));
+        let env = message(&friend_of_hog, &hog, &session, msg_id(s), T0, &big);
+        record(&hog.public(), &session, &[env], &[], T0)
+    };
+    let one = hog_record(0).1.len() as u64;
+    // Room for five, and for the small ack-only record one of them shrinks to.
+    let caps = Caps::default().with_max_owner_bytes(one * 5 + 400);
+    let store = f.open(caps.clone());
+    let mut refused = 0;
+    for s in 0..20 {
+        let (key, bytes) = hog_record(s);
+        match store.put(key, &bytes, T0) {
+            Ok(_) => {}
+            Err(e) => {
+                assert_eq!(e.reason(), Some(RejectReason::OwnerFull), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((store.stats().mailboxes, refused), (5, 15));
+    // Another owner's mail is not held up by it.
+    let (key, friend) = f.rec(&[f.msg(2, 1, T0)], &[], T0);
+    store.put(key, &friend, T0).unwrap();
+    drop(store);
+    // Reopened, the relay counts the hog's records again and still refuses a sixth.
+    let store = f.open(caps);
+    let (key, bytes) = hog_record(19);
+    assert_eq!(
+        store.put(key, &bytes, T0).unwrap_err().reason(),
+        Some(RejectReason::OwnerFull)
+    );
+    // The hog acks one session's message: that record shrinks, and a new one fits.
+    let s0 = testkit::session("s0");
+    let a = ack(&hog, &s0, &[(friend_of_hog.public(), msg_id(0))], T0 + 1);
+    let (k0, acked) = record(&hog.public(), &s0, &[], &[a], T0 + 1);
+    store.put(k0, &acked, T0 + 1).unwrap();
+    store.put(key, &bytes, T0 + 1).unwrap();
+}
+
+/// A relay that serves a team holds no one else's mailboxes, whoever signs them.
+#[test]
+fn a_serving_relay_holds_only_its_team() {
+    let f = Fixture::new();
+    let store = f.open(Caps::default().serving([f.owner.public()]));
+    let (key, ours) = f.rec(&[f.msg(2, 1, T0)], &[], T0);
+    store.put(key, &ours, T0).unwrap();
+    let stranger = identity(50);
+    let session = testkit::session("x");
+    let env = message(&identity(51), &stranger, &session, msg_id(1), T0, "hi");
+    let (k, theirs) = record(&stranger.public(), &session, &[env], &[], T0);
+    assert_eq!(
+        store.put(k, &theirs, T0).unwrap_err().reason(),
+        Some(RejectReason::NotServed)
+    );
+    assert_eq!(store.stats().mailboxes, 1);
+}
