@@ -205,6 +205,9 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
         bob_id,
         boot,
     } = trio(base).await;
+    // Paired by hand and online together once: each holds the other's pass.
+    interlink_testkit::node::wait_pass(&alice, &bob_id.public()).await;
+    interlink_testkit::node::wait_pass(&bob, &alice_id.public()).await;
     let bob_addr = bob.addr.clone();
     let Peer {
         node, dir: bob_dir, ..
@@ -343,13 +346,89 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
             "flood never settled: {held:?}"
         );
     }
-    drop(evil);
 
-    // And Bob, back, gets only that.
-    let bob = start_in(bob_dir, base + 3, 2, "bob-1", &[("alice", &alice_id)], boot);
-    wait_inbox(&bob, &["genuine".to_string()]).await;
-    bob.node.shutdown().await;
+    // The measured attack (issue 13, item 1), from 40 fresh identities at once: large
+    // envelopes backdated six days. They share the strangers' room with Mallory's;
+    // none takes the room of Alice, who holds Bob's pass.
+    let six_days_ago = now - 6 * interlink_core::limits::DAY_MS;
+    for s in 0..40u8 {
+        let sybil = Identity::from_seed(&[100 + s; 32]);
+        let envelopes = (0..4)
+            .map(|_| {
+                signed::envelope(
+                    sybil.public(),
+                    &SessionId::new("sybil").unwrap(),
+                    &bob_addr,
+                    random_msg_id(),
+                    six_days_ago,
+                )
+                .sealed(
+                    &"x".repeat(12_000),
+                    &bob_id.sealing_secret().public(),
+                    &mut sys_rng(),
+                )
+                .sign(&sybil)
+                .to_bytes()
+            })
+            .collect();
+        let _ = evil.behaviour_mut().kad.put_record_to(
+            Record::new(key.clone(), record(envelopes, vec![])),
+            std::iter::once(carol_peer),
+            Quorum::One,
+        );
+    }
+    // Settled: the Sybils' envelopes arrived, and the count has not moved for a second.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let (mut last, mut still) = (0, 0);
+    while still < 20 || last <= 1 + quota {
+        if tokio::time::Instant::now() > deadline {
+            break;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(50), evil.select_next_some()).await;
+        let held = carol.handle().held_mailbox(bob_addr.clone()).await.unwrap();
+        let n = held.map_or(0, |h| h.pending);
+        (last, still) = if n == last { (n, still + 1) } else { (n, 0) };
+    }
+    let why = carol
+        .handle()
+        .diagnostics()
+        .await
+        .unwrap()
+        .mailbox_puts_refused;
+    assert!(
+        last > 1 + quota,
+        "the Sybils' envelopes took stranger room: {last}, refused {why}"
+    );
+    let outcome = alice
+        .handle()
+        .send(OutgoingMessage::text(bob_addr.clone(), "after the flood"))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, SendOutcome::Queued { .. }), "{outcome:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let held = carol.handle().held_mailbox(bob_addr.clone()).await.unwrap();
+        if held.map(|h| h.pending) == Some(last + 1) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Carol never held Alice's message beside the flood: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(evil);
+    // Alice goes too: what Bob gets comes from Carol's copy, not from Alice's outbox.
     alice.node.shutdown().await;
+
+    // And Bob, back, gets only Alice's two messages.
+    let bob = start_in(bob_dir, base + 3, 2, "bob-1", &[("alice", &alice_id)], boot);
+    wait_inbox(
+        &bob,
+        &["genuine".to_string(), "after the flood".to_string()],
+    )
+    .await;
+    bob.node.shutdown().await;
     carol.node.shutdown().await;
 }
 

@@ -225,6 +225,26 @@ pub async fn wait_inbox(peer: &Peer, want: &[String]) {
     }
 }
 
+/// Waits (10 s at most, else panics) until `peer`'s home holds `owner`'s mailbox pass
+/// (handed over by a receipt, an envelope or a pass offer: PROTOCOL §4.3).
+pub async fn wait_pass(peer: &Peer, owner: &interlink_core::IdentityKey) {
+    let path = peer.dir.path().join(interlink_net::passes::PASSES_FILE);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let passes = interlink_net::passes::MailboxPasses::load(Some(path.clone()), peer.addr.key);
+        if passes.get(owner).is_some() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never got the pass of {}",
+            peer.addr,
+            owner.fingerprint()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Three sessions: Carol (a holder, nobody's peer) whom Alice and Bob — peers of each
 /// other — bootstrap to, all on each other's rosters.
 #[derive(Debug)]

@@ -75,7 +75,10 @@ impl Caps {
     }
 
     /// Holding only the mailboxes of `owners` (empty: anyone's).
-    pub fn serving(mut self, owners: impl IntoIterator<Item = interlink_core::IdentityKey>) -> Self {
+    pub fn serving(
+        mut self,
+        owners: impl IntoIterator<Item = interlink_core::IdentityKey>,
+    ) -> Self {
         let set: std::collections::BTreeSet<_> = owners.into_iter().collect();
         self.served = (!set.is_empty()).then_some(set);
         self

@@ -57,7 +57,10 @@ impl MailboxStore {
                 {
                     results.push(Err(Refusal::new(
                         RejectReason::NotServed,
-                        format!("this relay holds mail only for the identities it serves, not {}", owner.fingerprint()),
+                        format!(
+                            "this relay holds mail only for the identities it serves, not {}",
+                            owner.fingerprint()
+                        ),
                     )));
                     continue;
                 }
@@ -70,16 +73,8 @@ impl MailboxStore {
                     Some(Current::Absent) => None,
                     Some(Current::Unknown) | None => self.held(state, &t, &key, now_ms)?,
                 };
-                let (result, current) = self.merge_one(
-                    &mut t,
-                    &mut totals,
-                    key,
-                    old,
-                    held,
-                    incoming,
-                    used,
-                    now_ms,
-                )?;
+                let (result, current) =
+                    self.merge_one(&mut t, &mut totals, key, old, held, incoming, used, now_ms)?;
                 // What the record holds now, whatever happened to this put.
                 let old_bytes = old.map_or(0, |o| o.bytes);
                 let now_bytes = match &current {
@@ -87,7 +82,10 @@ impl MailboxStore {
                     Current::Absent => 0,
                     Current::Unknown => old_bytes,
                 };
-                owners.insert(owner, used.saturating_sub(old_bytes).saturating_add(now_bytes));
+                owners.insert(
+                    owner,
+                    used.saturating_sub(old_bytes).saturating_add(now_bytes),
+                );
                 results.push(result);
                 touched.insert(key, current);
             }
