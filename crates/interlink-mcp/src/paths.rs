@@ -51,7 +51,7 @@ pub const WAIT_LOCK_FILE: &str = "wait.lock";
 pub const WOKEN_FILE: &str = "woken.json";
 
 /// Resolves the home directory from an explicit value and an environment lookup.
-pub fn resolve_home(
+fn resolve_home(
     explicit: Option<PathBuf>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Option<PathBuf> {

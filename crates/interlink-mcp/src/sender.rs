@@ -184,3 +184,37 @@ fn sessions_of(roster: &[IdentityView], req: &RouteRequest<'_>) -> Vec<(String, 
     sessions.sort();
     sessions
 }
+
+/// How long a knock or acceptance waits for its recipient to show on the roster.
+const PAIRING_ROSTER_WAIT: Duration = Duration::from_secs(3);
+
+/// Sends a knock or pair acceptance (no text) to `to`, suggesting `name` for this user,
+/// waiting briefly for `to` to show on the roster (a message is sealed and addressed to
+/// an announced session).
+pub async fn send_pairing(
+    handle: &Handle,
+    name: &str,
+    to: interlink_core::wire::SessionAddr,
+    kind: interlink_core::wire::EnvelopeKind,
+) -> Result<interlink_net::SendOutcome, interlink_net::SendError> {
+    let deadline = tokio::time::Instant::now() + PAIRING_ROSTER_WAIT;
+    loop {
+        let msg = interlink_net::OutgoingMessage {
+            to: to.clone(),
+            kind,
+            text: None,
+            task_id: None,
+            status: None,
+            in_reply_to: None,
+            name: Some(name.to_owned()),
+        };
+        match handle.send(msg).await {
+            Err(interlink_net::SendError::NotOnRoster(_))
+                if tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
+}

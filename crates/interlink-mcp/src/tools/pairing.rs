@@ -2,8 +2,6 @@
 //! pairing by knock (`request_pair`, `list_pair_requests`, `accept_pair`,
 //! `reject_pair`). Pairing is the operator's decision; the tool descriptions say so.
 
-use std::time::Duration;
-
 use interlink_core::{
     IdentityKey,
     presence::{IdentityView, Presence},
@@ -11,7 +9,7 @@ use interlink_core::{
     trust::{KeyPattern, MIN_KEY_PREFIX},
     wire::{EnvelopeKind, SessionAddr},
 };
-use interlink_net::{Handle, OutgoingMessage, SendError, SendOutcome};
+use interlink_net::{Handle, SendError, SendOutcome};
 use rmcp::{
     RoleServer,
     handler::server::{
@@ -33,9 +31,6 @@ use crate::{
     peers, policy,
     server::Server,
 };
-
-/// How long a pairing step waits for the other session to show on the roster.
-const ROSTER_WAIT: Duration = Duration::from_secs(3);
 
 /// Arguments of `request_pair`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -95,43 +90,15 @@ fn incoming_json(i: &Incoming) -> serde_json::Value {
 }
 
 impl Context {
-    /// Sends a knock or pair acceptance under this user's name ([`send_pairing`]).
+    /// Sends a knock or pair acceptance under this user's name
+    /// ([`crate::sender::send_pairing`]).
     pub(crate) async fn send_pairing(
         &self,
         handle: &Handle,
         to: SessionAddr,
         kind: EnvelopeKind,
     ) -> Result<SendOutcome, SendError> {
-        send_pairing(handle, &self.name, to, kind).await
-    }
-}
-
-/// Sends a knock or pair acceptance (no text) to `to`, suggesting `name` for this user,
-/// waiting briefly for `to` to show on the roster (a message is sealed and addressed to
-/// an announced session).
-pub(crate) async fn send_pairing(
-    handle: &Handle,
-    name: &str,
-    to: SessionAddr,
-    kind: EnvelopeKind,
-) -> Result<SendOutcome, SendError> {
-    let deadline = tokio::time::Instant::now() + ROSTER_WAIT;
-    loop {
-        let msg = OutgoingMessage {
-            to: to.clone(),
-            kind,
-            text: None,
-            task_id: None,
-            status: None,
-            in_reply_to: None,
-            name: Some(name.to_owned()),
-        };
-        match handle.send(msg).await {
-            Err(SendError::NotOnRoster(_)) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            other => return other,
-        }
+        crate::sender::send_pairing(handle, &self.name, to, kind).await
     }
 }
 

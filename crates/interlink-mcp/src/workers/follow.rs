@@ -206,13 +206,9 @@ async fn on_knock(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
             key: sender,
             session,
         };
-        if let Err(err) = crate::tools::pairing::send_pairing(
-            &ready.handle,
-            &ctx.name,
-            to,
-            EnvelopeKind::PairAccept,
-        )
-        .await
+        if let Err(err) =
+            crate::sender::send_pairing(&ready.handle, &ctx.name, to, EnvelopeKind::PairAccept)
+                .await
         {
             debug!("confirming a peer's repeated knock: {err}");
         }
