@@ -291,6 +291,34 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
         interlink_core::wire::RefusalCode::UnsupportedVersion
     );
 
+    // A request with no envelope (the spec says 1 to 64) is closed unanswered.
+    let id = evil.behaviour_mut().deliver.send_request(
+        &bob_peer,
+        DeliverRequest {
+            v: VERSION,
+            envelopes: Vec::new(),
+        },
+    );
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(15), evil.select_next_some())
+            .await
+            .expect("the empty request neither failed nor was answered");
+        match ev {
+            SwarmEvent::Behaviour(BehaviourEvent::Deliver(request_response::Event::Message {
+                message:
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            })) if request_id == id => panic!("an empty request was answered: {response:?}"),
+            SwarmEvent::Behaviour(BehaviourEvent::Deliver(
+                request_response::Event::OutboundFailure { request_id, .. },
+            )) if request_id == id => break,
+            _ => {}
+        }
+    }
+
     drop(evil);
     alice.node.shutdown().await;
     bob.node.shutdown().await;

@@ -486,3 +486,113 @@ fn a_messages_task_status_and_reply_are_sealed() {
         Err(OpenError::Malformed)
     );
 }
+
+/// PROTOCOL §1, "CBOR form": what the decoders refuse, and what they let through (a
+/// signature covers the exact bytes, so no canonical form is needed to verify one; an
+/// encoder must still emit the form of §1). Each case is a goodbye body signed as is.
+#[test]
+fn cbor_form_the_decoders_hold_to() {
+    let id = Identity::from_seed(&[5; 32]);
+    let key = id.public();
+    // CBOR pieces.
+    let text = |s: &str| {
+        let mut v = vec![0x60 | u8::try_from(s.len()).unwrap()];
+        v.extend_from_slice(s.as_bytes());
+        v
+    };
+    let uint8 = |n: u64| {
+        let mut v = vec![0x1b];
+        v.extend_from_slice(&n.to_be_bytes());
+        v
+    };
+    let ts: u64 = 1_790_000_000_000;
+    let field_v = [text("v"), vec![0x04]].concat();
+    let field_id = [text("identity"), vec![0x58, 32], key.as_bytes().to_vec()].concat();
+    let field_session = [text("session_id"), text("s")].concat();
+    let field_ts = [text("ts"), uint8(ts)].concat();
+    let field_seq = [text("seq"), vec![0x01]].concat();
+    let map = |fields: &[&[u8]]| {
+        let mut v = vec![0xa0 | u8::try_from(fields.len()).unwrap()];
+        for f in fields {
+            v.extend_from_slice(f);
+        }
+        v
+    };
+    let decode = |body: Vec<u8>| {
+        let sig = id.sign(crate::sign::Domain::Goodbye, &body);
+        let outer = [
+            vec![0xa2],
+            text("body"),
+            vec![0x59],
+            u16::try_from(body.len()).unwrap().to_be_bytes().to_vec(),
+            body,
+            text("sig"),
+            vec![0x58, 64],
+            sig.to_vec(),
+        ]
+        .concat();
+        Signed::<Goodbye>::decode(&outer)
+    };
+    let canonical = map(&[&field_v, &field_id, &field_session, &field_ts, &field_seq]);
+    let good = decode(canonical.clone()).expect("the form of §1");
+    assert_eq!(good.body().ts, ts);
+    // The implementation's own encoding of it is the same bytes.
+    assert_eq!(super::encode(good.body()), canonical);
+
+    // Refused: a float where an integer is required, an unknown key, a missing key,
+    // a text where bytes are required.
+    let float_ts = [text("ts"), vec![0xfb], (ts as f64).to_be_bytes().to_vec()].concat();
+    let unknown = [text("extra"), vec![0x00]].concat();
+    let id_as_text = [text("identity"), text(&key.to_hex()[..20])].concat();
+    for (case, body) in [
+        (
+            "float ts",
+            map(&[&field_v, &field_id, &field_session, &float_ts, &field_seq]),
+        ),
+        (
+            "unknown key",
+            map(&[
+                &field_v,
+                &field_id,
+                &field_session,
+                &field_ts,
+                &field_seq,
+                &unknown,
+            ]),
+        ),
+        (
+            "missing key",
+            map(&[&field_v, &field_id, &field_session, &field_ts]),
+        ),
+        (
+            "text for bytes",
+            map(&[&field_v, &id_as_text, &field_session, &field_ts, &field_seq]),
+        ),
+    ] {
+        assert!(decode(body).is_err(), "{case} was accepted");
+    }
+
+    // Let through (lenient, so never to be relied on by a sender): an integer not in
+    // its shortest form, and keys in another order.
+    let long_v = [text("v"), vec![0x18, 0x04]].concat();
+    assert!(
+        decode(map(&[
+            &long_v,
+            &field_id,
+            &field_session,
+            &field_ts,
+            &field_seq
+        ]))
+        .is_ok()
+    );
+    assert!(
+        decode(map(&[
+            &field_seq,
+            &field_ts,
+            &field_session,
+            &field_id,
+            &field_v
+        ]))
+        .is_ok()
+    );
+}

@@ -105,6 +105,14 @@ impl Actor {
         channel: ResponseChannel<DeliverResponse>,
     ) {
         let n = request.envelopes.len();
+        if n == 0 {
+            // A request carries 1 to 64 envelopes (PROTOCOL §8.3); one with none has no
+            // result to answer with, so its stream is closed unanswered, like a request
+            // that does not decode.
+            debug!(%peer, "delivery request without envelopes: closed unanswered");
+            drop(channel);
+            return;
+        }
         let all = |code: RefusalCode, detail: String| vec![Some(Refusal::new(code, detail)); n];
         // Charged before anything is decoded: verifying is what the budget protects.
         let bytes: usize = request.envelopes.iter().map(|e| e.len()).sum();
@@ -141,7 +149,7 @@ impl Actor {
         } else {
             Vec::new()
         };
-        if !pre.is_empty() || n == 0 {
+        if !pre.is_empty() {
             self.send_deliver_response(channel, pre, Vec::new(), None);
             return;
         }
