@@ -30,6 +30,7 @@ pub mod passes;
 pub mod pins;
 pub mod probe;
 pub mod session_lock;
+mod small_file;
 mod swarm;
 
 pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec};

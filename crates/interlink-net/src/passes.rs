@@ -105,19 +105,7 @@ impl MailboxPasses {
 }
 
 fn read(path: &Path, holder: &IdentityKey) -> HashMap<IdentityKey, MailboxPass> {
-    let Ok(file) = std::fs::File::open(path) else {
-        return HashMap::new();
-    };
-    let mut bytes = Vec::new();
-    if std::io::Read::read_to_end(
-        &mut std::io::Read::take(file, MAX_PASSES_FILE_BYTES),
-        &mut bytes,
-    )
-    .is_err()
-    {
-        return HashMap::new();
-    }
-    let Ok(parsed) = serde_json::from_slice::<File>(&bytes) else {
+    let Some(parsed) = crate::small_file::read::<File>(path, MAX_PASSES_FILE_BYTES) else {
         return HashMap::new();
     };
     parsed
@@ -144,12 +132,13 @@ fn write(path: &Path, passes: &HashMap<IdentityKey, MailboxPass>) -> std::io::Re
         })
         .collect();
     entries.sort_by(|a, b| a.owner.cmp(&b.owner));
-    let bytes = serde_json::to_vec_pretty(&File {
-        version: 1,
-        passes: entries,
-    })
-    .map_err(std::io::Error::other)?;
-    crate::atomic::write_file(path, &bytes)
+    crate::small_file::write(
+        path,
+        &File {
+            version: 1,
+            passes: entries,
+        },
+    )
 }
 
 #[cfg(test)]

@@ -102,19 +102,7 @@ impl SealingPins {
 }
 
 fn read(path: &Path) -> HashMap<IdentityKey, SealingBinding> {
-    let Ok(file) = std::fs::File::open(path) else {
-        return HashMap::new();
-    };
-    let mut bytes = Vec::new();
-    if std::io::Read::read_to_end(
-        &mut std::io::Read::take(file, MAX_PINS_FILE_BYTES),
-        &mut bytes,
-    )
-    .is_err()
-    {
-        return HashMap::new();
-    }
-    let Ok(parsed) = serde_json::from_slice::<File>(&bytes) else {
+    let Some(parsed) = crate::small_file::read::<File>(path, MAX_PINS_FILE_BYTES) else {
         return HashMap::new();
     };
     parsed
@@ -148,12 +136,13 @@ fn write(path: &Path, pins: &HashMap<IdentityKey, SealingBinding>) -> std::io::R
         })
         .collect();
     entries.sort_by(|a, b| a.identity.cmp(&b.identity));
-    let bytes = serde_json::to_vec_pretty(&File {
-        version: 1,
-        pins: entries,
-    })
-    .map_err(std::io::Error::other)?;
-    crate::atomic::write_file(path, &bytes)
+    crate::small_file::write(
+        path,
+        &File {
+            version: 1,
+            pins: entries,
+        },
+    )
 }
 
 #[cfg(test)]

@@ -69,12 +69,24 @@ async fn deliver(
             .map(|e| ByteBuf::from(e.to_bytes()))
             .collect(),
     };
+    match request_raw(evil, to, request).await {
+        Ok(response) => response,
+        Err(error) => panic!("delivery request failed: {error}"),
+    }
+}
+
+/// Sends `request` as it is and waits (15 s at most) for its answer, or its failure.
+async fn request_raw(
+    evil: &mut Swarm<Behaviour>,
+    to: PeerId,
+    request: DeliverRequest,
+) -> Result<DeliverResponse, String> {
     let id = evil.behaviour_mut().deliver.send_request(&to, request);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         let ev = tokio::time::timeout_at(deadline, evil.select_next_some())
             .await
-            .expect("the session never answered");
+            .expect("the session neither answered nor failed the request");
         match ev {
             SwarmEvent::Behaviour(BehaviourEvent::Deliver(request_response::Event::Message {
                 message:
@@ -83,12 +95,12 @@ async fn deliver(
                         response,
                     },
                 ..
-            })) if request_id == id => return response,
+            })) if request_id == id => return Ok(response),
             SwarmEvent::Behaviour(BehaviourEvent::Deliver(
                 request_response::Event::OutboundFailure {
                     request_id, error, ..
                 },
-            )) if request_id == id => panic!("delivery request failed: {error}"),
+            )) if request_id == id => return Err(error.to_string()),
             _ => {}
         }
     }
@@ -262,62 +274,23 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
 
     // A request of another protocol version is refused per envelope, nothing stored.
     let other_version = to_bob(&mallory_id, "mallory-1", MsgId::from_bytes([9; 16]), "v1");
-    let id = evil.behaviour_mut().deliver.send_request(
-        &bob_peer,
-        DeliverRequest {
-            v: VERSION - 1,
-            envelopes: vec![ByteBuf::from(other_version.to_bytes())],
-        },
-    );
-    let response = loop {
-        let ev = tokio::time::timeout(Duration::from_secs(15), evil.select_next_some())
-            .await
-            .expect("the session never answered");
-        if let SwarmEvent::Behaviour(BehaviourEvent::Deliver(request_response::Event::Message {
-            message:
-                request_response::Message::Response {
-                    request_id,
-                    response,
-                },
-            ..
-        })) = ev
-            && request_id == id
-        {
-            break response;
-        }
+    let request = DeliverRequest {
+        v: VERSION - 1,
+        envelopes: vec![ByteBuf::from(other_version.to_bytes())],
     };
+    let response = request_raw(&mut evil, bob_peer, request).await.unwrap();
     assert_eq!(
         outcome(response).unwrap_err().code,
         interlink_core::wire::RefusalCode::UnsupportedVersion
     );
 
     // A request with no envelope (the spec says 1 to 64) is closed unanswered.
-    let id = evil.behaviour_mut().deliver.send_request(
-        &bob_peer,
-        DeliverRequest {
-            v: VERSION,
-            envelopes: Vec::new(),
-        },
-    );
-    loop {
-        let ev = tokio::time::timeout(Duration::from_secs(15), evil.select_next_some())
-            .await
-            .expect("the empty request neither failed nor was answered");
-        match ev {
-            SwarmEvent::Behaviour(BehaviourEvent::Deliver(request_response::Event::Message {
-                message:
-                    request_response::Message::Response {
-                        request_id,
-                        response,
-                    },
-                ..
-            })) if request_id == id => panic!("an empty request was answered: {response:?}"),
-            SwarmEvent::Behaviour(BehaviourEvent::Deliver(
-                request_response::Event::OutboundFailure { request_id, .. },
-            )) if request_id == id => break,
-            _ => {}
-        }
-    }
+    let empty = DeliverRequest {
+        v: VERSION,
+        envelopes: Vec::new(),
+    };
+    let answer = request_raw(&mut evil, bob_peer, empty).await;
+    assert!(answer.is_err(), "an empty request was answered: {answer:?}");
 
     drop(evil);
     alice.node.shutdown().await;

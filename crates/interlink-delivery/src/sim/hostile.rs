@@ -15,7 +15,10 @@ use super::{
 
 pub(super) fn attack_at(a: &Attack) -> u64 {
     match a {
-        Attack::CopyFromDht { at } | Attack::BadDates { at, .. } | Attack::Flood { at, .. } => *at,
+        Attack::CopyFromDht { at }
+        | Attack::BadDates { at, .. }
+        | Attack::Flood { at, .. }
+        | Attack::StrangerFlood { at, .. } => *at,
     }
 }
 
@@ -171,6 +174,41 @@ pub(super) fn attack(w: &mut World, i: usize) {
                 envs.extend(forge(w, h, &addr, MsgId::from_bytes(id), ts));
             }
             deliver(w, h, to, envs);
+        }
+        Attack::StrangerFlood { to, strangers, .. } => {
+            // Only into the mailbox: strangers are refused on the live path anyway.
+            let addr = w.nodes[to].addr.clone();
+            let backdated = w.local(h).saturating_sub(6 * 24 * 60 * MINUTE_MS);
+            let cfg = w.cfg.mailbox.clone();
+            let mut mb = Mailbox::new(addr.key, addr.session.clone());
+            for s in 0..strangers {
+                let mut seed = w.nodes[h].seed;
+                seed[..8].copy_from_slice(&(s as u64).to_be_bytes());
+                let stranger = Identity::from_seed(&seed);
+                for k in 0..8u64 {
+                    let mut id = [0u8; 16];
+                    w.rng.fill_bytes(&mut id);
+                    let body = Envelope {
+                        v: VERSION,
+                        sender: stranger.public(),
+                        sender_session: w.nodes[h].addr.session.clone(),
+                        recipient: addr.key,
+                        recipient_session: addr.session.clone(),
+                        msg_id: MsgId::from_bytes(id),
+                        ts: backdated + k,
+                        kind: EnvelopeKind::Message,
+                        in_reply_to: None,
+                        name: None,
+                        sealed: Some(dummy_sealed()),
+                        pass: None,
+                        reply_pass: None,
+                    };
+                    if let Ok(env) = Signed::sign(body, &stranger) {
+                        let _ = mb.insert(env, w.local(h), &cfg);
+                    }
+                }
+            }
+            w.dht_put(h, crate::PutToken(0), &mb);
         }
         Attack::Flood { to, count, .. } => {
             let addr = w.nodes[to].addr.clone();

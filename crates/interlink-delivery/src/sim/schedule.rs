@@ -148,6 +148,17 @@ pub enum Attack {
         /// Messages.
         count: usize,
     },
+    /// Many fresh identities, none holding a pass, put backdated envelopes into a
+    /// recipient's mailbox (the byte-eviction attack of issue 13): holders must keep
+    /// them apart from the paired senders' mail.
+    StrangerFlood {
+        /// When.
+        at: u64,
+        /// Target.
+        to: usize,
+        /// Fresh identities.
+        strangers: usize,
+    },
 }
 
 /// A whole case: who, what is sent, what goes wrong. Printable, and regenerated
@@ -272,10 +283,15 @@ impl Schedule {
             for _ in 0..3 {
                 let at = below(&mut rng, p.active_ms);
                 let to = below(&mut rng, p.honest as u64) as usize;
-                attacks.push(match below(&mut rng, 4) {
+                attacks.push(match below(&mut rng, 5) {
                     0 | 1 if p.copy_ids => Attack::CopyFromDht { at },
                     0 | 1 => Attack::BadDates { at, to },
                     2 => Attack::BadDates { at, to },
+                    3 => Attack::StrangerFlood {
+                        at,
+                        to,
+                        strangers: 40 + below(&mut rng, 20) as usize,
+                    },
                     _ => Attack::Flood {
                         at,
                         to,

@@ -260,6 +260,36 @@ fn a_copied_id_does_not_suppress_the_genuine_message() {
     assert_eq!(r.inboxes[1].iter().filter(|l| l.msg_id == id).count(), 2);
 }
 
+/// The byte-eviction attack of issue 13 as a schedule: 40 fresh identities put
+/// backdated mail into a sleeping recipient's mailbox before a paired sender queues
+/// three messages there, and the sender is then gone for good, so only the holder's
+/// copy can deliver them. With one class for all mail, the older flood filled the
+/// holder's 256 slots and the three were lost; holders now keep them apart.
+#[test]
+fn a_stranger_flood_takes_no_room_from_paired_mail() {
+    let mut s = quiet(3, true, 20 * MINUTE_MS);
+    s.faults.push(Fault::Crash {
+        node: 1,
+        at: SECOND_MS,
+        for_ms: 5 * MINUTE_MS,
+        new_skew: 0,
+    });
+    s.attacks.push(Attack::StrangerFlood {
+        at: 5 * SECOND_MS,
+        to: 1,
+        strangers: 40,
+    });
+    s.sends = sends(0, 1, 20 * SECOND_MS, 3);
+    s.faults.push(Fault::Crash {
+        node: 0,
+        at: MINUTE_MS,
+        for_ms: 30 * MINUTE_MS,
+        new_skew: 0,
+    });
+    let r = run(&s, &sim_config());
+    all_arrive(&r, 0, 1, 3);
+}
+
 #[test]
 fn a_full_disk_refuses_retryably_then_everything_arrives_once() {
     let mut s = quiet(2, false, 10 * MINUTE_MS);
