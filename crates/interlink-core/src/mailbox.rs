@@ -302,10 +302,6 @@ struct Held {
 impl Held {
     fn new(env: Signed<Envelope>) -> Self {
         let admitted = env.body().is_admitted();
-        Self::classed(env, admitted)
-    }
-
-    fn classed(env: Signed<Envelope>, admitted: bool) -> Self {
         let wire = env.to_bytes();
         let digest = Sha256::digest(&wire).into();
         Self {
@@ -627,25 +623,14 @@ impl Mailbox {
             }
         }
         let mut envelopes = Vec::with_capacity(rec.envelopes.len());
-        // A sender's pass is the same bytes on each of its envelopes (passes are
-        // deterministic signatures): check each (sender, pass) once per record.
-        let mut passes: HashMap<(IdentityKey, [u8; 64]), bool> = HashMap::new();
         for (index, raw) in rec.envelopes.iter().enumerate() {
             let checked = Signed::<Envelope>::decode(raw)
                 .map_err(MailboxError::InvalidEntry)
                 .and_then(|e| mailbox.check_envelope(e.body()).map(|()| e));
             match checked {
-                Ok(e) => {
-                    let b = e.body();
-                    let admitted = match b.pass {
-                        _ if b.sender == b.recipient => true,
-                        None => false,
-                        Some(p) => *passes
-                            .entry((b.sender, *p.as_bytes()))
-                            .or_insert_with(|| p.verify(&b.recipient, &b.sender).is_ok()),
-                    };
-                    envelopes.push(Held::classed(e, admitted));
-                }
+                // A sender's pass is the same bytes on each of its envelopes (passes are
+                // deterministic signatures), checked once ([`wire::MailboxPass::admits`]).
+                Ok(e) => envelopes.push(Held::new(e)),
                 Err(reason) => rejected.push(Rejected {
                     kind: EntryKind::Envelope,
                     index,

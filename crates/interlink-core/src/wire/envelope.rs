@@ -258,13 +258,13 @@ impl Envelope {
 
     /// Whether holders keep this envelope among its recipient's admitted mail: it is
     /// from the recipient identity itself (another of its sessions), or it carries a
-    /// pass the recipient issued to the sender. Costs a signature check when there is
-    /// a pass.
+    /// pass the recipient issued to the sender. Costs a signature check the first time
+    /// a thread meets a pass ([`MailboxPass::admits`]).
     pub fn is_admitted(&self) -> bool {
         self.sender == self.recipient
             || self
                 .pass
-                .is_some_and(|p| p.verify(&self.recipient, &self.sender).is_ok())
+                .is_some_and(|p| p.admits(&self.recipient, &self.sender))
     }
 
     /// The recipient session's address.

@@ -38,7 +38,7 @@ pub use overlay::{
     MailboxRequest, MailboxResponse, PresenceMessage, ReceiptRequest, ReceiptResponse,
     RosterRequest, RosterResponse,
 };
-pub use pass::{IssuedPasses, MAX_ISSUED_PASSES, MailboxPass};
+pub use pass::{IssuedPasses, MAX_ISSUED_PASSES, MAX_VERIFIED_PASSES, MailboxPass};
 pub use receipt::{Receipt, ReceiptState};
 pub use refusal::{MAX_REFUSAL_DETAIL_BYTES, Refusal, RefusalCode};
 

@@ -62,6 +62,43 @@ impl MailboxPass {
     }
 }
 
+/// Most (owner, sender, pass) triples [`MailboxPass::admits`] remembers as verified, per
+/// thread, before it starts over.
+pub const MAX_VERIFIED_PASSES: usize = 4096;
+
+thread_local! {
+    // Verified triples: a pass is checked once per thread, not on every re-insert of the
+    // same envelope (a sender re-publishes its whole pending copy on every change, and a
+    // holder merges copies of the same envelopes again and again). Verification is a
+    // pure function of the triple, so remembering a success is exact.
+    static VERIFIED: std::cell::RefCell<std::collections::HashSet<[u8; 128]>> =
+        std::cell::RefCell::new(std::collections::HashSet::new());
+}
+
+impl MailboxPass {
+    /// Whether this is `owner`'s pass for `sender`: [`MailboxPass::verify`], with
+    /// successes remembered (bounded, per thread).
+    pub fn admits(&self, owner: &IdentityKey, sender: &IdentityKey) -> bool {
+        let mut triple = [0u8; 128];
+        triple[..64].copy_from_slice(&payload(owner, sender));
+        triple[64..].copy_from_slice(self.as_bytes());
+        if VERIFIED.with(|v| v.borrow().contains(&triple)) {
+            return true;
+        }
+        let ok = self.verify(owner, sender).is_ok();
+        if ok {
+            VERIFIED.with(|v| {
+                let mut v = v.borrow_mut();
+                if v.len() >= MAX_VERIFIED_PASSES {
+                    v.clear();
+                }
+                v.insert(triple);
+            });
+        }
+        ok
+    }
+}
+
 fn payload(owner: &IdentityKey, sender: &IdentityKey) -> [u8; 64] {
     let mut p = [0u8; 64];
     p[..32].copy_from_slice(owner.as_bytes());

@@ -287,10 +287,12 @@ impl Schedule {
                     0 | 1 if p.copy_ids => Attack::CopyFromDht { at },
                     0 | 1 => Attack::BadDates { at, to },
                     2 => Attack::BadDates { at, to },
+                    // Enough to fill the strangers' room (32), few enough to sign
+                    // cheaply; the regression case floods past every cap.
                     3 => Attack::StrangerFlood {
                         at,
                         to,
-                        strangers: 40 + below(&mut rng, 20) as usize,
+                        strangers: 5 + below(&mut rng, 4) as usize,
                     },
                     _ => Attack::Flood {
                         at,
