@@ -159,5 +159,12 @@ mod tests {
         p[32..].copy_from_slice(sender.public().as_bytes());
         let forged = MailboxPass::from_bytes(owner.sign(Domain::SealingKey, &p));
         assert!(forged.verify(&owner.public(), &sender.public()).is_err());
+        // `admits` remembers successes only: asked again, a forged pass is still
+        // refused and the genuine one still admitted, for its own pair only.
+        for _ in 0..2 {
+            assert!(pass.admits(&owner.public(), &sender.public()));
+            assert!(!forged.admits(&owner.public(), &sender.public()));
+            assert!(!pass.admits(&owner.public(), &other.public()));
+        }
     }
 }
