@@ -81,7 +81,7 @@ pub const MAILBOX_MAX_BYTES: usize = 2 * 1024 * 1024;
 pub const MAILBOX_SENDER_MAX_BYTES: usize = 512 * 1024;
 /// Most envelopes without a pass one mailbox holds, apart from its admitted mail:
 /// knocks, and the first words of a peer paired by hand that has not met this one
-/// online yet (PROTOCOL §5.3).
+/// online yet (PROTOCOL §7.2).
 pub const MAILBOX_STRANGER_SLOTS: usize = 32;
 /// Most envelopes without a pass from one sender in one mailbox.
 pub const MAILBOX_STRANGER_SENDER_QUOTA: usize = 8;

@@ -257,8 +257,8 @@ struct Actor {
     passes: Option<crate::passes::MailboxPasses>,
     /// This user's passes for its peers, each signed once.
     issued_passes: interlink_core::wire::IssuedPasses,
-    /// Peer identities handed a pass this run ([`admission`]), bounded.
-    passes_offered: std::collections::HashSet<interlink_core::IdentityKey>,
+    /// Peer sessions offered this user's pass this run ([`admission`]), bounded.
+    passes_offered: std::collections::HashSet<interlink_core::wire::SessionAddr>,
 }
 
 impl Actor {

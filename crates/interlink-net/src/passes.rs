@@ -1,5 +1,5 @@
 //! The mailbox passes peers issued this user, so its mail to their sleeping sessions
-//! is kept by holders among their admitted mail (PROTOCOL §5.3).
+//! is kept by holders among their admitted mail (PROTOCOL §4.7, §7.2).
 //!
 //! A peer hands its pass out on every receipt and envelope it sends this user
 //! ([`interlink_core::wire::MailboxPass`]). A pass is per identity, not per session,

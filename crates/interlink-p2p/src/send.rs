@@ -102,7 +102,7 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     };
     // This session takes no messages: it has no inbox and leaves in seconds. It keeps
     // the policy and the pins file: they tell it which peers' mailbox passes to keep
-    // and use, and which of its own to hand over (PROTOCOL §5.3).
+    // and use, and which of its own to hand over (PROTOCOL §4.7).
     config.delivery = Delivery {
         inbox_dir: None,
         policy: peers.clone(),

@@ -36,7 +36,7 @@ pub enum EnvelopeKind {
     /// queued). No body, like [`EnvelopeKind::Read`].
     HostQueued,
     /// Hands a peer the sender's mailbox pass ([`Envelope::reply_pass`], required):
-    /// sent once per run to each peer identity the sender sees on the roster, so the
+    /// sent once per run to each peer session the sender sees on the roster, so the
     /// peer's first message to a sleeping session of the sender is kept by holders
     /// among the admitted mail. No body; never shown to an agent.
     Pass,

@@ -1,7 +1,7 @@
 //! Mailbox passes: a mailbox owner's admission of one sender.
 //!
 //! Holders of a mailbox cannot know whom its owner paired with, yet must keep a paired
-//! sender's mail safe from strangers (PROTOCOL §5.3). A pass is what tells them: the
+//! sender's mail safe from strangers (PROTOCOL §4.7, §7.2). A pass is what tells them: the
 //! owner identity's signature, in its own domain, over the 64 bytes
 //! `owner key || sender key`. A sender puts the pass it was given into each envelope
 //! it sends the owner ([`super::Envelope::pass`]); a holder verifies it against the

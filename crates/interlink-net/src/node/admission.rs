@@ -1,4 +1,4 @@
-//! Mailbox passes in the node (PROTOCOL §5.3): which it puts on what it sends, and
+//! Mailbox passes in the node (PROTOCOL §4.7): which it puts on what it sends, and
 //! which it keeps from what it receives.
 //!
 //! On every envelope a session sends, `pass` is the recipient's pass for this user, if
@@ -19,7 +19,7 @@ use serde_bytes::ByteBuf;
 use super::Actor;
 use crate::{OutgoingMessage, Role};
 
-/// Most peer identities remembered as offered a pass this run.
+/// Most peer sessions remembered as offered a pass this run.
 pub(super) const MAX_PASSES_OFFERED: usize = interlink_core::limits::MAX_PEERS;
 
 impl Actor {
@@ -89,9 +89,11 @@ impl Actor {
         }
     }
 
-    /// Hands `to`'s identity this user's pass, once per run (PROTOCOL §5.3): a peer's
-    /// session just appeared on the roster, and the peer may not hold the pass yet
-    /// (paired by hand, never answered). Live only, outside the engine: a pass envelope
+    /// Hands `to`'s identity this user's pass, once per run and peer session (PROTOCOL
+    /// §4.3): a peer's session just appeared on the roster, and the peer may not hold
+    /// the pass yet (paired by hand, never answered). Per session, not per identity: a
+    /// peer's short-lived `send` session refuses it (it takes no messages), and its
+    /// long-lived sessions must still get theirs. Live only, outside the engine: a pass envelope
     /// is never queued, so it takes no room in an outbox or a mailbox; one that does not
     /// arrive is offered again next run, and any receipt or message hands the pass over
     /// too. The peer's receipt brings its own pass back ([`Actor::learn_receipt_pass`]).
@@ -99,7 +101,7 @@ impl Actor {
         let Some(me) = self.own_addr() else {
             return;
         };
-        if to.key == me.key || !self.is_peer(&to.key) || self.passes_offered.contains(&to.key) {
+        if to.key == me.key || !self.is_peer(&to.key) || self.passes_offered.contains(to) {
             return;
         }
         let msg = OutgoingMessage {
@@ -119,7 +121,7 @@ impl Actor {
             // small request).
             self.passes_offered.clear();
         }
-        self.passes_offered.insert(to.key);
+        self.passes_offered.insert(to.clone());
         let request = DeliverRequest {
             v: VERSION,
             envelopes: vec![ByteBuf::from(envelope.to_bytes())],
