@@ -19,6 +19,9 @@
 //!   returns);
 //! - `mailbox_summary`: record key → `(envelopes, record bytes, sweep due ms)`, so
 //!   totals are known at open and a sweep decodes only mailboxes with something due;
+//! - `mailbox_owner`: record key → owner identity key, so the bytes held per identity
+//!   ([`Caps::max_owner_bytes`]) are known at open without reading a record (a file
+//!   written before this table existed gets it filled once, from its records);
 //! - `meta`: `schema` → [`SCHEMA_VERSION`].
 
 mod cache;
@@ -36,7 +39,9 @@ use interlink_core::{
     limits::MAX_FUTURE_SKEW_MS,
     mailbox::{self, Mailbox},
 };
-use redb::{Database, ReadableDatabase, ReadableTable, Table, TableDefinition};
+use redb::{
+    Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
+};
 use tracing::warn;
 
 pub use self::cache::DECODED_SIZE_FACTOR;
@@ -58,6 +63,8 @@ pub const SWEEP_BATCH: usize = 64;
 const RECORDS: TableDefinition<'_, Key, &[u8]> = TableDefinition::new("mailbox_records");
 /// `(envelopes, record bytes, sweep due ms)`.
 const SUMMARY: TableDefinition<'_, Key, (u64, u64, u64)> = TableDefinition::new("mailbox_summary");
+/// The owner identity key of each record.
+const OWNER: TableDefinition<'_, Key, [u8; 32]> = TableDefinition::new("mailbox_owner");
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 const META_SCHEMA: &str = "schema";
 
@@ -178,10 +185,11 @@ pub struct MailboxStore {
     state: Mutex<State>,
 }
 
-/// The write transaction's two tables, opened once per batch.
+/// The write transaction's tables, opened once per batch.
 struct Tables<'t> {
     records: Table<'t, Key, &'static [u8]>,
     summary: Table<'t, Key, (u64, u64, u64)>,
+    owner: Table<'t, Key, [u8; 32]>,
 }
 
 impl MailboxStore {
@@ -213,8 +221,8 @@ impl MailboxStore {
                         .map_err(DbError::from)?;
                 }
             }
-            txn.open_table(RECORDS).map_err(DbError::from)?;
-            txn.open_table(SUMMARY).map_err(DbError::from)?;
+            let mut t = open_tables(&txn)?;
+            fill_owners(&mut t)?;
         }
         txn.commit().map_err(DbError::from)?;
         let totals = read_totals(&db)?;
@@ -388,6 +396,7 @@ fn open_tables(txn: &redb::WriteTransaction) -> Result<Tables<'_>, DbError> {
     Ok(Tables {
         records: txn.open_table(RECORDS)?,
         summary: txn.open_table(SUMMARY)?,
+        owner: txn.open_table(OWNER)?,
     })
 }
 
@@ -395,9 +404,23 @@ fn read_summary(t: &Tables<'_>, key: &Key) -> Result<Option<Summary>, DbError> {
     Ok(t.summary.get(key)?.map(|g| Summary::from_row(g.value())))
 }
 
-fn write_record(t: &mut Tables<'_>, key: &Key, encoded: &[u8], s: Summary) -> Result<(), DbError> {
+fn write_record(
+    t: &mut Tables<'_>,
+    key: &Key,
+    owner: &interlink_core::IdentityKey,
+    encoded: &[u8],
+    s: Summary,
+) -> Result<(), DbError> {
     t.records.insert(key, encoded)?;
     t.summary.insert(key, s.row())?;
+    t.owner.insert(key, *owner.as_bytes())?;
+    Ok(())
+}
+
+fn remove_record(t: &mut Tables<'_>, key: &Key) -> Result<(), DbError> {
+    t.records.remove(key)?;
+    t.summary.remove(key)?;
+    t.owner.remove(key)?;
     Ok(())
 }
 
@@ -411,21 +434,46 @@ fn sub_summary(totals: &mut Stats, s: Summary) {
     totals.bytes = totals.bytes.saturating_sub(s.bytes);
 }
 
-/// Bytes held per owner identity, from the records (each record's owner is read, not
-/// verified: everything in the store was verified when it was put).
+/// Gives every record without an owner row one, read from the record itself: once,
+/// for a file written before the owner table existed (afterwards the tables agree).
+fn fill_owners(t: &mut Tables<'_>) -> Result<(), DbError> {
+    if t.owner.len()? == t.summary.len()? {
+        return Ok(());
+    }
+    let Tables { records, owner, .. } = t;
+    for row in records.iter()? {
+        let (k, v) = row?;
+        let key = k.value();
+        let has_owner = owner.get(&key)?.is_some();
+        if has_owner {
+            continue;
+        }
+        match mailbox::record_owner(v.value()) {
+            Some(o) => {
+                owner.insert(&key, *o.as_bytes())?;
+            }
+            None => warn!("a held record names no owner; it is not counted per owner"),
+        }
+    }
+    Ok(())
+}
+
+/// Bytes held per owner identity, from the summary and owner tables (no record is read).
 fn read_owners(
     db: &Database,
 ) -> Result<std::collections::HashMap<interlink_core::IdentityKey, u64>, DbError> {
     let txn = db.begin_read()?;
-    let records = txn.open_table(RECORDS)?;
+    let summary = txn.open_table(SUMMARY)?;
+    let owner = txn.open_table(OWNER)?;
     let mut owners = std::collections::HashMap::new();
-    for row in records.iter()? {
-        let (_, v) = row?;
-        let bytes = v.value();
-        match mailbox::record_owner(bytes) {
-            Some(owner) => *owners.entry(owner).or_insert(0u64) += bytes.len() as u64,
-            None => warn!("a held record names no owner; it is not counted per owner"),
-        }
+    for row in owner.iter()? {
+        let (k, o) = row?;
+        let bytes = summary
+            .get(k.value())?
+            .map_or(0, |g| Summary::from_row(g.value()).bytes);
+        *owners
+            .entry(interlink_core::IdentityKey::from_bytes(o.value()))
+            .or_insert(0u64) += bytes;
     }
     Ok(owners)
 }

@@ -10,7 +10,7 @@ use interlink_core::{
 
 use super::{
     DbError, Key, MailboxStore, PutOutcome, Refusal, RejectReason, State, Stats, Summary, Tables,
-    add_summary, is_vacant, open_tables, read_summary, sub_summary, write_record,
+    add_summary, is_vacant, open_tables, read_summary, remove_record, sub_summary, write_record,
 };
 
 /// What the batch knows of a mailbox after staging a put of it.
@@ -148,8 +148,7 @@ impl MailboxStore {
         if is_vacant(&merged) {
             // Everything held expired and the put brought nothing live.
             if let Some(old) = old {
-                t.records.remove(&key)?;
-                t.summary.remove(&key)?;
+                remove_record(t, &key)?;
                 sub_summary(totals, old);
                 totals.mailboxes = totals.mailboxes.saturating_sub(1);
             }
@@ -193,7 +192,7 @@ impl MailboxStore {
                 ),
             )));
         }
-        write_record(t, &key, &encoded, new)?;
+        write_record(t, &key, incoming.owner(), &encoded, new)?;
         match old {
             Some(old) => sub_summary(totals, old),
             None => totals.mailboxes += 1,

@@ -5,7 +5,7 @@ use redb::{ReadableDatabase, ReadableTable};
 
 use super::{
     DbError, Key, MailboxStore, SUMMARY, SWEEP_BATCH, Summary, SweepError, SweepReport,
-    add_summary, is_vacant, open_tables, read_summary, sub_summary, write_record,
+    add_summary, is_vacant, open_tables, read_summary, remove_record, sub_summary, write_record,
 };
 
 impl MailboxStore {
@@ -64,15 +64,14 @@ impl MailboxStore {
                 let owner = *mb.owner();
                 if is_vacant(&mb) {
                     owner_changes.push((owner, old.bytes, 0));
-                    t.records.remove(key).map_err(DbError::from)?;
-                    t.summary.remove(key).map_err(DbError::from)?;
+                    remove_record(&mut t, key)?;
                     totals.mailboxes = totals.mailboxes.saturating_sub(1);
                     report.mailboxes_deleted += 1;
                     touched.push((*key, None));
                 } else {
                     let encoded = mb.encode();
                     let new = Summary::of(&mb, encoded.len(), cfg);
-                    write_record(&mut t, key, &encoded, new)?;
+                    write_record(&mut t, key, &owner, &encoded, new)?;
                     add_summary(&mut totals, new);
                     owner_changes.push((owner, old.bytes, new.bytes));
                     touched.push((*key, Some((mb, encoded.len()))));

@@ -535,3 +535,29 @@ fn a_serving_relay_holds_only_its_team() {
     );
     assert_eq!(store.stats().mailboxes, 1);
 }
+
+/// A file written before the owner table existed gets it filled at open, from its
+/// records, so its identities are held to their caps too.
+#[test]
+fn an_older_file_gets_its_owner_rows_at_open() {
+    let f = Fixture::new();
+    let (key, one) = f.rec(&[f.msg(2, 1, T0)], &[], T0);
+    let store = f.open(Caps::default());
+    store.put(key, &one, T0).unwrap();
+    // As an older relay left it: no owner rows.
+    let txn = store.db.begin_write().unwrap();
+    txn.delete_table(OWNER).unwrap();
+    txn.commit().unwrap();
+    drop(store);
+    let caps = Caps::default().with_max_owner_bytes(one.len() as u64 + 10);
+    let store = f.open(caps);
+    assert_eq!(
+        store.lock().owner_bytes(&f.owner.public()),
+        one.len() as u64
+    );
+    let (_, two) = f.rec(&[f.msg(2, 1, T0), f.msg(3, 2, T0)], &[], T0);
+    assert_eq!(
+        store.put(key, &two, T0).unwrap_err().reason(),
+        Some(RejectReason::OwnerFull)
+    );
+}
