@@ -35,10 +35,27 @@ fn forge(
     ts: u64,
 ) -> Option<Signed<Envelope>> {
     let hn = &w.nodes[h];
+    forge_as(
+        &Identity::from_seed(&hn.seed),
+        &hn.addr.session,
+        to,
+        msg_id,
+        ts,
+    )
+}
+
+/// A passless message envelope of `signer` (session `session`) to `to`.
+fn forge_as(
+    signer: &Identity,
+    session: &interlink_core::SessionId,
+    to: &SessionAddr,
+    msg_id: MsgId,
+    ts: u64,
+) -> Option<Signed<Envelope>> {
     let body = Envelope {
         v: VERSION,
-        sender: hn.addr.key,
-        sender_session: hn.addr.session.clone(),
+        sender: signer.public(),
+        sender_session: session.clone(),
         recipient: to.key,
         recipient_session: to.session.clone(),
         msg_id,
@@ -50,7 +67,7 @@ fn forge(
         pass: None,
         reply_pass: None,
     };
-    Signed::sign(body, &Identity::from_seed(&hn.seed)).ok()
+    Signed::sign(body, signer).ok()
 }
 
 /// Sends `envs` (all to node `to`) live in batches and puts them into its mailbox.
@@ -188,22 +205,14 @@ pub(super) fn attack(w: &mut World, i: usize) {
                 for k in 0..8u64 {
                     let mut id = [0u8; 16];
                     w.rng.fill_bytes(&mut id);
-                    let body = Envelope {
-                        v: VERSION,
-                        sender: stranger.public(),
-                        sender_session: w.nodes[h].addr.session.clone(),
-                        recipient: addr.key,
-                        recipient_session: addr.session.clone(),
-                        msg_id: MsgId::from_bytes(id),
-                        ts: backdated + k,
-                        kind: EnvelopeKind::Message,
-                        in_reply_to: None,
-                        name: None,
-                        sealed: Some(dummy_sealed()),
-                        pass: None,
-                        reply_pass: None,
-                    };
-                    if let Ok(env) = Signed::sign(body, &stranger) {
+                    let session = &w.nodes[h].addr.session;
+                    if let Some(env) = forge_as(
+                        &stranger,
+                        session,
+                        &addr,
+                        MsgId::from_bytes(id),
+                        backdated + k,
+                    ) {
                         let _ = mb.insert(env, w.local(h), &cfg);
                     }
                 }

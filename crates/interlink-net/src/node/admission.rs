@@ -46,6 +46,15 @@ impl Actor {
     /// Keeps `owner`'s pass for this user if `owner` is a peer, or an identity this
     /// session knocked (its acceptance carries the pass).
     pub(super) fn learn_pass(&mut self, owner: IdentityKey, pass: MailboxPass) {
+        // Every receipt and peer envelope carries a pass, almost always one already
+        // kept: answer that before anything else.
+        if self
+            .passes
+            .as_ref()
+            .is_some_and(|p| p.get(&owner) == Some(pass))
+        {
+            return;
+        }
         let knocked = self.delivery.as_ref().is_some_and(|d| {
             d.engine()
                 .gate()
