@@ -60,5 +60,6 @@ mailbox = (
 write("mailbox", "one-envelope", mailbox)
 # The overlay target picks the message type by the first byte (6: receipt request).
 write("overlay", "receipt-request", bytes([6]) + raw["receipt_request.wire"])
+write("overlay", "mailbox-fetch", bytes([4]) + raw["mailbox_fetch_request.wire"])
 write("keyfile", "vector", ("interlink-p2p-ed25519-v1 " + "11" * 32 + "\n").encode())
 print("seeds written under fuzz/seeds/")

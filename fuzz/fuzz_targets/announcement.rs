@@ -7,7 +7,8 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(v) = Signed::<Announcement>::decode(data) {
-        let again = Signed::<Announcement>::decode(&v.to_bytes()).expect("re-encoded announcement decodes");
+        let again =
+            Signed::<Announcement>::decode(&v.to_bytes()).expect("re-encoded announcement decodes");
         assert_eq!(again, v);
     }
 });

@@ -12,7 +12,8 @@ fuzz_target!(|data: &[u8]| {
     let cfg = Config::default();
     if let Ok((mailbox, _rejected)) = Mailbox::decode(data, NOW, &cfg) {
         let bytes = mailbox.encode();
-        let (again, rejected) = Mailbox::decode(&bytes, NOW, &cfg).expect("re-encoded mailbox decodes");
+        let (again, rejected) =
+            Mailbox::decode(&bytes, NOW, &cfg).expect("re-encoded mailbox decodes");
         assert!(rejected.is_empty());
         assert_eq!(again.encode(), bytes);
     }

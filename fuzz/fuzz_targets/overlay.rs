@@ -5,8 +5,8 @@
 #![no_main]
 
 use interlink_core::wire::{
-    DeliverRequest, DeliverResponse, MailboxRequest, MailboxResponse, Receipt, ReceiptRequest,
-    ReceiptResponse, RosterRequest, RosterResponse, Signed,
+    DeliverRequest, DeliverResponse, MailboxFetch, MailboxOp, MailboxRequest, MailboxResponse,
+    Receipt, ReceiptRequest, ReceiptResponse, RosterRequest, RosterResponse, Signed,
 };
 use libfuzzer_sys::fuzz_target;
 use serde::{Serialize, de::DeserializeOwned};
@@ -28,7 +28,17 @@ fuzz_target!(|data: &[u8]| {
         1 => round_trip::<RosterResponse>(rest),
         2 => round_trip::<DeliverRequest>(rest),
         3 => round_trip::<DeliverResponse>(rest),
-        4 => round_trip::<MailboxRequest>(rest),
+        4 => {
+            round_trip::<MailboxRequest>(rest);
+            // What a holder does next with a fetch: check the owner's signed request.
+            if let Ok(MailboxRequest {
+                op: MailboxOp::Fetch { request },
+                ..
+            }) = cbor4ii::serde::from_slice::<MailboxRequest>(rest)
+            {
+                let _ = Signed::<MailboxFetch>::check_fetch(&request, b"holder", 1_790_000_000_004);
+            }
+        }
         5 => round_trip::<MailboxResponse>(rest),
         6 => {
             round_trip::<ReceiptRequest>(rest);

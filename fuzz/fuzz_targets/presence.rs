@@ -6,6 +6,9 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(m) = PresenceMessage::decode(data) {
-        assert_eq!(PresenceMessage::decode(&m.to_bytes()).expect("re-encoded decodes"), m);
+        assert_eq!(
+            PresenceMessage::decode(&m.to_bytes()).expect("re-encoded decodes"),
+            m
+        );
     }
 });

@@ -53,6 +53,8 @@ pub const MAX_ACK_IDS: usize = 256;
 pub const MAX_FUTURE_SKEW_MS: u64 = 2 * MINUTE_MS;
 /// Oldest envelope the live path accepts. Mailbox envelopes use [`MAILBOX_RETENTION_MS`].
 pub const LIVE_FRESHNESS_MS: u64 = HOUR_MS;
+/// How long a signed mailbox fetch request (PROTOCOL §8.5) is accepted after it was made.
+pub const FETCH_FRESHNESS_MS: u64 = 5 * MINUTE_MS;
 /// Oldest receipt accepted.
 pub const RECEIPT_FRESHNESS_MS: u64 = MAILBOX_RETENTION_MS;
 

@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use crate::wire::VERSION;
+
 /// The overlay used when none is configured.
 pub const DEFAULT_NETWORK: &str = "default";
 
@@ -39,34 +41,34 @@ impl Network {
 
     /// Gossipsub topic carrying announcements and goodbyes.
     pub fn announce_topic(&self) -> String {
-        format!("interlink-p2p/v4/{}/announce", self.0)
+        format!("interlink-p2p/v{VERSION}/{}/announce", self.0)
     }
 
     /// Kademlia protocol id (a private DHT, never the public IPFS one).
     pub fn kad_protocol(&self) -> String {
-        format!("/interlink-p2p/{}/kad/4", self.0)
+        format!("/interlink-p2p/{}/kad/{VERSION}", self.0)
     }
 
     /// Request-response protocol for live delivery of envelopes.
     pub fn deliver_protocol(&self) -> String {
-        format!("/interlink-p2p/{}/deliver/4", self.0)
+        format!("/interlink-p2p/{}/deliver/{VERSION}", self.0)
     }
 
     /// Request-response protocol for handing a mailbox copy to a holder directly (relays)
     /// and fetching one back.
     pub fn mailbox_protocol(&self) -> String {
-        format!("/interlink-p2p/{}/mailbox/4", self.0)
+        format!("/interlink-p2p/{}/mailbox/{VERSION}", self.0)
     }
 
     /// Request-response protocol for receipts of mail a session collected from its
     /// mailbox, sent to the sessions that sent it.
     pub fn receipt_protocol(&self) -> String {
-        format!("/interlink-p2p/{}/receipt/4", self.0)
+        format!("/interlink-p2p/{}/receipt/{VERSION}", self.0)
     }
 
     /// Request-response protocol for fetching a peer's roster.
     pub fn roster_protocol(&self) -> String {
-        format!("/interlink-p2p/{}/roster/4", self.0)
+        format!("/interlink-p2p/{}/roster/{VERSION}", self.0)
     }
 
     /// The identify protocol version string.
@@ -94,9 +96,10 @@ mod tests {
     #[test]
     fn names_embed_the_network() {
         let n = Network::default();
-        assert_eq!(n.announce_topic(), "interlink-p2p/v4/default/announce");
-        assert_eq!(n.deliver_protocol(), "/interlink-p2p/default/deliver/4");
-        assert_eq!(n.receipt_protocol(), "/interlink-p2p/default/receipt/4");
+        assert_eq!(n.announce_topic(), "interlink-p2p/v5/default/announce");
+        assert_eq!(n.deliver_protocol(), "/interlink-p2p/default/deliver/5");
+        assert_eq!(n.receipt_protocol(), "/interlink-p2p/default/receipt/5");
+        assert_eq!(n.mailbox_protocol(), "/interlink-p2p/default/mailbox/5");
         assert_ne!(
             Network::new("lab").unwrap().kad_protocol(),
             n.kad_protocol()

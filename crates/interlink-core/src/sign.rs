@@ -27,11 +27,13 @@ pub enum Domain {
     SealingKey,
     /// A mailbox owner's admission of a sender ([`crate::wire::MailboxPass`]).
     MailboxPass,
+    /// A mailbox owner's request for a holder's copy ([`crate::wire::MailboxFetch`]).
+    MailboxFetch,
 }
 
 impl Domain {
     /// All domains, for documentation and tests.
-    pub const ALL: [Domain; 7] = [
+    pub const ALL: [Domain; 8] = [
         Domain::Announcement,
         Domain::Goodbye,
         Domain::Envelope,
@@ -39,6 +41,7 @@ impl Domain {
         Domain::Ack,
         Domain::SealingKey,
         Domain::MailboxPass,
+        Domain::MailboxFetch,
     ];
 
     /// The tag prefixed to the payload before signing.
@@ -51,6 +54,7 @@ impl Domain {
             Domain::Ack => b"interlink-p2p/v1/ack\0",
             Domain::SealingKey => b"interlink-p2p/v1/sealing-key\0",
             Domain::MailboxPass => b"interlink-p2p/v1/mailbox-pass\0",
+            Domain::MailboxFetch => b"interlink-p2p/v1/mailbox-fetch\0",
         }
     }
 }

@@ -12,8 +12,9 @@ use interlink_core::{
     Identity, MsgId, SessionId, mailbox,
     wire::{
         Ack, AckEntry, Announcement, Body, DeliverResponse, DeliverResult, DeliveryMode, Envelope,
-        EnvelopeKind, Goodbye, HostKind, MailboxPass, Receipt, ReceiptRequest, ReceiptState,
-        Refusal, RefusalCode, SealingBinding, SessionAddr, Signed, TaskStatus, VERSION,
+        EnvelopeKind, Goodbye, HostKind, MailboxFetch, MailboxOp, MailboxPass, MailboxRequest,
+        Receipt, ReceiptRequest, ReceiptState, Refusal, RefusalCode, SealingBinding, SessionAddr,
+        Signed, TaskStatus, VERSION,
     },
 };
 use rand_core::{TryCryptoRng, TryRng};
@@ -139,6 +140,17 @@ fn vectors() -> Vec<(&'static str, String)> {
         &alice,
     )
     .unwrap();
+    let fetch = Signed::sign(
+        MailboxFetch {
+            v: VERSION,
+            owner: bob.public(),
+            owner_session: sb.clone(),
+            holder: ByteBuf::from(alice_peer.to_bytes()),
+            ts: TS + 4,
+        },
+        &bob,
+    )
+    .unwrap();
 
     vec![
         ("alice.seed", hex(&[0x11; 32])),
@@ -208,6 +220,20 @@ fn vectors() -> Vec<(&'static str, String)> {
         ),
         ("ack.wire", hex(&ack.to_bytes())),
         ("goodbye.wire", hex(&goodbye.to_bytes())),
+        ("mailbox_fetch.wire", hex(&fetch.to_bytes())),
+        (
+            "mailbox_fetch_request.wire",
+            hex(&cbor4ii::serde::to_vec(
+                Vec::new(),
+                &MailboxRequest {
+                    v: VERSION,
+                    op: MailboxOp::Fetch {
+                        request: ByteBuf::from(fetch.to_bytes()),
+                    },
+                },
+            )
+            .unwrap()),
+        ),
     ]
 }
 
@@ -284,4 +310,21 @@ fn spec_vectors_decode_and_verify() {
     Signed::<Receipt>::decode(&get("receipt.wire")).unwrap();
     Signed::<Ack>::decode(&get("ack.wire")).unwrap();
     Signed::<Goodbye>::decode(&get("goodbye.wire")).unwrap();
+    let alice = Identity::from_seed(&[0x11; 32]);
+    let alice_peer = alice
+        .transport_keypair(&SessionId::new("session-a").unwrap())
+        .unwrap()
+        .public()
+        .to_peer_id();
+    assert_eq!(
+        Signed::<MailboxFetch>::check_fetch(
+            &get("mailbox_fetch.wire"),
+            &alice_peer.to_bytes(),
+            TS + 4
+        ),
+        Ok(mailbox::record_key(
+            &bob.public(),
+            &SessionId::new("session-b").unwrap()
+        ))
+    );
 }

@@ -169,19 +169,13 @@ impl Behaviour {
         // The node walks the DHT itself once it has peers (node::discovery); kad's own
         // timer would only warn "no known peers" on every lone node.
         kad_config.set_periodic_bootstrap_interval(None);
-        // Mailboxes are merged by the application (node::mailbox), never overwritten,
-        // and live as long as their contents: kad's own expiry is off.
+        // Kademlia only routes: it finds a mailbox key's closest peers. Mailboxes travel
+        // over the mailbox protocol and are held by node::mailbox, never in kad's
+        // record store, which answers a get to anyone (a copy is its owner's to read).
+        // With filtering on, inbound puts and provider records are reported, not
+        // stored, and the default packet limit (16 KiB) keeps a put from costing more.
         kad_config.set_record_filtering(kad::StoreInserts::FilterBoth);
-        kad_config.set_max_packet_size(MAX_MAILBOX_RECORD_BYTES + 64 * 1024);
-        kad_config.set_record_ttl(None);
-        let store = kad::store::MemoryStore::with_config(
-            peer_id,
-            kad::store::MemoryStoreConfig {
-                max_records: config.max_mailbox_records,
-                max_value_bytes: MAX_MAILBOX_RECORD_BYTES,
-                ..Default::default()
-            },
-        );
+        let store = kad::store::MemoryStore::new(peer_id);
         let mut kad = kad::Behaviour::with_config(peer_id, store, kad_config);
         // On a LAN or loopback no external address is ever confirmed, so kad would
         // stay a client forever; every session is a full DHT participant.

@@ -23,6 +23,9 @@ pub struct Diagnostics {
     pub mailboxes_held: usize,
     /// Mailbox puts refused (forged, wrong mailbox, oversized, …) since start.
     pub mailbox_puts_refused: u64,
+    /// Mailbox fetches refused (not the owner's, stale, addressed to another holder,
+    /// over budget) since start.
+    pub mailbox_fetches_refused: u64,
     /// Relay nodes: peers holding a circuit reservation here.
     pub served_reservations: usize,
     /// Relay nodes: circuits open through here.

@@ -4,6 +4,7 @@ mod admission;
 mod budgets;
 mod delivery;
 mod discovery;
+mod fetching;
 mod inbound;
 mod mailbox;
 mod pairing;
@@ -113,6 +114,7 @@ impl Node {
             Role::Session(_) | Role::Observer => None,
         };
         let config_relay_server = config.relay_server;
+        let max_mailbox_records = config.max_mailbox_records;
         let mut actor = Actor {
             roster: Roster::new(config.presence),
             // Relays are bootstrap peers too: a session that knows only a relay sees
@@ -138,7 +140,8 @@ impl Node {
             delivery,
             relay_store,
             budgets: budgets::Budgets::new(if config_relay_server { 8 } else { 1 }),
-            mailboxes: mailbox::Mailboxes::default(),
+            mailboxes: mailbox::Mailboxes::new(max_mailbox_records),
+            fetching: fetching::Fetching::default(),
             publishing: publishing::Publishing::default(),
             last_tick: Instant::now(),
             started: Instant::now(),
@@ -243,6 +246,7 @@ struct Actor {
     /// What each remote peer may make this node verify and hold.
     budgets: budgets::Budgets,
     mailboxes: mailbox::Mailboxes,
+    fetching: fetching::Fetching,
     publishing: publishing::Publishing,
     relays: relaying::Relays,
     seal_contexts: sealing::SealContexts,
@@ -473,15 +477,13 @@ impl Actor {
             })
             .cloned()
             .collect();
-        let mailboxes_held = {
-            use libp2p::kad::store::RecordStore as _;
-            self.swarm.behaviour_mut().kad.store_mut().records().count()
-        };
+        let mailboxes_held = self.mailboxes.len();
         Diagnostics {
             served_reservations: self.relays.reservations.len(),
             served_circuits: self.relays.circuits,
             mailboxes_held,
             mailbox_puts_refused: self.mailboxes.refused_puts,
+            mailbox_fetches_refused: self.fetching.refused,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,

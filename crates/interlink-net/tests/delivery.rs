@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use interlink_core::{
     Identity, SessionId,
-    wire::{EnvelopeKind, RefusalCode, SessionAddr},
+    wire::{EnvelopeKind, MailboxOp, MailboxOutcome, MailboxRequest, RefusalCode, SessionAddr},
 };
 use interlink_net::{Config, Event, OutgoingMessage, SendError, SendOutcome};
 use interlink_testkit::node::{
@@ -290,18 +290,20 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
                 {
                     evil.behaviour_mut().kad.add_address(&carol_peer, config.bootstrap[0].clone());
                     for (_, value) in puts.by_ref() {
-                        let _ = evil.behaviour_mut().kad.put_record_to(
-                            Record::new(key.clone(), value.clone()),
-                            std::iter::once(carol_peer),
-                            Quorum::One,
-                        );
+                        hold(&mut evil, carol_peer, &key, value.clone());
                     }
+                    // A DHT put is refused whatever it holds: copies travel by `hold`.
+                    let _ = evil.behaviour_mut().kad.put_record_to(
+                        Record::new(key.clone(), record(vec![], vec![])),
+                        std::iter::once(carol_peer),
+                        Quorum::One,
+                    );
                 }
             }
             ev = events.recv() => {
                 if let Ok(Event::Rejected { reason, .. }) = ev {
                     refused.push(reason);
-                    if refused.len() == bad.len() {
+                    if refused.len() == bad.len() + 1 {
                         break;
                     }
                 }
@@ -309,7 +311,11 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
             () = tokio::time::sleep_until(deadline) => break,
         }
     }
-    assert_eq!(refused.len(), bad.len(), "refusals: {refused:#?}");
+    assert_eq!(refused.len(), bad.len() + 1, "refusals: {refused:#?}");
+    assert!(
+        refused.iter().any(|r| r.contains("not a DHT put")),
+        "{refused:#?}"
+    );
     assert_eq!(
         carol
             .handle()
@@ -317,7 +323,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
             .await
             .unwrap()
             .mailbox_puts_refused,
-        bad.len() as u64
+        bad.len() as u64 + 1
     );
     // Carol still holds exactly Alice's genuine message for Bob.
     let held = carol.handle().held_mailbox(bob_addr.clone()).await.unwrap();
@@ -327,11 +333,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     // stranger's quota fills, and the paired sender's message is not evicted.
     for i in 0..100 {
         let value = record(vec![env_to(&bob_addr, &format!("flood {i}"))], vec![]);
-        let _ = evil.behaviour_mut().kad.put_record_to(
-            Record::new(key.clone(), value),
-            std::iter::once(carol_peer),
-            Quorum::One,
-        );
+        hold(&mut evil, carol_peer, &key, value);
     }
     let quota = interlink_core::limits::MAILBOX_STRANGER_SENDER_QUOTA;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
@@ -371,11 +373,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
                 .to_bytes()
             })
             .collect();
-        let _ = evil.behaviour_mut().kad.put_record_to(
-            Record::new(key.clone(), record(envelopes, vec![])),
-            std::iter::once(carol_peer),
-            Quorum::One,
-        );
+        hold(&mut evil, carol_peer, &key, record(envelopes, vec![]));
     }
     // Settled: the Sybils' envelopes arrived, and the count has not moved for a second.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
@@ -417,6 +415,89 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Only Bob may read Bob's mailbox (issue 13, item 3): Carol holds it, yet a DHT get
+    // finds no record (Kademlia's store holds none), and a fetch is answered only when
+    // Bob signed it, for Carol, lately.
+    let query = evil.behaviour_mut().kad.get_record(key.clone());
+    let found = loop {
+        if let libp2p::swarm::SwarmEvent::Behaviour(interlink_net::behaviour::BehaviourEvent::Kad(
+            libp2p::kad::Event::OutboundQueryProgressed {
+                id, result, step, ..
+            },
+        )) = evil.select_next_some().await
+            && id == query
+        {
+            let found = matches!(
+                result,
+                libp2p::kad::QueryResult::GetRecord(Ok(libp2p::kad::GetRecordOk::FoundRecord(_)))
+            );
+            if found || step.last {
+                break found;
+            }
+        }
+    };
+    assert!(!found, "a DHT get read Bob's mailbox");
+    let carol_bytes = carol_peer.to_bytes();
+    let other_holder = libp2p::PeerId::random().to_bytes();
+    let fetch = |owner: &SessionAddr, holder: &[u8], ts: u64| {
+        let body = interlink_core::wire::MailboxFetch {
+            v: interlink_core::wire::VERSION,
+            owner: owner.key,
+            owner_session: owner.session.clone(),
+            holder: serde_bytes::ByteBuf::from(holder.to_vec()),
+            ts,
+        };
+        interlink_core::wire::Signed::sign(body, &bob_id)
+            .unwrap()
+            .to_bytes()
+    };
+    // Mallory cannot sign as Bob: her best is Bob's request with a signature of hers.
+    let mut forged = fetch(&bob_addr, &carol_bytes, now);
+    let at = forged.len() - 10;
+    forged[at] ^= 1;
+    let stale = now - interlink_core::limits::FETCH_FRESHNESS_MS - 60_000;
+    let refusals = [
+        ("a forged signature", forged, RefusalCode::BadSignature),
+        (
+            "Bob's fetch for another holder",
+            fetch(&bob_addr, &other_holder, now),
+            RefusalCode::WrongRecipient,
+        ),
+        (
+            "Bob's stale fetch",
+            fetch(&bob_addr, &carol_bytes, stale),
+            RefusalCode::Stale,
+        ),
+        ("not a fetch", vec![0xa0], RefusalCode::Malformed),
+    ];
+    for (case, request, code) in refusals {
+        match fetch_answer(&mut evil, carol_peer, request).await {
+            MailboxOutcome::Refused { reason } => assert_eq!(reason.code, code, "{case}: {reason}"),
+            other => panic!("{case}: answered {other:?}"),
+        }
+    }
+    // Bob's own fresh fetch for Carol gets the copy, with all the mail above.
+    match fetch_answer(&mut evil, carol_peer, fetch(&bob_addr, &carol_bytes, now)).await {
+        MailboxOutcome::Record { record: Some(r) } => {
+            let (mb, _) = interlink_core::mailbox::Mailbox::decode(
+                &r,
+                interlink_net::now_ms(),
+                &interlink_core::mailbox::Config::default(),
+            )
+            .unwrap();
+            assert_eq!(mb.len(), last + 1);
+        }
+        other => panic!("the owner's fetch: {other:?}"),
+    }
+    assert_eq!(
+        carol
+            .handle()
+            .diagnostics()
+            .await
+            .unwrap()
+            .mailbox_fetches_refused,
+        4
+    );
     drop(evil);
     // Alice goes too: what Bob gets comes from Carol's copy, not from Alice's outbox.
     alice.node.shutdown().await;
@@ -430,6 +511,69 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     .await;
     bob.node.shutdown().await;
     carol.node.shutdown().await;
+}
+
+/// Hands `record` to `to` as a mailbox-protocol `hold` (the answer is not awaited).
+fn hold(
+    evil: &mut libp2p::Swarm<interlink_net::behaviour::Behaviour>,
+    to: libp2p::PeerId,
+    key: &libp2p::kad::RecordKey,
+    record: Vec<u8>,
+) {
+    let request = MailboxRequest {
+        v: interlink_core::wire::VERSION,
+        op: MailboxOp::Hold {
+            key: serde_bytes::ByteBuf::from(key.to_vec()),
+            record: serde_bytes::ByteBuf::from(record),
+        },
+    };
+    evil.behaviour_mut().mailbox.send_request(&to, request);
+}
+
+/// Sends `to` a mailbox fetch carrying `request` and waits for its answer.
+async fn fetch_answer(
+    evil: &mut libp2p::Swarm<interlink_net::behaviour::Behaviour>,
+    to: libp2p::PeerId,
+    request: Vec<u8>,
+) -> MailboxOutcome {
+    use futures::StreamExt as _;
+    use libp2p::request_response::{Event as Rr, Message};
+    let id = evil.behaviour_mut().mailbox.send_request(
+        &to,
+        MailboxRequest {
+            v: interlink_core::wire::VERSION,
+            op: MailboxOp::Fetch {
+                request: serde_bytes::ByteBuf::from(request),
+            },
+        },
+    );
+    let wait = async {
+        loop {
+            match evil.select_next_some().await {
+                libp2p::swarm::SwarmEvent::Behaviour(
+                    interlink_net::behaviour::BehaviourEvent::Mailbox(Rr::Message {
+                        message:
+                            Message::Response {
+                                request_id,
+                                response,
+                            },
+                        ..
+                    }),
+                ) if request_id == id => return response.outcome,
+                libp2p::swarm::SwarmEvent::Behaviour(
+                    interlink_net::behaviour::BehaviourEvent::Mailbox(Rr::OutboundFailure {
+                        request_id,
+                        error,
+                        ..
+                    }),
+                ) if request_id == id => panic!("fetch failed: {error}"),
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .expect("no fetch answer")
 }
 
 /// A sender's outbox full for one recipient refuses (with the numbers) instead of

@@ -1,6 +1,6 @@
 //! The relay's durable mailbox store: one redb file.
 //!
-//! A mailbox record arrives as the bytes of a DHT put. [`MailboxStore::put`] decodes
+//! A mailbox record arrives as the bytes of a mailbox-protocol `hold`. [`MailboxStore::put`] decodes
 //! and verifies it with the core CRDT ([`Mailbox::decode`]), checks it is stored under
 //! its own key, merges it with the copy held, applies the store-wide caps, and writes
 //! the merged record in one committed write transaction. The commit is the durability

@@ -16,6 +16,7 @@
 mod ack;
 mod announcement;
 mod envelope;
+mod fetch;
 mod goodbye;
 mod overlay;
 mod pass;
@@ -31,6 +32,7 @@ pub use crate::seal::Sealed;
 pub use ack::{Ack, AckEntry};
 pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use envelope::{Body, Envelope, EnvelopeKind, OpenError, TaskStatus};
+pub use fetch::{MAX_PEER_ID_BYTES, MailboxFetch};
 pub use goodbye::Goodbye;
 pub use overlay::{
     DeliverRequest, DeliverResponse, DeliverResult, MAX_PRESENCE_MESSAGE_BYTES,
@@ -54,9 +56,10 @@ use crate::{
 /// Version 2: acks list (sender, message id) pairs instead of ids alone, and refusals
 /// are typed codes with a detail. Version 3: a `hold` answer lists which envelopes of
 /// the handed copy the holder keeps. Version 4: envelopes and receipts carry mailbox
-/// passes, and holders keep a mailbox's admitted mail apart from strangers' (PROTOCOL.md,
-/// "Versions").
-pub const VERSION: u8 = 4;
+/// passes, and holders keep a mailbox's admitted mail apart from strangers'. Version 5:
+/// mailboxes leave the Kademlia record store; a holder hands a copy only to its owner,
+/// on a signed fetch (PROTOCOL.md, "Versions").
+pub const VERSION: u8 = 5;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

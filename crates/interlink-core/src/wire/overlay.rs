@@ -162,10 +162,10 @@ mod tests {
     }
 }
 
-/// Mailbox protocol request: hand a holder a copy of a mailbox record, or ask for the
-/// copy it holds. Sessions use it with relays, whose answer to `hold` comes only after
-/// the merged copy is committed to disk — unlike a Kademlia put, which is answered
-/// before the holder has looked at the record.
+/// Mailbox protocol request: hand a holder a copy of a mailbox record, or (the owner
+/// only) ask for the copy it holds. A holder answers a `hold` only after the merged
+/// copy is stored (a relay: committed to disk). Mailboxes travel only over this
+/// protocol; the DHT finds the holders (their closest peers), it stores no mailbox.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MailboxRequest {
@@ -186,10 +186,11 @@ pub enum MailboxOp {
         /// The encoded record.
         record: ByteBuf,
     },
-    /// Send the copy held under this key.
+    /// Send the copy held of the mailbox a signed, fresh [`super::MailboxFetch`] of its
+    /// owner names; only the owner may read a mailbox (PROTOCOL §8.5).
     Fetch {
-        /// The record's DHT key (32 bytes).
-        key: ByteBuf,
+        /// The signed fetch request (a [`super::Signed`] wrapper), addressed to the holder.
+        request: ByteBuf,
     },
 }
 

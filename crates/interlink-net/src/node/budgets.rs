@@ -1,7 +1,8 @@
 //! Per-remote-peer byte budgets for what others make this node verify, merge or store.
 //!
-//! Every inbound mailbox copy (a DHT put or a `hold`) and every live delivery request
-//! costs signature checks, a merge and memory, paid by this node for someone else. A
+//! Every inbound mailbox copy (a `hold`), every mailbox fetch and every live delivery
+//! request costs signature checks, a merge, memory or bandwidth, paid by this node for
+//! someone else. A
 //! token bucket per peer and per kind bounds that cost: a peer may send a burst, then
 //! only the refill rate. Beyond it the input is refused `over_budget` (retryable: an
 //! honest sender sends again later, and its own outbox keeps the message meanwhile)
@@ -19,10 +20,12 @@ pub(crate) const MAX_TRACKED_PEERS: usize = 4096;
 /// What a budget is spent on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
-    /// Mailbox copies to hold (DHT puts and `hold` requests).
+    /// Mailbox copies to hold (`hold` requests).
     Hold,
     /// Live delivery requests.
     Deliver,
+    /// Fetches of a mailbox copy (the request's signature check and the copy sent).
+    Fetch,
 }
 
 impl Kind {
@@ -34,6 +37,10 @@ impl Kind {
             Kind::Hold => (16 << 20, 2 << 20),
             // 64 envelopes of 64 KiB per request, several requests in a burst.
             Kind::Deliver => (32 << 20, 8 << 20),
+            // An owner fetches each holder's copy (at most about 2.6 MiB) every few
+            // seconds at most; 4 KiB per request bounds the signature checks to a few
+            // hundred a second.
+            Kind::Fetch => (8 << 20, 1 << 20),
         }
     }
 }

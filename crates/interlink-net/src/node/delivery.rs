@@ -6,8 +6,9 @@
 //!
 //! - swarm events and handle commands become [`Input`]s (a delivery request decoded
 //!   and verified, a response, a mailbox copy fetched, a sign of life, a route);
-//! - [`Output`]s become requests, responses, DHT puts and gets, and writes for the
-//!   store thread (`node::store`), whose answers come back as inputs;
+//! - [`Output`]s become requests (live deliveries, mailbox holds, signed fetches),
+//!   responses, and writes for the store thread (`node::store`), whose answers come
+//!   back as inputs;
 //! - the engine's opaque handles map to libp2p's: [`PeerRef`] ↔ `PeerId`, [`ReqId`] ↔
 //!   the outbound request id, [`InboundId`] → the response channel, [`CallId`] → the
 //!   caller's oneshot.
@@ -33,7 +34,6 @@ use tracing::debug;
 
 use super::{
     Actor,
-    mailbox::key_of,
     store::{Done, Op, Store},
 };
 use crate::{Event, HeldBy, SendError, SendOutcome, Sent};
@@ -112,10 +112,11 @@ pub(crate) struct Delivery {
     pub(super) timer: Option<u64>,
     /// Where the last mailbox copy published in this drain went (for `held_by`).
     last_put: Option<HeldBy>,
-    /// The DHT query fetching this session's own mailbox.
-    own_query: Option<kad::QueryId>,
+    /// The DHT query finding the closest peers of this session's own mailbox, to fetch
+    /// it from them (`node::fetching`).
+    pub(super) own_query: Option<kad::QueryId>,
     /// A fetch of the own mailbox is owed, to run once the DHT has a peer.
-    fetch_due: bool,
+    pub(super) fetch_due: bool,
 }
 
 impl Delivery {
@@ -426,61 +427,7 @@ impl Actor {
         }
     }
 
-    /// Runs the fetch of this session's own mailbox if one is owed and can run: from
-    /// every DHT holder and every relay, and from the copy this node holds itself.
-    pub(super) fn fetch_own_mailbox(&mut self) {
-        let Some(me) = self.own_addr() else { return };
-        let Some(d) = self.delivery.as_ref() else {
-            return;
-        };
-        if !d.fetch_due || d.own_query.is_some() || self.peers.is_empty() {
-            return;
-        }
-        // Until identify has fed Kademlia a peer, a query finds nothing.
-        if self
-            .swarm
-            .behaviour_mut()
-            .kad
-            .kbuckets()
-            .all(|b| b.num_entries() == 0)
-        {
-            return;
-        }
-        let key = key_of(&me);
-        let query = self.swarm.behaviour_mut().kad.get_record(key.clone());
-        if let Some(d) = self.delivery.as_mut() {
-            d.own_query = Some(query);
-            d.fetch_due = false;
-        }
-        self.fetch_from_relays(&key);
-        if let Some(copy) = self.held_mailbox(&key).filter(|m| !m.is_empty()).cloned() {
-            self.feed(Input::MailboxFetched { copy });
-        }
-    }
-
-    /// A step of a get-record query: a holder's copy of our own mailbox goes to the
-    /// engine; other queries are not ours.
-    pub(super) fn on_get_record(
-        &mut self,
-        id: kad::QueryId,
-        result: Result<kad::GetRecordOk, kad::GetRecordError>,
-        last: bool,
-    ) {
-        let Some(d) = self.delivery.as_mut() else {
-            return;
-        };
-        if d.own_query != Some(id) {
-            return;
-        }
-        if last {
-            d.own_query = None;
-        }
-        if let Ok(kad::GetRecordOk::FoundRecord(found)) = result {
-            self.on_own_copy(&found.record.value);
-        }
-    }
-
-    /// A holder's copy of our own mailbox (from the DHT, a relay's answer, or pushed):
+    /// A holder's copy of our own mailbox (a holder's answer to our fetch, or pushed):
     /// decoded, verified, and handed to the engine. The valid entries of a copy that
     /// also carries invalid ones are still ours.
     pub(super) fn on_own_copy(&mut self, value: &[u8]) {

@@ -277,29 +277,16 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             redial_mdns(actor, now);
         }
         BehaviourEvent::Kad(kad::Event::InboundRequest {
-            request:
-                kad::InboundRequest::PutRecord {
-                    source,
-                    record: Some(record),
-                    ..
-                },
-        }) => actor.on_inbound_put(source, record),
+            request: kad::InboundRequest::PutRecord { source, .. },
+        }) => actor.on_inbound_put(source),
         BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
             id,
-            result: kad::QueryResult::GetRecord(result),
+            result: kad::QueryResult::GetClosestPeers(result),
             step,
             ..
-        }) => actor.on_get_record(id, result, step.last),
-        BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
-            id,
-            result: kad::QueryResult::PutRecord(_),
-            ..
         }) => {
-            // A Kademlia put's answer says nothing of what the peer stored.
-            actor.on_put_result(
-                super::publishing::PutId::Kad(id),
-                super::publishing::PutAnswer::Ended,
-            )
+            actor.on_closest_peers(id, result, step.last);
+            actor.run_outputs();
         }
         BehaviourEvent::Mdns(mdns::Event::Expired(list)) => {
             for (peer, _) in list {

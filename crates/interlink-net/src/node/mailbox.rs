@@ -1,25 +1,28 @@
-//! Store-and-forward: session mailboxes in the Kademlia DHT, as a holder sees them.
+//! Store-and-forward: session mailboxes, as a holder sees them.
 //!
 //! The delivery engine decides what goes into a mailbox copy and what a fetched copy
-//! means (`node::delivery`); this module holds copies for everyone. Kademlia runs with
-//! record filtering, so every inbound put reaches it: it verifies the copy, merges it
-//! with the one held and stores the result — holders merge, never overwrite. A
-//! publication (the engine's `DhtPut`) is merged with the held copy too, then put to
-//! the DHT, to every connected peer and to every relay.
+//! means (`node::delivery`); this module holds copies for everyone. Copies arrive only
+//! as mailbox-protocol `hold` requests: each is verified, merged with the one held and
+//! stored — holders merge, never overwrite. A publication (the engine's `DhtPut`) is
+//! merged with the held copy too, then handed to every connected peer, every relay and
+//! the mailbox key's closest peers in the DHT (`node::fetching`). The copies live here,
+//! not in Kademlia's record store: Kademlia answers a get from its store to anyone, and
+//! a copy names senders, ids and times that only its owner may read (PROTOCOL §8.5).
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
 
 use interlink_core::{
+    limits::MAX_MAILBOX_RECORD_BYTES,
     mailbox::{self, Mailbox},
     wire::{AckEntry, Refusal, RefusalCode, SessionAddr},
 };
-use libp2p::{
-    PeerId,
-    kad::{self, Record, RecordKey, store::RecordStore as _},
-};
+use libp2p::{PeerId, kad::RecordKey};
 use tracing::{debug, warn};
 
-use super::{Actor, publishing::PutId};
+use super::Actor;
 use crate::{Event, Role};
 
 /// How often a session fetches its own mailbox while awake.
@@ -28,14 +31,73 @@ pub(crate) const MAILBOX_POLL: Duration = Duration::from_secs(10);
 pub(crate) const WAKE_GAP: Duration = Duration::from_secs(3);
 
 /// Mailbox state of a node (as a holder).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Mailboxes {
     /// Puts refused, for diagnostics.
     pub(crate) refused_puts: u64,
-    /// Decoded copies of the records in the Kademlia store, so a merge does not verify
-    /// every held envelope's signature again (each was verified when it was stored).
-    /// Holds only keys the store holds, so it is bounded by the store's record limit.
+    /// The encoded copies held, by DHT key: at most `max_records`, each at most
+    /// [`MAX_MAILBOX_RECORD_BYTES`].
+    records: HashMap<RecordKey, Vec<u8>>,
+    max_records: usize,
+    /// Decoded copies of `records`, so a merge does not verify every held envelope's
+    /// signature again (each was verified when it was stored). Holds only keys
+    /// `records` holds, so it is bounded by the same limit.
     pub(super) held: HashMap<RecordKey, Mailbox>,
+}
+
+impl Mailboxes {
+    /// An empty store of at most `max_records` copies.
+    pub(crate) fn new(max_records: usize) -> Self {
+        Self {
+            refused_puts: 0,
+            records: HashMap::new(),
+            max_records,
+            held: HashMap::new(),
+        }
+    }
+
+    /// The encoded copy held under `key`.
+    pub(super) fn record(&self, key: &RecordKey) -> Option<&[u8]> {
+        self.records.get(key).map(Vec::as_slice)
+    }
+
+    /// How many copies are held.
+    pub(crate) fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Bytes of every copy held but `key`'s.
+    fn bytes_besides(&self, key: &RecordKey) -> usize {
+        self.records
+            .iter()
+            .filter(|(k, _)| *k != key)
+            .map(|(_, v)| v.len())
+            .sum()
+    }
+
+    /// Stores `value` under `key` (replacing the copy held), within the limits.
+    pub(super) fn store(&mut self, key: &RecordKey, value: Vec<u8>) -> Result<(), Refusal> {
+        if value.len() > MAX_MAILBOX_RECORD_BYTES {
+            return Err(Refusal::new(
+                RefusalCode::TooLarge,
+                format!(
+                    "a mailbox record of {} bytes (limit {MAX_MAILBOX_RECORD_BYTES})",
+                    value.len()
+                ),
+            ));
+        }
+        if !self.records.contains_key(key) && self.records.len() >= self.max_records {
+            return Err(Refusal::new(
+                RefusalCode::OverBudget,
+                format!(
+                    "this node holds {} mailboxes, its limit; send it to a relay or again later",
+                    self.max_records
+                ),
+            ));
+        }
+        self.records.insert(key.clone(), value);
+        Ok(())
+    }
 }
 
 pub(super) fn key_of(addr: &SessionAddr) -> RecordKey {
@@ -57,10 +119,9 @@ impl Actor {
     /// (and verified) from the store once.
     pub(super) fn held_mailbox(&mut self, key: &RecordKey) -> Option<&Mailbox> {
         if !self.mailboxes.held.contains_key(key) {
-            let record = self.swarm.behaviour_mut().kad.store_mut().get(key)?;
+            let record = self.mailboxes.record(key)?;
             let (mb, _) =
-                Mailbox::decode(&record.value, crate::now_ms(), &mailbox::Config::default())
-                    .ok()?;
+                Mailbox::decode(record, crate::now_ms(), &mailbox::Config::default()).ok()?;
             self.mailboxes.held.insert(key.clone(), mb);
         }
         self.mailboxes.held.get(key)
@@ -77,8 +138,9 @@ impl Actor {
 
     /// Merges `mailbox` into the held copy and publishes the result (the engine's
     /// publication `engine`, if it made it): a `hold` to every connected peer and relay,
-    /// whose answers say what each keeps (`node::publishing`), and a DHT put. Returns to
-    /// how many peers and relays the copy was sent (not yet confirmed).
+    /// whose answers say what each keeps (`node::publishing`), and to the key's closest
+    /// peers once a DHT query found them. Returns to how many peers and relays the copy
+    /// was sent (not yet confirmed).
     pub(super) fn publish_mailbox(
         &mut self,
         mut merged: Mailbox,
@@ -90,64 +152,47 @@ impl Actor {
         if let Some(held) = self.held_mailbox(&key) {
             let _ = merged.merge(held, now, &cfg);
         }
-        let record = Record::new(key.clone(), merged.encode());
-        // Straight to every connected peer too, as a `hold` that is answered after the
-        // merge with what the peer keeps: the iterative put waits for the closest peers,
-        // a stopped one (often the recipient) stalls it until the query times out, and
-        // its answer says nothing about what was stored.
+        let record = merged.encode();
+        // Straight to every connected peer, as a `hold` that is answered after the merge
+        // with what the peer keeps; the closest peers that are not connected get theirs
+        // when the DHT query finds them (`node::fetching`).
         let direct: Vec<PeerId> = self
             .peers
             .keys()
             .filter(|p| !self.relays.is_relay(p))
             .copied()
             .collect();
-        let mut queries = self.hold_at_relays(&record);
-        let mut held_by = crate::HeldBy {
+        let mut queries = self.hold_at_relays(&key, &record);
+        let held_by = crate::HeldBy {
             outbox: false,
             relays_asked: queries.len(),
             peers_asked: direct.len(),
             confirmed: false,
         };
-        queries.extend(self.hold_at(direct, &record));
-        // `put_record` stores the record locally first.
-        match self
-            .swarm
-            .behaviour_mut()
-            .kad
-            .put_record(record, kad::Quorum::One)
-        {
-            Ok(query) => {
-                queries.push(PutId::Kad(query));
-                self.mailboxes.held.insert(key, merged);
+        let mut asked: HashSet<PeerId> = direct.iter().copied().collect();
+        asked.extend(self.relay_peers());
+        queries.extend(self.hold_at(direct, &key, &record));
+        match self.mailboxes.store(&key, record) {
+            Ok(()) => {
+                self.mailboxes.held.insert(key.clone(), merged);
+                queries.extend(self.place_at_closest(key, asked));
             }
-            Err(e) => {
-                warn!("mailbox record not stored: {e}");
-                held_by.peers_asked = 0;
-            }
+            Err(reason) => warn!("mailbox copy not held here: {reason}"),
         }
         self.track_publication(queries, engine);
         held_by
     }
 
-    /// An inbound put (record filtering is on, so nothing is stored unless we do it).
-    pub(super) fn on_inbound_put(&mut self, source: PeerId, record: Record) {
-        if !self.within_hold_budget(source, record.value.len()) {
-            let reason = over_budget();
-            self.refused_put(source, &reason);
-            return;
-        }
-        if self.relay_store.is_some() {
-            let key = record.key.to_vec();
-            self.relay_hold(
-                &key,
-                record.value,
-                super::relay_store::HoldFrom::Put(source),
-            );
-            return;
-        }
-        if let Err(reason) = self.hold_record(&record.key, &record.value) {
-            self.refused_put(source, &reason);
-        }
+    /// An inbound Kademlia put (record filtering is on, so nothing is stored unless we
+    /// do it): refused. Mailbox copies come only as `hold` requests, which answer what
+    /// was kept, and Kademlia's store must stay empty, since it serves gets to anyone.
+    pub(super) fn on_inbound_put(&mut self, source: PeerId) {
+        let reason = Refusal::new(
+            RefusalCode::Malformed,
+            "mailbox copies are handed over with the mailbox protocol's hold (PROTOCOL §8.5), \
+             not a DHT put",
+        );
+        self.refused_put(source, &reason);
     }
 
     /// Counts and reports a mailbox copy this node refused to hold.
@@ -222,16 +267,9 @@ impl Actor {
         Ok(kept)
     }
 
-    /// Bytes of every copy in the store but `key`'s (its own outgoing ones too).
-    fn held_bytes_besides(&mut self, key: &RecordKey) -> usize {
-        self.swarm
-            .behaviour_mut()
-            .kad
-            .store_mut()
-            .records()
-            .filter(|r| r.key != *key)
-            .map(|r| r.value.len())
-            .sum()
+    /// Bytes of every copy held but `key`'s (its own outgoing ones too).
+    fn held_bytes_besides(&self, key: &RecordKey) -> usize {
+        self.mailboxes.bytes_besides(key)
     }
 
     /// Whether a copy of `bytes` beside `held` bytes of others keeps what a session
@@ -252,18 +290,7 @@ impl Actor {
     }
 
     pub(super) fn store_record(&mut self, key: &RecordKey, value: Vec<u8>) -> Result<(), Refusal> {
-        let record = Record {
-            key: key.clone(),
-            value,
-            publisher: None,
-            expires: None,
-        };
-        self.swarm
-            .behaviour_mut()
-            .kad
-            .store_mut()
-            .put(record)
-            .map_err(|e| Refusal::new(RefusalCode::OverBudget, format!("store full: {e}")))
+        self.mailboxes.store(key, value)
     }
 }
 

@@ -1,10 +1,10 @@
 //! Following mailbox publications until peers answer ([`crate::Handle::settle`]).
 //!
 //! A publication (one [`super::Actor::publish_mailbox`]) goes out as `hold` requests
-//! to every connected peer and relay, and as a DHT put. Only a `hold` answer says
-//! anything about storage: the holder lists which of the copy's envelopes its merged
-//! copy keeps (a full mailbox keeps its older mail), while a Kademlia put is answered
-//! before the holder looked at the record. Each answer goes to the engine
+//! to every connected peer and relay, and to the mailbox key's closest peers once a DHT
+//! query found them (those holds join the publication). A `hold` answer is the word on
+//! storage: the holder lists which of the copy's envelopes its merged copy keeps (a
+//! full mailbox keeps its older mail). Each answer goes to the engine
 //! (`Input::PutAnswered`), and the publication's end once every request is answered
 //! or failed (`Input::PutEnded`): a session without an outbox says `queued` only on a
 //! holder's word. A publication counts as stored remotely at its first `hold` answer,
@@ -29,11 +29,12 @@ const MAX_PUBLICATIONS: usize = 1024;
 /// Callers of [`crate::Handle::settle`] waiting at once.
 const MAX_SETTLE_WAITERS: usize = 16;
 
-/// One way a mailbox publication reaches peers: a DHT put query, or a `hold` request.
+/// One way a mailbox publication reaches peers: a `hold` request, or the query finding
+/// the mailbox key's closest peers (which hands each of them a `hold` when it ends).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub(crate) enum PutId {
-    /// A Kademlia put query.
-    Kad(kad::QueryId),
+    /// A Kademlia closest-peers query (`node::fetching`).
+    Closest(kad::QueryId),
     /// A mailbox-protocol `hold` request.
     Hold(libp2p::request_response::OutboundRequestId),
 }
@@ -43,7 +44,7 @@ pub(crate) enum PutId {
 pub(crate) enum PutAnswer {
     /// A holder merged the copy; these of its envelopes the merged copy keeps.
     Kept(Vec<AckEntry>),
-    /// The request ended without a word on storage (a DHT put, a refusal, a failure).
+    /// The request ended without a word on storage (a query, a refusal, a failure).
     Ended,
 }
 
@@ -103,6 +104,22 @@ impl Actor {
         );
         for q in queries {
             p.puts.insert(q, id);
+        }
+    }
+
+    /// Adds `more` requests to the publication `of` belongs to (the holds a placement
+    /// query sent to the closest peers it found); dropped if `of` is not followed.
+    pub(super) fn add_to_publication(&mut self, of: PutId, more: Vec<PutId>) {
+        let p = &mut self.publishing;
+        let Some(&publication) = p.puts.get(&of) else {
+            return;
+        };
+        let Some(entry) = p.publications.get_mut(&publication) else {
+            return;
+        };
+        entry.left += more.len();
+        for q in more {
+            p.puts.insert(q, publication);
         }
     }
 

@@ -1,6 +1,6 @@
 //! A relay's durable mailbox store, off the task that owns the Swarm.
 //!
-//! A relay answers a `hold` (and takes a DHT put) only after the store verified,
+//! A relay answers a `hold` only after the store verified,
 //! merged and committed the copy (`crate::durable`). The commit waits for the disk, and
 //! verifying a full mailbox checks up to 256 signatures; on the network task either
 //! would stall every connection of the relay. So one thread makes the calls, in order,
@@ -20,17 +20,13 @@ use crate::{DurableMailboxes, Refusal};
 /// Holds waiting for the store thread; beyond it a hold is refused `over_budget`.
 pub(crate) const RELAY_STORE_QUEUE: usize = 256;
 
-/// Who is waiting for a hold.
+/// Who is waiting for a hold: the peer whose mailbox-protocol `hold` is answered on
+/// this channel.
 #[derive(Debug)]
-pub(crate) enum HoldFrom {
-    /// A DHT put (nobody waits for an answer).
-    Put(PeerId),
-    /// A mailbox-protocol `hold`, answered on this channel.
-    Request(
-        PeerId,
-        ResponseChannel<interlink_core::wire::MailboxResponse>,
-    ),
-}
+pub(crate) struct HoldFrom(
+    pub(crate) PeerId,
+    pub(crate) ResponseChannel<interlink_core::wire::MailboxResponse>,
+);
 
 /// One hold for the store thread.
 #[derive(Debug)]

@@ -1,8 +1,8 @@
 //! Relays, from both sides.
 //!
 //! Every node answers the mailbox protocol: `hold` merges a copy into what it holds
-//! (exactly like an inbound DHT put, but answered after the merge — on a relay, after
-//! the commit to disk), `fetch` returns the copy held. A session configured with relays
+//! (answered after the merge — on a relay, after the commit to disk), `fetch` returns
+//! the copy held to its owner (`node::fetching`). A session configured with relays
 //! (`Config::relays`) dials them like bootstrap peers, listens through each one it
 //! reaches (a circuit reservation, announced with its other addresses), hands every
 //! mailbox copy it publishes to each of them with `hold`, and asks them for its own
@@ -17,7 +17,7 @@ use interlink_core::wire::{
 };
 use libp2p::{
     Multiaddr, PeerId,
-    kad::{Record, RecordKey, store::RecordStore as _},
+    kad::RecordKey,
     multiaddr::Protocol,
     relay,
     request_response::{self, ResponseChannel},
@@ -34,8 +34,6 @@ use crate::Role;
 
 /// Most relays a session uses.
 pub(crate) const MAX_RELAYS: usize = 8;
-/// Most fetch requests to relays in flight.
-const MAX_FETCHES_IN_FLIGHT: usize = 64;
 /// Most mailboxes being pushed to their owners at once.
 const MAX_PUSHES: usize = 256;
 /// Peers counted as holding a reservation or circuit on this relay (each bounded by
@@ -49,8 +47,6 @@ pub(crate) struct Relays {
     configured: HashMap<PeerId, Multiaddr>,
     /// Relays a circuit listener was opened through.
     listening: HashSet<PeerId>,
-    /// Our own mailbox fetches from relays in flight.
-    fetches: HashSet<request_response::OutboundRequestId>,
     /// Pushes of a mailbox copy to its owner in flight → the mailbox.
     pushes: HashMap<request_response::OutboundRequestId, RecordKey>,
     /// Mailboxes with a push in flight, and whether they changed since it left.
@@ -119,22 +115,33 @@ impl Actor {
         self.relays.listening.remove(peer);
     }
 
-    /// Sends `record` to every relay we use; returns the requests, for confirmation.
-    pub(super) fn hold_at_relays(&mut self, record: &Record) -> Vec<PutId> {
-        let peers: Vec<PeerId> = self.relays.configured.keys().copied().collect();
-        self.hold_at(peers, record)
+    /// The relays this session uses.
+    pub(super) fn relay_peers(&self) -> Vec<PeerId> {
+        self.relays.configured.keys().copied().collect()
     }
 
-    /// Hands `record` to each of `peers` with `hold`; returns the requests.
-    pub(super) fn hold_at(&mut self, peers: Vec<PeerId>, record: &Record) -> Vec<PutId> {
+    /// Sends `record` to every relay we use; returns the requests, for confirmation.
+    pub(super) fn hold_at_relays(&mut self, key: &RecordKey, record: &[u8]) -> Vec<PutId> {
+        let peers = self.relay_peers();
+        self.hold_at(peers, key, record)
+    }
+
+    /// Hands `record` (the copy under `key`) to each of `peers` with `hold`; returns the
+    /// requests.
+    pub(super) fn hold_at(
+        &mut self,
+        peers: Vec<PeerId>,
+        key: &RecordKey,
+        record: &[u8],
+    ) -> Vec<PutId> {
         peers
             .into_iter()
             .map(|peer| {
                 let request = MailboxRequest {
                     v: VERSION,
                     op: MailboxOp::Hold {
-                        key: ByteBuf::from(record.key.to_vec()),
-                        record: ByteBuf::from(record.value.clone()),
+                        key: ByteBuf::from(key.to_vec()),
+                        record: ByteBuf::from(record.to_vec()),
                     },
                 };
                 PutId::Hold(
@@ -145,28 +152,6 @@ impl Actor {
                 )
             })
             .collect()
-    }
-
-    /// Asks every relay we use for its copy of our mailbox (`key`).
-    pub(super) fn fetch_from_relays(&mut self, key: &RecordKey) {
-        let peers: Vec<PeerId> = self.relays.configured.keys().copied().collect();
-        for peer in peers {
-            if self.relays.fetches.len() >= MAX_FETCHES_IN_FLIGHT {
-                break;
-            }
-            let request = MailboxRequest {
-                v: VERSION,
-                op: MailboxOp::Fetch {
-                    key: ByteBuf::from(key.to_vec()),
-                },
-            };
-            let id = self
-                .swarm
-                .behaviour_mut()
-                .mailbox
-                .send_request(&peer, request);
-            self.relays.fetches.insert(id);
-        }
     }
 
     pub(super) fn on_mailbox_protocol(
@@ -196,7 +181,7 @@ impl Actor {
                 {
                     // Answered once the relay's store committed it.
                     let (key, record) = (key.to_vec(), record.to_vec());
-                    self.relay_hold(&key, record, HoldFrom::Request(peer, channel));
+                    self.relay_hold(&key, record, HoldFrom(peer, channel));
                     return;
                 }
                 let outcome = self.answer_mailbox_request(peer, request);
@@ -213,13 +198,13 @@ impl Actor {
             } => {
                 if let Some(key) = self.relays.pushes.remove(&request_id) {
                     self.push_done(&key, true);
-                } else if self.relays.fetches.remove(&request_id) {
+                } else if self.fetching.fetches.remove(&request_id) {
                     match response.outcome {
                         MailboxOutcome::Record {
                             record: Some(record),
                         } => self.on_own_copy(&record),
                         MailboxOutcome::Refused { reason } => {
-                            debug!(%peer, %reason, "relay refused our mailbox fetch");
+                            debug!(%peer, %reason, "a holder refused our mailbox fetch");
                         }
                         _ => {}
                     }
@@ -244,7 +229,7 @@ impl Actor {
                 debug!(%peer, %error, "mailbox request failed");
                 if let Some(key) = self.relays.pushes.remove(&request_id) {
                     self.push_done(&key, false);
-                } else if !self.relays.fetches.remove(&request_id) {
+                } else if !self.fetching.fetches.remove(&request_id) {
                     self.on_put_result(PutId::Hold(request_id), PutAnswer::Ended);
                 }
             }
@@ -324,8 +309,8 @@ impl Actor {
         }
     }
 
-    /// A relay: hands a copy to its store thread; the peer is answered (a `hold`) or
-    /// the refusal counted (a put) when the thread reports back.
+    /// A relay: hands a copy to its store thread; the peer's `hold` is answered when the
+    /// thread reports back.
     pub(super) fn relay_hold(&mut self, key: &[u8], record: Vec<u8>, from: HoldFrom) {
         let refuse = |code, detail: &str| Refusal::new(code, detail);
         let result = match (<[u8; 32]>::try_from(key), self.relay_store.as_ref()) {
@@ -371,19 +356,15 @@ impl Actor {
     }
 
     fn answer_hold(&mut self, from: HoldFrom, result: Result<Vec<AckEntry>, Refusal>) {
-        let peer = match &from {
-            HoldFrom::Put(p) | HoldFrom::Request(p, _) => *p,
-        };
+        let HoldFrom(peer, channel) = from;
         if let Err(reason) = &result {
             self.refused_put(peer, reason);
         }
-        if let HoldFrom::Request(peer, channel) = from {
-            let outcome = match result {
-                Ok(kept) => MailboxOutcome::Held { kept },
-                Err(reason) => MailboxOutcome::Refused { reason },
-            };
-            self.send_mailbox_response(peer, channel, outcome);
-        }
+        let outcome = match result {
+            Ok(kept) => MailboxOutcome::Held { kept },
+            Err(reason) => MailboxOutcome::Refused { reason },
+        };
+        self.send_mailbox_response(peer, channel, outcome);
     }
 
     fn answer_mailbox_request(&mut self, peer: PeerId, request: MailboxRequest) -> MailboxOutcome {
@@ -409,21 +390,11 @@ impl Actor {
                     }
                 }
             }
-            MailboxOp::Fetch { key } => {
-                let key = RecordKey::new(&key.as_slice());
-                let record = self
-                    .swarm
-                    .behaviour_mut()
-                    .kad
-                    .store_mut()
-                    .get(&key)
-                    .map(|r| ByteBuf::from(r.value.clone()));
-                MailboxOutcome::Record { record }
-            }
+            MailboxOp::Fetch { request } => self.answer_fetch(peer, &request),
         }
     }
 
-    /// A relay node: what its stored mailboxes are, served to the DHT from the start.
+    /// A relay node: what its stored mailboxes are, held in memory from the start.
     pub(super) fn load_durable_mailboxes(&mut self) {
         let Role::Relay(spec) = &self.role else {
             return;
@@ -434,16 +405,10 @@ impl Actor {
             let Some(value) = store.get(&key) else {
                 continue;
             };
-            let record = Record {
-                key: RecordKey::new(&key),
-                value,
-                publisher: None,
-                expires: None,
-            };
-            match self.swarm.behaviour_mut().kad.store_mut().put(record) {
+            match self.mailboxes.store(&RecordKey::new(&key), value) {
                 Ok(()) => loaded += 1,
                 Err(e) => {
-                    warn!("mailbox not served to the DHT (still held on disk): {e}");
+                    warn!("mailbox not served (still held on disk): {e}");
                     break;
                 }
             }
