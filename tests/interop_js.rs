@@ -165,6 +165,8 @@ async fn js_probe_is_paired_delivers_and_is_receipted() {
         .iter()
         .find(|m| m["msg_id"] == msg_id.as_str())
         .unwrap();
+    // Only that one: the envelopes the probe spoilt on purpose were refused (§8.7).
+    assert_eq!(got["messages"].as_array().unwrap().len(), 1, "{got}");
     assert_eq!(m["text"], text, "{m}");
     assert_eq!(m["from"], "jsprobe", "{m}");
     assert_eq!(m["sender_key"], key, "{m}");

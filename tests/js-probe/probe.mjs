@@ -9,8 +9,10 @@
 // `live` checks the vectors, dials the session (TCP, Noise, Yamux, identify), fetches
 // its roster and verifies its announcement, answers its roster fetch with an
 // announcement of its own, takes the session's `pass` envelope, delivers one sealed
-// `message` and verifies the signed receipt. Progress goes to stderr; the last stdout
-// line is `delivered <msg_id hex>`. Any mismatch exits 1 with the reason.
+// `message` and verifies the signed receipt, then checks refusals: a request of another
+// version, one with no envelopes, and envelopes with an unknown key, a float `ts` or a
+// body sealed for another envelope. Progress goes to stderr; the last stdout line is
+// `delivered <msg_id hex>`. Any mismatch exits 1 with the reason.
 import './node20.mjs'
 import { fileURLToPath } from 'node:url'
 import { randomBytes } from 'node:crypto'
@@ -167,7 +169,7 @@ async function live (spec, a) {
     ensure(peer.equals(target.getPeerId()), 'the Noise handshake authenticated another PeerId than --addr names')
 
     // Identify (§8): the session's protocol version and protocols.
-    await until(() => seen.identify, 5000, 'the session\'s identify')
+    await until(() => seen.identify, 15_000, 'the session\'s identify')
     const id = seen.identify
     ensure(id.protocolVersion === `interlink-p2p/1/${network}`,
       `identify protocol version ${id.protocolVersion}, §6 says interlink-p2p/1/${network}`)
@@ -199,34 +201,40 @@ async function live (spec, a) {
 
     // The session asks for our roster when the connection opens (§8.2) and, seeing a
     // peer's session, hands it its pass (§4.3).
-    await until(() => seen.roster !== null, 5000, 'the session\'s roster fetch')
+    await until(() => seen.roster !== null, 15_000, 'the session\'s roster fetch')
     if (seen.roster instanceof Error) throw seen.roster
-    await until(() => seen.pass !== null, 10_000,
+    await until(() => seen.pass !== null, 15_000,
       'the session\'s pass envelope (§4.3: sent once per run to each peer session it sees; is this a fresh session?)')
     if (seen.pass instanceof Error) throw seen.pass
     const theirPass = seen.pass
     log('the session fetched our roster and handed us its pass')
 
     // §4.3, §5, §8.3: one sealed message, and the signed receipt.
-    const msgId = randomBytes(16)
-    const plaintext = encode({ text: a.text ?? 'hello from js-libp2p', task_id: 'js-probe', status: 'update', in_reply_to: null })
-    const sealed = await S.seal(ann.sealing.key, plaintext, S.sealAad(msgId, me, them), (n) => randomBytes(n))
-    const body = encode({
-      v: V,
-      sender: me,
-      sender_session: mySession,
-      recipient: them,
-      recipient_session: theirSession,
-      msg_id: msgId,
-      ts: Date.now(),
-      kind: 'message',
-      in_reply_to: null,
-      name: null,
-      sealed,
-      pass: theirPass,
-      reply_pass: myPassForThem
-    })
-    const envelope = S.wrap('envelope', seed, body, { key: me, session: mySession })
+    // `spoil` makes a broken one: {extra: a key no table has, ts: a value, aad: other bytes}.
+    const message = async (text, spoil = {}) => {
+      const msgId = randomBytes(16)
+      const plaintext = encode({ text, task_id: 'js-probe', status: 'update', in_reply_to: null })
+      const aad = spoil.aad ?? S.sealAad(msgId, me, them)
+      const sealed = await S.seal(ann.sealing.key, plaintext, aad, (n) => randomBytes(n))
+      const fields = {
+        v: V,
+        sender: me,
+        sender_session: mySession,
+        recipient: them,
+        recipient_session: theirSession,
+        msg_id: msgId,
+        ts: spoil.ts ?? Date.now(),
+        kind: 'message',
+        in_reply_to: null,
+        name: null,
+        sealed,
+        pass: theirPass,
+        reply_pass: myPassForThem
+      }
+      if (spoil.extra) fields.extra = 'a key no table lists'
+      return { msgId, envelope: S.wrap('envelope', seed, encode(fields), { key: me, session: mySession }) }
+    }
+    const { msgId, envelope } = await message(a.text ?? 'hello from js-libp2p')
     const sentAt = Date.now()
     const resp = shape(decode(await request(node, peer, proto('deliver'), encode({ v: V, envelopes: [envelope] }), 64 * 2048),
       'deliver response'), sch.deliverResponse, 'deliver response')
@@ -257,7 +265,21 @@ async function live (spec, a) {
     } catch { answered = null }
     ensure(answered === null || answered.length === 0,
       `a deliver request with no envelopes was answered: ${hex(answered ?? [])}`)
-    log('refusals ok: unsupported_version, no answer to an empty request')
+    // §1, §4.3, §8.7: what a decoder must refuse, each envelope validly signed.
+    const broken = [
+      [await message('an unknown key', { extra: true }), 'malformed'],
+      [await message('a float ts', { ts: new S.Float64(Date.now()) }), 'malformed'],
+      [await message('sealed for another envelope', { aad: S.sealAad(randomBytes(16), me, them) }), 'unopenable']
+    ]
+    const spoilt = shape(decode(await request(node, peer, proto('deliver'),
+      encode({ v: V, envelopes: broken.map(([m]) => m.envelope) }), 64 * 2048),
+    'deliver response to broken envelopes'), sch.deliverResponse, 'deliver response to broken envelopes')
+    ensure(spoilt.receipt === null, 'a receipt for envelopes that were all refused')
+    ensure(spoilt.results.length === broken.length, 'one result per envelope')
+    broken.forEach(([, code], i) => ensure(spoilt.results[i].refused?.code === code,
+      `broken envelope ${i}: refused ${JSON.stringify(spoilt.results[i].refused)}, expected ${code}`))
+    log(`refusals ok: unsupported_version; an empty request ${answered === null ? 'failed' : 'got an empty stream'}; ` +
+      spoilt.results.map((r) => `${r.refused.code} (${r.refused.detail})`).join('; '))
     process.stdout.write(`delivered ${hex(msgId)}\n`)
   } finally {
     await node.stop()

@@ -73,10 +73,17 @@ function head (major, n) {
   return Uint8Array.of(m | 26, n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff)
 }
 
+export class Float64 { constructor (value) { this.value = value } }
+
 /** Encodes null, uint, Uint8Array (bytes), string (text), arrays, and plain objects
  * (maps with text keys, in insertion order = the field order of the tables). */
 export function encode (v) {
   if (v === null) return Uint8Array.of(0xf6)
+  if (v instanceof Float64) { // only for probing that decoders refuse floats (§1)
+    const b = new Uint8Array(9); b[0] = 0xfb
+    new DataView(b.buffer).setFloat64(1, v.value)
+    return b
+  }
   if (typeof v === 'number') {
     ensure(Number.isSafeInteger(v) && v >= 0, `encode: not a uint: ${v}`)
     return head(0, v)
@@ -209,11 +216,14 @@ export const mailboxKey = (identity, session) => H(utf8('interlink-p2p/v1/mailbo
 
 export const sign = (domain, seed, payload) => ed25519.sign(concat(TAG[domain], payload), seed)
 /** RFC 8032 verification with canonical S and encodings (zip215: false), and no
- * small-order public key (§3: ed25519-dalek's verify_strict). */
+ * small-order public key or R (§3: ed25519-dalek's verify_strict). */
 export function verify (domain, key, payload, sig) {
-  let point
-  try { point = ed25519.ExtendedPoint.fromHex(key) } catch { return false }
-  if (point.isSmallOrder()) return false
+  // verify_strict also refuses a small-order R (the first half of the signature),
+  // which §3 does not say.
+  try {
+    if (ed25519.ExtendedPoint.fromHex(key).isSmallOrder()) return false
+    if (ed25519.ExtendedPoint.fromHex(sig.subarray(0, 32)).isSmallOrder()) return false
+  } catch { return false }
   try { return ed25519.verify(sig, concat(TAG[domain], payload), key, { zip215: false }) } catch { return false }
 }
 export const pass = (ownerSeed, sender) => sign('mailbox-pass', ownerSeed, concat(identityKey(ownerSeed), sender))
