@@ -165,7 +165,10 @@ async function live (spec, a) {
   try {
     log(`listening ${node.getMultiaddrs().join(' ')}; dialing ${target}`)
     const conn = await node.dial(target, { signal: AbortSignal.timeout(10_000) })
+    const connectedAt = Date.now()
     const peer = conn.remotePeer
+    let dropped = null
+    node.addEventListener('peer:disconnect', (e) => { if (e.detail.equals(peer)) dropped ??= Date.now() - connectedAt })
     ensure(peer.equals(target.getPeerId()), 'the Noise handshake authenticated another PeerId than --addr names')
 
     // Identify (§8): the session's protocol version and protocols.
@@ -280,6 +283,13 @@ async function live (spec, a) {
       `broken envelope ${i}: refused ${JSON.stringify(spoilt.results[i].refused)}, expected ${code}`))
     log(`refusals ok: unsupported_version; an empty request ${answered === null ? 'failed' : 'got an empty stream'}; ` +
       spoilt.results.map((r) => `${r.refused.code} (${r.refused.detail})`).join('; '))
+
+    // §8 "Connections": a node whose identify has another protocol version is dropped
+    // about a second after identify; this one must still be connected after two.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, connectedAt + 2000 - Date.now())))
+    ensure(dropped === null && node.getConnections(peer).length > 0,
+      `the session dropped the connection ${dropped} ms after it opened (identify protocol version refused?)`)
+    log('still connected 2 s after identify')
     process.stdout.write(`delivered ${hex(msgId)}\n`)
   } finally {
     await node.stop()
