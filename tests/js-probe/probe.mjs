@@ -5,9 +5,11 @@
 //   node probe.mjs keygen                      -> {"seed", "identity_key", "fingerprint"}
 //   node probe.mjs live --seed HEX --addr MULTIADDR/p2p/ID --identity HEX
 //                       --session ID [--network NAME] [--text TEXT] [--me SESSION]
+//                       [--gossip-wait MS]
 //
 // `live` checks the vectors, dials the session (TCP, Noise, Yamux, identify), fetches
-// its roster and verifies its announcement, answers its roster fetch with an
+// its roster and verifies its announcement (and the one it gossips on the presence
+// topic, strict-signed by its own node), answers its roster fetch with an
 // announcement of its own, takes the session's `pass` envelope, delivers one sealed
 // `message` and verifies the signed receipt, then checks refusals: a request of another
 // version, one with no envelopes, and envelopes with an unknown key, a float `ts` or a
@@ -21,6 +23,7 @@ import { tcp } from '@libp2p/tcp'
 import { noise } from '@chainsafe/libp2p-noise'
 import { yamux } from '@chainsafe/libp2p-yamux'
 import { identify } from '@libp2p/identify'
+import { gossipsub } from '@chainsafe/libp2p-gossipsub'
 import { generateKeyPairFromSeed } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
 import * as S from './spec.mjs'
@@ -83,7 +86,11 @@ async function live (spec, a) {
     transports: [tcp()],
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
-    services: { identify: identify({ agentVersion: 'interlink-js-probe/0' }) },
+    services: {
+      identify: identify({ agentVersion: 'interlink-js-probe/0' }),
+      // §8.1: strict signing; this probe only listens.
+      pubsub: gossipsub({ globalSignaturePolicy: 'StrictSign', emitSelf: false })
+    },
     start: false
   })
   // §8 "Connections": identify must carry `interlink-p2p/1/<network>`. js-libp2p derives
@@ -91,7 +98,7 @@ async function live (spec, a) {
   // for it, so it is set on the service before it starts.
   node.services.identify.host.protocolVersion = `interlink-p2p/1/${network}`
 
-  const seen = { roster: null, pass: null, identify: null }
+  const seen = { roster: null, pass: null, identify: null, gossip: null }
   const waiters = []
   const notify = () => waiters.splice(0).forEach((w) => w())
   const until = async (cond, ms, what) => {
@@ -102,6 +109,29 @@ async function live (spec, a) {
     }
   }
   node.addEventListener('peer:identify', (e) => { seen.identify = e.detail; notify() })
+
+  // §8.1: the presence topic; the session's own announcements must come from its node.
+  const topic = `interlink-p2p/v${V}/${network}/announce`
+  node.services.pubsub.addEventListener('message', (e) => {
+    const m = e.detail
+    if (m.topic !== topic || seen.gossip instanceof Error) return
+    try {
+      ensure(m.type === 'signed', 'presence message not signed (§8.1: strict signing)')
+      ensure(m.data.length <= 8256, `presence message of ${m.data.length} bytes`)
+      const msg = decode(m.data, 'presence message')
+      const keys = Object.keys(msg)
+      ensure(keys.length === 1 && ['announcement', 'goodbye'].includes(keys[0]) && msg[keys[0]] instanceof Uint8Array,
+        `presence message: keys ${keys}, §8.1 says exactly one of announcement, goodbye (bytes)`)
+      if (keys[0] === 'announcement') {
+        const { body } = S.openSigned(msg.announcement, 'announcement', sch.announcement, 'identity', sch, 'gossiped announcement')
+        ensure(equal(body.peer_id, m.from.toMultihash().bytes), 'gossiped announcement: source is not its peer_id')
+        if (equal(body.identity, them) && body.session_id === theirSession) seen.gossip = body
+      } else {
+        S.openSigned(msg.goodbye, 'goodbye', sch.goodbye, 'identity', sch, 'gossiped goodbye')
+      }
+    } catch (err) { seen.gossip = err }
+    notify()
+  })
 
   const sealing = await S.sealingKeyPair(seed)
   const myPassForThem = S.pass(seed, them)
@@ -162,6 +192,7 @@ async function live (spec, a) {
   })
 
   await node.start()
+  node.services.pubsub.subscribe(topic)
   try {
     log(`listening ${node.getMultiaddrs().join(' ')}; dialing ${target}`)
     const conn = await node.dial(target, { signal: AbortSignal.timeout(10_000) })
@@ -211,6 +242,11 @@ async function live (spec, a) {
     if (seen.pass instanceof Error) throw seen.pass
     const theirPass = seen.pass
     log('the session fetched our roster and handed us its pass')
+    // It re-announces every heartbeat (§7.1: 30 s; tests shorten it).
+    await until(() => seen.gossip !== null, Number(a['gossip-wait'] ?? 45_000), `an announcement on ${topic}`)
+    if (seen.gossip instanceof Error) throw seen.gossip
+    ensure(seen.gossip.sealing.key.every((x, i) => x === ann.sealing.key[i]), 'gossiped announcement: another sealing key')
+    log(`gossiped announcement ok on ${topic}, seq ${seen.gossip.seq}`)
 
     // §4.3, §5, §8.3: one sealed message, and the signed receipt.
     // `spoil` makes a broken one: {extra: a key no table has, ts: a value, aad: other bytes}.
