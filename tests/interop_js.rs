@@ -63,6 +63,18 @@ fn probe_dir(test: &str) -> Option<PathBuf> {
 /// Runs `node probe.mjs ARGS` to the end; returns (stdout, stderr, how long it took),
 /// failing with both streams unless it exited 0.
 async fn probe(dir: &PathBuf, args: &[&str]) -> (String, String, Duration) {
+    let (status, stdout, stderr, took) = run_probe(dir, args).await;
+    assert!(
+        status.success(),
+        "js probe {args:?} failed ({status}):\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    (stdout, stderr, took)
+}
+
+async fn run_probe(
+    dir: &PathBuf,
+    args: &[&str],
+) -> (std::process::ExitStatus, String, String, Duration) {
     let started = Instant::now();
     let run = tokio::process::Command::new("node")
         .arg(dir.join("probe.mjs"))
@@ -78,12 +90,7 @@ async fn probe(dir: &PathBuf, args: &[&str]) -> (String, String, Duration) {
     let took = started.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        out.status.success(),
-        "js probe {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    (stdout, stderr, took)
+    (out.status, stdout, stderr, took)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,6 +193,30 @@ async fn js_probe_is_paired_delivers_and_is_receipted() {
         .find(|i| i["identity_key"] == key)
         .unwrap_or_else(|| panic!("the probe's identity is not on the roster: {seen}"));
     assert_eq!(probe_entry["petname"], "jsprobe", "{probe_entry}");
+
+    // The probe is no rubber stamp: told to expect another identity, it fails, saying why.
+    let (status, _, stderr, _) = run_probe(
+        &dir,
+        &[
+            "live",
+            "--seed",
+            seed,
+            "--addr",
+            &addr,
+            "--identity",
+            key,
+            "--session",
+            "interop-js",
+            "--network",
+            NETWORK,
+        ],
+    )
+    .await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("FAILED: the roster response has no announcement of"),
+        "{stderr}"
+    );
 
     assert_eq!(session.non_jsonrpc_stdout(), Vec::<String>::new());
     let (status, _) = session.close(deadline()).await.unwrap();
