@@ -1,0 +1,354 @@
+// Conformance probe for docs/PROTOCOL.md: a js-libp2p peer (not rust-libp2p) that
+// re-checks the test vectors, then talks to a real interlink-p2p session.
+//
+//   node probe.mjs vectors
+//   node probe.mjs keygen                      -> {"seed", "identity_key", "fingerprint"}
+//   node probe.mjs live --seed HEX --addr MULTIADDR/p2p/ID --identity HEX
+//                       --session ID [--network NAME] [--text TEXT] [--me SESSION]
+//                       [--gossip-wait MS]
+//
+// `live` checks the vectors, dials the session (TCP, Noise, Yamux, identify), fetches
+// its roster and verifies its announcement (and the one it gossips on the presence
+// topic, strict-signed by its own node), answers its roster fetch with an
+// announcement of its own, takes the session's `pass` envelope, delivers one sealed
+// `message` and verifies the signed receipt, then checks refusals: a request of another
+// version, one with no envelopes, and envelopes with an unknown key, a float `ts` or a
+// body sealed for another envelope. Progress goes to stderr; the last stdout line is
+// `delivered <msg_id hex>`. Any mismatch exits 1 with the reason.
+import './node20.mjs'
+import { fileURLToPath } from 'node:url'
+import { randomBytes } from 'node:crypto'
+import { createLibp2p } from 'libp2p'
+import { tcp } from '@libp2p/tcp'
+import { noise } from '@chainsafe/libp2p-noise'
+import { yamux } from '@chainsafe/libp2p-yamux'
+import { identify } from '@libp2p/identify'
+import { gossipsub } from '@chainsafe/libp2p-gossipsub'
+import { generateKeyPairFromSeed } from '@libp2p/crypto/keys'
+import { multiaddr } from '@multiformats/multiaddr'
+import * as S from './spec.mjs'
+import { checkVectors } from './vectors.mjs'
+
+const { ensure, fail, hex, unhex, encode, decode, shape, equal } = S
+const started = Date.now()
+const log = (msg) => process.stderr.write(`js-probe +${Date.now() - started}ms: ${msg}\n`)
+const SKEW = 2 * 60 * 1000 // §7: future clock skew tolerated
+
+function args (argv) {
+  const out = {}
+  for (let i = 0; i < argv.length; i += 2) {
+    ensure(argv[i].startsWith('--') && argv[i + 1] !== undefined, `bad argument ${argv[i]}`)
+    out[argv[i].slice(2)] = argv[i + 1]
+  }
+  return out
+}
+
+async function readAll (stream, limit, what) {
+  const parts = []
+  let n = 0
+  for await (const chunk of stream.source) {
+    const b = chunk.subarray()
+    n += b.length
+    ensure(n <= limit, `${what}: more than ${limit} bytes`)
+    parts.push(b)
+  }
+  return S.concat(...parts)
+}
+
+/** §8 request-response framing: one stream, one raw CBOR value each way, the
+ * requester half-closes and reads the answer to the end of the stream. */
+async function request (node, peer, protocol, bytes, limit) {
+  const stream = await node.dialProtocol(peer, protocol, { signal: AbortSignal.timeout(10_000) })
+  await stream.sink([bytes])
+  const answer = await readAll(stream, limit, protocol)
+  await stream.close().catch(() => {})
+  return answer
+}
+
+async function live (spec, a) {
+  const V = spec.version
+  const sch = S.schemas(V)
+  const network = a.network ?? 'default'
+  const proto = (name) => `/interlink-p2p/${network}/${name}/${V}`
+  const mySession = a.me ?? 'js-probe'
+  const seed = unhex(a.seed)
+  const me = S.identityKey(seed)
+  const them = unhex(a.identity)
+  const theirSession = a.session
+  const target = multiaddr(a.addr)
+  ensure(target.getPeerId(), '--addr must end in /p2p/<peer id>')
+
+  // §2.2: the transport key of this session.
+  const privateKey = await generateKeyPairFromSeed('Ed25519', S.transportSeed(seed, mySession))
+  const node = await createLibp2p({
+    privateKey,
+    addresses: { listen: ['/ip4/127.0.0.1/tcp/0'] },
+    transports: [tcp()],
+    connectionEncrypters: [noise()],
+    streamMuxers: [yamux()],
+    services: {
+      identify: identify({ agentVersion: 'interlink-js-probe/0' }),
+      // §8.1: strict signing; this probe only listens.
+      pubsub: gossipsub({ globalSignaturePolicy: 'StrictSign', emitSelf: false })
+    },
+    start: false
+  })
+  // §8 "Connections": identify must carry `interlink-p2p/1/<network>`. js-libp2p derives
+  // the protocol version from its protocol prefix (`<prefix>/0.1.0`) and has no option
+  // for it, so it is set on the service before it starts.
+  node.services.identify.host.protocolVersion = `interlink-p2p/1/${network}`
+
+  const seen = { roster: null, pass: null, identify: null, gossip: null }
+  const waiters = []
+  const notify = () => waiters.splice(0).forEach((w) => w())
+  const until = async (cond, ms, what) => {
+    const end = Date.now() + ms
+    while (!cond()) {
+      ensure(Date.now() < end, `timed out after ${ms} ms waiting for ${what}`)
+      await new Promise((resolve) => { waiters.push(resolve); setTimeout(resolve, 100) })
+    }
+  }
+  node.addEventListener('peer:identify', (e) => { seen.identify = e.detail; notify() })
+
+  // §8.1: the presence topic; the session's own announcements must come from its node.
+  const topic = `interlink-p2p/v${V}/${network}/announce`
+  node.services.pubsub.addEventListener('message', (e) => {
+    const m = e.detail
+    if (m.topic !== topic || seen.gossip instanceof Error) return
+    try {
+      ensure(m.type === 'signed', 'presence message not signed (§8.1: strict signing)')
+      ensure(m.data.length <= 8256, `presence message of ${m.data.length} bytes`)
+      const msg = decode(m.data, 'presence message')
+      const keys = Object.keys(msg)
+      ensure(keys.length === 1 && ['announcement', 'goodbye'].includes(keys[0]) && msg[keys[0]] instanceof Uint8Array,
+        `presence message: keys ${keys}, §8.1 says exactly one of announcement, goodbye (bytes)`)
+      if (keys[0] === 'announcement') {
+        const { body } = S.openSigned(msg.announcement, 'announcement', sch.announcement, 'identity', sch, 'gossiped announcement')
+        ensure(equal(body.peer_id, m.from.toMultihash().bytes), 'gossiped announcement: source is not its peer_id')
+        if (equal(body.identity, them) && body.session_id === theirSession) seen.gossip = body
+      } else {
+        S.openSigned(msg.goodbye, 'goodbye', sch.goodbye, 'identity', sch, 'gossiped goodbye')
+      }
+    } catch (err) { seen.gossip = err }
+    notify()
+  })
+
+  const sealing = await S.sealingKeyPair(seed)
+  const myPassForThem = S.pass(seed, them)
+
+  // §8.2 responder: our own announcement, so the session can put this probe on its roster.
+  await node.handle(proto('roster'), async ({ stream }) => {
+    try {
+      const req = await readAll(stream, 1024, 'roster request')
+      shape(decode(req, 'roster request'), sch.rosterRequest, 'roster request')
+      const addrs = node.getMultiaddrs().map((m) => m.decapsulateCode(421).toString())
+      const body = encode({
+        v: V,
+        identity: me,
+        sealing: S.sealingBinding(seed, sealing.pub),
+        session_id: mySession,
+        peer_id: node.peerId.toMultihash().bytes,
+        addrs,
+        cwd: process.cwd(),
+        git_label: null,
+        summary: 'js-libp2p conformance probe',
+        host: 'other',
+        delivery: 'poll',
+        ts: Date.now(),
+        seq: 1
+      })
+      await stream.sink([encode({ v: V, announcements: [S.wrap('announcement', seed, body)] })])
+      seen.roster = true
+      notify()
+    } catch (e) { seen.roster = e; notify(); stream.abort(e) }
+  }, { runOnLimitedConnection: false })
+
+  // §8.3 responder: the session hands its peers its pass in a `pass` envelope (§4.3).
+  await node.handle(proto('deliver'), async ({ stream }) => {
+    try {
+      const req = shape(decode(await readAll(stream, 1024 * 1024 + 132 * 1024, 'deliver request'),
+        'deliver request'), sch.deliverRequest, 'deliver request')
+      ensure(req.envelopes.length >= 1 && req.envelopes.length <= 64, 'deliver request: 1 to 64 envelopes')
+      const ids = []
+      for (const [i, w] of req.envelopes.entries()) {
+        const { body } = S.openSigned(w, 'envelope', sch.envelope, 'sender', sch, `inbound envelope ${i}`)
+        ensure(body.kind === 'pass', `the session sent an envelope of kind ${body.kind}; expected only pass`)
+        ensure(equal(body.sender, them) && body.sender_session === theirSession, 'pass envelope: sender')
+        ensure(equal(body.recipient, me) && body.recipient_session === mySession, 'pass envelope: recipient')
+        ensure(body.sealed === null && body.name === null && body.in_reply_to === null, 'pass envelope: carries a body')
+        ensure(body.reply_pass !== null && S.passValid(them, me, body.reply_pass),
+          'pass envelope: reply_pass is not the sender\'s valid pass for this probe (§4.7)')
+        ensure(body.ts <= Date.now() + SKEW && body.ts > Date.now() - 3600_000, 'pass envelope: ts')
+        seen.pass = body.reply_pass
+        ids.push(body.msg_id)
+      }
+      const receipt = S.wrap('receipt', seed, encode({
+        v: V, recipient: me, recipient_session: mySession, sender: them, msg_ids: ids,
+        state: 'delivered', ts: Date.now(), pass: myPassForThem
+      }))
+      await stream.sink([encode({ v: V, receipt, results: ids.map(() => ({ refused: null })) })])
+    } catch (e) { seen.pass = e; stream.abort(e) }
+    notify()
+  })
+
+  await node.start()
+  node.services.pubsub.subscribe(topic)
+  try {
+    log(`listening ${node.getMultiaddrs().join(' ')}; dialing ${target}`)
+    const conn = await node.dial(target, { signal: AbortSignal.timeout(10_000) })
+    const connectedAt = Date.now()
+    const peer = conn.remotePeer
+    let dropped = null
+    node.addEventListener('peer:disconnect', (e) => { if (e.detail.equals(peer)) dropped ??= Date.now() - connectedAt })
+    ensure(peer.equals(target.getPeerId()), 'the Noise handshake authenticated another PeerId than --addr names')
+
+    // Identify (§8): the session's protocol version and protocols.
+    await until(() => seen.identify, 15_000, 'the session\'s identify')
+    const id = seen.identify
+    ensure(id.protocolVersion === `interlink-p2p/1/${network}`,
+      `identify protocol version ${id.protocolVersion}, §6 says interlink-p2p/1/${network}`)
+    ensure(id.agentVersion?.startsWith('interlink-p2p/'), `identify agent version ${id.agentVersion}`)
+    for (const p of ['deliver', 'roster', 'mailbox', 'receipt']) {
+      ensure(id.protocols.includes(proto(p)), `the session does not list ${proto(p)} in identify: ${id.protocols}`)
+    }
+    log(`identify ok: ${id.protocolVersion}, ${id.agentVersion}`)
+
+    // §8.2 roster fetch, and the session's announcement verified per §3, §4.1, §7.
+    const roster = shape(decode(await request(node, peer, proto('roster'), encode({ v: V }), 1024 * 1024 + 1024),
+      'roster response'), sch.rosterResponse, 'roster response')
+    const anns = roster.announcements.map((w, i) =>
+      S.openSigned(w, 'announcement', sch.announcement, 'identity', sch, `roster announcement ${i}`).body)
+    for (let i = 1; i < anns.length; i++) {
+      ensure(anns[i - 1].ts >= anns[i].ts, 'roster response: announcements not newest first')
+    }
+    const ann = anns.find((x) => equal(x.identity, them) && x.session_id === theirSession)
+    ensure(ann, `the roster response has no announcement of ${hex(them)} session ${theirSession}`)
+    ensure(S.verify('sealing-key', them, S.concat(them, ann.sealing.key), ann.sealing.sig),
+      'announcement: the sealing binding does not verify (§2.3)')
+    ensure(equal(ann.peer_id, peer.toMultihash().bytes), 'announcement: peer_id is not the PeerId we are connected to')
+    const now = Date.now()
+    ensure(ann.ts <= now + SKEW, 'announcement: future-dated')
+    ensure(ann.ts > now - 3 * 24 * 3600_000, 'announcement: older than the retention')
+    const tcpAddr = target.decapsulateCode(421).toString()
+    ensure(ann.addrs.includes(tcpAddr), `announcement: addrs ${ann.addrs} lack the address dialed, ${tcpAddr}`)
+    log(`announcement ok: session ${ann.session_id}, host ${ann.host}, delivery ${ann.delivery}, seq ${ann.seq}`)
+
+    // The session asks for our roster when the connection opens (§8.2) and, seeing a
+    // peer's session, hands it its pass (§4.3).
+    await until(() => seen.roster !== null, 15_000, 'the session\'s roster fetch')
+    if (seen.roster instanceof Error) throw seen.roster
+    await until(() => seen.pass !== null, 15_000,
+      'the session\'s pass envelope (§4.3: sent once per run to each peer session it sees; is this a fresh session?)')
+    if (seen.pass instanceof Error) throw seen.pass
+    const theirPass = seen.pass
+    log('the session fetched our roster and handed us its pass')
+    // It re-announces every heartbeat (§7.1: 30 s; tests shorten it).
+    await until(() => seen.gossip !== null, Number(a['gossip-wait'] ?? 45_000), `an announcement on ${topic}`)
+    if (seen.gossip instanceof Error) throw seen.gossip
+    ensure(seen.gossip.sealing.key.every((x, i) => x === ann.sealing.key[i]), 'gossiped announcement: another sealing key')
+    log(`gossiped announcement ok on ${topic}, seq ${seen.gossip.seq}`)
+
+    // §4.3, §5, §8.3: one sealed message, and the signed receipt.
+    // `spoil` makes a broken one: {extra: a key no table has, ts: a value, aad: other bytes}.
+    const message = async (text, spoil = {}) => {
+      const msgId = randomBytes(16)
+      const plaintext = encode({ text, task_id: 'js-probe', status: 'update', in_reply_to: null })
+      const aad = spoil.aad ?? S.sealAad(msgId, me, them)
+      const sealed = await S.seal(ann.sealing.key, plaintext, aad, (n) => randomBytes(n))
+      const fields = {
+        v: V,
+        sender: me,
+        sender_session: mySession,
+        recipient: them,
+        recipient_session: theirSession,
+        msg_id: msgId,
+        ts: spoil.ts ?? Date.now(),
+        kind: 'message',
+        in_reply_to: null,
+        name: null,
+        sealed,
+        pass: theirPass,
+        reply_pass: myPassForThem
+      }
+      if (spoil.extra) fields.extra = 'a key no table lists'
+      return { msgId, envelope: S.wrap('envelope', seed, encode(fields), { key: me, session: mySession }) }
+    }
+    const { msgId, envelope } = await message(a.text ?? 'hello from js-libp2p')
+    const sentAt = Date.now()
+    const resp = shape(decode(await request(node, peer, proto('deliver'), encode({ v: V, envelopes: [envelope] }), 64 * 2048),
+      'deliver response'), sch.deliverResponse, 'deliver response')
+    ensure(resp.results.length === 1, `deliver response: ${resp.results.length} results for 1 envelope`)
+    const refused = resp.results[0].refused
+    ensure(refused === null, `the session refused the message: ${refused?.code}: ${refused?.detail}`)
+    ensure(resp.receipt !== null, 'deliver response: no receipt for a stored message')
+    const r = S.openSigned(resp.receipt, 'receipt', sch.receipt, 'recipient', sch, 'receipt').body
+    ensure(equal(r.recipient, them) && r.recipient_session === theirSession, 'receipt: not the recipient session')
+    ensure(equal(r.sender, me), 'receipt: sender is not this probe')
+    ensure(r.msg_ids.some((x) => equal(x, msgId)), 'receipt: does not list the message')
+    ensure(r.state === 'delivered', `receipt: state ${r.state}`)
+    ensure(r.ts <= Date.now() + SKEW && r.ts >= sentAt - SKEW, `receipt: ts ${r.ts} far from now`)
+    ensure(r.pass !== null && S.passValid(them, me, r.pass), 'receipt: no valid pass of the signer for the sender (§4.4)')
+    ensure(equal(r.pass, theirPass), 'receipt: pass differs from the pass envelope\'s (Ed25519 is deterministic, §4.7)')
+    log(`delivered ${hex(msgId)}, receipt verified in ${Date.now() - sentAt} ms`)
+
+    // §8.3 checks before decoding: another request `v` refuses every envelope
+    // `unsupported_version`, nothing receipted; a request with no envelopes is not answered.
+    const other = shape(decode(await request(node, peer, proto('deliver'), encode({ v: V + 1, envelopes: [envelope] }), 64 * 2048),
+      'deliver response to v+1'), sch.deliverResponse, 'deliver response to v+1')
+    ensure(other.receipt === null && other.results.length === 1 &&
+      other.results[0].refused?.code === 'unsupported_version',
+    `a deliver request with v ${V + 1} was not refused unsupported_version: ${JSON.stringify(other.results)}`)
+    let answered
+    try {
+      answered = await request(node, peer, proto('deliver'), encode({ v: V, envelopes: [] }), 64 * 2048)
+    } catch { answered = null }
+    ensure(answered === null || answered.length === 0,
+      `a deliver request with no envelopes was answered: ${hex(answered ?? [])}`)
+    // §1, §4.3, §8.7: what a decoder must refuse, each envelope validly signed.
+    const broken = [
+      [await message('an unknown key', { extra: true }), 'malformed'],
+      [await message('a float ts', { ts: new S.Float64(Date.now()) }), 'malformed'],
+      [await message('sealed for another envelope', { aad: S.sealAad(randomBytes(16), me, them) }), 'unopenable']
+    ]
+    const spoilt = shape(decode(await request(node, peer, proto('deliver'),
+      encode({ v: V, envelopes: broken.map(([m]) => m.envelope) }), 64 * 2048),
+    'deliver response to broken envelopes'), sch.deliverResponse, 'deliver response to broken envelopes')
+    ensure(spoilt.receipt === null, 'a receipt for envelopes that were all refused')
+    ensure(spoilt.results.length === broken.length, 'one result per envelope')
+    broken.forEach(([, code], i) => ensure(spoilt.results[i].refused?.code === code,
+      `broken envelope ${i}: refused ${JSON.stringify(spoilt.results[i].refused)}, expected ${code}`))
+    log(`refusals ok: unsupported_version; an empty request ${answered === null ? 'failed' : 'got an empty stream'}; ` +
+      spoilt.results.map((r) => `${r.refused.code} (${r.refused.detail})`).join('; '))
+
+    // §8 "Connections": a node whose identify has another protocol version is dropped
+    // about a second after identify; this one must still be connected after two.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, connectedAt + 2000 - Date.now())))
+    ensure(dropped === null && node.getConnections(peer).length > 0,
+      `the session dropped the connection ${dropped} ms after it opened (identify protocol version refused?)`)
+    log('still connected 2 s after identify')
+    process.stdout.write(`delivered ${hex(msgId)}\n`)
+  } finally {
+    await node.stop()
+  }
+}
+
+async function main () {
+  const [mode, ...rest] = process.argv.slice(2)
+  const spec = S.readSpec(fileURLToPath(new URL('../../docs/PROTOCOL.md', import.meta.url)))
+  if (mode === 'keygen') {
+    const seed = randomBytes(32)
+    const key = S.identityKey(seed)
+    process.stdout.write(JSON.stringify({ seed: hex(seed), identity_key: hex(key), fingerprint: S.fingerprint(key) }) + '\n')
+    return
+  }
+  const n = await checkVectors(spec)
+  log(`vectors: all ${n} of PROTOCOL.md (version ${spec.version}) re-derived and verified`)
+  if (mode === 'vectors') return
+  if (mode === 'live') return live(spec, args(rest))
+  fail(`usage: probe.mjs vectors | keygen | live --seed HEX --addr MA --identity HEX --session ID`)
+}
+
+main().then(() => process.exit(0), (e) => {
+  process.stderr.write(`js-probe: FAILED: ${e instanceof S.Mismatch ? e.message : e.stack}\n`)
+  process.exit(1)
+})

@@ -1,0 +1,281 @@
+// docs/PROTOCOL.md, written again from the document (not from the Rust code) on
+// libraries this project did not write: @noble/* for Ed25519, SHA-256, HKDF and
+// ChaCha20-Poly1305, @hpke/* for RFC 9180, cborg for strict CBOR decoding. The CBOR
+// encoder is the few lines of §1 below, so encoding is checked byte for byte.
+import { readFileSync } from 'node:fs'
+import { ed25519 } from '@noble/curves/ed25519'
+import { sha256 } from '@noble/hashes/sha2'
+import { hkdf } from '@noble/hashes/hkdf'
+import { chacha20poly1305 } from '@noble/ciphers/chacha'
+import { CipherSuite, HkdfSha256 } from '@hpke/core'
+import { DhkemX25519HkdfSha256 } from '@hpke/dhkem-x25519'
+import { Chacha20Poly1305 } from '@hpke/chacha20poly1305'
+import { decode as cborgDecode } from 'cborg'
+
+export class Mismatch extends Error {}
+export const fail = (msg) => { throw new Mismatch(msg) }
+export const ensure = (ok, msg) => { if (!ok) fail(msg) }
+
+const te = new TextEncoder()
+export const utf8 = (s) => te.encode(s)
+export const hex = (b) => Buffer.from(b).toString('hex')
+export const unhex = (s) => {
+  ensure(/^([0-9a-f]{2})*$/.test(s), `not lowercase hex: ${s.slice(0, 40)}`)
+  return new Uint8Array(Buffer.from(s, 'hex'))
+}
+export const concat = (...parts) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
+  let i = 0
+  for (const p of parts) { out.set(p, i); i += p.length }
+  return out
+}
+export const equal = (a, b) => a.length === b.length && a.every((x, i) => x === b[i])
+export const fill = (byte, n) => new Uint8Array(n).fill(byte)
+
+// ---- the document itself: version (title line) and the ```vectors block ----
+
+export function readSpec (path) {
+  const text = readFileSync(path, 'utf8')
+  const title = text.split('\n', 1)[0]
+  const m = /^# .*\bversion (\d+)\s*$/.exec(title)
+  ensure(m, `PROTOCOL.md: no "version N" in the title line: ${title}`)
+  const block = /```vectors\n([\s\S]*?)```/.exec(text)
+  ensure(block, 'PROTOCOL.md: no ```vectors block')
+  const vectors = new Map()
+  let name = null
+  for (const line of block[1].split('\n')) {
+    if (line.trim() === '') continue
+    const head = /^(\S+) =$/.exec(line)
+    if (head) {
+      ensure(!vectors.has(head[1]), `vector ${head[1]} twice`)
+      name = head[1]
+      vectors.set(name, '')
+    } else {
+      ensure(name !== null && /^ {4}\S+$/.test(line), `vectors: unexpected line ${JSON.stringify(line)}`)
+      vectors.set(name, vectors.get(name) + line.trim())
+    }
+  }
+  return { version: Number(m[1]), vectors }
+}
+
+// ---- §1 CBOR: keys in table order, definite lengths, shortest integers, no floats ----
+
+function head (major, n) {
+  const m = major << 5
+  if (typeof n === 'bigint' || n >= 2 ** 32) {
+    const b = new Uint8Array(9); b[0] = m | 27
+    new DataView(b.buffer).setBigUint64(1, BigInt(n))
+    return b
+  }
+  if (n < 24) return Uint8Array.of(m | n)
+  if (n < 0x100) return Uint8Array.of(m | 24, n)
+  if (n < 0x10000) return Uint8Array.of(m | 25, n >> 8, n & 0xff)
+  return Uint8Array.of(m | 26, n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff)
+}
+
+export class Float64 { constructor (value) { this.value = value } }
+
+/** Encodes null, uint, Uint8Array (bytes), string (text), arrays, and plain objects
+ * (maps with text keys, in insertion order = the field order of the tables). */
+export function encode (v) {
+  if (v === null) return Uint8Array.of(0xf6)
+  if (v instanceof Float64) { // only for probing that decoders refuse floats (§1)
+    const b = new Uint8Array(9); b[0] = 0xfb
+    new DataView(b.buffer).setFloat64(1, v.value)
+    return b
+  }
+  if (typeof v === 'number') {
+    ensure(Number.isSafeInteger(v) && v >= 0, `encode: not a uint: ${v}`)
+    return head(0, v)
+  }
+  if (typeof v === 'bigint') return head(0, v)
+  if (v instanceof Uint8Array) return concat(head(2, v.length), v)
+  if (typeof v === 'string') { const b = utf8(v); return concat(head(3, b.length), b) }
+  if (Array.isArray(v)) return concat(head(4, v.length), ...v.map(encode))
+  if (typeof v === 'object') {
+    const keys = Object.keys(v)
+    return concat(head(5, keys.length), ...keys.flatMap((k) => [encode(k), encode(v[k])]))
+  }
+  fail(`encode: unsupported value ${v}`)
+}
+
+/** Strict decode (cborg: no indefinite lengths, no undefined, no duplicate keys,
+ * shortest forms), then the bytes must be exactly what §1's encoder emits for the value:
+ * this also refuses floats, tags and any other form the document does not allow. */
+export function decode (bytes, what) {
+  let v
+  try {
+    v = cborgDecode(bytes, {
+      strict: true,
+      allowIndefinite: false,
+      allowUndefined: false,
+      allowInfinity: false,
+      allowNaN: false,
+      rejectDuplicateMapKeys: true,
+      useMaps: false
+    })
+  } catch (e) { fail(`${what}: not strict CBOR: ${e.message}`) }
+  ensure(equal(encode(v), bytes), `${what}: decodes, but is not in the form of §1 (re-encoded differs)`)
+  return v
+}
+
+// ---- field checks: the tables of §3.1, §4 and §8, keys exactly and in order ----
+
+export const t = {
+  uint: (v) => (Number.isSafeInteger(v) && v >= 0) || typeof v === 'bigint',
+  text: (v) => typeof v === 'string',
+  bytes: (v) => v instanceof Uint8Array,
+  b: (n) => (v) => v instanceof Uint8Array && v.length === n,
+  orNull: (f) => (v) => v === null || f(v),
+  array: (f) => (v) => Array.isArray(v) && v.every(f),
+  tuple: (...fs) => (v) => Array.isArray(v) && v.length === fs.length && fs.every((f, i) => f(v[i])),
+  map: (fields) => (v) => { shape(v, fields, 'nested'); return true },
+  oneOf: (...xs) => (v) => xs.includes(v)
+}
+
+/** `fields` is [[key, check, optional?], …] in table order. */
+export function shape (v, fields, what) {
+  ensure(v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Uint8Array),
+    `${what}: not a map`)
+  const want = fields.filter(([k, , opt]) => !opt || k in v).map(([k]) => k)
+  const got = Object.keys(v)
+  ensure(got.join() === want.join(), `${what}: keys ${JSON.stringify(got)}, the spec's table says ${JSON.stringify(want)}`)
+  for (const [k, check] of fields) {
+    if (k in v) {
+      let ok
+      try { ok = check(v[k]) } catch (e) { fail(`${what}.${k}: ${e.message}`) }
+      ensure(ok, `${what}.${k}: wrong type or value: ${show(v[k])}`)
+    }
+  }
+  return v
+}
+const show = (x) => x instanceof Uint8Array ? `bytes(${x.length}) ${hex(x).slice(0, 32)}` : JSON.stringify(x)
+
+const noControl = (s) => !/[\u0000-\u001f\u007f-\u009f]/.test(s)
+const textMax = (n) => (v) => typeof v === 'string' && utf8(v).length <= n && noControl(v)
+const refusalCodes = ['malformed', 'too_large', 'bad_signature', 'unsupported_version', 'wrong_recipient',
+  'stale', 'future_dated', 'replayed', 'not_paired', 'unsolicited_accept', 'store_failed',
+  'mixed_senders', 'not_a_session', 'wrong_mailbox', 'over_budget', 'unopenable']
+
+export function schemas (V) {
+  const v = (x) => x === V
+  const refusal = t.map([['code', t.oneOf(...refusalCodes)], ['detail', textMax(512)]])
+  return {
+    wrapper: [['body', t.bytes], ['sig', t.b(64)],
+      ['reply_to', t.map([['key', t.b(32)], ['session', t.text]]), true]],
+    announcement: [['v', v], ['identity', t.b(32)],
+      ['sealing', t.map([['key', t.b(32)], ['sig', t.b(64)]])],
+      ['session_id', sessionId], ['peer_id', t.bytes],
+      ['addrs', (a) => t.array((s) => textMax(256)(s) && s.startsWith('/'))(a) && a.length <= 16],
+      ['cwd', textMax(1024)], ['git_label', t.orNull(textMax(256))], ['summary', textMax(512)],
+      ['host', t.oneOf('claude', 'codex', 'other')], ['delivery', t.oneOf('inbox', 'channel', 'codex', 'poll')],
+      ['ts', t.uint], ['seq', t.uint]],
+    goodbye: [['v', v], ['identity', t.b(32)], ['session_id', sessionId], ['ts', t.uint], ['seq', t.uint]],
+    envelope: [['v', v], ['sender', t.b(32)], ['sender_session', sessionId], ['recipient', t.b(32)],
+      ['recipient_session', sessionId], ['msg_id', t.b(16)], ['ts', t.uint],
+      ['kind', t.oneOf('message', 'knock', 'pair_accept', 'goodbye', 'read', 'host_queued', 'pass')],
+      ['in_reply_to', t.orNull(t.b(16))], ['name', t.orNull((s) => /^[A-Za-z0-9._-]{1,32}$/.test(s))],
+      ['sealed', t.orNull(t.map([['enc', t.b(32)], ['ct', t.bytes]]))],
+      ['pass', t.orNull(t.b(64))], ['reply_pass', t.orNull(t.b(64))]],
+    sealedBody: [['text', (s) => typeof s === 'string' && utf8(s).length >= 1 && utf8(s).length <= 65536],
+      ['task_id', t.orNull((s) => textMax(128)(s) && s.length >= 1)],
+      ['status', t.orNull(t.oneOf('update', 'needs_input', 'result', 'failed', 'canceled'))],
+      ['in_reply_to', t.orNull(t.b(16))]],
+    receipt: [['v', v], ['recipient', t.b(32)], ['recipient_session', sessionId], ['sender', t.b(32)],
+      ['msg_ids', (a) => t.array(t.b(16))(a) && a.length >= 1 && a.length <= 64 &&
+        new Set(a.map(hex)).size === a.length],
+      ['state', t.oneOf('delivered')], ['ts', t.uint], ['pass', t.orNull(t.b(64))]],
+    ack: [['v', v], ['owner', t.b(32)], ['owner_session', sessionId],
+      ['entries', (a) => t.array(t.tuple(t.b(32), t.b(16)))(a) && a.length >= 1 && a.length <= 256],
+      ['ts', t.uint]],
+    rosterRequest: [['v', v]],
+    rosterResponse: [['v', v], ['announcements', t.array(t.bytes)]],
+    deliverRequest: [['v', v], ['envelopes', t.array(t.bytes)]],
+    deliverResponse: [['v', v], ['receipt', t.orNull(t.bytes)],
+      ['results', t.array(t.map([['refused', t.orNull(refusal)]]))]],
+    receiptRequest: [['v', v], ['receipt', t.bytes]]
+  }
+}
+const sessionId = (s) => typeof s === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(s)
+
+// ---- §2 keys, §3 signatures, §4.7 passes, §6 identifiers ----
+
+export const TAG = Object.fromEntries(['announcement', 'goodbye', 'envelope', 'receipt', 'ack',
+  'sealing-key', 'mailbox-pass'].map((d) => [d, utf8(`interlink-p2p/v1/${d}\0`)]))
+
+export const H = (...parts) => sha256(concat(...parts))
+export const identityKey = (seed) => ed25519.getPublicKey(seed)
+export function fingerprint (key) {
+  const h = hex(H(utf8('interlink-p2p/v1/fingerprint'), key).subarray(0, 6))
+  return `${h.slice(0, 4)}-${h.slice(4, 8)}-${h.slice(8, 12)}`
+}
+export const transportSeed = (seed, session) =>
+  hkdf(sha256, seed, utf8('interlink-p2p/v1/transport-key'), utf8(session), 32)
+export const sealingIkm = (seed) => hkdf(sha256, seed, utf8('interlink-p2p/v1/sealing-key'), new Uint8Array(0), 32)
+export const mailboxKey = (identity, session) => H(utf8('interlink-p2p/v1/mailbox'), identity, utf8(session))
+
+export const sign = (domain, seed, payload) => ed25519.sign(concat(TAG[domain], payload), seed)
+/** RFC 8032 verification with canonical S and encodings (zip215: false), and no
+ * small-order public key or R (§3: ed25519-dalek's verify_strict). */
+export function verify (domain, key, payload, sig) {
+  // verify_strict also refuses a small-order R (the first half of the signature),
+  // which §3 does not say.
+  try {
+    if (ed25519.ExtendedPoint.fromHex(key).isSmallOrder()) return false
+    if (ed25519.ExtendedPoint.fromHex(sig.subarray(0, 32)).isSmallOrder()) return false
+  } catch { return false }
+  try { return ed25519.verify(sig, concat(TAG[domain], payload), key, { zip215: false }) } catch { return false }
+}
+export const pass = (ownerSeed, sender) => sign('mailbox-pass', ownerSeed, concat(identityKey(ownerSeed), sender))
+export const passValid = (owner, sender, p) => verify('mailbox-pass', owner, concat(owner, sender), p)
+
+/** A signed wrapper (§3.1) of `body` (already CBOR). */
+export function wrap (domain, seed, body, replyTo) {
+  const w = { body, sig: sign(domain, seed, body) }
+  if (replyTo) w.reply_to = replyTo
+  return encode(w)
+}
+
+/** Decodes a wrapper and its body, checks both tables, then the signature under the
+ * signer named inside (`signerField`). Returns { wrapper, body }. */
+export function openSigned (bytes, domain, schema, signerField, S, what) {
+  const wrapper = shape(decode(bytes, what), S.wrapper, what)
+  if (domain !== 'envelope') ensure(!('reply_to' in wrapper), `${what}: reply_to is for envelopes only`)
+  const body = shape(decode(wrapper.body, `${what}.body`), schema, `${what}.body`)
+  ensure(verify(domain, body[signerField], wrapper.body, wrapper.sig),
+    `${what}: signature does not verify under ${signerField} in the ${domain} domain`)
+  return { wrapper, body }
+}
+
+// ---- §5 sealing ----
+
+const suite = new CipherSuite({ kem: new DhkemX25519HkdfSha256(), kdf: new HkdfSha256(), aead: new Chacha20Poly1305() })
+const INFO = utf8('interlink-p2p/v2/seal')
+const EXPORT = utf8('interlink-p2p/v2/body-key')
+const ab = (u8) => u8.slice().buffer
+
+export async function sealingKeyPair (seed) {
+  const kp = await suite.kem.deriveKeyPair(ab(sealingIkm(seed)))
+  const pub = new Uint8Array(await suite.kem.serializePublicKey(kp.publicKey))
+  return { kp, pub }
+}
+export const sealingBinding = (seed, sealingPub) =>
+  ({ key: sealingPub, sig: sign('sealing-key', seed, concat(identityKey(seed), sealingPub)) })
+
+/** Seals `plaintext` to `recipientPub`; `random(n)` gives ikmE (32) then the nonce (12). */
+export async function seal (recipientPub, plaintext, aad, random) {
+  const ctx = await suite.createSenderContext({
+    recipientPublicKey: await suite.kem.deserializePublicKey(ab(recipientPub)),
+    info: ab(INFO),
+    ekm: ab(random(32))
+  })
+  const K = new Uint8Array(await ctx.export(ab(EXPORT), 32))
+  const nonce = random(12)
+  return { enc: new Uint8Array(ctx.enc), ct: concat(nonce, chacha20poly1305(K, nonce, aad).encrypt(plaintext)) }
+}
+export async function open (recipientKp, sealed, aad) {
+  const ctx = await suite.createRecipientContext({ recipientKey: recipientKp, enc: ab(sealed.enc), info: ab(INFO) })
+  const K = new Uint8Array(await ctx.export(ab(EXPORT), 32))
+  return chacha20poly1305(K, sealed.ct.subarray(0, 12), aad).decrypt(sealed.ct.subarray(12))
+}
+export const sealAad = (msgId, sender, recipient) => concat(msgId, sender, recipient)

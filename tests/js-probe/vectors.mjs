@@ -1,0 +1,136 @@
+// The test vectors of docs/PROTOCOL.md, re-derived from their fixed inputs (the prose
+// above the block) and compared byte for byte; the signed ones are also decoded,
+// checked against their tables and verified. A vector this file does not know fails.
+import { generateKeyPairFromSeed } from '@libp2p/crypto/keys'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import * as S from './spec.mjs'
+
+const { hex, unhex, fill, utf8, encode, ensure } = S
+
+export async function checkVectors ({ version: V, vectors }) {
+  const sch = S.schemas(V)
+  const alice = fill(0x11, 32)
+  const bob = fill(0x22, 32)
+  const A = S.identityKey(alice)
+  const B = S.identityKey(bob)
+  const ts = 1790000000000
+  const msgId = fill(0x44, 16)
+  const aSeal = await S.sealingKeyPair(alice)
+  const bSeal = await S.sealingKeyPair(bob)
+  const aPeer = peerIdFromPrivateKey(await generateKeyPairFromSeed('Ed25519', S.transportSeed(alice, 'session-a')))
+  const bobPassForAlice = S.pass(bob, A)
+  const alicePassForBob = S.pass(alice, B)
+
+  // The sealing of the envelope vector: every random byte (ikmE, then the nonce) 0x33.
+  const plaintext = encode({ text: 'hello bob', task_id: 't-1', status: 'update', in_reply_to: null })
+  const aad = S.sealAad(msgId, A, B)
+  const sealed = await S.seal(bSeal.pub, plaintext, aad, (n) => fill(0x33, n))
+
+  const announcementBody = encode({
+    v: V,
+    identity: A,
+    sealing: S.sealingBinding(alice, aSeal.pub),
+    session_id: 'session-a',
+    peer_id: aPeer.toMultihash().bytes,
+    addrs: ['/ip4/127.0.0.1/tcp/4001'],
+    cwd: '/home/alice/eden',
+    git_label: 'eden',
+    summary: 'installing deps',
+    host: 'claude',
+    delivery: 'inbox',
+    ts,
+    seq: 1
+  })
+  const envelopeBody = encode({
+    v: V,
+    sender: A,
+    sender_session: 'session-a',
+    recipient: B,
+    recipient_session: 'session-b',
+    msg_id: msgId,
+    ts,
+    kind: 'message',
+    in_reply_to: null,
+    name: null,
+    sealed,
+    pass: bobPassForAlice,
+    reply_pass: alicePassForBob
+  })
+  const receiptWire = S.wrap('receipt', bob, encode({
+    v: V,
+    recipient: B,
+    recipient_session: 'session-b',
+    sender: A,
+    msg_ids: [msgId],
+    state: 'delivered',
+    ts: ts + 1,
+    pass: bobPassForAlice
+  }))
+
+  const expect = {
+    'alice.seed': alice,
+    'alice.identity_key': A,
+    'alice.fingerprint': S.fingerprint(A),
+    'alice.sealing_key': aSeal.pub,
+    'alice.session-a.peer_id': aPeer.toString(),
+    'bob.seed': bob,
+    'bob.identity_key': B,
+    'bob.sealing_key': bSeal.pub,
+    'bob.session-b.mailbox_key': S.mailboxKey(B, 'session-b'),
+    'bob.mailbox_pass_for_alice': bobPassForAlice,
+    'announcement.wire': S.wrap('announcement', alice, announcementBody),
+    'envelope.body.plaintext': plaintext,
+    'envelope.seal.enc': sealed.enc,
+    'envelope.seal.ct': sealed.ct,
+    'envelope.wire': S.wrap('envelope', alice, envelopeBody, { key: A, session: 'session-a' }),
+    'receipt.wire': receiptWire,
+    'receipt_request.wire': encode({ v: V, receipt: receiptWire }),
+    // The prose says nothing of this vector's results; they are read off the hex:
+    // one stored, one refused `store_failed` with this detail (a spec gap, reported).
+    'deliver_response.wire': encode({
+      v: V,
+      receipt: receiptWire,
+      results: [{ refused: null },
+        { refused: { code: 'store_failed', detail: 'the recipient could not store the message' } }]
+    }),
+    'ack.wire': S.wrap('ack', bob, encode({
+      v: V, owner: B, owner_session: 'session-b', entries: [[A, msgId]], ts: ts + 2
+    })),
+    'goodbye.wire': S.wrap('goodbye', alice, encode({
+      v: V, identity: A, session_id: 'session-a', ts: ts + 3, seq: 2
+    }))
+  }
+
+  const unknown = [...vectors.keys()].filter((k) => !(k in expect))
+  ensure(unknown.length === 0, `PROTOCOL.md has vectors this probe does not check: ${unknown.join(', ')}` +
+    ' (add them to tests/js-probe/vectors.mjs)')
+  const missing = Object.keys(expect).filter((k) => !vectors.has(k))
+  ensure(missing.length === 0, `PROTOCOL.md lost vectors: ${missing.join(', ')}`)
+  for (const [name, want] of Object.entries(expect)) {
+    const doc = vectors.get(name)
+    const mine = typeof want === 'string' ? want : hex(want)
+    ensure(doc === mine, `vector ${name}: PROTOCOL.md says\n  ${doc}\nderived from the spec:\n  ${mine}`)
+  }
+
+  // The other direction: decode the document's bytes as a receiver would.
+  const w = (n) => unhex(vectors.get(n))
+  const ann = S.openSigned(w('announcement.wire'), 'announcement', sch.announcement, 'identity', sch, 'announcement')
+  ensure(S.verify('sealing-key', A, S.concat(A, ann.body.sealing.key), ann.body.sealing.sig), 'announcement: sealing binding')
+  const env = S.openSigned(w('envelope.wire'), 'envelope', sch.envelope, 'sender', sch, 'envelope')
+  ensure(S.passValid(B, A, env.body.pass) && S.passValid(A, B, env.body.reply_pass), 'envelope: passes')
+  const body = S.shape(S.decode(await S.open(bSeal.kp, env.body.sealed, aad), 'sealed body'), sch.sealedBody, 'sealed body')
+  ensure(body.text === 'hello bob', 'sealed body: text')
+  const rcpt = S.openSigned(w('receipt.wire'), 'receipt', sch.receipt, 'recipient', sch, 'receipt')
+  ensure(S.passValid(B, A, rcpt.body.pass), 'receipt: pass')
+  S.shape(S.decode(w('receipt_request.wire'), 'receipt_request'), sch.receiptRequest, 'receipt_request')
+  S.shape(S.decode(w('deliver_response.wire'), 'deliver_response'), sch.deliverResponse, 'deliver_response')
+  S.openSigned(w('ack.wire'), 'ack', sch.ack, 'owner', sch, 'ack')
+  S.openSigned(w('goodbye.wire'), 'goodbye', sch.goodbye, 'identity', sch, 'goodbye')
+  // A flipped signature bit must not verify.
+  const bad = w('goodbye.wire'); bad[bad.length - 1] ^= 1
+  let refused = false
+  try { S.openSigned(bad, 'goodbye', sch.goodbye, 'identity', sch, 'goodbye') } catch { refused = true }
+  ensure(refused, 'a goodbye with a flipped signature bit verified')
+  ensure(utf8('x').length === 1, 'utf8')
+  return Object.keys(expect).length
+}
