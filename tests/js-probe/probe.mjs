@@ -320,6 +320,32 @@ async function live (spec, a) {
     log(`refusals ok: unsupported_version; an empty request ${answered === null ? 'failed' : 'got an empty stream'}; ` +
       spoilt.results.map((r) => `${r.refused.code} (${r.refused.detail})`).join('; '))
 
+    // §4.8, §8.5: a mailbox is handed to its owner only. The probe asks for the
+    // session's own mailbox under its own signature (refused), for its own mailbox at
+    // another holder (refused), and for its own mailbox at this holder (answered).
+    const fetchAt = async (owner, ownerSession, holder) => {
+      const wrapper = S.wrap('mailbox-fetch', seed, encode({
+        v: V, owner, owner_session: ownerSession, holder, ts: Date.now()
+      }))
+      const answer = decode(await request(node, peer, proto('mailbox'),
+        encode({ v: V, op: { fetch: { request: wrapper } } }), 4 * 1024 * 1024 + 64 * 1024), 'mailbox response')
+      ensure(answer.v === V && answer.outcome && Object.keys(answer.outcome).length === 1,
+        `mailbox response: ${JSON.stringify(answer)}`)
+      return answer.outcome
+    }
+    const holder = peer.toMultihash().bytes
+    const theirs = await fetchAt(them, theirSession, holder)
+    ensure(theirs.refused?.reason?.code === 'bad_signature',
+      `a fetch of the session's mailbox signed by the probe was not refused bad_signature: ${JSON.stringify(theirs)}`)
+    const elsewhere = await fetchAt(me, mySession, randomBytes(38))
+    ensure(elsewhere.refused?.reason?.code === 'wrong_recipient',
+      `a fetch addressed to another holder was not refused wrong_recipient: ${JSON.stringify(elsewhere)}`)
+    const mine = await fetchAt(me, mySession, holder)
+    ensure(mine.record && (mine.record.record === null || mine.record.record instanceof Uint8Array),
+      `the probe's own fetch was not answered with a record: ${JSON.stringify(mine)}`)
+    log('mailbox ok: another owner\'s mailbox refused bad_signature, another holder\'s refused ' +
+      `wrong_recipient, our own answered (${mine.record.record === null ? 'empty' : 'a copy'})`)
+
     // §8 "Connections": a node whose identify has another protocol version is dropped
     // about a second after identify; this one must still be connected after two.
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, connectedAt + 2000 - Date.now())))

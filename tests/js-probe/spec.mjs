@@ -193,7 +193,10 @@ export function schemas (V) {
     deliverRequest: [['v', v], ['envelopes', t.array(t.bytes)]],
     deliverResponse: [['v', v], ['receipt', t.orNull(t.bytes)],
       ['results', t.array(t.map([['refused', t.orNull(refusal)]]))]],
-    receiptRequest: [['v', v], ['receipt', t.bytes]]
+    receiptRequest: [['v', v], ['receipt', t.bytes]],
+    mailboxFetch: [['v', v], ['owner', t.b(32)], ['owner_session', sessionId],
+      ['holder', (b) => t.bytes(b) && b.length >= 1 && b.length <= 64], ['ts', t.uint]],
+    mailboxFetchRequest: [['v', v], ['op', t.map([['fetch', t.map([['request', t.bytes]])]])]]
   }
 }
 const sessionId = (s) => typeof s === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(s)
@@ -201,7 +204,7 @@ const sessionId = (s) => typeof s === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.tes
 // ---- §2 keys, §3 signatures, §4.7 passes, §6 identifiers ----
 
 export const TAG = Object.fromEntries(['announcement', 'goodbye', 'envelope', 'receipt', 'ack',
-  'sealing-key', 'mailbox-pass'].map((d) => [d, utf8(`interlink-p2p/v1/${d}\0`)]))
+  'sealing-key', 'mailbox-pass', 'mailbox-fetch'].map((d) => [d, utf8(`interlink-p2p/v1/${d}\0`)]))
 
 export const H = (...parts) => sha256(concat(...parts))
 export const identityKey = (seed) => ed25519.getPublicKey(seed)

@@ -67,6 +67,11 @@ export async function checkVectors ({ version: V, vectors }) {
     pass: bobPassForAlice
   }))
 
+  // Bob's fetch of his mailbox of session-b, addressed to the holder Alice's session.
+  const fetchWire = S.wrap('mailbox-fetch', bob, encode({
+    v: V, owner: B, owner_session: 'session-b', holder: aPeer.toMultihash().bytes, ts: ts + 4
+  }))
+
   const expect = {
     'alice.seed': alice,
     'alice.identity_key': A,
@@ -98,7 +103,9 @@ export async function checkVectors ({ version: V, vectors }) {
     })),
     'goodbye.wire': S.wrap('goodbye', alice, encode({
       v: V, identity: A, session_id: 'session-a', ts: ts + 3, seq: 2
-    }))
+    })),
+    'mailbox_fetch.wire': fetchWire,
+    'mailbox_fetch_request.wire': encode({ v: V, op: { fetch: { request: fetchWire } } })
   }
 
   const unknown = [...vectors.keys()].filter((k) => !(k in expect))
@@ -126,6 +133,9 @@ export async function checkVectors ({ version: V, vectors }) {
   S.shape(S.decode(w('deliver_response.wire'), 'deliver_response'), sch.deliverResponse, 'deliver_response')
   S.openSigned(w('ack.wire'), 'ack', sch.ack, 'owner', sch, 'ack')
   S.openSigned(w('goodbye.wire'), 'goodbye', sch.goodbye, 'identity', sch, 'goodbye')
+  const fetch = S.openSigned(w('mailbox_fetch.wire'), 'mailbox-fetch', sch.mailboxFetch, 'owner', sch, 'mailbox fetch')
+  ensure(S.equal(fetch.body.holder, aPeer.toMultihash().bytes), 'mailbox fetch: holder')
+  S.shape(S.decode(w('mailbox_fetch_request.wire'), 'mailbox_fetch_request'), sch.mailboxFetchRequest, 'mailbox_fetch_request')
   // A flipped signature bit must not verify.
   const bad = w('goodbye.wire'); bad[bad.length - 1] ^= 1
   let refused = false
