@@ -5,6 +5,7 @@ mod budgets;
 mod delivery;
 mod discovery;
 mod fetching;
+mod hold_check;
 mod inbound;
 mod mailbox;
 mod pairing;
@@ -113,6 +114,15 @@ impl Node {
             ),
             Role::Session(_) | Role::Observer => None,
         };
+        // Sessions (and observers, which hold copies for others too) check copies off
+        // this task; a relay's store thread does it for the relay.
+        let hold_checker = match &role {
+            Role::Relay(_) => None,
+            Role::Session(_) | Role::Observer => Some(
+                hold_check::HoldChecker::spawn()
+                    .map_err(|e| NetError::Setup(format!("hold check thread: {e}")))?,
+            ),
+        };
         let config_relay_server = config.relay_server;
         let max_mailbox_records = config.max_mailbox_records;
         let mut actor = Actor {
@@ -139,6 +149,7 @@ impl Node {
             peers: HashMap::new(),
             delivery,
             relay_store,
+            hold_checker,
             budgets: budgets::Budgets::new(if config_relay_server { 8 } else { 1 }),
             mailboxes: mailbox::Mailboxes::new(max_mailbox_records),
             fetching: fetching::Fetching::default(),
@@ -243,6 +254,8 @@ struct Actor {
     delivery: Option<delivery::Delivery>,
     /// Relays: the durable store's thread.
     relay_store: Option<relay_store::RelayStore>,
+    /// The thread that verifies mailbox copies handed to a session or observer.
+    hold_checker: Option<hold_check::HoldChecker>,
     /// What each remote peer may make this node verify and hold.
     budgets: budgets::Budgets,
     mailboxes: mailbox::Mailboxes,
@@ -287,6 +300,10 @@ impl Actor {
                 () = self.cancel.cancelled() => break,
                 Some(done) = next_store_done(&mut self.delivery) => self.on_store_done(done),
                 Some(held) = next_relay_held(&mut self.relay_store) => self.on_relay_held(held),
+                Some(checked) = next_hold_checked(&mut self.hold_checker) => {
+                    self.on_hold_checked(checked);
+                    self.run_outputs();
+                }
                 Some(cmd) = self.commands.recv() => self.on_command(cmd),
                 event = self.swarm.select_next_some() => self.on_swarm_event(event),
                 _ = tick.tick() => self.on_tick(),
@@ -523,6 +540,16 @@ async fn next_store_done(delivery: &mut Option<delivery::Delivery>) -> Option<st
 async fn next_relay_held(store: &mut Option<relay_store::RelayStore>) -> Option<relay_store::Held> {
     match store {
         Some(s) => s.done.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next copy the hold checker thread verified; never, for a node without one.
+async fn next_hold_checked(
+    checker: &mut Option<hold_check::HoldChecker>,
+) -> Option<hold_check::Checked> {
+    match checker {
+        Some(c) => c.done.recv().await,
         None => std::future::pending().await,
     }
 }

@@ -10,7 +10,7 @@
 //! a copy names senders, ids and times that only its owner may read (PROTOCOL §8.5).
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, VecDeque},
     time::Duration,
 };
 
@@ -22,9 +22,18 @@ use interlink_core::{
 use libp2p::{PeerId, kad::RecordKey};
 use tracing::{debug, warn};
 
-use super::Actor;
+use super::{
+    Actor,
+    hold_check::{Check, Checked},
+    relay_store::HoldFrom,
+};
 use crate::{Event, Role};
 
+/// Most copies waiting for the checker thread (`node::hold_check`) besides its queue.
+const MAX_CHECK_BACKLOG: usize = 64;
+/// Most bytes of copies waiting for the checker thread: what a flood of large copies
+/// can make a session buffer (past it they are refused `over_budget`).
+const MAX_CHECK_BACKLOG_BYTES: usize = 8 << 20;
 /// How often a session fetches its own mailbox while awake.
 pub(crate) const MAILBOX_POLL: Duration = Duration::from_secs(10);
 /// A housekeeping tick this late means the process was stopped or the machine slept.
@@ -43,6 +52,14 @@ pub(crate) struct Mailboxes {
     /// signature again (each was verified when it was stored). Holds only keys
     /// `records` holds, so it is bounded by the same limit.
     pub(super) held: HashMap<RecordKey, Mailbox>,
+    /// Holds at the checker thread or waiting for it → who waits (bounded by the
+    /// thread's queues and the backlog).
+    checking: HashMap<u64, HoldFrom>,
+    next_check: u64,
+    /// Copies waiting for room in the checker thread's queue: an honest sender's burst
+    /// of publications (one per message) waits here instead of being refused.
+    backlog: VecDeque<Check>,
+    backlog_bytes: usize,
 }
 
 impl Mailboxes {
@@ -53,6 +70,10 @@ impl Mailboxes {
             records: HashMap::new(),
             max_records,
             held: HashMap::new(),
+            checking: HashMap::new(),
+            next_check: 0,
+            backlog: VecDeque::new(),
+            backlog_bytes: 0,
         }
     }
 
@@ -205,41 +226,101 @@ impl Actor {
         });
     }
 
-    /// Verifies a mailbox copy someone handed us, merges it with the copy held and
-    /// stores the result (in memory). A relay holds through its store thread instead
-    /// (`Actor::relay_hold`). Returns the envelopes of the handed copy the merged one
-    /// keeps (the `hold` answer).
-    pub(super) fn hold_record(
-        &mut self,
-        key: &RecordKey,
-        value: &[u8],
-    ) -> Result<Vec<AckEntry>, Refusal> {
-        // Our own mailbox is ours to hold whatever it weighs; others' copies share a
-        // byte budget, checked before the copy is decoded and its signatures verified
-        // (a flood then costs no CPU), and again for the merged copy.
-        let own = self.own_addr().is_some_and(|a| key_of(&a) == *key);
-        let held_for_others = (!own).then(|| self.held_bytes_besides(key));
-        if let Some(held) = held_for_others {
-            self.within_held_bytes(held, value.len())?;
+    /// Whether `key` is this session's own mailbox.
+    fn is_own(&self, key: &RecordKey) -> bool {
+        self.own_addr().is_some_and(|a| key_of(&a) == *key)
+    }
+
+    /// Refuses a copy of `len` bytes before it is decoded if it would take what this
+    /// session holds for others past its budget. Our own mailbox is ours to hold
+    /// whatever it weighs; others' copies share a byte budget, checked before the copy
+    /// is decoded and its signatures verified (a flood then costs no CPU), and again
+    /// for the merged copy.
+    fn precheck_hold(&self, key: &RecordKey, len: usize) -> Result<(), Refusal> {
+        if self.is_own(key) {
+            return Ok(());
         }
+        self.within_held_bytes(self.held_bytes_besides(key), len)
+    }
+
+    /// A session's `hold` from `peer`: checked for size here, then decoded and verified
+    /// on the checker thread (`node::hold_check`); answered from
+    /// [`Actor::on_hold_checked`]. Without the thread (it could not start) the check
+    /// runs here.
+    pub(super) fn session_hold(&mut self, key: RecordKey, record: Vec<u8>, from: HoldFrom) {
+        if let Err(reason) = self.precheck_hold(&key, record.len()) {
+            return self.answer_hold(from, Err(reason));
+        }
+        let Some(checker) = self.hold_checker.as_ref() else {
+            let result = super::hold_check::check(&key, &record, crate::now_ms())
+                .and_then(|mb| self.hold_checked(&key, mb));
+            return self.answer_hold(from, result);
+        };
+        let token = self.mailboxes.next_check;
+        let len = record.len();
+        let m = &mut self.mailboxes;
+        match checker.send(Check { token, key, record }) {
+            Ok(()) => {}
+            Err(c)
+                if m.backlog.len() < MAX_CHECK_BACKLOG
+                    && m.backlog_bytes + len <= MAX_CHECK_BACKLOG_BYTES =>
+            {
+                m.backlog_bytes += len;
+                m.backlog.push_back(c);
+            }
+            Err(_) => {
+                return self.answer_hold(
+                    from,
+                    Err(Refusal::new(
+                        RefusalCode::OverBudget,
+                        "this session is checking other mailbox copies; send it again later",
+                    )),
+                );
+            }
+        }
+        m.next_check += 1;
+        m.checking.insert(token, from);
+    }
+
+    /// Moves waiting copies to the checker thread while its queue has room.
+    fn feed_checker(&mut self) {
+        let Some(checker) = self.hold_checker.as_ref() else {
+            return;
+        };
+        let m = &mut self.mailboxes;
+        while let Some(c) = m.backlog.pop_front() {
+            let len = c.record.len();
+            match checker.send(c) {
+                Ok(()) => m.backlog_bytes = m.backlog_bytes.saturating_sub(len),
+                Err(c) => {
+                    m.backlog.push_front(c);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The checker thread's verdict on a copy: merged, stored and answered.
+    pub(super) fn on_hold_checked(&mut self, checked: Checked) {
+        self.feed_checker();
+        let Some(from) = self.mailboxes.checking.remove(&checked.token) else {
+            return;
+        };
+        let result = checked
+            .result
+            .and_then(|mb| self.hold_checked(&checked.key, mb));
+        self.answer_hold(from, result);
+    }
+
+    /// Merges a verified copy someone handed us (`handed`, the copy under `key`) with
+    /// the copy held and stores the result (in memory). A relay holds through its store
+    /// thread instead (`Actor::relay_hold`). Returns the envelopes of the handed copy the
+    /// merged one keeps (the `hold` answer).
+    fn hold_checked(&mut self, key: &RecordKey, mut mb: Mailbox) -> Result<Vec<AckEntry>, Refusal> {
+        let own = self.is_own(key);
+        let held_for_others = (!own).then(|| self.held_bytes_besides(key));
         let now = crate::now_ms();
         let cfg = mailbox::Config::default();
-        let mut mb = match Mailbox::decode(value, now, &cfg) {
-            Err(e) => return Err(e.refusal()),
-            Ok((_, rejected)) if !rejected.is_empty() => {
-                return Err(Refusal::new(
-                    rejected[0].reason.refusal().code,
-                    format!("{} invalid entries, first: {}", rejected.len(), rejected[0]),
-                ));
-            }
-            Ok((mb, _)) => mb,
-        };
-        if RecordKey::new(&mb.record_key()) != *key {
-            return Err(Refusal::new(
-                RefusalCode::WrongMailbox,
-                "record key does not match the mailbox",
-            ));
-        }
         let handed = mb.entries();
         if let Some(held) = self.held_mailbox(key) {
             let _ = mb.merge(held, now, &cfg);

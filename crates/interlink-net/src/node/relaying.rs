@@ -175,17 +175,43 @@ impl Actor {
                     self.send_mailbox_response(peer, channel, MailboxOutcome::Refused { reason });
                     return;
                 }
-                if let (Some(_), MailboxOp::Hold { key, record }) =
-                    (self.relay_store.as_ref(), &request.op)
-                    && request.v == VERSION
-                {
-                    // Answered once the relay's store committed it.
-                    let (key, record) = (key.to_vec(), record.to_vec());
-                    self.relay_hold(&key, record, HoldFrom(peer, channel));
-                    return;
+                match request {
+                    MailboxRequest {
+                        v: VERSION,
+                        op: MailboxOp::Hold { key, record },
+                    } => {
+                        // Answered once the copy is checked (a session: off the Swarm
+                        // task) or committed (a relay's store).
+                        let from = HoldFrom(peer, channel);
+                        if self.relay_store.is_some() {
+                            self.relay_hold(&key, record.into_vec(), from);
+                        } else {
+                            self.session_hold(
+                                RecordKey::new(&key.as_slice()),
+                                record.into_vec(),
+                                from,
+                            );
+                        }
+                    }
+                    MailboxRequest {
+                        v: VERSION,
+                        op: MailboxOp::Fetch { request },
+                    } => {
+                        let outcome = self.answer_fetch(peer, &request);
+                        self.send_mailbox_response(peer, channel, outcome);
+                    }
+                    MailboxRequest { v, .. } => {
+                        let reason = Refusal::new(
+                            RefusalCode::UnsupportedVersion,
+                            format!("mailbox protocol version {v}; this node speaks {VERSION}"),
+                        );
+                        self.send_mailbox_response(
+                            peer,
+                            channel,
+                            MailboxOutcome::Refused { reason },
+                        );
+                    }
                 }
-                let outcome = self.answer_mailbox_request(peer, request);
-                self.send_mailbox_response(peer, channel, outcome);
             }
             request_response::Event::Message {
                 peer,
@@ -355,7 +381,7 @@ impl Actor {
         self.answer_hold(from, result);
     }
 
-    fn answer_hold(&mut self, from: HoldFrom, result: Result<Vec<AckEntry>, Refusal>) {
+    pub(super) fn answer_hold(&mut self, from: HoldFrom, result: Result<Vec<AckEntry>, Refusal>) {
         let HoldFrom(peer, channel) = from;
         if let Err(reason) = &result {
             self.refused_put(peer, reason);
@@ -365,33 +391,6 @@ impl Actor {
             Err(reason) => MailboxOutcome::Refused { reason },
         };
         self.send_mailbox_response(peer, channel, outcome);
-    }
-
-    fn answer_mailbox_request(&mut self, peer: PeerId, request: MailboxRequest) -> MailboxOutcome {
-        if request.v != VERSION {
-            return MailboxOutcome::Refused {
-                reason: Refusal::new(
-                    RefusalCode::UnsupportedVersion,
-                    format!(
-                        "mailbox protocol version {}; this node speaks {VERSION}",
-                        request.v
-                    ),
-                ),
-            };
-        }
-        match request.op {
-            MailboxOp::Hold { key, record } => {
-                let key = RecordKey::new(&key.as_slice());
-                match self.hold_record(&key, &record) {
-                    Ok(kept) => MailboxOutcome::Held { kept },
-                    Err(reason) => {
-                        self.refused_put(peer, &reason);
-                        MailboxOutcome::Refused { reason }
-                    }
-                }
-            }
-            MailboxOp::Fetch { request } => self.answer_fetch(peer, &request),
-        }
     }
 
     /// A relay node: what its stored mailboxes are, held in memory from the start.

@@ -1,0 +1,121 @@
+//! Verifying mailbox copies handed to a session, off the task that owns the Swarm.
+//!
+//! A `hold` makes the holder check every signature in the copy: up to a few hundred
+//! Ed25519 verifications for a full mailbox. On the task that owns the Swarm that work
+//! delays everything else the node does — a paired peer's live delivery waits behind
+//! a stranger's copy (issue 13, item 2). So one thread decodes and verifies, and the
+//! node merges, stores and answers when it reports back; the merge of two verified
+//! copies needs no signature checks but the (memoised) passes. The queue is small on
+//! purpose: a copy that does not fit is refused `over_budget` at once (retryable), so
+//! a flood costs the thread's time, not the node's memory. Relays check copies on
+//! their store thread instead (`node::relay_store`).
+
+use std::thread::{self, JoinHandle};
+
+use interlink_core::{
+    mailbox::{self, Mailbox},
+    wire::{Refusal, RefusalCode},
+};
+use libp2p::kad::RecordKey;
+use tokio::sync::mpsc;
+
+/// Copies waiting for the checker thread (and answers waiting for the node); beyond it
+/// a `hold` is refused `over_budget`. As many as requests are read at once
+/// (`crate::gated`): each holds up to a 4 MiB record, so this bounds their memory too.
+pub(crate) const HOLD_CHECK_QUEUE: usize = 4;
+
+/// One copy for the checker thread.
+#[derive(Debug)]
+pub(crate) struct Check {
+    pub(crate) token: u64,
+    pub(crate) key: RecordKey,
+    pub(crate) record: Vec<u8>,
+}
+
+/// A checked copy: decoded with every entry verified, or why not.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    pub(crate) token: u64,
+    pub(crate) key: RecordKey,
+    pub(crate) result: Result<Mailbox, Refusal>,
+}
+
+/// The node's end of the checker thread.
+#[derive(Debug)]
+pub(crate) struct HoldChecker {
+    pub(crate) done: mpsc::Receiver<Checked>,
+    ops: Option<mpsc::Sender<Check>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Decodes and verifies a copy handed to this node: a holder refuses a copy with any
+/// invalid entry (PROTOCOL §7.2), and one stored under another mailbox's key.
+pub(crate) fn check(key: &RecordKey, record: &[u8], now: u64) -> Result<Mailbox, Refusal> {
+    let mb = match Mailbox::decode(record, now, &mailbox::Config::default()) {
+        Err(e) => return Err(e.refusal()),
+        Ok((_, rejected)) if !rejected.is_empty() => {
+            return Err(Refusal::new(
+                rejected[0].reason.refusal().code,
+                format!("{} invalid entries, first: {}", rejected.len(), rejected[0]),
+            ));
+        }
+        Ok((mb, _)) => mb,
+    };
+    if RecordKey::new(&mb.record_key()) != *key {
+        return Err(Refusal::new(
+            RefusalCode::WrongMailbox,
+            "record key does not match the mailbox",
+        ));
+    }
+    Ok(mb)
+}
+
+impl HoldChecker {
+    /// Starts the thread.
+    pub(crate) fn spawn() -> std::io::Result<Self> {
+        let (ops, mut rx) = mpsc::channel::<Check>(HOLD_CHECK_QUEUE);
+        let (tx, done) = mpsc::channel(HOLD_CHECK_QUEUE);
+        let thread = thread::Builder::new()
+            .name("interlink-hold-check".into())
+            .spawn(move || {
+                while let Some(c) = rx.blocking_recv() {
+                    let result = check(&c.key, &c.record, crate::now_ms());
+                    let checked = Checked {
+                        token: c.token,
+                        key: c.key,
+                        result,
+                    };
+                    if tx.blocking_send(checked).is_err() {
+                        return; // the node is gone
+                    }
+                }
+            })?;
+        Ok(Self {
+            done,
+            ops: Some(ops),
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues a copy; gives it back if the queue is full.
+    pub(crate) fn send(&self, c: Check) -> Result<(), Check> {
+        let Some(ops) = &self.ops else {
+            return Err(c);
+        };
+        ops.try_send(c).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c) => c,
+        })
+    }
+}
+
+impl Drop for HoldChecker {
+    fn drop(&mut self) {
+        // No more answers are read: the thread's next send fails and it ends; closing
+        // the queue ends it once idle.
+        self.done.close();
+        self.ops = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
