@@ -72,7 +72,7 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
-use serde_bytes::{ByteBuf, Bytes};
+use serde_bytes::ByteBuf;
 use sha2::{Digest, Sha256};
 
 use crate::{
@@ -289,12 +289,17 @@ type EnvKey = (u64, MsgId, IdentityKey, [u8; 32]);
 /// `(ts, signature)`: a deterministic order on acks, and their map key.
 type AckKey = (u64, [u8; 64]);
 
-/// An envelope with its signed wire form, which the byte cap counts and `encode` emits,
-/// and its class (checked once, when it came in).
+/// An envelope with the size of its signed wire form, which the byte cap counts and
+/// `encode` emits, and its class (checked once, when it came in).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Held {
     env: Signed<Envelope>,
-    wire: Vec<u8>,
+    /// Bytes of the envelope's wire form. The form itself is made again when a record
+    /// is encoded rather than kept: a held envelope is already in memory twice (its
+    /// signed body bytes and the decoded body), and a third copy made every held
+    /// mailbox a third larger (issue 13, item 2: the largest item on a flooded
+    /// holder's heap).
+    wire_len: usize,
     digest: [u8; 32],
     admitted: bool,
 }
@@ -306,7 +311,7 @@ impl Held {
         let digest = Sha256::digest(&wire).into();
         Self {
             env,
-            wire,
+            wire_len: wire.len(),
             digest,
             admitted,
         }
@@ -332,20 +337,24 @@ struct RecordOut<'a> {
     v: u8,
     owner: &'a IdentityKey,
     session: &'a SessionId,
-    envelopes: Vec<&'a Bytes>,
+    envelopes: Vec<ByteBuf>,
     acks: Vec<ByteBuf>,
 }
 
+// Entries borrowed from the record's bytes: decoding a copy does not copy each entry
+// before it is verified (a flooded holder decodes many large copies).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RecordIn {
+struct RecordIn<'a> {
     // Already checked through `VersionProbe`; named here so the field is not unknown.
     #[serde(rename = "v")]
     _v: u8,
     owner: IdentityKey,
     session: SessionId,
-    envelopes: Vec<ByteBuf>,
-    acks: Vec<ByteBuf>,
+    #[serde(borrow)]
+    envelopes: Vec<&'a serde_bytes::Bytes>,
+    #[serde(borrow)]
+    acks: Vec<&'a serde_bytes::Bytes>,
 }
 
 // The owner alone, ignoring other fields: what a relay needs of each record at open.
@@ -565,7 +574,7 @@ impl Mailbox {
             envelopes: self
                 .envelopes
                 .values()
-                .map(|h| Bytes::new(&h.wire))
+                .map(|h| ByteBuf::from(h.env.to_bytes()))
                 .collect(),
             acks: self
                 .acks
@@ -595,8 +604,8 @@ impl Mailbox {
         if probe.v != RECORD_VERSION {
             return Err(MailboxError::UnsupportedVersion { got: probe.v });
         }
-        let rec: RecordIn =
-            wire::decode_cbor(RECORD_KIND, bytes).map_err(MailboxError::Malformed)?;
+        let rec: RecordIn<'_> =
+            wire::decode_cbor_borrowed(RECORD_KIND, bytes).map_err(MailboxError::Malformed)?;
         // Checked before any signature is verified: a copy normalised under the same
         // config never exceeds these, and verifying costs CPU a hostile put could waste.
         if rec.envelopes.len() > cfg.max_held_envelopes() || rec.acks.len() > cfg.max_acks {
@@ -699,7 +708,7 @@ impl Mailbox {
         let mut kept_entries: HashSet<(MsgId, IdentityKey)> = HashSet::new();
         let mut doomed = Vec::new();
         for (key, held) in &self.envelopes {
-            let size = held.wire.len();
+            let size = held.wire_len;
             let keep = !kept_entries.contains(&(key.1, key.2))
                 && if held.admitted {
                     admitted.take(key.2, size, cfg.sender_quota, cfg.sender_max_bytes)

@@ -293,7 +293,9 @@ fn ack_claiming_the_owner_but_signed_by_another_is_rejected_on_decode() {
         v: RECORD_VERSION,
         owner: &owner().public(),
         session: &inbox(),
-        envelopes: vec![Bytes::new(&m.envelopes.values().next().unwrap().wire)],
+        envelopes: vec![ByteBuf::from(
+            m.envelopes.values().next().unwrap().env.to_bytes(),
+        )],
         acks: vec![ByteBuf::from(forged)],
     });
     let (decoded, rejected) = Mailbox::decode(&record, NOW, &cfg).unwrap();
@@ -747,8 +749,8 @@ fn decode_reports_entries_of_other_mailboxes() {
         owner: &owner().public(),
         session: &inbox(),
         envelopes: vec![
-            Bytes::new(&foreign.to_bytes()),
-            Bytes::new(&good.to_bytes()),
+            ByteBuf::from(foreign.to_bytes()),
+            ByteBuf::from(good.to_bytes()),
         ],
         acks: vec![ByteBuf::from(foreign_ack.to_bytes())],
     });
@@ -1129,4 +1131,43 @@ fn kept_of_names_the_handed_entries_the_merge_keeps() {
     // 0 is acked; 2 is held (an older version of it); 1 and 2 fill the quota with the
     // new 10, so 11 is left out; sender 3's envelope is not named.
     assert_eq!(kept, vec![(2, 0), (2, 2), (2, 10)]);
+}
+
+#[test]
+fn a_record_with_indefinite_length_entries_is_malformed() {
+    // The record's entries are read in place (borrowed), which needs definite lengths
+    // (PROTOCOL §1, §4.6); an indefinite-length byte string is refused, not a panic.
+    let mut record = vec![0xa5];
+    let text = |s: &str| {
+        [
+            vec![0x60 | u8::try_from(s.len()).unwrap()],
+            s.as_bytes().to_vec(),
+        ]
+        .concat()
+    };
+    record.extend(text("v"));
+    record.push(RECORD_VERSION);
+    record.extend(text("owner"));
+    record.extend([0x58, 32]);
+    record.extend(owner().public().as_bytes());
+    record.extend(text("session"));
+    record.extend(text("s"));
+    record.extend(text("envelopes"));
+    record.extend([0x81, 0x5f, 0x41, b'x', 0xff]);
+    record.extend(text("acks"));
+    record.push(0x80);
+    let cfg = Config::default();
+    assert!(matches!(
+        Mailbox::decode(&record, NOW, &cfg),
+        Err(MailboxError::Malformed(_))
+    ));
+    // The same record with a definite-length entry decodes (and rejects the entry).
+    let definite = [
+        &record[..record.len() - 11],
+        &[0x81, 0x41, b'x'],
+        &record[record.len() - 6..],
+    ]
+    .concat();
+    let (_, rejected) = Mailbox::decode(&definite, NOW, &cfg).unwrap();
+    assert_eq!(rejected.len(), 1);
 }

@@ -343,6 +343,17 @@ pub(crate) fn decode_cbor<T: DeserializeOwned>(
     })
 }
 
+/// [`decode_cbor`] for a type that borrows from `bytes` (byte strings as slices).
+pub(crate) fn decode_cbor_borrowed<'a, T: Deserialize<'a>>(
+    kind: &'static str,
+    bytes: &'a [u8],
+) -> Result<T, WireError> {
+    cbor4ii::serde::from_slice(bytes).map_err(|e| WireError::Malformed {
+        kind,
+        reason: e.to_string(),
+    })
+}
+
 pub(crate) fn invalid<T: SignedBody>(field: &'static str, reason: impl Into<String>) -> WireError {
     WireError::InvalidField {
         kind: T::KIND,
