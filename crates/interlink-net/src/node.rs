@@ -331,6 +331,7 @@ impl Actor {
             self.announce_due = true;
         }
         self.last_tick = now;
+        self.flush_tarpit(now);
         let removed = self.roster.sweep(crate::now_ms());
         for addr in &removed {
             self.route_session(addr);

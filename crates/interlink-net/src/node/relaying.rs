@@ -9,7 +9,7 @@
 //! mailbox whenever it fetches it. A relay node runs the circuit relay server and
 //! counts the reservations and circuits it serves.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use interlink_core::wire::{
     AckEntry, MailboxOp, MailboxOutcome, MailboxRequest, MailboxResponse, Refusal, RefusalCode,
@@ -34,6 +34,10 @@ use crate::Role;
 
 /// Most relays a session uses.
 pub(crate) const MAX_RELAYS: usize = 8;
+/// How late a mailbox request refused `over_budget` is answered.
+const TARPIT_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+/// Most late refusals waiting at once.
+const MAX_TARPIT: usize = 1024;
 /// Most mailboxes being pushed to their owners at once.
 const MAX_PUSHES: usize = 256;
 /// Peers counted as holding a reservation or circuit on this relay (each bounded by
@@ -58,6 +62,13 @@ pub(crate) struct Relays {
     /// A relay: holds at its store thread → who waits (bounded by the thread's queues).
     holds: HashMap<u64, HoldFrom>,
     next_hold: u64,
+    /// `over_budget` refusals waiting to be sent, oldest (soonest due) first.
+    tarpit: VecDeque<(
+        std::time::Instant,
+        PeerId,
+        ResponseChannel<MailboxResponse>,
+        MailboxOutcome,
+    )>,
 }
 
 impl Relays {
@@ -171,8 +182,7 @@ impl Actor {
                     && !self.within_hold_budget(peer, record.len())
                 {
                     let reason = super::mailbox::over_budget();
-                    self.refused_put(peer, &reason);
-                    self.send_mailbox_response(peer, channel, MailboxOutcome::Refused { reason });
+                    self.answer_hold(HoldFrom(peer, channel), Err(reason));
                     return;
                 }
                 match request {
@@ -198,7 +208,7 @@ impl Actor {
                         op: MailboxOp::Fetch { request },
                     } => {
                         let outcome = self.answer_fetch(peer, &request);
-                        self.send_mailbox_response(peer, channel, outcome);
+                        self.respond_mailbox(peer, channel, outcome);
                     }
                     MailboxRequest { v, .. } => {
                         let reason = Refusal::new(
@@ -390,7 +400,46 @@ impl Actor {
             Ok(kept) => MailboxOutcome::Held { kept },
             Err(reason) => MailboxOutcome::Refused { reason },
         };
+        self.respond_mailbox(peer, channel, outcome);
+    }
+
+    /// Answers a mailbox request; an `over_budget` refusal only after
+    /// [`TARPIT_DELAY`]. A peer past its budget is refused after its request was read
+    /// in full; answering at once would let it send the next one at once, and a few
+    /// peers streaming copies to be refused keep this node busy decrypting them
+    /// (issue 13, item 2). Answered late, each request a peer keeps in flight costs it
+    /// the delay. The requests waiting hold only their response channel (at most
+    /// [`MAX_TARPIT`]; past it they are answered at once).
+    fn respond_mailbox(
+        &mut self,
+        peer: PeerId,
+        channel: ResponseChannel<MailboxResponse>,
+        outcome: MailboxOutcome,
+    ) {
+        let over = matches!(
+            &outcome,
+            MailboxOutcome::Refused { reason } if reason.code == RefusalCode::OverBudget
+        );
+        if over && self.relays.tarpit.len() < MAX_TARPIT {
+            let due = std::time::Instant::now() + TARPIT_DELAY;
+            self.relays.tarpit.push_back((due, peer, channel, outcome));
+            return;
+        }
         self.send_mailbox_response(peer, channel, outcome);
+    }
+
+    /// Sends the late refusals that are due (on the housekeeping tick).
+    pub(super) fn flush_tarpit(&mut self, now: std::time::Instant) {
+        while self
+            .relays
+            .tarpit
+            .front()
+            .is_some_and(|(due, ..)| *due <= now)
+        {
+            if let Some((_, peer, channel, outcome)) = self.relays.tarpit.pop_front() {
+                self.send_mailbox_response(peer, channel, outcome);
+            }
+        }
     }
 
     /// A relay node: what its stored mailboxes are, held in memory from the start.
