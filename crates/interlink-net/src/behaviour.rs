@@ -232,6 +232,9 @@ impl Behaviour {
                 protocol(network.mailbox_protocol())?,
                 request_response::ProtocolSupport::Full,
             )],
+            // libp2p's default of 100 streams per connection stays: a sender publishes
+            // one copy per message, and a burst of them to one holder (a shell `send`
+            // of 50 messages to a stopped session) must not fail for want of streams.
             request_response::Config::default().with_request_timeout(MAILBOX_REQUEST_TIMEOUT),
         );
         let receipts = request_response::cbor::Behaviour::with_codec(

@@ -331,10 +331,10 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
 
     // A flood of valid puts, one envelope each: Mallory has no pass, so only a
     // stranger's quota fills, and the paired sender's message is not evicted.
-    for i in 0..100 {
-        let value = record(vec![env_to(&bob_addr, &format!("flood {i}"))], vec![]);
-        hold(&mut evil, carol_peer, &key, value);
-    }
+    let flood = (0..100)
+        .map(|i| record(vec![env_to(&bob_addr, &format!("flood {i}"))], vec![]))
+        .collect();
+    hold_all(&mut evil, carol_peer, &key, flood).await;
     let quota = interlink_core::limits::MAILBOX_STRANGER_SENDER_QUOTA;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
@@ -353,6 +353,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     // envelopes backdated six days. They share the strangers' room with Mallory's;
     // none takes the room of Alice, who holds Bob's pass.
     let six_days_ago = now - 6 * interlink_core::limits::DAY_MS;
+    let mut sybils = Vec::new();
     for s in 0..40u8 {
         let sybil = Identity::from_seed(&[100 + s; 32]);
         let envelopes = (0..4)
@@ -373,8 +374,9 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
                 .to_bytes()
             })
             .collect();
-        hold(&mut evil, carol_peer, &key, record(envelopes, vec![]));
+        sybils.push(record(envelopes, vec![]));
     }
+    hold_all(&mut evil, carol_peer, &key, sybils).await;
     // Settled: the Sybils' envelopes arrived, and the count has not moved for a second.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     let (mut last, mut still) = (0, 0);
@@ -528,6 +530,47 @@ fn hold(
         },
     };
     evil.behaviour_mut().mailbox.send_request(&to, request);
+}
+
+/// Hands `to` each of `records` with `hold`, eight at a time, waiting for every answer
+/// (so the copies have all been taken or refused when it returns).
+async fn hold_all(
+    evil: &mut libp2p::Swarm<interlink_net::behaviour::Behaviour>,
+    to: libp2p::PeerId,
+    key: &libp2p::kad::RecordKey,
+    records: Vec<Vec<u8>>,
+) {
+    use futures::StreamExt as _;
+    use libp2p::request_response::{Event as Rr, Message};
+    let mut records = records.into_iter();
+    let mut in_flight = 0;
+    let wait = async {
+        loop {
+            while in_flight < 8 {
+                let Some(r) = records.next() else { break };
+                hold(evil, to, key, r);
+                in_flight += 1;
+            }
+            if in_flight == 0 {
+                return;
+            }
+            if let libp2p::swarm::SwarmEvent::Behaviour(
+                interlink_net::behaviour::BehaviourEvent::Mailbox(
+                    Rr::Message {
+                        message: Message::Response { .. },
+                        ..
+                    }
+                    | Rr::OutboundFailure { .. },
+                ),
+            ) = evil.select_next_some().await
+            {
+                in_flight -= 1;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), wait)
+        .await
+        .expect("holds not answered");
 }
 
 /// Sends `to` a mailbox fetch carrying `request` and waits for its answer.

@@ -1,6 +1,6 @@
 //! `hostile-load`: a session process (`interlink-p2p run`) flooded with mailbox copies
 //! by strangers that follow the wire rules — first one peer at full speed, then a
-//! Sybil swarm of fresh peers — while a paired session sends it 1 KiB messages one at
+//! Sybil swarm of fresh peers (2, then 16 requests in flight each) — while a paired session sends it 1 KiB messages one at
 //! a time. Measured: the victim's RSS above its idle level, the paired live path's
 //! p50/p99 before and during each flood, and what the victim answered the floods.
 //! Targets (issue 13): RSS ≤ 64 MiB above idle, paired p99 ≤ 10 ms.
@@ -44,7 +44,7 @@ use crate::{
 
 pub(crate) const SCENARIO: Scenario = Scenario {
     name: "hostile-load",
-    about: "a session process flooded with 1.9 MB mailbox copies by one stranger, then 32 fresh ones; its RSS above idle and a paired sender's live p99",
+    about: "a session process flooded with 1.9 MB mailbox copies by one stranger, then 32 fresh ones (2, then 16 requests in flight each); its RSS above idle and a paired sender's live p99",
     run: |ctx| Box::pin(run(ctx)),
 };
 
@@ -188,6 +188,9 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     for (case, peers, in_flight) in [
         ("one stranger at full speed", 1, 8),
         ("Sybil swarm: 32 fresh strangers", SYBILS, 2),
+        // A swarm that keeps more requests open instead of waiting for answers: the
+        // late refusals then bound less (libp2p lets a connection open 100 streams).
+        ("Sybil swarm, 16 in flight each", SYBILS, 16),
     ] {
         progress(format_args!("hostile-load: {case} for {flood:?}"));
         let until = Instant::now() + flood;
