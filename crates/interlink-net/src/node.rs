@@ -16,6 +16,7 @@ mod relaying;
 mod sealing;
 mod sending;
 mod store;
+mod worker;
 
 use std::{
     collections::HashMap,
@@ -109,7 +110,7 @@ impl Node {
         };
         let relay_store = match &role {
             Role::Relay(spec) => Some(
-                relay_store::RelayStore::spawn(spec.store.clone())
+                relay_store::spawn(spec.store.clone())
                     .map_err(|e| NetError::Setup(format!("relay store thread: {e}")))?,
             ),
             Role::Session(_) | Role::Observer => None,
@@ -119,7 +120,7 @@ impl Node {
         let hold_checker = match &role {
             Role::Relay(_) => None,
             Role::Session(_) | Role::Observer => Some(
-                hold_check::HoldChecker::spawn()
+                hold_check::spawn()
                     .map_err(|e| NetError::Setup(format!("hold check thread: {e}")))?,
             ),
         };
@@ -299,8 +300,8 @@ impl Actor {
                 biased;
                 () = self.cancel.cancelled() => break,
                 Some(done) = next_store_done(&mut self.delivery) => self.on_store_done(done),
-                Some(held) = next_relay_held(&mut self.relay_store) => self.on_relay_held(held),
-                Some(checked) = next_hold_checked(&mut self.hold_checker) => {
+                Some(held) = worker::next(&mut self.relay_store) => self.on_relay_held(held),
+                Some(checked) = worker::next(&mut self.hold_checker) => {
                     self.on_hold_checked(checked);
                     self.run_outputs();
                 }
@@ -533,24 +534,6 @@ impl Actor {
 async fn next_store_done(delivery: &mut Option<delivery::Delivery>) -> Option<store::Done> {
     match delivery.as_mut().and_then(|d| d.done.as_mut()) {
         Some(done) => done.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The next hold the relay's store thread finished; never, for a node without one.
-async fn next_relay_held(store: &mut Option<relay_store::RelayStore>) -> Option<relay_store::Held> {
-    match store {
-        Some(s) => s.done.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The next copy the hold checker thread verified; never, for a node without one.
-async fn next_hold_checked(
-    checker: &mut Option<hold_check::HoldChecker>,
-) -> Option<hold_check::Checked> {
-    match checker {
-        Some(c) => c.done.recv().await,
         None => std::future::pending().await,
     }
 }

@@ -633,9 +633,13 @@ async fn a_full_outbox_refuses_and_a_returning_recipient_is_retried_live() {
         bob,
         carol,
         alice_id,
-        bob_id: _,
+        bob_id,
         boot,
     } = trio(base).await;
+    // Alice's mail counts as admitted (the quota below is an admitted sender's) only
+    // once she holds Bob's pass, handed over while both were online: without it the
+    // first eight fill the strangers' room and the rest are refused there.
+    interlink_testkit::node::wait_pass(&alice, &bob_id.public()).await;
     let mut alice_events = alice.handle().events();
 
     let bob_addr = bob.addr.clone();

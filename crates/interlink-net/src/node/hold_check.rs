@@ -10,14 +10,13 @@
 //! a flood costs the thread's time, not the node's memory. Relays check copies on
 //! their store thread instead (`node::relay_store`).
 
-use std::thread::{self, JoinHandle};
-
 use interlink_core::{
     mailbox::{self, Mailbox},
     wire::{Refusal, RefusalCode},
 };
 use libp2p::kad::RecordKey;
-use tokio::sync::mpsc;
+
+use super::worker::Worker;
 
 /// Copies waiting for the checker thread (and answers waiting for the node); beyond it
 /// a `hold` is refused `over_budget`. As many as requests are read at once
@@ -41,11 +40,17 @@ pub(crate) struct Checked {
 }
 
 /// The node's end of the checker thread.
-#[derive(Debug)]
-pub(crate) struct HoldChecker {
-    pub(crate) done: mpsc::Receiver<Checked>,
-    ops: Option<mpsc::Sender<Check>>,
-    thread: Option<JoinHandle<()>>,
+pub(crate) type HoldChecker = Worker<Check, Checked>;
+
+/// Starts the checker thread.
+pub(crate) fn spawn() -> std::io::Result<HoldChecker> {
+    Worker::spawn("interlink-hold-check", HOLD_CHECK_QUEUE, |c: Check| {
+        Checked {
+            token: c.token,
+            result: check(&c.key, &c.record, crate::now_ms()),
+            key: c.key,
+        }
+    })
 }
 
 /// Decodes and verifies a copy handed to this node: a holder refuses a copy with any
@@ -68,54 +73,4 @@ pub(crate) fn check(key: &RecordKey, record: &[u8], now: u64) -> Result<Mailbox,
         ));
     }
     Ok(mb)
-}
-
-impl HoldChecker {
-    /// Starts the thread.
-    pub(crate) fn spawn() -> std::io::Result<Self> {
-        let (ops, mut rx) = mpsc::channel::<Check>(HOLD_CHECK_QUEUE);
-        let (tx, done) = mpsc::channel(HOLD_CHECK_QUEUE);
-        let thread = thread::Builder::new()
-            .name("interlink-hold-check".into())
-            .spawn(move || {
-                while let Some(c) = rx.blocking_recv() {
-                    let result = check(&c.key, &c.record, crate::now_ms());
-                    let checked = Checked {
-                        token: c.token,
-                        key: c.key,
-                        result,
-                    };
-                    if tx.blocking_send(checked).is_err() {
-                        return; // the node is gone
-                    }
-                }
-            })?;
-        Ok(Self {
-            done,
-            ops: Some(ops),
-            thread: Some(thread),
-        })
-    }
-
-    /// Queues a copy; gives it back if the queue is full.
-    pub(crate) fn send(&self, c: Check) -> Result<(), Check> {
-        let Some(ops) = &self.ops else {
-            return Err(c);
-        };
-        ops.try_send(c).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c) => c,
-        })
-    }
-}
-
-impl Drop for HoldChecker {
-    fn drop(&mut self) {
-        // No more answers are read: the thread's next send fails and it ends; closing
-        // the queue ends it once idle.
-        self.done.close();
-        self.ops = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
