@@ -40,6 +40,7 @@ struct Inner {
     store_bytes: AtomicU64,
     puts: AtomicU64,
     acks: AtomicU64,
+    fetches_refused: AtomicU64,
     rejects: [AtomicU64; REASONS],
     sweeps: AtomicU64,
     probe: RwLock<Probe>,
@@ -71,6 +72,7 @@ impl Metrics {
             store_bytes: AtomicU64::new(0),
             puts: AtomicU64::new(0),
             acks: AtomicU64::new(0),
+            fetches_refused: AtomicU64::new(0),
             rejects: std::array::from_fn(|_| AtomicU64::new(0)),
             sweeps: AtomicU64::new(0),
             probe: RwLock::new(Probe {
@@ -86,6 +88,11 @@ impl Metrics {
     /// Sets the number of connected peers.
     pub fn set_connected_peers(&self, n: u64) {
         self.0.connected_peers.store(n, Ordering::Relaxed);
+    }
+
+    /// Sets the number of mailbox fetches refused since start (the node's count).
+    pub fn set_fetches_refused(&self, n: u64) {
+        self.0.fetches_refused.store(n, Ordering::Relaxed);
     }
 
     /// Sets the number of circuit-relay reservations held.
@@ -215,6 +222,12 @@ impl Metrics {
             &rejects,
         );
         family(
+            "fetches_refused_total",
+            "counter",
+            "Mailbox fetches refused: not signed by the mailbox's owner for this relay, stale, or over the peer's budget.",
+            &plain(load(&m.fetches_refused)),
+        );
+        family(
             "sweeps_total",
             "counter",
             "Sweeps of expired envelopes and acks run.",
@@ -274,6 +287,26 @@ mod tests {
         )));
         assert!(text.ends_with('\n'));
         assert_eq!(m.rejects(RejectReason::InvalidEntry), 2);
+    }
+
+    #[test]
+    fn the_documented_metrics_are_what_a_fresh_relay_serves() {
+        // docs/RELAY.md shows the whole /metrics page of a fresh relay (after its first
+        // sweep); a family or reason added without the doc fails here.
+        let doc = include_str!("../../docs/RELAY.md");
+        let start = doc
+            .find("exactly as\nserved by a fresh relay:\n\n```text\n")
+            .expect("the metrics block in docs/RELAY.md");
+        let block = &doc[start..];
+        let block = &block[block.find("```text\n").unwrap_or(0) + 8..];
+        let block = &block[..block.find("```").unwrap_or(block.len())];
+        let m = Metrics::new("12D3KooWtest", "default");
+        m.record_sweep();
+        let served = m.render().replace(VERSION, "0.1.0");
+        assert_eq!(
+            block, served,
+            "docs/RELAY.md's metrics block should read:\n{served}"
+        );
     }
 
     #[test]

@@ -179,6 +179,7 @@ pub async fn start(
                     if let Ok(d) = handle.diagnostics().await {
                         metrics.set_connected_peers(d.connected.len() as u64);
                         metrics.set_reservations(d.served_reservations as u64);
+                        metrics.set_fetches_refused(d.mailbox_fetches_refused);
                     }
                 }
             }
