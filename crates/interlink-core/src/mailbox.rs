@@ -262,6 +262,28 @@ pub enum EntryKind {
     Ack,
 }
 
+/// Why a holder refuses a mailbox copy handed to it (PROTOCOL §7.2): the holder and the
+/// relay's store both check a copy this way ([`Mailbox::decode_handed`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum HandedCopyError {
+    /// The record itself is refused: malformed, oversized, another version, too many
+    /// entries.
+    Record(MailboxError),
+    /// Entries that do not decode, verify or belong here. A holder refuses the whole
+    /// copy: keeping the valid rest would make it a laundering point for forged copies.
+    InvalidEntries {
+        /// How many entries are invalid.
+        count: usize,
+        /// The first of them.
+        first: Box<Rejected>,
+    },
+    /// The copy is of another mailbox than the key it was handed under.
+    WrongKey {
+        /// The mailbox the copy is of.
+        mailbox: SessionAddr,
+    },
+}
+
 /// An entry of a decoded record that was skipped.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Rejected {
@@ -582,6 +604,31 @@ impl Mailbox {
                 .map(|a| ByteBuf::from(a.to_bytes()))
                 .collect(),
         })
+    }
+
+    /// Decodes a copy handed to a holder under `key` and checks it as a holder must
+    /// (PROTOCOL §7.2): [`Mailbox::decode`], refused if any entry is invalid or the copy
+    /// is of another mailbox.
+    pub fn decode_handed(
+        bytes: &[u8],
+        key: &[u8],
+        now_ms: u64,
+        cfg: &Config,
+    ) -> Result<Self, HandedCopyError> {
+        let (mb, rejected) = Self::decode(bytes, now_ms, cfg).map_err(HandedCopyError::Record)?;
+        let count = rejected.len();
+        if let Some(first) = rejected.into_iter().next() {
+            return Err(HandedCopyError::InvalidEntries {
+                count,
+                first: Box::new(first),
+            });
+        }
+        if mb.record_key().as_slice() != key {
+            return Err(HandedCopyError::WrongKey {
+                mailbox: mb.address(),
+            });
+        }
+        Ok(mb)
     }
 
     /// Decodes a record value. A record that is oversized, malformed, of another version

@@ -116,12 +116,11 @@ impl Refusal {
         Self::new(RejectReason::of_mailbox_error(e), e.to_string())
     }
 
-    pub(crate) fn from_rejected(rejected: &[Rejected]) -> Option<Self> {
-        let first = rejected.first()?;
-        Some(Self::new(
+    pub(crate) fn from_invalid_entries(count: usize, first: &Rejected) -> Self {
+        Self::new(
             RejectReason::of_mailbox_error(&first.reason),
-            format!("{} invalid entries, first: {first}", rejected.len()),
-        ))
+            format!("{count} invalid entries, first: {first}"),
+        )
     }
 }
 

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use interlink_core::{
     IdentityKey, MsgId,
-    mailbox::{self, Mailbox},
+    mailbox::{self, HandedCopyError, Mailbox},
     wire::SessionAddr,
 };
 
@@ -219,20 +219,16 @@ pub(super) fn verify_put(
     now_ms: u64,
     cfg: &mailbox::Config,
 ) -> Result<Mailbox, Refusal> {
-    let (mb, rejected) =
-        Mailbox::decode(bytes, now_ms, cfg).map_err(|e| Refusal::from_mailbox(&e))?;
-    // A holder refuses a put with any invalid entry (PROTOCOL §7.2): storing the
-    // valid rest would make the relay a laundering point for forged copies.
-    if let Some(refusal) = Refusal::from_rejected(&rejected) {
-        return Err(refusal);
-    }
-    if &mb.record_key() != key {
-        return Err(Refusal::new(
+    Mailbox::decode_handed(bytes, key, now_ms, cfg).map_err(|e| match e {
+        HandedCopyError::Record(e) => Refusal::from_mailbox(&e),
+        HandedCopyError::InvalidEntries { count, first } => {
+            Refusal::from_invalid_entries(count, &first)
+        }
+        HandedCopyError::WrongKey { mailbox } => Refusal::new(
             RejectReason::WrongMailbox,
-            format!("record key does not match the mailbox of {}", mb.address()),
-        ));
-    }
-    Ok(mb)
+            format!("record key does not match the mailbox of {mailbox}"),
+        ),
+    })
 }
 
 /// One envelope version: `(ts, msg_id, sender, signature, reply-to hint)` determines

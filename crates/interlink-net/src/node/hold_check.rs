@@ -11,7 +11,7 @@
 //! their store thread instead (`node::relay_store`).
 
 use interlink_core::{
-    mailbox::{self, Mailbox},
+    mailbox::{self, HandedCopyError, Mailbox},
     wire::{Refusal, RefusalCode},
 };
 use libp2p::kad::RecordKey;
@@ -56,21 +56,16 @@ pub(crate) fn spawn() -> std::io::Result<HoldChecker> {
 /// Decodes and verifies a copy handed to this node: a holder refuses a copy with any
 /// invalid entry (PROTOCOL §7.2), and one stored under another mailbox's key.
 pub(crate) fn check(key: &RecordKey, record: &[u8], now: u64) -> Result<Mailbox, Refusal> {
-    let mb = match Mailbox::decode(record, now, &mailbox::Config::default()) {
-        Err(e) => return Err(e.refusal()),
-        Ok((_, rejected)) if !rejected.is_empty() => {
-            return Err(Refusal::new(
-                rejected[0].reason.refusal().code,
-                format!("{} invalid entries, first: {}", rejected.len(), rejected[0]),
-            ));
-        }
-        Ok((mb, _)) => mb,
-    };
-    if RecordKey::new(&mb.record_key()) != *key {
-        return Err(Refusal::new(
+    let cfg = mailbox::Config::default();
+    Mailbox::decode_handed(record, key.as_ref(), now, &cfg).map_err(|e| match e {
+        HandedCopyError::Record(e) => e.refusal(),
+        HandedCopyError::InvalidEntries { count, first } => Refusal::new(
+            first.reason.refusal().code,
+            format!("{count} invalid entries, first: {first}"),
+        ),
+        HandedCopyError::WrongKey { .. } => Refusal::new(
             RefusalCode::WrongMailbox,
             "record key does not match the mailbox",
-        ));
-    }
-    Ok(mb)
+        ),
+    })
 }

@@ -47,6 +47,9 @@ pub(crate) struct Mailboxes {
     /// The encoded copies held, by DHT key: at most `max_records`, each at most
     /// [`MAX_MAILBOX_RECORD_BYTES`].
     records: HashMap<RecordKey, Vec<u8>>,
+    /// Bytes of every copy in `records`, kept with it: every inbound `hold` is checked
+    /// against it before anything is decoded.
+    records_bytes: usize,
     max_records: usize,
     /// Decoded copies of `records`, so a merge does not verify every held envelope's
     /// signature again (each was verified when it was stored). Holds only keys
@@ -68,6 +71,7 @@ impl Mailboxes {
         Self {
             refused_puts: 0,
             records: HashMap::new(),
+            records_bytes: 0,
             max_records,
             held: HashMap::new(),
             checking: HashMap::new(),
@@ -89,11 +93,7 @@ impl Mailboxes {
 
     /// Bytes of every copy held but `key`'s.
     fn bytes_besides(&self, key: &RecordKey) -> usize {
-        self.records
-            .iter()
-            .filter(|(k, _)| *k != key)
-            .map(|(_, v)| v.len())
-            .sum()
+        self.records_bytes - self.records.get(key).map_or(0, Vec::len)
     }
 
     /// Stores `value` under `key` (replacing the copy held), within the limits.
@@ -116,7 +116,10 @@ impl Mailboxes {
                 ),
             ));
         }
-        self.records.insert(key.clone(), value);
+        self.records_bytes += value.len();
+        if let Some(old) = self.records.insert(key.clone(), value) {
+            self.records_bytes -= old.len();
+        }
         Ok(())
     }
 }
