@@ -91,7 +91,7 @@ impl Mailboxes {
         self.records.len()
     }
 
-    /// Bytes of every copy held but `key`'s.
+    /// Bytes of every copy held but `key`'s (our own outgoing ones too).
     fn bytes_besides(&self, key: &RecordKey) -> usize {
         self.records_bytes - self.records.get(key).map_or(0, Vec::len)
     }
@@ -243,7 +243,7 @@ impl Actor {
         if self.is_own(key) {
             return Ok(());
         }
-        self.within_held_bytes(self.held_bytes_besides(key), len)
+        self.within_held_bytes(self.mailboxes.bytes_besides(key), len)
     }
 
     /// A session's `hold` from `peer`: checked for size here, then decoded and verified
@@ -321,7 +321,7 @@ impl Actor {
     /// merged one keeps (the `hold` answer).
     fn hold_checked(&mut self, key: &RecordKey, mut mb: Mailbox) -> Result<Vec<AckEntry>, Refusal> {
         let own = self.is_own(key);
-        let held_for_others = (!own).then(|| self.held_bytes_besides(key));
+        let held_for_others = (!own).then(|| self.mailboxes.bytes_besides(key));
         let now = crate::now_ms();
         let cfg = mailbox::Config::default();
         let handed = mb.entries();
@@ -349,11 +349,6 @@ impl Actor {
             self.push_to_owner(&owner, key, encoded);
         }
         Ok(kept)
-    }
-
-    /// Bytes of every copy held but `key`'s (its own outgoing ones too).
-    fn held_bytes_besides(&self, key: &RecordKey) -> usize {
-        self.mailboxes.bytes_besides(key)
     }
 
     /// Whether a copy of `bytes` beside `held` bytes of others keeps what a session
