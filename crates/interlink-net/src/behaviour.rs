@@ -35,6 +35,15 @@ pub const MAX_HELD_BYTES: usize = 8 * 1024 * 1024;
 /// Mailbox-protocol requests a node reads at once, over all its connections
 /// ([`crate::gated`]); relays × [`connection_caps::RELAY_FACTOR`].
 pub const MAILBOX_READS_AT_ONCE: usize = 4;
+/// Mailbox requests a node keeps on the wire to one peer; more wait in its own queue
+/// (`node::mailbox_calls`).
+pub const MAILBOX_IN_FLIGHT_PER_PEER: usize = 2;
+/// Mailbox streams open at once on one connection, both directions together: what two
+/// nodes each keeping [`MAILBOX_IN_FLIGHT_PER_PEER`] requests to the other need. A
+/// stream past it is reset, unread. Every stream waiting to be read buffers up to a
+/// yamux window (256 KiB), so libp2p's default of 100 per connection let 32 peers make
+/// a session buffer about 140 MiB (the `hostile-load` bench, 16 requests in flight).
+pub const MAILBOX_STREAMS_PER_CONNECTION: usize = 2 * MAILBOX_IN_FLIGHT_PER_PEER;
 
 /// Connection caps. A session talks to a team's sessions and a few relays; a relay to
 /// everyone who uses it. Beyond them a connection is denied before any protocol runs,
@@ -232,10 +241,9 @@ impl Behaviour {
                 protocol(network.mailbox_protocol())?,
                 request_response::ProtocolSupport::Full,
             )],
-            // libp2p's default of 100 streams per connection stays: a sender publishes
-            // one copy per message, and a burst of them to one holder (a shell `send`
-            // of 50 messages to a stopped session) must not fail for want of streams.
-            request_response::Config::default().with_request_timeout(MAILBOX_REQUEST_TIMEOUT),
+            request_response::Config::default()
+                .with_request_timeout(MAILBOX_REQUEST_TIMEOUT)
+                .with_max_concurrent_streams(MAILBOX_STREAMS_PER_CONNECTION),
         );
         let receipts = request_response::cbor::Behaviour::with_codec(
             request_response::cbor::codec::Codec::default()

@@ -26,6 +26,9 @@ pub struct Diagnostics {
     /// Mailbox fetches refused (not the owner's, stale, addressed to another holder,
     /// over budget) since start.
     pub mailbox_fetches_refused: u64,
+    /// Our own mailbox requests waiting for a peer that already has as many on the
+    /// wire as it takes (`MAILBOX_IN_FLIGHT_PER_PEER`).
+    pub mailbox_requests_waiting: usize,
     /// Relay nodes: peers holding a circuit reservation here.
     pub served_reservations: usize,
     /// Relay nodes: circuits open through here.

@@ -8,6 +8,7 @@ mod fetching;
 mod hold_check;
 mod inbound;
 mod mailbox;
+mod mailbox_calls;
 mod pairing;
 mod presence;
 mod publishing;
@@ -28,6 +29,7 @@ use interlink_core::{presence::Roster, wire::SessionAddr};
 use interlink_delivery::{Engine, Input, OutboxEntry};
 use libp2p::{
     Multiaddr, PeerId, Swarm, gossipsub,
+    request_response,
     swarm::{SwarmEvent, dial_opts::DialOpts},
 };
 use tokio::{
@@ -154,6 +156,7 @@ impl Node {
             budgets: budgets::Budgets::new(if config_relay_server { 8 } else { 1 }),
             mailboxes: mailbox::Mailboxes::new(max_mailbox_records),
             fetching: fetching::Fetching::default(),
+            mailbox_calls: mailbox_calls::MailboxCalls::default(),
             publishing: publishing::Publishing::default(),
             last_tick: Instant::now(),
             started: Instant::now(),
@@ -261,6 +264,8 @@ struct Actor {
     budgets: budgets::Budgets,
     mailboxes: mailbox::Mailboxes,
     fetching: fetching::Fetching,
+    /// Our mailbox requests, a few on the wire per peer.
+    mailbox_calls: mailbox_calls::MailboxCalls,
     publishing: publishing::Publishing,
     relays: relaying::Relays,
     seal_contexts: sealing::SealContexts,
@@ -503,6 +508,7 @@ impl Actor {
             mailboxes_held,
             mailbox_puts_refused: self.mailboxes.refused_puts,
             mailbox_fetches_refused: self.fetching.refused,
+            mailbox_requests_waiting: self.mailbox_calls.waiting(),
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,
@@ -515,7 +521,7 @@ impl Actor {
 
     /// Publishes the goodbye and keeps the swarm running briefly so it leaves.
     async fn goodbye(&mut self) {
-        if !self.publish_goodbye() {
+        if !self.publish_goodbye() && self.mailbox_calls.is_idle() {
             return;
         }
         let deadline = tokio::time::sleep(GOODBYE_FLUSH);
@@ -523,8 +529,22 @@ impl Actor {
         loop {
             tokio::select! {
                 () = &mut deadline => break,
-                // Events during the flush are dropped: the node is going away.
-                _event = self.swarm.select_next_some() => {}
+                // Events during the flush are dropped, the node is going away, except
+                // that each mailbox request ending lets the next one waiting for that
+                // peer out (`node::mailbox_calls`): copies published just before
+                // leaving still reach their holders.
+                event = self.swarm.select_next_some() => {
+                    if let SwarmEvent::Behaviour(BehaviourEvent::Mailbox(
+                        request_response::Event::Message {
+                            message: request_response::Message::Response { request_id, .. },
+                            ..
+                        }
+                        | request_response::Event::OutboundFailure { request_id, .. },
+                    )) = event
+                    {
+                        self.end_call(request_id);
+                    }
+                }
             }
         }
     }

@@ -21,7 +21,6 @@ use interlink_core::wire::{
 use libp2p::{
     PeerId,
     kad::{self, RecordKey},
-    request_response::OutboundRequestId,
 };
 use serde_bytes::ByteBuf;
 use tracing::{debug, warn};
@@ -30,6 +29,7 @@ use super::{
     Actor,
     budgets::Kind,
     mailbox::key_of,
+    mailbox_calls::CallId,
     publishing::{PutAnswer, PutId},
 };
 use crate::Role;
@@ -46,7 +46,7 @@ const FETCH_REQUEST_COST: usize = 4096;
 #[derive(Debug, Default)]
 pub(crate) struct Fetching {
     /// Fetches of our own mailbox in flight.
-    pub(super) fetches: HashSet<OutboundRequestId>,
+    pub(super) fetches: HashSet<CallId>,
     /// Holders asked by the fetch running now, so its closest peers are asked once.
     asked: HashSet<PeerId>,
     /// Placement queries → the mailbox placed and the peers already handed the copy.
@@ -151,12 +151,12 @@ impl Actor {
                     request: ByteBuf::from(signed.to_bytes()),
                 },
             };
-            let id = self
-                .swarm
-                .behaviour_mut()
-                .mailbox
-                .send_request(&holder, request);
-            self.fetching.fetches.insert(id);
+            match self.call_mailbox(holder, request) {
+                Ok(id) => {
+                    self.fetching.fetches.insert(id);
+                }
+                Err(e) => debug!(%holder, ?e, "mailbox fetch not sent"),
+            }
         }
     }
 

@@ -36,7 +36,7 @@ pub(crate) enum PutId {
     /// A Kademlia closest-peers query (`node::fetching`).
     Closest(kad::QueryId),
     /// A mailbox-protocol `hold` request.
-    Hold(libp2p::request_response::OutboundRequestId),
+    Hold(super::mailbox_calls::CallId),
 }
 
 /// How one request of a publication ended.

@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 
 use super::{
     Actor,
+    mailbox_calls::CallId,
     publishing::{PutAnswer, PutId},
     relay_store::{Held, Hold, HoldFrom},
 };
@@ -52,7 +53,7 @@ pub(crate) struct Relays {
     /// Relays a circuit listener was opened through.
     listening: HashSet<PeerId>,
     /// Pushes of a mailbox copy to its owner in flight → the mailbox.
-    pushes: HashMap<request_response::OutboundRequestId, RecordKey>,
+    pushes: HashMap<CallId, RecordKey>,
     /// Mailboxes with a push in flight, and whether they changed since it left.
     pushing: HashMap<RecordKey, bool>,
     /// Server side: peers holding a reservation here.
@@ -147,7 +148,7 @@ impl Actor {
     ) -> Vec<PutId> {
         peers
             .into_iter()
-            .map(|peer| {
+            .filter_map(|peer| {
                 let request = MailboxRequest {
                     v: VERSION,
                     op: MailboxOp::Hold {
@@ -155,12 +156,15 @@ impl Actor {
                         record: ByteBuf::from(record.to_vec()),
                     },
                 };
-                PutId::Hold(
-                    self.swarm
-                        .behaviour_mut()
-                        .mailbox
-                        .send_request(&peer, request),
-                )
+                // A copy that cannot even wait is not handed to that peer; the
+                // publication counts only the holds that went out.
+                match self.call_mailbox(peer, request) {
+                    Ok(id) => Some(PutId::Hold(id)),
+                    Err(e) => {
+                        debug!(%peer, ?e, "mailbox copy not handed over");
+                        None
+                    }
+                }
             })
             .collect()
     }
@@ -232,28 +236,14 @@ impl Actor {
                     },
                 ..
             } => {
-                if let Some(key) = self.relays.pushes.remove(&request_id) {
-                    self.push_done(&key, true);
-                } else if self.fetching.fetches.remove(&request_id) {
-                    match response.outcome {
-                        MailboxOutcome::Record {
-                            record: Some(record),
-                        } => self.on_own_copy(&record),
-                        MailboxOutcome::Refused { reason } => {
-                            debug!(%peer, %reason, "a holder refused our mailbox fetch");
-                        }
-                        _ => {}
-                    }
-                } else {
-                    let answer = match response.outcome {
-                        MailboxOutcome::Held { kept } => PutAnswer::Kept(kept),
-                        MailboxOutcome::Refused { reason } => {
-                            debug!(%peer, %reason, "a peer refused a mailbox copy");
-                            PutAnswer::Ended
-                        }
-                        MailboxOutcome::Record { .. } => PutAnswer::Ended,
-                    };
-                    self.on_put_result(PutId::Hold(request_id), answer);
+                let Some(calls) = self.end_call(request_id) else {
+                    return;
+                };
+                if let MailboxOutcome::Refused { reason } = &response.outcome {
+                    debug!(%peer, %reason, "a peer refused a mailbox request");
+                }
+                for call in calls {
+                    self.on_mailbox_answer(call, Some(&response.outcome));
                 }
             }
             request_response::Event::OutboundFailure {
@@ -263,16 +253,35 @@ impl Actor {
                 ..
             } => {
                 debug!(%peer, %error, "mailbox request failed");
-                if let Some(key) = self.relays.pushes.remove(&request_id) {
-                    self.push_done(&key, false);
-                } else if !self.fetching.fetches.remove(&request_id) {
-                    self.on_put_result(PutId::Hold(request_id), PutAnswer::Ended);
+                for call in self.end_call(request_id).unwrap_or_default() {
+                    self.on_mailbox_answer(call, None);
                 }
             }
             request_response::Event::InboundFailure { peer, error, .. } => {
                 debug!(%peer, %error, "inbound mailbox request failed");
             }
             request_response::Event::ResponseSent { .. } => {}
+        }
+    }
+
+    /// One of our mailbox requests was answered (`None`: it failed): a push to an
+    /// owner, a fetch of our own mailbox, or a hold of a publication.
+    fn on_mailbox_answer(&mut self, call: CallId, outcome: Option<&MailboxOutcome>) {
+        if let Some(key) = self.relays.pushes.remove(&call) {
+            self.push_done(&key, outcome.is_some());
+        } else if self.fetching.fetches.remove(&call) {
+            if let Some(MailboxOutcome::Record {
+                record: Some(record),
+            }) = outcome
+            {
+                self.on_own_copy(record);
+            }
+        } else {
+            let answer = match outcome {
+                Some(MailboxOutcome::Held { kept }) => PutAnswer::Kept(kept.clone()),
+                _ => PutAnswer::Ended,
+            };
+            self.on_put_result(PutId::Hold(call), answer);
         }
     }
 
@@ -303,13 +312,14 @@ impl Actor {
                 record: ByteBuf::from(record),
             },
         };
-        let id = self
-            .swarm
-            .behaviour_mut()
-            .mailbox
-            .send_request(&peer, request);
-        self.relays.pushes.insert(id, key.clone());
-        self.relays.pushing.insert(key.clone(), false);
+        match self.call_mailbox(peer, request) {
+            Ok(id) => {
+                self.relays.pushes.insert(id, key.clone());
+                self.relays.pushing.insert(key.clone(), false);
+            }
+            // The owner fetches it on waking instead.
+            Err(e) => debug!(%peer, ?e, "mailbox push not sent"),
+        }
     }
 
     fn push_done(&mut self, key: &RecordKey, answered: bool) {
