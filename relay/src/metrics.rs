@@ -41,6 +41,7 @@ struct Inner {
     puts: AtomicU64,
     acks: AtomicU64,
     fetches_refused: AtomicU64,
+    network_refused: AtomicU64,
     rejects: [AtomicU64; REASONS],
     sweeps: AtomicU64,
     probe: RwLock<Probe>,
@@ -73,6 +74,7 @@ impl Metrics {
             puts: AtomicU64::new(0),
             acks: AtomicU64::new(0),
             fetches_refused: AtomicU64::new(0),
+            network_refused: AtomicU64::new(0),
             rejects: std::array::from_fn(|_| AtomicU64::new(0)),
             sweeps: AtomicU64::new(0),
             probe: RwLock::new(Probe {
@@ -93,6 +95,11 @@ impl Metrics {
     /// Sets the number of mailbox fetches refused since start (the node's count).
     pub fn set_fetches_refused(&self, n: u64) {
         self.0.fetches_refused.store(n, Ordering::Relaxed);
+    }
+
+    /// Sets the count of holds refused for their source network's budget.
+    pub fn set_network_refused(&self, n: u64) {
+        self.0.network_refused.store(n, Ordering::Relaxed);
     }
 
     /// Sets the number of circuit-relay reservations held.
@@ -226,6 +233,12 @@ impl Metrics {
             "counter",
             "Mailbox fetches refused: not signed by the mailbox's owner for this relay, stale, or over the peer's budget.",
             &plain(load(&m.fetches_refused)),
+        );
+        family(
+            "network_refused_total",
+            "counter",
+            "Mailbox copies refused unread: the store took all it takes from their source network for now.",
+            &plain(load(&m.network_refused)),
         );
         family(
             "sweeps_total",

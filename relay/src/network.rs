@@ -102,6 +102,7 @@ impl DurableMailboxes for Durable {
                     Ok(Some(merged)) => Ok(HeldCopy {
                         record: merged,
                         kept: outcome.kept,
+                        grew_by: outcome.grew_by,
                     }),
                     Ok(None) => Err(Refusal {
                         label: "io",
@@ -180,6 +181,7 @@ pub async fn start(
                         metrics.set_connected_peers(d.connected.len() as u64);
                         metrics.set_reservations(d.served_reservations as u64);
                         metrics.set_fetches_refused(d.mailbox_fetches_refused);
+                        metrics.set_network_refused(d.holds_refused_network);
                     }
                 }
             }

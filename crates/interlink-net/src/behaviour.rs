@@ -45,6 +45,14 @@ pub const MAILBOX_IN_FLIGHT_PER_PEER: usize = 2;
 /// a session buffer about 140 MiB (the `hostile-load` bench, 16 requests in flight).
 pub const MAILBOX_STREAMS_PER_CONNECTION: usize = 2 * MAILBOX_IN_FLIGHT_PER_PEER;
 
+/// What copies from one source network may add to a relay's store at once (an
+/// identity's whole share, the relay's default `--max-identity-bytes`)…
+pub const NETWORK_GROWTH_BURST: u64 = 64 << 20;
+/// …and then per hour. A week's retention then holds at most about 736 MiB from one
+/// network, under a fifth of a default store (4 GiB): fresh identities on one machine
+/// cannot fill an open relay, and the team's mail from elsewhere still fits.
+pub const NETWORK_GROWTH_PER_HOUR: u64 = 4 << 20;
+
 /// Connection caps. A session talks to a team's sessions and a few relays; a relay to
 /// everyone who uses it. Beyond them a connection is denied before any protocol runs,
 /// so a peer (or a swarm of fresh ones) cannot hold unbounded connection state.
@@ -243,7 +251,7 @@ impl Behaviour {
             )],
             request_response::Config::default()
                 .with_request_timeout(MAILBOX_REQUEST_TIMEOUT)
-                .with_max_concurrent_streams(MAILBOX_STREAMS_PER_CONNECTION),
+                .with_max_concurrent_streams(config.mailbox_streams_per_connection.max(1)),
         );
         let receipts = request_response::cbor::Behaviour::with_codec(
             request_response::cbor::codec::Codec::default()

@@ -89,6 +89,13 @@ pub struct Config {
     /// default (`behaviour::connection_caps`). In-process tests and benchmarks running
     /// many nodes in one process raise it.
     pub max_process_memory: Option<usize>,
+    /// Mailbox streams open at once per connection
+    /// ([`crate::behaviour::MAILBOX_STREAMS_PER_CONNECTION`]); a benchmark's attacker
+    /// raises it to libp2p's default, as a hostile peer's own build would.
+    pub mailbox_streams_per_connection: usize,
+    /// Relays: what copies from one source network may add to the store at once before
+    /// only the hourly refill is left (`node::budgets::NETWORK_GROWTH_BURST`).
+    pub network_growth_burst: u64,
     /// Most bytes of mailbox copies a session node holds in memory (for others, and
     /// its own outgoing copies); beyond it inbound copies are refused `over_budget`.
     /// Not used by relays, whose durable store has its own caps.
@@ -131,6 +138,8 @@ impl Default for Config {
             external_addrs: Vec::new(),
             max_mailbox_records: crate::behaviour::MAX_MAILBOX_RECORDS,
             max_process_memory: None,
+            mailbox_streams_per_connection: crate::behaviour::MAILBOX_STREAMS_PER_CONNECTION,
+            network_growth_burst: crate::behaviour::NETWORK_GROWTH_BURST,
             max_held_bytes: crate::behaviour::MAX_HELD_BYTES,
         }
     }

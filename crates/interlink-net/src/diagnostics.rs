@@ -29,6 +29,9 @@ pub struct Diagnostics {
     /// Our own mailbox requests waiting for a peer that already has as many on the
     /// wire as it takes (`MAILBOX_IN_FLIGHT_PER_PEER`).
     pub mailbox_requests_waiting: usize,
+    /// Relay nodes: holds refused because the store took all it takes from their
+    /// source network for now.
+    pub holds_refused_network: u64,
     /// Relay nodes: peers holding a circuit reservation here.
     pub served_reservations: usize,
     /// Relay nodes: circuits open through here.

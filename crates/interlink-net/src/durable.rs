@@ -51,6 +51,9 @@ pub struct HeldCopy {
     /// `(sender, msg_id)` (`interlink_core::mailbox::Mailbox::kept_of`): the `hold`
     /// answer.
     pub kept: Vec<interlink_core::wire::AckEntry>,
+    /// Bytes the store grew by with this hold: what the relay charges the network the
+    /// copy came from (`node::budgets`).
+    pub grew_by: u64,
 }
 
 /// A durable holder of mailbox records, keyed by their DHT key.

@@ -28,8 +28,7 @@ use futures::StreamExt;
 use interlink_core::{presence::Roster, wire::SessionAddr};
 use interlink_delivery::{Engine, Input, OutboxEntry};
 use libp2p::{
-    Multiaddr, PeerId, Swarm, gossipsub,
-    request_response,
+    Multiaddr, PeerId, Swarm, gossipsub, request_response,
     swarm::{SwarmEvent, dial_opts::DialOpts},
 };
 use tokio::{
@@ -127,6 +126,7 @@ impl Node {
             ),
         };
         let config_relay_server = config.relay_server;
+        let network_growth_burst = config.network_growth_burst;
         let max_mailbox_records = config.max_mailbox_records;
         let mut actor = Actor {
             roster: Roster::new(config.presence),
@@ -154,6 +154,7 @@ impl Node {
             relay_store,
             hold_checker,
             budgets: budgets::Budgets::new(if config_relay_server { 8 } else { 1 }),
+            network_budgets: budgets::NetworkBudgets::new(network_growth_burst),
             mailboxes: mailbox::Mailboxes::new(max_mailbox_records),
             fetching: fetching::Fetching::default(),
             mailbox_calls: mailbox_calls::MailboxCalls::default(),
@@ -262,6 +263,8 @@ struct Actor {
     hold_checker: Option<hold_check::HoldChecker>,
     /// What each remote peer may make this node verify and hold.
     budgets: budgets::Budgets,
+    /// A relay: what each source network may still add to its store.
+    network_budgets: budgets::NetworkBudgets,
     mailboxes: mailbox::Mailboxes,
     fetching: fetching::Fetching,
     /// Our mailbox requests, a few on the wire per peer.
@@ -509,6 +512,7 @@ impl Actor {
             mailbox_puts_refused: self.mailboxes.refused_puts,
             mailbox_fetches_refused: self.fetching.refused,
             mailbox_requests_waiting: self.mailbox_calls.waiting(),
+            holds_refused_network: self.relays.network_refused,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,

@@ -50,11 +50,14 @@ impl DurableMailboxes for MemoryDurable {
             mb.merge(&held, now_ms, &cfg).unwrap();
         }
         let merged = mb.encode();
+        let before = records.get(key).map_or(0, Vec::len);
+        let grew_by = merged.len().saturating_sub(before) as u64;
         records.insert(*key, merged.clone());
         *self.holds.lock().unwrap() += 1;
         Ok(HeldCopy {
             record: merged,
             kept: mb.kept_of(&handed),
+            grew_by,
         })
     }
 
@@ -584,4 +587,115 @@ async fn hold(
             return response.outcome;
         }
     }
+}
+
+/// An open relay (no `--serve`) budgets what each source network adds to its store:
+/// fresh identities minted on one machine fill that network's share and are refused
+/// `over_budget`, whatever key they use, while mail handed over from another network
+/// is still held. Real TCP on loopback: the attacker reaches the relay over IPv4
+/// (from 127.0.0.1), the honest sender over IPv6 (from ::1, another network).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_relay_filled_from_one_network_still_takes_mail_from_another() {
+    use interlink_core::wire::{MailboxOutcome, RefusalCode};
+    use interlink_testkit::ids::sys_rng;
+
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        let why = "no IPv6 loopback (::1) to send from a second network";
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    // The relay, on TCP, with a 1 MiB share per network so the test fills it quickly.
+    let store = Arc::new(MemoryDurable::default());
+    let key = libp2p::identity::Keypair::generate_ed25519();
+    let relay_peer = key.public().to_peer_id();
+    let config = Config {
+        listen: vec![
+            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+            "/ip6/::1/tcp/0".parse().unwrap(),
+        ],
+        mdns: false,
+        relay_server: true,
+        network_growth_burst: 1 << 20,
+        ..Config::default()
+    };
+    let relay = Node::spawn(
+        swarm(key, &config),
+        config,
+        Role::Relay(RelaySpec {
+            store: store.clone(),
+        }),
+    )
+    .unwrap();
+    let listening = |ip: &'static str| {
+        let handle = relay.handle();
+        async move {
+            loop {
+                let addrs = handle.diagnostics().await.unwrap().listen_addrs;
+                if let Some(a) = addrs.into_iter().find(|a| a.to_string().starts_with(ip)) {
+                    return a;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let (v4, v6) = (listening("/ip4/").await, listening("/ip6/").await);
+    let client_to = |addr: Multiaddr| {
+        let config = Config {
+            listen: vec![],
+            mdns: false,
+            ..Config::default()
+        };
+        let mut client = raw_swarm(&config);
+        client.add_peer_address(relay_peer, addr);
+        client
+    };
+
+    // Fresh identities, each holding 60 KB mailboxes of its own, until refused.
+    let mut attacker = client_to(v4);
+    let mut held = 0usize;
+    let refusal = 'fill: loop {
+        let owner = Identity::generate(&mut sys_rng());
+        for _ in 0..4 {
+            let sender = Identity::generate(&mut sys_rng());
+            let (k, record) = mailbox_with_one(&owner, &sender, 60_000);
+            match hold(&mut attacker, relay_peer, k.to_vec(), record).await {
+                MailboxOutcome::Held { .. } => held += 1,
+                MailboxOutcome::Refused { reason } => break 'fill reason,
+                other => panic!("unexpected answer {other:?}"),
+            }
+            assert!(held < 64, "one network filled the relay past its share");
+        }
+    };
+    assert_eq!(refusal.code, RefusalCode::OverBudget, "{refusal}");
+    assert!(
+        refusal.detail.contains("127.0.0.1"),
+        "the refusal names the network: {refusal}"
+    );
+    // About 1 MiB of 60 KB copies went in before the share ran out.
+    assert!((14..=20).contains(&held), "held {held} copies");
+
+    // Another fresh identity from the same machine gains nothing.
+    let fresh = Identity::generate(&mut sys_rng());
+    let (k, record) = mailbox_with_one(&fresh, &fresh, 1_000);
+    assert!(matches!(
+        hold(&mut attacker, relay_peer, k.to_vec(), record).await,
+        MailboxOutcome::Refused { reason } if reason.code == RefusalCode::OverBudget
+    ));
+
+    // A paired sender on another network still gets its mail held.
+    let mut honest = client_to(v6);
+    let (alice, bob) = (
+        Identity::generate(&mut sys_rng()),
+        Identity::generate(&mut sys_rng()),
+    );
+    let (k, record) = mailbox_with_one(&bob, &alice, 2_000);
+    let outcome = hold(&mut honest, relay_peer, k.to_vec(), record).await;
+    assert!(
+        matches!(&outcome, MailboxOutcome::Held { kept } if kept.len() == 1),
+        "{outcome:?}"
+    );
+    let d = relay.handle().diagnostics().await.unwrap();
+    assert_eq!(d.holds_refused_network, 2);
+    relay.shutdown().await;
 }

@@ -95,6 +95,9 @@ pub struct PutOutcome {
     /// The put's envelopes that the mailbox keeps (or whose owner acked them), as
     /// `(sender, msg_id)`: the `hold` answer.
     pub kept: Vec<interlink_core::wire::AckEntry>,
+    /// Bytes the store holds now beyond what it held before the put (0 if it did not
+    /// grow): what the relay charges the network the copy came from.
+    pub grew_by: u64,
 }
 
 /// What a sweep did.

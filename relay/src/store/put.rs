@@ -198,6 +198,7 @@ impl MailboxStore {
             None => totals.mailboxes += 1,
         }
         add_summary(totals, new);
+        outcome.grew_by = new.bytes.saturating_sub(old_bytes);
         Ok((Ok(outcome), Current::Held(merged, encoded.len())))
     }
 }
@@ -280,6 +281,7 @@ impl Entries {
             removed: self.entries.difference(&after.entries).count(),
             held,
             kept: Vec::new(),
+            grew_by: 0,
         }
     }
 }

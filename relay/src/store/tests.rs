@@ -96,6 +96,8 @@ fn put_get_round_trip() {
             removed: 0,
             held: 1,
             kept,
+            // The store held nothing before: it grew by the whole record.
+            grew_by: store.stats().bytes,
         }
     );
     assert_eq!(out.kept.len(), 1, "the one envelope put is kept");

@@ -336,6 +336,8 @@ async fn flood_holds(
         listen: vec![],
         bootstrap: vec![],
         mdns: false,
+        // libp2p's default: an attacker's own build does not hold itself to our cap.
+        mailbox_streams_per_connection: 100,
         ..Config::default()
     };
     let mut swarm: Swarm<Behaviour> = interlink_testkit::node::raw_swarm(&config);

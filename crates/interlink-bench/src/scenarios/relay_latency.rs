@@ -54,6 +54,7 @@ impl DurableMailboxes for Unchecked {
         Ok(HeldCopy {
             record: record.to_vec(),
             kept: Vec::new(),
+            grew_by: record.len() as u64,
         })
     }
 

@@ -103,6 +103,100 @@ impl Budgets {
     }
 }
 
+/// Networks whose store-growth budgets a relay tracks at once.
+pub(crate) const MAX_TRACKED_NETWORKS: usize = 4096;
+use crate::behaviour::NETWORK_GROWTH_PER_HOUR;
+
+/// The network a connection comes from, for budgets no number of fresh identities
+/// multiplies: an IPv4 address, or an IPv6 /64 (what one host or site is usually
+/// given). `None` for an address without IP (a relayed circuit is counted at the relay
+/// that carried it; the in-memory test transport).
+pub(crate) fn source_network(addr: &libp2p::Multiaddr) -> Option<std::net::IpAddr> {
+    use libp2p::multiaddr::Protocol;
+    if addr.iter().any(|p| matches!(p, Protocol::P2pCircuit)) {
+        return None;
+    }
+    addr.iter().find_map(|p| match p {
+        Protocol::Ip4(ip) => Some(std::net::IpAddr::V4(ip)),
+        Protocol::Ip6(ip) => {
+            let s = ip.segments();
+            Some(std::net::IpAddr::V6(std::net::Ipv6Addr::new(
+                s[0], s[1], s[2], s[3], 0, 0, 0, 0,
+            )))
+        }
+        _ => None,
+    })
+}
+
+/// A relay's store-growth budget per source network: what the mail handed over from
+/// one network may add to the store (PROTOCOL §8.5). A network with no budget left is
+/// refused `over_budget` before its copy is read into the store; a hold is charged
+/// what it made the store grow by, once committed (so republished copies, acks and
+/// mail the store already had cost nothing).
+/// A network's growth budget: bytes left, negative after a hold grew the store by more
+/// than was left (the debt is refilled before the next hold is let in).
+#[derive(Debug)]
+struct Balance {
+    balance: i64,
+    at_ms: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct NetworkBudgets {
+    buckets: HashMap<std::net::IpAddr, Balance>,
+    /// What a network may add at once (`Config::network_growth_burst`).
+    burst: u64,
+}
+
+impl NetworkBudgets {
+    /// Budgets of `burst` bytes each, refilled at [`NETWORK_GROWTH_PER_HOUR`].
+    pub(crate) fn new(burst: u64) -> Self {
+        Self {
+            buckets: HashMap::new(),
+            burst,
+        }
+    }
+
+    fn refilled(&mut self, net: std::net::IpAddr, now_ms: u64) -> &mut Balance {
+        if !self.buckets.contains_key(&net)
+            && self.buckets.len() >= MAX_TRACKED_NETWORKS
+            && let Some(idle) = self
+                .buckets
+                .iter()
+                .min_by_key(|(_, b)| b.at_ms)
+                .map(|(k, _)| *k)
+        {
+            self.buckets.remove(&idle);
+        }
+        let burst = i64::try_from(self.burst).unwrap_or(i64::MAX);
+        let b = self.buckets.entry(net).or_insert(Balance {
+            balance: burst,
+            at_ms: now_ms,
+        });
+        let elapsed = now_ms.saturating_sub(b.at_ms);
+        let refill = elapsed.saturating_mul(NETWORK_GROWTH_PER_HOUR) / 3_600_000;
+        b.balance = burst.min(
+            b.balance
+                .saturating_add(i64::try_from(refill).unwrap_or(i64::MAX)),
+        );
+        b.at_ms = b.at_ms.max(now_ms);
+        b
+    }
+
+    /// Whether `net` may still add to the store.
+    pub(crate) fn has_room(&mut self, net: std::net::IpAddr, now_ms: u64) -> bool {
+        self.refilled(net, now_ms).balance > 0
+    }
+
+    /// Charges `net` the `bytes` a hold of its made the store grow by.
+    pub(crate) fn charge(&mut self, net: std::net::IpAddr, bytes: u64, now_ms: u64) {
+        let b = self.refilled(net, now_ms);
+        b.balance = b
+            .balance
+            .saturating_sub(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +234,50 @@ mod tests {
             b.spend(PeerId::random(), Kind::Hold, 1, i);
         }
         assert!(b.buckets.len() <= MAX_TRACKED_PEERS);
+    }
+
+    #[test]
+    fn a_network_may_grow_a_relay_store_by_a_burst_then_by_the_hourly_rate() {
+        let burst = crate::behaviour::NETWORK_GROWTH_BURST;
+        let mut n = NetworkBudgets::new(burst);
+        let here: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+        let there: std::net::IpAddr = "10.0.0.3".parse().unwrap();
+        let mut added = 0;
+        while n.has_room(here, 0) {
+            n.charge(here, 4 << 20, 0);
+            added += 4 << 20;
+        }
+        assert_eq!(added, burst);
+        assert!(n.has_room(there, 0), "another network has its own budget");
+        // An hour later, another hour's worth.
+        assert!(n.has_room(here, 3_600_000));
+        n.charge(here, NETWORK_GROWTH_PER_HOUR, 3_600_000);
+        assert!(!n.has_room(here, 3_600_000));
+        // A hold that grows the store past what is left leaves a debt, refilled before
+        // the next is let in: a trickle of refill does not let copies through.
+        assert!(n.has_room(here, 3_600_010));
+        n.charge(here, 1 << 20, 3_600_010);
+        assert!(!n.has_room(here, 3_600_020));
+        assert!(
+            !n.has_room(here, 3_600_000 + 800_000),
+            "part of the debt is still owed"
+        );
+        assert!(n.has_room(here, 3_600_000 + 1_000_000));
+    }
+
+    #[test]
+    fn an_ipv6_network_is_its_64_and_an_address_without_ip_has_none() {
+        let a: libp2p::Multiaddr = "/ip6/2001:db8:1:2:aaaa::1/tcp/1".parse().unwrap();
+        let b: libp2p::Multiaddr = "/ip6/2001:db8:1:2:bbbb::9/tcp/2".parse().unwrap();
+        let c: libp2p::Multiaddr = "/ip6/2001:db8:1:3::1/tcp/2".parse().unwrap();
+        assert_eq!(source_network(&a), source_network(&b));
+        assert_ne!(source_network(&a), source_network(&c));
+        let v4: libp2p::Multiaddr = "/ip4/192.0.2.7/tcp/9".parse().unwrap();
+        assert_eq!(source_network(&v4), "192.0.2.7".parse().ok());
+        assert_eq!(source_network(&"/memory/5".parse().unwrap()), None);
+        let relayed: libp2p::Multiaddr = "/ip4/192.0.2.7/tcp/9/p2p/12D3KooWRBhwfeP2Y4TCx1SM6s9rUoHhR5STiGwxBhgFRcw3UERE/p2p-circuit"
+            .parse()
+            .unwrap();
+        assert_eq!(source_network(&relayed), None, "not the sender's network");
     }
 }

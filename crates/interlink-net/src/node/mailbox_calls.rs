@@ -102,9 +102,9 @@ impl<R: std::hash::Hash + Eq> MailboxCalls<R> {
         let bytes = request_bytes(&request);
         let queue = self.waiting.entry(peer).or_default();
         if let MailboxOp::Hold { key, .. } = &request.op
-            && let Some((calls, waiting)) = queue.iter_mut().find(
-                |(_, w)| matches!(&w.op, MailboxOp::Hold { key: k, .. } if k == key),
-            )
+            && let Some((calls, waiting)) = queue
+                .iter_mut()
+                .find(|(_, w)| matches!(&w.op, MailboxOp::Hold { key: k, .. } if k == key))
         {
             let old = request_bytes(waiting);
             if self.waiting_bytes.saturating_sub(old).saturating_add(bytes) <= MAX_WAITING_BYTES {
@@ -208,17 +208,8 @@ mod tests {
 
     use super::*;
 
-
-    /// Sends what `admit` hands back, as the actor does; returns the wire ids used.
-    fn take(
-        calls: &mut MailboxCalls<u64>,
-        wire: &mut u64,
-        peer: PeerId,
-        bytes: usize,
-    ) -> Result<CallId, CallRefused> {
-        take_for(calls, wire, peer, hold_of(1, bytes))
-    }
-
+    /// Takes `request` and sends what `admit` hands back, as the actor does (wire ids
+    /// counted up in `wire`).
     fn take_for(
         calls: &mut MailboxCalls<u64>,
         wire: &mut u64,
@@ -339,12 +330,20 @@ mod tests {
         // Another mailbox's hold waits on its own.
         let (other, now) = calls.admit(peer, hold(2, 0)).expect("taken");
         assert!(now.is_none());
-        assert_eq!(calls.waiting(), 2, "48 holds of mailbox 1 coalesced into one");
+        assert_eq!(
+            calls.waiting(),
+            2,
+            "48 holds of mailbox 1 coalesced into one"
+        );
 
         let (first, next) = calls.on_ended(1).expect("ours");
         assert_eq!(first, vec![ids[0]]);
         let (_, coalesced, request) = next.expect("the waiting hold goes out");
-        assert_eq!(coalesced, ids[2..].to_vec(), "it answers every call it replaced");
+        assert_eq!(
+            coalesced,
+            ids[2..].to_vec(),
+            "it answers every call it replaced"
+        );
         assert!(
             matches!(&request.op, MailboxOp::Hold { record, .. } if record[0] == 49),
             "with the newest copy"

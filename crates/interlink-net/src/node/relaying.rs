@@ -60,6 +60,8 @@ pub(crate) struct Relays {
     pub(crate) reservations: HashSet<PeerId>,
     /// Server side: circuits open through here.
     pub(crate) circuits: usize,
+    /// A relay: holds refused because their source network's budget was spent.
+    pub(crate) network_refused: u64,
     /// A relay: holds at its store thread → who waits (bounded by the thread's queues).
     holds: HashMap<u64, HoldFrom>,
     next_hold: u64,
@@ -125,6 +127,14 @@ impl Actor {
     /// opened again on the next connection.
     pub(super) fn on_relay_disconnected(&mut self, peer: &PeerId) {
         self.relays.listening.remove(peer);
+    }
+
+    /// The network `peer` is connected from (`node::budgets::source_network`).
+    fn source_network(&self, peer: &PeerId) -> Option<std::net::IpAddr> {
+        self.peers
+            .get(peer)
+            .and_then(|p| p.addr.as_ref())
+            .and_then(super::budgets::source_network)
     }
 
     /// The relays this session uses.
@@ -359,6 +369,20 @@ impl Actor {
     /// thread reports back.
     pub(super) fn relay_hold(&mut self, key: &[u8], record: Vec<u8>, from: HoldFrom) {
         let refuse = |code, detail: &str| Refusal::new(code, detail);
+        if let Some(net) = self.source_network(&from.0)
+            && !self.network_budgets.has_room(net, crate::now_ms())
+        {
+            self.relays.network_refused += 1;
+            let reason = Refusal::new(
+                RefusalCode::OverBudget,
+                format!(
+                    "this relay's store took all it takes from {net} for now \
+                     (PROTOCOL §8.5); send it again later"
+                ),
+            );
+            self.answer_hold(from, Err(reason));
+            return;
+        }
         let result = match (<[u8; 32]>::try_from(key), self.relay_store.as_ref()) {
             (Err(_), _) => Err(refuse(RefusalCode::Malformed, "record key is not 32 bytes")),
             (Ok(_), None) => Err(refuse(RefusalCode::NotASession, "this node is no relay")),
@@ -392,6 +416,10 @@ impl Actor {
         let key = RecordKey::new(&held.key);
         let result = match held.result {
             Ok(copy) => {
+                if let Some(net) = self.source_network(&from.0) {
+                    self.network_budgets
+                        .charge(net, copy.grew_by, crate::now_ms());
+                }
                 // The store verified it; the decoded cache is filled again only if asked.
                 self.mailboxes.held.remove(&key);
                 self.store_record(&key, copy.record).map(|()| copy.kept)
