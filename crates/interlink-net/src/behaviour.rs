@@ -38,12 +38,16 @@ pub const MAILBOX_READS_AT_ONCE: usize = 4;
 /// Mailbox requests a node keeps on the wire to one peer; more wait in its own queue
 /// (`node::mailbox_calls`).
 pub const MAILBOX_IN_FLIGHT_PER_PEER: usize = 2;
-/// Mailbox streams open at once on one connection, both directions together: what two
-/// nodes each keeping [`MAILBOX_IN_FLIGHT_PER_PEER`] requests to the other need. A
-/// stream past it is reset, unread. Every stream waiting to be read buffers up to a
-/// yamux window (256 KiB), so libp2p's default of 100 per connection let 32 peers make
-/// a session buffer about 140 MiB (the `hostile-load` bench, 16 requests in flight).
-pub const MAILBOX_STREAMS_PER_CONNECTION: usize = 2 * MAILBOX_IN_FLIGHT_PER_PEER;
+/// Mailbox requests of one connection waiting to be read, or being read, at once
+/// ([`crate::gated`]); a connection opening more is closed. Every stream waiting to be
+/// read buffers up to a yamux window (256 KiB), so libp2p's default of 100 streams per
+/// connection let 32 peers make a session buffer about 140 MiB (the `hostile-load`
+/// bench, 16 requests in flight). Twice what an honest peer keeps in flight.
+pub const MAILBOX_UNREAD_PER_CONNECTION: usize = 2 * MAILBOX_IN_FLIGHT_PER_PEER;
+/// Mailbox streams open at once on one connection, both directions, read or waiting
+/// for their answer. Above [`MAILBOX_UNREAD_PER_CONNECTION`] so that a stream past that
+/// reaches the reader (which has the connection closed) instead of being reset unseen.
+pub const MAILBOX_STREAMS_PER_CONNECTION: usize = 16;
 
 /// What copies from one source network may add to a relay's store at once (an
 /// identity's whole share, the relay's default `--max-identity-bytes`)…
@@ -244,6 +248,7 @@ impl Behaviour {
                     .set_request_size_maximum((MAX_MAILBOX_RECORD_BYTES + 64 * 1024) as u64)
                     .set_response_size_maximum((MAX_MAILBOX_RECORD_BYTES + 64 * 1024) as u64),
                 reads,
+                MAILBOX_UNREAD_PER_CONNECTION,
             ),
             [(
                 protocol(network.mailbox_protocol())?,

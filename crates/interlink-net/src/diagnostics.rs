@@ -32,6 +32,9 @@ pub struct Diagnostics {
     /// Relay nodes: holds refused because the store took all it takes from their
     /// source network for now.
     pub holds_refused_network: u64,
+    /// Connections closed for opening more mailbox streams at once than they may
+    /// (`behaviour::MAILBOX_UNREAD_PER_CONNECTION`).
+    pub mailbox_connections_closed: u64,
     /// Relay nodes: peers holding a circuit reservation here.
     pub served_reservations: usize,
     /// Relay nodes: circuits open through here.

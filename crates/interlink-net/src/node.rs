@@ -513,6 +513,7 @@ impl Actor {
             mailbox_fetches_refused: self.fetching.refused,
             mailbox_requests_waiting: self.mailbox_calls.waiting(),
             holds_refused_network: self.relays.network_refused,
+            mailbox_connections_closed: self.relays.overflowing_closed,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,

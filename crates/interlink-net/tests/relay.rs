@@ -699,3 +699,79 @@ async fn an_open_relay_filled_from_one_network_still_takes_mail_from_another() {
     assert_eq!(d.holds_refused_network, 2);
     relay.shutdown().await;
 }
+
+/// A peer keeping more mailbox requests in flight on one connection than it may
+/// (`MAILBOX_UNREAD_PER_CONNECTION`; an honest node keeps 2) has that connection
+/// closed, instead of each extra stream being reset for it to retry at once. A peer
+/// within the bound is served as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_opening_too_many_mailbox_streams_at_once_is_disconnected() {
+    use futures::StreamExt as _;
+    use interlink_core::wire::{MailboxOp, MailboxRequest, VERSION};
+    use interlink_net::behaviour::MAILBOX_UNREAD_PER_CONNECTION;
+    use libp2p::swarm::SwarmEvent;
+
+    let base = 65_000 + u64::from(std::process::id() % 1000) * 10;
+    let node = start(base, 6, "victim", &[], None);
+    let node_peer = node.handle().peer_id();
+    let node_addr = memory(base).with(Protocol::P2p(node_peer));
+    let client_at = |port: u64| {
+        let config = Config {
+            listen: vec![memory(port)],
+            mdns: false,
+            // A hostile build: libp2p's own stream cap.
+            mailbox_streams_per_connection: 100,
+            ..Config::default()
+        };
+        let mut client = raw_swarm(&config);
+        client.add_peer_address(node_peer, node_addr.clone());
+        client
+    };
+    let junk = |i: u8| MailboxRequest {
+        v: VERSION,
+        op: MailboxOp::Hold {
+            key: vec![i; 32].into(),
+            record: vec![0xff; 256 * 1024].into(),
+        },
+    };
+
+    // Within the bound: answered (refused as garbage, but answered), connection kept.
+    let mut polite = client_at(base + 1);
+    for i in 0..3 {
+        let outcome = hold(&mut polite, node_peer, vec![i; 32], vec![0xff; 1024]).await;
+        assert!(matches!(
+            outcome,
+            interlink_core::wire::MailboxOutcome::Refused { .. }
+        ));
+    }
+    assert!(polite.is_connected(&node_peer));
+
+    // Past it: the connection is closed.
+    let mut greedy = client_at(base + 2);
+    for i in 0..(MAILBOX_UNREAD_PER_CONNECTION as u8 * 4) {
+        greedy
+            .behaviour_mut()
+            .mailbox
+            .send_request(&node_peer, junk(i));
+    }
+    let closed = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let SwarmEvent::ConnectionClosed { peer_id, .. } = greedy.select_next_some().await
+                && peer_id == node_peer
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the greedy peer stayed connected");
+    let d = node.handle().diagnostics().await.unwrap();
+    assert!(d.mailbox_connections_closed >= 1, "{d:?}");
+    // The polite peer is still served.
+    let outcome = hold(&mut polite, node_peer, vec![9; 32], vec![0xff; 1024]).await;
+    assert!(matches!(
+        outcome,
+        interlink_core::wire::MailboxOutcome::Refused { .. }
+    ));
+    node.node.shutdown().await;
+}

@@ -68,6 +68,9 @@ struct Answers {
     held: usize,
     refused: usize,
     failed: usize,
+    /// Connections the attackers opened (the first ones, and again after the victim
+    /// closed one).
+    connections: usize,
 }
 
 async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
@@ -231,6 +234,7 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             answers.held += a.held;
             answers.refused += a.refused;
             answers.failed += a.failed;
+            answers.connections += a.connections;
         }
         let peak = sampler.await.unwrap_or(0);
         anyhow::ensure!(
@@ -257,6 +261,10 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
         m.push(Measurement::count("copies_held", answers.held));
         m.push(Measurement::count("copies_refused", answers.refused));
         m.push(Measurement::count("requests_failed", answers.failed));
+        m.push(Measurement::count(
+            "attacker_connections",
+            answers.connections,
+        ));
         rows.push(Row::ok(case, m));
     }
     fleet.shutdown(Duration::from_secs(3)).await;
@@ -342,6 +350,9 @@ async fn flood_holds(
     };
     let mut swarm: Swarm<Behaviour> = interlink_testkit::node::raw_swarm(&config);
     let mut answers = Answers::default();
+    // Known, so a request after the victim closed the connection dials it again: a
+    // persistent attacker comes back.
+    swarm.add_peer_address(victim, addr.clone());
     if swarm.dial(addr).is_err() {
         answers.failed += 1;
         return answers;
@@ -385,6 +396,10 @@ async fn flood_holds(
             )) => {
                 answers.failed += 1;
                 true
+            }
+            SwarmEvent::ConnectionEstablished { .. } => {
+                answers.connections += 1;
+                false
             }
             _ => false,
         };

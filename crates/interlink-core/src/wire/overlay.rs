@@ -192,6 +192,11 @@ pub enum MailboxOp {
         /// The signed fetch request (a [`super::Signed`] wrapper), addressed to the holder.
         request: ByteBuf,
     },
+    /// Never on the wire (serde skips it: it is neither encoded nor decoded). What a
+    /// node's own stream reader hands the node for a request it did not read because
+    /// the connection opened more mailbox streams at once than it takes.
+    #[serde(skip)]
+    Unread,
 }
 
 /// Mailbox protocol response.

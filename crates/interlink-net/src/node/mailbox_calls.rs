@@ -42,6 +42,9 @@ pub(crate) struct CallId(u64);
 /// The calls one request on the wire answers: one, or several coalesced holds.
 pub(crate) type Calls = Vec<CallId>;
 
+/// A waiting request let out: to whom, the calls it answers, the request.
+type Next = (PeerId, Calls, MailboxRequest);
+
 /// Why a request was not taken.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum CallRefused {
@@ -136,7 +139,7 @@ impl<R: std::hash::Hash + Eq> MailboxCalls<R> {
     }
 
     /// `rid` ended: its calls, and the next request waiting for the same peer, to send.
-    fn on_ended(&mut self, rid: R) -> Option<(Calls, Option<(PeerId, Calls, MailboxRequest)>)> {
+    fn on_ended(&mut self, rid: R) -> Option<(Calls, Option<Next>)> {
         let (peer, id) = self.sent.remove(&rid)?;
         match self.in_flight.get_mut(&peer) {
             Some(n) if *n > 1 => *n -= 1,
@@ -162,6 +165,7 @@ fn request_bytes(request: &MailboxRequest) -> usize {
     match &request.op {
         MailboxOp::Hold { key, record } => key.len() + record.len(),
         MailboxOp::Fetch { request } => request.len(),
+        MailboxOp::Unread => 0,
     }
 }
 

@@ -62,6 +62,8 @@ pub(crate) struct Relays {
     pub(crate) circuits: usize,
     /// A relay: holds refused because their source network's budget was spent.
     pub(crate) network_refused: u64,
+    /// Connections closed for opening more mailbox streams at once than they may.
+    pub(crate) overflowing_closed: u64,
     /// A relay: holds at its store thread → who waits (bounded by the thread's queues).
     holds: HashMap<u64, HoldFrom>,
     next_hold: u64,
@@ -186,12 +188,22 @@ impl Actor {
         match event {
             request_response::Event::Message {
                 peer,
+                connection_id,
                 message:
                     request_response::Message::Request {
                         request, channel, ..
                     },
-                ..
             } => {
+                if request.op == MailboxOp::Unread {
+                    // More mailbox streams at once than a connection may open (an honest
+                    // node keeps 2 requests in flight): resetting each one costs this node
+                    // a stream negotiation per retry, so the connection goes instead.
+                    self.relays.overflowing_closed += 1;
+                    debug!(%peer, "too many mailbox streams at once; closing the connection");
+                    drop(channel);
+                    self.swarm.close_connection(connection_id);
+                    return;
+                }
                 if let MailboxOp::Hold { record, .. } = &request.op
                     && !self.within_hold_budget(peer, record.len())
                 {
