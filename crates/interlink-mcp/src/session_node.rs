@@ -30,7 +30,12 @@ pub const LISTEN_DEADLINE: Duration = Duration::from_secs(10);
 /// addresses of the same listeners (one per interface for `0.0.0.0`).
 const LISTEN_SETTLE: Duration = Duration::from_millis(150);
 /// How often a running session checks whether `peers.json` changed.
-pub const POLICY_POLL: Duration = Duration::from_secs(1);
+pub const POLICY_POLL: Duration = Duration::from_millis(500);
+/// How long after an edit of `peers.json` every running session of the home has
+/// applied it (two polls and a margin). A pairing confirmation is sent only after it:
+/// the requester acts on the confirmation at once, and its first message must not
+/// reach a session of ours that still refuses it as a stranger.
+pub const POLICY_PICKUP: Duration = Duration::from_millis(2 * 500 + 200);
 
 /// The operating system's random number generator, as the core's `CryptoRng`.
 pub fn os_rng() -> rand_core::UnwrapErr<getrandom::SysRng> {

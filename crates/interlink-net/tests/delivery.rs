@@ -546,7 +546,9 @@ async fn hold_all(
     let mut in_flight = 0;
     let wait = async {
         loop {
-            while in_flight < 8 {
+            // As many in flight as a node lets one connection have waiting (more and
+            // it closes the connection: `a_peer_opening_too_many_mailbox_streams…`).
+            while in_flight < interlink_net::behaviour::MAILBOX_UNREAD_PER_CONNECTION {
                 let Some(r) = records.next() else { break };
                 hold(evil, to, key, r);
                 in_flight += 1;

@@ -86,13 +86,14 @@ pub async fn run(
         Action::Accept { fingerprint, wait } => {
             let wait = Duration::try_from_secs_f64(wait).context("--wait: seconds")?;
             let accepted = pairing::accept(home, &fingerprint)?;
+            let accepted_at = tokio::time::Instant::now();
             writeln!(
                 out,
                 "paired {} {}",
                 accepted.petname,
                 accepted.key.fingerprint()
             )?;
-            let confirmation = confirm(home, config, &accepted, wait).await;
+            let confirmation = confirm(home, config, &accepted, accepted_at, wait).await;
             match confirmation {
                 Ok(status) => writeln!(out, "confirmation {status}")?,
                 Err(e) => writeln!(
@@ -118,6 +119,7 @@ async fn confirm(
     home: &Home,
     mut config: Config,
     accepted: &pairing::Accepted,
+    accepted_at: tokio::time::Instant,
     wait: Duration,
 ) -> anyhow::Result<&'static str> {
     let session = SessionId::new(&accepted.request.session)?;
@@ -141,6 +143,9 @@ async fn confirm(
     let handle = node.handle();
     let result = async {
         wait_listening(&handle, &config.listen).await?;
+        // The running sessions of this home admit the new peer before it hears it may
+        // write (overlaps the start-up above).
+        tokio::time::sleep_until(accepted_at + interlink_mcp::session_node::POLICY_PICKUP).await;
         let deadline = tokio::time::Instant::now() + wait;
         let to = SessionAddr {
             key: accepted.key,

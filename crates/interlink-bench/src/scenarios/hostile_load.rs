@@ -197,15 +197,35 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     ] {
         progress(format_args!("hostile-load: {case} for {flood:?}"));
         let until = Instant::now() + flood;
-        let attackers: Vec<_> = (0..peers)
-            .map(|i| {
-                let records = records.clone();
-                let addr = addr.clone();
-                tokio::spawn(async move {
-                    flood_holds(victim_peer, addr, records, i, in_flight, until).await
-                })
+        // The attackers run on a thread and runtime of their own, as another process
+        // would: a swarm spinning on refusals and reconnects must compete with the
+        // paired sender for CPU, not starve its tasks on a shared runtime.
+        let (records_for, addr_for) = (records.clone(), addr.clone());
+        let attackers = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let tasks: Vec<_> = (0..peers)
+                    .map(|i| {
+                        let records = records_for.clone();
+                        let addr = addr_for.clone();
+                        tokio::spawn(async move {
+                            flood_holds(victim_peer, addr, records, i, in_flight, until).await
+                        })
+                    })
+                    .collect();
+                let mut answers = Answers::default();
+                for t in tasks {
+                    let a = t.await.unwrap_or_default();
+                    answers.held += a.held;
+                    answers.refused += a.refused;
+                    answers.failed += a.failed;
+                    answers.connections += a.connections;
+                }
+                Ok::<_, std::io::Error>(answers)
             })
-            .collect();
+        });
         let sampler = tokio::spawn(async move {
             let mut peak = 0u64;
             while Instant::now() < until {
@@ -228,14 +248,9 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
                 _ => not_delivered += 1,
             }
         }
-        let mut answers = Answers::default();
-        for a in attackers {
-            let a = a.await.unwrap_or_default();
-            answers.held += a.held;
-            answers.refused += a.refused;
-            answers.failed += a.failed;
-            answers.connections += a.connections;
-        }
+        let answers = tokio::task::spawn_blocking(move || attackers.join())
+            .await?
+            .map_err(|_| anyhow::anyhow!("an attacker thread panicked"))??;
         let peak = sampler.await.unwrap_or(0);
         anyhow::ensure!(
             !victim.has_exited(),

@@ -501,6 +501,10 @@ impl Context {
             key: accepted.key,
             session,
         };
+        // This session admits the new peer already; the home's other running sessions
+        // do once they have read the edited peers.json, before the requester hears it
+        // may write to them.
+        tokio::time::sleep(crate::session_node::POLICY_PICKUP).await;
         match self
             .send_pairing(&ready.handle, to, EnvelopeKind::PairAccept)
             .await
