@@ -16,9 +16,9 @@ use interlink_core::{
     },
 };
 use libp2p::{
-    StreamProtocol, autonat, connection_limits, dcutr, gossipsub, identify, identity::Keypair, kad,
-    mdns, memory_connection_limits, ping, relay, request_response, swarm::NetworkBehaviour,
-    swarm::behaviour::toggle::Toggle,
+    StreamProtocol, allow_block_list, autonat, connection_limits, dcutr, gossipsub, identify,
+    identity::Keypair, kad, mdns, memory_connection_limits, ping, relay, request_response,
+    swarm::NetworkBehaviour, swarm::behaviour::toggle::Toggle,
 };
 
 use crate::NetError;
@@ -48,6 +48,12 @@ pub const MAILBOX_UNREAD_PER_CONNECTION: usize = 2 * MAILBOX_IN_FLIGHT_PER_PEER;
 /// for their answer. Above [`MAILBOX_UNREAD_PER_CONNECTION`] so that a stream past that
 /// reaches the reader (which has the connection closed) instead of being reset unseen.
 pub const MAILBOX_STREAMS_PER_CONNECTION: usize = 16;
+/// How long a peer whose connection was closed for too many mailbox streams is refused
+/// new connections: reconnecting at once would make this node pay a handshake, and
+/// the protocols' greetings, every few milliseconds.
+pub const OVERFLOW_BLOCK: Duration = Duration::from_secs(30);
+/// Peers blocked at once; past it the oldest block is lifted early.
+pub const MAX_BLOCKED_PEERS: usize = 1024;
 
 /// What copies from one source network may add to a relay's store at once (an
 /// identity's whole share, the relay's default `--max-identity-bytes`)…
@@ -120,7 +126,10 @@ pub const AGENT_VERSION: &str = concat!("interlink-p2p/", env!("CARGO_PKG_VERSIO
 #[derive(NetworkBehaviour)]
 #[allow(missing_debug_implementations)] // the derived event enum can't derive Debug for all parts
 pub struct Behaviour {
-    /// Connection caps (first: a denied connection costs no other behaviour anything).
+    /// Peers shut out for a while (`node::relaying`: one that opened more mailbox
+    /// streams at once than it may). First: a denied connection costs nothing more.
+    pub blocked: allow_block_list::Behaviour<allow_block_list::BlockedPeers>,
+    /// Connection caps (before the protocols: a denied connection costs them nothing).
     pub limits: connection_limits::Behaviour,
     /// New connections denied while the process holds too much memory.
     pub memory: memory_connection_limits::Behaviour,
@@ -303,6 +312,7 @@ impl Behaviour {
             )
         };
         Ok(Self {
+            blocked: allow_block_list::Behaviour::default(),
             limits,
             memory,
             mailbox,

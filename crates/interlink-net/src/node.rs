@@ -341,6 +341,7 @@ impl Actor {
         }
         self.last_tick = now;
         self.flush_tarpit(now);
+        self.lift_blocks();
         let removed = self.roster.sweep(crate::now_ms());
         for addr in &removed {
             self.route_session(addr);

@@ -767,6 +767,26 @@ async fn a_peer_opening_too_many_mailbox_streams_at_once_is_disconnected() {
     assert!(closed.is_ok(), "the greedy peer stayed connected");
     let d = node.handle().diagnostics().await.unwrap();
     assert!(d.mailbox_connections_closed >= 1, "{d:?}");
+    // And it is shut out for a while: coming straight back gets it nothing.
+    let again = greedy
+        .behaviour_mut()
+        .mailbox
+        .send_request(&node_peer, junk(0));
+    let failed = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match greedy.select_next_some().await {
+                SwarmEvent::Behaviour(interlink_net::behaviour::BehaviourEvent::Mailbox(
+                    libp2p::request_response::Event::OutboundFailure { request_id, .. },
+                )) if request_id == again => return true,
+                SwarmEvent::Behaviour(interlink_net::behaviour::BehaviourEvent::Mailbox(
+                    libp2p::request_response::Event::Message { .. },
+                )) => return false,
+                _ => {}
+            }
+        }
+    })
+    .await;
+    assert_eq!(failed, Ok(true), "a blocked peer was answered");
     // The polite peer is still served.
     let outcome = hold(&mut polite, node_peer, vec![9; 32], vec![0xff; 1024]).await;
     assert!(matches!(

@@ -64,6 +64,8 @@ pub(crate) struct Relays {
     pub(crate) network_refused: u64,
     /// Connections closed for opening more mailbox streams at once than they may.
     pub(crate) overflowing_closed: u64,
+    /// Peers blocked for it → until when.
+    blocked: HashMap<PeerId, std::time::Instant>,
     /// A relay: holds at its store thread → who waits (bounded by the thread's queues).
     holds: HashMap<u64, HoldFrom>,
     next_hold: u64,
@@ -129,6 +131,38 @@ impl Actor {
     /// opened again on the next connection.
     pub(super) fn on_relay_disconnected(&mut self, peer: &PeerId) {
         self.relays.listening.remove(peer);
+    }
+
+    /// Refuses `peer`'s connections for [`OVERFLOW_BLOCK`](crate::behaviour::OVERFLOW_BLOCK)
+    /// (blocking also closes the ones it has). An honest node never gets here: it keeps
+    /// 2 mailbox requests in flight per peer (`node::mailbox_calls`).
+    fn block_for_a_while(&mut self, peer: PeerId) {
+        use crate::behaviour::{MAX_BLOCKED_PEERS, OVERFLOW_BLOCK};
+        let now = std::time::Instant::now();
+        if self.relays.blocked.len() >= MAX_BLOCKED_PEERS
+            && let Some((&oldest, _)) = self.relays.blocked.iter().min_by_key(|(_, at)| **at)
+        {
+            self.relays.blocked.remove(&oldest);
+            self.swarm.behaviour_mut().blocked.unblock_peer(oldest);
+        }
+        self.relays.blocked.insert(peer, now + OVERFLOW_BLOCK);
+        self.swarm.behaviour_mut().blocked.block_peer(peer);
+    }
+
+    /// Lifts the blocks that are due (on the tick).
+    pub(super) fn lift_blocks(&mut self) {
+        let now = std::time::Instant::now();
+        let due: Vec<PeerId> = self
+            .relays
+            .blocked
+            .iter()
+            .filter(|(_, until)| **until <= now)
+            .map(|(p, _)| *p)
+            .collect();
+        for peer in due {
+            self.relays.blocked.remove(&peer);
+            self.swarm.behaviour_mut().blocked.unblock_peer(peer);
+        }
     }
 
     /// The network `peer` is connected from (`node::budgets::source_network`).
@@ -202,6 +236,7 @@ impl Actor {
                     debug!(%peer, "too many mailbox streams at once; closing the connection");
                     drop(channel);
                     self.swarm.close_connection(connection_id);
+                    self.block_for_a_while(peer);
                     return;
                 }
                 if let MailboxOp::Hold { record, .. } = &request.op
