@@ -45,6 +45,22 @@ impl Kind {
     }
 }
 
+/// Before `key` is added to `map` (holding at most `cap`): forgets the entry idle
+/// longest (`at` is when it was last used) if the map is full.
+fn make_room<K: Copy + Eq + std::hash::Hash, V>(
+    map: &mut HashMap<K, V>,
+    key: &K,
+    cap: usize,
+    at: impl Fn(&V) -> u64,
+) {
+    if !map.contains_key(key)
+        && map.len() >= cap
+        && let Some(idle) = map.iter().min_by_key(|(_, v)| at(v)).map(|(k, _)| *k)
+    {
+        map.remove(&idle);
+    }
+}
+
 #[derive(Debug)]
 struct Bucket {
     tokens: u64,
@@ -73,16 +89,9 @@ impl Budgets {
     pub(crate) fn spend(&mut self, peer: PeerId, kind: Kind, bytes: usize, now_ms: u64) -> bool {
         let (burst, rate) = kind.session_rates();
         let (burst, rate) = (burst * self.factor, rate * self.factor);
-        if !self.buckets.contains_key(&(peer, kind))
-            && self.buckets.len() >= MAX_TRACKED_PEERS
-            && let Some(idle) = self
-                .buckets
-                .iter()
-                .min_by_key(|(_, b)| b.at_ms)
-                .map(|(k, _)| *k)
-        {
-            self.buckets.remove(&idle);
-        }
+        make_room(&mut self.buckets, &(peer, kind), MAX_TRACKED_PEERS, |b| {
+            b.at_ms
+        });
         let bucket = self.buckets.entry((peer, kind)).or_insert(Bucket {
             tokens: burst,
             at_ms: now_ms,
@@ -158,16 +167,7 @@ impl NetworkBudgets {
     }
 
     fn refilled(&mut self, net: std::net::IpAddr, now_ms: u64) -> &mut Balance {
-        if !self.buckets.contains_key(&net)
-            && self.buckets.len() >= MAX_TRACKED_NETWORKS
-            && let Some(idle) = self
-                .buckets
-                .iter()
-                .min_by_key(|(_, b)| b.at_ms)
-                .map(|(k, _)| *k)
-        {
-            self.buckets.remove(&idle);
-        }
+        make_room(&mut self.buckets, &net, MAX_TRACKED_NETWORKS, |b| b.at_ms);
         let burst = i64::try_from(self.burst).unwrap_or(i64::MAX);
         let b = self.buckets.entry(net).or_insert(Balance {
             balance: burst,
