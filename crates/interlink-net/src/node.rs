@@ -1,6 +1,7 @@
 //! The node task: owns the swarm, runs presence and discovery, serves handles.
 
 mod admission;
+mod blocking;
 mod budgets;
 mod delivery;
 mod discovery;
@@ -155,6 +156,7 @@ impl Node {
             hold_checker,
             budgets: budgets::Budgets::new(if config_relay_server { 8 } else { 1 }),
             network_budgets: budgets::NetworkBudgets::new(network_growth_burst),
+            blocking: blocking::Blocking::default(),
             mailboxes: mailbox::Mailboxes::new(max_mailbox_records),
             fetching: fetching::Fetching::default(),
             mailbox_calls: mailbox_calls::MailboxCalls::default(),
@@ -265,6 +267,8 @@ struct Actor {
     budgets: budgets::Budgets,
     /// A relay: what each source network may still add to its store.
     network_budgets: budgets::NetworkBudgets,
+    /// Peers shut out for breaking the mailbox stream bound.
+    blocking: blocking::Blocking,
     mailboxes: mailbox::Mailboxes,
     fetching: fetching::Fetching,
     /// Our mailbox requests, a few on the wire per peer.
@@ -514,7 +518,7 @@ impl Actor {
             mailbox_fetches_refused: self.fetching.refused,
             mailbox_requests_waiting: self.mailbox_calls.waiting(),
             holds_refused_network: self.relays.network_refused,
-            mailbox_connections_closed: self.relays.overflowing_closed,
+            mailbox_connections_closed: self.blocking.closed,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,

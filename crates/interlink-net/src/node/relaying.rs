@@ -62,12 +62,9 @@ pub(crate) struct Relays {
     pub(crate) circuits: usize,
     /// A relay: holds refused because their source network's budget was spent.
     pub(crate) network_refused: u64,
-    /// Connections closed for opening more mailbox streams at once than they may.
-    pub(crate) overflowing_closed: u64,
-    /// Peers blocked for it → until when.
-    blocked: HashMap<PeerId, std::time::Instant>,
-    /// A relay: holds at its store thread → who waits (bounded by the thread's queues).
-    holds: HashMap<u64, HoldFrom>,
+    /// A relay: holds at its store thread → who waits (bounded by the thread's queues),
+    /// and the network the copy came from, charged once it is committed.
+    holds: HashMap<u64, (HoldFrom, Option<std::net::IpAddr>)>,
     next_hold: u64,
     /// `over_budget` refusals waiting to be sent, oldest (soonest due) first.
     tarpit: VecDeque<(
@@ -131,38 +128,6 @@ impl Actor {
     /// opened again on the next connection.
     pub(super) fn on_relay_disconnected(&mut self, peer: &PeerId) {
         self.relays.listening.remove(peer);
-    }
-
-    /// Refuses `peer`'s connections for [`OVERFLOW_BLOCK`](crate::behaviour::OVERFLOW_BLOCK)
-    /// (blocking also closes the ones it has). An honest node never gets here: it keeps
-    /// 2 mailbox requests in flight per peer (`node::mailbox_calls`).
-    fn block_for_a_while(&mut self, peer: PeerId) {
-        use crate::behaviour::{MAX_BLOCKED_PEERS, OVERFLOW_BLOCK};
-        let now = std::time::Instant::now();
-        if self.relays.blocked.len() >= MAX_BLOCKED_PEERS
-            && let Some((&oldest, _)) = self.relays.blocked.iter().min_by_key(|(_, at)| **at)
-        {
-            self.relays.blocked.remove(&oldest);
-            self.swarm.behaviour_mut().blocked.unblock_peer(oldest);
-        }
-        self.relays.blocked.insert(peer, now + OVERFLOW_BLOCK);
-        self.swarm.behaviour_mut().blocked.block_peer(peer);
-    }
-
-    /// Lifts the blocks that are due (on the tick).
-    pub(super) fn lift_blocks(&mut self) {
-        let now = std::time::Instant::now();
-        let due: Vec<PeerId> = self
-            .relays
-            .blocked
-            .iter()
-            .filter(|(_, until)| **until <= now)
-            .map(|(p, _)| *p)
-            .collect();
-        for peer in due {
-            self.relays.blocked.remove(&peer);
-            self.swarm.behaviour_mut().blocked.unblock_peer(peer);
-        }
     }
 
     /// The network `peer` is connected from (`node::budgets::source_network`).
@@ -232,11 +197,8 @@ impl Actor {
                     // More mailbox streams at once than a connection may open (an honest
                     // node keeps 2 requests in flight): resetting each one costs this node
                     // a stream negotiation per retry, so the connection goes instead.
-                    self.relays.overflowing_closed += 1;
-                    debug!(%peer, "too many mailbox streams at once; closing the connection");
                     drop(channel);
-                    self.swarm.close_connection(connection_id);
-                    self.block_for_a_while(peer);
+                    self.shut_out(peer, connection_id);
                     return;
                 }
                 if let MailboxOp::Hold { record, .. } = &request.op
@@ -416,7 +378,8 @@ impl Actor {
     /// thread reports back.
     pub(super) fn relay_hold(&mut self, key: &[u8], record: Vec<u8>, from: HoldFrom) {
         let refuse = |code, detail: &str| Refusal::new(code, detail);
-        if let Some(net) = self.source_network(&from.0)
+        let net = self.source_network(&from.0);
+        if let Some(net) = net
             && !self.network_budgets.has_room(net, crate::now_ms())
         {
             self.relays.network_refused += 1;
@@ -449,7 +412,7 @@ impl Actor {
         match result {
             Ok(token) => {
                 self.relays.next_hold += 1;
-                self.relays.holds.insert(token, from);
+                self.relays.holds.insert(token, (from, net));
             }
             Err(reason) => self.answer_hold(from, Err(reason)),
         }
@@ -457,13 +420,13 @@ impl Actor {
 
     /// The relay's store thread finished a hold.
     pub(super) fn on_relay_held(&mut self, held: Held) {
-        let Some(from) = self.relays.holds.remove(&held.token) else {
+        let Some((from, net)) = self.relays.holds.remove(&held.token) else {
             return;
         };
         let key = RecordKey::new(&held.key);
         let result = match held.result {
             Ok(copy) => {
-                if let Some(net) = self.source_network(&from.0) {
+                if let Some(net) = net {
                     self.network_budgets
                         .charge(net, copy.grew_by, crate::now_ms());
                 }
