@@ -21,6 +21,9 @@ pub const RELAY: &str = "INTERLINK_RELAY";
 pub const MDNS: &str = "INTERLINK_MDNS";
 /// `1` turns channel mode on (messages pushed as MCP channel notifications).
 pub const CHANNELS: &str = "INTERLINK_CHANNELS";
+/// `0` (or `false`, `off`, `no`) keeps messages out of Claude Code's own inbox socket:
+/// the session then wakes its agent through the Stop hook (or channels) only.
+pub const HOST_INBOX: &str = "INTERLINK_HOST_INBOX";
 /// `1` lets the agent accept pair requests and add peers itself (unattended setups):
 /// otherwise `accept_pair` and `add_peer` ask the human through MCP elicitation, or
 /// change nothing and name the operator's command.
@@ -51,6 +54,12 @@ pub const TEST_CODEX_RETRY_CAP_MS: &str = "INTERLINK_TEST_CODEX_RETRY_CAP_MS";
 
 /// Claude Code's session id in the MCP server's environment (not ours; read only).
 pub const CLAUDE_SESSION: &str = "CLAUDE_CODE_SESSION_ID";
+/// The inbox socket of the Claude Code session that started this process (not ours;
+/// read only): Claude Code exports it to its hooks, commands and MCP servers.
+pub const CLAUDE_MESSAGING_SOCKET: &str = "CLAUDE_CODE_MESSAGING_SOCKET";
+/// The token that proves a connection to [`CLAUDE_MESSAGING_SOCKET`] comes from that
+/// session's own child (read only).
+pub const CLAUDE_MESSAGING_TOKEN: &str = "CLAUDE_CODE_MESSAGING_TOKEN";
 
 /// Variables a developer's shell may set that change what an `interlink-p2p` process
 /// does: a harness starting one removes them, so the child gets exactly what its
@@ -60,6 +69,9 @@ pub const INHERITED_BY_ACCIDENT: &[&str] = &[
     HOME,
     SESSION,
     CLAUDE_SESSION,
+    // A test run from inside a Claude Code session must not post into it.
+    CLAUDE_MESSAGING_SOCKET,
+    CLAUDE_MESSAGING_TOKEN,
     NETWORK,
     LISTEN,
     BOOTSTRAP,

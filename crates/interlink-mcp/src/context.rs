@@ -31,6 +31,7 @@ use tracing::warn;
 
 use crate::{
     codex::CodexConfig,
+    host_inbox::HostInbox,
     paths::{Home, SessionDir},
     read_state::{ReadState, ReadStateError},
     sent_log::SentLog,
@@ -240,6 +241,25 @@ pub struct Shared {
     pub(crate) starter: Option<Starter>,
     /// The started session's tasks, for shutdown.
     pub(crate) tasks: Tasks,
+    /// Delivery through the agent host's own inbox socket, where there is one.
+    pub host_inbox: HostInboxState,
+}
+
+/// Where delivery through the agent host's inbox socket stands
+/// ([`crate::workers::host_inbox`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostInboxState {
+    /// New messages go to the socket: it was found at launch, and since then it has
+    /// neither failed nor held a message.
+    pub active: bool,
+    /// Why it stopped being used, once it did.
+    pub stopped: Option<String>,
+    /// Messages the host took for the model since the session started.
+    pub handed: u64,
+    /// Messages the host held for the user's approval (then woken through the hook).
+    pub held: u64,
+    /// Messages the host did not deliver (then woken through the hook).
+    pub fell_back: u64,
 }
 
 /// What a [`Context`] is made from, besides its node status and receipt queue.
@@ -265,6 +285,8 @@ pub struct Settings {
     pub name: String,
     /// How notices are queued into Codex.
     pub codex: CodexConfig,
+    /// The agent host's inbox socket, found (and answering) at launch.
+    pub host_inbox: Option<HostInbox>,
 }
 
 /// Everything the tools share about this session.
@@ -296,6 +318,8 @@ pub struct Context {
     pub receipts: ReceiptQueue,
     /// How notices are queued into Codex.
     pub codex: CodexConfig,
+    /// The agent host's inbox socket, found at launch (not in channel mode).
+    pub host_inbox: Option<HostInbox>,
     /// The mutable state; see [`Context::shared`].
     shared: SharedState,
     /// Serialises read-state changes (tools and the channel forwarder). An async lock,
@@ -329,6 +353,7 @@ impl Context {
             name: settings.name,
             receipts: ReceiptQueue(receipts),
             codex: settings.codex,
+            host_inbox: settings.host_inbox.clone().filter(|_| !settings.channels),
             shared: SharedState::new(Shared {
                 summary: settings.summary,
                 host: settings.host,
@@ -340,6 +365,10 @@ impl Context {
                 pending_forms: std::collections::VecDeque::new(),
                 starter: None,
                 tasks: Tasks::default(),
+                host_inbox: HostInboxState {
+                    active: settings.host_inbox.is_some() && !settings.channels,
+                    ..HostInboxState::default()
+                },
             }),
             read_lock: Arc::new(tokio::sync::Mutex::new(())),
             codex_lock: Arc::new(tokio::sync::Mutex::new(())),
@@ -408,6 +437,8 @@ impl Context {
     pub fn delivery(&self) -> DeliveryMode {
         if self.channels {
             DeliveryMode::Channel
+        } else if self.shared().host_inbox.active {
+            DeliveryMode::HostInbox
         } else if self.host() == HostKind::Codex {
             DeliveryMode::Codex
         } else {

@@ -31,13 +31,17 @@
 //! - `sessions/<id>/follow.json` — how far [`workers::follow`] handled the inbox's
 //!   knocks, acceptances and read receipts;
 //! - `sessions/<id>/codex.json`, `codex_failed.json` — Codex delivery ([`codex`],
-//!   [`workers::codex`]).
+//!   [`workers::codex`]);
+//! - `sessions/<id>/host_inbox.json` — what went into Claude Code's own inbox socket
+//!   ([`host_inbox`], [`workers::host_inbox`]), read by the Stop hook.
 //!
 //! Delivery into the agent: the inbox plus the footer on every tool result and the
 //! Stop hook (`interlink-p2p wait`, [`stop_hook`] — not part of the MCP server: a
 //! separate process the host runs when the agent stops); or, in channel mode
 //! ([`workers::channel`]), a `notifications/claude/channel` notification per message;
-//! or, for Codex, a notice queued into the bound thread ([`workers::codex`]).
+//! or, under a Claude Code with an inbox socket, a frame written there per message
+//! ([`host_inbox`], [`workers::host_inbox`]; the Stop hook then only catches what the
+//! socket did not deliver); or, for Codex, a notice queued into the bound thread ([`workers::codex`]).
 //!
 //! [`session_node`] starts a session node (shared with `interlink-p2p run` and
 //! `send`); [`sender`] resolves a message's target and routes it once the roster has
@@ -49,6 +53,7 @@ pub mod codex;
 pub mod consent;
 pub mod context;
 mod files;
+pub mod host_inbox;
 pub mod pairing;
 pub mod paths;
 pub mod peers;

@@ -49,6 +49,9 @@ pub const FOLLOW_FILE: &str = "follow.json";
 pub const WAIT_LOCK_FILE: &str = "wait.lock";
 /// File name of the ids the Stop hook already woke the agent for ([`crate::stop_hook`]).
 pub const WOKEN_FILE: &str = "woken.json";
+/// File name of what was handed to the agent host's own inbox
+/// ([`crate::host_inbox::HandoverFile`]).
+pub const HOST_INBOX_FILE: &str = "host_inbox.json";
 
 /// Resolves the home directory from an explicit value and an environment lookup.
 fn resolve_home(
@@ -209,6 +212,11 @@ impl SessionDir {
     /// The ids the Stop hook already woke the agent for.
     pub fn woken(&self) -> PathBuf {
         self.0.join(WOKEN_FILE)
+    }
+
+    /// What was handed to the agent host's own inbox ([`HOST_INBOX_FILE`]).
+    pub fn host_inbox(&self) -> PathBuf {
+        self.0.join(HOST_INBOX_FILE)
     }
 
     /// Claims the session for this process, which runs `command` (one process per

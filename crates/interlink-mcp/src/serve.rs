@@ -54,6 +54,9 @@ pub struct Options {
     pub name: String,
     /// Delivery into a Codex thread.
     pub codex: CodexConfig,
+    /// The agent host's inbox socket, if it has one that answers
+    /// ([`crate::host_inbox::HostInbox::from_env`], probed): messages are written there.
+    pub host_inbox: Option<crate::host_inbox::HostInbox>,
     /// Node configuration (its `delivery` is filled here).
     pub config: Config,
 }
@@ -134,6 +137,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
             agent_pairing: options.agent_pairing,
             name: options.name.clone(),
             codex: options.codex,
+            host_inbox: options.host_inbox,
         },
         status_rx,
         receipts_tx,

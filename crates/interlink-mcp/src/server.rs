@@ -224,6 +224,7 @@ pub(crate) mod testing {
                 agent_pairing: false,
                 name: "tester".into(),
                 codex: CodexConfig::default(),
+                host_inbox: None,
             },
             node,
             tx,

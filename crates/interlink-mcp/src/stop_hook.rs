@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     files::{private_file, write_atomically},
+    host_inbox::HandoverFile,
     paths::{Home, SessionDirError},
     peers, policy,
     read_state::{ReadState, ReadStateError},
@@ -132,6 +133,19 @@ pub fn wait(
     let woken = load_woken(&woken_path);
     loop {
         let unread = ReadState::load(&dir)?.unread()?;
+        // Under a Claude Code with an inbox socket, the MCP server writes messages
+        // there: the hook announces only what the host did not deliver, and never a
+        // message it took ([`crate::host_inbox::HandoverFile`]).
+        let handover = HandoverFile::load(&dir);
+        let handing_over = handover.as_ref().is_some_and(HandoverFile::handing_over);
+        let unread: Vec<InboxEntry> = unread
+            .into_iter()
+            .filter(|e| {
+                handover
+                    .as_ref()
+                    .is_none_or(|h| h.hook_announces(&woken_key(e), handing_over))
+            })
+            .collect();
         let (announced, new): (Vec<InboxEntry>, Vec<InboxEntry>) = unread
             .into_iter()
             .partition(|e| woken.contains(&woken_key(e)) || woken.contains(&e.msg_id));

@@ -5,7 +5,9 @@
 //! `CLAUDE_CODE_SESSION_ID`, random), except that a Codex-hosted server (`--host codex`,
 //! or a client named Codex at `initialize`) without a pinned id starts its session
 //! only when `bind_codex_session` names the thread; the working directory and its git root label are
-//! announced automatically. `INTERLINK_CHANNELS=1` turns channel mode on. Stdout carries
+//! announced automatically. `INTERLINK_CHANNELS=1` turns channel mode on; otherwise,
+//! under a Claude Code that exports its inbox socket, messages are written there
+//! ([`interlink_mcp::host_inbox`]; `INTERLINK_HOST_INBOX=0` turns that off). Stdout carries
 //! only JSON-RPC; SIGTERM, SIGINT or the end of stdin shut the session down (goodbye
 //! first) within a second.
 
@@ -80,6 +82,20 @@ pub async fn run(
     )?;
     info!(%session, ?source, "session id");
     let channels = std::env::var(ENV_CHANNELS).is_ok_and(|v| v.trim() == "1");
+    // Claude Code's own inbox socket, when it exported one that answers now (channel
+    // mode, an explicit choice, keeps channels).
+    let host_inbox = match interlink_mcp::host_inbox::HostInbox::from_env(|k| std::env::var(k).ok()) {
+        Some(inbox) if !channels => {
+            if inbox.probe().await {
+                info!(socket = %inbox.socket().display(), "delivering through the agent host's inbox socket");
+                Some(inbox)
+            } else {
+                info!(socket = %inbox.socket().display(), "the agent host's inbox socket does not answer: Stop hook only");
+                None
+            }
+        }
+        _ => None,
+    };
     let options = Options {
         home,
         session,
@@ -95,6 +111,7 @@ pub async fn run(
             .is_ok_and(|v| v.trim() == "1"),
         name: interlink_mcp::pairing::own_name(|k| std::env::var(k).ok()),
         codex: codex_config(|k| std::env::var(k).ok()),
+        host_inbox,
         config,
     };
     let shutdown = CancellationToken::new();

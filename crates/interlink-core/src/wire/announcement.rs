@@ -36,6 +36,10 @@ pub enum DeliveryMode {
     Channel,
     /// A notice queued into the bound Codex thread.
     Codex,
+    /// Written into the agent host's own inbox socket (Claude Code's cross-session
+    /// inbox): read mid-turn, or starts a turn when idle (protocol version 6).
+    #[serde(rename = "host_inbox")]
+    HostInbox,
     /// Only when the agent calls `receive_messages`.
     Poll,
 }

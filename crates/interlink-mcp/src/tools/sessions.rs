@@ -17,6 +17,42 @@ pub struct SetSummaryArgs {
     pub summary: String,
 }
 
+/// Where delivery through the agent host's inbox socket stands (`null` when the host
+/// exported none).
+fn host_inbox_view(ctx: &crate::Context) -> serde_json::Value {
+    let Some(inbox) = &ctx.host_inbox else {
+        return serde_json::Value::Null;
+    };
+    let s = ctx.shared().host_inbox.clone();
+    json!({
+        "socket": inbox.socket(),
+        "active": s.active,
+        "stopped": s.stopped,
+        "handed": s.handed,
+        "held": s.held,
+        "fell_back": s.fell_back,
+    })
+}
+
+/// The `host inbox …` line of `whoami`'s text.
+fn host_inbox_line(v: &serde_json::Value) -> Option<String> {
+    if v.is_null() {
+        return None;
+    }
+    let mut line = format!(
+        "host inbox {} ({} handed over, {} held for the user's approval, {} not delivered)",
+        v["socket"].as_str().unwrap_or(""),
+        v["handed"],
+        v["held"],
+        v["fell_back"]
+    );
+    if let Some(why) = v["stopped"].as_str() {
+        line.push_str(&format!("; not used any more: {why} (the Stop hook wakes the agent)"));
+    }
+    line.push('\n');
+    Some(line)
+}
+
 #[tool_router(router = sessions_router, vis = "pub(crate)")]
 impl Server {
     /// This session: identity key and fingerprint, session id, working directory, git
@@ -52,10 +88,15 @@ impl Server {
         }
         let pairing =
             crate::consent::Gate::new(ctx.agent_pairing, ctx.shared().can_ask_human).describe();
+        let host_inbox = host_inbox_view(ctx);
         text.push_str(&format!(
-            "summary {summary:?}\ndelivery {}\npairing {pairing}\nnode {node}\n",
+            "summary {summary:?}\ndelivery {}\n",
             delivery.as_str().unwrap_or("")
         ));
+        if let Some(line) = host_inbox_line(&host_inbox) {
+            text.push_str(&line);
+        }
+        text.push_str(&format!("pairing {pairing}\nnode {node}\n"));
         for a in &listen {
             text.push_str(&format!("listen {a}\n"));
         }
@@ -70,6 +111,7 @@ impl Server {
                 "summary": summary,
                 "host": host,
                 "delivery": delivery,
+                "host_inbox": host_inbox,
                 "node": node,
                 "listen_addrs": listen,
                 "pairing": pairing,

@@ -7,7 +7,9 @@
 //! - [`sent_log`]: saves the sent-messages log;
 //! - [`codex`]: hands each new message to the bound Codex thread (Codex hosts only);
 //! - [`channel`]: pushes each message as a channel notification (channel mode; started
-//!   by [`crate::serve`] once the MCP peer exists).
+//!   by [`crate::serve`] once the MCP peer exists);
+//! - [`host_inbox`]: writes each message into the agent host's own inbox socket
+//!   (under a Claude Code that has one).
 //!
 //! Each takes only what it uses of the session — its [`crate::paths::SessionDir`], the
 //! node's status, the receipt queue, a [`crate::context::SharedState`] handle — in an
@@ -27,6 +29,7 @@ use crate::context::{Context, ReadReceipt};
 pub mod channel;
 pub mod codex;
 pub mod follow;
+pub mod host_inbox;
 pub mod receipts;
 pub mod sent_log;
 
@@ -49,6 +52,9 @@ pub(crate) fn spawn(
         follow::Follow::of(ctx, bound),
         cancel.clone(),
     ));
+    if let Some(w) = host_inbox::HostInboxWorker::of(ctx, bound) {
+        tokio::spawn(host_inbox::forward(w, cancel.clone()));
+    }
     if ctx.host() == HostKind::Codex {
         tokio::spawn(codex::deliver(codex::Codex::of(ctx, bound), cancel.clone()));
     }
