@@ -3,6 +3,7 @@
 //! driving the CLI ([`user`]), MCP sessions driven by an MCP client ([`mcp_session`]), and
 //! a strict reader of framed peer text ([`framing`]).
 
+pub mod agent_cli;
 pub mod framing;
 pub mod mcp_session;
 pub mod process;

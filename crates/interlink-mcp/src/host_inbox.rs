@@ -290,7 +290,11 @@ pub fn parse_receipt(line: &str) -> Option<HostReceipt> {
         return None;
     }
     let status = v["status"].as_str()?;
-    let mut frames: Vec<String> = v["orig_msg_id"].as_str().map(str::to_owned).into_iter().collect();
+    let mut frames: Vec<String> = v["orig_msg_id"]
+        .as_str()
+        .map(str::to_owned)
+        .into_iter()
+        .collect();
     if let Some(ids) = v["dropped_msg_ids"].as_array() {
         frames.extend(ids.iter().filter_map(|i| i.as_str().map(str::to_owned)));
     }
@@ -364,7 +368,12 @@ impl ReplySocket {
     /// Reads receipts until `cancel` fires, handing each to `tx`. Only connections
     /// from process `host_pid` count (its credentials, checked by the kernel); at most
     /// [`RECEIPT_CONNECTIONS`] are read at once, each bounded in bytes and time.
-    pub async fn serve(mut self, host_pid: u32, tx: mpsc::Sender<HostReceipt>, cancel: CancellationToken) {
+    pub async fn serve(
+        mut self,
+        host_pid: u32,
+        tx: mpsc::Sender<HostReceipt>,
+        cancel: CancellationToken,
+    ) {
         let Some(listener) = self.listener.take() else {
             return;
         };

@@ -84,7 +84,8 @@ pub async fn run(
     let channels = std::env::var(ENV_CHANNELS).is_ok_and(|v| v.trim() == "1");
     // Claude Code's own inbox socket, when it exported one that answers now (channel
     // mode, an explicit choice, keeps channels).
-    let host_inbox = match interlink_mcp::host_inbox::HostInbox::from_env(|k| std::env::var(k).ok()) {
+    let host_inbox = match interlink_mcp::host_inbox::HostInbox::from_env(|k| std::env::var(k).ok())
+    {
         Some(inbox) if !channels => {
             if inbox.probe().await {
                 info!(socket = %inbox.socket().display(), "delivering through the agent host's inbox socket");

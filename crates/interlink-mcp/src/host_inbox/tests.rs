@@ -110,7 +110,10 @@ fn receipts_name_their_frames_and_anything_else_is_ignored() {
     let dropped = r#"{"type":"control","action":"peer_message_status","status":"dropped","drop_reason":"rate-limited","dropped_msg_ids":["f3","f4"]}"#;
     let d = parse_receipt(dropped).unwrap();
     assert_eq!(d.frames, ["f3", "f4"]);
-    assert_eq!(d.status, HostStatus::NotDelivered("dropped (rate-limited)".into()));
+    assert_eq!(
+        d.status,
+        HostStatus::NotDelivered("dropped (rate-limited)".into())
+    );
     for other in [
         "",
         "not json",
@@ -150,7 +153,7 @@ fn host_socket(dir: &Path) -> (PathBuf, std::sync::mpsc::Receiver<String>) {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     let path = dir.join("100.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::sync_channel(16);
     std::thread::spawn(move || {
         for s in listener.incoming() {
             let Ok(mut s) = s else { return };
@@ -175,7 +178,10 @@ async fn a_post_writes_the_auth_line_then_the_frame_and_half_closes() {
     assert_eq!(rx.recv().unwrap(), "", "a probe writes nothing");
     inbox.post(r#"{"type":"user"}"#).await.unwrap();
     let auth = json!({"type": "auth", "token": token}).to_string();
-    assert_eq!(rx.recv().unwrap(), format!("{auth}\n{{\"type\":\"user\"}}\n"));
+    assert_eq!(
+        rx.recv().unwrap(),
+        format!("{auth}\n{{\"type\":\"user\"}}\n")
+    );
     // Gone, or not a socket: an error, so the caller falls back.
     let gone = HostInbox {
         socket: tmp.path().join("gone.sock"),
@@ -189,9 +195,15 @@ async fn a_post_writes_the_auth_line_then_the_frame_and_half_closes() {
         socket: file,
         token: None,
     };
-    assert!(matches!(not.post("{}").await, Err(PostError::NotASocket(_))));
+    assert!(matches!(
+        not.post("{}").await,
+        Err(PostError::NotASocket(_))
+    ));
     let long = "x".repeat(MAX_FRAME + 1);
-    assert!(matches!(inbox.post(&long).await, Err(PostError::TooLong(_))));
+    assert!(matches!(
+        inbox.post(&long).await,
+        Err(PostError::TooLong(_))
+    ));
 }
 
 #[tokio::test]
@@ -200,7 +212,10 @@ async fn receipts_count_only_from_the_host_process() {
     let (host, _rx) = host_socket(tmp.path());
     let reply = ReplySocket::bind_beside(&host).unwrap();
     let path = reply.path().to_owned();
-    assert_eq!(path, tmp.path().join(format!("{}.sock", std::process::id())));
+    assert_eq!(
+        path,
+        tmp.path().join(format!("{}.sock", std::process::id()))
+    );
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     // A second one cannot take the live name.
@@ -208,7 +223,8 @@ async fn receipts_count_only_from_the_host_process() {
     assert_ne!(second.path(), path);
     drop(second);
 
-    let line = r#"{"type":"control","action":"peer_message_status","status":"held","orig_msg_id":"f1"}"#;
+    let line =
+        r#"{"type":"control","action":"peer_message_status","status":"held","orig_msg_id":"f1"}"#;
     let send = |p: PathBuf| async move {
         let mut s = UnixStream::connect(&p).await.unwrap();
         s.write_all(format!("{line}\n").as_bytes()).await.unwrap();
@@ -219,7 +235,10 @@ async fn receipts_count_only_from_the_host_process() {
     let cancel = CancellationToken::new();
     tokio::spawn(reply.serve(std::process::id(), tx, cancel.clone()));
     send(path.clone()).await;
-    let got = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.frames, ["f1"]);
     cancel.cancel();
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -47,7 +47,9 @@ fn host_inbox_line(v: &serde_json::Value) -> Option<String> {
         v["fell_back"]
     );
     if let Some(why) = v["stopped"].as_str() {
-        line.push_str(&format!("; not used any more: {why} (the Stop hook wakes the agent)"));
+        line.push_str(&format!(
+            "; not used any more: {why} (the Stop hook wakes the agent)"
+        ));
     }
     line.push('\n');
     Some(line)

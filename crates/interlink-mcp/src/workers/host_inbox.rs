@@ -32,7 +32,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::{
-    context::{Bound, Context, NodeStatus, ReadReceipt, ReceiptQueue, SharedState, running, unread_in},
+    context::{
+        Bound, Context, NodeStatus, ReadReceipt, ReceiptQueue, SharedState, running, unread_in,
+    },
     host_inbox::{
         HandoverFile, HostInbox, HostReceipt, HostStatus, MAX_LISTED, RECEIPT_QUEUE, ReplySocket,
         frame, frame_id,
@@ -357,7 +359,8 @@ fn on_receipt(w: &HostInboxWorker, book: &mut Book, r: HostReceipt) {
                 if !transient {
                     book.file.active = false;
                     s.host_inbox.active = false;
-                    s.host_inbox.stopped = Some(format!("Claude Code did not deliver a message: {why}"));
+                    s.host_inbox.stopped =
+                        Some(format!("Claude Code did not deliver a message: {why}"));
                 }
             }
         }

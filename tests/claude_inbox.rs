@@ -1,0 +1,432 @@
+//! The last mile into a real Claude Code session (the pinned CLI, `claude -p` with
+//! stream-json input so the session stays up between turns, against the fake model API
+//! of [`interlink_e2e::agent_cli`]), with the message sent by another user — its own
+//! home, its own node on loopback, paired by hand — as from another machine:
+//!
+//! - through Claude Code's own inbox socket: a message sent while the model is in a
+//!   tool call is in the very next model request, as the host's "sent a message while
+//!   you were working" notice; one sent to the idle session starts a new turn; the Stop
+//!   hook announces neither a second time;
+//! - with the inbound setting on hold: the host holds the frame, the server sees the
+//!   hold, and the Stop hook wakes the agent with the message instead — once;
+//! - with no socket (`CLAUDE_CODE_HARBOR_KITE=0`, Claude Code's own switch): the Stop
+//!   hook wakes the agent, as before there was a socket.
+//!
+//! Unset `INTERLINK_TEST_CLAUDE_BIN`: SKIPPED, except under CI, where it fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::{
+    fs::File,
+    io::Write as _,
+    path::{Path, PathBuf},
+    process::{ChildStdin, Stdio},
+    time::{Duration, Instant},
+};
+
+use interlink_e2e::{
+    agent_cli::{FakeModel, Group, Home, STEP, agent_cli, check_runs, poll, run},
+    binary,
+    process::{DEADLINE, Session},
+    user::{LOOPBACK, User},
+};
+use serde_json::{Value, json};
+
+/// What Claude Code prefixes a socket message with during a busy turn, and when idle.
+const HOST_BUSY_NOTICE: &str = "sent a message while you were working";
+const HOST_NOTICE: &str = "Another Claude session sent a message";
+/// The first words of the Stop hook's wake-up text ([`interlink_mcp::stop_hook`]).
+const HOOK_NOTICE: &str = "new message for this session";
+
+/// A running `claude -p` session of `home`'s user, its log, and the fake model.
+struct Claude {
+    _group: Group,
+    stdin: Option<ChildStdin>,
+    log: PathBuf,
+    model: FakeModel,
+}
+
+impl Claude {
+    /// Starts the session with `args` and `env` added, and sends it `prompt`.
+    fn start(
+        home: &Home,
+        claude: &Path,
+        model: FakeModel,
+        bootstrap: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        prompt: &str,
+    ) -> Self {
+        // The inbox sockets go to a directory of this test's own (Claude Code puts
+        // them under $XDG_RUNTIME_DIR/cc-socks), not the machine's shared /tmp/cc-socks.
+        let run_dir = home.path().join("run");
+        std::fs::create_dir_all(&run_dir).unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let log = home.path().join("claude.log");
+        let file = File::create(&log).unwrap();
+        let mut cmd = home.command(claude);
+        cmd.args(["-p", "--input-format", "stream-json"])
+            .args(["--output-format", "stream-json", "--verbose"])
+            .args(args)
+            .env("ANTHROPIC_BASE_URL", &model.url)
+            .env("ANTHROPIC_API_KEY", "sk-ant-test-not-a-key")
+            .env("INTERLINK_BOOTSTRAP", bootstrap)
+            .env("XDG_RUNTIME_DIR", &run_dir)
+            .stdin(Stdio::piped())
+            .stderr(file.try_clone().unwrap())
+            .stdout(file);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut group = Group::spawn(&mut cmd);
+        let stdin = group.child.stdin.take();
+        let mut c = Self {
+            _group: group,
+            stdin,
+            log,
+            model,
+        };
+        c.say(prompt);
+        c
+    }
+
+    /// A user turn on stdin.
+    fn say(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(
+            stdin,
+            "{}",
+            json!({"type": "user", "message": {"role": "user", "content": text}})
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn context(&self) -> String {
+        format!(
+            "--- claude\n{}\n--- model requests: {}",
+            std::fs::read_to_string(&self.log).unwrap_or_default(),
+            self.model.requests().len()
+        )
+    }
+
+    /// Turns finished so far (`result` lines of the stream-json output).
+    fn results(&self) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v["type"] == "result"))
+            .count()
+    }
+
+    /// The model requests containing `text`.
+    fn requests_with(&self, text: &str) -> Vec<String> {
+        self.model
+            .requests()
+            .into_iter()
+            .filter(|r| r.contains(text))
+            .collect()
+    }
+
+    /// Waits for the first model request containing `text`.
+    fn wait_request_with(&self, text: &str, what: &str) -> String {
+        poll(
+            Instant::now() + DEADLINE,
+            what,
+            || self.context(),
+            || self.requests_with(text).into_iter().next(),
+        )
+    }
+}
+
+/// The interlink session the MCP server started under Claude Code's session id: the
+/// directory (other than `skip`) holding an inbox and `marker`.
+fn claude_session(home: &Home, claude: &Claude, marker: &str) -> String {
+    let sessions = home.interlink_home().join("sessions");
+    poll(
+        Instant::now() + STEP,
+        &format!("no session of Claude Code's with {marker}"),
+        || claude.context(),
+        || {
+            std::fs::read_dir(&sessions)
+                .ok()?
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .find(|id| {
+                    let dir = sessions.join(id);
+                    dir.join("inbox.jsonl").exists() && dir.join(marker).exists()
+                })
+        },
+    )
+}
+
+fn handover(home: &Home, session: &str) -> Value {
+    let path = home
+        .interlink_home()
+        .join("sessions")
+        .join(session)
+        .join("host_inbox.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_default()).unwrap_or(Value::Null)
+}
+
+/// Claude Code's user (`home`, with interlink installed) and bob, another user on his
+/// own node, paired both ways; returns bob, his running node and its address (the
+/// overlay's bootstrap for both).
+fn alice_and_bob(home: &Home) -> (User, Session, String) {
+    home.p2p(&["install", "claude"]);
+    let id: Value = serde_json::from_str(&home.p2p(&["id", "--json"])).unwrap();
+    let alice_key = id["identity_key"].as_str().unwrap().to_owned();
+    let bob = User::new("bob", &[]).unwrap();
+    home.p2p(&["peer", "add", "bob", &bob.key]);
+    let out = bob
+        .cli(&["peer", "add", "alice", &alice_key], None)
+        .unwrap();
+    assert!(out.status.success(), "bob: peer add alice: {}", out.stderr);
+    let node = bob.start("bob-desk", None).unwrap();
+    let bootstrap = node.loopback_addr().unwrap().to_owned();
+    (bob, node, bootstrap)
+}
+
+/// Bob sends `text` to Claude Code's session `session`; it must be delivered live.
+fn bob_sends(bob: &User, bootstrap: &str, session: &str, text: &str, claude: &Claude) {
+    let (out, took) = bob
+        .send(bootstrap, "alice", &["--session", session, text], None)
+        .unwrap();
+    assert!(
+        out.status.success() && out.stdout.starts_with("delivered "),
+        "bob's send to Claude Code's session {session} ({took:?}): {} {}\n{}",
+        out.stdout,
+        out.stderr,
+        claude.context()
+    );
+}
+
+fn claude_bin() -> Option<PathBuf> {
+    agent_cli("INTERLINK_TEST_CLAUDE_BIN", "Claude Code CLI")
+}
+
+#[test]
+fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_session() {
+    let Some(bin) = claude_bin() else { return };
+    let home = Home::new();
+    check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
+    let (bob, _bob_node, bootstrap) = alice_and_bob(&home);
+
+    // The model's first move is a long tool call: the turn is busy while bob sends.
+    let sleep = json!({"name": "Bash",
+        "input": {"command": "sleep 15; echo SLEPT", "description": "wait a while"}});
+    let model = FakeModel::scripted(vec![sleep]);
+    let mut claude = Claude::start(
+        &home,
+        &bin,
+        model,
+        &bootstrap,
+        &["--allowedTools", "Bash"],
+        &[],
+        "start the long task",
+    );
+    let session = claude_session(&home, &claude, "host_inbox.json");
+    let handed_at = poll(
+        Instant::now() + STEP,
+        "the fake model's tool call was never requested",
+        || claude.context(),
+        || claude.model.tool_calls_served().first().copied(),
+    );
+    // Give the CLI a moment to start the tool, then send while it runs.
+    std::thread::sleep(Duration::from_millis(1500));
+    let busy = "MIDTURN ping from bob's machine: which branch are you on?";
+    bob_sends(&bob, &bootstrap, &session, busy, &claude);
+    assert!(
+        handed_at.elapsed() < Duration::from_secs(13),
+        "the send took too long to count as mid-turn ({:?} after the tool call)",
+        handed_at.elapsed()
+    );
+    assert_eq!(
+        claude.results(),
+        0,
+        "the turn ended before the message was sent"
+    );
+
+    // The next model request — the one carrying the tool's result — has the message,
+    // as the host's mid-turn notice, with interlink's verified-sender header and fence.
+    let request = claude.wait_request_with(busy, "the mid-turn message never reached the model");
+    assert!(
+        request.contains(HOST_BUSY_NOTICE) && request.contains("SLEPT"),
+        "not the host's mid-turn notice after the tool's result: {request}\n{}",
+        claude.context()
+    );
+    assert!(
+        request.contains("(verified sender):") && request.contains("<<<msg-"),
+        "{request}"
+    );
+
+    // The turn ends; the idle session gets a new turn from the next message.
+    poll(
+        Instant::now() + STEP,
+        "the first turn never ended",
+        || claude.context(),
+        || (claude.results() >= 1).then_some(()),
+    );
+    let idle = "IDLE ping from bob's machine: are you free?";
+    bob_sends(&bob, &bootstrap, &session, idle, &claude);
+    let request = claude.wait_request_with(idle, "the message did not start a turn");
+    assert!(
+        request.contains(HOST_NOTICE)
+            && !request.contains(&format!("{HOST_BUSY_NOTICE}:\\n{idle}")),
+        "not the host's idle notice: {request}"
+    );
+    poll(
+        Instant::now() + STEP,
+        "the woken turn never ended",
+        || claude.context(),
+        || (claude.results() >= 2).then_some(()),
+    );
+
+    // Nothing twice: the Stop hook (running since the first turn ended) announced
+    // neither message, and the server lists both as handed over.
+    std::thread::sleep(Duration::from_secs(2));
+    let hooked = claude.requests_with(HOOK_NOTICE);
+    assert!(
+        hooked.is_empty(),
+        "the Stop hook announced a message the socket delivered: {hooked:?}"
+    );
+    let h = handover(&home, &session);
+    assert_eq!(h["active"], true, "{h}");
+    assert_eq!(h["handed"].as_array().map(Vec::len), Some(2), "{h}");
+    assert_eq!(h["fell_back"].as_array().map(Vec::len), Some(0), "{h}");
+    claude.say("thanks");
+}
+
+#[test]
+fn a_message_the_host_holds_wakes_the_agent_through_the_stop_hook_once() {
+    let Some(bin) = claude_bin() else { return };
+    let home = Home::new();
+    check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
+    let (bob, _bob_node, bootstrap) = alice_and_bob(&home);
+    let claude = Claude::start(
+        &home,
+        &bin,
+        FakeModel::start(),
+        &bootstrap,
+        &["--settings", r#"{"crossSessionInbound":"hold"}"#],
+        &[],
+        "hello",
+    );
+    let session = claude_session(&home, &claude, "host_inbox.json");
+    poll(
+        Instant::now() + STEP,
+        "the first turn never ended",
+        || claude.context(),
+        || (claude.results() >= 1).then_some(()),
+    );
+
+    let text = "HELD ping from bob's machine: please review my change";
+    bob_sends(&bob, &bootstrap, &session, text, &claude);
+    let request = claude.wait_request_with(text, "the held message never reached the agent");
+    assert!(
+        request.contains(HOOK_NOTICE) && !request.contains(HOST_NOTICE),
+        "a held message must reach the agent through the Stop hook: {request}"
+    );
+    let h = poll(
+        Instant::now() + DEADLINE,
+        "the hold was not recorded",
+        || claude.context(),
+        || {
+            let h = handover(&home, &session);
+            (h["active"] == false).then_some(h)
+        },
+    );
+    assert_eq!(h["fell_back"].as_array().map(Vec::len), Some(1), "{h}");
+    assert_eq!(h["handed"].as_array().map(Vec::len), Some(0), "{h}");
+    // Once: the host never released it, so no request has its notice.
+    std::thread::sleep(Duration::from_secs(2));
+    let released = claude.requests_with(HOST_NOTICE);
+    assert!(
+        released.is_empty(),
+        "the held message also came through the host: {released:?}"
+    );
+}
+
+#[test]
+fn without_an_inbox_socket_the_stop_hook_wakes_the_agent() {
+    let Some(bin) = claude_bin() else { return };
+    let home = Home::new();
+    check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
+    home.p2p(&["install", "claude"]);
+
+    // A headless session of the same user: the overlay's bootstrap node, through which
+    // `send` finds the session Claude Code starts.
+    let anchor = Session::start_in(&home.interlink_home(), "anchor", LOOPBACK, &[]).unwrap();
+    let bootstrap = anchor.loopback_addr().unwrap().to_owned();
+    // Claude Code's own switch: no inbox socket is bound, none is exported.
+    let claude = Claude::start(
+        &home,
+        &bin,
+        FakeModel::start(),
+        &bootstrap,
+        &[],
+        &[("CLAUDE_CODE_HARBOR_KITE", "0")],
+        "hello",
+    );
+    // The turn ends, and the Stop hook `interlink-p2p wait` runs for the session the
+    // MCP server started under (it locks that session's wait.lock).
+    let id = claude_session(&home, &claude, "wait.lock");
+    let sessions = home.interlink_home().join("sessions");
+
+    // What Claude Code declared at `initialize`, as our server recorded it: the
+    // declaration the e2e tests' client copies (`claude_code_capabilities`), so pairing
+    // asks the human there as it does in the real CLI.
+    let client_file = sessions.join(&id).join("client.json");
+    let client: Value = poll(
+        Instant::now() + STEP,
+        "our server never recorded Claude Code's initialize (client.json)",
+        || claude.context(),
+        || serde_json::from_str(&std::fs::read_to_string(&client_file).ok()?).ok(),
+    );
+    assert!(
+        client["capabilities"]["elicitation"].is_object(),
+        "Claude Code no longer declares elicitation: {client}"
+    );
+    assert_eq!(
+        client["pairing"], "asks the human (MCP elicitation)",
+        "{client}"
+    );
+    let ours =
+        serde_json::to_value(interlink_e2e::mcp_session::claude_code_capabilities()).unwrap();
+    for (capability, declared) in ours.as_object().unwrap() {
+        assert_eq!(
+            &client["capabilities"][capability], declared,
+            "our stand-in declares {capability} unlike Claude Code: {client}"
+        );
+    }
+    assert!(
+        !sessions.join(&id).join("host_inbox.json").exists(),
+        "the server used an inbox socket Claude Code did not bind"
+    );
+
+    let text = "PING from the overlay: what are you working on?";
+    let out = run(home.command(&binary("interlink-p2p").unwrap()).args([
+        "send",
+        "--to",
+        "self",
+        "--session",
+        &id,
+        "--bootstrap",
+        &bootstrap,
+        "--listen",
+        "/ip4/127.0.0.1/tcp/0",
+        "--no-mdns",
+        text,
+    ]));
+    assert!(
+        out.status.success() && out.stdout.starts_with("delivered "),
+        "send to Claude Code's session {id}: {out}\n{}",
+        claude.context()
+    );
+    // The hook exits 2 with the message; Claude Code (asyncRewake) starts a turn with it.
+    let request = claude.wait_request_with(text, "the message did not wake the agent");
+    assert!(request.contains(HOOK_NOTICE), "{request}");
+}
