@@ -168,7 +168,7 @@ export function schemas (V) {
       ['session_id', sessionId], ['peer_id', t.bytes],
       ['addrs', (a) => t.array((s) => textMax(256)(s) && s.startsWith('/'))(a) && a.length <= 16],
       ['cwd', textMax(1024)], ['git_label', t.orNull(textMax(256))], ['summary', textMax(512)],
-      ['host', t.oneOf('claude', 'codex', 'other')], ['delivery', t.oneOf('inbox', 'channel', 'codex', 'poll')],
+      ['host', t.oneOf('claude', 'codex', 'other')], ['delivery', t.oneOf('inbox', 'channel', 'codex', 'host_inbox', 'poll')],
       ['ts', t.uint], ['seq', t.uint]],
     goodbye: [['v', v], ['identity', t.b(32)], ['session_id', sessionId], ['ts', t.uint], ['seq', t.uint]],
     envelope: [['v', v], ['sender', t.b(32)], ['sender_session', sessionId], ['recipient', t.b(32)],

@@ -59,7 +59,7 @@ use crate::{
 /// passes, and holders keep a mailbox's admitted mail apart from strangers'. Version 5:
 /// mailboxes leave the Kademlia record store; a holder hands a copy only to its owner,
 /// on a signed fetch (PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 5;
+pub const VERSION: u8 = 6;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
