@@ -175,8 +175,20 @@ fn handover(home: &Home, session: &str) -> Value {
 /// Claude Code's user (`home`, with interlink installed) and bob, another user on his
 /// own node, paired both ways; returns bob, his running node and its address (the
 /// overlay's bootstrap for both).
-fn alice_and_bob(home: &Home) -> (User, Session, String) {
-    home.p2p(&["install", "claude"]);
+fn alice_and_bob(home: &Home, claude: &Path) -> (User, Session, String) {
+    // With the real CLI on PATH, `install` says which path its sessions will take.
+    let mut install = home.command(&binary("interlink-p2p").unwrap());
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![claude.parent().unwrap().to_owned()];
+    dirs.extend(std::env::split_paths(&path));
+    install.env("PATH", std::env::join_paths(dirs).unwrap());
+    let out = run(install.args(["install", "claude"]));
+    assert!(out.status.success(), "install claude: {out}");
+    assert!(
+        out.stdout
+            .contains("sessions get messages through their own inbox socket"),
+        "install claude does not name the inbox socket path: {out}"
+    );
     let id: Value = serde_json::from_str(&home.p2p(&["id", "--json"])).unwrap();
     let alice_key = id["identity_key"].as_str().unwrap().to_owned();
     let bob = User::new("bob", &[]).unwrap();
@@ -213,7 +225,7 @@ fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_ses
     let Some(bin) = claude_bin() else { return };
     let home = Home::new();
     check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
-    let (bob, _bob_node, bootstrap) = alice_and_bob(&home);
+    let (bob, _bob_node, bootstrap) = alice_and_bob(&home, &bin);
 
     // The model's first move is a long tool call: the turn is busy while bob sends.
     let sleep = json!({"name": "Bash",
@@ -305,7 +317,7 @@ fn a_message_the_host_holds_wakes_the_agent_through_the_stop_hook_once() {
     let Some(bin) = claude_bin() else { return };
     let home = Home::new();
     check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
-    let (bob, _bob_node, bootstrap) = alice_and_bob(&home);
+    let (bob, _bob_node, bootstrap) = alice_and_bob(&home, &bin);
     let claude = Claude::start(
         &home,
         &bin,

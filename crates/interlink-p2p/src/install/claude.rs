@@ -142,6 +142,75 @@ pub(super) fn hook(
     }
 }
 
+/// The first Claude Code with an inbox socket for its sessions.
+pub(super) const INBOX_SOCKET_SINCE: (u32, u32, u32) = (2, 1, 224);
+
+/// The version `bin --version` prints (`2.1.332 (Claude Code)`), if it runs within a
+/// few seconds.
+pub(super) fn installed_version(bin: &std::path::Path) -> Option<String> {
+    let mut child = std::process::Command::new(bin)
+        .arg("--version")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) | Err(_) => return None,
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut text).ok()?;
+    let v = text.split_whitespace().next()?.to_owned();
+    parse_version(&v).map(|_| v)
+}
+
+fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
+}
+
+/// Which path this user's Claude Code sessions will take into the agent, for the
+/// installed `version` (if known) and the user's `settings.json`.
+pub(super) fn delivery_note(version: Option<&str>, settings: &Value) -> String {
+    let hook = "the Stop hook `interlink-p2p wait`";
+    let (a, b, c) = INBOX_SOCKET_SINCE;
+    let inbound = settings["crossSessionInbound"].as_str();
+    match version.and_then(|v| parse_version(v).map(|p| (v, p))) {
+        None => format!(
+            "delivery: Claude Code not found on PATH; a session of {a}.{b}.{c} or later gets \
+             messages through its own inbox socket (mid-turn, or a new turn when idle), an \
+             older one through {hook}"
+        ),
+        Some((v, p)) if p < INBOX_SOCKET_SINCE => format!(
+            "delivery: Claude Code {v} has no inbox socket (it needs {a}.{b}.{c}); sessions \
+             are woken by {hook} when they stop"
+        ),
+        Some((v, _)) if matches!(inbound, Some("hold" | "refuse")) => format!(
+            "delivery: Claude Code {v} has an inbox socket, but crossSessionInbound is \
+             {:?} in settings.json: sessions are woken by {hook} (a held message falls back \
+             to it)",
+            inbound.unwrap_or_default()
+        ),
+        Some((v, _)) => format!(
+            "delivery: Claude Code {v} sessions get messages through their own inbox socket \
+             (read between tool calls, or a new turn when idle); {hook} wakes them for \
+             what the socket does not deliver (held, refused, or no socket: --bare, \
+             CLAUDE_CODE_HARBOR_KITE=0, INTERLINK_HOST_INBOX=0)"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +223,29 @@ mod tests {
         ));
         assert!(!is_our_wait("other wait"));
         assert!(!is_our_wait("interlink-p2p mcp"));
+    }
+
+    #[test]
+    fn the_delivery_note_names_the_path_sessions_will_take() {
+        let none = serde_json::Value::Null;
+        let note = delivery_note(Some("2.1.332"), &none);
+        assert!(
+            note.contains("2.1.332 sessions get messages through their own inbox socket"),
+            "{note}"
+        );
+        let note = delivery_note(Some("2.1.223"), &none);
+        assert!(
+            note.contains("has no inbox socket (it needs 2.1.224)"),
+            "{note}"
+        );
+        let held = serde_json::json!({"crossSessionInbound": "hold"});
+        let note = delivery_note(Some("2.1.332"), &held);
+        assert!(
+            note.contains("crossSessionInbound is \"hold\"") && note.contains("Stop hook"),
+            "{note}"
+        );
+        let note = delivery_note(None, &none);
+        assert!(note.contains("not found on PATH"), "{note}");
+        assert!(delivery_note(Some("garbage"), &none).contains("not found"));
     }
 }

@@ -45,6 +45,8 @@ pub struct Locations {
     pub claude_config_dir: Option<PathBuf>,
     /// `CODEX_HOME`, if set (else `~/.codex`).
     pub codex_home: Option<PathBuf>,
+    /// The `claude` executable asked for its version (`claude` on `PATH`).
+    pub claude_bin: PathBuf,
 }
 
 impl Locations {
@@ -62,6 +64,7 @@ impl Locations {
             home: PathBuf::from(home),
             claude_config_dir: dir("CLAUDE_CONFIG_DIR"),
             codex_home: dir("CODEX_HOME"),
+            claude_bin: PathBuf::from("claude"),
         })
     }
 
@@ -144,6 +147,17 @@ pub fn run(
     }
     if host == Host::Codex && action == Action::Install {
         writeln!(out, "{CODEX_TRUST_NOTE}")?;
+    }
+    if host == Host::Claude && action == Action::Install {
+        let settings = read_optional(&locations.claude_settings())?
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .unwrap_or(Value::Null);
+        let version = claude::installed_version(&locations.claude_bin);
+        writeln!(
+            out,
+            "{}",
+            claude::delivery_note(version.as_deref(), &settings)
+        )?;
     }
     Ok(())
 }
