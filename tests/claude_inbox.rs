@@ -163,6 +163,33 @@ fn claude_session(home: &Home, claude: &Claude, marker: &str) -> String {
     )
 }
 
+/// The `delivery` the session `session` announces, as an observer on the overlay
+/// reads it (`interlink-p2p peers --json`), once it is `want`.
+fn wait_announced_delivery(bootstrap: &str, session: &str, want: &str, claude: &Claude) {
+    let mut last = String::new();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let report = interlink_e2e::process::peers_json(bootstrap, &[], &[]).unwrap();
+        last = report["identities"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|i| i["sessions"].as_array().into_iter().flatten())
+            .find(|s| s["session_id"] == session)
+            .map(|s| s["delivery"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or(last);
+        if last == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "session {session} announces delivery {last:?}, not {want:?}\n{}",
+            claude.context()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn handover(home: &Home, session: &str) -> Value {
     let path = home
         .interlink_home()
@@ -309,6 +336,8 @@ fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_ses
     assert_eq!(h["active"], true, "{h}");
     assert_eq!(h["handed"].as_array().map(Vec::len), Some(2), "{h}");
     assert_eq!(h["fell_back"].as_array().map(Vec::len), Some(0), "{h}");
+    // Everyone else reads how this session is reached.
+    wait_announced_delivery(&bootstrap, &session, "host_inbox", &claude);
     claude.say("thanks");
 }
 
@@ -353,6 +382,8 @@ fn a_message_the_host_holds_wakes_the_agent_through_the_stop_hook_once() {
     );
     assert_eq!(h["fell_back"].as_array().map(Vec::len), Some(1), "{h}");
     assert_eq!(h["handed"].as_array().map(Vec::len), Some(0), "{h}");
+    // Everyone else now reads that this session is woken by the Stop hook.
+    wait_announced_delivery(&bootstrap, &session, "inbox", &claude);
     // Once: the host never released it, so no request has its notice.
     std::thread::sleep(Duration::from_secs(2));
     let released = claude.requests_with(HOST_NOTICE);

@@ -78,6 +78,7 @@ pub(crate) enum Command {
     Roster(oneshot::Sender<Vec<IdentityView>>),
     Diagnostics(oneshot::Sender<Diagnostics>),
     SetSummary(String, oneshot::Sender<()>),
+    SetDelivery(interlink_core::wire::DeliveryMode, oneshot::Sender<()>),
     Dial(Multiaddr, oneshot::Sender<Result<(), NetError>>),
     Send(
         Box<OutgoingMessage>,
@@ -130,6 +131,16 @@ impl Handle {
     /// Changes this session's summary and re-announces at once.
     pub async fn set_summary(&self, summary: String) -> Result<(), NetError> {
         self.request(|tx| Command::SetSummary(summary, tx)).await
+    }
+
+    /// Changes how this session says messages reach its agent (the announcement's
+    /// `delivery`) and re-announces at once: the agent host's inbox socket stopped
+    /// taking messages, say.
+    pub async fn set_delivery(
+        &self,
+        delivery: interlink_core::wire::DeliveryMode,
+    ) -> Result<(), NetError> {
+        self.request(|tx| Command::SetDelivery(delivery, tx)).await
     }
 
     /// Dials an address (with or without a `/p2p/` suffix).

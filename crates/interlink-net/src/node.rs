@@ -384,6 +384,16 @@ impl Actor {
                 self.announce();
                 let _ = tx.send(());
             }
+            Command::SetDelivery(delivery, tx) => {
+                if let Role::Session(spec) = &mut self.role
+                    && spec.delivery != delivery
+                {
+                    spec.delivery = delivery;
+                    self.announce_due = true;
+                    self.announce();
+                }
+                let _ = tx.send(());
+            }
             Command::Send(msg, tx) => self.send_message(*msg, tx),
             Command::Settle(timeout, tx) => self.settle(timeout, tx),
             Command::HeldMailbox(addr, tx) => {

@@ -25,7 +25,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use interlink_core::{IdentityKey, wire::EnvelopeKind};
+use interlink_core::{
+    IdentityKey,
+    wire::{DeliveryMode, EnvelopeKind},
+};
 use interlink_net::{Event, inbox::InboxEntry};
 use tokio::sync::{broadcast::error::RecvError, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -132,12 +135,14 @@ pub async fn forward(w: HostInboxWorker, cancel: CancellationToken) {
     };
     let Some(host_pid) = host_pid(&w.inbox).await else {
         stop("the host's socket no longer answers".into());
+        fall_back(&ready).await;
         return;
     };
     let reply = match ReplySocket::bind_beside(w.inbox.socket()) {
         Ok(r) => r,
         Err(e) => {
             stop(format!("cannot bind a reply socket beside the host's: {e}"));
+            fall_back(&ready).await;
             return;
         }
     };
@@ -165,7 +170,12 @@ pub async fn forward(w: HostInboxWorker, cancel: CancellationToken) {
     round(&w, &mut book, &reply_path).await;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut fallen_back = false;
     loop {
+        if !book.file.active && !fallen_back {
+            fallen_back = true;
+            fall_back(&ready).await;
+        }
         tokio::select! {
             () = cancel.cancelled() => break,
             ev = events.recv() => match ev {
@@ -187,6 +197,13 @@ pub async fn forward(w: HostInboxWorker, cancel: CancellationToken) {
     // the file again).
     book.file.active = false;
     save(&w, &book);
+}
+
+/// The session announces the inbox and Stop hook as its delivery from now on.
+async fn fall_back(ready: &crate::context::Ready) {
+    if let Err(e) = ready.handle.set_delivery(DeliveryMode::Inbox).await {
+        debug!("host inbox: announcing the fallback: {e}");
+    }
 }
 
 /// The pid of the process listening on the host's socket (the kernel's word), whose
