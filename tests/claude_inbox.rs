@@ -473,3 +473,182 @@ fn without_an_inbox_socket_the_stop_hook_wakes_the_agent() {
     let request = claude.wait_request_with(text, "the message did not wake the agent");
     assert!(request.contains(HOOK_NOTICE), "{request}");
 }
+
+/// A burst past Claude Code's rate limit on one sender (30, then one per 2 s): the
+/// server paces its frames under it and packs what waits into later frames, so every
+/// message reaches the model — none dropped by the host, none through the Stop hook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_past_the_hosts_rate_limit_reaches_the_model_whole() {
+    let Some(bin) = claude_bin() else { return };
+    let home = Home::new();
+    check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
+    let (bob, _node, _) = tokio::task::block_in_place(|| alice_and_bob(&home, &bin));
+    let bob_mcp = interlink_e2e::mcp_session::start_on_loopback(&bob, "bob-burst", None, &[])
+        .await
+        .unwrap();
+    let bootstrap = interlink_e2e::mcp_session::loopback_addr(&bob_mcp).await;
+    let claude = Claude::start(
+        &home,
+        &bin,
+        FakeModel::start(),
+        &bootstrap,
+        &[],
+        &[],
+        "hello",
+    );
+    let session = tokio::task::block_in_place(|| {
+        let s = claude_session(&home, &claude, "host_inbox.json");
+        poll(
+            Instant::now() + STEP,
+            "the first turn never ended",
+            || claude.context(),
+            || (claude.results() >= 1).then_some(()),
+        );
+        s
+    });
+    let texts: Vec<String> = (0..40)
+        .map(|i| format!("BURST message {i:02} from bob"))
+        .collect();
+    for text in &texts {
+        let (_, sent) = bob_mcp
+            .ok(
+                "send_message",
+                json!({"to": "alice", "session": session, "text": text}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(sent["status"], "delivered", "{sent}");
+    }
+    let deadline = Instant::now() + STEP;
+    loop {
+        let missing: Vec<&String> = texts
+            .iter()
+            .filter(|t| claude.requests_with(t).is_empty())
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of 40 never reached the model: {missing:?}\n{}",
+            missing.len(),
+            claude.context()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let h = handover(&home, &session);
+    assert_eq!(h["active"], true, "the host dropped or refused frames: {h}");
+    assert_eq!(h["handed"].as_array().map(Vec::len), Some(40), "{h}");
+    let hooked = claude.requests_with(HOOK_NOTICE);
+    assert!(
+        hooked.is_empty(),
+        "the Stop hook announced part of the burst: {} requests",
+        hooked.len()
+    );
+    // Packed: fewer frames than messages once the pace ran out.
+    let frames = claude.requests_with("messages for this session, from other agents");
+    assert!(
+        !frames.is_empty(),
+        "no frame carried several messages\n{}",
+        claude.context()
+    );
+}
+
+/// Milliseconds at the `q` quantile of sorted `v`.
+fn quantile(v: &[Duration], q: f64) -> f64 {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+    v[i].as_secs_f64() * 1000.0
+}
+
+/// One path's latencies: bob's `send_message` (his MCP session, already on the
+/// overlay) → the first model request of the idle Claude session that has the text.
+async fn send_to_model_request(
+    home: &Home,
+    bin: &Path,
+    bob: &User,
+    env: &[(&str, &str)],
+    marker: &str,
+    rounds: usize,
+) -> Vec<Duration> {
+    let bob_mcp = interlink_e2e::mcp_session::start_on_loopback(bob, "bob-bench", None, &[])
+        .await
+        .unwrap();
+    let bootstrap = interlink_e2e::mcp_session::loopback_addr(&bob_mcp).await;
+    let claude = Claude::start(home, bin, FakeModel::start(), &bootstrap, &[], env, "hello");
+    let session = tokio::task::block_in_place(|| claude_session(home, &claude, marker));
+    let mut took = Vec::new();
+    for i in 0..rounds {
+        // Each message finds the session idle: the previous turn has ended.
+        let ended = i + 1;
+        tokio::task::block_in_place(|| {
+            poll(
+                Instant::now() + STEP,
+                "a turn never ended",
+                || claude.context(),
+                || (claude.results() >= ended).then_some(()),
+            );
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let text = format!("BENCH {marker} {i} {}", std::process::id());
+        let start = Instant::now();
+        let (_, sent) = bob_mcp
+            .ok(
+                "send_message",
+                json!({"to": "alice", "session": session, "text": text}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(sent["status"], "delivered", "{sent}");
+        loop {
+            if !claude.requests_with(&text).is_empty() {
+                break;
+            }
+            assert!(
+                start.elapsed() < STEP,
+                "round {i}: the text never reached the model\n{}",
+                claude.context()
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        took.push(start.elapsed());
+    }
+    took.sort();
+    took
+}
+
+/// `cargo nextest run -p interlink-e2e --test claude_inbox --run-ignored only`
+/// (docs/BENCHMARKS.md, "Into Claude Code"): 30 messages per path to an idle session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn bench_send_to_model_request_inbox_socket_vs_stop_hook() {
+    let Some(bin) = claude_bin() else { return };
+    let rounds: usize = std::env::var("INTERLINK_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    for (name, env, marker) in [
+        ("inbox socket", &[][..], "host_inbox.json"),
+        (
+            "Stop hook",
+            &[("CLAUDE_CODE_HARBOR_KITE", "0")][..],
+            "wait.lock",
+        ),
+    ] {
+        let home = Home::new();
+        let (bob, _node, _) = tokio::task::block_in_place(|| alice_and_bob(&home, &bin));
+        let took = send_to_model_request(&home, &bin, &bob, env, marker, rounds).await;
+        eprintln!(
+            "BENCH {name}: send_message → model request, {} messages: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            took.len(),
+            quantile(&took, 0.5),
+            quantile(&took, 0.9),
+            quantile(&took, 0.99),
+            quantile(&took, 1.0)
+        );
+    }
+}
