@@ -287,3 +287,37 @@ async fn when_the_host_socket_is_gone_the_stop_hook_takes_over_without_a_double(
     .await
     .unwrap();
 }
+
+/// `cargo nextest run -p interlink-e2e --test mcp_host_inbox --run-ignored only`
+/// (docs/BENCHMARKS.md, "Into Claude Code"): interlink's own share of the socket path,
+/// bob's `send_message` → the frame read at the host socket, 20 messages (within the
+/// pace), each after the last settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn bench_send_to_frame_at_the_host_socket() {
+    let host = FakeHost::start();
+    let (_alice, _bob, _a, b) = alice_under(&host).await;
+    let (mut took, mut sent) = (Vec::new(), Vec::new());
+    for i in 0..20 {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let start = std::time::Instant::now();
+        let _ = send(&b, &format!("bench {i}")).await;
+        sent.push(start.elapsed());
+        let _ = tokio::task::block_in_place(|| host.next());
+        took.push(start.elapsed());
+    }
+    took.sort();
+    sent.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    eprintln!(
+        "BENCH send_message answered (delivered), p50 {:.2} ms",
+        ms(sent[sent.len() / 2])
+    );
+    eprintln!(
+        "BENCH send_message → frame at the host socket, {} messages: p50 {:.2} ms, p90 {:.2} ms, max {:.2} ms",
+        took.len(),
+        ms(took[took.len() / 2]),
+        ms(took[took.len() * 9 / 10]),
+        ms(took[took.len() - 1])
+    );
+}
