@@ -10,7 +10,7 @@
 //! inbox socket"); this module is that contract and nothing more:
 //!
 //! - [`HostInbox`]: where the socket is (the environment, else the parent's entry in
-//!   Claude Code's session registry), and [`HostInbox::post`]: one connection per
+//!   Claude Code's session registry, else the entry of its session id), and [`HostInbox::post`]: one connection per
 //!   frame — the auth line, the frame, half-close, wait for the session to close.
 //! - [`frame`]: a `user` frame whose text is one message rendered as everywhere else
 //!   (verified sender in a header line, the peer's text in a fenced block), inside
@@ -96,7 +96,8 @@ pub enum PostError {
 impl HostInbox {
     /// The socket of the Claude Code session that started this process: its exported
     /// path, else the `messagingSocketPath` of the parent's registry entry
-    /// (`<config dir>/sessions/<parent pid>.json`). `None` when there is none, or when
+    /// (`<config dir>/sessions/<parent pid>.json`), else of the entry whose session id
+    /// is `CLAUDE_CODE_SESSION_ID`. `None` when there is none, or when
     /// [`interlink_core::env::HOST_INBOX`] turns the path off.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Option<Self> {
         use interlink_core::env::{CLAUDE_MESSAGING_SOCKET, CLAUDE_MESSAGING_TOKEN, HOST_INBOX};
@@ -198,18 +199,42 @@ fn is_token(t: &str) -> bool {
     t.len() == 32 && t.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// The `messagingSocketPath` of process `pid`'s entry in Claude Code's session
-/// registry (`$CLAUDE_CONFIG_DIR/sessions/`, else `~/.claude/sessions/`).
+/// Registry entries looked at when searching for a session id.
+const REGISTRY_SCAN: usize = 256;
+
+/// The `messagingSocketPath` in Claude Code's session registry
+/// (`$CLAUDE_CONFIG_DIR/sessions/`, else `~/.claude/sessions/`) of process `pid` (our
+/// parent), else of the entry whose `sessionId` is `CLAUDE_CODE_SESSION_ID` (a server
+/// started through a wrapper process).
 fn registry_socket(env: &impl Fn(&str) -> Option<String>, pid: u32) -> Option<PathBuf> {
     let config = env("CLAUDE_CONFIG_DIR")
         .filter(|v| !v.trim().is_empty())
         .map(PathBuf::from)
         .or_else(|| env("HOME").map(|h| Path::new(&h).join(".claude")))?;
-    let entry = std::fs::read(config.join("sessions").join(format!("{pid}.json"))).ok()?;
-    let entry: Value = serde_json::from_slice(&entry).ok()?;
-    (entry["pid"].as_u64() == Some(u64::from(pid)))
-        .then(|| entry["messagingSocketPath"].as_str().map(PathBuf::from))
+    let sessions = config.join("sessions");
+    let read = |path: &Path| -> Option<Value> {
+        let meta = std::fs::metadata(path).ok()?;
+        // An entry is a few hundred bytes; anything large is not one.
+        if meta.len() > 64 * 1024 {
+            return None;
+        }
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    };
+    let socket = |entry: &Value| entry["messagingSocketPath"].as_str().map(PathBuf::from);
+    if let Some(entry) = read(&sessions.join(format!("{pid}.json")))
+        && entry["pid"].as_u64() == Some(u64::from(pid))
+    {
+        return socket(&entry);
+    }
+    let id = env(interlink_core::env::CLAUDE_SESSION).filter(|v| !v.trim().is_empty())?;
+    std::fs::read_dir(&sessions)
+        .ok()?
         .flatten()
+        .take(REGISTRY_SCAN)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .filter_map(|e| read(&e.path()))
+        .find(|entry| entry["sessionId"].as_str() == Some(id.trim()))
+        .and_then(|entry| socket(&entry))
 }
 
 /// The `user` frame carrying `text` (one rendered message) under the id `msg_id` (a

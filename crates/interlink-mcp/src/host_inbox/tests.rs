@@ -57,6 +57,26 @@ fn found_in_the_environment_or_the_parents_registry_entry_and_can_be_turned_off(
     )
     .unwrap();
     assert!(HostInbox::from_env(env(&[("CLAUDE_CONFIG_DIR", dir)])).is_none());
+    // …unless another entry is Claude Code's session (a server behind a wrapper).
+    std::fs::write(
+        sessions.join("777.json"),
+        json!({"pid": 777, "sessionId": "s-1", "messagingSocketPath": "/run/cc-socks/777.sock"})
+            .to_string(),
+    )
+    .unwrap();
+    let found = HostInbox::from_env(env(&[
+        ("CLAUDE_CONFIG_DIR", dir),
+        ("CLAUDE_CODE_SESSION_ID", "s-1"),
+    ]))
+    .unwrap();
+    assert_eq!(found.socket(), Path::new("/run/cc-socks/777.sock"));
+    assert!(
+        HostInbox::from_env(env(&[
+            ("CLAUDE_CONFIG_DIR", dir),
+            ("CLAUDE_CODE_SESSION_ID", "s-2")
+        ]))
+        .is_none()
+    );
 }
 
 #[test]
