@@ -122,6 +122,16 @@ impl Claude {
             .count()
     }
 
+    /// Waits until `n` turns have ended.
+    fn wait_turns(&self, n: usize, what: &str) {
+        poll(
+            Instant::now() + STEP,
+            what,
+            || self.context(),
+            || (self.results() >= n).then_some(()),
+        );
+    }
+
     /// The model requests containing `text`.
     fn requests_with(&self, text: &str) -> Vec<String> {
         self.model
@@ -303,12 +313,7 @@ fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_ses
     );
 
     // The turn ends; the idle session gets a new turn from the next message.
-    poll(
-        Instant::now() + STEP,
-        "the first turn never ended",
-        || claude.context(),
-        || (claude.results() >= 1).then_some(()),
-    );
+    claude.wait_turns(1, "the first turn never ended");
     let idle = "IDLE ping from bob's machine: are you free?";
     bob_sends(&bob, &bootstrap, &session, idle, &claude);
     let request = claude.wait_request_with(idle, "the message did not start a turn");
@@ -317,12 +322,7 @@ fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_ses
             && !request.contains(&format!("{HOST_BUSY_NOTICE}:\\n{idle}")),
         "not the host's idle notice: {request}"
     );
-    poll(
-        Instant::now() + STEP,
-        "the woken turn never ended",
-        || claude.context(),
-        || (claude.results() >= 2).then_some(()),
-    );
+    claude.wait_turns(2, "the woken turn never ended");
 
     // Nothing twice: the Stop hook (running since the first turn ended) announced
     // neither message, and the server lists both as handed over.
@@ -357,12 +357,7 @@ fn a_message_the_host_holds_wakes_the_agent_through_the_stop_hook_once() {
         "hello",
     );
     let session = claude_session(&home, &claude, "host_inbox.json");
-    poll(
-        Instant::now() + STEP,
-        "the first turn never ended",
-        || claude.context(),
-        || (claude.results() >= 1).then_some(()),
-    );
+    claude.wait_turns(1, "the first turn never ended");
 
     let text = "HELD ping from bob's machine: please review my change";
     bob_sends(&bob, &bootstrap, &session, text, &claude);
@@ -498,26 +493,14 @@ async fn a_burst_past_the_hosts_rate_limit_reaches_the_model_whole() {
     );
     let session = tokio::task::block_in_place(|| {
         let s = claude_session(&home, &claude, "host_inbox.json");
-        poll(
-            Instant::now() + STEP,
-            "the first turn never ended",
-            || claude.context(),
-            || (claude.results() >= 1).then_some(()),
-        );
+        claude.wait_turns(1, "the first turn never ended");
         s
     });
     let texts: Vec<String> = (0..40)
         .map(|i| format!("BURST message {i:02} from bob"))
         .collect();
     for text in &texts {
-        let (_, sent) = bob_mcp
-            .ok(
-                "send_message",
-                json!({"to": "alice", "session": session, "text": text}),
-            )
-            .await
-            .unwrap();
-        assert_eq!(sent["status"], "delivered", "{sent}");
+        mcp_sends(&bob_mcp, &session, text).await;
     }
     let deadline = Instant::now() + STEP;
     loop {
@@ -554,6 +537,19 @@ async fn a_burst_past_the_hosts_rate_limit_reaches_the_model_whole() {
     );
 }
 
+/// `send_message` from `from` (bob's MCP session) to Claude Code's session `session`,
+/// which must answer `delivered`.
+async fn mcp_sends(from: &interlink_e2e::mcp_session::McpSession, session: &str, text: &str) {
+    let (_, sent) = from
+        .ok(
+            "send_message",
+            json!({"to": "alice", "session": session, "text": text}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent["status"], "delivered", "{sent}");
+}
+
 /// Milliseconds at the `q` quantile of sorted `v`.
 fn quantile(v: &[Duration], q: f64) -> f64 {
     #[allow(
@@ -586,24 +582,12 @@ async fn send_to_model_request(
         // Each message finds the session idle: the previous turn has ended.
         let ended = i + 1;
         tokio::task::block_in_place(|| {
-            poll(
-                Instant::now() + STEP,
-                "a turn never ended",
-                || claude.context(),
-                || (claude.results() >= ended).then_some(()),
-            );
+            claude.wait_turns(ended, "a turn never ended");
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
         let text = format!("BENCH {marker} {i} {}", std::process::id());
         let start = Instant::now();
-        let (_, sent) = bob_mcp
-            .ok(
-                "send_message",
-                json!({"to": "alice", "session": session, "text": text}),
-            )
-            .await
-            .unwrap();
-        assert_eq!(sent["status"], "delivered", "{sent}");
+        mcp_sends(&bob_mcp, &session, &text).await;
         loop {
             if !claude.requests_with(&text).is_empty() {
                 break;

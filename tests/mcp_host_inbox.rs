@@ -104,6 +104,15 @@ async fn send(b: &McpSession, text: &str) -> String {
     sent["msg_id"].as_str().unwrap().to_owned()
 }
 
+/// Waits until the sender's `message_status` says `host_queued` for `id`.
+async fn host_queued(b: &McpSession, id: &str) {
+    b.poll("message_status", json!({"msg_id": id}), deadline(), |v| {
+        v["state"] == "host_queued"
+    })
+    .await
+    .unwrap();
+}
+
 /// `interlink-p2p wait` for `a1`, as Claude Code's Stop hook: what it announced.
 fn stop_hook(alice: &User) -> (Option<i32>, String) {
     let out = alice
@@ -175,14 +184,7 @@ async fn frames_carry_the_verified_sender_and_a_message_the_host_refuses_goes_to
             "one header of ours, the copy quoted: {content}"
         );
         // No report within the settle time: taken, and the sender hears host_queued.
-        b.poll(
-            "message_status",
-            json!({"msg_id": &first}),
-            deadline(),
-            |v| v["state"] == "host_queued",
-        )
-        .await
-        .unwrap();
+        host_queued(&b, &first).await;
         // The Stop hook does not announce what the socket delivered.
         let (code, out) = tokio::task::block_in_place(|| stop_hook(&alice));
         assert_eq!(
@@ -240,14 +242,7 @@ async fn when_the_host_socket_is_gone_the_stop_hook_takes_over_without_a_double(
         let (alice, _bob, a, b) = alice_under(&host).await;
         let first = send(&b, "FIRST").await;
         let _ = tokio::task::block_in_place(|| host.next());
-        b.poll(
-            "message_status",
-            json!({"msg_id": &first}),
-            deadline(),
-            |v| v["state"] == "host_queued",
-        )
-        .await
-        .unwrap();
+        host_queued(&b, &first).await;
 
         // Claude Code's socket disappears (the listener thread keeps its fd, but no
         // path leads there any more).
