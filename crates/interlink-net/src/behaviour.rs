@@ -48,6 +48,12 @@ pub const MAILBOX_UNREAD_PER_CONNECTION: usize = 2 * MAILBOX_IN_FLIGHT_PER_PEER;
 /// for their answer. Above [`MAILBOX_UNREAD_PER_CONNECTION`] so that a stream past that
 /// reaches the reader (which has the connection closed) instead of being reset unseen.
 pub const MAILBOX_STREAMS_PER_CONNECTION: usize = 16;
+/// Live-delivery streams open at once on one connection, both directions. An honest
+/// node keeps one request in flight per recipient session (one session per node), and
+/// a node lets [`interlink_delivery::config::INBOUND_PER_PEER`] of a peer's requests
+/// wait for its inbox (more are answered `busy`); libp2p's default of 100 let one
+/// connection make this node read and hold 100 requests of up to 1 MiB at once.
+pub const DELIVER_STREAMS_PER_CONNECTION: usize = 8;
 /// How long a peer whose connection was closed for too many mailbox streams is refused
 /// new connections: reconnecting at once would make this node pay a handshake, and
 /// the protocols' greetings, every few milliseconds.
@@ -243,7 +249,9 @@ impl Behaviour {
                 protocol(network.deliver_protocol())?,
                 request_response::ProtocolSupport::Full,
             )],
-            request_response::Config::default().with_request_timeout(LIVE_ATTEMPT_TIMEOUT),
+            request_response::Config::default()
+                .with_request_timeout(LIVE_ATTEMPT_TIMEOUT)
+                .with_max_concurrent_streams(config.deliver_streams_per_connection.max(1)),
         );
         let reads = MAILBOX_READS_AT_ONCE
             * if config.relay_server {

@@ -93,6 +93,10 @@ pub struct Config {
     /// ([`crate::behaviour::MAILBOX_STREAMS_PER_CONNECTION`]); a benchmark's attacker
     /// raises it to libp2p's default, as a hostile peer's own build would.
     pub mailbox_streams_per_connection: usize,
+    /// Live-delivery streams open at once per connection
+    /// ([`crate::behaviour::DELIVER_STREAMS_PER_CONNECTION`]; a test's attacker raises
+    /// it, as a hostile build would).
+    pub deliver_streams_per_connection: usize,
     /// Relays: what copies from one source network may add to the store at once before
     /// only the hourly refill is left (`node::budgets::NETWORK_GROWTH_BURST`).
     pub network_growth_burst: u64,
@@ -139,6 +143,7 @@ impl Default for Config {
             max_mailbox_records: crate::behaviour::MAX_MAILBOX_RECORDS,
             max_process_memory: None,
             mailbox_streams_per_connection: crate::behaviour::MAILBOX_STREAMS_PER_CONNECTION,
+            deliver_streams_per_connection: crate::behaviour::DELIVER_STREAMS_PER_CONNECTION,
             network_growth_burst: crate::behaviour::NETWORK_GROWTH_BURST,
             max_held_bytes: crate::behaviour::MAX_HELD_BYTES,
         }

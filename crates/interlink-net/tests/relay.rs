@@ -795,3 +795,68 @@ async fn a_peer_opening_too_many_mailbox_streams_at_once_is_disconnected() {
     ));
     node.node.shutdown().await;
 }
+
+/// A peer opening more live-delivery streams on one connection than
+/// `DELIVER_STREAMS_PER_CONNECTION` has the extra ones reset unread, instead of this
+/// node reading and holding 100 requests of up to 1 MiB for it; the node keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_opening_too_many_deliver_streams_has_the_extra_ones_reset() {
+    use futures::StreamExt as _;
+    use interlink_core::wire::{DeliverRequest, VERSION};
+    use interlink_net::behaviour::{BehaviourEvent, DELIVER_STREAMS_PER_CONNECTION};
+    use libp2p::{request_response, swarm::SwarmEvent};
+
+    let base = 66_000 + u64::from(std::process::id() % 1000) * 10;
+    let node = start(base, 6, "victim", &[], None);
+    let node_peer = node.handle().peer_id();
+    let node_addr = memory(base).with(Protocol::P2p(node_peer));
+    let config = Config {
+        listen: vec![memory(base + 1)],
+        mdns: false,
+        // A hostile build: libp2p's own stream cap.
+        deliver_streams_per_connection: 100,
+        ..Config::default()
+    };
+    let mut greedy = raw_swarm(&config);
+    greedy.add_peer_address(node_peer, node_addr);
+    let sent = 40;
+    for i in 0..sent {
+        greedy.behaviour_mut().deliver.send_request(
+            &node_peer,
+            DeliverRequest {
+                v: VERSION,
+                envelopes: vec![vec![i; 200 * 1024].into()],
+            },
+        );
+    }
+    let (mut answered, mut failed) = (0, 0);
+    let done = tokio::time::timeout(Duration::from_secs(60), async {
+        while answered + failed < usize::from(sent) {
+            match greedy.select_next_some().await {
+                SwarmEvent::Behaviour(BehaviourEvent::Deliver(
+                    request_response::Event::Message {
+                        message: request_response::Message::Response { .. },
+                        ..
+                    },
+                )) => answered += 1,
+                SwarmEvent::Behaviour(BehaviourEvent::Deliver(
+                    request_response::Event::OutboundFailure { .. },
+                )) => failed += 1,
+                _ => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        done.is_ok(),
+        "answered {answered}, failed {failed} of {sent}"
+    );
+    assert!(
+        // All 40 open at once: about the cap's worth is read and answered.
+        failed >= usize::from(sent) / 2 && answered >= 1,
+        "the streams past {DELIVER_STREAMS_PER_CONNECTION} were not reset: answered {answered}, failed {failed}"
+    );
+    // The node is still up and answering.
+    node.handle().diagnostics().await.unwrap();
+    node.node.shutdown().await;
+}
