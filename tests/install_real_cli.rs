@@ -376,3 +376,84 @@ fn codex_lists_interlink_runs_its_hooks_and_forgets_both_after_uninstall() {
     let (hooks, listing) = codex_hooks(&home, &codex);
     assert!(hooks.is_empty(), "hooks left after uninstall: {listing}");
 }
+
+/// `codex queue --thread <id> --message <text> --resume` — what the Codex worker runs for
+/// each message ([`interlink_mcp::codex`]) — starts a turn in an idle thread when the
+/// local app-server daemon runs: the model gets a request with the text, and no one
+/// typed anything. The daemon (`codex app-server --listen unix://`, the default socket
+/// `queue` looks for) needs the thread's model provider in `config.toml`, and `queue`
+/// must get no `-c` overrides while a daemon runs (it refuses them).
+#[test]
+fn codex_queue_resume_starts_a_turn_in_an_idle_thread_of_the_daemon() {
+    let Some(codex) = agent_cli("INTERLINK_TEST_CODEX_BIN", "Codex CLI") else {
+        return;
+    };
+    let home = Home::new();
+    check_runs(&home, &codex, "INTERLINK_TEST_CODEX_BIN");
+    let model = FakeModel::start();
+    std::fs::write(
+        home.codex_home().join("config.toml"),
+        format!(
+            "model = \"fake-model\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\n\
+             name = \"fake\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\n\
+             request_max_retries = 0\nstream_max_retries = 0\nsupports_websockets = false\n",
+            model.url
+        ),
+    )
+    .unwrap();
+    // A thread, run to its end: idle from here on.
+    let out = run(home
+        .command(&codex)
+        .args(["exec", "--skip-git-repo-check", "say hi"]));
+    assert!(out.status.success(), "codex exec: {out}");
+    let printed = format!("{}{}", out.stdout, out.stderr);
+    let thread = printed
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("session id: "))
+        .unwrap_or_else(|| panic!("no session id in: {out}"))
+        .to_owned();
+
+    let socket = home
+        .codex_home()
+        .join("app-server-control")
+        .join("app-server-control.sock");
+    let _daemon = Group::spawn(
+        home.command(&codex)
+            .args(["app-server", "--listen", "unix://"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let deadline = Instant::now() + STEP;
+    while !socket.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon never bound {}",
+            socket.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    let text = format!("QUEUED_PING_{}", std::process::id());
+    let out = run(home.command(&codex).args([
+        "queue",
+        "--thread",
+        &thread,
+        "--message",
+        &text,
+        "--resume",
+    ]));
+    assert!(
+        out.status.success() && out.stdout.contains("Queued message"),
+        "codex queue: {out}"
+    );
+    // A failed resume is only a warning (exit 0): the model's side is what counts.
+    let deadline = Instant::now() + STEP;
+    while !model.requests().iter().any(|r| r.contains(&text)) {
+        assert!(
+            Instant::now() < deadline,
+            "no turn started in the idle thread {thread}: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
