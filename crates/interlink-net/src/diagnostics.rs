@@ -39,6 +39,27 @@ pub struct Diagnostics {
     pub served_reservations: usize,
     /// Relay nodes: circuits open through here.
     pub served_circuits: usize,
+    /// What learning and keeping the roster has cost this node since start.
+    pub presence: PresenceCost,
+}
+
+/// What presence has cost a node since start: messages and bytes received, and the
+/// announcement decodes this node ran (each checks two Ed25519 signatures: the
+/// announcement's and its sealing-key binding's). Gossipsub's own check of each
+/// received copy's libp2p signature, duplicates included, comes on top and is not
+/// counted here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PresenceCost {
+    /// Presence messages gossipsub delivered (not duplicates).
+    pub gossip_messages: u64,
+    /// Their bytes.
+    pub gossip_bytes: u64,
+    /// Roster fetches this node sent.
+    pub roster_fetches: u64,
+    /// Bytes of the roster responses it received.
+    pub roster_bytes: u64,
+    /// Announcements and goodbyes decoded and verified (gossip and roster fetches).
+    pub verified: u64,
 }
 
 /// One connected peer.

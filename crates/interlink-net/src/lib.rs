@@ -34,7 +34,7 @@ mod small_file;
 mod swarm;
 
 pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec};
-pub use diagnostics::{ConnectedPeer, Diagnostics};
+pub use diagnostics::{ConnectedPeer, Diagnostics, PresenceCost};
 pub use durable::{DurableMailboxes, HeldCopy, Refusal};
 pub use handle::{Event, Handle, HeldMailbox, Outcome};
 pub use node::Node;

@@ -164,6 +164,7 @@ impl Node {
             last_tick: Instant::now(),
             started: Instant::now(),
             known_announcements: Default::default(),
+            presence_cost: Default::default(),
             pins: crate::pins::SealingPins::default(),
             passes: None,
             issued_passes: interlink_core::wire::IssuedPasses::default(),
@@ -281,6 +282,8 @@ struct Actor {
     started: Instant,
     /// Digests of announcement wire bytes already verified and applied (bounded).
     known_announcements: std::collections::HashSet<[u8; 32]>,
+    /// What presence has cost so far ([`crate::diagnostics::PresenceCost`]).
+    presence_cost: crate::diagnostics::PresenceCost,
     /// Sealing keys of peers, for sessions not on the roster.
     pins: crate::pins::SealingPins,
     /// The mailbox passes peers issued this user (sessions only).
@@ -529,6 +532,7 @@ impl Actor {
             mailbox_requests_waiting: self.mailbox_calls.waiting(),
             holds_refused_network: self.relays.network_refused,
             mailbox_connections_closed: self.blocking.closed,
+            presence: self.presence_cost,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,

@@ -114,6 +114,15 @@ async fn twenty_nodes_converge_to_the_same_roster() {
     let handles: Vec<Handle> = nodes.iter().map(Node::handle).collect();
     wait_all(&handles, Duration::from_secs(30), N as usize).await;
 
+    // What it cost is counted: every node fetched a roster, verified at least the
+    // other sessions' announcements, and received presence bytes.
+    for h in &handles {
+        let c = h.diagnostics().await.unwrap().presence;
+        assert!(c.roster_fetches >= 1, "{c:?}");
+        assert!(c.verified >= N - 1, "{c:?}");
+        assert!(c.gossip_bytes + c.roster_bytes > 0, "{c:?}");
+    }
+
     // Same view everywhere: identity → the same session ids.
     let first = handles[0].roster().await.unwrap();
     let shape = |r: &[interlink_core::presence::IdentityView]| {

@@ -93,6 +93,8 @@ struct RunResult {
     /// CPU the bench process used during the run, in % of all cores (is the machine,
     /// rather than the protocol, the limit?).
     cpu_pct: Option<f64>,
+    /// What learning the roster cost each node, at convergence.
+    costs: Vec<interlink_net::PresenceCost>,
 }
 
 /// One run of `n` nodes, bounded, with the nodes shut down afterwards whatever happens.
@@ -166,6 +168,32 @@ fn summarize(n: usize, identities: &[Arc<Identity>], runs: &[RunResult]) -> Vec<
         #[allow(clippy::cast_precision_loss)]
         let mean = cpu.iter().sum::<f64>() / cpu.len() as f64;
         m.push(Measurement::new("bench_cpu", mean, "%"));
+    }
+    // Per node, at convergence (issue 15: these must grow with N, not N × connections).
+    let per_node = |f: fn(&interlink_net::PresenceCost) -> u64| {
+        let mut v: Vec<u64> = runs.iter().flat_map(|r| r.costs.iter().map(f)).collect();
+        v.sort_unstable();
+        let p50 = v.get(v.len() / 2).copied().unwrap_or(0);
+        let max = v.last().copied().unwrap_or(0);
+        (
+            usize::try_from(p50).unwrap_or(usize::MAX),
+            usize::try_from(max).unwrap_or(usize::MAX),
+        )
+    };
+    for (name, f) in [
+        (
+            "verified_per_node",
+            (|c| c.verified) as fn(&interlink_net::PresenceCost) -> u64,
+        ),
+        ("roster_fetches_per_node", |c| c.roster_fetches),
+        ("gossip_messages_per_node", |c| c.gossip_messages),
+        ("presence_kib_per_node", |c| {
+            (c.gossip_bytes + c.roster_bytes) / 1024
+        }),
+    ] {
+        let (p50, max) = per_node(f);
+        m.push(Measurement::count(format!("{name}_p50"), p50));
+        m.push(Measurement::count(format!("{name}_max"), max));
     }
     m.push(Measurement::count(
         "sessions",
@@ -280,12 +308,17 @@ async fn converge(
         Some(h) => fleet::session_count(&h.roster().await.map_err(anyhow::Error::from)?),
         None => 0,
     };
+    let mut costs = Vec::with_capacity(n);
+    for h in &handles {
+        costs.push(h.diagnostics().await.map_err(anyhow::Error::from)?.presence);
+    }
     Ok(RunResult {
         converge,
         node_p50: median,
         spawned,
         sessions,
         cpu_pct: None,
+        costs,
     })
 }
 

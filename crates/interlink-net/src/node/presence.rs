@@ -175,6 +175,10 @@ impl Actor {
     /// (gossipsub lowers the sender's score).
     fn validate_presence(&mut self, message: &gossipsub::Message) -> Result<bool, String> {
         let now = crate::now_ms();
+        let cost = &mut self.presence_cost;
+        cost.gossip_messages += 1;
+        cost.gossip_bytes += message.data.len() as u64;
+        cost.verified += 1;
         match PresenceMessage::decode(&message.data).map_err(|e| e.to_string())? {
             PresenceMessage::Announcement(ann) => {
                 // Only the session's own node may publish its announcement: the
@@ -190,7 +194,15 @@ impl Actor {
                 }
                 let addr = ann.body().session_addr();
                 let version = (ann.body().ts, ann.body().seq);
-                match self.roster.apply_announcement(ann, now) {
+                // The bytes a roster response would carry for it: once verified here,
+                // a roster fetch that brings the same announcement skips the check
+                // (otherwise each announcement was verified twice per node).
+                let digest: [u8; 32] = Sha256::digest(ann.to_bytes()).into();
+                let applied = self.roster.apply_announcement(ann, now);
+                if applied.is_ok() {
+                    self.remember_announcement(digest);
+                }
+                match applied {
                     Ok(Upsert::Inserted | Upsert::Updated) => {
                         self.pin_sealing_key(addr.key);
                         self.route_session(&addr);
@@ -241,6 +253,7 @@ impl Actor {
     }
 
     pub(super) fn fetch_roster(&mut self, peer: PeerId) {
+        self.presence_cost.roster_fetches += 1;
         self.swarm
             .behaviour_mut()
             .roster
@@ -275,6 +288,11 @@ impl Actor {
             } => {
                 let now = crate::now_ms();
                 let mut changed = Vec::new();
+                self.presence_cost.roster_bytes += response
+                    .announcements
+                    .iter()
+                    .map(|a| a.len() as u64)
+                    .sum::<u64>();
                 for bytes in response.announcements {
                     // An entry whose exact bytes we already applied needs no second
                     // signature check: on a busy overlay every connection brings a
@@ -284,6 +302,7 @@ impl Actor {
                         continue;
                     }
                     // Anything new is verified: the responder is not trusted.
+                    self.presence_cost.verified += 1;
                     let result = Signed::<Announcement>::decode(&bytes)
                         .map_err(|e| e.to_string())
                         .and_then(|a| {
