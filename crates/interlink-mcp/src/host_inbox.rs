@@ -441,10 +441,20 @@ impl ReplySocket {
 async fn read_receipts(stream: UnixStream, tx: &mpsc::Sender<HostReceipt>) {
     let mut lines = BufReader::new(stream.take(MAX_RECEIPT_BYTES as u64)).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        if let Some(r) = parse_receipt(&line)
-            && tx.send(r).await.is_err()
-        {
-            return;
+        match parse_receipt(&line) {
+            Some(r) => {
+                if tx.send(r).await.is_err() {
+                    return;
+                }
+            }
+            // The host's own wording tells the model to reply to `from`: a
+            // `SendMessage` lands here, where nothing carries it on.
+            None if line.contains("\"type\":\"user\"") => {
+                warn!(
+                    "host inbox: a SendMessage reached interlink's reply socket and was dropped; replies to overlay peers go through send_message"
+                );
+            }
+            None => {}
         }
     }
 }
