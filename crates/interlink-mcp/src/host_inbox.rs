@@ -442,11 +442,8 @@ async fn read_receipts(stream: UnixStream, tx: &mpsc::Sender<HostReceipt>) {
     let mut lines = BufReader::new(stream.take(MAX_RECEIPT_BYTES as u64)).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         match parse_receipt(&line) {
-            Some(r) => {
-                if tx.send(r).await.is_err() {
-                    return;
-                }
-            }
+            Some(r) if tx.send(r).await.is_err() => return,
+            Some(_) => {}
             // The host's own wording tells the model to reply to `from`: a
             // `SendMessage` lands here, where nothing carries it on.
             None if line.contains("\"type\":\"user\"") => {
