@@ -441,17 +441,19 @@ impl ReplySocket {
 async fn read_receipts(stream: UnixStream, tx: &mpsc::Sender<HostReceipt>) {
     let mut lines = BufReader::new(stream.take(MAX_RECEIPT_BYTES as u64)).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        match parse_receipt(&line) {
-            Some(r) if tx.send(r).await.is_err() => return,
-            Some(_) => {}
+        let Some(r) = parse_receipt(&line) else {
             // The host's own wording tells the model to reply to `from`: a
             // `SendMessage` lands here, where nothing carries it on.
-            None if line.contains("\"type\":\"user\"") => {
+            if line.contains("\"type\":\"user\"") {
                 warn!(
-                    "host inbox: a SendMessage reached interlink's reply socket and was dropped; replies to overlay peers go through send_message"
+                    "host inbox: a SendMessage reached interlink's reply socket and was dropped; \
+                     replies to overlay peers go through send_message"
                 );
             }
-            None => {}
+            continue;
+        };
+        if tx.send(r).await.is_err() {
+            return;
         }
     }
 }
