@@ -25,6 +25,14 @@ pub fn petname(policy: &PeerPolicy, own: &IdentityKey, key: &IdentityKey) -> Opt
     }
 }
 
+/// [`petname`] of the key spelled `hex` (an inbox entry's sender, a sent message's
+/// recipient); `None` for a key that does not parse or has no name.
+pub fn petname_of(policy: &PeerPolicy, own: &IdentityKey, hex: &str) -> Option<String> {
+    hex.parse::<IdentityKey>()
+        .ok()
+        .and_then(|k| petname(policy, own, &k))
+}
+
 /// "alice (a1b2-c3d4-e5f6)" or "unpaired a1b2-c3d4-e5f6".
 pub fn label(name: Option<&str>, fingerprint: &str) -> String {
     match name {

@@ -2,7 +2,7 @@
 //! `super::send`), `receive_messages`, `acknowledge_messages`, and where sent messages
 //! stand: `message_status`, `list_pending`.
 
-use interlink_core::{IdentityKey, MsgId, wire::TaskStatus};
+use interlink_core::{MsgId, wire::TaskStatus};
 use rmcp::{handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -144,11 +144,7 @@ impl Server {
             let mut text = String::new();
             let mut messages = Vec::new();
             for e in shown {
-                let name = e
-                    .sender
-                    .parse::<IdentityKey>()
-                    .ok()
-                    .and_then(|k| render::petname(&policy, &ctx.key(), &k));
+                let name = render::petname_of(&policy, &ctx.key(), &e.sender);
                 text.push_str(&render::message_text(e, name.as_deref()));
                 let mut json = render::message_json(e, name.as_deref());
                 if shared.contains(e.msg_id.as_str()) {
@@ -295,7 +291,7 @@ impl Server {
                 ))
             })?;
             let policy = policy::load(&ctx.home).unwrap_or_default();
-            let name = name_of(&policy, ctx.key(), &e.to_key);
+            let name = render::petname_of(&policy, &ctx.key(), &e.to_key);
             Ok::<_, ToolError>((
                 format!(
                     "message {id} to {} session {}: {}",
@@ -332,7 +328,7 @@ impl Server {
         };
         let mut items = Vec::new();
         for e in &pending {
-            let name = name_of(&policy, ctx.key(), &e.to_key);
+            let name = render::petname_of(&policy, &ctx.key(), &e.to_key);
             text.push_str(&format!(
                 "\n  {} to {} session {}",
                 e.msg_id,
@@ -382,17 +378,6 @@ pub(crate) fn state_text(e: &SentEntry) -> String {
         }
         State::Read => "read: the recipient's agent acknowledged it".into(),
     }
-}
-
-/// The petname of the key `hex` (`self` for this user), if any.
-pub(crate) fn name_of(
-    policy: &interlink_core::trust::PeerPolicy,
-    own: IdentityKey,
-    hex: &str,
-) -> Option<String> {
-    hex.parse::<IdentityKey>()
-        .ok()
-        .and_then(|k| render::petname(policy, &own, &k))
 }
 
 #[cfg(test)]

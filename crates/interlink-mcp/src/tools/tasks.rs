@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::messaging::{SendMessageArgs, StatusArg, name_of, sent_json};
+use super::messaging::{SendMessageArgs, StatusArg, sent_json};
 use crate::{context::ToolError, paths::SessionDir, policy, render, server::Server};
 
 /// Entries `conversation_history` returns when no limit is given.
@@ -84,7 +84,7 @@ impl Server {
                     if !matches_filter(&e.to_key, e.task_id.as_deref(), peer.as_ref(), task) {
                         continue;
                     }
-                    let name = name_of(&policy, ctx.key(), &e.to_key);
+                    let name = render::petname_of(&policy, &ctx.key(), &e.to_key);
                     let mut v = sent_json(e, name.as_deref());
                     v["direction"] = json!("sent");
                     v["text"] = json!(e.text);
@@ -201,7 +201,7 @@ fn received_item(
     policy: &interlink_core::trust::PeerPolicy,
     own: IdentityKey,
 ) -> (u64, String, Value) {
-    let name = name_of(policy, own, &e.sender);
+    let name = render::petname_of(policy, &own, &e.sender);
     let mut v = render::message_json(e, name.as_deref());
     v["direction"] = json!("received");
     let status = e

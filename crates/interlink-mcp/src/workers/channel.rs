@@ -151,11 +151,7 @@ async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
     let policy = policy::load(&ctx.home).unwrap_or_default();
     let mut pushed = Vec::new();
     for e in &unread {
-        let name = e
-            .sender
-            .parse::<IdentityKey>()
-            .ok()
-            .and_then(|k| render::petname(&policy, &ctx.key, &k));
+        let name = render::petname_of(&policy, &ctx.key, &e.sender);
         let n = notification(e, name.as_deref());
         if let Err(err) = peer
             .send_notification(ServerNotification::CustomNotification(n))

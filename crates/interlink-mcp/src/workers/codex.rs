@@ -124,11 +124,7 @@ async fn hand_over(w: &Codex, thread: &str, offset: u64) -> u64 {
         if e.kind != EnvelopeKind::Message {
             continue;
         }
-        let name = e
-            .sender
-            .parse::<IdentityKey>()
-            .ok()
-            .and_then(|k| render::petname(&policy, &w.key, &k));
+        let name = render::petname_of(&policy, &w.key, &e.sender);
         let text = notice(&e, name.as_deref());
         match queue_with_retries(cfg, thread, &text).await {
             Ok(()) => {

@@ -432,11 +432,7 @@ pub fn notice(
         )
     };
     for e in messages {
-        let name = e
-            .sender
-            .parse::<IdentityKey>()
-            .ok()
-            .and_then(|k| render::petname(policy, own, &k));
+        let name = render::petname_of(policy, own, &e.sender);
         out.push_str(&render::message_text(e, name.as_deref()));
         out.push_str("\n\n");
     }
