@@ -68,6 +68,9 @@ pub const FROM_NAME: &str = "interlink-p2p";
 pub struct HostInbox {
     socket: PathBuf,
     token: Option<String>,
+    /// The process listening on the socket, as the kernel named it at the last
+    /// [`HostInbox::probe`].
+    host_pid: Option<u32>,
 }
 
 /// Posting a frame failed: the socket is gone, refused the connection, or stalled.
@@ -117,7 +120,11 @@ impl HostInbox {
             return None;
         }
         let token = nonempty(CLAUDE_MESSAGING_TOKEN).filter(|t| is_token(t));
-        Some(Self { socket, token })
+        Some(Self {
+            socket,
+            token,
+            host_pid: None,
+        })
     }
 
     /// The host's socket.
@@ -126,9 +133,24 @@ impl HostInbox {
     }
 
     /// Whether the socket is there and accepts a connection (closed at once: the host
-    /// takes an empty connection for a liveness probe, as its own senders make).
-    pub async fn probe(&self) -> bool {
-        self.connect().await.is_ok()
+    /// takes an empty connection for a liveness probe, as its own senders make); notes
+    /// the pid of the process listening ([`HostInbox::host_pid`]).
+    pub async fn probe(&mut self) -> bool {
+        let Ok(stream) = self.connect().await else {
+            return false;
+        };
+        self.host_pid = stream
+            .peer_cred()
+            .ok()
+            .and_then(|c| c.pid())
+            .and_then(|p| u32::try_from(p).ok());
+        true
+    }
+
+    /// The process listening on the socket when it was probed: the host, whose
+    /// connections alone carry receipts ([`ReplySocket::serve`]).
+    pub fn host_pid(&self) -> Option<u32> {
+        self.host_pid
     }
 
     async fn connect(&self) -> Result<UnixStream, PostError> {

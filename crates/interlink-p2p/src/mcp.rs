@@ -86,7 +86,7 @@ pub async fn run(
     // mode, an explicit choice, keeps channels).
     let host_inbox = match interlink_mcp::host_inbox::HostInbox::from_env(|k| std::env::var(k).ok())
     {
-        Some(inbox) if !channels => {
+        Some(mut inbox) if !channels => {
             if inbox.probe().await {
                 info!(socket = %inbox.socket().display(), "delivering through the agent host's inbox socket");
                 Some(inbox)

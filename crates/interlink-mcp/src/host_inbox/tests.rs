@@ -190,9 +190,10 @@ async fn a_post_writes_the_auth_line_then_the_frame_and_half_closes() {
     let tmp = tempfile::tempdir().unwrap();
     let (path, rx) = host_socket(tmp.path());
     let token = "0123456789abcdef0123456789abcdef";
-    let inbox = HostInbox {
+    let mut inbox = HostInbox {
         socket: path.clone(),
         token: Some(token.into()),
+        host_pid: None,
     };
     assert!(inbox.probe().await);
     assert_eq!(rx.recv().unwrap(), "", "a probe writes nothing");
@@ -203,9 +204,10 @@ async fn a_post_writes_the_auth_line_then_the_frame_and_half_closes() {
         format!("{auth}\n{{\"type\":\"user\"}}\n")
     );
     // Gone, or not a socket: an error, so the caller falls back.
-    let gone = HostInbox {
+    let mut gone = HostInbox {
         socket: tmp.path().join("gone.sock"),
         token: None,
+        host_pid: None,
     };
     assert!(!gone.probe().await);
     assert!(gone.post("{}").await.is_err());
@@ -214,6 +216,7 @@ async fn a_post_writes_the_auth_line_then_the_frame_and_half_closes() {
     let not = HostInbox {
         socket: file,
         token: None,
+        host_pid: None,
     };
     assert!(matches!(
         not.post("{}").await,

@@ -133,21 +133,20 @@ pub async fn forward(w: HostInboxWorker, cancel: CancellationToken) {
     }) else {
         return;
     };
-    let stop = |why: String| {
-        warn!("host inbox: {why}; waking the agent through the Stop hook");
-        let mut s = w.state.lock();
-        s.host_inbox.active = false;
-        s.host_inbox.stopped = Some(why);
-    };
-    let Some(host_pid) = host_pid(&w.inbox).await else {
-        stop("the host's socket no longer answers".into());
+    // The host's pid, from the launch probe: only its connections carry receipts.
+    let Some(host_pid) = w.inbox.host_pid() else {
+        stop_using(&w, None, "the host's socket named no process".into());
         fall_back(&ready).await;
         return;
     };
     let reply = match ReplySocket::bind_beside(w.inbox.socket()) {
         Ok(r) => r,
         Err(e) => {
-            stop(format!("cannot bind a reply socket beside the host's: {e}"));
+            stop_using(
+                &w,
+                None,
+                format!("cannot bind a reply socket beside the host's: {e}"),
+            );
             fall_back(&ready).await;
             return;
         }
@@ -210,14 +209,6 @@ async fn fall_back(ready: &crate::context::Ready) {
     if let Err(e) = ready.handle.set_delivery(DeliveryMode::Inbox).await {
         debug!("host inbox: announcing the fallback: {e}");
     }
-}
-
-/// The pid of the process listening on the host's socket (the kernel's word), whose
-/// connections alone carry receipts.
-async fn host_pid(inbox: &HostInbox) -> Option<u32> {
-    let s = tokio::net::UnixStream::connect(inbox.socket()).await.ok()?;
-    let pid = s.peer_cred().ok()?.pid()?;
-    u32::try_from(pid).ok()
 }
 
 /// Adds the tokens due since the last refill; whether there is one to spend.
@@ -311,11 +302,11 @@ async fn round(w: &HostInboxWorker, book: &mut Book, reply: &std::path::Path) {
                 );
             }
             Err(err) => {
-                book.file.active = false;
-                let mut s = w.state.lock();
-                s.host_inbox.active = false;
-                s.host_inbox.stopped = Some(format!("the host's socket failed: {err}"));
-                warn!("host inbox: {err}; waking the agent through the Stop hook");
+                stop_using(
+                    w,
+                    Some(&mut book.file),
+                    format!("the host's socket failed: {err}"),
+                );
                 break;
             }
         }
@@ -372,11 +363,10 @@ fn on_receipt(w: &HostInboxWorker, book: &mut Book, r: HostReceipt) {
                 info!(?ids, "the host holds the frame for the user's approval");
                 sent.settled = true;
                 fall_back_frame(&mut book.file, &sent.messages);
-                book.file.active = false;
-                let mut s = w.state.lock();
-                s.host_inbox.held += sent.messages.len() as u64;
-                s.host_inbox.active = false;
-                s.host_inbox.stopped = Some(
+                w.state.lock().host_inbox.held += sent.messages.len() as u64;
+                stop_using(
+                    w,
+                    Some(&mut book.file),
                     "Claude Code holds inbound messages for the user's approval \
                      (crossSessionInbound)"
                         .into(),
@@ -386,22 +376,34 @@ fn on_receipt(w: &HostInboxWorker, book: &mut Book, r: HostReceipt) {
                 info!(?ids, "the host did not deliver the frame: {why}");
                 sent.settled = true;
                 fall_back_frame(&mut book.file, &sent.messages);
-                let mut s = w.state.lock();
-                s.host_inbox.fell_back += sent.messages.len() as u64;
+                w.state.lock().host_inbox.fell_back += sent.messages.len() as u64;
                 // Pacing drops are the host's rate, not its policy: keep writing.
                 let transient = ["rate-limited", "queue-full", "duplicate"]
                     .iter()
                     .any(|t| why.contains(t));
                 if !transient {
-                    book.file.active = false;
-                    s.host_inbox.active = false;
-                    s.host_inbox.stopped =
-                        Some(format!("Claude Code did not deliver a message: {why}"));
+                    stop_using(
+                        w,
+                        Some(&mut book.file),
+                        format!("Claude Code did not deliver a message: {why}"),
+                    );
                 }
             }
         }
     }
     save(w, book);
+}
+
+/// New messages go to the Stop hook from now on, for `why` (also in `whoami`); `file`
+/// (the hook's view) says so once saved.
+fn stop_using(w: &HostInboxWorker, file: Option<&mut HandoverFile>, why: String) {
+    warn!("host inbox: {why}; waking the agent through the Stop hook");
+    if let Some(file) = file {
+        file.active = false;
+    }
+    let mut s = w.state.lock();
+    s.host_inbox.active = false;
+    s.host_inbox.stopped = Some(why);
 }
 
 /// The frame's messages go to the Stop hook.
