@@ -17,42 +17,35 @@ pub struct SetSummaryArgs {
     pub summary: String,
 }
 
-/// Where delivery through the agent host's inbox socket stands (`null` when the host
-/// exported none).
-fn host_inbox_view(ctx: &crate::Context) -> serde_json::Value {
+/// Where delivery through the agent host's inbox socket stands: the `host_inbox`
+/// field of `whoami` (`null` when the host exported no socket) and its text line.
+fn host_inbox_view(ctx: &crate::Context) -> (serde_json::Value, Option<String>) {
     let Some(inbox) = &ctx.host_inbox else {
-        return serde_json::Value::Null;
+        return (serde_json::Value::Null, None);
     };
     let s = ctx.shared().host_inbox.clone();
-    json!({
+    let mut line = format!(
+        "host inbox {} ({} handed over, {} held for the user's approval, {} not delivered)",
+        inbox.socket().display(),
+        s.handed,
+        s.held,
+        s.fell_back
+    );
+    if let Some(why) = &s.stopped {
+        line.push_str(&format!(
+            "; not used any more: {why} (the Stop hook wakes the agent)"
+        ));
+    }
+    line.push('\n');
+    let json = json!({
         "socket": inbox.socket(),
         "active": s.active,
         "stopped": s.stopped,
         "handed": s.handed,
         "held": s.held,
         "fell_back": s.fell_back,
-    })
-}
-
-/// The `host inbox …` line of `whoami`'s text.
-fn host_inbox_line(v: &serde_json::Value) -> Option<String> {
-    if v.is_null() {
-        return None;
-    }
-    let mut line = format!(
-        "host inbox {} ({} handed over, {} held for the user's approval, {} not delivered)",
-        v["socket"].as_str().unwrap_or(""),
-        v["handed"],
-        v["held"],
-        v["fell_back"]
-    );
-    if let Some(why) = v["stopped"].as_str() {
-        line.push_str(&format!(
-            "; not used any more: {why} (the Stop hook wakes the agent)"
-        ));
-    }
-    line.push('\n');
-    Some(line)
+    });
+    (json, Some(line))
 }
 
 #[tool_router(router = sessions_router, vis = "pub(crate)")]
@@ -90,12 +83,12 @@ impl Server {
         }
         let pairing =
             crate::consent::Gate::new(ctx.agent_pairing, ctx.shared().can_ask_human).describe();
-        let host_inbox = host_inbox_view(ctx);
+        let (host_inbox, host_inbox_line) = host_inbox_view(ctx);
         text.push_str(&format!(
             "summary {summary:?}\ndelivery {}\n",
             delivery.as_str().unwrap_or("")
         ));
-        if let Some(line) = host_inbox_line(&host_inbox) {
+        if let Some(line) = host_inbox_line {
             text.push_str(&line);
         }
         text.push_str(&format!("pairing {pairing}\nnode {node}\n"));
