@@ -221,6 +221,14 @@ fn codex_hooks(home: &Home, codex: &Path) -> (Vec<Value>, Value) {
 /// Runs one whole `codex exec --strict-config` turn against [`FakeModel`]: the model
 /// calls `interlink`'s `whoami`, then answers. Returns the thread id and what Codex
 /// printed.
+/// The thread id `codex exec` prints in its header ("session id: <uuid>").
+fn thread_of(out: &interlink_e2e::agent_cli::Output) -> String {
+    format!("{}{}", out.stdout, out.stderr)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("session id: ").map(str::to_owned))
+        .unwrap_or_else(|| panic!("no session id in: {out}"))
+}
+
 fn codex_exec_turn(home: &Home, codex: &Path) -> (String, String) {
     let model = FakeModel::start();
     let provider = format!(
@@ -238,12 +246,7 @@ fn codex_exec_turn(home: &Home, codex: &Path) -> (String, String) {
         .args(["-c", "model=fake-model", "say hi"]));
     let printed = format!("{}{}", out.stdout, out.stderr);
     assert!(out.status.success(), "codex exec: {out}");
-    // The thread id Codex prints in its header ("session id: <uuid>").
-    let thread = printed
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("session id: "))
-        .unwrap_or_else(|| panic!("no session id in: {out}"))
-        .to_owned();
+    let thread = thread_of(&out);
     assert_eq!(
         model.requests().len(),
         2,
@@ -406,12 +409,7 @@ fn codex_queue_resume_starts_a_turn_in_an_idle_thread_of_the_daemon() {
         .command(&codex)
         .args(["exec", "--skip-git-repo-check", "say hi"]));
     assert!(out.status.success(), "codex exec: {out}");
-    let printed = format!("{}{}", out.stdout, out.stderr);
-    let thread = printed
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("session id: "))
-        .unwrap_or_else(|| panic!("no session id in: {out}"))
-        .to_owned();
+    let thread = thread_of(&out);
 
     let socket = home
         .codex_home()
