@@ -340,6 +340,8 @@ impl Context {
         node: watch::Receiver<NodeStatus>,
         receipts: tokio::sync::mpsc::Sender<ReadReceipt>,
     ) -> Self {
+        // Channel mode is the user's explicit choice: it wins over the host's socket.
+        let host_inbox = settings.host_inbox.filter(|_| !settings.channels);
         Self {
             home: settings.home,
             identity: settings.identity,
@@ -353,7 +355,6 @@ impl Context {
             name: settings.name,
             receipts: ReceiptQueue(receipts),
             codex: settings.codex,
-            host_inbox: settings.host_inbox.clone().filter(|_| !settings.channels),
             shared: SharedState::new(Shared {
                 summary: settings.summary,
                 host: settings.host,
@@ -366,10 +367,11 @@ impl Context {
                 starter: None,
                 tasks: Tasks::default(),
                 host_inbox: HostInboxState {
-                    active: settings.host_inbox.is_some() && !settings.channels,
+                    active: host_inbox.is_some(),
                     ..HostInboxState::default()
                 },
             }),
+            host_inbox,
             read_lock: Arc::new(tokio::sync::Mutex::new(())),
             codex_lock: Arc::new(tokio::sync::Mutex::new(())),
         }
