@@ -257,11 +257,19 @@ fn claude_bin() -> Option<PathBuf> {
     agent_cli("INTERLINK_TEST_CLAUDE_BIN", "Claude Code CLI")
 }
 
-#[test]
-fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_session() {
-    let Some(bin) = claude_bin() else { return };
+/// The real CLI, checked to run, and a throwaway home for it (`None`: skipped).
+fn claude_and_home() -> Option<(PathBuf, Home)> {
+    let bin = claude_bin()?;
     let home = Home::new();
     check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
+    Some((bin, home))
+}
+
+#[test]
+fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_session() {
+    let Some((bin, home)) = claude_and_home() else {
+        return;
+    };
     let (bob, _bob_node, bootstrap) = alice_and_bob(&home, &bin);
 
     // The model's first move is a long tool call: the turn is busy while bob sends.
@@ -343,9 +351,9 @@ fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_ses
 
 #[test]
 fn a_message_the_host_holds_wakes_the_agent_through_the_stop_hook_once() {
-    let Some(bin) = claude_bin() else { return };
-    let home = Home::new();
-    check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
+    let Some((bin, home)) = claude_and_home() else {
+        return;
+    };
     let (bob, _bob_node, bootstrap) = alice_and_bob(&home, &bin);
     let claude = Claude::start(
         &home,
@@ -390,9 +398,9 @@ fn a_message_the_host_holds_wakes_the_agent_through_the_stop_hook_once() {
 
 #[test]
 fn without_an_inbox_socket_the_stop_hook_wakes_the_agent() {
-    let Some(bin) = claude_bin() else { return };
-    let home = Home::new();
-    check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
+    let Some((bin, home)) = claude_and_home() else {
+        return;
+    };
     home.p2p(&["install", "claude"]);
 
     // A headless session of the same user: the overlay's bootstrap node, through which
@@ -474,9 +482,9 @@ fn without_an_inbox_socket_the_stop_hook_wakes_the_agent() {
 /// message reaches the model — none dropped by the host, none through the Stop hook.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_past_the_hosts_rate_limit_reaches_the_model_whole() {
-    let Some(bin) = claude_bin() else { return };
-    let home = Home::new();
-    check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
+    let Some((bin, home)) = claude_and_home() else {
+        return;
+    };
     let (bob, _node, _) = tokio::task::block_in_place(|| alice_and_bob(&home, &bin));
     let bob_mcp = interlink_e2e::mcp_session::start_on_loopback(&bob, "bob-burst", None, &[])
         .await
