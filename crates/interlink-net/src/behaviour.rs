@@ -231,7 +231,7 @@ impl Behaviour {
         };
         let roster = request_response::cbor::Behaviour::with_codec(
             request_response::cbor::codec::Codec::default()
-                .set_request_size_maximum(1024)
+                .set_request_size_maximum(RosterRequest::MAX_BYTES as u64)
                 .set_response_size_maximum(MAX_ROSTER_RESPONSE_BYTES as u64 + 1024),
             [(
                 protocol(network.roster_protocol())?,

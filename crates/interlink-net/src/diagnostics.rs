@@ -58,8 +58,13 @@ pub struct PresenceCost {
     pub roster_fetches: u64,
     /// Bytes of the roster responses it received.
     pub roster_bytes: u64,
-    /// Announcements and goodbyes decoded and verified (gossip and roster fetches).
+    /// Bytes of the summaries in roster requests it received (protocol version 7).
+    pub summary_bytes: u64,
+    /// Announcements and goodbyes verified (gossip and roster fetches); copies
+    /// recognised unverified as already held or older are not counted.
     pub verified: u64,
+    /// Connections this node established (every one starts a roster fetch).
+    pub connections: u64,
 }
 
 /// One connected peer.

@@ -163,7 +163,6 @@ impl Node {
             publishing: publishing::Publishing::default(),
             last_tick: Instant::now(),
             started: Instant::now(),
-            known_announcements: Default::default(),
             presence_cost: Default::default(),
             pins: crate::pins::SealingPins::default(),
             passes: None,
@@ -280,8 +279,6 @@ struct Actor {
     last_tick: Instant,
     /// When the node started.
     started: Instant,
-    /// Digests of announcement wire bytes already verified and applied (bounded).
-    known_announcements: std::collections::HashSet<[u8; 32]>,
     /// What presence has cost so far ([`crate::diagnostics::PresenceCost`]).
     presence_cost: crate::diagnostics::PresenceCost,
     /// Sealing keys of peers, for sessions not on the roster.
@@ -449,6 +446,7 @@ impl Actor {
             } => {
                 self.bootstrap
                     .on_connected(peer_id, endpoint.get_remote_address());
+                self.presence_cost.connections += 1;
                 let info = self.peers.entry(peer_id).or_default();
                 info.addr = Some(endpoint.get_remote_address().clone());
                 self.peer_alive(peer_id);

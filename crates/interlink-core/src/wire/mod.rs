@@ -38,7 +38,7 @@ pub use overlay::{
     DeliverRequest, DeliverResponse, DeliverResult, MAX_PRESENCE_MESSAGE_BYTES,
     MAX_RECEIPT_REQUEST_BYTES, MAX_RECEIPT_RESPONSE_BYTES, MailboxOp, MailboxOutcome,
     MailboxRequest, MailboxResponse, PresenceMessage, ReceiptRequest, ReceiptResponse,
-    RosterRequest, RosterResponse,
+    RosterRequest, RosterResponse, UnverifiedPresence,
 };
 pub use pass::{IssuedPasses, MAX_ISSUED_PASSES, MAX_VERIFIED_PASSES, MailboxPass};
 pub use receipt::{Receipt, ReceiptState};
@@ -58,8 +58,10 @@ use crate::{
 /// the handed copy the holder keeps. Version 4: envelopes and receipts carry mailbox
 /// passes, and holders keep a mailbox's admitted mail apart from strangers'. Version 5:
 /// mailboxes leave the Kademlia record store; a holder hands a copy only to its owner,
-/// on a signed fetch (PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 6;
+/// on a signed fetch. Version 6: the `host_inbox` delivery mode. Version 7: a roster
+/// fetch carries the requester's summary and is answered with only what it lacks
+/// (PROTOCOL.md, "Versions").
+pub const VERSION: u8 = 7;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -169,37 +171,7 @@ impl<T: SignedBody> Signed<T> {
 
     /// Decodes and verifies a wire object: size, shape, version, fields, signature.
     pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
-        if bytes.len() > T::MAX_BYTES {
-            return Err(WireError::Oversized {
-                kind: T::KIND,
-                len: bytes.len(),
-                max: T::MAX_BYTES,
-            });
-        }
-        let outer: Outer = decode_cbor(T::KIND, bytes)?;
-        if outer.reply_to.is_some() && !T::ALLOWS_REPLY_TO {
-            return Err(invalid::<T>("reply_to", "is only allowed on envelopes"));
-        }
-        let body: T = decode_cbor(T::KIND, &outer.body)?;
-        if body.version() != VERSION {
-            return Err(WireError::UnsupportedVersion {
-                kind: T::KIND,
-                got: body.version(),
-            });
-        }
-        body.check_fields()?;
-        sign::verify(body.signer(), T::DOMAIN, &outer.body, outer.sig.as_slice()).map_err(
-            |source| WireError::BadSignature {
-                kind: T::KIND,
-                source,
-            },
-        )?;
-        Ok(Self {
-            body,
-            body_bytes: outer.body.into_vec(),
-            sig: outer.sig.into_array(),
-            reply_to: outer.reply_to,
-        })
+        Unverified::<T>::decode(bytes)?.verify()
     }
 
     /// The encoded wire form (what [`Signed::decode`] accepts).
@@ -230,6 +202,77 @@ impl<T: SignedBody> Signed<T> {
     /// [`Signed::<Envelope>::reply_address`] to route by it.
     pub fn raw_reply_to(&self) -> Option<&SessionAddr> {
         self.reply_to.as_ref()
+    }
+}
+
+/// A wire object decoded but not yet verified: size, shape and version are checked,
+/// the field rules and the signature are not.
+///
+/// Its body is a claim, not a fact. It exists so a node can recognise a copy of
+/// something it already holds (same signed bytes, or an older stamp) without paying
+/// for signature checks; anything acted on goes through [`Unverified::verify`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unverified<T> {
+    body: T,
+    body_bytes: Vec<u8>,
+    sig: [u8; 64],
+    reply_to: Option<SessionAddr>,
+}
+
+impl<T: SignedBody> Unverified<T> {
+    /// Decodes a wire object without checking its field rules or signature.
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        if bytes.len() > T::MAX_BYTES {
+            return Err(WireError::Oversized {
+                kind: T::KIND,
+                len: bytes.len(),
+                max: T::MAX_BYTES,
+            });
+        }
+        let outer: Outer = decode_cbor(T::KIND, bytes)?;
+        if outer.reply_to.is_some() && !T::ALLOWS_REPLY_TO {
+            return Err(invalid::<T>("reply_to", "is only allowed on envelopes"));
+        }
+        let body: T = decode_cbor(T::KIND, &outer.body)?;
+        if body.version() != VERSION {
+            return Err(WireError::UnsupportedVersion {
+                kind: T::KIND,
+                got: body.version(),
+            });
+        }
+        Ok(Self {
+            body,
+            body_bytes: outer.body.into_vec(),
+            sig: outer.sig.into_array(),
+            reply_to: outer.reply_to,
+        })
+    }
+
+    /// The claimed body: not yet verified.
+    pub fn claimed(&self) -> &T {
+        &self.body
+    }
+
+    /// Whether this is byte for byte the signed object `held` (already verified).
+    pub fn is_copy_of(&self, held: &Signed<T>) -> bool {
+        self.sig == held.sig && self.body_bytes == held.body_bytes
+    }
+
+    /// Checks the field rules and the signature.
+    pub fn verify(self) -> Result<Signed<T>, WireError> {
+        self.body.check_fields()?;
+        sign::verify(self.body.signer(), T::DOMAIN, &self.body_bytes, &self.sig).map_err(
+            |source| WireError::BadSignature {
+                kind: T::KIND,
+                source,
+            },
+        )?;
+        Ok(Signed {
+            body: self.body,
+            body_bytes: self.body_bytes,
+            sig: self.sig,
+            reply_to: self.reply_to,
+        })
     }
 }
 

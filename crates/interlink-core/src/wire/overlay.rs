@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
-use super::{Announcement, Goodbye, Refusal, Signed, VERSION, WireError, decode_cbor, encode};
+use super::{
+    Announcement, Goodbye, Refusal, Signed, Unverified, VERSION, WireError, decode_cbor, encode,
+};
 use crate::limits::{MAX_ANNOUNCEMENT_BYTES, MAX_ROSTER_RESPONSE_BYTES};
 
 /// A message on the presence topic: a CBOR map with exactly one key,
@@ -40,6 +42,27 @@ impl PresenceMessage {
 
     /// Decodes and verifies a topic message.
     pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        Ok(match UnverifiedPresence::decode(bytes)? {
+            UnverifiedPresence::Announcement(a) => PresenceMessage::Announcement(a.verify()?),
+            UnverifiedPresence::Goodbye(g) => PresenceMessage::Goodbye(g.verify()?),
+        })
+    }
+}
+
+/// A presence-topic message decoded but not verified ([`Unverified`]): what a node
+/// looks at to recognise a copy it already holds before paying for signature checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // short-lived values, decoded and consumed at once
+pub enum UnverifiedPresence {
+    /// A claimed announcement.
+    Announcement(Unverified<Announcement>),
+    /// A claimed goodbye.
+    Goodbye(Unverified<Goodbye>),
+}
+
+impl UnverifiedPresence {
+    /// Decodes a topic message: size and shape, no signature checks.
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
         if bytes.len() > MAX_PRESENCE_MESSAGE_BYTES {
             return Err(WireError::Oversized {
                 kind: "presence message",
@@ -49,29 +72,50 @@ impl PresenceMessage {
         }
         Ok(
             match decode_cbor::<PresenceWire>("presence message", bytes)? {
-                PresenceWire::Announcement(b) => PresenceMessage::Announcement(Signed::decode(&b)?),
-                PresenceWire::Goodbye(b) => PresenceMessage::Goodbye(Signed::decode(&b)?),
+                PresenceWire::Announcement(b) => Self::Announcement(Unverified::decode(&b)?),
+                PresenceWire::Goodbye(b) => Self::Goodbye(Unverified::decode(&b)?),
             },
         )
     }
 }
 
-/// Roster fetch request: "send me the announcements you hold".
+/// Roster fetch request: "send me the announcements I lack" (protocol version 7).
+///
+/// `have` is the requester's summary ([`crate::presence::sync::Summary`]): the packed
+/// 8-byte tags of the announcement versions it holds. Empty asks for everything.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RosterRequest {
     /// Protocol version.
     pub v: u8,
+    /// The requester's summary, tags back to back.
+    pub have: ByteBuf,
 }
 
 impl Default for RosterRequest {
     fn default() -> Self {
-        Self { v: VERSION }
+        Self {
+            v: VERSION,
+            have: ByteBuf::new(),
+        }
     }
 }
 
-/// Roster fetch response: signed announcements as held by the responder (each is
-/// verified again by the requester), newest first, at most
+impl RosterRequest {
+    /// A request carrying `summary`.
+    pub fn with_summary(summary: &crate::presence::sync::Summary) -> Self {
+        Self {
+            v: VERSION,
+            have: ByteBuf::from(summary.to_bytes()),
+        }
+    }
+
+    /// Largest encoded request: the summary plus the map around it.
+    pub const MAX_BYTES: usize = crate::presence::sync::MAX_SUMMARY_BYTES + 64;
+}
+
+/// Roster fetch response: the signed announcements the requester's summary did not
+/// name (each is verified again by the requester), newest first, at most
 /// [`MAX_ROSTER_RESPONSE_BYTES`] in all.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,14 +127,12 @@ pub struct RosterResponse {
 }
 
 impl RosterResponse {
-    /// Builds a response from announcements, newest first, stopping before the size
-    /// limit.
+    /// Builds a response from announcements already in the order to send (newest
+    /// first), stopping before the size limit.
     pub fn new<'a>(announcements: impl IntoIterator<Item = &'a Signed<Announcement>>) -> Self {
-        let mut all: Vec<&Signed<Announcement>> = announcements.into_iter().collect();
-        all.sort_by_key(|a| std::cmp::Reverse((a.body().ts, a.body().seq)));
         let mut total = 16;
         let mut out = Vec::new();
-        for a in all {
+        for a in announcements {
             let bytes = a.to_bytes();
             total += bytes.len() + 8;
             if total > MAX_ROSTER_RESPONSE_BYTES {

@@ -2,19 +2,15 @@
 //! arrives on the topic, and the roster fetch on connect.
 
 use interlink_core::{
-    presence::{RosterError, Upsert},
+    presence::{RosterError, Upsert, sync::Summary},
     wire::{
         Announcement, Goodbye, PresenceMessage, RosterRequest, RosterResponse, SealingBinding,
-        SessionAddr, Signed, VERSION,
+        SessionAddr, Signed, Unverified, UnverifiedPresence, VERSION,
     },
 };
 use libp2p::{PeerId, gossipsub, request_response};
 use serde_bytes::ByteBuf;
-use sha2::{Digest as _, Sha256};
 use tracing::{debug, trace, warn};
-
-/// Most announcement digests remembered as already verified.
-const KNOWN_ANNOUNCEMENTS: usize = 8192;
 
 use super::Actor;
 
@@ -178,31 +174,40 @@ impl Actor {
         let cost = &mut self.presence_cost;
         cost.gossip_messages += 1;
         cost.gossip_bytes += message.data.len() as u64;
-        cost.verified += 1;
-        match PresenceMessage::decode(&message.data).map_err(|e| e.to_string())? {
-            PresenceMessage::Announcement(ann) => {
+        match UnverifiedPresence::decode(&message.data).map_err(|e| e.to_string())? {
+            UnverifiedPresence::Announcement(ann) => {
                 // Only the session's own node may publish its announcement: the
                 // gossipsub source (signed by libp2p) must be the announced PeerId.
                 // Relaying someone else's announcement is what roster fetches are for.
                 if let Some(source) = message.source
-                    && ann.body().peer_id() != Some(source)
+                    && ann.claimed().peer_id() != Some(source)
                 {
                     return Err(format!(
                         "announcement for {} published by another peer {source}",
-                        ann.body().session_id
+                        ann.claimed().session_id
                     ));
                 }
-                let addr = ann.body().session_addr();
-                let version = (ann.body().ts, ann.body().seq);
-                // The bytes a roster response would carry for it: once verified here,
-                // a roster fetch that brings the same announcement skips the check
-                // (otherwise each announcement was verified twice per node).
-                let digest: [u8; 32] = Sha256::digest(ann.to_bytes()).into();
-                let applied = self.roster.apply_announcement(ann, now);
-                if applied.is_ok() {
-                    self.remember_announcement(digest);
+                let addr = ann.claimed().session_addr();
+                // A copy of what the roster holds, byte for byte, was verified when it
+                // was applied (perhaps from a roster fetch): forward it without a
+                // second check, or peers that only hear it by gossip miss it. An older
+                // stamp (a replay, or a copy overtaken) is nothing new: dropped
+                // unverified and not forwarded.
+                if let Some(held) = self.roster.get(&addr)
+                    && ann.is_copy_of(held)
+                {
+                    return Ok(true);
                 }
-                match applied {
+                let claimed = ann.claimed();
+                if self
+                    .roster
+                    .knows(&addr.key, &addr.session, claimed.ts, claimed.seq)
+                {
+                    return Ok(false);
+                }
+                self.presence_cost.verified += 1;
+                let ann = ann.verify().map_err(|e| e.to_string())?;
+                match self.roster.apply_announcement(ann, now) {
                     Ok(Upsert::Inserted | Upsert::Updated) => {
                         self.pin_sealing_key(addr.key);
                         self.route_session(&addr);
@@ -214,17 +219,13 @@ impl Actor {
                         self.emit(Event::RosterChanged);
                         Ok(true)
                     }
-                    // Already held, perhaps from a roster fetch: still forward it if it
-                    // is the current one, or peers that only hear it by gossip miss it.
-                    // Only an older copy (a replay) stops here.
-                    Ok(_) => Ok(self
-                        .roster
-                        .get(&addr)
-                        .is_some_and(|held| (held.body().ts, held.body().seq) == version)),
+                    Ok(Upsert::Unchanged) => Ok(false),
                     Err(e) => Err(roster_error(&e)),
                 }
             }
-            PresenceMessage::Goodbye(bye) => {
+            UnverifiedPresence::Goodbye(bye) => {
+                self.presence_cost.verified += 1;
+                let bye = bye.verify().map_err(|e| e.to_string())?;
                 let addr = SessionAddr {
                     key: bye.body().identity,
                     session: bye.body().session_id.clone(),
@@ -243,21 +244,15 @@ impl Actor {
         }
     }
 
-    /// Remembers the digest of announcement bytes already verified and applied.
-    fn remember_announcement(&mut self, digest: [u8; 32]) {
-        if self.known_announcements.len() >= KNOWN_ANNOUNCEMENTS {
-            // Forgetting only costs a re-verification; clearing keeps this bounded.
-            self.known_announcements.clear();
-        }
-        self.known_announcements.insert(digest);
-    }
-
+    /// Asks `peer` for the announcements this node lacks, sending the summary of
+    /// what it holds (PROTOCOL.md, "Roster fetch").
     pub(super) fn fetch_roster(&mut self, peer: PeerId) {
         self.presence_cost.roster_fetches += 1;
+        let request = RosterRequest::with_summary(&Summary::of(&self.roster));
         self.swarm
             .behaviour_mut()
             .roster
-            .send_request(&peer, RosterRequest::default());
+            .send_request(&peer, request);
     }
 
     pub(super) fn on_roster_fetch(
@@ -267,10 +262,26 @@ impl Actor {
         match event {
             request_response::Event::Message {
                 peer,
-                message: request_response::Message::Request { channel, .. },
+                message:
+                    request_response::Message::Request {
+                        channel, request, ..
+                    },
                 ..
             } => {
-                let response = RosterResponse::new(self.roster.announcements());
+                self.presence_cost.summary_bytes += request.have.len() as u64;
+                // A ragged or oversized summary is refused with an empty answer: the
+                // codec's size limit already bounds what it can cost.
+                let response = match Summary::decode(&request.have) {
+                    Ok(summary) => RosterResponse::new(self.roster.missing_from(&summary)),
+                    Err(e) => {
+                        debug!(%peer, %e, "roster request refused");
+                        self.emit(Event::Rejected {
+                            from: peer,
+                            reason: e.to_string(),
+                        });
+                        RosterResponse::new(std::iter::empty())
+                    }
+                };
                 if self
                     .swarm
                     .behaviour_mut()
@@ -285,59 +296,60 @@ impl Actor {
                 peer,
                 message: request_response::Message::Response { response, .. },
                 ..
-            } => {
-                let now = crate::now_ms();
-                let mut changed = Vec::new();
-                self.presence_cost.roster_bytes += response
-                    .announcements
-                    .iter()
-                    .map(|a| a.len() as u64)
-                    .sum::<u64>();
-                for bytes in response.announcements {
-                    // An entry whose exact bytes we already applied needs no second
-                    // signature check: on a busy overlay every connection brings a
-                    // roster, and verifying each copy again dominated the CPU.
-                    let digest: [u8; 32] = Sha256::digest(&bytes).into();
-                    if self.known_announcements.contains(&digest) {
-                        continue;
-                    }
-                    // Anything new is verified: the responder is not trusted.
-                    self.presence_cost.verified += 1;
-                    let result = Signed::<Announcement>::decode(&bytes)
-                        .map_err(|e| e.to_string())
-                        .and_then(|a| {
-                            let addr = a.body().session_addr();
-                            self.roster
-                                .apply_announcement(a, now)
-                                .map(|u| (u, addr))
-                                .map_err(|e| roster_error(&e))
-                        });
-                    if result.is_ok() {
-                        self.remember_announcement(digest);
-                    }
-                    match result {
-                        Ok((Upsert::Inserted | Upsert::Updated, addr)) => changed.push(addr),
-                        Ok(_) => {}
-                        Err(reason) => {
-                            debug!(%peer, %reason, "roster entry rejected");
-                            self.emit(Event::Rejected { from: peer, reason });
-                        }
-                    }
-                }
-                for addr in &changed {
-                    self.pin_sealing_key(addr.key);
-                    self.route_session(addr);
-                    self.offer_pass(addr);
-                }
-                if !changed.is_empty() {
-                    self.emit(Event::RosterChanged);
-                }
-            }
+            } => self.apply_roster_response(peer, response),
             request_response::Event::OutboundFailure { peer, error, .. } => {
                 // Peers that are not interlink nodes (or other networks) don't speak it.
                 debug!(%peer, %error, "roster fetch failed");
             }
             _ => {}
+        }
+    }
+
+    /// Applies what a roster fetch brought. The responder is not trusted: anything the
+    /// roster does not already know is verified before it is applied.
+    fn apply_roster_response(&mut self, peer: PeerId, response: RosterResponse) {
+        let now = crate::now_ms();
+        let mut changed = Vec::new();
+        self.presence_cost.roster_bytes += response
+            .announcements
+            .iter()
+            .map(|a| a.len() as u64)
+            .sum::<u64>();
+        for bytes in response.announcements {
+            let result = Unverified::<Announcement>::decode(&bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|a| {
+                    let c = a.claimed();
+                    // Several fetches in flight can bring the same announcement, and a
+                    // responder can send what we hold newer: no signature check for
+                    // what would change nothing.
+                    if self.roster.knows(&c.identity, &c.session_id, c.ts, c.seq) {
+                        return Ok(None);
+                    }
+                    self.presence_cost.verified += 1;
+                    let a = a.verify().map_err(|e| e.to_string())?;
+                    let addr = a.body().session_addr();
+                    self.roster
+                        .apply_announcement(a, now)
+                        .map(|u| Some((u, addr)))
+                        .map_err(|e| roster_error(&e))
+                });
+            match result {
+                Ok(Some((Upsert::Inserted | Upsert::Updated, addr))) => changed.push(addr),
+                Ok(_) => {}
+                Err(reason) => {
+                    debug!(%peer, %reason, "roster entry rejected");
+                    self.emit(Event::Rejected { from: peer, reason });
+                }
+            }
+        }
+        for addr in &changed {
+            self.pin_sealing_key(addr.key);
+            self.route_session(addr);
+            self.offer_pass(addr);
+        }
+        if !changed.is_empty() {
+            self.emit(Event::RosterChanged);
         }
     }
 }
