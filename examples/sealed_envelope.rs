@@ -39,6 +39,7 @@ fn main() -> anyhow::Result<()> {
             summary: "refactoring the auth layer".into(),
             host: HostKind::Other,
             delivery: DeliveryMode::Poll,
+            heartbeat_ms: interlink_core::limits::HEARTBEAT_MS,
             ts: now,
             seq: 1,
         },

@@ -139,9 +139,10 @@ async function live (spec, a) {
   // §8.2 responder: our own announcement, so the session can put this probe on its roster.
   await node.handle(proto('roster'), async ({ stream }) => {
     try {
-      const req = await readAll(stream, 1024, 'roster request')
-      shape(decode(req, 'roster request'), sch.rosterRequest, 'roster request')
+      const req = await readAll(stream, 8 * 16384 + 64, 'roster request')
+      const { have } = shape(decode(req, 'roster request'), sch.rosterRequest, 'roster request')
       const addrs = node.getMultiaddrs().map((m) => m.decapsulateCode(421).toString())
+      const ts = Date.now()
       const body = encode({
         v: V,
         identity: me,
@@ -154,10 +155,16 @@ async function live (spec, a) {
         summary: 'js-libp2p conformance probe',
         host: 'other',
         delivery: 'poll',
-        ts: Date.now(),
+        heartbeat_ms: 30000,
+        ts,
         seq: 1
       })
-      await stream.sink([encode({ v: V, announcements: [S.wrap('announcement', seed, body)] })])
+      // Only what the requester's summary does not name; the session holds nothing of
+      // ours yet, so the first answer carries our announcement.
+      const tag = S.rosterTag(me, mySession, ts, 1)
+      const named = [...Array(have.length / 8).keys()].some((i) => equal(have.slice(8 * i, 8 * i + 8), tag))
+      const announcements = named ? [] : [S.wrap('announcement', seed, body)]
+      await stream.sink([encode({ v: V, announcements })])
       seen.roster = true
       notify()
     } catch (e) { seen.roster = e; notify(); stream.abort(e) }
@@ -214,7 +221,7 @@ async function live (spec, a) {
     log(`identify ok: ${id.protocolVersion}, ${id.agentVersion}`)
 
     // §8.2 roster fetch, and the session's announcement verified per §3, §4.1, §7.
-    const roster = shape(decode(await request(node, peer, proto('roster'), encode({ v: V }), 1024 * 1024 + 1024),
+    const roster = shape(decode(await request(node, peer, proto('roster'), encode({ v: V, have: new Uint8Array(0) }), 1024 * 1024 + 1024),
       'roster response'), sch.rosterResponse, 'roster response')
     const anns = roster.announcements.map((w, i) =>
       S.openSigned(w, 'announcement', sch.announcement, 'identity', sch, `roster announcement ${i}`).body)

@@ -121,6 +121,18 @@ export function decode (bytes, what) {
 
 // ---- field checks: the tables of §3.1, §4 and §8, keys exactly and in order ----
 
+// §8.2: a roster tag names one version of one session: SHA-256 over the domain, the
+// identity key, the session id (length byte, then UTF-8), ts and seq (big-endian u64),
+// cut to its first 8 bytes.
+export const rosterTag = (identity, sessionId, ts, seq) => {
+  const id = utf8(sessionId)
+  const stamp = new Uint8Array(16)
+  const view = new DataView(stamp.buffer)
+  view.setBigUint64(0, BigInt(ts))
+  view.setBigUint64(8, BigInt(seq))
+  return sha256(concat(utf8('interlink-p2p/v7/roster-tag\0'), identity, Uint8Array.of(id.length), id, stamp)).slice(0, 8)
+}
+
 export const t = {
   uint: (v) => (Number.isSafeInteger(v) && v >= 0) || typeof v === 'bigint',
   text: (v) => typeof v === 'string',
@@ -169,6 +181,7 @@ export function schemas (V) {
       ['addrs', (a) => t.array((s) => textMax(256)(s) && s.startsWith('/'))(a) && a.length <= 16],
       ['cwd', textMax(1024)], ['git_label', t.orNull(textMax(256))], ['summary', textMax(512)],
       ['host', t.oneOf('claude', 'codex', 'other')], ['delivery', t.oneOf('inbox', 'channel', 'codex', 'host_inbox', 'poll')],
+      ['heartbeat_ms', t.uint],
       ['ts', t.uint], ['seq', t.uint]],
     goodbye: [['v', v], ['identity', t.b(32)], ['session_id', sessionId], ['ts', t.uint], ['seq', t.uint]],
     envelope: [['v', v], ['sender', t.b(32)], ['sender_session', sessionId], ['recipient', t.b(32)],
@@ -188,7 +201,7 @@ export function schemas (V) {
     ack: [['v', v], ['owner', t.b(32)], ['owner_session', sessionId],
       ['entries', (a) => t.array(t.tuple(t.b(32), t.b(16)))(a) && a.length >= 1 && a.length <= 256],
       ['ts', t.uint]],
-    rosterRequest: [['v', v]],
+    rosterRequest: [['v', v], ['have', (b) => t.bytes(b) && b.length % 8 === 0 && b.length <= 8 * 16384]],
     rosterResponse: [['v', v], ['announcements', t.array(t.bytes)]],
     deliverRequest: [['v', v], ['envelopes', t.array(t.bytes)]],
     deliverResponse: [['v', v], ['receipt', t.orNull(t.bytes)],

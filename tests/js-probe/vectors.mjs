@@ -38,6 +38,7 @@ export async function checkVectors ({ version: V, vectors }) {
     summary: 'installing deps',
     host: 'claude',
     delivery: 'inbox',
+    heartbeat_ms: 30000,
     ts,
     seq: 1
   })
@@ -105,7 +106,10 @@ export async function checkVectors ({ version: V, vectors }) {
       v: V, identity: A, session_id: 'session-a', ts: ts + 3, seq: 2
     })),
     'mailbox_fetch.wire': fetchWire,
-    'mailbox_fetch_request.wire': encode({ v: V, op: { fetch: { request: fetchWire } } })
+    'mailbox_fetch_request.wire': encode({ v: V, op: { fetch: { request: fetchWire } } }),
+    // §8.2: the announcement's roster tag, and a request whose summary is just it.
+    'roster_tag': S.rosterTag(A, 'session-a', ts, 1),
+    'roster_request.wire': encode({ v: V, have: S.rosterTag(A, 'session-a', ts, 1) })
   }
 
   const unknown = [...vectors.keys()].filter((k) => !(k in expect))
@@ -136,6 +140,7 @@ export async function checkVectors ({ version: V, vectors }) {
   const fetch = S.openSigned(w('mailbox_fetch.wire'), 'mailbox-fetch', sch.mailboxFetch, 'owner', sch, 'mailbox fetch')
   ensure(S.equal(fetch.body.holder, aPeer.toMultihash().bytes), 'mailbox fetch: holder')
   S.shape(S.decode(w('mailbox_fetch_request.wire'), 'mailbox_fetch_request'), sch.mailboxFetchRequest, 'mailbox_fetch_request')
+  S.shape(S.decode(w('roster_request.wire'), 'roster_request'), sch.rosterRequest, 'roster_request')
   // A flipped signature bit must not verify.
   const bad = w('goodbye.wire'); bad[bad.length - 1] ^= 1
   let refused = false

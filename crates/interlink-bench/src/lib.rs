@@ -36,6 +36,8 @@ pub struct Context {
     pub quick: bool,
     /// The session binary for process-level cases, or why they are skipped.
     pub p2p: Result<P2p, String>,
+    /// `roster-convergence` node counts and runs (`--nodes`), if not the default.
+    pub roster_sizes: Option<Vec<(usize, usize)>>,
 }
 
 impl Context {
@@ -48,7 +50,11 @@ impl Context {
                 .map(|run_help| P2p { path, run_help }),
             Err(reason) => Err(reason),
         };
-        Self { quick, p2p }
+        Self {
+            quick,
+            p2p,
+            roster_sizes: None,
+        }
     }
 }
 

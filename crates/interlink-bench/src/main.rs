@@ -23,6 +23,25 @@ struct Cli {
     /// The `interlink-p2p` binary for process-level cases [default: next to this binary].
     #[arg(long, value_name = "PATH")]
     p2p_bin: Option<PathBuf>,
+    /// Node counts for `roster-convergence`, each with its runs, e.g. `100:3,200:1`
+    /// [default: 10:5,50:3,100:2,200:1].
+    #[arg(long, value_name = "N:RUNS,...")]
+    nodes: Option<String>,
+}
+
+/// Parses `N:RUNS` pairs separated by commas (`RUNS` defaults to 1).
+fn parse_sizes(s: &str) -> Result<Vec<(usize, usize)>, String> {
+    s.split(',')
+        .map(|part| {
+            let (n, runs) = part.split_once(':').unwrap_or((part, "1"));
+            let n: usize = n.trim().parse().map_err(|e| format!("{part:?}: {e}"))?;
+            let runs: usize = runs.trim().parse().map_err(|e| format!("{part:?}: {e}"))?;
+            if n == 0 || runs == 0 {
+                return Err(format!("{part:?}: nodes and runs must be at least 1"));
+            }
+            Ok((n, runs))
+        })
+        .collect()
 }
 
 fn scenario_list() -> String {
@@ -66,7 +85,13 @@ async fn main() -> anyhow::Result<()> {
             .collect::<anyhow::Result<Vec<_>>>()?
     };
 
-    let ctx = Context::new(cli.quick, cli.p2p_bin).await;
+    let mut ctx = Context::new(cli.quick, cli.p2p_bin).await;
+    ctx.roster_sizes = cli
+        .nodes
+        .as_deref()
+        .map(parse_sizes)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--nodes: {e}"))?;
     match &ctx.p2p {
         Ok(p) => progress(format_args!("session binary: {}", p.path.display())),
         Err(reason) => progress(format_args!("process-level cases skipped: {reason}")),

@@ -60,6 +60,13 @@ pub const RECEIPT_FRESHNESS_MS: u64 = MAILBOX_RETENTION_MS;
 
 /// A session re-announces itself this often.
 pub const HEARTBEAT_MS: u64 = 30 * SECOND_MS;
+/// Longest heartbeat a session uses and a receiver honours: on a very large overlay a
+/// session announces at most this rarely (and at least every [`HEARTBEAT_MS`]).
+pub const MAX_HEARTBEAT_MS: u64 = 10 * MINUTE_MS;
+/// Announcements per second a node aims to receive from the whole roster in steady
+/// state: past `HEARTBEAT_MS × this` sessions the heartbeat stretches to keep each
+/// node's presence traffic flat (`presence::heartbeat_interval_ms`).
+pub const TARGET_ANNOUNCEMENTS_PER_S: u64 = 20;
 /// A session whose last announcement is younger than this is live.
 pub const LIVE_WINDOW_MS: u64 = 90 * SECOND_MS;
 /// A silent session stays on the roster (away) this long, then it is gone.

@@ -22,6 +22,18 @@
 
 pub mod sync;
 
+/// How long a session waits between announcements when its roster holds `roster_len`
+/// sessions: [`HEARTBEAT_MS`] up to `HEARTBEAT_MS × TARGET_ANNOUNCEMENTS_PER_S` sessions
+/// (600), then stretched so the whole roster's heartbeats reach each node at about
+/// [`TARGET_ANNOUNCEMENTS_PER_S`], up to [`MAX_HEARTBEAT_MS`]. Every node sees about
+/// the same roster, so each keeps its own presence traffic flat as the overlay grows;
+/// the announcement carries the interval so receivers keep the session live for as long
+/// ([`Config::live_window_for`]).
+pub fn heartbeat_interval_ms(roster_len: usize) -> u64 {
+    let len = u64::try_from(roster_len).unwrap_or(u64::MAX);
+    (len.saturating_mul(1000) / TARGET_ANNOUNCEMENTS_PER_S).clamp(HEARTBEAT_MS, MAX_HEARTBEAT_MS)
+}
+
 use std::{
     collections::{BTreeMap, btree_map::Entry},
     fmt,
@@ -29,7 +41,10 @@ use std::{
 
 use crate::{
     identity::IdentityKey,
-    limits::{AWAY_RETENTION_MS, LIVE_WINDOW_MS, MAX_ROSTER_IDENTITIES, MAX_SESSIONS_PER_IDENTITY},
+    limits::{
+        AWAY_RETENTION_MS, HEARTBEAT_MS, LIVE_WINDOW_MS, MAX_HEARTBEAT_MS, MAX_ROSTER_IDENTITIES,
+        MAX_SESSIONS_PER_IDENTITY, TARGET_ANNOUNCEMENTS_PER_S,
+    },
     replay::{TimeError, check_time},
     session::SessionId,
     wire::{Announcement, Goodbye, SessionAddr, Signed},
@@ -92,8 +107,27 @@ impl Config {
     ///
     /// A timestamp slightly in the future (clock skew) counts as age zero.
     pub fn presence(&self, ts: u64, now: u64) -> Presence {
+        self.presence_within(ts, now, self.live_window_ms)
+    }
+
+    /// The live window for a session that announced `ann`: the configured window,
+    /// stretched in proportion when the session announces less often than every
+    /// [`crate::limits::HEARTBEAT_MS`] (its `heartbeat_ms`, honoured up to
+    /// [`crate::limits::MAX_HEARTBEAT_MS`]). With the standard heartbeat it is the
+    /// configured window; at the longest, twenty times it.
+    pub fn live_window_for(&self, ann: &Announcement) -> u64 {
+        let beat = ann.heartbeat_ms.clamp(HEARTBEAT_MS, MAX_HEARTBEAT_MS);
+        self.live_window_ms.saturating_mul(beat) / HEARTBEAT_MS
+    }
+
+    /// The presence of the session that announced `ann`, at `now`.
+    pub fn presence_of(&self, ann: &Announcement, now: u64) -> Presence {
+        self.presence_within(ann.ts, now, self.live_window_for(ann))
+    }
+
+    fn presence_within(&self, ts: u64, now: u64, live_window_ms: u64) -> Presence {
         let age = now.saturating_sub(ts);
-        if age < self.live_window_ms {
+        if age < live_window_ms {
             Presence::Live
         } else if age <= self.away_retention_ms {
             Presence::Away
@@ -183,7 +217,7 @@ impl Group {
     fn has_live(&self, config: &Config, now: u64) -> bool {
         self.sessions
             .values()
-            .any(|a| config.presence(a.body().ts, now) == Presence::Live)
+            .any(|a| config.presence_of(a.body(), now) == Presence::Live)
     }
 
     /// The newest timestamp held, announcement or goodbye.
@@ -199,7 +233,7 @@ impl Group {
     fn eviction_victim(&self, config: &Config, now: u64, incoming: Stamp) -> Option<SessionId> {
         self.sessions
             .iter()
-            .filter(|(_, a)| config.presence(a.body().ts, now) != Presence::Live)
+            .filter(|(_, a)| config.presence_of(a.body(), now) != Presence::Live)
             .map(|(id, a)| (stamp_of(a.body()), id))
             .filter(|(stamp, _)| *stamp < incoming)
             .min()
@@ -381,7 +415,7 @@ impl Roster {
         let mut dropped = Vec::new();
         self.groups.retain(|key, group| {
             group.sessions.retain(|session, ann| {
-                let keep = config.presence(ann.body().ts, now) != Presence::Gone;
+                let keep = config.presence_of(ann.body(), now) != Presence::Gone;
                 if !keep {
                     dropped.push(SessionAddr {
                         key: *key,
@@ -402,7 +436,7 @@ impl Roster {
     /// The presence of `addr` at `now`; [`Presence::Gone`] when it is not held.
     pub fn presence_of(&self, addr: &SessionAddr, now: u64) -> Presence {
         self.get(addr)
-            .map_or(Presence::Gone, |a| self.config.presence(a.body().ts, now))
+            .map_or(Presence::Gone, |a| self.config.presence_of(a.body(), now))
     }
 
     /// The held announcement of `addr`, whatever its presence.
@@ -478,7 +512,7 @@ impl Roster {
             .iter()
             .filter_map(|(session, ann)| {
                 let body = ann.body();
-                let presence = self.config.presence(body.ts, now);
+                let presence = self.config.presence_of(body, now);
                 (presence != Presence::Gone).then(|| SessionView {
                     addr: SessionAddr {
                         key: *key,

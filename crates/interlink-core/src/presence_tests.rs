@@ -51,6 +51,7 @@ pub(crate) fn ann(seed: u8, session: &str, ts: u64, seq: u64) -> Signed<Announce
         summary: format!("working on {session}"),
         host: HostKind::Claude,
         delivery: DeliveryMode::Inbox,
+        heartbeat_ms: crate::limits::HEARTBEAT_MS,
         ts,
         seq,
     };
@@ -560,4 +561,51 @@ proptest! {
         prop_assert_eq!(snapshot(&forward), snapshot(&shuffled));
         prop_assert_eq!(forward.len(), shuffled.len());
     }
+}
+
+#[test]
+fn the_heartbeat_stretches_past_600_sessions_and_caps_at_ten_minutes() {
+    use crate::limits::{HEARTBEAT_MS, MAX_HEARTBEAT_MS};
+    assert_eq!(heartbeat_interval_ms(0), HEARTBEAT_MS);
+    assert_eq!(heartbeat_interval_ms(600), HEARTBEAT_MS);
+    assert_eq!(heartbeat_interval_ms(1_000), 50 * SECOND_MS);
+    assert_eq!(heartbeat_interval_ms(10_000), 500 * SECOND_MS);
+    assert_eq!(heartbeat_interval_ms(1_000_000), MAX_HEARTBEAT_MS);
+    assert_eq!(heartbeat_interval_ms(usize::MAX), MAX_HEARTBEAT_MS);
+}
+
+#[test]
+fn a_longer_announced_heartbeat_stretches_the_live_window_within_bounds() {
+    use crate::limits::{HEARTBEAT_MS, MAX_HEARTBEAT_MS};
+    let c = Config::default();
+    let mut a = ann(1, "a", T0, 1).body().clone();
+    assert_eq!(c.live_window_for(&a), LIVE_WINDOW_MS);
+    // Shorter than the standard heartbeat (tests, or a chatty peer): never shorter.
+    a.heartbeat_ms = 1;
+    assert_eq!(c.live_window_for(&a), LIVE_WINDOW_MS);
+    a.heartbeat_ms = 10 * HEARTBEAT_MS;
+    assert_eq!(c.live_window_for(&a), 10 * LIVE_WINDOW_MS);
+    assert_eq!(c.presence_of(&a, T0 + 5 * LIVE_WINDOW_MS), Presence::Live);
+    assert_eq!(c.presence_of(&a, T0 + 10 * LIVE_WINDOW_MS), Presence::Away);
+    // A peer claiming to beat once a year is held to the longest heartbeat.
+    a.heartbeat_ms = 365 * DAY_MS;
+    assert_eq!(
+        c.live_window_for(&a),
+        LIVE_WINDOW_MS * (MAX_HEARTBEAT_MS / HEARTBEAT_MS)
+    );
+    // A roster judges with it too.
+    let mut r = Roster::default();
+    let mut body = ann(1, "b", T0, 1).body().clone();
+    body.heartbeat_ms = 4 * HEARTBEAT_MS;
+    let signed = Signed::sign(body, &identity(1)).unwrap();
+    let addr = signed.body().session_addr();
+    r.apply_announcement(signed, T0).unwrap();
+    assert_eq!(
+        r.presence_of(&addr, T0 + 2 * LIVE_WINDOW_MS),
+        Presence::Live
+    );
+    assert_eq!(
+        r.presence_of(&addr, T0 + 4 * LIVE_WINDOW_MS),
+        Presence::Away
+    );
 }

@@ -10,11 +10,15 @@ use std::{convert::Infallible, fmt::Write as _};
 
 use interlink_core::{
     Identity, MsgId, SessionId, mailbox,
+    presence::{
+        Roster,
+        sync::{Summary, Tag},
+    },
     wire::{
         Ack, AckEntry, Announcement, Body, DeliverResponse, DeliverResult, DeliveryMode, Envelope,
         EnvelopeKind, Goodbye, HostKind, MailboxFetch, MailboxOp, MailboxPass, MailboxRequest,
-        Receipt, ReceiptRequest, ReceiptState, Refusal, RefusalCode, SealingBinding, SessionAddr,
-        Signed, TaskStatus, VERSION,
+        Receipt, ReceiptRequest, ReceiptState, Refusal, RefusalCode, RosterRequest, SealingBinding,
+        SessionAddr, Signed, TaskStatus, VERSION,
     },
 };
 use rand_core::{TryCryptoRng, TryRng};
@@ -66,6 +70,7 @@ fn vectors() -> Vec<(&'static str, String)> {
             summary: "installing deps".into(),
             host: HostKind::Claude,
             delivery: DeliveryMode::Inbox,
+            heartbeat_ms: interlink_core::limits::HEARTBEAT_MS,
             ts: TS,
             seq: 1,
         },
@@ -231,6 +236,22 @@ fn vectors() -> Vec<(&'static str, String)> {
                         request: ByteBuf::from(fetch.to_bytes()),
                     },
                 },
+            )
+            .unwrap()),
+        ),
+        (
+            "roster_tag",
+            hex(&Tag::of_announcement(announcement.body()).0),
+        ),
+        (
+            "roster_request.wire",
+            hex(&cbor4ii::serde::to_vec(
+                Vec::new(),
+                &RosterRequest::with_summary(&{
+                    let mut roster = Roster::default();
+                    roster.apply_announcement(announcement.clone(), TS).unwrap();
+                    Summary::of(&roster)
+                }),
             )
             .unwrap()),
         ),

@@ -252,7 +252,9 @@ struct Actor {
     summary: String,
     /// An announcement is owed (start, summary change, new listen address).
     announce_due: bool,
-    last_announce: Option<Instant>,
+    /// When this session last announced (ms since the epoch) and the heartbeat that
+    /// announcement promised.
+    last_announce: Option<(u64, std::time::Duration)>,
     listen_addrs: Vec<Multiaddr>,
     /// Connected peers. Bounded by the swarm's connections.
     peers: HashMap<PeerId, PeerInfo>,
@@ -341,7 +343,6 @@ impl Actor {
         if now.duration_since(self.last_tick) >= mailbox::WAKE_GAP {
             info!(gap = ?now.duration_since(self.last_tick), "woke up");
             self.drive(Input::Wake);
-            self.announce_due = true;
         }
         self.last_tick = now;
         self.flush_tarpit(now);
@@ -353,9 +354,15 @@ impl Actor {
         if !removed.is_empty() {
             self.emit(Event::RosterChanged);
         }
-        let heartbeat_due = self
-            .last_announce
-            .is_none_or(|t| now.duration_since(t) >= self.config.heartbeat);
+        // By the wall clock: it keeps counting while the machine sleeps, so a laptop
+        // that wakes re-announces at once if it was away past its heartbeat. A tick that
+        // is merely late (a stopped or starved process) re-announces only when the
+        // heartbeat is due: before, every late tick re-announced, and on an overloaded
+        // host that fed itself (each announcement more work for every peer).
+        let heartbeat_due = self.last_announce.is_none_or(|(t, every)| {
+            crate::now_ms().saturating_sub(t)
+                >= u64::try_from(every.as_millis()).unwrap_or(u64::MAX)
+        });
         if self.announce_due || heartbeat_due {
             self.announce();
         }

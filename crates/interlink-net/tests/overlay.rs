@@ -9,6 +9,7 @@ use interlink_core::{
     Identity,
     limits::MAX_SESSIONS_PER_IDENTITY,
     names::Network,
+    presence::{Roster, sync::Summary},
     wire::{Announcement, MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage, RosterRequest, Signed},
 };
 use interlink_net::{
@@ -193,10 +194,15 @@ impl Hostile {
 
     /// Fetches `peer`'s roster the way any node may, returning the signed bytes.
     async fn fetch_roster(&mut self, peer: PeerId) -> Vec<Vec<u8>> {
+        self.fetch_roster_with(peer, RosterRequest::default()).await
+    }
+
+    /// Sends `peer` this roster request, returning the signed bytes of the answer.
+    async fn fetch_roster_with(&mut self, peer: PeerId, request: RosterRequest) -> Vec<Vec<u8>> {
         self.swarm
             .behaviour_mut()
             .roster
-            .send_request(&peer, RosterRequest::default());
+            .send_request(&peer, request);
         self.swarm
             .wait(|e| match e {
                 SwarmEvent::Behaviour(BehaviourEvent::Roster(
@@ -214,6 +220,28 @@ impl Hostile {
                 _ => None,
             })
             .await
+    }
+
+    /// Drives the hostile swarm until it hears an announcement of `key` on the topic.
+    async fn next_announcement_of(&mut self, key: &interlink_core::IdentityKey) -> Announcement {
+        let key = *key;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            self.swarm.wait(|e| match e {
+                SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message {
+                    message,
+                    ..
+                })) => match PresenceMessage::decode(&message.data) {
+                    Ok(PresenceMessage::Announcement(a)) if a.body().identity == key => {
+                        Some(a.body().clone())
+                    }
+                    _ => None,
+                },
+                _ => None,
+            }),
+        )
+        .await
+        .expect("an announcement within 30 s")
     }
 
     /// Drives the hostile swarm until `events` reports a rejection containing `needle`
@@ -305,13 +333,49 @@ async fn hostile_presence_is_rejected_not_forwarded_and_capped() {
     // Replay: a hostile peer fetches A's roster and republishes B's genuine, signed
     // announcement as its own message.
     let mut evil = Hostile::join(base + 20, (base, a_peer)).await;
-    let held = evil.fetch_roster(a_peer).await;
-    let b_session = "honest-b";
-    let b_ann = held
+    let held: Vec<Signed<Announcement>> = evil
+        .fetch_roster(a_peer)
+        .await
         .into_iter()
         .map(|bytes| Signed::<Announcement>::decode(&bytes).unwrap())
+        .collect();
+    let b_session = "honest-b";
+    let b_ann = held
+        .iter()
         .find(|s| s.body().session_id.as_str() == b_session)
+        .cloned()
         .expect("A holds B's announcement");
+
+    // Sync by summary (protocol v7): a requester naming everything A holds is sent
+    // nothing, one lacking B's announcement exactly that, and a ragged summary nothing
+    // (and is reported).
+    let mut mine = Roster::default();
+    for a in &held {
+        mine.apply_announcement(a.clone(), now).unwrap();
+    }
+    let full = RosterRequest::with_summary(&Summary::of(&mine));
+    assert!(evil.fetch_roster_with(a_peer, full).await.is_empty());
+    let mut without_b = Roster::default();
+    for a in held
+        .iter()
+        .filter(|a| a.body().session_id.as_str() != b_session)
+    {
+        without_b.apply_announcement(a.clone(), now).unwrap();
+    }
+    let lacking = RosterRequest::with_summary(&Summary::of(&without_b));
+    let answer = evil.fetch_roster_with(a_peer, lacking).await;
+    assert_eq!(answer, vec![b_ann.to_bytes()]);
+    let ragged = RosterRequest {
+        have: serde_bytes::ByteBuf::from(vec![0u8; 9]),
+        ..RosterRequest::default()
+    };
+    assert!(evil.fetch_roster_with(a_peer, ragged).await.is_empty());
+    assert!(
+        evil.until_rejected(&mut events, "whole number")
+            .await
+            .is_some(),
+        "a ragged summary was not reported"
+    );
     evil.publish(PresenceMessage::Announcement(b_ann).to_bytes());
     assert!(
         evil.until_rejected(&mut events, "published by another peer")
@@ -516,5 +580,64 @@ async fn one_peer_cannot_open_unbounded_connections() {
         refused > 0,
         "no connection was refused ({up} up of {attempts})"
     );
+    a.shutdown().await;
+}
+
+/// On a roster past 600 sessions a session announces less often, and says so in its
+/// announcement (`heartbeat_ms`, protocol v7), so receivers keep it live as long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_roster_stretches_the_heartbeat_and_the_announcement_says_so() {
+    use interlink_core::presence::heartbeat_interval_ms;
+    let base = 26_000 + u64::from(std::process::id() % 1000) * 100;
+    let mut cfg = config(base, None);
+    cfg.heartbeat = Duration::from_millis(300);
+    let a = node::spawn(cfg, session_role(1, "big-roster"));
+    let a_handle = a.handle();
+    let a_key = Identity::from_seed(&[1; 32]).public();
+    let mut evil = Hostile::join(base + 1, (base, a_handle.peer_id())).await;
+
+    // Its heartbeat first: the configured 300 ms.
+    let first = evil.next_announcement_of(&a_key).await;
+    assert_eq!(first.heartbeat_ms, 300);
+
+    // 19 identities × 32 sessions: 608 more sessions on A's roster.
+    let now = now_ms();
+    let peer = evil.peer();
+    for i in 0..19u8 {
+        let id = Identity::from_seed(&[100 + i; 32]);
+        for s in 0..MAX_SESSIONS_PER_IDENTITY {
+            let ann = announcement(&id, &format!("crowd-{i}-{s}"), peer, now, 1);
+            evil.publish(PresenceMessage::Announcement(ann).to_bytes());
+        }
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let len = loop {
+        let len = session_count(&a_handle).await;
+        if len > 600 {
+            break len;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "roster stuck at {len}"
+        );
+        // Keep the hostile swarm polled so its publications go out.
+        let _ =
+            tokio::time::timeout(Duration::from_millis(50), evil.swarm.select_next_some()).await;
+    };
+
+    // Its next announcement promises the stretched interval.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let ann = evil.next_announcement_of(&a_key).await;
+        if ann.heartbeat_ms > 300 {
+            assert!(ann.heartbeat_ms >= heartbeat_interval_ms(len.min(609) - 1));
+            assert!(ann.heartbeat_ms > interlink_core::limits::HEARTBEAT_MS);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "heartbeat never stretched"
+        );
+    }
     a.shutdown().await;
 }

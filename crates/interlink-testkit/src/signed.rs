@@ -251,6 +251,7 @@ pub fn announcement(
             summary: "hostile".into(),
             host: HostKind::Other,
             delivery: DeliveryMode::Poll,
+            heartbeat_ms: interlink_core::limits::HEARTBEAT_MS,
             ts,
             seq,
         },

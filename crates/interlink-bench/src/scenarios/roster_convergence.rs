@@ -30,7 +30,7 @@ pub(crate) const SCENARIO: Scenario = Scenario {
 
 /// Node counts, each with its number of repetitions (single runs vary a lot: one
 /// announcement that misses the mesh costs a heartbeat).
-const SIZES: &[(usize, usize)] = &[(10, 5), (50, 3), (100, 2)];
+const SIZES: &[(usize, usize)] = &[(10, 5), (50, 3), (100, 2), (200, 1)];
 const QUICK_SIZES: &[(usize, usize)] = &[(10, 1)];
 /// A handful of identities, several sessions each (well under the per-identity cap).
 const IDENTITIES: u8 = 7;
@@ -45,7 +45,12 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     let identities = fleet::identities(IDENTITIES);
     let ticks_per_s = process::clock_ticks_per_second().await;
     let mut rows = Vec::new();
-    for &(n, repeats) in if ctx.quick { QUICK_SIZES } else { SIZES } {
+    let sizes = match &ctx.roster_sizes {
+        Some(sizes) => sizes.as_slice(),
+        None if ctx.quick => QUICK_SIZES,
+        None => SIZES,
+    };
+    for &(n, repeats) in sizes {
         let case = format!("{n} nodes");
         let mut runs = Vec::new();
         let mut failure = None;
@@ -186,10 +191,12 @@ fn summarize(n: usize, identities: &[Arc<Identity>], runs: &[RunResult]) -> Vec<
             (|c| c.verified) as fn(&interlink_net::PresenceCost) -> u64,
         ),
         ("roster_fetches_per_node", |c| c.roster_fetches),
+        ("connections_per_node", |c| c.connections),
         ("gossip_messages_per_node", |c| c.gossip_messages),
         ("presence_kib_per_node", |c| {
-            (c.gossip_bytes + c.roster_bytes) / 1024
+            (c.gossip_bytes + c.roster_bytes + c.summary_bytes) / 1024
         }),
+        ("summary_kib_per_node", |c| c.summary_bytes / 1024),
     ] {
         let (p50, max) = per_node(f);
         m.push(Measurement::count(format!("{name}_p50"), p50));

@@ -174,3 +174,101 @@ impl Roster {
                 .is_some_and(|held| (ts, seq) <= (held.body().ts, held.body().seq))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presence::tests::{T0, ann, bye, identity, sid};
+    use crate::wire::Unverified;
+
+    fn roster_of(anns: &[Signed<Announcement>]) -> Roster {
+        let mut r = Roster::default();
+        for a in anns {
+            r.apply_announcement(a.clone(), T0).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn a_tag_names_one_version_of_one_session() {
+        let k = identity(1).public();
+        let t = Tag::of(&k, &sid("a"), T0, 1);
+        assert_eq!(t, Tag::of(&k, &sid("a"), T0, 1));
+        assert_ne!(t, Tag::of(&k, &sid("a"), T0, 2));
+        assert_ne!(t, Tag::of(&k, &sid("a"), T0 + 1, 1));
+        assert_ne!(t, Tag::of(&k, &sid("b"), T0, 1));
+        assert_ne!(t, Tag::of(&identity(2).public(), &sid("a"), T0, 1));
+        assert_eq!(t, Tag::of_announcement(ann(1, "a", T0, 1).body()));
+    }
+
+    #[test]
+    fn a_summary_round_trips_and_ragged_or_oversized_ones_are_refused() {
+        let r = roster_of(&[ann(1, "a", T0, 1), ann(2, "b", T0, 1)]);
+        let s = Summary::of(&r);
+        assert_eq!(s.len(), 2);
+        let bytes = s.to_bytes();
+        assert_eq!(bytes.len(), 2 * TAG_BYTES);
+        assert_eq!(Summary::decode(&bytes).unwrap(), s);
+        assert_eq!(Summary::decode(&bytes[..9]), Err(SummaryError::Ragged(9)));
+        let huge = vec![0u8; MAX_SUMMARY_BYTES + TAG_BYTES];
+        assert_eq!(
+            Summary::decode(&huge),
+            Err(SummaryError::Oversized(huge.len()))
+        );
+        assert!(Summary::decode(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_responder_sends_only_what_the_summary_lacks_or_holds_older() {
+        let responder = roster_of(&[
+            ann(1, "a", T0, 2),
+            ann(2, "b", T0, 1),
+            ann(3, "c", T0 + 5, 1),
+        ]);
+        // The requester holds b exactly, a in an older version, and something the
+        // responder does not know at all.
+        let requester = roster_of(&[ann(1, "a", T0, 1), ann(2, "b", T0, 1), ann(4, "d", T0, 1)]);
+        let missing: Vec<_> = responder
+            .missing_from(&Summary::of(&requester))
+            .into_iter()
+            .map(|a| (a.body().session_id.clone(), a.body().seq))
+            .collect();
+        // Newest first.
+        assert_eq!(missing, vec![(sid("c"), 1), (sid("a"), 2)]);
+        // Nothing lacking: an empty answer.
+        assert!(responder.missing_from(&Summary::of(&responder)).is_empty());
+        // No summary: everything.
+        assert_eq!(responder.missing_from(&Summary::default()).len(), 3);
+    }
+
+    #[test]
+    fn knows_covers_the_held_version_older_ones_and_ones_a_goodbye_overtook() {
+        let mut r = roster_of(&[ann(1, "a", T0, 5)]);
+        let k = identity(1).public();
+        assert!(r.knows(&k, &sid("a"), T0, 5));
+        assert!(r.knows(&k, &sid("a"), T0, 4));
+        assert!(!r.knows(&k, &sid("a"), T0, 6));
+        assert!(!r.knows(&k, &sid("other"), T0, 1));
+        assert!(!r.knows(&identity(9).public(), &sid("a"), T0, 1));
+        r.apply_goodbye(bye(1, "a", T0 + 10, 7), T0 + 10).unwrap();
+        assert!(r.knows(&k, &sid("a"), T0 + 10, 6));
+        assert!(!r.knows(&k, &sid("a"), T0 + 11, 1));
+    }
+
+    #[test]
+    fn an_unverified_copy_is_recognised_and_a_forged_one_fails_verification() {
+        let a = ann(1, "a", T0, 1);
+        let bytes = a.to_bytes();
+        let peek = Unverified::<Announcement>::decode(&bytes).unwrap();
+        assert!(peek.is_copy_of(&a));
+        assert_eq!(peek.claimed(), a.body());
+        assert_eq!(peek.verify().unwrap(), a);
+        // Same claimed stamp, another signature: not a copy, and verification fails.
+        let mut forged = bytes.clone();
+        let n = forged.len();
+        forged[n - 1] ^= 1;
+        let peek = Unverified::<Announcement>::decode(&forged).unwrap();
+        assert!(!peek.is_copy_of(&a));
+        assert!(peek.verify().is_err());
+    }
+}

@@ -227,6 +227,7 @@ mod identities {
             summary: String::new(),
             host: HostKind::Other,
             delivery: DeliveryMode::Poll,
+            heartbeat_ms: crate::limits::HEARTBEAT_MS,
             ts: 0,
             seq: 0,
         };

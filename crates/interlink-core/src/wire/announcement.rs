@@ -110,6 +110,11 @@ pub struct Announcement {
     pub host: HostKind,
     /// Delivery mode.
     pub delivery: DeliveryMode,
+    /// The longest the session waits before announcing again, in milliseconds
+    /// (protocol version 7): receivers stretch the live window by it
+    /// ([`crate::presence::Config::live_window_for`]), so a session on a large overlay
+    /// can announce less often and stay live.
+    pub heartbeat_ms: u64,
     /// Milliseconds since the Unix epoch.
     pub ts: u64,
     /// Increases with every announcement of this session; orders two with equal `ts`.

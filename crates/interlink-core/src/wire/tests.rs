@@ -36,6 +36,7 @@ pub(crate) fn announcement(id: &Identity, session: &str, summary: &str) -> Annou
         summary: summary.into(),
         host: HostKind::Claude,
         delivery: DeliveryMode::Inbox,
+        heartbeat_ms: crate::limits::HEARTBEAT_MS,
         ts: NOW,
         seq: 1,
     }

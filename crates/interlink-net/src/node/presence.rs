@@ -2,7 +2,7 @@
 //! arrives on the topic, and the roster fetch on connect.
 
 use interlink_core::{
-    presence::{RosterError, Upsert, sync::Summary},
+    presence::{RosterError, Upsert, heartbeat_interval_ms, sync::Summary},
     wire::{
         Announcement, Goodbye, PresenceMessage, RosterRequest, RosterResponse, SealingBinding,
         SessionAddr, Signed, Unverified, UnverifiedPresence, VERSION,
@@ -33,6 +33,20 @@ impl Actor {
         }
     }
 
+    /// How long until this session announces again: the configured heartbeat, or
+    /// longer on a large roster ([`interlink_core::presence::heartbeat_interval_ms`]),
+    /// so each node's presence traffic stays flat as the overlay grows.
+    fn heartbeat_interval(&self) -> std::time::Duration {
+        let adaptive = heartbeat_interval_ms(self.roster.len());
+        if adaptive > interlink_core::limits::HEARTBEAT_MS {
+            self.config
+                .heartbeat
+                .max(std::time::Duration::from_millis(adaptive))
+        } else {
+            self.config.heartbeat
+        }
+    }
+
     /// Signs and publishes this session's announcement (sessions only). It also goes
     /// into our own roster, so roster fetches from us include it.
     pub(super) fn announce(&mut self) {
@@ -47,6 +61,9 @@ impl Actor {
             return;
         }
         let seq = self.next_seq();
+        // The interval promised in this announcement is the one kept until the next:
+        // receivers judge the session live by it.
+        let heartbeat = self.heartbeat_interval();
         let addrs = self
             .listen_addrs
             .iter()
@@ -66,6 +83,7 @@ impl Actor {
             summary: self.summary.clone(),
             host: spec.host,
             delivery: spec.delivery,
+            heartbeat_ms: u64::try_from(heartbeat.as_millis()).unwrap_or(u64::MAX),
             ts: crate::now_ms(),
             seq,
         };
@@ -83,7 +101,7 @@ impl Actor {
         {
             self.emit(Event::RosterChanged);
         }
-        self.last_announce = Some(std::time::Instant::now());
+        self.last_announce = Some((crate::now_ms(), heartbeat));
         let bytes = PresenceMessage::Announcement(signed).to_bytes();
         match self
             .swarm
