@@ -10,9 +10,9 @@ use interlink_core::{
     },
     names::Network,
     wire::{
-        DeliverRequest, DeliverResponse, MAX_PRESENCE_MESSAGE_BYTES, MAX_RECEIPT_REQUEST_BYTES,
-        MAX_RECEIPT_RESPONSE_BYTES, MailboxRequest, MailboxResponse, ReceiptRequest,
-        ReceiptResponse, RosterRequest, RosterResponse,
+        DeliverRequest, DeliverResponse, MAX_RECEIPT_REQUEST_BYTES, MAX_RECEIPT_RESPONSE_BYTES,
+        MailboxRequest, MailboxResponse, ReceiptRequest, ReceiptResponse, RosterRequest,
+        RosterResponse,
     },
 };
 use libp2p::{
@@ -184,7 +184,13 @@ impl Behaviour {
             gossipsub::ConfigBuilder::default()
                 .validation_mode(gossipsub::ValidationMode::Strict)
                 .validate_messages()
-                .max_transmit_size(MAX_PRESENCE_MESSAGE_BYTES + 1024)
+                // A frame, not a message: gossipsub refuses to decode a larger frame,
+                // and its IHAVE lists one id per message of the last 3 heartbeats. At
+                // 8 KiB plus slack, an IHAVE of more than ~126 ids (a cold start of a few
+                // hundred sessions) was dropped by every receiver and gossip repair
+                // stopped (found by the presence simulation, issue 15). A message itself
+                // is held to MAX_PRESENCE_MESSAGE_BYTES by validation.
+                .max_transmit_size(MAX_GOSSIP_FRAME_BYTES)
                 .heartbeat_interval(Duration::from_secs(1))
                 .heartbeat_initial_delay(Duration::from_millis(100))
                 .build()
@@ -347,9 +353,17 @@ impl Behaviour {
 /// falls below the graylist threshold (-80) and is ignored until the penalty decays (by
 /// 10 % a second). The mesh-delivery penalties are off: presence traffic is one message
 /// per session per 30 s, and quiet honest peers must not look like bad mesh members.
+/// Largest gossipsub frame a node sends or decodes (see its use).
+pub const MAX_GOSSIP_FRAME_BYTES: usize = 64 * 1024;
+
 fn presence_score_params(network: &Network) -> gossipsub::PeerScoreParams {
     let topic = gossipsub::IdentTopic::new(network.announce_topic()).hash();
     let mut params = gossipsub::PeerScoreParams::default();
+    // Many sessions of one team share a host (or a NAT): gossipsub's default penalises
+    // more than 10 peers from one IP, which on a 20-session laptop pushed honest peers'
+    // scores below the gossip and publish thresholds. Presence is authenticated by
+    // signatures, and admission by pairing; addresses prove nothing here.
+    params.ip_colocation_factor_weight = 0.0;
     params.topics.insert(
         topic,
         gossipsub::TopicScoreParams {

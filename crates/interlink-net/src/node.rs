@@ -320,8 +320,11 @@ impl Actor {
                     self.run_outputs();
                 }
                 Some(cmd) = self.commands.recv() => self.on_command(cmd),
-                event = self.swarm.select_next_some() => self.on_swarm_event(event),
+                // Before the swarm: a busy swarm is always ready, and a tick polled
+                // after it starved (heartbeats and anti-entropy went late, and a tick
+                // seconds late reads as the process having been stopped).
                 _ = tick.tick() => self.on_tick(),
+                event = self.swarm.select_next_some() => self.on_swarm_event(event),
                 () = tokio::time::sleep_until(wake), if deadline.is_some() => {
                     self.on_engine_timer();
                     self.answer_settle_waiters(Instant::now());

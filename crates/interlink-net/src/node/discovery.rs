@@ -23,6 +23,15 @@ const KAD_BOOTSTRAP_INTERVAL: Duration = Duration::from_secs(60);
 /// announcement that missed the gossip mesh is picked up within this interval instead
 /// of waiting for the next 30 s heartbeat.
 const ROSTER_SYNC_INTERVAL: Duration = Duration::from_secs(10);
+/// The anti-entropy interval while the roster is still growing (a session new to it
+/// within [`ROSTER_SETTLE`]): at start, or while a team comes online. Announcements
+/// published before the gossip mesh has formed reach only part of the overlay; a
+/// fetch a second, carrying a summary, costs 8 bytes per session and brings exactly
+/// what is missing, where waiting 10 s per round made a 100-node cold start take tens of
+/// seconds (issue 15).
+const ROSTER_SYNC_FAST: Duration = Duration::from_secs(1);
+/// How long after the roster last grew the fast anti-entropy goes on.
+const ROSTER_SETTLE: Duration = Duration::from_secs(10);
 /// How long a peer of another network stays connected after identify.
 const FOREIGN_GRACE: Duration = Duration::from_millis(500);
 /// Most mDNS-discovered peers remembered for redialling.
@@ -45,6 +54,8 @@ pub(super) struct Bootstrap {
     entries: Vec<Entry>,
     last_kad_bootstrap: Option<Instant>,
     last_roster_sync: Option<Instant>,
+    /// When a session new to the roster was last added ([`ROSTER_SYNC_FAST`]).
+    roster_grew: Option<Instant>,
     roster_sync_turn: usize,
     /// Peers mDNS found and we are not connected to: addresses, next dial, backoff.
     /// Two nodes that find each other at the same instant dial each other at once and
@@ -70,6 +81,7 @@ impl Bootstrap {
                 .collect(),
             last_kad_bootstrap: None,
             last_roster_sync: None,
+            roster_grew: Some(now),
             roster_sync_turn: 0,
             mdns: Default::default(),
             foreign: Default::default(),
@@ -100,6 +112,19 @@ impl Bootstrap {
             }
             e.next_dial = now + e.backoff;
             e.backoff = (e.backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// Notes that a session new to the roster was just added.
+    pub(super) fn roster_grew(&mut self, now: Instant) {
+        self.roster_grew = Some(now);
+    }
+
+    /// The anti-entropy interval now: fast while the roster is still growing.
+    fn roster_sync_interval(&self, now: Instant) -> Duration {
+        match self.roster_grew {
+            Some(t) if now.duration_since(t) < ROSTER_SETTLE => ROSTER_SYNC_FAST,
+            _ => ROSTER_SYNC_INTERVAL,
         }
     }
 
@@ -161,12 +186,20 @@ pub(super) fn periodic(actor: &mut Actor, now: Instant) {
     let sync_due = actor
         .bootstrap
         .last_roster_sync
-        .is_none_or(|t| now.duration_since(t) >= ROSTER_SYNC_INTERVAL);
+        .is_none_or(|t| now.duration_since(t) >= actor.bootstrap.roster_sync_interval(now));
     if sync_due && !actor.peers.is_empty() {
         actor.bootstrap.last_roster_sync = Some(now);
         let mut peers: Vec<PeerId> = actor.peers.keys().copied().collect();
         peers.sort();
-        let turn = actor.bootstrap.roster_sync_turn % peers.len();
+        // Offset by our own PeerId so nodes do not all start with the same peer.
+        let offset = actor
+            .swarm
+            .local_peer_id()
+            .to_bytes()
+            .last()
+            .copied()
+            .map_or(0, usize::from);
+        let turn = actor.bootstrap.roster_sync_turn.wrapping_add(offset) % peers.len();
         actor.bootstrap.roster_sync_turn = actor.bootstrap.roster_sync_turn.wrapping_add(1);
         actor.fetch_roster(peers[turn]);
     }

@@ -180,6 +180,14 @@ impl Actor {
             {
                 self.announce();
             }
+            gossipsub::Event::SlowPeer {
+                peer_id,
+                failed_messages,
+            } => {
+                // Presence messages gossipsub dropped for this peer (queue full, or not
+                // sent within the publish or forward window).
+                debug!(peer = %peer_id, ?failed_messages, "gossipsub dropped messages to a slow peer");
+            }
             _ => {}
         }
     }
@@ -226,7 +234,10 @@ impl Actor {
                 self.presence_cost.verified += 1;
                 let ann = ann.verify().map_err(|e| e.to_string())?;
                 match self.roster.apply_announcement(ann, now) {
-                    Ok(Upsert::Inserted | Upsert::Updated) => {
+                    Ok(upsert @ (Upsert::Inserted | Upsert::Updated)) => {
+                        if upsert == Upsert::Inserted {
+                            self.bootstrap.roster_grew(std::time::Instant::now());
+                        }
                         self.pin_sealing_key(addr.key);
                         self.route_session(&addr);
                         self.offer_pass(&addr);
@@ -333,6 +344,7 @@ impl Actor {
             .iter()
             .map(|a| a.len() as u64)
             .sum::<u64>();
+        let brought = response.announcements.len();
         for bytes in response.announcements {
             let result = Unverified::<Announcement>::decode(&bytes)
                 .map_err(|e| e.to_string())
@@ -353,7 +365,12 @@ impl Actor {
                         .map_err(|e| roster_error(&e))
                 });
             match result {
-                Ok(Some((Upsert::Inserted | Upsert::Updated, addr))) => changed.push(addr),
+                Ok(Some((upsert @ (Upsert::Inserted | Upsert::Updated), addr))) => {
+                    if upsert == Upsert::Inserted {
+                        self.bootstrap.roster_grew(std::time::Instant::now());
+                    }
+                    changed.push(addr);
+                }
                 Ok(_) => {}
                 Err(reason) => {
                     debug!(%peer, %reason, "roster entry rejected");
@@ -361,6 +378,7 @@ impl Actor {
                 }
             }
         }
+        debug!(%peer, brought, new = changed.len(), held = self.roster.len(), "roster fetch answered");
         for addr in &changed {
             self.pin_sealing_key(addr.key);
             self.route_session(addr);
