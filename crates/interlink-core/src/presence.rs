@@ -20,6 +20,7 @@
 //! in flight cannot bring the closed session back. Every collection is bounded by the
 //! [`Config`] caps, so a flood of announcements cannot grow memory without limit.
 
+pub mod heartbeat;
 pub mod sync;
 
 use std::{
