@@ -21,6 +21,7 @@
 //! [`Config`] caps, so a flood of announcements cannot grow memory without limit.
 
 pub mod heartbeat;
+pub mod sim;
 pub mod sync;
 
 use std::{
