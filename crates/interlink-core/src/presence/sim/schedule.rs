@@ -143,6 +143,11 @@ const BUCKET_SHIFT: u32 = 6;
 /// Buckets in the ring: 2^15 × 64 µs ≈ 2.1 s ahead, past every link latency and
 /// heartbeat; later events (announcements) wait in a heap.
 const RING: u64 = 1 << 15;
+/// Buckets close enough ahead (≈ 33 ms: every link latency) to be given a drained
+/// buffer; farther ones, which hold a tick or two, start with a fresh small one.
+const NEAR: u64 = 512;
+/// Most drained buffers kept for reuse.
+const SPARE: usize = 1024;
 
 /// Events by `(time, push order)`: a calendar queue. Nearly every event of a run
 /// is a message a few milliseconds ahead, so a ring of short buckets (each sorted
@@ -206,7 +211,10 @@ impl Queue {
         }
         self.in_ring += 1;
         let slot = &mut self.ring[(b % RING) as usize];
+        // Handing a large drained buffer to a bucket far ahead would leave every
+        // slot of the ring owning one: gigabytes at 10,000 nodes.
         if slot.capacity() == 0
+            && b - self.cur < NEAR
             && let Some(buffer) = self.spare.pop()
         {
             *slot = buffer;
@@ -240,7 +248,10 @@ impl Queue {
                     self.in_ring -= 1;
                     let e = slot.pop();
                     if slot.is_empty() {
-                        self.spare.push(std::mem::take(slot));
+                        let buffer = std::mem::take(slot);
+                        if self.spare.len() < SPARE {
+                            self.spare.push(buffer);
+                        }
                     }
                     e
                 } else {
