@@ -20,6 +20,8 @@
 //! in flight cannot bring the closed session back. Every collection is bounded by the
 //! [`Config`] caps, so a flood of announcements cannot grow memory without limit.
 
+pub mod heartbeat;
+pub mod sim;
 pub mod sync;
 
 /// How long a session waits between announcements when its roster holds `roster_len`

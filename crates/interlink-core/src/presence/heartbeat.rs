@@ -1,0 +1,123 @@
+//! How often a session re-announces itself, as a function of the roster it sees
+//! (issue 15).
+//!
+//! With a fixed [`HEARTBEAT_MS`] every session announces every 30 s, so an overlay of
+//! N sessions carries N / 30 announcements a second and every node receives, checks
+//! and forwards all of them: the per-node cost grows linearly with N and the overlay's
+//! with N². The adaptive rule instead holds the whole overlay near
+//! [`TARGET_ANNOUNCEMENTS_PER_S`]: a session that sees `roster_len` sessions waits
+//! `roster_len / TARGET` seconds between announcements, never less than the classic
+//! 30 s (small teams keep today's behaviour exactly) and never more than
+//! [`MAX_HEARTBEAT_MS`] (so a silent session is noticed within half an hour).
+//!
+//! An announcement carries its sender's interval, and a receiver judges the session
+//! live for [`LIVE_HEARTBEATS`] intervals ([`live_window_ms`]), as it does today with
+//! 3 × 30 s = [`crate::limits::LIVE_WINDOW_MS`]. Every node computes its interval from
+//! its own roster, so nodes with slightly different rosters pick slightly different
+//! intervals; the rule is monotone and the receiver trusts the interval the sender
+//! signed, so that does not matter.
+//!
+//! The simulator in [`super::sim`] measures what the rule buys at 10,000 sessions.
+
+use crate::limits::{HEARTBEAT_MS, MINUTE_MS, SECOND_MS};
+
+/// Announcements per second the whole overlay should carry under the adaptive rule.
+///
+/// 20 a second keeps a gossipsub IHAVE (the message ids of the last three heartbeats,
+/// 60 ids of about 73 bytes) well under the 9,280-byte RPC limit the node configures.
+/// Simulated (docs/BENCHMARKS.md), each node then receives about 120 kB/s of presence
+/// traffic and spends about 0.7 % of a core, the same at 1,000 and 10,000 sessions.
+pub const TARGET_ANNOUNCEMENTS_PER_S: u64 = 20;
+
+/// Shortest interval the adaptive rule picks: today's fixed heartbeat.
+pub const MIN_HEARTBEAT_MS: u64 = HEARTBEAT_MS;
+
+/// Longest interval the adaptive rule picks, and the longest a receiver believes.
+pub const MAX_HEARTBEAT_MS: u64 = 10 * MINUTE_MS;
+
+/// A session stays live for this many of its announced intervals.
+pub const LIVE_HEARTBEATS: u64 = 3;
+
+/// The re-announcement interval of a session that sees `roster_len` sessions (its
+/// own included): `roster_len × 1000 / TARGET_ANNOUNCEMENTS_PER_S` ms, clamped to
+/// `[MIN_HEARTBEAT_MS, MAX_HEARTBEAT_MS]`.
+///
+/// Up to 600 sessions this is the fixed 30 s; at 10,000 it is 500 s; from 12,000 on
+/// it stays at 10 minutes.
+pub fn heartbeat_interval_ms(roster_len: usize) -> u64 {
+    interval_for_rate(roster_len, TARGET_ANNOUNCEMENTS_PER_S)
+}
+
+/// [`heartbeat_interval_ms`] for another overlay-wide target rate (announcements per
+/// second, at least one); the simulator uses it to exercise the rule at small sizes.
+pub fn interval_for_rate(roster_len: usize, target_per_s: u64) -> u64 {
+    let n = u64::try_from(roster_len).unwrap_or(u64::MAX);
+    let raw = n.saturating_mul(SECOND_MS) / target_per_s.max(1);
+    raw.clamp(MIN_HEARTBEAT_MS, MAX_HEARTBEAT_MS)
+}
+
+/// How long an announcement that carries `interval_ms` keeps its session live:
+/// [`LIVE_HEARTBEATS`] intervals, the interval first clamped like the rule's own, so a
+/// sender can neither claim to stay live for more than half an hour nor, by claiming
+/// a tiny interval, drop out before three classic heartbeats.
+pub fn live_window_ms(interval_ms: u64) -> u64 {
+    LIVE_HEARTBEATS * interval_ms.clamp(MIN_HEARTBEAT_MS, MAX_HEARTBEAT_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::LIVE_WINDOW_MS;
+
+    #[test]
+    fn small_rosters_keep_the_fixed_heartbeat() {
+        for n in [0, 1, 2, 100, 599, 600] {
+            assert_eq!(heartbeat_interval_ms(n), HEARTBEAT_MS, "roster of {n}");
+        }
+    }
+
+    #[test]
+    fn the_interval_grows_with_the_roster_then_stops_at_ten_minutes() {
+        assert_eq!(heartbeat_interval_ms(601), 30_050);
+        assert_eq!(heartbeat_interval_ms(1_000), 50 * SECOND_MS);
+        assert_eq!(heartbeat_interval_ms(10_000), 500 * SECOND_MS);
+        assert_eq!(heartbeat_interval_ms(12_000), MAX_HEARTBEAT_MS);
+        assert_eq!(heartbeat_interval_ms(1_000_000), MAX_HEARTBEAT_MS);
+        assert_eq!(heartbeat_interval_ms(usize::MAX), MAX_HEARTBEAT_MS);
+        let mut last = 0;
+        for n in (0..20_000).step_by(37) {
+            let i = heartbeat_interval_ms(n);
+            assert!(i >= last, "not monotone at {n}");
+            last = i;
+        }
+    }
+
+    #[test]
+    fn the_overlay_rate_stays_at_the_target_between_the_clamps() {
+        for n in [700usize, 1_000, 5_000, 10_000, 12_000] {
+            let per_s = n as f64 * 1000.0 / heartbeat_interval_ms(n) as f64;
+            assert!(
+                (per_s - TARGET_ANNOUNCEMENTS_PER_S as f64).abs() < 0.01,
+                "{n} sessions: {per_s} announcements/s"
+            );
+        }
+        // Beyond the upper clamp the rate grows again, slowly: N / 600 s.
+        let per_s = 60_000.0 * 1000.0 / heartbeat_interval_ms(60_000) as f64;
+        assert!((per_s - 100.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn another_target_rate_scales_the_interval() {
+        assert_eq!(interval_for_rate(500, 5), 100 * SECOND_MS);
+        // A target of zero is read as one a second.
+        assert_eq!(interval_for_rate(500, 0), 500 * SECOND_MS);
+    }
+
+    #[test]
+    fn the_live_window_is_three_clamped_intervals() {
+        assert_eq!(live_window_ms(HEARTBEAT_MS), LIVE_WINDOW_MS);
+        assert_eq!(live_window_ms(0), LIVE_WINDOW_MS);
+        assert_eq!(live_window_ms(500 * SECOND_MS), 1_500 * SECOND_MS);
+        assert_eq!(live_window_ms(u64::MAX), 30 * MINUTE_MS);
+    }
+}
