@@ -64,8 +64,9 @@ pub const HEARTBEAT_MS: u64 = 30 * SECOND_MS;
 /// session announces at most this rarely (and at least every [`HEARTBEAT_MS`]).
 pub const MAX_HEARTBEAT_MS: u64 = 10 * MINUTE_MS;
 /// Announcements per second a node aims to receive from the whole roster in steady
-/// state: past `HEARTBEAT_MS × this` sessions the heartbeat stretches to keep each
-/// node's presence traffic flat (`presence::heartbeat_interval_ms`).
+/// state: past `HEARTBEAT_MS × this` sessions (600) the heartbeat stretches to keep
+/// each node's presence traffic flat (`presence::heartbeat::heartbeat_interval_ms`;
+/// the simulation in docs/BENCHMARKS.md measures it).
 pub const TARGET_ANNOUNCEMENTS_PER_S: u64 = 20;
 /// A session whose last announcement is younger than this is live.
 pub const LIVE_WINDOW_MS: u64 = 90 * SECOND_MS;

@@ -24,17 +24,7 @@ pub mod heartbeat;
 pub mod sim;
 pub mod sync;
 
-/// How long a session waits between announcements when its roster holds `roster_len`
-/// sessions: [`HEARTBEAT_MS`] up to `HEARTBEAT_MS × TARGET_ANNOUNCEMENTS_PER_S` sessions
-/// (600), then stretched so the whole roster's heartbeats reach each node at about
-/// [`TARGET_ANNOUNCEMENTS_PER_S`], up to [`MAX_HEARTBEAT_MS`]. Every node sees about
-/// the same roster, so each keeps its own presence traffic flat as the overlay grows;
-/// the announcement carries the interval so receivers keep the session live for as long
-/// ([`Config::live_window_for`]).
-pub fn heartbeat_interval_ms(roster_len: usize) -> u64 {
-    let len = u64::try_from(roster_len).unwrap_or(u64::MAX);
-    (len.saturating_mul(1000) / TARGET_ANNOUNCEMENTS_PER_S).clamp(HEARTBEAT_MS, MAX_HEARTBEAT_MS)
-}
+pub use heartbeat::heartbeat_interval_ms;
 
 use std::{
     collections::{BTreeMap, btree_map::Entry},
@@ -45,7 +35,7 @@ use crate::{
     identity::IdentityKey,
     limits::{
         AWAY_RETENTION_MS, HEARTBEAT_MS, LIVE_WINDOW_MS, MAX_HEARTBEAT_MS, MAX_ROSTER_IDENTITIES,
-        MAX_SESSIONS_PER_IDENTITY, TARGET_ANNOUNCEMENTS_PER_S,
+        MAX_SESSIONS_PER_IDENTITY,
     },
     replay::{TimeError, check_time},
     session::SessionId,

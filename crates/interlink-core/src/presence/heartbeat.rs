@@ -19,21 +19,12 @@
 //!
 //! The simulator in [`super::sim`] measures what the rule buys at 10,000 sessions.
 
-use crate::limits::{HEARTBEAT_MS, MINUTE_MS, SECOND_MS};
+use crate::limits::{HEARTBEAT_MS, SECOND_MS};
 
-/// Announcements per second the whole overlay should carry under the adaptive rule.
-///
-/// 20 a second keeps a gossipsub IHAVE (the message ids of the last three heartbeats,
-/// 60 ids of about 73 bytes) well under the 9,280-byte RPC limit the node configures.
-/// Simulated (docs/BENCHMARKS.md), each node then receives about 120 kB/s of presence
-/// traffic and spends about 0.7 % of a core, the same at 1,000 and 10,000 sessions.
-pub const TARGET_ANNOUNCEMENTS_PER_S: u64 = 20;
+pub use crate::limits::{MAX_HEARTBEAT_MS, TARGET_ANNOUNCEMENTS_PER_S};
 
 /// Shortest interval the adaptive rule picks: today's fixed heartbeat.
 pub const MIN_HEARTBEAT_MS: u64 = HEARTBEAT_MS;
-
-/// Longest interval the adaptive rule picks, and the longest a receiver believes.
-pub const MAX_HEARTBEAT_MS: u64 = 10 * MINUTE_MS;
 
 /// A session stays live for this many of its announced intervals.
 pub const LIVE_HEARTBEATS: u64 = 3;
@@ -67,7 +58,7 @@ pub fn live_window_ms(interval_ms: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::LIVE_WINDOW_MS;
+    use crate::limits::{LIVE_WINDOW_MS, MINUTE_MS};
 
     #[test]
     fn small_rosters_keep_the_fixed_heartbeat() {

@@ -11,9 +11,12 @@
 //! connects while the mesh is below `mesh_n_low` is meshed at once, and every
 //! heartbeat keeps the mesh between `mesh_n_low` and `mesh_n_high` and sends IHAVEs
 //! with the ids of the last three heartbeats to `max(6, ¼ of its non-mesh peers)`
-//! peers, which IWANT what they lack. An IHAVE above the node's 9,280-byte RPC
-//! limit fails to decode at the receiver and is dropped. Roster sync by summary (protocol v7) runs on every new connection, both
-//! ways, and every 10 s to one peer round robin. Each session re-announces on its
+//! peers, which IWANT what they lack. An IHAVE above the node's frame limit (64 KiB;
+//! 9,280 bytes before this simulation found IHAVEs of more than ~126 ids dropped)
+//! fails to decode at the receiver and is dropped. Roster sync by summary (protocol v7) runs on every new connection, both
+//! ways, and every 10 s to one peer round robin (the node
+//! syncs every second while its roster is still growing; the model keeps the slower
+//! pace, so its cold starts are an upper bound). Each session re-announces on its
 //! [`HeartbeatRule`]: the fixed 30 s of today, or the adaptive rule of
 //! [`crate::presence::heartbeat`], whose announcements carry the interval receivers
 //! judge liveness by.

@@ -56,8 +56,8 @@ impl fmt::Display for HeartbeatRule {
 
 /// The gossipsub settings that shape presence traffic: libp2p-gossipsub 0.50.1's
 /// defaults (the version libp2p 0.57.1 pins) with what
-/// `crates/interlink-net/src/behaviour.rs` changes (a 1 s heartbeat, a 9,280-byte
-/// RPC limit).
+/// `crates/interlink-net/src/behaviour.rs` changes (a 1 s heartbeat, a 64 KiB
+/// frame limit; it was 9,280 bytes until this simulation showed IHAVEs dropped).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gossip {
     /// Target mesh degree (`mesh_n`).
@@ -100,7 +100,9 @@ impl Default for Gossip {
             history_gossip: 3,
             max_ihave_ids: 5_000,
             flood_publish: true,
-            max_rpc_bytes: crate::wire::MAX_PRESENCE_MESSAGE_BYTES + 1024,
+            // interlink-net's MAX_GOSSIP_FRAME_BYTES (64 KiB since the simulation
+            // showed 9,280 bytes silencing IHAVE past ~126 ids).
+            max_rpc_bytes: 64 * 1024,
         }
     }
 }
