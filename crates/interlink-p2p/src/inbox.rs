@@ -214,6 +214,7 @@ mod tests {
             received_at: 1,
             text: Some(text.into()),
             name: None,
+            group: None,
         }
     }
 

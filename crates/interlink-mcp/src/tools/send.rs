@@ -109,6 +109,7 @@ impl Server {
             status: args.status.map(Into::into),
             in_reply_to,
             name: None,
+            group: None,
         };
         let outcome = ready.handle.send(msg).await.map_err(|e| match e {
             SendError::NotOnRoster(_) => ToolError(format!(

@@ -202,6 +202,7 @@ mod tests {
             received_at: 2,
             text: Some("hi".into()),
             name: None,
+            group: None,
         };
         let n = notification(&e, Some("alice"));
         assert_eq!(n.method, CHANNEL_METHOD);
