@@ -107,7 +107,7 @@ impl Summary {
         if bytes.len() > MAX_SUMMARY_BYTES {
             return Err(SummaryError::Oversized(bytes.len()));
         }
-        if bytes.len() % TAG_BYTES != 0 {
+        if !bytes.len().is_multiple_of(TAG_BYTES) {
             return Err(SummaryError::Ragged(bytes.len()));
         }
         Ok(Self {
