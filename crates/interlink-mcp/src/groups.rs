@@ -144,7 +144,9 @@ pub enum InvalidGroup {
         size: usize,
     },
     /// A member narrowed to more than [`MAX_MEMBER_SESSIONS`] sessions.
-    #[error("a member of {name:?} is narrowed to {count} sessions; the limit is {MAX_MEMBER_SESSIONS}")]
+    #[error(
+        "a member of {name:?} is narrowed to {count} sessions; the limit is {MAX_MEMBER_SESSIONS}"
+    )]
     TooManySessions {
         /// The group.
         name: String,

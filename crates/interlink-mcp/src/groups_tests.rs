@@ -39,7 +39,10 @@ fn create_list_update_delete() {
     let fp = key(3).fingerprint().to_string();
     let g = create(&home, "team", &strings(&["bob", &format!("{fp}/c-1")])).unwrap();
     assert_eq!(g.members.len(), 2);
-    assert_eq!((g.members[0].key, sessions(&g.members[0])), (key(2), vec![]));
+    assert_eq!(
+        (g.members[0].key, sessions(&g.members[0])),
+        (key(2), vec![])
+    );
     assert_eq!(
         (g.members[1].key, sessions(&g.members[1])),
         (key(3), vec!["c-1"])
@@ -54,7 +57,10 @@ fn create_list_update_delete() {
     let g = update(&home, "team", &[], &strings(&["carol/c-1"])).unwrap();
     assert_eq!(sessions(&g.members[1]), ["c-2"]);
     let g = update(&home, "team", &[], &strings(&["carol/c-2", "dave"])).unwrap();
-    assert_eq!(g.members.iter().map(|m| m.key).collect::<Vec<_>>(), [key(2)]);
+    assert_eq!(
+        g.members.iter().map(|m| m.key).collect::<Vec<_>>(),
+        [key(2)]
+    );
 
     // What was written is what is read, by every reader.
     let groups = load(&home).unwrap();
@@ -79,7 +85,7 @@ fn edits_are_refused_with_reasons_and_change_nothing() {
 
     // Only peers: a stranger's key, a name nobody has.
     let stranger = key(9).to_hex();
-    let e = err(update(&home, "team", &[stranger.clone()], &[]));
+    let e = err(update(&home, "team", std::slice::from_ref(&stranger), &[]));
     assert!(e.contains("only peers"), "{e}");
     let e = err(create(&home, "other", &strings(&["zed"])));
     assert!(e.contains("nothing matches \"zed\""), "{e}");
@@ -123,7 +129,10 @@ fn bounds_are_named_and_held() {
     let e = update(&home, "full", &strings(&["bob"]), &[])
         .unwrap_err()
         .to_string();
-    assert!(e.contains(&format!("at most {MAX_GROUP_RECIPIENTS}")), "{e}");
+    assert!(
+        e.contains(&format!("at most {MAX_GROUP_RECIPIENTS}")),
+        "{e}"
+    );
     // Narrowed sessions count: one member at most MAX_MEMBER_SESSIONS.
     let narrowed: Vec<String> = (0..=MAX_MEMBER_SESSIONS)
         .map(|i| format!("bob/b-{i}"))
@@ -194,7 +203,9 @@ fn the_file_is_private_atomic_and_validated_when_read() {
     // …and can be removed by its fingerprint.
     create(&home, "g2", &strings(&["bob"])).unwrap();
     let fp = key(9).fingerprint().to_string();
-    let e = update(&home, "g", &[], &[fp.clone()]).unwrap_err().to_string();
+    let e = update(&home, "g", &[], std::slice::from_ref(&fp))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no members"), "the last member: {e}");
     update(&home, "g", &strings(&["dave"]), &[fp]).unwrap();
 }
@@ -220,7 +231,10 @@ fn concurrent_editors_lose_nothing() {
 fn member_texts() {
     let spec: MemberSpec = " bob / b-1 ".parse().unwrap();
     assert_eq!(
-        (spec.peer.as_str(), spec.session.as_ref().map(SessionId::as_str)),
+        (
+            spec.peer.as_str(),
+            spec.session.as_ref().map(SessionId::as_str)
+        ),
         ("bob", Some("b-1"))
     );
     assert!("/b-1".parse::<MemberSpec>().is_err());
