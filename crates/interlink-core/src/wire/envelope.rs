@@ -4,8 +4,8 @@ use rand_core::CryptoRng;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    GroupTag, MailboxPass, MsgId, SessionAddr, Signed, SignedBody, WireError, check_text,
-    invalid, is_valid_name,
+    GroupTag, MailboxPass, MsgId, SessionAddr, Signed, SignedBody, WireError, check_text, invalid,
+    is_valid_name,
 };
 use crate::{
     identity::{IdentityKey, SealingKey, SealingSecret},

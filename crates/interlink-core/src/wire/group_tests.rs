@@ -82,7 +82,12 @@ fn bounds_of_a_tag() {
         field(&tag(vec![addr(2, "b-1"), addr(2, "b-1")])),
         "body.group.members"
     );
-    for bad in ["", "has space", "new\nline", &"n".repeat(MAX_NAME_BYTES + 1)] {
+    for bad in [
+        "",
+        "has space",
+        "new\nline",
+        &"n".repeat(MAX_NAME_BYTES + 1),
+    ] {
         let mut t = ok.clone();
         t.name = bad.to_owned();
         assert_eq!(field(&t), "body.group.name", "{bad:?}");
@@ -102,7 +107,10 @@ fn the_largest_tag_fits_beside_the_longest_text() {
     let largest = largest_tag();
     let encoded = super::super::encode(&largest).len();
     assert!(encoded <= MAX_GROUP_TAG_BYTES, "{encoded} bytes");
-    assert_eq!(encoded, 5_738, "limits::MAX_GROUP_TAG_BYTES names this size");
+    assert_eq!(
+        encoded, 5_738,
+        "limits::MAX_GROUP_TAG_BYTES names this size"
+    );
 
     let (a, b) = (identity(1), identity(2));
     let mut rng = ChaCha20Rng::seed_from_u64(1);
