@@ -8,7 +8,8 @@
 //! every recipient session), framed as interlink's header; `message_status` of the
 //! thread shows each member's copy moving on; bob replies to all (alice and carol get
 //! it in the same thread) and then to alice alone (`in_reply_to` without `to`), which
-//! stays in the thread too.
+//! stays in the thread too; a member removed from peers.json is skipped with the
+//! reason.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
@@ -320,6 +321,38 @@ async fn a_group_message_reaches_every_member_once_and_replies_keep_its_thread()
             .await
             .unwrap();
         assert_eq!(bt["copies"].as_array().unwrap().len(), 3, "{bt}");
+
+        // A member removed from peers.json stays in the group, marked, and gets no copy.
+        a.ok("remove_peer", json!({"name": "carol"})).await.unwrap();
+        let (text, _) = a.ok("list_groups", json!({})).await.unwrap();
+        assert!(text.contains("(not a peer any more)"), "{text}");
+        let (text, sent) = a
+            .ok(
+                "send_message",
+                json!({"to": "group:team", "text": "without carol"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(sent["status"], "partial", "{text}");
+        assert_eq!(sent["recipients"].as_array().unwrap().len(), 1, "{text}");
+        assert_eq!(sent["recipients"][0]["to"], "bob");
+        assert_eq!(
+            sent["skipped"][0]["identity_key"],
+            carol.key.as_str(),
+            "{text}"
+        );
+        assert!(
+            sent["skipped"][0]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("not a peer any more"),
+            "{text}"
+        );
+        let m = unread(&b, 1)
+            .await
+            .into_iter()
+            .find(|m| m["text"] == "without carol");
+        assert!(m.is_some_and(|m| members(&m) == pair(&[("self", "g-b")])));
 
         // Stdout stayed JSON-RPC only.
         for s in [&a, &b, &c] {
