@@ -125,6 +125,15 @@ impl Server {
             None => None,
         };
         let to = args.to.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        let direct = to.is_some_and(|t| !t.starts_with(GROUP_PREFIX));
+        if !direct && args.session.as_deref().is_some_and(|s| !s.trim().is_empty()) {
+            return Err(ToolError(
+                "`session` picks a session of the one identity `to` names: a group message \
+                 or a reply goes to the sessions it was addressed to (narrow a group's \
+                 member with update_group instead)"
+                    .into(),
+            ));
+        }
         match (to, args.reply_all.unwrap_or(false)) {
             (Some(_), true) => Err(ToolError(
                 "reply_all sends to the replied message's sender and every other session it \
