@@ -126,7 +126,12 @@ impl Server {
         };
         let to = args.to.as_deref().map(str::trim).filter(|t| !t.is_empty());
         let direct = to.is_some_and(|t| !t.starts_with(GROUP_PREFIX));
-        if !direct && args.session.as_deref().is_some_and(|s| !s.trim().is_empty()) {
+        if !direct
+            && args
+                .session
+                .as_deref()
+                .is_some_and(|s| !s.trim().is_empty())
+        {
             return Err(ToolError(
                 "`session` picks a session of the one identity `to` names: a group message \
                  or a reply goes to the sessions it was addressed to (narrow a group's \
