@@ -193,7 +193,12 @@ export function schemas (V) {
     sealedBody: [['text', (s) => typeof s === 'string' && utf8(s).length >= 1 && utf8(s).length <= 65536],
       ['task_id', t.orNull((s) => textMax(128)(s) && s.length >= 1)],
       ['status', t.orNull(t.oneOf('update', 'needs_input', 'result', 'failed', 'canceled'))],
-      ['in_reply_to', t.orNull(t.b(16))]],
+      ['in_reply_to', t.orNull(t.b(16))],
+      // Since version 7, optional: the group tag (§4.3), 1 to 32 distinct member sessions.
+      ['group', t.map([['name', (s) => /^[A-Za-z0-9._-]{1,32}$/.test(s)], ['thread', t.b(16)],
+        ['members', (a) => t.array(t.map([['key', t.b(32)], ['session', sessionId]]))(a) &&
+          a.length >= 1 && a.length <= 32 &&
+          new Set(a.map((m) => `${hex(m.key)}#${m.session}`)).size === a.length]]), true]],
     receipt: [['v', v], ['recipient', t.b(32)], ['recipient_session', sessionId], ['sender', t.b(32)],
       ['msg_ids', (a) => t.array(t.b(16))(a) && a.length >= 1 && a.length <= 64 &&
         new Set(a.map(hex)).size === a.length],

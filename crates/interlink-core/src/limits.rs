@@ -14,11 +14,20 @@ pub const DAY_MS: u64 = 24 * HOUR_MS;
 
 /// Largest plaintext message body (UTF-8 text) a session will seal or accept.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
-/// Largest encoded envelope (body, HPKE overhead and header fields).
-pub const MAX_ENVELOPE_BYTES: usize = MAX_BODY_BYTES + 4 * 1024;
+/// Largest encoded envelope (body, HPKE overhead and header fields). A group
+/// message's tag ([`MAX_GROUP_TAG_BYTES`]) rides on top of a full text, so a group
+/// message may be as long as a direct one.
+pub const MAX_ENVELOPE_BYTES: usize = MAX_BODY_BYTES + 4 * 1024 + MAX_GROUP_TAG_BYTES;
 /// Largest encoded sealed body: the text, its task id (up to [`MAX_TASK_ID_BYTES`]), its
-/// status and the id it answers, with their CBOR framing.
-pub const MAX_SEALED_BODY_BYTES: usize = MAX_BODY_BYTES + 256;
+/// status and the id it answers, with their CBOR framing, and a group tag.
+pub const MAX_SEALED_BODY_BYTES: usize = MAX_BODY_BYTES + 256 + MAX_GROUP_TAG_BYTES;
+/// Most recipient sessions a group message's sealed tag may name (protocol version 7):
+/// one copy of the message goes to each, so it bounds a group send too.
+pub const MAX_GROUP_RECIPIENTS: usize = 32;
+/// Room a sealed body keeps for its group tag: a name of [`MAX_NAME_BYTES`], a thread
+/// id and [`MAX_GROUP_RECIPIENTS`] addresses with session ids of
+/// [`MAX_SESSION_ID_BYTES`] encode to 5,738 bytes (`wire::tests` pins it).
+pub const MAX_GROUP_TAG_BYTES: usize = 6 * 1024;
 /// Largest encoded announcement.
 pub const MAX_ANNOUNCEMENT_BYTES: usize = 8 * 1024;
 /// Largest encoded goodbye, receipt or ack for a single id.

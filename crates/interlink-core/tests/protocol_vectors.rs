@@ -98,6 +98,7 @@ fn vectors() -> Vec<(&'static str, String)> {
         task_id: Some("t-1".into()),
         status: Some(TaskStatus::Update),
         in_reply_to: None,
+        group: None,
     };
     env.seal_body(&body, &bob.sealing_secret().public(), &mut FixedRng(0x33))
         .unwrap();

@@ -25,6 +25,8 @@
 //! - `sessions/<id>/read.json` — what the agent has consumed ([`read_state`]);
 //! - `pairing.json` — pair requests waiting for the operator and the ones sent
 //!   ([`pairing`]);
+//! - `groups.json` — the user's named groups of peers, what `group:<name>` reaches
+//!   ([`groups`]); shared like `peers.json`;
 //! - `sessions/<id>/wait.lock` — held by the Stop hook's waiter ([`stop_hook`]);
 //! - `sessions/<id>/sent.json` — what this session sent and where it stands
 //!   ([`sent_log`]);
@@ -53,6 +55,7 @@ pub mod codex;
 pub mod consent;
 pub mod context;
 mod files;
+pub mod groups;
 pub mod host_inbox;
 pub mod pairing;
 pub mod paths;

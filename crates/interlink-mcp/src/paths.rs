@@ -27,6 +27,10 @@ pub const PEERS_LOCK_FILE: &str = "peers.json.lock";
 pub const PAIRING_FILE: &str = "pairing.json";
 /// File name of the lock the pairing state's editors hold.
 pub const PAIRING_LOCK_FILE: &str = "pairing.json.lock";
+/// File name of the named groups inside the home directory ([`crate::groups`]).
+pub const GROUPS_FILE: &str = "groups.json";
+/// File name of the lock the groups' editors hold.
+pub const GROUPS_LOCK_FILE: &str = "groups.json.lock";
 /// Directory under the home directory holding one directory per session.
 pub const SESSIONS_DIR: &str = "sessions";
 
@@ -105,6 +109,16 @@ impl Home {
     /// The lock file of the peers policy's editors.
     pub fn peers_lock(&self) -> PathBuf {
         self.0.join(PEERS_LOCK_FILE)
+    }
+
+    /// The named groups file.
+    pub fn groups(&self) -> PathBuf {
+        self.0.join(GROUPS_FILE)
+    }
+
+    /// The lock file of the groups' editors.
+    pub fn groups_lock(&self) -> PathBuf {
+        self.0.join(GROUPS_LOCK_FILE)
     }
 
     /// The pairing state file.

@@ -19,6 +19,7 @@ pub(crate) fn entry(id: MsgId, kind: EnvelopeKind) -> InboxEntry {
         received_at: 2,
         text: Some(format!("text {id}")),
         name: None,
+        group: None,
     }
 }
 

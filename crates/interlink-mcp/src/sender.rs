@@ -207,6 +207,7 @@ pub async fn send_pairing(
             status: None,
             in_reply_to: None,
             name: Some(name.to_owned()),
+            group: None,
         };
         match handle.send(msg).await {
             Err(interlink_net::SendError::NotOnRoster(_))

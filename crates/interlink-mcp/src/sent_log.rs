@@ -87,6 +87,13 @@ pub struct SentEntry {
     /// Where a queued message was held when `queued` was answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<HeldBy>,
+    /// The group this copy was sent to (one entry per recipient session of a group
+    /// message), or the group of the thread a direct reply continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The thread of its group (32 hex digits), shared by every copy and the replies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
 }
 
 /// Where a queued message was held when `queued` was answered: committed to this
@@ -284,6 +291,14 @@ impl SentLog {
         self.entries.iter().find(|e| e.msg_id == msg_id)
     }
 
+    /// The copies this session sent in group thread `thread`, oldest first: every
+    /// recipient session of every group message (and direct reply) in it.
+    pub fn in_thread<'a>(&'a self, thread: &'a str) -> impl Iterator<Item = &'a SentEntry> + 'a {
+        self.entries
+            .iter()
+            .filter(move |e| e.thread.as_deref() == Some(thread))
+    }
+
     /// All entries, oldest first.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &SentEntry> + '_ {
         self.entries.iter()
@@ -312,6 +327,8 @@ mod tests {
             read_at: None,
             not_kept: None,
             held_by: None,
+            group: None,
+            thread: None,
         }
     }
 
@@ -351,6 +368,41 @@ mod tests {
         assert!(log.mark_host_queued(&id(2), &bob, 4));
         assert!(log.mark_read(&id(2), &bob, 5));
         assert_eq!(log.get(&id(2)).unwrap().delivered_at, Some(3));
+    }
+
+    /// A group message is one entry per copy; its thread finds them all, and each copy
+    /// moves on by its own receipts.
+    #[test]
+    fn a_group_thread_lists_its_copies() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SessionDir::at(tmp.path());
+        let bob = Identity::from_seed(&[2; 32]).public();
+        let carol = Identity::from_seed(&[3; 32]).public();
+        let thread = "ab".repeat(16);
+        let mut log = SentLog::default();
+        for (i, to) in [(1, &bob), (2, &carol)] {
+            let mut e = entry(i, to);
+            e.group = Some("team".into());
+            e.thread = Some(thread.clone());
+            log.record(e);
+        }
+        log.record(entry(3, &bob));
+        assert!(log.mark_delivered(&format!("{:032x}", 1), &addr(&bob, "s"), 5));
+        let states: Vec<(String, State)> = log
+            .in_thread(&thread)
+            .map(|e| (e.to_key.clone(), e.state))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                (bob.to_hex(), State::Delivered),
+                (carol.to_hex(), State::Queued)
+            ]
+        );
+        log.save(&dir).unwrap();
+        let again = SentLog::load(&dir);
+        assert_eq!(again.in_thread(&thread).count(), 2);
+        assert_eq!(again.get(&format!("{:032x}", 3)).unwrap().thread, None);
     }
 
     #[test]

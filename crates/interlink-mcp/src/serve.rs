@@ -228,6 +228,7 @@ async fn say_goodbye(ctx: &Context) {
                 status: None,
                 in_reply_to: None,
                 name: None,
+                group: None,
             };
             let _ = handle.send(msg).await;
         });

@@ -24,9 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use interlink_core::{
-    IdentityKey, SessionId, keyfile::create_private_dir, session::SessionIdError,
-};
+use interlink_core::{SessionId, keyfile::create_private_dir, session::SessionIdError};
 use interlink_net::inbox::InboxEntry;
 use serde::{Deserialize, Serialize};
 
@@ -220,16 +218,12 @@ pub fn render_messages(home: &Home, messages: &[InboxEntry], still_unread: usize
         ));
     }
     out.push_str(".\n\n");
+    let names = match &own {
+        Some(o) => render::Names::new(&policy, o),
+        None => render::Names::peers_only(&policy),
+    };
     for e in messages.iter().take(MAX_PRINTED) {
-        let name = e
-            .sender
-            .parse::<IdentityKey>()
-            .ok()
-            .and_then(|k| match own {
-                Some(o) => render::petname(&policy, &o, &k),
-                None => policy.name_of(&k).map(str::to_owned),
-            });
-        out.push_str(&render::message_text(e, name.as_deref()));
+        out.push_str(&render::message_text(e, &names));
         out.push_str("\n\n");
     }
     if messages.len() > MAX_PRINTED {

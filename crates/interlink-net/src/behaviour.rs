@@ -348,22 +348,24 @@ impl Behaviour {
     }
 }
 
+/// Largest gossipsub frame a node sends or decodes (see its use).
+pub const MAX_GOSSIP_FRAME_BYTES: usize = 64 * 1024;
+
 /// Peer scoring for the presence topic. Only invalid messages cost score: each one
 /// rejected by the application counts squared (weight -10), so a peer that sends three
 /// falls below the graylist threshold (-80) and is ignored until the penalty decays (by
 /// 10 % a second). The mesh-delivery penalties are off: presence traffic is one message
 /// per session per 30 s, and quiet honest peers must not look like bad mesh members.
-/// Largest gossipsub frame a node sends or decodes (see its use).
-pub const MAX_GOSSIP_FRAME_BYTES: usize = 64 * 1024;
-
 fn presence_score_params(network: &Network) -> gossipsub::PeerScoreParams {
     let topic = gossipsub::IdentTopic::new(network.announce_topic()).hash();
-    let mut params = gossipsub::PeerScoreParams::default();
     // Many sessions of one team share a host (or a NAT): gossipsub's default penalises
     // more than 10 peers from one IP, which on a 20-session laptop pushed honest peers'
     // scores below the gossip and publish thresholds. Presence is authenticated by
     // signatures, and admission by pairing; addresses prove nothing here.
-    params.ip_colocation_factor_weight = 0.0;
+    let mut params = gossipsub::PeerScoreParams {
+        ip_colocation_factor_weight: 0.0,
+        ..Default::default()
+    };
     params.topics.insert(
         topic,
         gossipsub::TopicScoreParams {

@@ -100,6 +100,48 @@ pub struct InboxEntry {
     /// (unverified; shown to the operator, never trusted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Messages sent to a group: the group, its thread and every session a copy went
+    /// to, from the sealed body (protocol version 7). Absent for a direct message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<InboxGroup>,
+}
+
+/// The group a message came through, as its inbox line keeps it: the sealed
+/// [`interlink_core::wire::GroupTag`] in text form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxGroup {
+    /// The sender's name for the group (1-32 characters of `A-Z a-z 0-9 . _ -`).
+    pub name: String,
+    /// The thread its copies and their replies share, 32 hex digits.
+    pub thread: String,
+    /// Every session a copy went to (this one among them), in the sender's order.
+    pub members: Vec<InboxGroupMember>,
+}
+
+/// One recipient session of a group message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxGroupMember {
+    /// Its identity key, 64 hex digits.
+    pub identity_key: String,
+    /// Its session id.
+    pub session_id: String,
+}
+
+impl From<&interlink_core::wire::GroupTag> for InboxGroup {
+    fn from(tag: &interlink_core::wire::GroupTag) -> Self {
+        Self {
+            name: tag.name.clone(),
+            thread: tag.thread.to_string(),
+            members: tag
+                .members
+                .iter()
+                .map(|m| InboxGroupMember {
+                    identity_key: m.key.to_hex(),
+                    session_id: m.session.to_string(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// What [`Inbox::append`] did.

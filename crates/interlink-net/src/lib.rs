@@ -88,6 +88,9 @@ pub struct OutgoingMessage {
     pub in_reply_to: Option<interlink_core::MsgId>,
     /// Knocks and accepts: the name suggested for this identity.
     pub name: Option<String>,
+    /// Messages only: the group it was sent to, sealed with the text (protocol
+    /// version 7). One message per recipient session carries the same tag.
+    pub group: Option<interlink_core::wire::GroupTag>,
 }
 
 impl OutgoingMessage {
@@ -101,6 +104,7 @@ impl OutgoingMessage {
             status: None,
             in_reply_to: None,
             name: None,
+            group: None,
         }
     }
 }

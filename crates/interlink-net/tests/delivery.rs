@@ -92,6 +92,7 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
         kind: EnvelopeKind::Knock,
         text: None,
         name: Some("mallory".into()),
+        group: None,
         ..OutgoingMessage::text(bob.addr.clone(), "")
     };
     mallory.handle().send(knock).await.unwrap();

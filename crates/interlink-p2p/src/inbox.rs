@@ -143,6 +143,16 @@ fn render(e: &InboxEntry, sender: &str) -> String {
     if let Some(re) = &e.in_reply_to {
         head.push_str(&format!("  re {re}"));
     }
+    if let Some(g) = &e.group {
+        // Recipients by session only: a human reads the keys with --json.
+        let to: Vec<String> = g.members.iter().map(|m| clean(&m.session_id)).collect();
+        head.push_str(&format!(
+            "  group {} (to {}; thread {})",
+            clean(&g.name),
+            to.join(", "),
+            clean(&g.thread)
+        ));
+    }
     let mut text = String::new();
     for line in e.text.as_deref().unwrap_or_default().split('\n') {
         text.push_str(&format!("    {}\n", clean(line)));
@@ -214,6 +224,7 @@ mod tests {
             received_at: 1,
             text: Some(text.into()),
             name: None,
+            group: None,
         }
     }
 

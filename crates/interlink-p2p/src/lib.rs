@@ -10,7 +10,8 @@
 //!   and routes through `interlink_mcp::sender`, as `send_message` does.
 //! - `inbox` ([`inbox`]): a session's delivered messages.
 //! - `peer` ([`peer`]): the peers policy, `peers.json` ([`policy`]); `pair`
-//!   ([`pair`]): the operator's decisions on pair requests.
+//!   ([`pair`]): the operator's decisions on pair requests; `group` ([`group`]): the
+//!   named groups of peers, `groups.json`.
 //! - `mcp` ([`mcp`]): the MCP server of an agent session; `wait` ([`wait`]): the
 //!   Claude Code Stop hook.
 //! - `peers` ([`peers`]): an observer's view of the overlay.
@@ -25,6 +26,7 @@
 
 pub mod config;
 pub mod demo;
+pub mod group;
 pub mod inbox;
 pub mod install;
 pub mod mcp;

@@ -4,7 +4,9 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, time::Duration}
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use interlink_p2p::{config, inbox, install, mcp, pair, peer, peers, probe, run, send, wait};
+use interlink_p2p::{
+    config, group, inbox, install, mcp, pair, peer, peers, probe, run, send, wait,
+};
 use libp2p::Multiaddr;
 
 /// Coding-agent sessions that find each other and talk, peer to peer.
@@ -175,6 +177,11 @@ enum Command {
     Peer {
         #[command(subcommand)]
         action: peer::Action,
+    },
+    /// Show or change the named groups of peers (`send_message` to "group:<name>").
+    Group {
+        #[command(subcommand)]
+        action: group::Action,
     },
     /// Decide on pair requests: list them, accept one (pin the key, confirm to the
     /// requesting session) or reject one.
@@ -365,6 +372,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Peer { action } => {
             peer::run(
+                &home()?,
+                action,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            )?;
+        }
+        Command::Group { action } => {
+            group::run(
                 &home()?,
                 action,
                 &mut std::io::stdout(),

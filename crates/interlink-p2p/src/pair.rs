@@ -160,6 +160,7 @@ async fn confirm(
                 status: None,
                 in_reply_to: None,
                 name: Some(pairing::own_name(|k| std::env::var(k).ok())),
+                group: None,
             };
             match handle.send(msg).await {
                 Err(SendError::NotOnRoster(_)) if tokio::time::Instant::now() < deadline => {

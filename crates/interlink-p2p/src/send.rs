@@ -164,6 +164,7 @@ pub async fn send<R: AsyncBufRead + Unpin>(
             status: options.status,
             in_reply_to: None,
             name: None,
+            group: None,
         };
         // Messages are handed to the node as they are read and their outcomes printed in
         // order as they come: the node batches what waits (one delivery request, one

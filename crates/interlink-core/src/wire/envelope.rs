@@ -4,7 +4,7 @@ use rand_core::CryptoRng;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    MailboxPass, MsgId, SessionAddr, Signed, SignedBody, WireError, check_text, invalid,
+    GroupTag, MailboxPass, MsgId, SessionAddr, Signed, SignedBody, WireError, check_text, invalid,
     is_valid_name,
 };
 use crate::{
@@ -104,8 +104,9 @@ pub struct Envelope {
 }
 
 /// What a message's sealed part holds: everything its recipient needs and no holder
-/// does (PROTOCOL §4.2). CBOR map `{text, task_id, status, in_reply_to}` in that order,
-/// absent values as null.
+/// does (PROTOCOL §4.3). CBOR map `{text, task_id, status, in_reply_to, group?}` in that
+/// order, absent values as null except `group`, which is left out when absent (a
+/// direct message encodes as it did before version 7).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Body {
@@ -117,6 +118,10 @@ pub struct Body {
     pub status: Option<TaskStatus>,
     /// The message this one answers.
     pub in_reply_to: Option<MsgId>,
+    /// The group the message was sent to, its other recipients and its thread
+    /// (version 7); `None` for a direct message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupTag>,
 }
 
 impl Body {
@@ -127,11 +132,13 @@ impl Body {
             task_id: None,
             status: None,
             in_reply_to: None,
+            group: None,
         }
     }
 
     /// Checks the fields a sender chose: the text is not empty, a task id is 1 to
-    /// [`MAX_TASK_ID_BYTES`] bytes of one line.
+    /// [`MAX_TASK_ID_BYTES`] bytes of one line, a group tag is within its bounds
+    /// ([`GroupTag::check`]).
     pub fn check(&self) -> Result<(), WireError> {
         if self.text.is_empty() {
             return Err(invalid::<Envelope>("body.text", "is empty"));
@@ -150,6 +157,9 @@ impl Body {
                 return Err(invalid::<Envelope>("body.task_id", "is empty"));
             }
             check_text::<Envelope>("body.task_id", t, MAX_TASK_ID_BYTES, false)?;
+        }
+        if let Some(g) = &self.group {
+            g.check()?;
         }
         Ok(())
     }

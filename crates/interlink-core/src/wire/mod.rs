@@ -18,6 +18,7 @@ mod announcement;
 mod envelope;
 mod fetch;
 mod goodbye;
+mod group;
 mod overlay;
 mod pass;
 mod receipt;
@@ -34,6 +35,7 @@ pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use envelope::{Body, Envelope, EnvelopeKind, OpenError, TaskStatus};
 pub use fetch::{MAX_PEER_ID_BYTES, MailboxFetch};
 pub use goodbye::Goodbye;
+pub use group::GroupTag;
 pub use overlay::{
     DeliverRequest, DeliverResponse, DeliverResult, MAX_PRESENCE_MESSAGE_BYTES,
     MAX_RECEIPT_REQUEST_BYTES, MAX_RECEIPT_RESPONSE_BYTES, MailboxOp, MailboxOutcome,
@@ -59,7 +61,8 @@ use crate::{
 /// passes, and holders keep a mailbox's admitted mail apart from strangers'. Version 5:
 /// mailboxes leave the Kademlia record store; a holder hands a copy only to its owner,
 /// on a signed fetch. Version 6: the `host_inbox` delivery mode. Version 7: a roster
-/// fetch carries the requester's summary and is answered with only what it lacks
+/// fetch carries the requester's summary and is answered with only what it lacks, and
+/// a message's sealed body may name the group it was sent to ([`GroupTag`])
 /// (PROTOCOL.md, "Versions").
 pub const VERSION: u8 = 7;
 

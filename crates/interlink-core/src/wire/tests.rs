@@ -401,6 +401,7 @@ proptest! {
             task_id: task,
             status: Some(TaskStatus::NeedsInput),
             in_reply_to: Some(MsgId::from_bytes([9; 16])),
+            group: None,
         };
         env.seal_body(&body, &b.sealing_secret().public(), &mut rng).unwrap();
         let signed = Signed::sign(env, &a).unwrap();
@@ -454,6 +455,7 @@ fn a_messages_task_status_and_reply_are_sealed() {
         task_id: Some("secret-merger-42".into()),
         status: Some(TaskStatus::Result),
         in_reply_to: Some(MsgId::from_bytes([5; 16])),
+        group: None,
     };
     env.seal_body(&body, &b.sealing_secret().public(), &mut rng)
         .unwrap();

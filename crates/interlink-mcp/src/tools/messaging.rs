@@ -29,8 +29,11 @@ const MAX_ACK_IDS: usize = 256;
 #[serde(deny_unknown_fields)]
 pub struct SendMessageArgs {
     /// The recipient: a peer's petname, a fingerprint (a1b2-c3d4-e5f6) or key prefix,
-    /// or `self` for another session of this user.
-    pub to: String,
+    /// `self` for another session of this user, or `group:<name>` for every member of
+    /// one of this user's groups (list_groups). Leave it out to answer the sender of
+    /// the message in_reply_to names (at the session it wrote from).
+    #[serde(default)]
+    pub to: Option<String>,
     /// The recipient session: a full session id or a unique prefix. Optional when the
     /// peer has one live session or last wrote to us from one.
     #[serde(default)]
@@ -43,9 +46,14 @@ pub struct SendMessageArgs {
     /// Where the task stands.
     #[serde(default)]
     pub status: Option<StatusArg>,
-    /// The msg_id of the message this one answers.
+    /// The msg_id of the message this one answers. A reply to a group message stays
+    /// in its thread.
     #[serde(default)]
     pub in_reply_to: Option<String>,
+    /// With in_reply_to naming a group message (and no `to`): answer its sender and
+    /// every other session it went to, instead of the sender alone.
+    #[serde(default)]
+    pub reply_all: Option<bool>,
 }
 
 /// A task status.
@@ -100,16 +108,18 @@ pub struct AcknowledgeArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MessageStatusArgs {
-    /// The msg_id send_message returned.
+    /// The msg_id send_message returned, or the thread of a group message (every copy
+    /// this session sent in it, per recipient session).
     pub msg_id: String,
 }
 
 #[tool_router(router = messaging_router, vis = "pub(crate)")]
 impl Server {
     /// Sends a message to a peer's session (or to another session of this user with
-    /// to = "self"). Reports "delivered" once the recipient's node has stored it, or
+    /// to = "self", or one copy to every member session of a group with to =
+    /// "group:<name>"). Reports "delivered" once the recipient's node has stored it, or
     /// "queued" when the recipient is asleep or unreachable: it waits in its mailbox
-    /// and arrives when it is back.
+    /// and arrives when it is back. A group send reports each copy.
     #[tool]
     async fn send_message(&self, Parameters(args): Parameters<SendMessageArgs>) -> CallToolResult {
         match self.send(args).await {
@@ -141,12 +151,13 @@ impl Server {
             let shown = &unread[..unread.len().min(limit)];
             // Ids two senders' unread messages share are acknowledged with the sender.
             let shared = render::shared_ids(&unread);
+            let own = ctx.key();
+            let names = render::Names::new(&policy, &own);
             let mut text = String::new();
             let mut messages = Vec::new();
             for e in shown {
-                let name = render::petname_of(&policy, &ctx.key(), &e.sender);
-                text.push_str(&render::message_text(e, name.as_deref()));
-                let mut json = render::message_json(e, name.as_deref());
+                text.push_str(&render::message_text(e, &names));
+                let mut json = render::message_json(e, &names);
                 if shared.contains(e.msg_id.as_str()) {
                     let ack_id = format!("{}:{}", e.sender, e.msg_id);
                     text.push_str(&format!(
@@ -270,7 +281,8 @@ impl Server {
 
     /// Where a message this session sent stands: queued (waiting in the recipient's
     /// mailbox), delivered (in its inbox), host_queued (handed to its agent host) or
-    /// read (its agent acknowledged it).
+    /// read (its agent acknowledged it). Given a group message's thread, every copy
+    /// sent in it, per recipient session.
     #[tool(annotations(read_only_hint = true))]
     async fn message_status(
         &self,
@@ -283,24 +295,35 @@ impl Server {
                 .trim()
                 .parse()
                 .map_err(|e| ToolError(format!("msg_id {:?}: {e}", args.msg_id)))?;
-            let shared = ctx.shared();
-            let e = shared.sent.get(&id.to_string()).ok_or_else(|| {
-                ToolError(format!(
-                    "{id} is not among the messages this session sent (the last {} are kept)",
-                    crate::sent_log::MAX_SENT
-                ))
-            })?;
             let policy = policy::load(&ctx.home).unwrap_or_default();
-            let name = render::petname_of(&policy, &ctx.key(), &e.to_key);
-            Ok::<_, ToolError>((
-                format!(
-                    "message {id} to {} session {}: {}",
-                    name.as_deref().unwrap_or(&e.to_key),
-                    e.to_session,
-                    state_text(e)
-                ),
-                sent_json(e, name.as_deref()),
-            ))
+            let own = ctx.key();
+            let names = render::Names::new(&policy, &own);
+            let hex = id.to_string();
+            let shared = ctx.shared();
+            let Some(e) = shared.sent.get(&hex) else {
+                let copies: Vec<SentEntry> = shared.sent.in_thread(&hex).cloned().collect();
+                if copies.is_empty() {
+                    return Err(ToolError(format!(
+                        "{id} is not among the messages (or group threads) this session sent                          (the last {} messages are kept)",
+                        crate::sent_log::MAX_SENT
+                    )));
+                }
+                return Ok(super::group_send::thread_status(&copies, &names, &hex));
+            };
+            let name = names.of_hex(&e.to_key);
+            let mut text = format!(
+                "message {id} to {} session {}: {}",
+                name.as_deref().unwrap_or(&e.to_key),
+                e.to_session,
+                state_text(e)
+            );
+            if let (Some(g), Some(t)) = (&e.group, &e.thread) {
+                text.push_str(&format!(
+                    "
+(a copy of a message to group {g:?}; message_status({t}) shows every                      copy in its thread)"
+                ));
+            }
+            Ok::<_, ToolError>((text, sent_json(e, name.as_deref())))
         })();
         match result {
             Ok((text, value)) => ctx.ok(text, value),
@@ -357,6 +380,8 @@ pub(crate) fn sent_json(e: &SentEntry, name: Option<&str>) -> Value {
         "read_at": e.read_at,
         "held_by": e.held_by,
         "not_kept": e.not_kept,
+        "group": e.group,
+        "thread": e.thread,
     })
 }
 
@@ -508,12 +533,13 @@ mod tests {
         let r = h
             .server
             .send_message(Parameters(SendMessageArgs {
-                to: "self".into(),
+                to: Some("self".into()),
                 session: None,
                 text: "hi".into(),
                 task_id: None,
                 status: None,
                 in_reply_to: None,
+                reply_all: None,
             }))
             .await;
         assert_eq!(r.is_error, Some(true));

@@ -4,7 +4,9 @@
 //! adds the blocks up.
 //!
 //! - [`messaging`]: `send_message`, `receive_messages`, `acknowledge_messages`,
-//!   `message_status`, `list_pending` (sending itself: `send`);
+//!   `message_status`, `list_pending` (sending itself: `send`, and to a group or every
+//!   recipient of one: `group_send`);
+//! - [`groups`]: `create_group`, `list_groups`, `update_group`, `delete_group`;
 //! - [`sessions`]: `whoami`, `discover`, `set_summary`;
 //! - [`pairing`]: `list_peers`, `add_peer`, `remove_peer`, `request_pair`,
 //!   `list_pair_requests`, `accept_pair`, `reject_pair`;
@@ -12,6 +14,8 @@
 //! - [`codex`]: `bind_codex_session`, `failed_deliveries`.
 
 pub mod codex;
+mod group_send;
+pub mod groups;
 pub mod messaging;
 pub mod pairing;
 mod send;

@@ -1,6 +1,8 @@
 //! What `send_message` does: resolving the target and routing to one of its sessions
 //! (with the sticky and remembered hints) through [`crate::sender`], as
-//! `interlink-p2p send` does, then sending and the result's wording.
+//! `interlink-p2p send` does, then sending and the result's wording. A group target
+//! (`group:<name>`) and a reply to every recipient of a group message (`reply_all`)
+//! fan out over the same path, one copy per session ([`super::group_send`]).
 
 use std::time::Duration;
 
@@ -8,33 +10,41 @@ use interlink_core::{
     IdentityKey, MsgId,
     limits::MAX_BODY_BYTES,
     presence::Presence,
-    routing::{RouteError, RouteRequest},
+    routing::{Route, RouteError, RouteReason, RouteRequest},
     trust::PeerPolicy,
-    wire::{EnvelopeKind, RefusalCode, SessionAddr, TaskStatus},
+    wire::{EnvelopeKind, GroupTag, RefusalCode, SessionAddr, TaskStatus},
 };
 use interlink_net::{OutgoingMessage, SendError, SendOutcome};
 use serde_json::json;
 
 use crate::{
     context::ToolError,
+    groups::GROUP_PREFIX,
     policy, sender,
     sent_log::{HeldBy, SentEntry, State},
     server::Server,
-    tools::messaging::SendMessageArgs,
+    tools::{group_send::Replied, messaging::SendMessageArgs},
 };
 
 /// How long `send_message` waits for a target with no session on the roster yet (the
 /// node may have just joined).
 const ROUTE_WAIT: Duration = Duration::from_secs(3);
 
-impl Server {
-    /// Sends one message; the readable result and its structuredContent.
-    pub(crate) async fn send(
-        &self,
-        args: SendMessageArgs,
-    ) -> Result<(String, serde_json::Value), ToolError> {
-        let ctx = &self.ctx;
-        let own = ctx.own()?;
+/// What every copy of one `send_message` says, checked once.
+#[derive(Clone, Debug)]
+pub(crate) struct Fields {
+    /// The text.
+    pub(crate) text: String,
+    /// Its task.
+    pub(crate) task_id: Option<String>,
+    /// Its task status.
+    pub(crate) status: Option<TaskStatus>,
+    /// The message it answers.
+    pub(crate) in_reply_to: Option<MsgId>,
+}
+
+impl Fields {
+    fn check(args: &SendMessageArgs) -> Result<Self, ToolError> {
         if args.text.trim().is_empty() {
             return Err(ToolError("text is empty".into()));
         }
@@ -54,11 +64,202 @@ impl Server {
                     .map_err(|e| ToolError(format!("in_reply_to {t:?}: {e}")))
             })
             .transpose()?;
+        Ok(Self {
+            text: args.text.clone(),
+            task_id: args.task_id.clone().filter(|t| !t.is_empty()),
+            status: args.status.map(Into::into),
+            in_reply_to,
+        })
+    }
+
+    /// The task status as the sent log spells it.
+    fn status_text(&self) -> Option<String> {
+        self.status
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|v| v.as_str().map(str::to_owned))
+    }
+}
+
+/// One session a copy goes to, as routed.
+#[derive(Clone, Debug)]
+pub(crate) struct Recipient {
+    /// The session.
+    pub(crate) to: SessionAddr,
+    /// How to call its identity (petname, `self`, fingerprint).
+    pub(crate) name: String,
+    /// How it was chosen.
+    pub(crate) route: Route,
+}
+
+/// A copy that went out: delivered, or queued (and where it is held).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sent {
+    /// Its id.
+    pub(crate) msg_id: MsgId,
+    /// The recipient's node receipted it (else it is queued).
+    pub(crate) delivered: bool,
+    /// Where a queued copy is held.
+    pub(crate) held: Option<interlink_net::HeldBy>,
+}
+
+impl Sent {
+    pub(crate) fn status(&self) -> &'static str {
+        if self.delivered {
+            "delivered"
+        } else {
+            "queued"
+        }
+    }
+}
+
+impl Server {
+    /// Sends one message (or one copy per recipient session of a group); the readable
+    /// result and its structuredContent.
+    pub(crate) async fn send(
+        &self,
+        args: SendMessageArgs,
+    ) -> Result<(String, serde_json::Value), ToolError> {
+        let fields = Fields::check(&args)?;
+        let replied = match fields.in_reply_to {
+            Some(id) => self.replied_to(id)?,
+            None => None,
+        };
+        let to = args.to.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        let direct = to.is_some_and(|t| !t.starts_with(GROUP_PREFIX));
+        if !direct
+            && args
+                .session
+                .as_deref()
+                .is_some_and(|s| !s.trim().is_empty())
+        {
+            return Err(ToolError(
+                "`session` picks a session of the one identity `to` names: a group message \
+                 or a reply goes to the sessions it was addressed to (narrow a group's \
+                 member with update_group instead)"
+                    .into(),
+            ));
+        }
+        match (to, args.reply_all.unwrap_or(false)) {
+            (Some(_), true) => Err(ToolError(
+                "reply_all sends to the replied message's sender and every other session it \
+                 went to: leave `to` out (or set reply_all false to send to `to` alone)"
+                    .into(),
+            )),
+            (None, true) => self.reply_all(fields, replied).await,
+            (Some(to), false) => match to.strip_prefix(GROUP_PREFIX) {
+                Some(group) => {
+                    let thread = replied.as_ref().and_then(|r| r.thread.clone());
+                    self.send_to_group(group.trim(), fields, thread).await
+                }
+                None => {
+                    let thread = replied.and_then(|r| r.thread);
+                    self.send_direct(to, args.session.as_deref(), fields, thread)
+                        .await
+                }
+            },
+            (None, false) => self.reply_to_sender(fields, replied).await,
+        }
+    }
+
+    /// A message to one identity, routed to one of its sessions; in a group thread it
+    /// carries the thread's tag naming its one recipient.
+    async fn send_direct(
+        &self,
+        to: &str,
+        session: Option<&str>,
+        fields: Fields,
+        thread: Option<(String, MsgId)>,
+    ) -> Result<(String, serde_json::Value), ToolError> {
+        let ctx = &self.ctx;
+        let own = ctx.own()?;
         let policy = policy::load(&ctx.home)?;
         let ready = ctx.ready().await?;
-        let (target, name) = self
-            .resolve_target(&args.to, &policy, &ready.handle)
-            .await?;
+        let (target, name) = self.resolve_target(to, &policy, &ready.handle).await?;
+        let route = self
+            .route_for(&ready, target, session, &own)
+            .await?
+            .map_err(|e| route_error(e, target, &name, ctx.key()))?;
+        let recipient = Recipient {
+            to: SessionAddr {
+                key: target,
+                session: route.session.clone(),
+            },
+            name,
+            route,
+        };
+        self.send_single(&ready.handle, recipient, fields, thread)
+            .await
+    }
+
+    /// Sends `fields` to `recipient` alone and words the result.
+    pub(crate) async fn send_single(
+        &self,
+        handle: &interlink_net::Handle,
+        recipient: Recipient,
+        fields: Fields,
+        thread: Option<(String, MsgId)>,
+    ) -> Result<(String, serde_json::Value), ToolError> {
+        let group = thread.map(|(name, thread)| GroupTag {
+            name,
+            thread,
+            members: vec![recipient.to.clone()],
+        });
+        let msg = outgoing(&recipient.to, &fields, group.clone());
+        let sent = self.finish_copy(&recipient, handle.send(msg).await, &fields, group.as_ref())?;
+        let Recipient { name, route, .. } = &recipient;
+        let msg_id = sent.msg_id;
+        let text = if sent.delivered {
+            format!(
+                "delivered to {name}, session {} ({}); msg_id {msg_id}",
+                route.session, route.presence
+            )
+        } else {
+            format!(
+                "queued for {name}, session {} ({}): it did not answer now; the message is kept \
+                 in this machine's outbox and sent to its mailbox, and is delivered when the \
+                 session is back; msg_id {msg_id}",
+                route.session, route.presence
+            )
+        };
+        let warning = gone_warning(&recipient);
+        let mut text = match &warning {
+            Some(w) => format!("{text}\nwarning: {w}"),
+            None => text,
+        };
+        if let Some(g) = &group {
+            text.push_str(&format!(
+                "\nin the thread {} of group {:?} (a reply to one of its messages; reply_all \
+                 reaches every recipient)",
+                g.thread, g.name
+            ));
+        }
+        Ok((
+            text,
+            json!({
+                "status": sent.status(),
+                "msg_id": msg_id.to_string(),
+                "to": name,
+                "identity_key": recipient.to.key.to_hex(),
+                "session_id": route.session.as_str(),
+                "presence": route.presence.to_string(),
+                "route": route.reason.to_string(),
+                "warning": warning,
+                "held_by": sent.held.map(HeldBy::from),
+                "group": group.as_ref().map(|g| g.name.clone()),
+                "thread": group.as_ref().map(|g| g.thread.to_string()),
+            }),
+        ))
+    }
+
+    /// Routes to a session of `target` as a direct message would be ([`ROUTE_WAIT`]
+    /// for a node that has just joined), with this session's hints for it.
+    pub(crate) async fn route_for(
+        &self,
+        ready: &crate::context::Ready,
+        target: IdentityKey,
+        session: Option<&str>,
+        own: &SessionAddr,
+    ) -> Result<Result<Route, RouteError>, ToolError> {
         // Make sure the roster has had a chance to see the target: a node that just
         // started may not have heard of it yet. One that has been up for longer has, so a
         // target that is not on it (a closed session, addressed by its id) is not waited for.
@@ -66,147 +267,112 @@ impl Server {
             until: tokio::time::Instant::now() + ROUTE_WAIT.saturating_sub(ready.since.elapsed()),
             settle: Duration::ZERO,
         };
-        let hints = ctx.shared().routes.get(&target);
+        let hints = self.ctx.shared().routes.get(&target);
         let req = RouteRequest {
             target,
-            session: args.session.as_deref(),
-            own: &own,
+            session,
+            own,
             sticky: hints.sticky.as_ref(),
             remembered: hints.remembered.as_ref(),
         };
-        let route = match sender::route_when_seen(&ready.handle, &req, wait).await {
-            Ok(route) => Ok(route),
-            Err(sender::RouteWaitError::Route(e)) => Err(e),
-            Err(e) => return Err(ToolError(e.to_string())),
-        };
-        let route = route.map_err(|e| match e {
-            RouteError::NoSession if target == ctx.key() => ToolError(
-                "this user has no other session on the overlay (to = \"self\" reaches this \
-                 user's other sessions)"
-                    .into(),
-            ),
-            RouteError::NoSession => ToolError(format!(
-                "{name} has no session on the overlay and none was written to before; see \
-                 discover"
-            )),
-            other => ToolError(format!("cannot route to {name}: {other}")),
-        })?;
-        let to = SessionAddr {
-            key: target,
-            session: route.session.clone(),
-        };
-        let task_id = args.task_id.filter(|t| !t.is_empty());
-        let task_status = args
-            .status
-            .and_then(|s| serde_json::to_value(TaskStatus::from(s)).ok())
-            .and_then(|v| v.as_str().map(str::to_owned));
-        let text = args.text;
-        let msg = OutgoingMessage {
-            to: to.clone(),
-            kind: EnvelopeKind::Message,
-            text: Some(text.clone()),
-            task_id: task_id.clone(),
-            status: args.status.map(Into::into),
-            in_reply_to,
-            name: None,
-        };
-        let outcome = ready.handle.send(msg).await.map_err(|e| match e {
-            SendError::NotOnRoster(_) => ToolError(format!(
-                "session {} of {name} cannot be written to yet ({}): no session of {name} has \
-                 been seen by this user's sessions, so its sealing key is unknown — see \
-                 discover once one of its sessions is on the overlay",
-                route.session, route.reason
-            )),
-            SendError::Refused(reason) if reason.code == RefusalCode::NotPaired => {
-                ToolError(format!(
-                    "{name} refused the message: {} (the other side has not added this \
-                     user's key yet: its operator runs `interlink-p2p peer add NAME {}`)",
-                    // The detail is the peer's words: one escaped line.
-                    crate::render::framing::inline(&reason.detail),
-                    ctx.key().to_hex()
-                ))
+        match sender::route_when_seen(&ready.handle, &req, wait).await {
+            Ok(route) => Ok(Ok(route)),
+            Err(sender::RouteWaitError::Route(e)) => Ok(Err(e)),
+            Err(e) => Err(ToolError(e.to_string())),
+        }
+    }
+
+    /// Routes to exactly `addr`: the session as the roster shows it, or — not on the
+    /// roster — addressed literally (presence gone), never a session whose id merely
+    /// starts with it. For addresses that came from a message (a reply address, a group
+    /// tag) or a group's narrowed session, which are full ids. A node that has just
+    /// joined waits up to [`ROUTE_WAIT`] for the session to show.
+    pub(crate) async fn exact_route(
+        &self,
+        ready: &crate::context::Ready,
+        addr: &SessionAddr,
+    ) -> Result<Route, ToolError> {
+        let until = tokio::time::Instant::now() + ROUTE_WAIT.saturating_sub(ready.since.elapsed());
+        loop {
+            let roster = ready.handle.roster().await?;
+            let seen = roster
+                .iter()
+                .filter(|i| i.key == addr.key)
+                .flat_map(|i| &i.sessions)
+                .find(|s| s.addr == *addr && s.presence != Presence::Gone);
+            if let Some(s) = seen {
+                return Ok(Route {
+                    session: addr.session.clone(),
+                    presence: s.presence,
+                    reason: RouteReason::Exact,
+                });
             }
-            SendError::Refused(reason) => ToolError(format!(
-                "{name} refused the message: {}",
-                crate::render::framing::inline(&reason.detail)
-            )),
-            other => ToolError(format!("message to {name} not sent: {other}")),
-        })?;
-        ctx.shared().routes.outbound(target, route.session.clone());
-        let mut held = None;
-        let (status, msg_id) = match outcome {
-            SendOutcome::Delivered(sent) => ("delivered", sent.msg_id),
-            SendOutcome::Queued { msg_id, held_by } => {
-                held = Some(held_by);
-                ("queued", msg_id)
+            if tokio::time::Instant::now() >= until {
+                return Ok(Route {
+                    session: addr.session.clone(),
+                    presence: Presence::Gone,
+                    reason: RouteReason::Literal,
+                });
             }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// What became of one copy: records it in the sent log (with its group and thread)
+    /// and the routing hints, or says why it did not go.
+    pub(crate) fn finish_copy(
+        &self,
+        recipient: &Recipient,
+        outcome: Result<SendOutcome, SendError>,
+        fields: &Fields,
+        group: Option<&GroupTag>,
+    ) -> Result<Sent, ToolError> {
+        let ctx = &self.ctx;
+        let Recipient { to, name, route } = recipient;
+        let outcome = outcome.map_err(|e| send_error(e, name, route, ctx.key()))?;
+        ctx.shared().routes.outbound(to.key, route.session.clone());
+        let sent = match outcome {
+            SendOutcome::Delivered(sent) => Sent {
+                msg_id: sent.msg_id,
+                delivered: true,
+                held: None,
+            },
+            SendOutcome::Queued { msg_id, held_by } => Sent {
+                msg_id,
+                delivered: false,
+                held: Some(held_by),
+            },
         };
         let now = interlink_net::now_ms();
         let mut entry = SentEntry {
-            msg_id: msg_id.to_string(),
-            to_key: target.to_hex(),
+            msg_id: sent.msg_id.to_string(),
+            to_key: to.key.to_hex(),
             to_session: route.session.to_string(),
-            state: if status == "delivered" {
+            state: if sent.delivered {
                 State::Delivered
             } else {
                 State::Queued
             },
-            task_id: task_id.clone(),
-            status: task_status,
-            in_reply_to: in_reply_to.map(|m| m.to_string()),
+            task_id: fields.task_id.clone(),
+            status: fields.status_text(),
+            in_reply_to: fields.in_reply_to.map(|m| m.to_string()),
             text: String::new(),
             truncated: false,
             sent_at: now,
-            delivered_at: (status == "delivered").then_some(now),
+            delivered_at: sent.delivered.then_some(now),
             read_at: None,
             not_kept: None,
-            held_by: held.map(Into::into),
+            held_by: sent.held.map(Into::into),
+            group: group.map(|g| g.name.clone()),
+            thread: group.map(|g| g.thread.to_string()),
         };
-        entry.set_text(&text);
+        entry.set_text(&fields.text);
         ctx.shared().sent.record(entry);
-        let text = match status {
-            "delivered" => format!(
-                "delivered to {name}, session {} ({}); msg_id {msg_id}",
-                route.session, route.presence
-            ),
-            _ => format!(
-                "queued for {name}, session {} ({}): it did not answer now; the message is kept \
-                 in this machine's outbox and sent to its mailbox, and is delivered when the \
-                 session is back; msg_id {msg_id}",
-                route.session, route.presence
-            ),
-        };
-        // A session not on the roster is addressed literally: say so, the id may be a typo.
-        let warning = (route.presence == Presence::Gone).then(|| {
-            format!(
-                "session {} of {name} is not on the roster (closed, away too long, or never \
-                 seen here); the message waits for a session by exactly that id and reaches it \
-                 if it comes back within 7 days",
-                route.session
-            )
-        });
-        let text = match &warning {
-            Some(w) => format!("{text}\nwarning: {w}"),
-            None => text,
-        };
-        Ok((
-            text,
-            json!({
-                "status": status,
-                "msg_id": msg_id.to_string(),
-                "to": name,
-                "identity_key": target.to_hex(),
-                "session_id": route.session.as_str(),
-                "presence": route.presence.to_string(),
-                "route": route.reason.to_string(),
-                "warning": warning,
-                "held_by": held.map(HeldBy::from),
-            }),
-        ))
+        Ok(sent)
     }
 
     /// The identity `to` names among the peers (or `self`), and how to call it.
-    async fn resolve_target(
+    pub(crate) async fn resolve_target(
         &self,
         to: &str,
         policy: &PeerPolicy,
@@ -231,7 +397,8 @@ impl Server {
             Err(sender::TargetError::NotAPeer { reason, .. }) => Err(ToolError(format!(
                 "{reason}. Known peers: {}. To pair with someone new, the operator runs \
                  `interlink-p2p peer add NAME KEY` on both sides (KEY from \
-                 `interlink-p2p id` or whoami there).",
+                 `interlink-p2p id` or whoami there). A group is named group:<name> \
+                 (list_groups).",
                 if policy.is_empty() {
                     "none".to_owned()
                 } else {
@@ -240,5 +407,134 @@ impl Server {
             ))),
             Err(e) => Err(ToolError(e.to_string())),
         }
+    }
+
+    /// A reply to the sender of the message `in_reply_to` names, at the session it
+    /// asked replies to go to; in its group thread if it had one.
+    async fn reply_to_sender(
+        &self,
+        fields: Fields,
+        replied: Option<Replied>,
+    ) -> Result<(String, serde_json::Value), ToolError> {
+        let ctx = &self.ctx;
+        let Some(id) = fields.in_reply_to else {
+            return Err(ToolError(
+                "`to` is empty: give a petname, a fingerprint, `self` or group:<name> (or \
+                 in_reply_to alone to answer a received message's sender)"
+                    .into(),
+            ));
+        };
+        let Some(from) = replied.as_ref().and_then(|r| r.from.clone()) else {
+            return Err(ToolError(format!(
+                "in_reply_to {id} is not a message in this session's inbox, so it names no \
+                 sender to answer: give `to`"
+            )));
+        };
+        let own = ctx.own()?;
+        let policy = policy::load(&ctx.home)?;
+        let name = match crate::render::petname(&policy, &own.key, &from.key) {
+            Some(n) => n,
+            None => {
+                return Err(ToolError(format!(
+                    "the sender of {id}, {}, is not a peer any more (removed from peers.json)",
+                    from.key.fingerprint()
+                )));
+            }
+        };
+        if from == own {
+            return Err(ToolError(format!(
+                "{id} came from this session itself; give `to`"
+            )));
+        }
+        let ready = ctx.ready().await?;
+        let route = self.exact_route(&ready, &from).await?;
+        let recipient = Recipient {
+            to: SessionAddr {
+                key: from.key,
+                session: route.session.clone(),
+            },
+            name,
+            route,
+        };
+        let thread = replied.and_then(|r| r.thread);
+        self.send_single(&ready.handle, recipient, fields, thread)
+            .await
+    }
+}
+
+/// The envelope request of one copy.
+pub(crate) fn outgoing(
+    to: &SessionAddr,
+    fields: &Fields,
+    group: Option<GroupTag>,
+) -> OutgoingMessage {
+    OutgoingMessage {
+        to: to.clone(),
+        kind: EnvelopeKind::Message,
+        text: Some(fields.text.clone()),
+        task_id: fields.task_id.clone(),
+        status: fields.status,
+        in_reply_to: fields.in_reply_to,
+        name: None,
+        group,
+    }
+}
+
+/// A session not on the roster is addressed literally: say so, the id may be a typo.
+pub(crate) fn gone_warning(r: &Recipient) -> Option<String> {
+    (r.route.presence == Presence::Gone).then(|| {
+        format!(
+            "session {} of {} is not on the roster (closed, away too long, or never \
+             seen here); the message waits for a session by exactly that id and reaches it \
+             if it comes back within 7 days",
+            r.route.session, r.name
+        )
+    })
+}
+
+/// Why no session of `target` (called `name`) could be chosen, in words.
+pub(crate) fn route_error(
+    e: RouteError,
+    target: IdentityKey,
+    name: &str,
+    own: IdentityKey,
+) -> ToolError {
+    match e {
+        RouteError::NoSession if target == own => ToolError(
+            "this user has no other session on the overlay (to = \"self\" reaches this \
+             user's other sessions)"
+                .into(),
+        ),
+        RouteError::NoSession => ToolError(format!(
+            "{name} has no session on the overlay and none was written to before; see \
+             discover"
+        )),
+        other => ToolError(format!("cannot route to {name}: {other}")),
+    }
+}
+
+/// Why a copy to `name` did not go, in words.
+fn send_error(e: SendError, name: &str, route: &Route, own: IdentityKey) -> ToolError {
+    match e {
+        SendError::NotOnRoster(_) => ToolError(format!(
+            "session {} of {name} cannot be written to yet ({}): no session of {name} has \
+             been seen by this user's sessions, so its sealing key is unknown — see \
+             discover once one of its sessions is on the overlay",
+            route.session, route.reason
+        )),
+        SendError::Refused(reason) if reason.code == RefusalCode::NotPaired => {
+            ToolError(format!(
+                "{name} refused the message: {} (the other side has not added this \
+                 user's key yet: its operator runs `interlink-p2p peer add NAME {}`)",
+                // The detail is the peer's words: one escaped line.
+                crate::render::framing::inline(&reason.detail),
+                own.to_hex()
+            ))
+        }
+        SendError::Refused(reason) => ToolError(format!(
+            "{name} refused the message: {}",
+            crate::render::framing::inline(&reason.detail)
+        )),
+        other => ToolError(format!("message to {name} not sent: {other}")),
     }
 }

@@ -116,7 +116,8 @@ impl Server {
 
     /// Every identity on the overlay (paired or not; petname if paired, `self` for this
     /// user) and its sessions: id, working directory, git label, summary, presence
-    /// (live, or away when silent) with the age of its last announcement.
+    /// (live, or away when silent) with the age of its last announcement; and this
+    /// user's groups with their members (send to one with to = "group:<name>").
     #[tool(annotations(read_only_hint = true))]
     async fn discover(&self) -> CallToolResult {
         let ctx = &self.ctx;
@@ -124,7 +125,26 @@ impl Server {
             let roster = ctx.roster().await?;
             let policy = policy::load(&ctx.home)?;
             let own = ctx.own()?;
-            Ok::<_, ToolError>(render::discover(&roster, &policy, &own))
+            let (mut text, mut value) = render::discover(&roster, &policy, &own);
+            // A groups file that does not parse is said, not fatal: the roster still shows.
+            let (lines, list) = match crate::groups::load(&ctx.home) {
+                Ok(all) => (
+                    all.iter()
+                        .map(|g| format!("\n  {}", crate::groups::group_line(&policy, g)))
+                        .collect::<String>(),
+                    all.iter()
+                        .map(|g| crate::groups::group_json(&policy, g))
+                        .collect::<Vec<_>>(),
+                ),
+                Err(e) => (format!("\n  (groups not readable: {e})"), Vec::new()),
+            };
+            if !lines.is_empty() {
+                text.push_str(&format!(
+                    "\ngroups (send with to = \"group:<name>\"):{lines}"
+                ));
+            }
+            value["groups"] = serde_json::Value::Array(list);
+            Ok::<_, ToolError>((text, value))
         }
         .await;
         match result {

@@ -143,12 +143,13 @@ impl Server {
             None => format!("task {task} canceled"),
         };
         let send = SendMessageArgs {
-            to: args.to,
+            to: Some(args.to),
             session: None,
             text,
             task_id: Some(task),
             status: Some(StatusArg::Canceled),
             in_reply_to: None,
+            reply_all: None,
         };
         match self.send(send).await {
             Ok((text, value)) => self.ctx.ok(format!("cancel {text}"), value),
@@ -201,16 +202,22 @@ fn received_item(
     policy: &interlink_core::trust::PeerPolicy,
     own: IdentityKey,
 ) -> (u64, String, Value) {
-    let name = render::petname_of(policy, &own, &e.sender);
-    let mut v = render::message_json(e, name.as_deref());
+    let names = render::Names::new(policy, &own);
+    let name = names.of_hex(&e.sender);
+    let mut v = render::message_json(e, &names);
     v["direction"] = json!("received");
     let status = e
         .status
         .and_then(|s| serde_json::to_value(s).ok())
         .and_then(|v| v.as_str().map(str::to_owned));
+    let group = e
+        .group
+        .as_ref()
+        .map(|g| format!(", {}", render::group_text(g, &names)))
+        .unwrap_or_default();
     let line = render::framing::block(
         &format!(
-            "[{}] received {} from {} ({}){} (verified sender):",
+            "[{}] received {} from {} ({}){}{group} (verified sender):",
             e.sent_at,
             render::framing::inline(&e.msg_id),
             name.as_deref().unwrap_or(&e.sender_fingerprint),

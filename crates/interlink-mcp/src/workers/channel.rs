@@ -36,15 +36,17 @@ pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
 /// body ([`render::framing::body`]: a fresh fence, every line prefixed, hidden
 /// characters escaped), so nothing in it can pass for the end of the channel event or
 /// for another one; `meta` the verified sender and the message's fields (strings;
-/// absent fields left out).
-pub fn notification(e: &InboxEntry, name: Option<&str>) -> CustomNotification {
+/// absent fields left out), and for a group message the group, its thread and its
+/// recipients as this user names them (`group_to`, comma-separated).
+pub fn notification(e: &InboxEntry, names: &render::Names<'_>) -> CustomNotification {
+    let name = names.of_hex(&e.sender);
     let mut meta = Map::new();
     let mut put = |k: &str, v: Option<String>| {
         if let Some(v) = v {
             meta.insert(k.to_owned(), Value::String(v));
         }
     };
-    put("sender", name.map(str::to_owned));
+    put("sender", name);
     put("sender_key", Some(e.sender.clone()));
     put("sender_fingerprint", Some(e.sender_fingerprint.clone()));
     put("session", Some(e.sender_session.clone()));
@@ -57,6 +59,12 @@ pub fn notification(e: &InboxEntry, name: Option<&str>) -> CustomNotification {
             .and_then(|v| v.as_str().map(str::to_owned)),
     );
     put("in_reply_to", e.in_reply_to.clone());
+    if let Some(g) = &e.group {
+        put("group", Some(g.name.clone()));
+        put("group_thread", Some(g.thread.clone()));
+        let to: Vec<String> = g.members.iter().map(|m| names.member(m)).collect();
+        put("group_to", Some(to.join(", ")));
+    }
     CustomNotification::new(
         CHANNEL_METHOD,
         Some(json!({
@@ -149,10 +157,10 @@ async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
         }
     };
     let policy = policy::load(&ctx.home).unwrap_or_default();
+    let names = render::Names::new(&policy, &ctx.key);
     let mut pushed = Vec::new();
     for e in &unread {
-        let name = render::petname_of(&policy, &ctx.key, &e.sender);
-        let n = notification(e, name.as_deref());
+        let n = notification(e, &names);
         if let Err(err) = peer
             .send_notification(ServerNotification::CustomNotification(n))
             .await
@@ -202,8 +210,13 @@ mod tests {
             received_at: 2,
             text: Some("hi".into()),
             name: None,
+            group: None,
         };
-        let n = notification(&e, Some("alice"));
+        let mut policy = interlink_core::trust::PeerPolicy::new();
+        policy.add("alice", e.sender.parse().unwrap()).unwrap();
+        let own = interlink_core::Identity::from_seed(&[7; 32]).public();
+        let names = render::Names::new(&policy, &own);
+        let n = notification(&e, &names);
         assert_eq!(n.method, CHANNEL_METHOD);
         let p = n.params.unwrap();
         let content = p["content"].as_str().unwrap();
@@ -222,12 +235,28 @@ mod tests {
         );
         e.task_id = None;
         e.status = None;
-        let p = notification(&e, None).params.unwrap();
+        let empty = interlink_core::trust::PeerPolicy::new();
+        let p = notification(&e, &render::Names::new(&empty, &own))
+            .params
+            .unwrap();
         let mut keys: Vec<&String> = p["meta"].as_object().unwrap().keys().collect();
         keys.sort();
         assert_eq!(
             keys,
             ["msg_id", "sender_fingerprint", "sender_key", "session"]
         );
+        // A group message names its group, thread and recipients.
+        e.group = Some(interlink_net::inbox::InboxGroup {
+            name: "team".into(),
+            thread: "ab".repeat(16),
+            members: vec![interlink_net::inbox::InboxGroupMember {
+                identity_key: own.to_hex(),
+                session_id: "b-1".into(),
+            }],
+        });
+        let p = notification(&e, &names).params.unwrap();
+        assert_eq!(p["meta"]["group"], "team");
+        assert_eq!(p["meta"]["group_thread"], "ab".repeat(16));
+        assert_eq!(p["meta"]["group_to"], "self/b-1");
     }
 }

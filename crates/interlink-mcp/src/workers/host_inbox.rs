@@ -433,9 +433,9 @@ pub fn notice(
             messages.len()
         )
     };
+    let names = render::Names::new(policy, own);
     for e in messages {
-        let name = render::petname_of(policy, own, &e.sender);
-        out.push_str(&render::message_text(e, name.as_deref()));
+        out.push_str(&render::message_text(e, &names));
         out.push_str("\n\n");
     }
     let ids: Vec<String> = messages

@@ -26,6 +26,7 @@ fn entry_from(sender: &str, id: MsgId, text: &str) -> InboxEntry {
         received_at: crate::now_ms(),
         text: Some(text.into()),
         name: None,
+        group: None,
     }
 }
 

@@ -121,6 +121,7 @@ impl Actor {
             status: None,
             in_reply_to: None,
             name: None,
+            group: None,
         };
         let Ok((envelope, Some(peer))) = self.build_envelope(&msg) else {
             return;

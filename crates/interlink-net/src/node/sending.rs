@@ -96,6 +96,7 @@ impl Actor {
                 task_id: msg.task_id.clone(),
                 status: msg.status,
                 in_reply_to: msg.in_reply_to,
+                group: msg.group.clone(),
             };
             body.check()
                 .map_err(|e| SendError::Invalid(e.to_string()))?;

@@ -30,7 +30,7 @@ use tracing::warn;
 
 use super::sealing::OpenContexts;
 use crate::{
-    inbox::{Appended, Inbox, InboxEntry, InboxError},
+    inbox::{Appended, Inbox, InboxEntry, InboxError, InboxGroup},
     outbox::{Outbox, OutboxError},
 };
 
@@ -295,9 +295,15 @@ impl Worker {
 /// body says (text, task, status, what it answers).
 fn inbox_entry(env: &Signed<Envelope>, body: Option<Body>) -> InboxEntry {
     let b = env.body();
-    let (text, task_id, status, answers) = match body {
-        Some(body) => (Some(body.text), body.task_id, body.status, body.in_reply_to),
-        None => (None, None, None, b.in_reply_to),
+    let (text, task_id, status, answers, group) = match body {
+        Some(body) => (
+            Some(body.text),
+            body.task_id,
+            body.status,
+            body.in_reply_to,
+            body.group.as_ref().map(InboxGroup::from),
+        ),
+        None => (None, None, None, b.in_reply_to, None),
     };
     InboxEntry {
         msg_id: b.msg_id.to_string(),
@@ -313,6 +319,7 @@ fn inbox_entry(env: &Signed<Envelope>, body: Option<Body>) -> InboxEntry {
         received_at: crate::now_ms(),
         text,
         name: b.name.clone(),
+        group,
     }
 }
 

@@ -1,0 +1,217 @@
+//! The group tools: `create_group`, `list_groups`, `update_group`, `delete_group` —
+//! the same edits of `groups.json` as `interlink-p2p group` ([`crate::groups`]).
+//! Sending to a group is `send_message(to: "group:<name>")`.
+//!
+//! A group changes whom a message is addressed to, never who may write to this user:
+//! only peers can be members, so these tools need no operator's confirmation.
+
+use rmcp::{handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::{
+    context::ToolError,
+    groups::{self, Group},
+    policy,
+    server::Server,
+};
+
+/// Arguments of `create_group`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateGroupArgs {
+    /// The group's name: 1-32 characters of A-Z a-z 0-9 . _ - (send to it with
+    /// to = "group:<name>").
+    pub name: String,
+    /// Its members: peers as a petname, fingerprint or key prefix; `peer/session` to
+    /// narrow one to a session (repeat for several). A member without a session gets
+    /// the session a direct message to it would go to.
+    pub members: Vec<String>,
+}
+
+/// Arguments of `update_group`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateGroupArgs {
+    /// The group's name.
+    pub name: String,
+    /// Members to add (`peer` or `peer/session`, as for create_group).
+    #[serde(default)]
+    pub add: Vec<String>,
+    /// Members to take out (`peer`), or one session of a narrowed member
+    /// (`peer/session`; the member goes with its last session).
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// Arguments of `delete_group`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteGroupArgs {
+    /// The group's name.
+    pub name: String,
+}
+
+impl Server {
+    /// A group as a tool result.
+    fn group_result(&self, verb: &str, g: &Group) -> CallToolResult {
+        let policy = policy::load(&self.ctx.home).unwrap_or_default();
+        self.ctx.ok(
+            format!("{verb} group {}", groups::group_line(&policy, g)),
+            groups::group_json(&policy, g),
+        )
+    }
+}
+
+#[tool_router(router = groups_router, vis = "pub(crate)")]
+impl Server {
+    /// Creates a named group of peers (shared by all of this user's sessions, kept in
+    /// groups.json); send_message(to = "group:<name>") then sends one copy to each
+    /// member session, and each recipient sees the group and who else got it.
+    #[tool]
+    async fn create_group(&self, Parameters(args): Parameters<CreateGroupArgs>) -> CallToolResult {
+        match groups::create(&self.ctx.home, args.name.trim(), &args.members) {
+            Ok(g) => self.group_result("created", &g),
+            Err(e) => self.ctx.error(e.into()),
+        }
+    }
+
+    /// This user's groups and their members (petname, fingerprint, sessions a member is
+    /// narrowed to; a member no longer in peers.json is marked and gets no copy).
+    #[tool(annotations(read_only_hint = true))]
+    async fn list_groups(&self) -> CallToolResult {
+        let ctx = &self.ctx;
+        let result = (|| {
+            let all = groups::load(&ctx.home)?;
+            let policy = policy::load(&ctx.home)?;
+            let text = if all.is_empty() {
+                "no groups yet (create_group makes one)".to_owned()
+            } else {
+                all.iter()
+                    .map(|g| format!("group {}", groups::group_line(&policy, g)))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            let list: Vec<_> = all.iter().map(|g| groups::group_json(&policy, g)).collect();
+            Ok::<_, ToolError>((text, json!({ "groups": list })))
+        })();
+        match result {
+            Ok((text, value)) => ctx.ok(text, value),
+            Err(e) => ctx.error(e),
+        }
+    }
+
+    /// Adds members to a group and takes members (or single sessions of narrowed
+    /// members) out of it.
+    #[tool]
+    async fn update_group(&self, Parameters(args): Parameters<UpdateGroupArgs>) -> CallToolResult {
+        if args.add.is_empty() && args.remove.is_empty() {
+            return self.ctx.error(ToolError(
+                "nothing to change: give add and/or remove".into(),
+            ));
+        }
+        match groups::update(&self.ctx.home, args.name.trim(), &args.add, &args.remove) {
+            Ok(g) => self.group_result("updated", &g),
+            Err(e) => self.ctx.error(e.into()),
+        }
+    }
+
+    /// Deletes a group (its members stay peers).
+    #[tool]
+    async fn delete_group(&self, Parameters(args): Parameters<DeleteGroupArgs>) -> CallToolResult {
+        match groups::delete(&self.ctx.home, args.name.trim()) {
+            Ok(g) => self.ctx.ok(
+                format!("deleted group {}", g.name),
+                json!({ "name": g.name, "deleted": true }),
+            ),
+            Err(e) => self.ctx.error(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use interlink_core::Identity;
+
+    use super::*;
+    use crate::server::testing::harness;
+
+    fn text_of(r: &CallToolResult) -> String {
+        r.content
+            .first()
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.clone())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn the_tools_edit_the_shared_file() {
+        let home = tempfile::tempdir().unwrap();
+        let h = harness(home.path(), "s1");
+        let bob = Identity::from_seed(&[2; 32]).public();
+        crate::peers::add(&h.server.ctx.home, "bob", &bob.to_hex()).unwrap();
+        let r = h
+            .server
+            .create_group(Parameters(CreateGroupArgs {
+                name: "team".into(),
+                members: vec!["bob/b-1".into()],
+            }))
+            .await;
+        assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+        assert_eq!(
+            text_of(&r).lines().next(),
+            Some("created group team: bob/b-1")
+        );
+        let v = r.structured_content.unwrap();
+        assert_eq!(v["members"][0]["sessions"], json!(["b-1"]));
+        assert_eq!(v["members"][0]["petname"], "bob");
+
+        // A stranger is refused; the group is unchanged.
+        let stranger = Identity::from_seed(&[9; 32]).public().to_hex();
+        let r = h
+            .server
+            .update_group(Parameters(UpdateGroupArgs {
+                name: "team".into(),
+                add: vec![stranger],
+                remove: vec![],
+            }))
+            .await;
+        assert_eq!(r.is_error, Some(true));
+        assert!(text_of(&r).contains("only peers"), "{}", text_of(&r));
+
+        let r = h.server.list_groups().await;
+        let v = r.structured_content.unwrap();
+        assert_eq!(v["groups"].as_array().unwrap().len(), 1);
+        assert_eq!(v["groups"][0]["name"], "team");
+
+        let r = h
+            .server
+            .delete_group(Parameters(DeleteGroupArgs {
+                name: "team".into(),
+            }))
+            .await;
+        assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+        let r = h.server.list_groups().await;
+        assert!(text_of(&r).starts_with("no groups yet"), "{}", text_of(&r));
+        // Sending to a group that does not exist says which exist.
+        let e = h
+            .server
+            .send(crate::tools::messaging::SendMessageArgs {
+                to: Some("group:team".into()),
+                session: None,
+                text: "hi".into(),
+                task_id: None,
+                status: None,
+                in_reply_to: None,
+                reply_all: None,
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            e.0.contains("no group is named \"team\"; this user's groups: none"),
+            "{}",
+            e.0
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! `interlink-p2p group create|list|add|remove|delete`: the operator's view and edits
+//! of `groups.json`, the named groups of peers that `send_message(to: "group:<name>")`
+//! reaches. The edits are [`interlink_mcp::groups`], the same ones the MCP tools make;
+//! every session reads the file at each use.
+
+use std::io::Write;
+
+use interlink_mcp::{groups, paths::Home, policy};
+
+/// What `group` does (also its command-line subcommands: the doc comments are the
+/// `--help` text).
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum Action {
+    /// List the groups and their members.
+    List {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create the group NAME of MEMBERs: peers as a petname, fingerprint or key prefix,
+    /// or PEER/SESSION to narrow one to a session (repeat for several).
+    Create {
+        /// Group name: 1-32 characters of A-Z a-z 0-9 . _ -
+        name: String,
+        /// PEER or PEER/SESSION.
+        #[arg(required = true)]
+        members: Vec<String>,
+    },
+    /// Add MEMBERs (PEER or PEER/SESSION) to the group NAME.
+    Add {
+        /// Group name.
+        name: String,
+        /// PEER or PEER/SESSION.
+        #[arg(required = true)]
+        members: Vec<String>,
+    },
+    /// Take MEMBERs out of the group NAME: PEER, or PEER/SESSION for one session of a
+    /// narrowed member (it goes with its last session).
+    Remove {
+        /// Group name.
+        name: String,
+        /// PEER or PEER/SESSION.
+        #[arg(required = true)]
+        members: Vec<String>,
+    },
+    /// Delete the group NAME (its members stay peers).
+    Delete {
+        /// Group name.
+        name: String,
+    },
+}
+
+/// Runs `group`: results to `out`, hints to `progress`.
+pub fn run(
+    home: &Home,
+    action: Action,
+    out: &mut impl Write,
+    progress: &mut impl Write,
+) -> anyhow::Result<()> {
+    let line = |g: &groups::Group| -> anyhow::Result<String> {
+        Ok(groups::group_line(&policy::load(home)?, g))
+    };
+    match action {
+        Action::List { json } => list(home, json, out, progress),
+        Action::Create { name, members } => {
+            let g = groups::create(home, &name, &members)?;
+            writeln!(out, "created {}", line(&g)?)?;
+            Ok(())
+        }
+        Action::Add { name, members } => {
+            let g = groups::update(home, &name, &members, &[])?;
+            writeln!(out, "updated {}", line(&g)?)?;
+            Ok(())
+        }
+        Action::Remove { name, members } => {
+            let g = groups::update(home, &name, &[], &members)?;
+            writeln!(out, "updated {}", line(&g)?)?;
+            Ok(())
+        }
+        Action::Delete { name } => {
+            let g = groups::delete(home, &name)?;
+            writeln!(out, "deleted {}", g.name)?;
+            Ok(())
+        }
+    }
+}
+
+fn list(
+    home: &Home,
+    json: bool,
+    out: &mut impl Write,
+    progress: &mut impl Write,
+) -> anyhow::Result<()> {
+    let all = groups::load(home)?;
+    let policy = policy::load(home)?;
+    if json {
+        let list: Vec<_> = all.iter().map(|g| groups::group_json(&policy, g)).collect();
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "version": 1, "groups": list })
+        )?;
+        return Ok(());
+    }
+    if all.is_empty() {
+        writeln!(
+            progress,
+            "no groups yet: create one with `interlink-p2p group create NAME PEER...`"
+        )?;
+        return Ok(());
+    }
+    for g in all.iter() {
+        writeln!(out, "{}", groups::group_line(&policy, g))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(home: &Home, action: Action) -> anyhow::Result<String> {
+        let mut out = Vec::new();
+        run(home, action, &mut out, &mut Vec::new())?;
+        Ok(String::from_utf8(out)?)
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn create_add_remove_list_delete() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::new(tmp.path());
+        let key = |n: u8| {
+            interlink_core::Identity::from_seed(&[n; 32])
+                .public()
+                .to_hex()
+        };
+        interlink_mcp::peers::add(&home, "bob", &key(2)).unwrap();
+        interlink_mcp::peers::add(&home, "carol", &key(3)).unwrap();
+        let create = Action::Create {
+            name: "team".into(),
+            members: strings(&["bob", "carol/c-1"]),
+        };
+        assert_eq!(
+            group(&home, create).unwrap(),
+            "created team: bob, carol/c-1\n"
+        );
+        let add = Action::Add {
+            name: "team".into(),
+            members: strings(&["carol/c-2"]),
+        };
+        assert_eq!(
+            group(&home, add).unwrap(),
+            "updated team: bob, carol/c-1,c-2\n"
+        );
+        let stranger = Action::Add {
+            name: "team".into(),
+            members: vec![key(9)],
+        };
+        let e = format!("{:#}", group(&home, stranger).unwrap_err());
+        assert!(e.contains("only peers"), "{e}");
+        let remove = Action::Remove {
+            name: "team".into(),
+            members: strings(&["bob"]),
+        };
+        assert_eq!(
+            group(&home, remove).unwrap(),
+            "updated team: carol/c-1,c-2\n"
+        );
+        assert_eq!(
+            group(&home, Action::List { json: false }).unwrap(),
+            "team: carol/c-1,c-2\n"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&group(&home, Action::List { json: true }).unwrap()).unwrap();
+        assert_eq!(
+            json["groups"][0]["members"][0]["sessions"],
+            serde_json::json!(["c-1", "c-2"])
+        );
+        assert_eq!(
+            group(
+                &home,
+                Action::Delete {
+                    name: "team".into()
+                }
+            )
+            .unwrap(),
+            "deleted team\n"
+        );
+        assert_eq!(group(&home, Action::List { json: false }).unwrap(), "");
+    }
+}
