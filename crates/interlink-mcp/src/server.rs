@@ -196,6 +196,15 @@ pub(crate) mod testing {
     use interlink_core::{Identity, SessionId, wire::HostKind};
     use tokio::sync::{mpsc, watch};
 
+    /// The text of a tool result's first content item ("" when it has none).
+    pub(crate) fn text_of(r: &rmcp::model::CallToolResult) -> String {
+        r.content
+            .first()
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.clone())
+            .unwrap_or_default()
+    }
+
     use super::Server;
     use crate::{
         codex::CodexConfig,

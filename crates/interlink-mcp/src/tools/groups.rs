@@ -135,15 +135,7 @@ mod tests {
     use interlink_core::Identity;
 
     use super::*;
-    use crate::server::testing::harness;
-
-    fn text_of(r: &CallToolResult) -> String {
-        r.content
-            .first()
-            .and_then(|c| c.as_text())
-            .map(|t| t.text.clone())
-            .unwrap_or_default()
-    }
+    use crate::server::testing::{harness, text_of};
 
     #[tokio::test]
     async fn the_tools_edit_the_shared_file() {

@@ -411,18 +411,13 @@ mod tests {
     use interlink_net::inbox::Inbox;
 
     use super::*;
-    use crate::{read_state::tests::entry, server::testing::harness};
+    use crate::{
+        read_state::tests::entry,
+        server::testing::{harness, text_of},
+    };
 
     fn id(n: u8) -> MsgId {
         MsgId::from_bytes([n; 16])
-    }
-
-    fn text_of(r: &CallToolResult) -> String {
-        r.content
-            .first()
-            .and_then(|c| c.as_text())
-            .map(|t| t.text.clone())
-            .unwrap_or_default()
     }
 
     #[tokio::test]
