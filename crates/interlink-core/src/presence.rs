@@ -33,10 +33,7 @@ use std::{
 
 use crate::{
     identity::IdentityKey,
-    limits::{
-        AWAY_RETENTION_MS, HEARTBEAT_MS, LIVE_WINDOW_MS, MAX_HEARTBEAT_MS, MAX_ROSTER_IDENTITIES,
-        MAX_SESSIONS_PER_IDENTITY,
-    },
+    limits::{AWAY_RETENTION_MS, LIVE_WINDOW_MS, MAX_ROSTER_IDENTITIES, MAX_SESSIONS_PER_IDENTITY},
     replay::{TimeError, check_time},
     session::SessionId,
     wire::{Announcement, Goodbye, SessionAddr, Signed},
@@ -108,8 +105,7 @@ impl Config {
     /// [`crate::limits::MAX_HEARTBEAT_MS`]). With the standard heartbeat it is the
     /// configured window; at the longest, twenty times it.
     pub fn live_window_for(&self, ann: &Announcement) -> u64 {
-        let beat = ann.heartbeat_ms.clamp(HEARTBEAT_MS, MAX_HEARTBEAT_MS);
-        self.live_window_ms.saturating_mul(beat) / HEARTBEAT_MS
+        heartbeat::stretch_live_window(self.live_window_ms, ann.heartbeat_ms)
     }
 
     /// The presence of the session that announced `ann`, at `now`.

@@ -11,7 +11,7 @@
 //! [`MAX_HEARTBEAT_MS`] (so a silent session is noticed within half an hour).
 //!
 //! An announcement carries its sender's interval, and a receiver judges the session
-//! live for [`LIVE_HEARTBEATS`] intervals ([`live_window_ms`]), as it does today with
+//! live for three of its intervals ([`live_window_ms`]), as it does today with
 //! 3 × 30 s = [`crate::limits::LIVE_WINDOW_MS`]. Every node computes its interval from
 //! its own roster, so nodes with slightly different rosters pick slightly different
 //! intervals; the rule is monotone and the receiver trusts the interval the sender
@@ -19,15 +19,12 @@
 //!
 //! The simulator in [`super::sim`] measures what the rule buys at 10,000 sessions.
 
-use crate::limits::{HEARTBEAT_MS, SECOND_MS};
+use crate::limits::{HEARTBEAT_MS, LIVE_WINDOW_MS, SECOND_MS};
 
 pub use crate::limits::{MAX_HEARTBEAT_MS, TARGET_ANNOUNCEMENTS_PER_S};
 
 /// Shortest interval the adaptive rule picks: today's fixed heartbeat.
 pub const MIN_HEARTBEAT_MS: u64 = HEARTBEAT_MS;
-
-/// A session stays live for this many of its announced intervals.
-pub const LIVE_HEARTBEATS: u64 = 3;
 
 /// The re-announcement interval of a session that sees `roster_len` sessions (its
 /// own included): `roster_len × 1000 / TARGET_ANNOUNCEMENTS_PER_S` ms, clamped to
@@ -47,18 +44,27 @@ pub fn interval_for_rate(roster_len: usize, target_per_s: u64) -> u64 {
     raw.clamp(MIN_HEARTBEAT_MS, MAX_HEARTBEAT_MS)
 }
 
-/// How long an announcement that carries `interval_ms` keeps its session live:
-/// [`LIVE_HEARTBEATS`] intervals, the interval first clamped like the rule's own, so a
-/// sender can neither claim to stay live for more than half an hour nor, by claiming
-/// a tiny interval, drop out before three classic heartbeats.
+/// `window_ms`, the live window for the standard heartbeat, stretched for a session
+/// that announces every `interval_ms`: in proportion to the interval, first clamped
+/// like the rule's own, so a sender can neither claim to stay live for more than
+/// twenty windows (half an hour by default) nor, by claiming a tiny interval, drop out
+/// sooner than with the standard heartbeat. The roster judges by it
+/// ([`super::Config::live_window_for`]).
+pub fn stretch_live_window(window_ms: u64, interval_ms: u64) -> u64 {
+    window_ms.saturating_mul(interval_ms.clamp(MIN_HEARTBEAT_MS, MAX_HEARTBEAT_MS)) / HEARTBEAT_MS
+}
+
+/// How long an announcement that carries `interval_ms` keeps its session live with the
+/// default live window: three intervals ([`stretch_live_window`] of
+/// [`LIVE_WINDOW_MS`], which is three standard heartbeats).
 pub fn live_window_ms(interval_ms: u64) -> u64 {
-    LIVE_HEARTBEATS * interval_ms.clamp(MIN_HEARTBEAT_MS, MAX_HEARTBEAT_MS)
+    stretch_live_window(LIVE_WINDOW_MS, interval_ms)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::{LIVE_WINDOW_MS, MINUTE_MS};
+    use crate::limits::MINUTE_MS;
 
     #[test]
     fn small_rosters_keep_the_fixed_heartbeat() {
