@@ -268,7 +268,6 @@ async fn converge(
     let mut counts = vec![0usize; n];
     let mut last_read = vec![None::<Instant>; n];
     let mut events: Vec<_> = handles.iter().map(Handle::events).collect();
-    let mut last_debug = Instant::now();
     loop {
         // Read every roster due at once: read one after another, each waiting for its
         // node's turn on a loaded runtime, the harness itself lagged by seconds.
@@ -291,26 +290,6 @@ async fn converge(
         }
         if done.iter().all(Option::is_some) {
             break;
-        }
-        if std::env::var_os("INTERLINK_BENCH_DEBUG").is_some()
-            && last_debug.elapsed() >= Duration::from_secs(5)
-        {
-            last_debug = Instant::now();
-            let mut holders: std::collections::BTreeMap<String, usize> = Default::default();
-            for h in &handles {
-                for i in h.roster().await.map_err(anyhow::Error::from)? {
-                    for v in i.sessions {
-                        *holders.entry(v.addr.session.to_string()).or_default() += 1;
-                    }
-                }
-            }
-            let thin: Vec<_> = holders.iter().filter(|(_, k)| **k < n).collect();
-            let missing = n - holders.len();
-            progress(format_args!(
-                "t={:.1}s complete {}/{n}; sessions nobody holds: {missing}; held by fewer than all: {thin:?}",
-                start.elapsed().as_secs_f64(),
-                done.iter().filter(|d| d.is_some()).count()
-            ));
         }
         if Instant::now() >= deadline {
             let converged = done.iter().filter(|d| d.is_some()).count();

@@ -3,13 +3,14 @@
 use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
 
 use super::*;
+use crate::wire::tests::bare_message;
 use crate::{
     Identity, SessionId,
     limits::{
         MAX_BODY_BYTES, MAX_ENVELOPE_BYTES, MAX_GROUP_RECIPIENTS, MAX_GROUP_TAG_BYTES,
         MAX_NAME_BYTES, MAX_SESSION_ID_BYTES, MAX_TASK_ID_BYTES,
     },
-    wire::{Body, Envelope, EnvelopeKind, OpenError, Signed, TaskStatus, VERSION},
+    wire::{Body, Envelope, OpenError, Signed, TaskStatus},
 };
 
 fn identity(n: u8) -> Identity {
@@ -43,24 +44,6 @@ fn largest_tag() -> GroupTag {
                 addr(10 + u8::try_from(i).unwrap(), &session)
             })
             .collect(),
-    }
-}
-
-fn envelope(from: &Identity, to: &Identity, rng: &mut ChaCha20Rng) -> Envelope {
-    Envelope {
-        v: VERSION,
-        sender: from.public(),
-        sender_session: SessionId::new("s-a").unwrap(),
-        recipient: to.public(),
-        recipient_session: SessionId::new("s-b").unwrap(),
-        msg_id: MsgId::random(rng),
-        ts: 1_790_000_000_000,
-        kind: EnvelopeKind::Message,
-        in_reply_to: None,
-        name: None,
-        sealed: None,
-        pass: None,
-        reply_pass: None,
     }
 }
 
@@ -114,7 +97,7 @@ fn the_largest_tag_fits_beside_the_longest_text() {
 
     let (a, b) = (identity(1), identity(2));
     let mut rng = ChaCha20Rng::seed_from_u64(1);
-    let mut env = envelope(&a, &b, &mut rng);
+    let mut env = bare_message(&a, &b, &mut rng);
     let body = Body {
         text: "x".repeat(MAX_BODY_BYTES),
         task_id: Some("t".repeat(MAX_TASK_ID_BYTES)),
@@ -153,7 +136,7 @@ fn the_tag_is_sealed_and_optional() {
     let reply = bytes.windows(11).position(|w| w == b"in_reply_to").unwrap();
     assert!(at > reply, "group comes after in_reply_to");
 
-    let mut env = envelope(&a, &b, &mut rng);
+    let mut env = bare_message(&a, &b, &mut rng);
     env.seal_body(&grouped, &b.sealing_secret().public(), &mut rng)
         .unwrap();
     let wire = Signed::sign(env, &a).unwrap().to_bytes();
@@ -176,7 +159,7 @@ fn an_oversized_tag_does_not_open() {
         ..Body::text("hi")
     };
     assert!(body.check().is_err());
-    let mut env = envelope(&a, &b, &mut rng);
+    let mut env = bare_message(&a, &b, &mut rng);
     // seal_body does not check; a hostile sender skips the check.
     env.seal_body(&body, &b.sealing_secret().public(), &mut rng)
         .unwrap();

@@ -440,4 +440,4 @@ pub fn is_valid_name(s: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

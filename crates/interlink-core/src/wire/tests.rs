@@ -42,8 +42,9 @@ pub(crate) fn announcement(id: &Identity, session: &str, summary: &str) -> Annou
     }
 }
 
-fn message(from: &Identity, to: &Identity, text: &str, rng: &mut ChaCha20Rng) -> Envelope {
-    let mut env = Envelope {
+/// An unsealed message envelope from `from`'s session `s-a` to `to`'s `s-b`, at `NOW`.
+pub(crate) fn bare_message(from: &Identity, to: &Identity, rng: &mut ChaCha20Rng) -> Envelope {
+    Envelope {
         v: VERSION,
         sender: from.public(),
         sender_session: sid("s-a"),
@@ -57,7 +58,11 @@ fn message(from: &Identity, to: &Identity, text: &str, rng: &mut ChaCha20Rng) ->
         sealed: None,
         pass: None,
         reply_pass: None,
-    };
+    }
+}
+
+fn message(from: &Identity, to: &Identity, text: &str, rng: &mut ChaCha20Rng) -> Envelope {
+    let mut env = bare_message(from, to, rng);
     env.seal_text(text, &to.sealing_secret().public(), rng)
         .unwrap();
     env

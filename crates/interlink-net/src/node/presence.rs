@@ -235,12 +235,7 @@ impl Actor {
                 let ann = ann.verify().map_err(|e| e.to_string())?;
                 match self.roster.apply_announcement(ann, now) {
                     Ok(upsert @ (Upsert::Inserted | Upsert::Updated)) => {
-                        if upsert == Upsert::Inserted {
-                            self.bootstrap.roster_grew(std::time::Instant::now());
-                        }
-                        self.pin_sealing_key(addr.key);
-                        self.route_session(&addr);
-                        self.offer_pass(&addr);
+                        self.learned(&addr, upsert);
                         // A fresh announcement is a sign of life: try it live again.
                         if let Some(source) = message.source {
                             self.peer_alive(source);
@@ -334,6 +329,18 @@ impl Actor {
         }
     }
 
+    /// What follows a new or newer announcement of `addr`, however it arrived: the
+    /// fast anti-entropy goes on while sessions are new, the peer's sealing key is
+    /// pinned, its mail is routed afresh and it is offered this user's pass.
+    fn learned(&mut self, addr: &SessionAddr, upsert: Upsert) {
+        if upsert == Upsert::Inserted {
+            self.bootstrap.roster_grew(std::time::Instant::now());
+        }
+        self.pin_sealing_key(addr.key);
+        self.route_session(addr);
+        self.offer_pass(addr);
+    }
+
     /// Applies what a roster fetch brought. The responder is not trusted: anything the
     /// roster does not already know is verified before it is applied.
     fn apply_roster_response(&mut self, peer: PeerId, response: RosterResponse) {
@@ -366,10 +373,7 @@ impl Actor {
                 });
             match result {
                 Ok(Some((upsert @ (Upsert::Inserted | Upsert::Updated), addr))) => {
-                    if upsert == Upsert::Inserted {
-                        self.bootstrap.roster_grew(std::time::Instant::now());
-                    }
-                    changed.push(addr);
+                    changed.push((addr, upsert));
                 }
                 Ok(_) => {}
                 Err(reason) => {
@@ -379,10 +383,8 @@ impl Actor {
             }
         }
         debug!(%peer, brought, new = changed.len(), held = self.roster.len(), "roster fetch answered");
-        for addr in &changed {
-            self.pin_sealing_key(addr.key);
-            self.route_session(addr);
-            self.offer_pass(addr);
+        for (addr, upsert) in &changed {
+            self.learned(addr, *upsert);
         }
         if !changed.is_empty() {
             self.emit(Event::RosterChanged);
