@@ -28,22 +28,29 @@ impl Routes {
     /// Records (or forgets) the node of `session`. When full, an arbitrary other route
     /// is forgotten: losing a route only delays delivery to the mailbox path.
     pub(crate) fn set(&mut self, session: SessionAddr, peer: Option<PeerRef>) {
+        // The nodes that may have lost their last route here: the session's previous
+        // one, and the evicted route's. Only they can leave `unreachable` (checking
+        // every route on each call made learning a roster of N sessions cost N²).
+        let mut dropped: [Option<PeerRef>; 2] = [None, None];
         match peer {
             Some(p) => {
                 if !self.map.contains_key(&session) && self.map.len() >= ROUTES_CAPACITY {
                     let victim = self.map.keys().next().cloned();
                     if let Some(v) = victim {
-                        self.map.remove(&v);
+                        dropped[1] = self.map.remove(&v);
                     }
                 }
-                self.map.insert(session, p);
+                dropped[0] = self.map.insert(session, p);
             }
             None => {
-                self.map.remove(&session);
+                dropped[0] = self.map.remove(&session);
             }
         }
-        let live: BTreeSet<PeerRef> = self.map.values().copied().collect();
-        self.unreachable.retain(|p| live.contains(p));
+        for d in dropped.into_iter().flatten() {
+            if self.unreachable.contains(&d) && !self.map.values().any(|p| *p == d) {
+                self.unreachable.remove(&d);
+            }
+        }
     }
 
     /// The node showed life.
