@@ -100,6 +100,8 @@ struct RunResult {
     cpu_pct: Option<f64>,
     /// What learning the roster cost each node, at convergence.
     costs: Vec<interlink_net::PresenceCost>,
+    /// Each node's open connections at convergence.
+    open: Vec<u64>,
 }
 
 /// One run of `n` nodes, bounded, with the nodes shut down afterwards whatever happens.
@@ -202,6 +204,15 @@ fn summarize(n: usize, identities: &[Arc<Identity>], runs: &[RunResult]) -> Vec<
         m.push(Measurement::count(format!("{name}_p50"), p50));
         m.push(Measurement::count(format!("{name}_max"), max));
     }
+    let mut open: Vec<u64> = runs.iter().flat_map(|r| r.open.iter().copied()).collect();
+    open.sort_unstable();
+    for (name, q) in [("open_connections_p50", 0.5), ("open_connections_max", 1.0)] {
+        let i = ((open.len().saturating_sub(1)) as f64 * q).round() as usize;
+        m.push(Measurement::count(
+            name,
+            usize::try_from(open.get(i).copied().unwrap_or(0)).unwrap_or(usize::MAX),
+        ));
+    }
     m.push(Measurement::count(
         "sessions",
         runs.iter().map(|r| r.sessions).min().unwrap_or(0),
@@ -268,6 +279,8 @@ async fn converge(
     let mut counts = vec![0usize; n];
     let mut last_read = vec![None::<Instant>; n];
     let mut events: Vec<_> = handles.iter().map(Handle::events).collect();
+    let mut trace_at = None;
+    let mut have: Vec<std::collections::HashSet<String>> = vec![Default::default(); n];
     loop {
         // Read every roster due at once: read one after another, each waiting for its
         // node's turn on a loaded runtime, the harness itself lagged by seconds.
@@ -282,10 +295,45 @@ async fn converge(
         let rosters = futures::future::join_all(due.iter().map(|&i| handles[i].roster())).await;
         for (&i, roster) in due.iter().zip(rosters) {
             let roster = roster.map_err(anyhow::Error::from)?;
+            if std::env::var_os("BENCH_DIAG").is_some() {
+                have[i] = roster
+                    .iter()
+                    .flat_map(|v| v.sessions.iter().map(|s| s.addr.session.to_string()))
+                    .collect();
+            }
             last_read[i] = Some(Instant::now());
             counts[i] = fleet::session_count(&roster);
             if counts[i] >= n {
                 done[i] = Some(start.elapsed());
+            }
+        }
+        if std::env::var_os("BENCH_TRACE").is_some() {
+            let t = start.elapsed().as_millis() / 250;
+            if trace_at != Some(t) {
+                trace_at = Some(t);
+                if std::env::var_os("BENCH_DIAG").is_some() {
+                    let mut missing: std::collections::BTreeMap<String, usize> = Default::default();
+                    for j in 0..n {
+                        let name = format!("conv-{n}-{j}");
+                        let lack = (0..n)
+                            .filter(|&i| done[i].is_none() && !have[i].contains(&name))
+                            .count();
+                        if lack > 0 {
+                            missing.insert(name, lack);
+                        }
+                    }
+                    eprintln!("missing: {missing:?}");
+                }
+                let mut c = counts.clone();
+                c.sort_unstable();
+                eprintln!(
+                    "t={:.2}s min={} p10={} p50={} done={}",
+                    start.elapsed().as_secs_f64(),
+                    c[0],
+                    c[n / 10],
+                    c[n / 2],
+                    done.iter().filter(|d| d.is_some()).count()
+                );
             }
         }
         if done.iter().all(Option::is_some) {
@@ -319,8 +367,11 @@ async fn converge(
         None => 0,
     };
     let mut costs = Vec::with_capacity(n);
+    let mut open = Vec::with_capacity(n);
     for h in &handles {
-        costs.push(h.diagnostics().await.map_err(anyhow::Error::from)?.presence);
+        let d = h.diagnostics().await.map_err(anyhow::Error::from)?;
+        costs.push(d.presence);
+        open.push(d.connected.len() as u64);
     }
     Ok(RunResult {
         converge,
@@ -329,6 +380,7 @@ async fn converge(
         sessions,
         cpu_pct: None,
         costs,
+        open,
     })
 }
 
