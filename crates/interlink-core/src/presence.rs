@@ -36,7 +36,7 @@ use crate::{
     limits::{AWAY_RETENTION_MS, LIVE_WINDOW_MS, MAX_ROSTER_IDENTITIES, MAX_SESSIONS_PER_IDENTITY},
     replay::{TimeError, check_time},
     session::SessionId,
-    wire::{Announcement, Goodbye, SessionAddr, Signed},
+    wire::{Announcement, Beacon, Goodbye, SessionAddr, Signed},
 };
 
 /// How present a session is, judged at some `now`.
@@ -108,9 +108,19 @@ impl Config {
         heartbeat::stretch_live_window(self.live_window_ms, ann.heartbeat_ms)
     }
 
-    /// The presence of the session that announced `ann`, at `now`.
+    /// The presence of the session that announced `ann`, at `now`, if nothing was
+    /// heard from it since.
     pub fn presence_of(&self, ann: &Announcement, now: u64) -> Presence {
         self.presence_within(ann.ts, now, self.live_window_for(ann))
+    }
+
+    /// The presence of a session last heard from as `heard` says, at `now`.
+    pub fn presence_heard(&self, heard: Heard, now: u64) -> Presence {
+        self.presence_within(
+            heard.ts,
+            now,
+            heartbeat::stretch_live_window(self.live_window_ms, heard.heartbeat_ms),
+        )
     }
 
     fn presence_within(&self, ts: u64, now: u64, live_window_ms: u64) -> Presence {
@@ -123,6 +133,28 @@ impl Config {
             Presence::Gone
         }
     }
+}
+
+/// The newest sign of life held for a session: its announcement's or its newest
+/// beacon's stamp, and the interval that sign promised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heard {
+    /// When (ms since the Unix epoch, the session's clock).
+    pub ts: u64,
+    /// Its sequence number.
+    pub seq: u64,
+    /// The longest the session said it would wait before the next sign, ms.
+    pub heartbeat_ms: u64,
+}
+
+/// What applying a beacon did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BeaconOutcome {
+    /// It is the newest sign of life of a held session: kept, and worth forwarding.
+    Applied,
+    /// Nothing new: no newer than what was heard, or it names no announcement held
+    /// (an older version, a session gone, or one never seen).
+    Unchanged,
 }
 
 /// What applying an announcement did.
@@ -170,7 +202,8 @@ pub struct SessionView {
     pub announcement: Announcement,
     /// Live or away; gone sessions are never listed.
     pub presence: Presence,
-    /// Milliseconds since the newest announcement (zero if it is dated ahead of `now`).
+    /// Milliseconds since the session was last heard from, by its announcement or a
+    /// beacon (zero if that is dated ahead of `now`).
     pub age_ms: u64,
 }
 
@@ -183,6 +216,18 @@ pub struct IdentityView {
     pub sessions: Vec<SessionView>,
 }
 
+/// Forgets the tag of `ann` in a roster's tag index, unless the tag names another
+/// session there (two sessions' tags can collide; the index keeps the first).
+fn untag(tags: &mut std::collections::HashMap<sync::Tag, SessionAddr>, ann: &Announcement) {
+    let tag = sync::Tag::of_announcement(ann);
+    if tags
+        .get(&tag)
+        .is_some_and(|a| a.key == ann.identity && a.session == ann.session_id)
+    {
+        tags.remove(&tag);
+    }
+}
+
 /// The `(ts, seq)` pair that orders announcements and goodbyes of one session.
 type Stamp = (u64, u64);
 
@@ -190,10 +235,43 @@ fn stamp_of(ann: &Announcement) -> Stamp {
     (ann.ts, ann.seq)
 }
 
+/// One held session: its verified announcement and the newest beacon that keeps it
+/// live (only a beacon naming this very announcement, and newer than it).
+#[derive(Clone, Debug)]
+pub(crate) struct Held {
+    pub(crate) ann: Signed<Announcement>,
+    pub(crate) beacon: Option<Signed<Beacon>>,
+}
+
+impl Held {
+    /// The newest sign of life: the beacon if there is one, else the announcement.
+    pub(crate) fn heard(&self) -> Heard {
+        match &self.beacon {
+            Some(b) => Heard {
+                ts: b.body().ts,
+                seq: b.body().seq,
+                heartbeat_ms: b.body().heartbeat_ms,
+            },
+            None => {
+                let a = self.ann.body();
+                Heard {
+                    ts: a.ts,
+                    seq: a.seq,
+                    heartbeat_ms: a.heartbeat_ms,
+                }
+            }
+        }
+    }
+
+    fn body(&self) -> &Announcement {
+        self.ann.body()
+    }
+}
+
 /// Everything held for one identity.
 #[derive(Debug, Default)]
 struct Group {
-    sessions: BTreeMap<SessionId, Signed<Announcement>>,
+    sessions: BTreeMap<SessionId, Held>,
     /// The newest goodbye stamp per session, kept after the session itself is removed so
     /// that a delayed older announcement is recognised as stale. Bounded by the
     /// per-identity cap and expired after the retention period: by then any announcement
@@ -205,12 +283,12 @@ impl Group {
     fn has_live(&self, config: &Config, now: u64) -> bool {
         self.sessions
             .values()
-            .any(|a| config.presence_of(a.body(), now) == Presence::Live)
+            .any(|h| config.presence_heard(h.heard(), now) == Presence::Live)
     }
 
     /// The newest timestamp held, announcement or goodbye.
     fn last_activity(&self) -> u64 {
-        let sessions = self.sessions.values().map(|a| a.body().ts);
+        let sessions = self.sessions.values().map(|h| h.heard().ts);
         let tombstones = self.tombstones.values().map(|t| t.0);
         sessions.chain(tombstones).max().unwrap_or(0)
     }
@@ -221,8 +299,11 @@ impl Group {
     fn eviction_victim(&self, config: &Config, now: u64, incoming: Stamp) -> Option<SessionId> {
         self.sessions
             .iter()
-            .filter(|(_, a)| config.presence_of(a.body(), now) != Presence::Live)
-            .map(|(id, a)| (stamp_of(a.body()), id))
+            .filter(|(_, h)| config.presence_heard(h.heard(), now) != Presence::Live)
+            .map(|(id, h)| {
+                let heard = h.heard();
+                ((heard.ts, heard.seq), id)
+            })
             .filter(|(stamp, _)| *stamp < incoming)
             .min()
             .map(|(_, id)| id.clone())
@@ -270,6 +351,11 @@ pub struct Roster {
     len: usize,
     /// Identities this node trusts (its own, its peers'): never evicted by others.
     trusted: std::collections::BTreeSet<IdentityKey>,
+    /// The [`sync::Tag`] of every held announcement, kept as they come and go: a
+    /// summary or a roster-fetch answer is built from it without hashing the roster
+    /// again (every connection asks for one, and at 100 sessions the hashing showed
+    /// in profiles of the convergence bench).
+    tags: std::collections::HashMap<sync::Tag, SessionAddr>,
 }
 
 impl Default for Roster {
@@ -288,6 +374,7 @@ impl Roster {
             groups: BTreeMap::new(),
             len: 0,
             trusted: std::collections::BTreeSet::new(),
+            tags: std::collections::HashMap::new(),
         }
     }
 
@@ -343,7 +430,12 @@ impl Roster {
             if stamp <= stamp_of(held.body()) {
                 return Ok(Upsert::Unchanged);
             }
-            *held = ann;
+            untag(&mut self.tags, held.body());
+            self.tags
+                .entry(sync::Tag::of_announcement(ann.body()))
+                .or_insert(SessionAddr { key, session });
+            // A beacon names one announcement: it keeps a newer one live no more.
+            *held = Held { ann, beacon: None };
             return Ok(Upsert::Updated);
         }
         if group.sessions.len() >= config.max_sessions_per_identity {
@@ -352,10 +444,18 @@ impl Roster {
                 let cap = config.max_sessions_per_identity;
                 return Err(RosterError::SessionCapReached { key, cap });
             };
-            group.sessions.remove(&victim);
+            if let Some(old) = group.sessions.remove(&victim) {
+                untag(&mut self.tags, old.body());
+            }
             self.len -= 1;
         }
-        group.sessions.insert(session, ann);
+        self.tags
+            .entry(sync::Tag::of_announcement(ann.body()))
+            .or_insert(SessionAddr {
+                key,
+                session: session.clone(),
+            });
+        group.sessions.insert(session, Held { ann, beacon: None });
         self.len += 1;
         Ok(Upsert::Inserted)
     }
@@ -386,6 +486,7 @@ impl Roster {
         let group = self.groups.entry(body.identity).or_default();
         let removed = match group.sessions.get(&body.session_id) {
             Some(held) if stamp_of(held.body()) <= stamp => {
+                untag(&mut self.tags, held.body());
                 group.sessions.remove(&body.session_id);
                 self.len -= 1;
                 true
@@ -401,10 +502,12 @@ impl Roster {
     pub fn sweep(&mut self, now: u64) -> Vec<SessionAddr> {
         let config = self.config;
         let mut dropped = Vec::new();
+        let tags = &mut self.tags;
         self.groups.retain(|key, group| {
-            group.sessions.retain(|session, ann| {
-                let keep = config.presence_of(ann.body(), now) != Presence::Gone;
+            group.sessions.retain(|session, held| {
+                let keep = config.presence_heard(held.heard(), now) != Presence::Gone;
                 if !keep {
+                    untag(tags, held.body());
                     dropped.push(SessionAddr {
                         key: *key,
                         session: session.clone(),
@@ -423,13 +526,71 @@ impl Roster {
 
     /// The presence of `addr` at `now`; [`Presence::Gone`] when it is not held.
     pub fn presence_of(&self, addr: &SessionAddr, now: u64) -> Presence {
-        self.get(addr)
-            .map_or(Presence::Gone, |a| self.config.presence_of(a.body(), now))
+        self.held(addr).map_or(Presence::Gone, |h| {
+            self.config.presence_heard(h.heard(), now)
+        })
+    }
+
+    /// The session whose held announcement has `tag`: the one a beacon naming that
+    /// tag speaks for, signed by its identity.
+    pub fn beacon_target(&self, tag: &sync::Tag) -> Option<&SessionAddr> {
+        self.tags.get(tag)
+    }
+
+    /// Applies a verified beacon (its signer named with [`Roster::beacon_target`]),
+    /// received at `now`: it becomes the session's newest sign of life if it names the
+    /// held announcement, was signed by that announcement's identity and is newer than
+    /// anything heard from the session.
+    pub fn apply_beacon(
+        &mut self,
+        beacon: Signed<Beacon>,
+        now: u64,
+    ) -> Result<BeaconOutcome, RosterError> {
+        use crate::wire::SignedBody as _;
+        let body = beacon.body();
+        check_time(body.ts, now, self.config.away_retention_ms)?;
+        let tag = body.tag();
+        let Some(addr) = self.tags.get(&tag).cloned() else {
+            return Ok(BeaconOutcome::Unchanged);
+        };
+        if *body.signer() != addr.key {
+            return Ok(BeaconOutcome::Unchanged);
+        }
+        let Some(held) = self
+            .groups
+            .get_mut(&addr.key)
+            .and_then(|g| g.sessions.get_mut(&addr.session))
+        else {
+            return Ok(BeaconOutcome::Unchanged);
+        };
+        let heard = held.heard();
+        // The index keeps the first of two colliding tags: make sure it is this one.
+        if (body.ts, body.seq) <= (heard.ts, heard.seq)
+            || sync::Tag::of_announcement(held.body()) != tag
+        {
+            return Ok(BeaconOutcome::Unchanged);
+        }
+        held.beacon = Some(beacon);
+        Ok(BeaconOutcome::Applied)
+    }
+
+    /// The newest beacon held for `addr`'s current announcement.
+    pub fn held_beacon(&self, addr: &SessionAddr) -> Option<&Signed<Beacon>> {
+        self.held(addr)?.beacon.as_ref()
+    }
+
+    /// The newest sign of life held for `addr`.
+    pub fn heard(&self, addr: &SessionAddr) -> Option<Heard> {
+        self.held(addr).map(Held::heard)
+    }
+
+    pub(crate) fn held(&self, addr: &SessionAddr) -> Option<&Held> {
+        self.groups.get(&addr.key)?.sessions.get(&addr.session)
     }
 
     /// The held announcement of `addr`, whatever its presence.
     pub fn get(&self, addr: &SessionAddr) -> Option<&Signed<Announcement>> {
-        self.groups.get(&addr.key)?.sessions.get(&addr.session)
+        self.held(addr).map(|h| &h.ann)
     }
 
     /// The sealing key `key` announced most recently, from any of its sessions held
@@ -447,8 +608,8 @@ impl Roster {
             .get(key)?
             .sessions
             .values()
-            .max_by_key(|a| (a.body().ts, a.body().seq))
-            .map(|a| a.body().sealing)
+            .max_by_key(|h| (h.body().ts, h.body().seq))
+            .map(|h| h.body().sealing)
     }
 
     /// The live and away sessions of `key` at `now`, in session-id order.
@@ -476,7 +637,9 @@ impl Roster {
     /// Call [`Roster::sweep`] first to leave out expired ones; a receiver refuses those
     /// anyway.
     pub fn announcements(&self) -> impl Iterator<Item = &Signed<Announcement>> + '_ {
-        self.groups.values().flat_map(|g| g.sessions.values())
+        self.groups
+            .values()
+            .flat_map(|g| g.sessions.values().map(|h| &h.ann))
     }
 
     /// Number of held announcements (sessions), including expired ones not yet swept.
@@ -498,17 +661,17 @@ impl Roster {
         group
             .sessions
             .iter()
-            .filter_map(|(session, ann)| {
-                let body = ann.body();
-                let presence = self.config.presence_of(body, now);
+            .filter_map(|(session, held)| {
+                let heard = held.heard();
+                let presence = self.config.presence_heard(heard, now);
                 (presence != Presence::Gone).then(|| SessionView {
                     addr: SessionAddr {
                         key: *key,
                         session: session.clone(),
                     },
-                    announcement: body.clone(),
+                    announcement: held.body().clone(),
                     presence,
-                    age_ms: now.saturating_sub(body.ts),
+                    age_ms: now.saturating_sub(heard.ts),
                 })
             })
             .collect()
@@ -554,6 +717,9 @@ impl Roster {
             .map(|(_, key)| key)?;
         if let Entry::Occupied(e) = self.groups.entry(victim) {
             self.len -= e.get().sessions.len();
+            for held in e.get().sessions.values() {
+                untag(&mut self.tags, held.body());
+            }
             e.remove();
         }
         Some(())

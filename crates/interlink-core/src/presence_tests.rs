@@ -520,7 +520,7 @@ fn snapshot(r: &Roster) -> Snapshot {
             let sessions = g
                 .sessions
                 .iter()
-                .map(|(s, a)| (s.clone(), a.to_bytes()))
+                .map(|(s, h)| (s.clone(), h.ann.to_bytes()))
                 .collect();
             let tombstones = g.tombstones.iter().map(|(s, t)| (s.clone(), *t)).collect();
             (*k, sessions, tombstones)
@@ -608,4 +608,113 @@ fn a_longer_announced_heartbeat_stretches_the_live_window_within_bounds() {
         r.presence_of(&addr, T0 + 4 * LIVE_WINDOW_MS),
         Presence::Away
     );
+}
+
+/// A beacon of identity `seed`'s session whose announcement is `a`, promising
+/// `heartbeat_ms`.
+fn beacon(
+    seed: u8,
+    a: &Signed<Announcement>,
+    heartbeat_ms: u64,
+    ts: u64,
+    seq: u64,
+) -> Signed<Beacon> {
+    let id = identity(seed);
+    let of = sync::Tag::of_announcement(a.body());
+    Signed::sign(Beacon::new(id.public(), of, heartbeat_ms, ts, seq), &id).unwrap()
+}
+
+#[test]
+fn a_beacon_keeps_its_session_live_past_the_announcements_window() {
+    let a = ann(1, "a", T0, 1);
+    let mut r = Roster::default();
+    r.apply_announcement(a.clone(), T0).unwrap();
+    let at = T0 + LIVE_WINDOW_MS + 5 * SECOND_MS;
+    assert_eq!(r.presence_of(&addr(1, "a"), at), Presence::Away);
+    let b = beacon(1, &a, crate::limits::HEARTBEAT_MS, T0 + LIVE_WINDOW_MS, 2);
+    assert_eq!(r.beacon_target(&b.body().tag()), Some(&addr(1, "a")));
+    assert_eq!(
+        r.apply_beacon(b.clone(), at).unwrap(),
+        BeaconOutcome::Applied
+    );
+    assert_eq!(r.presence_of(&addr(1, "a"), at), Presence::Live);
+    let view = &r.sessions_of(&identity(1).public(), at)[0];
+    assert_eq!(view.age_ms, 5 * SECOND_MS);
+    // The same beacon again, or an older one, is nothing new.
+    assert_eq!(r.apply_beacon(b, at).unwrap(), BeaconOutcome::Unchanged);
+    let old = beacon(1, &a, crate::limits::HEARTBEAT_MS, T0 + SECOND_MS, 2);
+    assert_eq!(r.apply_beacon(old, at).unwrap(), BeaconOutcome::Unchanged);
+    // Heard from last by the beacon: the sweep keeps it past the announcement's age.
+    let heard = r.heard(&addr(1, "a")).unwrap();
+    assert_eq!((heard.ts, heard.seq), (T0 + LIVE_WINDOW_MS, 2));
+    assert!(r.sweep(T0 + AWAY_RETENTION_MS + 1).is_empty());
+}
+
+#[test]
+fn a_beacon_names_one_announcement_and_one_signer() {
+    let a1 = ann(1, "a", T0, 1);
+    let mut r = Roster::default();
+    r.apply_announcement(a1.clone(), T0).unwrap();
+    let a2 = ann(1, "a", T0 + 10, 2);
+    r.apply_announcement(a2.clone(), T0 + 10).unwrap();
+    // A beacon of the replaced version keeps nothing live, and one of the current
+    // version signed by another identity is not this session's.
+    let stale = beacon(1, &a1, crate::limits::HEARTBEAT_MS, T0 + 20, 3);
+    assert_eq!(r.beacon_target(&stale.body().tag()), None);
+    assert_eq!(
+        r.apply_beacon(stale, T0 + 20).unwrap(),
+        BeaconOutcome::Unchanged
+    );
+    let id2 = identity(2);
+    let forged = Signed::sign(
+        Beacon::new(
+            id2.public(),
+            sync::Tag::of_announcement(a2.body()),
+            crate::limits::HEARTBEAT_MS,
+            T0 + 20,
+            3,
+        ),
+        &id2,
+    )
+    .unwrap();
+    assert_eq!(
+        r.apply_beacon(forged, T0 + 20).unwrap(),
+        BeaconOutcome::Unchanged
+    );
+    // A newer announcement drops the beacon of the one before.
+    let b = beacon(1, &a2, crate::limits::HEARTBEAT_MS, T0 + 20, 3);
+    assert_eq!(r.apply_beacon(b, T0 + 20).unwrap(), BeaconOutcome::Applied);
+    r.apply_announcement(ann(1, "a", T0 + 30, 4), T0 + 30)
+        .unwrap();
+    assert_eq!(r.heard(&addr(1, "a")).unwrap().seq, 4);
+    // After a goodbye nothing of the session is a beacon target.
+    let a3 = r.get(&addr(1, "a")).unwrap().clone();
+    r.apply_goodbye(bye(1, "a", T0 + 40, 5), T0 + 40).unwrap();
+    let late = beacon(1, &a3, crate::limits::HEARTBEAT_MS, T0 + 41, 6);
+    assert_eq!(
+        r.apply_beacon(late, T0 + 41).unwrap(),
+        BeaconOutcome::Unchanged
+    );
+}
+
+#[test]
+fn a_beacons_interval_stretches_the_live_window_and_its_time_is_checked() {
+    let a = ann(1, "a", T0, 1);
+    let mut r = Roster::default();
+    r.apply_announcement(a.clone(), T0).unwrap();
+    let slow = 5 * crate::limits::HEARTBEAT_MS;
+    let b = beacon(1, &a, slow, T0 + MINUTE_MS, 2);
+    r.apply_beacon(b, T0 + MINUTE_MS).unwrap();
+    let at = T0 + MINUTE_MS + 4 * LIVE_WINDOW_MS;
+    assert_eq!(r.presence_of(&addr(1, "a"), at), Presence::Live);
+    assert_eq!(
+        r.presence_of(&addr(1, "a"), T0 + MINUTE_MS + 5 * LIVE_WINDOW_MS),
+        Presence::Away
+    );
+    // Dated too far ahead: refused, as an announcement would be.
+    let ahead = beacon(1, &a, slow, T0 + MINUTE_MS + 10 * MAX_FUTURE_SKEW_MS, 3);
+    assert!(matches!(
+        r.apply_beacon(ahead, T0 + MINUTE_MS),
+        Err(RosterError::Time(_))
+    ));
 }

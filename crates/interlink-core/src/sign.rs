@@ -29,11 +29,13 @@ pub enum Domain {
     MailboxPass,
     /// A mailbox owner's request for a holder's copy ([`crate::wire::MailboxFetch`]).
     MailboxFetch,
+    /// A session's sign of life between announcements ([`crate::wire::Beacon`]).
+    Beacon,
 }
 
 impl Domain {
     /// All domains, for documentation and tests.
-    pub const ALL: [Domain; 8] = [
+    pub const ALL: [Domain; 9] = [
         Domain::Announcement,
         Domain::Goodbye,
         Domain::Envelope,
@@ -42,6 +44,7 @@ impl Domain {
         Domain::SealingKey,
         Domain::MailboxPass,
         Domain::MailboxFetch,
+        Domain::Beacon,
     ];
 
     /// The tag prefixed to the payload before signing.
@@ -55,6 +58,7 @@ impl Domain {
             Domain::SealingKey => b"interlink-p2p/v1/sealing-key\0",
             Domain::MailboxPass => b"interlink-p2p/v1/mailbox-pass\0",
             Domain::MailboxFetch => b"interlink-p2p/v1/mailbox-fetch\0",
+            Domain::Beacon => b"interlink-p2p/v1/beacon\0",
         }
     }
 }

@@ -15,10 +15,11 @@ use interlink_core::{
         sync::{Summary, Tag},
     },
     wire::{
-        Ack, AckEntry, Announcement, Body, DeliverResponse, DeliverResult, DeliveryMode, Envelope,
-        EnvelopeKind, Goodbye, HostKind, MailboxFetch, MailboxOp, MailboxPass, MailboxRequest,
-        Receipt, ReceiptRequest, ReceiptState, Refusal, RefusalCode, RosterRequest, SealingBinding,
-        SessionAddr, Signed, TaskStatus, VERSION,
+        Ack, AckEntry, Announcement, Beacon, Body, DeliverResponse, DeliverResult, DeliveryMode,
+        Envelope, EnvelopeKind, Goodbye, HostKind, MailboxFetch, MailboxOp, MailboxPass,
+        MailboxRequest, PresenceMessage, Receipt, ReceiptRequest, ReceiptState, Refusal,
+        RefusalCode, RosterRequest, RosterResponse, SealingBinding, SessionAddr, Signed,
+        TaskStatus, VERSION, gossip_message_id,
     },
 };
 use rand_core::{TryCryptoRng, TryRng};
@@ -109,6 +110,23 @@ fn vectors() -> Vec<(&'static str, String)> {
             key: alice.public(),
             session: sa.clone(),
         });
+
+    // Alice's session on a roster, kept live by a beacon a minute after it announced.
+    let mut roster = Roster::default();
+    roster.apply_announcement(announcement.clone(), TS).unwrap();
+    let beacon = Signed::sign(
+        Beacon::new(
+            alice.public(),
+            Tag::of_announcement(announcement.body()),
+            interlink_core::limits::HEARTBEAT_MS,
+            TS + 60_000,
+            2,
+        ),
+        &alice,
+    )
+    .unwrap();
+    roster.apply_beacon(beacon.clone(), TS + 60_000).unwrap();
+    let beacon_msg = PresenceMessage::Beacon(beacon.clone()).to_bytes();
 
     let receipt = Signed::sign(
         Receipt {
@@ -248,13 +266,43 @@ fn vectors() -> Vec<(&'static str, String)> {
             "roster_request.wire",
             hex(&cbor4ii::serde::to_vec(
                 Vec::new(),
-                &RosterRequest::with_summary(&{
-                    let mut roster = Roster::default();
-                    roster.apply_announcement(announcement.clone(), TS).unwrap();
-                    Summary::of(&roster)
-                }),
+                &RosterRequest::with_summary(&Summary::of(&roster, TS)),
             )
             .unwrap()),
+        ),
+        // The same roster judged at a time the session is away: its tag is marked.
+        (
+            "roster_request_away.wire",
+            hex(&cbor4ii::serde::to_vec(
+                Vec::new(),
+                &RosterRequest::with_summary(&Summary::of(
+                    &roster,
+                    TS + interlink_core::limits::LIVE_WINDOW_MS,
+                )),
+            )
+            .unwrap()),
+        ),
+        ("roster_digest", hex(&roster.digest())),
+        (
+            "roster_digest_request.wire",
+            hex(
+                &cbor4ii::serde::to_vec(Vec::new(), &RosterRequest::with_digest(roster.digest()))
+                    .unwrap(),
+            ),
+        ),
+        ("beacon.wire", hex(&beacon.to_bytes())),
+        (
+            "roster_response.wire",
+            hex(&cbor4ii::serde::to_vec(
+                Vec::new(),
+                &RosterResponse::new(&roster.answer(&RosterRequest::default(), TS).unwrap()),
+            )
+            .unwrap()),
+        ),
+        ("presence_beacon.msg", hex(&beacon_msg)),
+        (
+            "gossip_id(presence_beacon.msg)",
+            hex(&gossip_message_id(&beacon_msg)),
         ),
     ]
 }
@@ -322,7 +370,15 @@ fn spec_vectors_decode_and_verify() {
             .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
             .collect::<Vec<u8>>()
     };
-    Signed::<Announcement>::decode(&get("announcement.wire")).unwrap();
+    let ann = Signed::<Announcement>::decode(&get("announcement.wire")).unwrap();
+    // A beacon verifies under the identity of the announcement its tag names.
+    let beacon = interlink_core::wire::Unverified::<Beacon>::decode(&get("beacon.wire")).unwrap();
+    assert_eq!(beacon.claimed().tag(), Tag::of_announcement(ann.body()));
+    beacon.signed_by(ann.body().identity).verify().unwrap();
+    let response: RosterResponse =
+        cbor4ii::serde::from_slice(&get("roster_response.wire")).unwrap();
+    assert_eq!(response.announcements.len(), 1);
+    assert_eq!(response.beacons.len(), 1);
     let env = Signed::<Envelope>::decode(&get("envelope.wire")).unwrap();
     let bob = Identity::from_seed(&[0x22; 32]);
     assert_eq!(

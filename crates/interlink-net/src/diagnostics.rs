@@ -58,11 +58,14 @@ pub struct PresenceCost {
     pub roster_fetches: u64,
     /// Bytes of the roster responses it received.
     pub roster_bytes: u64,
-    /// Bytes of the summaries in roster requests it received (protocol version 7).
+    /// Bytes of the summaries (and away bitmaps) in roster requests it received.
     pub summary_bytes: u64,
-    /// Announcements and goodbyes verified (gossip and roster fetches); copies
-    /// recognised unverified as already held or older are not counted.
+    /// Announcements, beacons and goodbyes verified (gossip and roster fetches);
+    /// copies recognised unverified as already held or older are not counted.
     pub verified: u64,
+    /// Announcements and beacons anti-entropy brought that this node published again
+    /// (gossip had missed them).
+    pub republished: u64,
     /// Connections this node established (every one starts a roster fetch).
     pub connections: u64,
 }

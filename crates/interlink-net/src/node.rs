@@ -15,6 +15,7 @@ mod presence;
 mod publishing;
 mod relay_store;
 mod relaying;
+mod roster_sync;
 mod sealing;
 mod sending;
 mod store;
@@ -148,6 +149,8 @@ impl Node {
             seq: 0,
             summary,
             announce_due: true,
+            unpublished: None,
+            roster_asks: roster_sync::RosterAsks::default(),
             last_announce: None,
             listen_addrs: Vec::new(),
             peers: HashMap::new(),
@@ -252,6 +255,11 @@ struct Actor {
     summary: String,
     /// An announcement is owed (start, summary change, new listen address).
     announce_due: bool,
+    /// The newest signed announcement while no peer has taken it (nobody subscribed
+    /// to the topic yet): published as it is once one does.
+    unpublished: Option<Vec<u8>>,
+    /// This node's roster requests in flight and what each asked.
+    roster_asks: roster_sync::RosterAsks,
     /// When this session last announced (ms since the epoch) and the heartbeat that
     /// announcement promised.
     last_announce: Option<(u64, std::time::Duration)>,
@@ -307,6 +315,9 @@ impl Actor {
             let settle_at = self
                 .publishing
                 .next_deadline()
+                .into_iter()
+                .chain(self.bootstrap.next_recheck())
+                .min()
                 .map(tokio::time::Instant::from_std);
             let deadline = engine_at.into_iter().chain(settle_at).min();
             let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + TICK);
@@ -328,6 +339,7 @@ impl Actor {
                 () = tokio::time::sleep_until(wake), if deadline.is_some() => {
                     self.on_engine_timer();
                     self.answer_settle_waiters(Instant::now());
+                    discovery::recheck_due(self, Instant::now());
                 }
             }
         }
@@ -366,8 +378,13 @@ impl Actor {
             crate::now_ms().saturating_sub(t)
                 >= u64::try_from(every.as_millis()).unwrap_or(u64::MAX)
         });
-        if self.announce_due || heartbeat_due {
+        if self.announce_due {
             self.announce();
+        } else if heartbeat_due {
+            // The announcement is unchanged: a beacon says the session is still here.
+            self.beacon();
+        } else {
+            self.publish_announcement();
         }
         self.bootstrap.dial_due(&mut self.swarm, now);
         discovery::periodic(self, now);
@@ -468,7 +485,12 @@ impl Actor {
                 }
                 if num_established.get() == 1 {
                     debug!(%peer_id, "connected");
-                    self.fetch_roster(peer_id);
+                    // The roster fetch waits for the peer's subscription to the presence
+                    // topic (`node::presence`): by then the peer is in our gossip mesh,
+                    // and we in its, so what reaches it after it answers is forwarded
+                    // to us. Fetched at connection, what arrived at the peer between its
+                    // answer and our joining its mesh was lost to us, and to everyone
+                    // that would have heard it from us.
                     self.emit(Event::PeerConnected(peer_id));
                 }
             }

@@ -241,7 +241,7 @@ fn on_roster(
             message: request_response::Message::Request { channel, .. },
             ..
         } => {
-            let empty = RosterResponse::new(std::iter::empty());
+            let empty = RosterResponse::empty();
             let _ = swarm.behaviour_mut().roster.send_response(channel, empty);
             None
         }

@@ -9,8 +9,14 @@ use interlink_core::{
     Identity,
     limits::MAX_SESSIONS_PER_IDENTITY,
     names::Network,
-    presence::{Roster, sync::Summary},
-    wire::{Announcement, MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage, RosterRequest, Signed},
+    presence::{
+        Roster,
+        sync::{Summary, Tag},
+    },
+    wire::{
+        Announcement, Beacon, MAX_PRESENCE_MESSAGE_BYTES, PresenceMessage, RosterRequest,
+        RosterResponse, Signed,
+    },
 };
 use interlink_net::{
     Config, Handle, Node, Role,
@@ -222,6 +228,25 @@ impl Hostile {
             .await
     }
 
+    /// Sends `peer` this roster request and returns its whole answer.
+    async fn ask_roster(&mut self, peer: PeerId, request: RosterRequest) -> RosterResponse {
+        self.swarm
+            .behaviour_mut()
+            .roster
+            .send_request(&peer, request);
+        self.swarm
+            .wait(|e| match e {
+                SwarmEvent::Behaviour(BehaviourEvent::Roster(
+                    request_response::Event::Message {
+                        message: request_response::Message::Response { response, .. },
+                        ..
+                    },
+                )) => Some(response),
+                _ => None,
+            })
+            .await
+    }
+
     /// Drives the hostile swarm until it hears an announcement of `key` on the topic.
     async fn next_announcement_of(&mut self, key: &interlink_core::IdentityKey) -> Announcement {
         let key = *key;
@@ -231,7 +256,7 @@ impl Hostile {
                 SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message {
                     message,
                     ..
-                })) => match PresenceMessage::decode(&message.data) {
+                })) => match PresenceMessage::decode(&message.data, |_| None) {
                     Ok(PresenceMessage::Announcement(a)) if a.body().identity == key => {
                         Some(a.body().clone())
                     }
@@ -242,6 +267,26 @@ impl Hostile {
         )
         .await
         .expect("an announcement within 30 s")
+    }
+
+    /// Drives the hostile swarm until it hears a beacon signed by `key` on the topic.
+    async fn next_beacon_of(&mut self, key: &interlink_core::IdentityKey) -> Beacon {
+        let key = *key;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            self.swarm.wait(|e| match e {
+                SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message {
+                    message,
+                    ..
+                })) => match PresenceMessage::decode(&message.data, |_| Some(key)) {
+                    Ok(PresenceMessage::Beacon(b)) => Some(b.body().clone()),
+                    _ => None,
+                },
+                _ => None,
+            }),
+        )
+        .await
+        .expect("a beacon within 30 s")
     }
 
     /// Drives the hostile swarm until `events` reports a rejection containing `needle`
@@ -353,7 +398,7 @@ async fn hostile_presence_is_rejected_not_forwarded_and_capped() {
     for a in &held {
         mine.apply_announcement(a.clone(), now).unwrap();
     }
-    let full = RosterRequest::with_summary(&Summary::of(&mine));
+    let full = RosterRequest::with_summary(&Summary::of(&mine, now));
     assert!(evil.fetch_roster_with(a_peer, full).await.is_empty());
     let mut without_b = Roster::default();
     for a in held
@@ -362,7 +407,7 @@ async fn hostile_presence_is_rejected_not_forwarded_and_capped() {
     {
         without_b.apply_announcement(a.clone(), now).unwrap();
     }
-    let lacking = RosterRequest::with_summary(&Summary::of(&without_b));
+    let lacking = RosterRequest::with_summary(&Summary::of(&without_b, now));
     let answer = evil.fetch_roster_with(a_peer, lacking).await;
     assert_eq!(answer, vec![b_ann.to_bytes()]);
     let ragged = RosterRequest {
@@ -376,12 +421,44 @@ async fn hostile_presence_is_rejected_not_forwarded_and_capped() {
             .is_some(),
         "a ragged summary was not reported"
     );
-    evil.publish(PresenceMessage::Announcement(b_ann).to_bytes());
+    // A digest request: the same versions are `same`, A's digest is not ours
+    // without B.
+    let same = evil
+        .ask_roster(a_peer, RosterRequest::with_digest(mine.digest()))
+        .await;
+    assert!(same.same && same.announcements.is_empty());
+    let differs = evil
+        .ask_roster(a_peer, RosterRequest::with_digest(without_b.digest()))
+        .await;
+    assert!(!differs.same && differs.announcements.is_empty());
+    // Protocol v8: gossipsub carries presence unsigned, so a genuine announcement
+    // forwarded by another peer is a copy like any other: recognised without a
+    // signature check, roster unchanged.
+    let verified = a.handle().diagnostics().await.unwrap().presence.verified;
+    evil.publish(PresenceMessage::Announcement(b_ann.clone()).to_bytes());
+    // A beacon naming B's announcement but signed by someone else is forged.
+    let forged = Signed::sign(
+        Beacon::new(
+            mallory.public(),
+            Tag::of_announcement(b_ann.body()),
+            30_000,
+            now + 1_000,
+            b_ann.body().seq + 1,
+        ),
+        &mallory,
+    )
+    .unwrap();
+    evil.publish(PresenceMessage::Beacon(forged).to_bytes());
     assert!(
-        evil.until_rejected(&mut events, "published by another peer")
+        evil.until_rejected(&mut events, "beacon signature")
             .await
             .is_some(),
-        "replayed announcement was not rejected"
+        "forged beacon was not rejected"
+    );
+    assert_eq!(
+        a.handle().diagnostics().await.unwrap().presence.verified,
+        verified + 1,
+        "the forwarded copy was checked again (or the beacon was not)"
     );
 
     // Cap: one identity announces far more sessions than allowed.
@@ -586,7 +663,7 @@ async fn one_peer_cannot_open_unbounded_connections() {
 /// On a roster past 600 sessions a session announces less often, and says so in its
 /// announcement (`heartbeat_ms`, protocol v7), so receivers keep it live as long.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_large_roster_stretches_the_heartbeat_and_the_announcement_says_so() {
+async fn a_large_roster_stretches_the_heartbeat_and_the_beacon_says_so() {
     use interlink_core::presence::heartbeat_interval_ms;
     let base = 26_000 + u64::from(std::process::id() % 1000) * 100;
     let mut cfg = config(base, None);
@@ -625,13 +702,14 @@ async fn a_large_roster_stretches_the_heartbeat_and_the_announcement_says_so() {
             tokio::time::timeout(Duration::from_millis(50), evil.swarm.select_next_some()).await;
     };
 
-    // Its next announcement promises the stretched interval.
+    // Its next beacon (the announcement is unchanged) promises the stretched interval.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let ann = evil.next_announcement_of(&a_key).await;
-        if ann.heartbeat_ms > 300 {
-            assert!(ann.heartbeat_ms >= heartbeat_interval_ms(len.min(609) - 1));
-            assert!(ann.heartbeat_ms > interlink_core::limits::HEARTBEAT_MS);
+        let beacon = evil.next_beacon_of(&a_key).await;
+        if beacon.heartbeat_ms > 300 {
+            assert!(beacon.heartbeat_ms >= heartbeat_interval_ms(len.min(609) - 1));
+            assert!(beacon.heartbeat_ms > interlink_core::limits::HEARTBEAT_MS);
+            assert_eq!(beacon.tag(), Tag::of_announcement(&first));
             break;
         }
         assert!(
@@ -640,4 +718,92 @@ async fn a_large_roster_stretches_the_heartbeat_and_the_announcement_says_so() {
         );
     }
     a.shutdown().await;
+}
+
+/// Protocol v8: between changes a session re-announces by beacons, which keep it live
+/// on its peers' rosters without a new announcement version; and a roster fetch that
+/// marks a session away brings its newest beacon, so a node back from a partition sees
+/// it live at once instead of after its next beacon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beacons_keep_a_session_live_and_a_fetch_brings_them_to_a_node_that_missed_them() {
+    use interlink_core::presence::{Presence, sync::Summary};
+    let base = 27_000 + u64::from(std::process::id() % 1000) * 100;
+    // A short live window, so a few seconds cover several windows: A beacons every
+    // 300 ms, and B judges a session silent for 1 s away.
+    let mut cfg = config(base, None);
+    cfg.heartbeat = Duration::from_millis(300);
+    let a = node::spawn(cfg, session_role(1, "beaconing"));
+    let a_key = Identity::from_seed(&[1; 32]).public();
+    let mut cfg = config(base + 1, Some((base, a.handle().peer_id())));
+    cfg.presence.live_window_ms = 1_000;
+    let b = node::spawn(cfg, session_role(2, "watching"));
+    let b_handle = b.handle();
+    let view_of_a = async || {
+        b_handle
+            .roster()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|i| i.key == a_key)
+            .and_then(|i| i.sessions.into_iter().next())
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        if let Some(v) = view_of_a().await {
+            break v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "B never saw A");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Three live windows later A is still live on B, by the same announcement.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later = view_of_a().await.expect("A still on B's roster");
+    assert_eq!(later.presence, Presence::Live, "{later:?}");
+    assert_eq!(
+        later.announcement.seq, first.announcement.seq,
+        "re-announced"
+    );
+    assert!(later.age_ms < 1_000, "{later:?}");
+
+    // A node that holds A's announcement but judges A away (as after a partition)
+    // asks with A's tag marked: the answer carries A's newest beacon, valid under A.
+    let mut evil = Hostile::join(base + 2, (base + 1, b_handle.peer_id())).await;
+    let held = evil.fetch_roster(b_handle.peer_id()).await;
+    let a_ann = held
+        .iter()
+        .map(|bytes| Signed::<Announcement>::decode(bytes).unwrap())
+        .find(|a| a.body().identity == a_key)
+        .expect("B holds A's announcement");
+    let mut stale = Roster::new(interlink_core::presence::Config {
+        live_window_ms: 1_000,
+        ..Default::default()
+    });
+    stale.apply_announcement(a_ann.clone(), now_ms()).unwrap();
+    let request = RosterRequest::with_summary(&Summary::of(&stale, now_ms() + 5_000));
+    assert!(!request.away.is_empty(), "A is not marked away");
+    let answer = evil.ask_roster(b_handle.peer_id(), request).await;
+    // (B's own announcement comes too: the stale roster lacks it.)
+    assert!(
+        answer
+            .announcements
+            .iter()
+            .all(|b| Signed::<Announcement>::decode(b).unwrap().body().identity != a_key),
+        "sent what the summary names"
+    );
+    let beacon = answer
+        .beacons
+        .iter()
+        .map(|bytes| {
+            interlink_core::wire::Unverified::<Beacon>::decode(bytes)
+                .unwrap()
+                .signed_by(a_key)
+                .verify()
+                .unwrap()
+        })
+        .next()
+        .expect("no beacon for the session marked away");
+    assert_eq!(beacon.body().tag(), Tag::of_announcement(a_ann.body()));
+    assert!(beacon.body().ts > a_ann.body().ts);
+    a.shutdown().await;
+    b.shutdown().await;
 }

@@ -1,12 +1,26 @@
-//! Roster sync by summary: what a roster fetch sends back (protocol version 7).
+//! Roster sync by summary (protocol versions 7 and 8): what a roster fetch sends back.
 //!
 //! Before version 7 a roster fetch returned every held announcement, and every new
 //! connection brought one: on an overlay of N sessions where a node holds C
 //! connections, learning the roster cost N × C announcements received, decoded and
 //! hashed. Now the requester sends a *summary* — one 8-byte [`Tag`] per announcement it
 //! holds — and the responder returns only the announcements whose tag is not in it:
-//! the ones the requester lacks, or holds in an older version. A connection between
-//! two nodes that already agree costs `8 × N` bytes one way and an empty list back.
+//! the ones the requester lacks, or holds in an older version.
+//!
+//! Version 8 adds liveness and a cheap agreement check:
+//!
+//! - Announcements change rarely; between changes a session sends beacons
+//!   ([`crate::wire::Beacon`]), which tags do not name. A response carries, with each
+//!   announcement it sends, that announcement's newest beacon, and the summary marks
+//!   the sessions the requester judges away (a bitmap over its tags): the responder
+//!   sends the newest beacon of each of those it heard from since. A node back from a
+//!   partition or a sleep sees its peers live again on its first fetch, not after
+//!   their next beacon.
+//! - A *digest* request carries only [`Roster::digest`], 16 bytes naming the whole
+//!   set of held announcement versions; a responder holding the same set answers
+//!   `same` and nothing else. Anti-entropy between nodes that agree (almost always,
+//!   once beacons carry the heartbeats) costs a few dozen bytes instead of 8 bytes
+//!   per session.
 //!
 //! A tag names one version of one session: it hashes the identity, the session id
 //! and the `(ts, seq)` stamp, so a newer announcement of the same session has another
@@ -18,11 +32,11 @@ use std::collections::HashSet;
 
 use sha2::{Digest as _, Sha256};
 
-use super::Roster;
+use super::{Presence, Roster};
 use crate::{
     identity::IdentityKey,
     session::SessionId,
-    wire::{Announcement, Signed},
+    wire::{Announcement, Beacon, RosterRequest, Signed},
 };
 
 /// Bytes of one tag.
@@ -36,7 +50,11 @@ pub const MAX_SUMMARY_TAGS: usize = 16_384;
 /// Largest encoded summary, in bytes.
 pub const MAX_SUMMARY_BYTES: usize = MAX_SUMMARY_TAGS * TAG_BYTES;
 
+/// Bytes of a roster digest ([`Roster::digest`]).
+pub const DIGEST_BYTES: usize = 16;
+
 const TAG_DOMAIN: &[u8] = b"interlink-p2p/v7/roster-tag\0";
+const DIGEST_DOMAIN: &[u8] = b"interlink-p2p/v8/roster-digest\0";
 
 /// One version of one session's announcement, as named in a summary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,7 +86,7 @@ impl Tag {
     }
 }
 
-/// Why a summary was refused.
+/// Why a roster request was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
 #[non_exhaustive]
 pub enum SummaryError {
@@ -78,60 +96,109 @@ pub enum SummaryError {
     /// It is longer than [`MAX_SUMMARY_BYTES`].
     #[error("roster summary of {0} bytes; the limit is {MAX_SUMMARY_BYTES}")]
     Oversized(usize),
+    /// The away bitmap is neither empty nor one bit per tag, rounded up to bytes.
+    #[error("away bitmap of {got} bytes for {tags} tags (want 0 or {want})")]
+    Bitmap {
+        /// Its length.
+        got: usize,
+        /// Tags in the summary.
+        tags: usize,
+        /// The length one bit per tag takes.
+        want: usize,
+    },
+    /// A digest request that also carries a summary.
+    #[error("a digest request carries no summary")]
+    DigestWithSummary,
 }
 
-/// The set of announcement versions a requester holds.
+/// The set of announcement versions a requester holds, and which of them it judges
+/// away.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     tags: HashSet<Tag>,
+    away: HashSet<Tag>,
 }
 
 impl Summary {
-    /// The summary of what `roster` holds: newest first, at most [`MAX_SUMMARY_TAGS`].
-    pub fn of(roster: &Roster) -> Self {
-        let mut all: Vec<&Signed<Announcement>> = roster.announcements().collect();
+    /// The summary of what `roster` holds at `now`: newest first, at most
+    /// [`MAX_SUMMARY_TAGS`], with the sessions judged away marked.
+    pub fn of(roster: &Roster, now: u64) -> Self {
+        let config = roster.config;
+        let mut all: Vec<(&Tag, &super::SessionAddr)> = roster.tags.iter().collect();
         if all.len() > MAX_SUMMARY_TAGS {
-            all.sort_unstable_by_key(|a| std::cmp::Reverse((a.body().ts, a.body().seq)));
+            all.sort_unstable_by_key(|(_, addr)| {
+                std::cmp::Reverse(roster.get(addr).map(|a| (a.body().ts, a.body().seq)))
+            });
             all.truncate(MAX_SUMMARY_TAGS);
         }
-        Self {
-            tags: all
-                .into_iter()
-                .map(|a| Tag::of_announcement(a.body()))
-                .collect(),
+        let mut summary = Self::default();
+        for (tag, addr) in all {
+            summary.tags.insert(*tag);
+            let away = roster
+                .held(addr)
+                .is_some_and(|h| config.presence_heard(h.heard(), now) != Presence::Live);
+            if away {
+                summary.away.insert(*tag);
+            }
         }
+        summary
     }
 
-    /// Decodes the packed wire form: tags back to back.
-    pub fn decode(bytes: &[u8]) -> Result<Self, SummaryError> {
+    /// Decodes the packed wire form: tags back to back, and the away bitmap over them
+    /// (empty: none marked).
+    pub fn decode(bytes: &[u8], away: &[u8]) -> Result<Self, SummaryError> {
         if bytes.len() > MAX_SUMMARY_BYTES {
             return Err(SummaryError::Oversized(bytes.len()));
         }
         if !bytes.len().is_multiple_of(TAG_BYTES) {
             return Err(SummaryError::Ragged(bytes.len()));
         }
-        Ok(Self {
-            tags: bytes
-                .chunks_exact(TAG_BYTES)
-                .map(|c| {
-                    let mut t = [0u8; TAG_BYTES];
-                    t.copy_from_slice(c);
-                    Tag(t)
-                })
-                .collect(),
-        })
+        let count = bytes.len() / TAG_BYTES;
+        let want = count.div_ceil(8);
+        if !away.is_empty() && away.len() != want {
+            return Err(SummaryError::Bitmap {
+                got: away.len(),
+                tags: count,
+                want,
+            });
+        }
+        let mut summary = Self::default();
+        for (i, c) in bytes.chunks_exact(TAG_BYTES).enumerate() {
+            let mut t = [0u8; TAG_BYTES];
+            t.copy_from_slice(c);
+            summary.tags.insert(Tag(t));
+            if away.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0) {
+                summary.away.insert(Tag(t));
+            }
+        }
+        Ok(summary)
     }
 
-    /// The packed wire form, tags in ascending order (so equal sets encode equally).
-    pub fn to_bytes(&self) -> Vec<u8> {
+    /// The packed wire form: the tags in ascending order (so equal sets encode
+    /// equally) and the away bitmap over them (empty when none is away).
+    pub fn to_wire(&self) -> (Vec<u8>, Vec<u8>) {
         let mut tags: Vec<&Tag> = self.tags.iter().collect();
         tags.sort_unstable();
-        tags.into_iter().flat_map(|t| t.0).collect()
+        let mut away = vec![0u8; tags.len().div_ceil(8)];
+        for (i, t) in tags.iter().enumerate() {
+            if self.away.contains(t) {
+                away[i / 8] |= 1 << (i % 8);
+            }
+        }
+        if self.away.is_empty() {
+            away.clear();
+        }
+        (tags.into_iter().flat_map(|t| t.0).collect(), away)
     }
 
     /// Whether the summary names this version.
     pub fn contains(&self, tag: &Tag) -> bool {
         self.tags.contains(tag)
+    }
+
+    /// Whether the requester judges the session of this version away.
+    pub fn is_away(&self, tag: &Tag) -> bool {
+        self.away.contains(tag)
     }
 
     /// Number of tags.
@@ -146,15 +213,85 @@ impl Summary {
     }
 }
 
+/// What a roster fetch answers ([`Roster::answer`]), to be encoded as a
+/// [`crate::wire::RosterResponse`].
+#[derive(Debug, Default)]
+pub struct Answer<'a> {
+    /// Announcements the requester lacks, newest first, each with its newest beacon.
+    pub entries: Vec<(&'a Signed<Announcement>, Option<&'a Signed<Beacon>>)>,
+    /// Beacons of sessions the requester judges away that this roster heard from
+    /// since (their announcements the requester holds).
+    pub beacons: Vec<&'a Signed<Beacon>>,
+    /// A digest request whose digest is this roster's.
+    pub same: bool,
+}
+
 impl Roster {
     /// What a requester that sent `summary` is missing: every held announcement whose
     /// exact version the summary does not name, newest first.
     pub fn missing_from(&self, summary: &Summary) -> Vec<&Signed<Announcement>> {
         let mut out: Vec<&Signed<Announcement>> = self
-            .announcements()
-            .filter(|a| !summary.contains(&Tag::of_announcement(a.body())))
+            .tags
+            .iter()
+            .filter(|(tag, _)| !summary.contains(tag))
+            .filter_map(|(_, addr)| self.get(addr))
             .collect();
         out.sort_unstable_by_key(|a| std::cmp::Reverse((a.body().ts, a.body().seq)));
+        out
+    }
+
+    /// The answer to `request` at `now`: to a digest request, whether this roster's
+    /// digest is the same; to a full one, what its summary lacks with their beacons,
+    /// and the beacons of the sessions it marked away that are live here.
+    pub fn answer(&self, request: &RosterRequest, now: u64) -> Result<Answer<'_>, SummaryError> {
+        if let Some(digest) = &request.digest {
+            if !request.have.is_empty() || !request.away.is_empty() {
+                return Err(SummaryError::DigestWithSummary);
+            }
+            return Ok(Answer {
+                same: digest.into_array() == self.digest(),
+                ..Answer::default()
+            });
+        }
+        let summary = Summary::decode(&request.have, &request.away)?;
+        let entries = self
+            .missing_from(&summary)
+            .into_iter()
+            .map(|a| {
+                let beacon = self
+                    .held(&a.body().session_addr())
+                    .and_then(|h| h.beacon.as_ref());
+                (a, beacon)
+            })
+            .collect();
+        let beacons = summary
+            .away
+            .iter()
+            .filter_map(|tag| self.held(self.tags.get(tag)?))
+            .filter(|h| self.config.presence_heard(h.heard(), now) == Presence::Live)
+            .filter_map(|h| h.beacon.as_ref())
+            .collect();
+        Ok(Answer {
+            entries,
+            beacons,
+            same: false,
+        })
+    }
+
+    /// The digest of the announcement versions held: the first [`DIGEST_BYTES`] of
+    /// SHA-256 over a domain and every tag, in ascending order. Two rosters holding
+    /// the same versions have the same digest, whatever beacons each has heard.
+    pub fn digest(&self) -> [u8; DIGEST_BYTES] {
+        let mut tags: Vec<&Tag> = self.tags.keys().collect();
+        tags.sort_unstable();
+        let mut h = Sha256::new();
+        h.update(DIGEST_DOMAIN);
+        for t in tags {
+            h.update(t.0);
+        }
+        let digest = h.finalize();
+        let mut out = [0u8; DIGEST_BYTES];
+        out.copy_from_slice(&digest[..DIGEST_BYTES]);
         out
     }
 
@@ -178,8 +315,11 @@ impl Roster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::presence::tests::{T0, ann, bye, identity, sid};
-    use crate::wire::Unverified;
+    use crate::{
+        limits::{HEARTBEAT_MS, LIVE_WINDOW_MS},
+        presence::tests::{T0, addr, ann, bye, identity, sid},
+        wire::{Unverified, VERSION},
+    };
 
     fn roster_of(anns: &[Signed<Announcement>]) -> Roster {
         let mut r = Roster::default();
@@ -187,6 +327,32 @@ mod tests {
             r.apply_announcement(a.clone(), T0).unwrap();
         }
         r
+    }
+
+    /// A beacon of identity `seed`'s session whose announcement is `a`.
+    pub(crate) fn beacon_for(
+        seed: u8,
+        a: &Signed<Announcement>,
+        ts: u64,
+        seq: u64,
+    ) -> Signed<Beacon> {
+        let id = identity(seed);
+        Signed::sign(
+            Beacon::new(
+                id.public(),
+                Tag::of_announcement(a.body()),
+                HEARTBEAT_MS,
+                ts,
+                seq,
+            ),
+            &id,
+        )
+        .unwrap()
+    }
+
+    /// The request a node sends for `summary`, decoded back as a responder reads it.
+    fn request(summary: &Summary) -> RosterRequest {
+        RosterRequest::with_summary(summary)
     }
 
     #[test]
@@ -202,20 +368,53 @@ mod tests {
     }
 
     #[test]
-    fn a_summary_round_trips_and_ragged_or_oversized_ones_are_refused() {
+    fn a_summary_round_trips_and_ragged_oversized_or_misfit_ones_are_refused() {
         let r = roster_of(&[ann(1, "a", T0, 1), ann(2, "b", T0, 1)]);
-        let s = Summary::of(&r);
+        let s = Summary::of(&r, T0);
         assert_eq!(s.len(), 2);
-        let bytes = s.to_bytes();
+        let (bytes, away) = s.to_wire();
         assert_eq!(bytes.len(), 2 * TAG_BYTES);
-        assert_eq!(Summary::decode(&bytes).unwrap(), s);
-        assert_eq!(Summary::decode(&bytes[..9]), Err(SummaryError::Ragged(9)));
+        assert!(away.is_empty(), "both are live: no bitmap");
+        assert_eq!(Summary::decode(&bytes, &away).unwrap(), s);
+        assert_eq!(
+            Summary::decode(&bytes[..9], &[]),
+            Err(SummaryError::Ragged(9))
+        );
         let huge = vec![0u8; MAX_SUMMARY_BYTES + TAG_BYTES];
         assert_eq!(
-            Summary::decode(&huge),
+            Summary::decode(&huge, &[]),
             Err(SummaryError::Oversized(huge.len()))
         );
-        assert!(Summary::decode(&[]).unwrap().is_empty());
+        assert!(Summary::decode(&[], &[]).unwrap().is_empty());
+        assert_eq!(
+            Summary::decode(&bytes, &[1, 0]),
+            Err(SummaryError::Bitmap {
+                got: 2,
+                tags: 2,
+                want: 1
+            })
+        );
+    }
+
+    #[test]
+    fn the_away_bitmap_marks_exactly_the_sessions_judged_away() {
+        // Nine sessions (two bitmap bytes); those announced long ago are away.
+        let anns: Vec<_> = (0..9u8)
+            .map(|i| {
+                let ts = if i % 3 == 0 { T0 - LIVE_WINDOW_MS } else { T0 };
+                ann(i + 1, "s", ts, 1)
+            })
+            .collect();
+        let r = roster_of(&anns);
+        let s = Summary::of(&r, T0);
+        let (bytes, away) = s.to_wire();
+        assert_eq!(away.len(), 2);
+        let back = Summary::decode(&bytes, &away).unwrap();
+        for (i, a) in anns.iter().enumerate() {
+            let tag = Tag::of_announcement(a.body());
+            assert!(back.contains(&tag));
+            assert_eq!(back.is_away(&tag), i % 3 == 0, "session {i}");
+        }
     }
 
     #[test]
@@ -229,16 +428,111 @@ mod tests {
         // responder does not know at all.
         let requester = roster_of(&[ann(1, "a", T0, 1), ann(2, "b", T0, 1), ann(4, "d", T0, 1)]);
         let missing: Vec<_> = responder
-            .missing_from(&Summary::of(&requester))
+            .missing_from(&Summary::of(&requester, T0))
             .into_iter()
             .map(|a| (a.body().session_id.clone(), a.body().seq))
             .collect();
         // Newest first.
         assert_eq!(missing, vec![(sid("c"), 1), (sid("a"), 2)]);
         // Nothing lacking: an empty answer.
-        assert!(responder.missing_from(&Summary::of(&responder)).is_empty());
+        assert!(
+            responder
+                .missing_from(&Summary::of(&responder, T0))
+                .is_empty()
+        );
         // No summary: everything.
         assert_eq!(responder.missing_from(&Summary::default()).len(), 3);
+    }
+
+    #[test]
+    fn an_answer_carries_each_sent_announcements_beacon_and_those_the_requester_lacks() {
+        let a = ann(1, "a", T0, 1);
+        let b = ann(2, "b", T0, 1);
+        let mut responder = roster_of(&[a.clone(), b.clone()]);
+        let later = T0 + 2 * LIVE_WINDOW_MS;
+        let beacon_a = beacon_for(1, &a, later - 1_000, 5);
+        let beacon_b = beacon_for(2, &b, later - 1_000, 5);
+        responder.apply_beacon(beacon_a.clone(), later).unwrap();
+        responder.apply_beacon(beacon_b.clone(), later).unwrap();
+        // The requester holds a (heard from last at T0: away by now), not b.
+        let requester = roster_of(std::slice::from_ref(&a));
+        let req = request(&Summary::of(&requester, later));
+        let answer = responder.answer(&req, later).unwrap();
+        assert_eq!(answer.entries.len(), 1);
+        assert_eq!(answer.entries[0].0, &b);
+        assert_eq!(answer.entries[0].1, Some(&beacon_b));
+        assert_eq!(answer.beacons, vec![&beacon_a]);
+        assert!(!answer.same);
+        // A requester that judges a live asks for nothing of it.
+        let mut fresh = roster_of(&[a.clone(), b.clone()]);
+        fresh.apply_beacon(beacon_a.clone(), later).unwrap();
+        fresh.apply_beacon(beacon_b, later).unwrap();
+        let answer = responder
+            .answer(&request(&Summary::of(&fresh, later)), later)
+            .unwrap();
+        assert!(answer.entries.is_empty() && answer.beacons.is_empty());
+        // What the responder itself judges away is not sent as a sign of life.
+        let much_later = later + 3 * LIVE_WINDOW_MS;
+        let answer = responder
+            .answer(&request(&Summary::of(&requester, much_later)), much_later)
+            .unwrap();
+        assert!(answer.beacons.is_empty());
+    }
+
+    #[test]
+    fn a_digest_names_the_held_versions_and_not_the_beacons() {
+        let a = ann(1, "a", T0, 1);
+        let mut one = roster_of(&[a.clone(), ann(2, "b", T0, 1)]);
+        let two = roster_of(&[ann(2, "b", T0, 1), a.clone()]);
+        assert_eq!(one.digest(), two.digest());
+        one.apply_beacon(beacon_for(1, &a, T0 + 1_000, 2), T0 + 1_000)
+            .unwrap();
+        assert_eq!(one.digest(), two.digest(), "beacons do not change it");
+        let three = roster_of(&[ann(1, "a", T0, 2), ann(2, "b", T0, 1)]);
+        assert_ne!(one.digest(), three.digest());
+        let same = one
+            .answer(&RosterRequest::with_digest(two.digest()), T0)
+            .unwrap();
+        assert!(same.same && same.entries.is_empty());
+        let differs = one
+            .answer(&RosterRequest::with_digest(three.digest()), T0)
+            .unwrap();
+        assert!(!differs.same && differs.entries.is_empty());
+        let mut both = RosterRequest::with_digest(two.digest());
+        both.have = serde_bytes::ByteBuf::from(vec![0u8; 8]);
+        assert_eq!(
+            one.answer(&both, T0).unwrap_err(),
+            SummaryError::DigestWithSummary
+        );
+    }
+
+    #[test]
+    fn the_tag_index_follows_every_change_of_the_roster() {
+        let mut r = roster_of(&[ann(1, "a", T0, 1), ann(1, "b", T0, 1), ann(2, "c", T0, 1)]);
+        let consistent = |r: &Roster| {
+            let mut from_index: Vec<Tag> = Summary::of(r, T0).tags.into_iter().collect();
+            let mut from_anns: Vec<Tag> = r
+                .announcements()
+                .map(|a| Tag::of_announcement(a.body()))
+                .collect();
+            from_index.sort_unstable();
+            from_anns.sort_unstable();
+            assert_eq!(from_index, from_anns);
+        };
+        consistent(&r);
+        r.apply_announcement(ann(1, "a", T0 + 1, 2), T0 + 1)
+            .unwrap();
+        consistent(&r);
+        r.apply_goodbye(bye(1, "b", T0 + 2, 3), T0 + 2).unwrap();
+        consistent(&r);
+        assert_eq!(r.len(), 2);
+        r.sweep(T0 + crate::limits::AWAY_RETENTION_MS + 10);
+        consistent(&r);
+        assert!(r.is_empty());
+        assert!(
+            r.beacon_target(&Tag::of_announcement(ann(2, "c", T0, 1).body()))
+                .is_none()
+        );
     }
 
     #[test]
@@ -270,5 +564,48 @@ mod tests {
         let peek = Unverified::<Announcement>::decode(&forged).unwrap();
         assert!(!peek.is_copy_of(&a));
         assert!(peek.verify().is_err());
+        let _ = (addr(1, "a"), VERSION);
+    }
+
+    #[test]
+    fn a_known_binding_is_not_checked_again_and_an_unknown_one_is() {
+        let a = ann(1, "a", T0, 1);
+        let known = a.body().sealing;
+        // Another session of the same identity carries the same binding.
+        let b = ann(1, "b", T0, 1);
+        let peek = Unverified::<Announcement>::decode(&b.to_bytes()).unwrap();
+        assert_eq!(peek.verify_knowing(Some(&known)).unwrap(), b);
+        // A forged binding under a genuine announcement signature cannot be signed
+        // without the key; one that is not the known binding is checked (and a bad one
+        // refused) even when another binding is known.
+        let mut body = b.body().clone();
+        body.sealing.sig = serde_bytes::ByteArray::new([7; 64]);
+        let body_bytes = crate::wire::encode(&body);
+        #[derive(serde::Serialize)]
+        struct Outer {
+            body: serde_bytes::ByteBuf,
+            sig: serde_bytes::ByteArray<64>,
+        }
+        let forged = crate::wire::encode(&Outer {
+            sig: serde_bytes::ByteArray::new(
+                identity(1).sign(crate::sign::Domain::Announcement, &body_bytes),
+            ),
+            body: serde_bytes::ByteBuf::from(body_bytes),
+        });
+        let peek = Unverified::<Announcement>::decode(&forged).unwrap();
+        assert!(matches!(
+            peek.clone().verify_knowing(Some(&known)),
+            Err(crate::wire::WireError::InvalidField {
+                field: "sealing",
+                ..
+            })
+        ));
+        assert!(peek.verify_knowing(None).is_err());
+        // The announcement's own signature is always checked.
+        let mut bytes = b.to_bytes();
+        let n = bytes.len();
+        bytes[n - 1] ^= 1;
+        let peek = Unverified::<Announcement>::decode(&bytes).unwrap();
+        assert!(peek.verify_knowing(Some(&known)).is_err());
     }
 }

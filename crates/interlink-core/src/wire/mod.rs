@@ -15,6 +15,7 @@
 
 mod ack;
 mod announcement;
+mod beacon;
 mod envelope;
 mod fetch;
 mod goodbye;
@@ -32,15 +33,16 @@ use serde_bytes::{ByteArray, ByteBuf};
 pub use crate::seal::Sealed;
 pub use ack::{Ack, AckEntry};
 pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
+pub use beacon::{Beacon, MAX_BEACON_BYTES};
 pub use envelope::{Body, Envelope, EnvelopeKind, OpenError, TaskStatus};
 pub use fetch::{MAX_PEER_ID_BYTES, MailboxFetch};
 pub use goodbye::Goodbye;
 pub use group::GroupTag;
 pub use overlay::{
-    DeliverRequest, DeliverResponse, DeliverResult, MAX_PRESENCE_MESSAGE_BYTES,
+    DeliverRequest, DeliverResponse, DeliverResult, GOSSIP_ID_BYTES, MAX_PRESENCE_MESSAGE_BYTES,
     MAX_RECEIPT_REQUEST_BYTES, MAX_RECEIPT_RESPONSE_BYTES, MailboxOp, MailboxOutcome,
     MailboxRequest, MailboxResponse, PresenceMessage, ReceiptRequest, ReceiptResponse,
-    RosterRequest, RosterResponse, UnverifiedPresence,
+    RosterRequest, RosterResponse, UnverifiedPresence, gossip_message_id,
 };
 pub use pass::{IssuedPasses, MAX_ISSUED_PASSES, MAX_VERIFIED_PASSES, MailboxPass};
 pub use receipt::{Receipt, ReceiptState};
@@ -64,7 +66,7 @@ use crate::{
 /// fetch carries the requester's summary and is answered with only what it lacks, and
 /// a message's sealed body may name the group it was sent to ([`GroupTag`])
 /// (PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 7;
+pub const VERSION: u8 = 8;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -263,7 +265,16 @@ impl<T: SignedBody> Unverified<T> {
 
     /// Checks the field rules and the signature.
     pub fn verify(self) -> Result<Signed<T>, WireError> {
-        self.body.check_fields()?;
+        self.verify_checking(T::check_fields)
+    }
+
+    /// Checks the fields with `check` (a kind's rules, when part of them is known to
+    /// hold already), then the signature.
+    pub(crate) fn verify_checking(
+        self,
+        check: impl FnOnce(&T) -> Result<(), WireError>,
+    ) -> Result<Signed<T>, WireError> {
+        check(&self.body)?;
         sign::verify(self.body.signer(), T::DOMAIN, &self.body_bytes, &self.sig).map_err(
             |source| WireError::BadSignature {
                 kind: T::KIND,

@@ -3,18 +3,24 @@
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
+use serde_bytes::ByteArray;
+use sha2::{Digest as _, Sha256};
+
 use super::{
-    Announcement, Goodbye, Refusal, Signed, Unverified, VERSION, WireError, decode_cbor, encode,
+    Announcement, Beacon, Goodbye, Refusal, Signed, Unverified, VERSION, WireError, decode_cbor,
+    encode,
 };
 use crate::limits::{MAX_ANNOUNCEMENT_BYTES, MAX_ROSTER_RESPONSE_BYTES};
 
 /// A message on the presence topic: a CBOR map with exactly one key,
-/// `announcement` or `goodbye`, whose value is the signed wrapper's bytes.
+/// `announcement`, `beacon` or `goodbye`, whose value is the signed wrapper's bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(clippy::large_enum_variant)] // short-lived values, decoded and consumed at once
 pub enum PresenceMessage {
-    /// A session is here (or still here).
+    /// A session is here, as described (new, or changed).
     Announcement(Signed<Announcement>),
+    /// A session whose announcement is unchanged is still here.
+    Beacon(Signed<Beacon>),
     /// A session closed.
     Goodbye(Signed<Goodbye>),
 }
@@ -23,7 +29,30 @@ pub enum PresenceMessage {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum PresenceWire {
     Announcement(ByteBuf),
+    Beacon(ByteBuf),
     Goodbye(ByteBuf),
+}
+
+/// Bytes of a gossipsub message id on the presence topic.
+pub const GOSSIP_ID_BYTES: usize = 16;
+
+const GOSSIP_ID_DOMAIN: &[u8] = b"interlink-p2p/v8/gossip-id\0";
+
+/// The gossipsub message id of a presence-topic message with payload `data`: the first
+/// [`GOSSIP_ID_BYTES`] bytes of SHA-256 over a domain and the payload (protocol version
+/// 8). Messages travel unsigned by gossipsub (every payload is signed by its session),
+/// so the id names the content: a copy is recognised as a duplicate whoever forwards
+/// it, and nobody can make another message take a genuine one's id. The default id
+/// (the publisher's PeerId in base58 and a decimal sequence number) was 71 bytes, and
+/// every IHAVE lists an id per recent message.
+pub fn gossip_message_id(data: &[u8]) -> [u8; GOSSIP_ID_BYTES] {
+    let digest = Sha256::new()
+        .chain_update(GOSSIP_ID_DOMAIN)
+        .chain_update(data)
+        .finalize();
+    let mut id = [0u8; GOSSIP_ID_BYTES];
+    id.copy_from_slice(&digest[..GOSSIP_ID_BYTES]);
+    id
 }
 
 /// Largest presence-topic message.
@@ -36,14 +65,26 @@ impl PresenceMessage {
             PresenceMessage::Announcement(a) => {
                 PresenceWire::Announcement(ByteBuf::from(a.to_bytes()))
             }
+            PresenceMessage::Beacon(b) => PresenceWire::Beacon(ByteBuf::from(b.to_bytes())),
             PresenceMessage::Goodbye(g) => PresenceWire::Goodbye(ByteBuf::from(g.to_bytes())),
         })
     }
 
-    /// Decodes and verifies a topic message.
-    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+    /// Decodes and verifies a topic message; a beacon's signer is the identity
+    /// `beacon_signer` names for the announcement it keeps live (none: it is refused).
+    pub fn decode(
+        bytes: &[u8],
+        beacon_signer: impl FnOnce(&Beacon) -> Option<crate::identity::IdentityKey>,
+    ) -> Result<Self, WireError> {
         Ok(match UnverifiedPresence::decode(bytes)? {
             UnverifiedPresence::Announcement(a) => PresenceMessage::Announcement(a.verify()?),
+            UnverifiedPresence::Beacon(b) => {
+                let b = match beacon_signer(b.claimed()) {
+                    Some(key) => b.signed_by(key),
+                    None => b,
+                };
+                PresenceMessage::Beacon(b.verify()?)
+            }
             UnverifiedPresence::Goodbye(g) => PresenceMessage::Goodbye(g.verify()?),
         })
     }
@@ -56,6 +97,8 @@ impl PresenceMessage {
 pub enum UnverifiedPresence {
     /// A claimed announcement.
     Announcement(Unverified<Announcement>),
+    /// A claimed beacon (its signer is named by the receiver, [`Unverified::signed_by`]).
+    Beacon(Unverified<Beacon>),
     /// A claimed goodbye.
     Goodbye(Unverified<Goodbye>),
 }
@@ -73,16 +116,23 @@ impl UnverifiedPresence {
         Ok(
             match decode_cbor::<PresenceWire>("presence message", bytes)? {
                 PresenceWire::Announcement(b) => Self::Announcement(Unverified::decode(&b)?),
+                PresenceWire::Beacon(b) => Self::Beacon(Unverified::decode(&b)?),
                 PresenceWire::Goodbye(b) => Self::Goodbye(Unverified::decode(&b)?),
             },
         )
     }
 }
 
-/// Roster fetch request: "send me the announcements I lack" (protocol version 7).
+/// Roster fetch request (protocol version 8): "send me what I lack".
 ///
-/// `have` is the requester's summary ([`crate::presence::sync::Summary`]): the packed
-/// 8-byte tags of the announcement versions it holds. Empty asks for everything.
+/// Either a **full** request — `have`, the requester's summary
+/// ([`crate::presence::sync::Summary`]: the packed 8-byte tags of the announcement
+/// versions it holds, empty for "everything"), and `away`, a bitmap over `have`
+/// marking the sessions the requester judges away — or a **digest** request: `have`
+/// and `away` empty and `digest` the requester's roster digest
+/// ([`crate::presence::Roster::digest`]), answered with nothing but whether the
+/// responder's is the same (anti-entropy between nodes that agree then costs a few
+/// dozen bytes instead of 8 bytes per session).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RosterRequest {
@@ -90,6 +140,13 @@ pub struct RosterRequest {
     pub v: u8,
     /// The requester's summary, tags back to back.
     pub have: ByteBuf,
+    /// One bit per tag of `have`, in its order (tag `i` is bit `i % 8` of byte
+    /// `i / 8`, least significant first): set when the requester judges that session
+    /// away, so a responder that heard from it since sends its newest beacon. Empty,
+    /// or exactly as many bytes as `have` needs bits.
+    pub away: ByteBuf,
+    /// A digest request: the requester's roster digest.
+    pub digest: Option<ByteArray<16>>,
 }
 
 impl Default for RosterRequest {
@@ -97,26 +154,40 @@ impl Default for RosterRequest {
         Self {
             v: VERSION,
             have: ByteBuf::new(),
+            away: ByteBuf::new(),
+            digest: None,
         }
     }
 }
 
 impl RosterRequest {
-    /// A request carrying `summary`.
+    /// A full request carrying `summary`, with the `away` bitmap over its tags.
     pub fn with_summary(summary: &crate::presence::sync::Summary) -> Self {
+        let (have, away) = summary.to_wire();
         Self {
             v: VERSION,
-            have: ByteBuf::from(summary.to_bytes()),
+            have: ByteBuf::from(have),
+            away: ByteBuf::from(away),
+            digest: None,
         }
     }
 
-    /// Largest encoded request: the summary plus the map around it.
-    pub const MAX_BYTES: usize = crate::presence::sync::MAX_SUMMARY_BYTES + 64;
+    /// A digest request.
+    pub fn with_digest(digest: [u8; 16]) -> Self {
+        Self {
+            digest: Some(ByteArray::new(digest)),
+            ..Self::default()
+        }
+    }
+
+    /// Largest encoded request: the summary, its bitmap and the map around them.
+    pub const MAX_BYTES: usize =
+        crate::presence::sync::MAX_SUMMARY_BYTES + crate::presence::sync::MAX_SUMMARY_TAGS / 8 + 96;
 }
 
 /// Roster fetch response: the signed announcements the requester's summary did not
-/// name (each is verified again by the requester), newest first, at most
-/// [`MAX_ROSTER_RESPONSE_BYTES`] in all.
+/// name, newest first, and beacons (each is verified by the requester), at most
+/// [`MAX_ROSTER_RESPONSE_BYTES`] in all; to a digest request, only `same`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RosterResponse {
@@ -124,25 +195,56 @@ pub struct RosterResponse {
     pub v: u8,
     /// Signed announcement wrappers.
     pub announcements: Vec<ByteBuf>,
+    /// Signed beacon wrappers: the newest beacon of each announcement sent that has
+    /// one, and of each session the request marked away that the responder heard
+    /// from since its announcement.
+    pub beacons: Vec<ByteBuf>,
+    /// To a digest request: whether the responder's digest is the same (nothing to
+    /// fetch). False otherwise.
+    pub same: bool,
 }
 
 impl RosterResponse {
-    /// Builds a response from announcements already in the order to send (newest
-    /// first), stopping before the size limit.
-    pub fn new<'a>(announcements: impl IntoIterator<Item = &'a Signed<Announcement>>) -> Self {
-        let mut total = 16;
-        let mut out = Vec::new();
-        for a in announcements {
-            let bytes = a.to_bytes();
+    /// Builds a response from an answer ([`crate::presence::Roster::answer`]), stopping
+    /// before the size limit: announcements first, newest first, each followed by room
+    /// for its beacon.
+    pub fn new(answer: &crate::presence::sync::Answer<'_>) -> Self {
+        let mut total = 32;
+        let mut announcements = Vec::new();
+        let mut beacons = Vec::new();
+        for (a, b) in &answer.entries {
+            let ann = a.to_bytes();
+            let beacon = b.map(Signed::to_bytes);
+            total += ann.len() + 8 + beacon.as_ref().map_or(0, |b| b.len() + 8);
+            if total > MAX_ROSTER_RESPONSE_BYTES {
+                break;
+            }
+            announcements.push(ByteBuf::from(ann));
+            beacons.extend(beacon.map(ByteBuf::from));
+        }
+        for b in &answer.beacons {
+            let bytes = b.to_bytes();
             total += bytes.len() + 8;
             if total > MAX_ROSTER_RESPONSE_BYTES {
                 break;
             }
-            out.push(ByteBuf::from(bytes));
+            beacons.push(ByteBuf::from(bytes));
         }
         Self {
             v: VERSION,
-            announcements: out,
+            announcements,
+            beacons,
+            same: answer.same,
+        }
+    }
+
+    /// An answer with nothing in it (a refused request).
+    pub fn empty() -> Self {
+        Self {
+            v: VERSION,
+            announcements: Vec::new(),
+            beacons: Vec::new(),
+            same: false,
         }
     }
 }
@@ -193,14 +295,62 @@ mod tests {
         let a = Identity::from_seed(&[1; 32]);
         let ann = Signed::sign(super::super::tests::announcement(&a, "s1", "x"), &a).unwrap();
         let msg = PresenceMessage::Announcement(ann.clone());
-        assert_eq!(PresenceMessage::decode(&msg.to_bytes()).unwrap(), msg);
-        assert!(PresenceMessage::decode(&[0xa0]).is_err());
-        assert!(PresenceMessage::decode(&vec![0; MAX_PRESENCE_MESSAGE_BYTES + 1]).is_err());
+        let none = |_: &Beacon| None;
+        assert_eq!(PresenceMessage::decode(&msg.to_bytes(), none).unwrap(), msg);
+        assert!(PresenceMessage::decode(&[0xa0], none).is_err());
+        assert!(PresenceMessage::decode(&vec![0; MAX_PRESENCE_MESSAGE_BYTES + 1], none).is_err());
         // An announcement's bytes under the goodbye key do not verify as a goodbye.
         let wrong = encode(&PresenceWire::Goodbye(ByteBuf::from(ann.to_bytes())));
-        assert!(PresenceMessage::decode(&wrong).is_err());
-        let resp = RosterResponse::new([&ann]);
+        assert!(PresenceMessage::decode(&wrong, none).is_err());
+        let answer = crate::presence::sync::Answer {
+            entries: vec![(&ann, None)],
+            ..Default::default()
+        };
+        let resp = RosterResponse::new(&answer);
         assert_eq!(resp.announcements.len(), 1);
+        assert!(resp.beacons.is_empty() && !resp.same);
+    }
+
+    #[test]
+    fn a_beacon_travels_under_its_own_key_and_verifies_under_the_named_identity() {
+        let a = Identity::from_seed(&[1; 32]);
+        let beacon = Signed::sign(
+            Beacon::new(
+                a.public(),
+                crate::presence::sync::Tag([3; 8]),
+                30_000,
+                1_790_000_000_000,
+                9,
+            ),
+            &a,
+        )
+        .unwrap();
+        let msg = PresenceMessage::Beacon(beacon);
+        let bytes = msg.to_bytes();
+        assert!(
+            bytes.len() <= 160,
+            "a beacon message is {} bytes",
+            bytes.len()
+        );
+        assert_eq!(
+            PresenceMessage::decode(&bytes, |b| {
+                assert_eq!(b.tag(), crate::presence::sync::Tag([3; 8]));
+                Some(a.public())
+            })
+            .unwrap(),
+            msg
+        );
+        assert!(PresenceMessage::decode(&bytes, |_| None).is_err());
+        let other = Identity::from_seed(&[2; 32]).public();
+        assert!(PresenceMessage::decode(&bytes, |_| Some(other)).is_err());
+    }
+
+    #[test]
+    fn the_gossip_id_names_the_content() {
+        let one = gossip_message_id(b"one");
+        assert_eq!(one, gossip_message_id(b"one"));
+        assert_ne!(one, gossip_message_id(b"two"));
+        assert_eq!(one.len(), GOSSIP_ID_BYTES);
     }
 }
 

@@ -115,8 +115,12 @@ pub(crate) struct Delivery {
     /// The DHT query finding the closest peers of this session's own mailbox, to fetch
     /// it from them (`node::fetching`).
     pub(super) own_query: Option<kad::QueryId>,
-    /// A fetch of the own mailbox is owed, to run once the DHT has a peer.
+    /// A fetch of the own mailbox is owed: from the connected peers and relays at once,
+    /// from the key's closest peers once the DHT has a peer.
     pub(super) fetch_due: bool,
+    /// The owed fetch already asked the connected peers and relays (the DHT had no
+    /// peer yet); the closest peers are still to be asked.
+    pub(super) fetch_started: bool,
 }
 
 impl Delivery {
@@ -137,6 +141,7 @@ impl Delivery {
             last_put: None,
             own_query: None,
             fetch_due: false,
+            fetch_started: false,
         }
     }
 

@@ -77,8 +77,9 @@ impl Actor {
     }
 
     /// Runs the fetch of this session's own mailbox if one is owed and can run: from
-    /// every relay and connected peer, then from the mailbox key's closest peers, and
-    /// from the copy this node holds itself.
+    /// every relay and connected peer at once, then from the mailbox key's closest
+    /// peers once the DHT has a peer to ask (it joins the DHT only once presence has
+    /// settled, `node::discovery`), and from the copy this node holds itself.
     pub(super) fn fetch_own_mailbox(&mut self) {
         let Some(me) = self.own_addr() else { return };
         let Some(d) = self.delivery.as_ref() else {
@@ -87,32 +88,42 @@ impl Actor {
         if !d.fetch_due || d.own_query.is_some() || self.peers.is_empty() {
             return;
         }
-        // Until identify has fed Kademlia a peer, a query finds nothing.
-        if self
+        let started = d.fetch_started;
+        if !started {
+            // A new fetch: every holder may be asked again.
+            self.fetching.asked.clear();
+            let key = key_of(&me);
+            if let Some(copy) = self.held_mailbox(&key).filter(|m| !m.is_empty()).cloned() {
+                self.feed(interlink_delivery::Input::MailboxFetched { copy });
+            }
+        }
+        // Relays and connected peers now (those asked already are skipped).
+        let mut holders = self.relay_peers();
+        holders.extend(self.peers.keys().filter(|p| !self.relays.is_relay(p)));
+        self.fetch_from(holders, &me);
+        let dht_empty = self
             .swarm
             .behaviour_mut()
             .kad
             .kbuckets()
-            .all(|b| b.num_entries() == 0)
-        {
+            .all(|b| b.num_entries() == 0);
+        if dht_empty {
+            // Until the DHT has a peer, a query finds nothing: the closest peers are
+            // asked when it has (`RoutingUpdated` runs this again).
+            if let Some(d) = self.delivery.as_mut() {
+                d.fetch_started = true;
+            }
             return;
         }
-        let key = key_of(&me);
         let query = self
             .swarm
             .behaviour_mut()
             .kad
-            .get_closest_peers(key.to_vec());
+            .get_closest_peers(key_of(&me).to_vec());
         if let Some(d) = self.delivery.as_mut() {
             d.own_query = Some(query);
             d.fetch_due = false;
-        }
-        self.fetching.asked.clear();
-        let mut holders = self.relay_peers();
-        holders.extend(self.peers.keys().filter(|p| !self.relays.is_relay(p)));
-        self.fetch_from(holders, &me);
-        if let Some(copy) = self.held_mailbox(&key).filter(|m| !m.is_empty()).cloned() {
-            self.feed(interlink_delivery::Input::MailboxFetched { copy });
+            d.fetch_started = false;
         }
     }
 

@@ -1,14 +1,14 @@
-//! Presence on the node: publishing announcements and goodbyes, validating what
-//! arrives on the topic, and the roster fetch on connect.
+//! Presence on the node: publishing announcements, beacons and goodbyes, and
+//! validating what arrives on the topic. The roster fetch is `node::roster_sync`.
 
 use interlink_core::{
-    presence::{RosterError, Upsert, heartbeat_interval_ms, sync::Summary},
+    presence::{BeaconOutcome, RosterError, Upsert, heartbeat_interval_ms, sync::Tag},
     wire::{
-        Announcement, Goodbye, PresenceMessage, RosterRequest, RosterResponse, SealingBinding,
-        SessionAddr, Signed, Unverified, UnverifiedPresence, VERSION,
+        Announcement, Beacon, Goodbye, PresenceMessage, SealingBinding, SessionAddr, Signed,
+        UnverifiedPresence, VERSION,
     },
 };
-use libp2p::{PeerId, gossipsub, request_response};
+use libp2p::gossipsub;
 use serde_bytes::ByteBuf;
 use tracing::{debug, trace, warn};
 
@@ -102,19 +102,85 @@ impl Actor {
             self.emit(Event::RosterChanged);
         }
         self.last_announce = Some((crate::now_ms(), heartbeat));
-        let bytes = PresenceMessage::Announcement(signed).to_bytes();
+        self.announce_due = false;
+        self.unpublished = Some(PresenceMessage::Announcement(signed).to_bytes());
+        trace!(seq, "announcement signed");
+        self.publish_announcement();
+    }
+
+    /// Re-announces by a beacon: the announcement is unchanged, so only its tag, the
+    /// interval until the next beacon and a fresh stamp go out (PROTOCOL.md §4.9). A
+    /// session whose announcement is not on its own roster (never announced, or
+    /// evicted) announces in full instead.
+    pub(super) fn beacon(&mut self) {
+        let Some(spec) = self.session().cloned() else {
+            return;
+        };
+        let own = SessionAddr {
+            key: spec.identity.public(),
+            session: spec.session.clone(),
+        };
+        let Some(tag) = self
+            .roster
+            .get(&own)
+            .map(|a| Tag::of_announcement(a.body()))
+        else {
+            self.announce();
+            return;
+        };
+        let heartbeat = self.heartbeat_interval();
+        let now = crate::now_ms();
+        let body = Beacon::new(
+            own.key,
+            tag,
+            u64::try_from(heartbeat.as_millis()).unwrap_or(u64::MAX),
+            now,
+            self.next_seq(),
+        );
+        let signed = match Signed::sign(body, &spec.identity) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("cannot sign our beacon: {e}");
+                return;
+            }
+        };
+        self.last_announce = Some((now, heartbeat));
+        // Our own roster keeps us live too: roster fetches from us carry the beacon.
+        let _ = self.roster.apply_beacon(signed.clone(), now);
+        let bytes = PresenceMessage::Beacon(signed).to_bytes();
         match self
             .swarm
             .behaviour_mut()
             .gossipsub
             .publish(self.topic.clone(), bytes)
         {
-            Ok(_) => {
-                trace!(seq, "announced");
-                self.announce_due = false;
+            Ok(_) => trace!("beacon"),
+            // Nobody to tell; the next one will be, or a roster fetch carries it.
+            Err(e) => debug!("beacon not published: {e}"),
+        }
+    }
+
+    /// Publishes the signed announcement no peer has taken yet, if there is one. Until
+    /// a peer subscribes to the topic gossipsub has nobody to send it to; the same
+    /// bytes are published then (on the peer's subscription, or the next tick) rather
+    /// than a new version signed: a new version is one more announcement every node
+    /// verifies, and at start-up, before the mesh forms, that multiplied what each
+    /// session cost the overlay (issue 15).
+    pub(super) fn publish_announcement(&mut self) {
+        let Some(bytes) = self.unpublished.take() else {
+            return;
+        };
+        match self
+            .swarm
+            .behaviour_mut()
+            .gossipsub
+            .publish(self.topic.clone(), bytes.clone())
+        {
+            Ok(_) => trace!("announced"),
+            // Nobody is subscribed yet: kept for the first peer that subscribes.
+            Err(gossipsub::PublishError::NoPeersSubscribedToTopic) => {
+                self.unpublished = Some(bytes);
             }
-            // Nobody is subscribed yet: keep it owed and publish when a peer subscribes.
-            Err(gossipsub::PublishError::NoPeersSubscribedToTopic) => {}
             Err(e) => debug!("announce not published: {e}"),
         }
     }
@@ -175,10 +241,15 @@ impl Actor {
                     .gossipsub
                     .report_message_validation_result(&message_id, &propagation_source, acceptance);
             }
-            gossipsub::Event::Subscribed { topic, .. }
-                if topic == self.topic.hash() && self.announce_due =>
-            {
-                self.announce();
+            gossipsub::Event::Subscribed { peer_id, topic } if topic == self.topic.hash() => {
+                self.fetch_roster(peer_id, super::roster_sync::Ask::Connect);
+                self.bootstrap
+                    .recheck_later(peer_id, std::time::Instant::now());
+                if self.announce_due {
+                    self.announce();
+                } else {
+                    self.publish_announcement();
+                }
             }
             gossipsub::Event::SlowPeer {
                 peer_id,
@@ -194,7 +265,12 @@ impl Actor {
 
     /// Applies a presence message to the roster. `Ok(true)`: new information, forward
     /// it; `Ok(false)`: valid but nothing new, don't forward; `Err`: invalid, reject
-    /// (gossipsub lowers the sender's score).
+    /// (gossipsub lowers the forwarding peer's score).
+    ///
+    /// Gossipsub does not sign presence messages (protocol version 8): each payload is
+    /// signed by its session's identity, which binds the announcement to its node's
+    /// PeerId, so whoever forwards a copy, it is checked the same way. What is already
+    /// held is recognised from the unverified bytes before any signature check.
     fn validate_presence(&mut self, message: &gossipsub::Message) -> Result<bool, String> {
         let now = crate::now_ms();
         let cost = &mut self.presence_cost;
@@ -202,17 +278,6 @@ impl Actor {
         cost.gossip_bytes += message.data.len() as u64;
         match UnverifiedPresence::decode(&message.data).map_err(|e| e.to_string())? {
             UnverifiedPresence::Announcement(ann) => {
-                // Only the session's own node may publish its announcement: the
-                // gossipsub source (signed by libp2p) must be the announced PeerId.
-                // Relaying someone else's announcement is what roster fetches are for.
-                if let Some(source) = message.source
-                    && ann.claimed().peer_id() != Some(source)
-                {
-                    return Err(format!(
-                        "announcement for {} published by another peer {source}",
-                        ann.claimed().session_id
-                    ));
-                }
                 let addr = ann.claimed().session_addr();
                 // A copy of what the roster holds, byte for byte, was verified when it
                 // was applied (perhaps from a roster fetch): forward it without a
@@ -232,18 +297,55 @@ impl Actor {
                     return Ok(false);
                 }
                 self.presence_cost.verified += 1;
-                let ann = ann.verify().map_err(|e| e.to_string())?;
+                let known = self.roster.sealing_binding_of(&addr.key);
+                let ann = ann
+                    .verify_knowing(known.as_ref())
+                    .map_err(|e| e.to_string())?;
+                let peer = ann.body().peer_id();
                 match self.roster.apply_announcement(ann, now) {
                     Ok(upsert @ (Upsert::Inserted | Upsert::Updated)) => {
                         self.learned(&addr, upsert);
                         // A fresh announcement is a sign of life: try it live again.
-                        if let Some(source) = message.source {
-                            self.peer_alive(source);
+                        if let Some(peer) = peer {
+                            self.peer_alive(peer);
                         }
                         self.emit(Event::RosterChanged);
                         Ok(true)
                     }
                     Ok(Upsert::Unchanged) => Ok(false),
+                    Err(e) => Err(roster_error(&e)),
+                }
+            }
+            UnverifiedPresence::Beacon(beacon) => {
+                let claimed = beacon.claimed();
+                // Only a beacon of an announcement we hold can be checked (its signer
+                // is that announcement's identity); the rest are ignored unverified,
+                // and learned with the announcement by the next roster fetch.
+                let Some(addr) = self.roster.beacon_target(&claimed.tag()).cloned() else {
+                    return Ok(false);
+                };
+                let held = self.roster.held_beacon(&addr);
+                if held.is_some_and(|h| beacon.is_copy_of(h)) {
+                    return Ok(true);
+                }
+                if self
+                    .roster
+                    .heard(&addr)
+                    .is_some_and(|h| (claimed.ts, claimed.seq) <= (h.ts, h.seq))
+                {
+                    return Ok(false);
+                }
+                self.presence_cost.verified += 1;
+                let beacon = beacon
+                    .signed_by(addr.key)
+                    .verify()
+                    .map_err(|e| e.to_string())?;
+                match self.roster.apply_beacon(beacon, now) {
+                    Ok(BeaconOutcome::Applied) => {
+                        self.beacon_heard(&addr);
+                        Ok(true)
+                    }
+                    Ok(BeaconOutcome::Unchanged) => Ok(false),
                     Err(e) => Err(roster_error(&e)),
                 }
             }
@@ -268,71 +370,20 @@ impl Actor {
         }
     }
 
-    /// Asks `peer` for the announcements this node lacks, sending the summary of
-    /// what it holds (PROTOCOL.md, "Roster fetch").
-    pub(super) fn fetch_roster(&mut self, peer: PeerId) {
-        self.presence_cost.roster_fetches += 1;
-        let request = RosterRequest::with_summary(&Summary::of(&self.roster));
-        self.swarm
-            .behaviour_mut()
-            .roster
-            .send_request(&peer, request);
-    }
-
-    pub(super) fn on_roster_fetch(
-        &mut self,
-        event: request_response::Event<RosterRequest, RosterResponse>,
-    ) {
-        match event {
-            request_response::Event::Message {
-                peer,
-                message:
-                    request_response::Message::Request {
-                        channel, request, ..
-                    },
-                ..
-            } => {
-                self.presence_cost.summary_bytes += request.have.len() as u64;
-                // A ragged or oversized summary is refused with an empty answer: the
-                // codec's size limit already bounds what it can cost.
-                let response = match Summary::decode(&request.have) {
-                    Ok(summary) => RosterResponse::new(self.roster.missing_from(&summary)),
-                    Err(e) => {
-                        debug!(%peer, %e, "roster request refused");
-                        self.emit(Event::Rejected {
-                            from: peer,
-                            reason: e.to_string(),
-                        });
-                        RosterResponse::new(std::iter::empty())
-                    }
-                };
-                if self
-                    .swarm
-                    .behaviour_mut()
-                    .roster
-                    .send_response(channel, response)
-                    .is_err()
-                {
-                    debug!(%peer, "roster response not sent: connection closed");
-                }
-            }
-            request_response::Event::Message {
-                peer,
-                message: request_response::Message::Response { response, .. },
-                ..
-            } => self.apply_roster_response(peer, response),
-            request_response::Event::OutboundFailure { peer, error, .. } => {
-                // Peers that are not interlink nodes (or other networks) don't speak it.
-                debug!(%peer, %error, "roster fetch failed");
-            }
-            _ => {}
+    /// What follows a beacon of `addr`, however it arrived: it is a sign of life of
+    /// the session's node (its mail is tried live again), and its presence may have
+    /// changed (away to live).
+    pub(super) fn beacon_heard(&mut self, addr: &SessionAddr) {
+        if let Some(peer) = self.roster.get(addr).and_then(|a| a.body().peer_id()) {
+            self.peer_alive(peer);
         }
+        self.emit(Event::RosterChanged);
     }
 
     /// What follows a new or newer announcement of `addr`, however it arrived: the
     /// fast anti-entropy goes on while sessions are new, the peer's sealing key is
     /// pinned, its mail is routed afresh and it is offered this user's pass.
-    fn learned(&mut self, addr: &SessionAddr, upsert: Upsert) {
+    pub(super) fn learned(&mut self, addr: &SessionAddr, upsert: Upsert) {
         if upsert == Upsert::Inserted {
             self.bootstrap.roster_grew(std::time::Instant::now());
         }
@@ -340,58 +391,8 @@ impl Actor {
         self.route_session(addr);
         self.offer_pass(addr);
     }
-
-    /// Applies what a roster fetch brought. The responder is not trusted: anything the
-    /// roster does not already know is verified before it is applied.
-    fn apply_roster_response(&mut self, peer: PeerId, response: RosterResponse) {
-        let now = crate::now_ms();
-        let mut changed = Vec::new();
-        self.presence_cost.roster_bytes += response
-            .announcements
-            .iter()
-            .map(|a| a.len() as u64)
-            .sum::<u64>();
-        let brought = response.announcements.len();
-        for bytes in response.announcements {
-            let result = Unverified::<Announcement>::decode(&bytes)
-                .map_err(|e| e.to_string())
-                .and_then(|a| {
-                    let c = a.claimed();
-                    // Several fetches in flight can bring the same announcement, and a
-                    // responder can send what we hold newer: no signature check for
-                    // what would change nothing.
-                    if self.roster.knows(&c.identity, &c.session_id, c.ts, c.seq) {
-                        return Ok(None);
-                    }
-                    self.presence_cost.verified += 1;
-                    let a = a.verify().map_err(|e| e.to_string())?;
-                    let addr = a.body().session_addr();
-                    self.roster
-                        .apply_announcement(a, now)
-                        .map(|u| Some((u, addr)))
-                        .map_err(|e| roster_error(&e))
-                });
-            match result {
-                Ok(Some((upsert @ (Upsert::Inserted | Upsert::Updated), addr))) => {
-                    changed.push((addr, upsert));
-                }
-                Ok(_) => {}
-                Err(reason) => {
-                    debug!(%peer, %reason, "roster entry rejected");
-                    self.emit(Event::Rejected { from: peer, reason });
-                }
-            }
-        }
-        debug!(%peer, brought, new = changed.len(), held = self.roster.len(), "roster fetch answered");
-        for (addr, upsert) in &changed {
-            self.learned(addr, *upsert);
-        }
-        if !changed.is_empty() {
-            self.emit(Event::RosterChanged);
-        }
-    }
 }
 
-fn roster_error(e: &RosterError) -> String {
+pub(super) fn roster_error(e: &RosterError) -> String {
     e.to_string()
 }

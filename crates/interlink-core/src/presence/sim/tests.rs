@@ -141,6 +141,9 @@ fn presence_sim_one() {
     p.partition_full_ms = env("SIM_FULL", p.partition_full_ms);
     p.seed = env("SIM_SEED", p.seed);
     p.steady_ms = env("SIM_STEADY", 60_000);
+    p.wire.gossip_framing = env("SIM_FRAMING", p.wire.gossip_framing);
+    p.wire.message_id = env("SIM_MSGID", p.wire.message_id);
+    p.wire.announcement = env("SIM_ANN", p.wire.announcement);
     let t = Instant::now();
     let r = match which.as_str() {
         "heal" => partition_heal(&p),

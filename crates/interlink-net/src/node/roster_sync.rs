@@ -1,0 +1,263 @@
+//! The roster fetch (PROTOCOL.md §8.2): on every new connection a full request (the
+//! summary of what this node holds, with the sessions it judges away marked), and for
+//! anti-entropy a digest request first, followed by a full one only when the digests
+//! differ. Each request's kind is remembered by its id, because a full answer can be
+//! empty too.
+//!
+//! What anti-entropy brings is what gossip failed to deliver here, and most likely
+//! elsewhere too (a message published before the mesh formed reaches only part of the
+//! overlay, and gossipsub repairs only towards peers outside the mesh): the node
+//! publishes it again, so the rest of the overlay has it within one gossip round
+//! instead of one fetch per hop. Its message id is its content's, so nodes that have
+//! it drop the copy unread.
+
+use std::collections::HashMap;
+
+use interlink_core::{
+    presence::{BeaconOutcome, Upsert, sync::Summary},
+    wire::{Announcement, Beacon, PresenceMessage, RosterRequest, RosterResponse, Unverified},
+};
+use libp2p::{PeerId, request_response};
+use tracing::debug;
+
+use super::{Actor, presence::roster_error};
+use crate::Event;
+
+/// Roster requests of this node in flight at once; past it a fetch is skipped (the
+/// next anti-entropy round asks again). One per connection at most in practice.
+pub(super) const MAX_ROSTER_REQUESTS: usize = 512;
+
+/// Most announcements and beacons one anti-entropy answer makes this node publish
+/// again (the rest are repaired by the next round).
+const MAX_REPUBLISH: usize = 32;
+
+/// What a roster request in flight asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ask {
+    /// The summary, on a new connection: what the responder holds that it does not
+    /// name.
+    Connect,
+    /// The summary, for anti-entropy: what it brings gossip missed, and is published
+    /// again.
+    Repair,
+    /// Only whether the responder holds the same versions.
+    Digest,
+}
+
+/// This node's roster requests in flight, by request id.
+#[derive(Debug, Default)]
+pub(super) struct RosterAsks(HashMap<request_response::OutboundRequestId, Ask>);
+
+impl Actor {
+    /// Asks `peer` for what this node lacks: a full request carrying the summary of
+    /// what it holds (PROTOCOL.md, "Roster fetch"). Sent on every new connection, and
+    /// after a digest request found the rosters apart.
+    pub(super) fn fetch_roster(&mut self, peer: PeerId, ask: Ask) {
+        let request = RosterRequest::with_summary(&Summary::of(&self.roster, crate::now_ms()));
+        self.ask_roster(peer, request, ask);
+    }
+
+    /// Anti-entropy with `peer`: a digest request, cheap when the rosters agree.
+    pub(super) fn sync_roster(&mut self, peer: PeerId) {
+        let request = RosterRequest::with_digest(self.roster.digest());
+        self.ask_roster(peer, request, Ask::Digest);
+    }
+
+    fn ask_roster(&mut self, peer: PeerId, request: RosterRequest, ask: Ask) {
+        if self.roster_asks.0.len() >= MAX_ROSTER_REQUESTS {
+            debug!(%peer, "roster fetch skipped: too many in flight");
+            return;
+        }
+        self.presence_cost.roster_fetches += 1;
+        let id = self
+            .swarm
+            .behaviour_mut()
+            .roster
+            .send_request(&peer, request);
+        self.roster_asks.0.insert(id, ask);
+    }
+
+    pub(super) fn on_roster_fetch(
+        &mut self,
+        event: request_response::Event<RosterRequest, RosterResponse>,
+    ) {
+        match event {
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Request {
+                        channel, request, ..
+                    },
+                ..
+            } => {
+                self.presence_cost.summary_bytes +=
+                    (request.have.len() + request.away.len()) as u64;
+                // A refused request (a ragged summary, a bitmap that does not fit it)
+                // gets an empty answer: the codec's size limit already bounds what it
+                // can cost.
+                let response = match self.roster.answer(&request, crate::now_ms()) {
+                    Ok(answer) => RosterResponse::new(&answer),
+                    Err(e) => {
+                        debug!(%peer, %e, "roster request refused");
+                        self.emit(Event::Rejected {
+                            from: peer,
+                            reason: e.to_string(),
+                        });
+                        RosterResponse::empty()
+                    }
+                };
+                if self
+                    .swarm
+                    .behaviour_mut()
+                    .roster
+                    .send_response(channel, response)
+                    .is_err()
+                {
+                    debug!(%peer, "roster response not sent: connection closed");
+                }
+            }
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            } => {
+                let ask = self.roster_asks.0.remove(&request_id);
+                if ask == Some(Ask::Digest) && !response.same {
+                    // The rosters differ: now the summary.
+                    self.fetch_roster(peer, Ask::Repair);
+                }
+                self.apply_roster_response(peer, response, ask == Some(Ask::Repair));
+            }
+            request_response::Event::OutboundFailure {
+                peer,
+                request_id,
+                error,
+                ..
+            } => {
+                self.roster_asks.0.remove(&request_id);
+                // Peers that are not interlink nodes (or other networks) don't speak it.
+                debug!(%peer, %error, "roster fetch failed");
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies what a roster fetch brought. The responder is not trusted: anything the
+    /// roster does not already know is verified before it is applied, announcements
+    /// first, then the beacons (whose signer is the identity of an announcement held).
+    fn apply_roster_response(&mut self, peer: PeerId, response: RosterResponse, repair: bool) {
+        let now = crate::now_ms();
+        let mut changed = Vec::new();
+        let mut heard = Vec::new();
+        self.presence_cost.roster_bytes += response
+            .announcements
+            .iter()
+            .chain(&response.beacons)
+            .map(|a| a.len() as u64)
+            .sum::<u64>();
+        let brought = response.announcements.len();
+        for bytes in &response.announcements {
+            let result = Unverified::<Announcement>::decode(bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|a| {
+                    let c = a.claimed();
+                    // Several fetches in flight can bring the same announcement, and a
+                    // responder can send what we hold newer: no signature check for
+                    // what would change nothing.
+                    if self.roster.knows(&c.identity, &c.session_id, c.ts, c.seq) {
+                        return Ok(None);
+                    }
+                    self.presence_cost.verified += 1;
+                    let known = self.roster.sealing_binding_of(&c.identity);
+                    let a = a
+                        .verify_knowing(known.as_ref())
+                        .map_err(|e| e.to_string())?;
+                    let addr = a.body().session_addr();
+                    self.roster
+                        .apply_announcement(a, now)
+                        .map(|u| Some((u, addr)))
+                        .map_err(|e| roster_error(&e))
+                });
+            match result {
+                Ok(Some((upsert @ (Upsert::Inserted | Upsert::Updated), addr))) => {
+                    changed.push((addr, upsert));
+                }
+                Ok(_) => {}
+                Err(reason) => {
+                    debug!(%peer, %reason, "roster entry rejected");
+                    self.emit(Event::Rejected { from: peer, reason });
+                }
+            }
+        }
+        for bytes in &response.beacons {
+            let result = Unverified::<Beacon>::decode(bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|b| {
+                    let c = b.claimed();
+                    let Some(addr) = self.roster.beacon_target(&c.tag()).cloned() else {
+                        return Ok(None);
+                    };
+                    if self
+                        .roster
+                        .heard(&addr)
+                        .is_some_and(|h| (c.ts, c.seq) <= (h.ts, h.seq))
+                    {
+                        return Ok(None);
+                    }
+                    self.presence_cost.verified += 1;
+                    let b = b.signed_by(addr.key).verify().map_err(|e| e.to_string())?;
+                    match self.roster.apply_beacon(b, now) {
+                        Ok(BeaconOutcome::Applied) => Ok(Some(addr)),
+                        Ok(BeaconOutcome::Unchanged) => Ok(None),
+                        Err(e) => Err(roster_error(&e)),
+                    }
+                });
+            match result {
+                Ok(Some(addr)) => heard.push(addr),
+                Ok(None) => {}
+                Err(reason) => {
+                    debug!(%peer, %reason, "roster beacon rejected");
+                    self.emit(Event::Rejected { from: peer, reason });
+                }
+            }
+        }
+        debug!(%peer, brought, new = changed.len(), beacons = heard.len(), held = self.roster.len(), "roster fetch answered");
+        for (addr, upsert) in &changed {
+            self.learned(addr, *upsert);
+        }
+        for addr in &heard {
+            self.beacon_heard(addr);
+        }
+        if repair {
+            let again: Vec<Vec<u8>> = changed
+                .iter()
+                .map(|(addr, _)| addr)
+                .filter_map(|addr| self.roster.get(addr).cloned())
+                .map(|a| PresenceMessage::Announcement(a).to_bytes())
+                .chain(
+                    heard
+                        .iter()
+                        .filter_map(|addr| self.roster.held_beacon(addr).cloned())
+                        .map(|b| PresenceMessage::Beacon(b).to_bytes()),
+                )
+                .take(MAX_REPUBLISH)
+                .collect();
+            self.presence_cost.republished += again.len() as u64;
+            for bytes in again {
+                // `Duplicate` when gossip brought it meanwhile: nothing to repair.
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .gossipsub
+                    .publish(self.topic.clone(), bytes);
+            }
+        }
+        if !changed.is_empty() {
+            self.emit(Event::RosterChanged);
+        }
+    }
+}
