@@ -9,7 +9,9 @@
 //! thread shows each member's copy moving on; bob replies to all (alice and carol get
 //! it in the same thread) and then to alice alone (`in_reply_to` without `to`), which
 //! stays in the thread too; a member removed from peers.json is skipped with the
-//! reason.
+//! reason. A second test: a member running two sessions (neither narrowed nor sticky)
+//! gets a copy in each, and `interlink-p2p send --to group:<name>` from a shell reaches
+//! every member session the same way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
@@ -359,6 +361,145 @@ async fn a_group_message_reaches_every_member_once_and_replies_keep_its_thread()
             assert_eq!(s.non_jsonrpc_stdout(), Vec::<String>::new());
         }
         for s in [a, b, c] {
+            s.close(deadline()).await.unwrap();
+        }
+    })
+    .await
+    .expect("test deadline");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_session_of_a_member_gets_a_copy_and_the_shell_sends_to_groups_too() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let alice = User::new("alice", &[]).unwrap();
+        let bob = User::new("bob", &[]).unwrap();
+        let carol = User::new("carol", &[]).unwrap();
+        let a = start_on_loopback(&alice, "f-a", None, &[]).await.unwrap();
+        let boot = loopback_addr(&a).await;
+        let b1 = start_on_loopback(&bob, "f-b1", Some(&boot), &[])
+            .await
+            .unwrap();
+        let b2 = start_on_loopback(&bob, "f-b2", Some(&boot), &[])
+            .await
+            .unwrap();
+        let c = start_on_loopback(&carol, "f-c", Some(&boot), &[])
+            .await
+            .unwrap();
+        a.ok("whoami", json!({})).await.unwrap();
+        for o in [&bob, &carol] {
+            a.ok("add_peer", json!({"name": o.name, "key": o.key}))
+                .await
+                .unwrap();
+        }
+        for s in [&b1, &b2, &c] {
+            s.ok("whoami", json!({})).await.unwrap();
+            s.ok("add_peer", json!({"name": "alice", "key": alice.key}))
+                .await
+                .unwrap();
+        }
+        for session in ["f-b1", "f-b2", "f-c"] {
+            sees(&a, session).await.unwrap();
+        }
+        a.ok(
+            "create_group",
+            json!({"name": "crew", "members": ["bob", "carol"]}),
+        )
+        .await
+        .unwrap();
+
+        // Bob runs two live sessions and neither is sticky: a direct message would have
+        // to name one; the group message goes to each.
+        let (text, sent) = a
+            .ok(
+                "send_message",
+                json!({"to": "group:crew", "text": "all hands"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(sent["status"], "delivered", "{text}");
+        let mut to: Vec<(String, String)> = sent["recipients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["to"].as_str().unwrap().to_owned(),
+                    r["session_id"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        to.sort();
+        assert_eq!(
+            to,
+            pair(&[("bob", "f-b1"), ("bob", "f-b2"), ("carol", "f-c")]),
+            "{text}"
+        );
+        for r in sent["recipients"].as_array().unwrap() {
+            if r["to"] == "bob" {
+                assert!(
+                    r["route"]
+                        .as_str()
+                        .unwrap()
+                        .contains("each of which gets a copy"),
+                    "{text}"
+                );
+            }
+        }
+        let thread = sent["thread"].as_str().unwrap().to_owned();
+        for s in [&b1, &b2] {
+            let got = unread(s, 1).await;
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert_eq!(got[0]["text"], "all hands");
+            assert_eq!(got[0]["group"]["thread"], thread.as_str());
+            assert_eq!(
+                members(&got[0]).len(),
+                3,
+                "every recipient session is listed: {got:?}"
+            );
+        }
+
+        // The same from a shell: one stdout line per copy, each delivered.
+        let (out, _) = alice
+            .send(&boot, "group:crew", &["from the shell"], None)
+            .unwrap();
+        assert!(out.status.success(), "{}", out.stderr);
+        let mut lines: Vec<(String, String)> = out
+            .stdout
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                assert_eq!(f.len(), 3, "{l}");
+                assert_eq!(f[0], "delivered", "{l}\n{}", out.stderr);
+                (f[2].to_owned(), f[1].to_owned())
+            })
+            .collect();
+        lines.sort();
+        let who: Vec<&str> = lines.iter().map(|(w, _)| w.as_str()).collect();
+        assert_eq!(who, ["bob/f-b1", "bob/f-b2", "carol/f-c"], "{}", out.stderr);
+        for (s, session) in [(&b1, "f-b1"), (&b2, "f-b2"), (&c, "f-c")] {
+            let got = unread(s, 2).await;
+            let m = got
+                .iter()
+                .find(|m| m["text"] == "from the shell")
+                .unwrap_or_else(|| panic!("{session}: {got:?}"));
+            assert_eq!(m["from"], "alice");
+            assert_eq!(m["group"]["name"], "crew");
+            let id = lines
+                .iter()
+                .find(|(w, _)| w.ends_with(session))
+                .map(|(_, id)| id.as_str())
+                .unwrap();
+            assert_eq!(m["msg_id"], id, "{m}");
+        }
+        // An unknown group is an error naming the user's groups; nothing is sent.
+        let (out, _) = alice.send(&boot, "group:nope", &["x"], None).unwrap();
+        assert!(!out.status.success());
+        assert!(out.stderr.contains("crew"), "{}", out.stderr);
+
+        for s in [&a, &b1, &b2, &c] {
+            assert_eq!(s.non_jsonrpc_stdout(), Vec::<String>::new());
+        }
+        for s in [a, b1, b2, c] {
             s.close(deadline()).await.unwrap();
         }
     })

@@ -55,6 +55,7 @@ pub mod codex;
 pub mod consent;
 pub mod context;
 mod files;
+pub mod group_route;
 pub mod groups;
 pub mod host_inbox;
 pub mod pairing;

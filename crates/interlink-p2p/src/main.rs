@@ -129,13 +129,16 @@ enum Command {
         #[command(flatten)]
         net: NetArgs,
     },
-    /// Send messages to a peer's session, as a short-lived session of this user.
+    /// Send messages to a peer's session, or to a group, as a short-lived session of
+    /// this user.
     ///
     /// Prints one line per message: `delivered <msg_id>` (the recipient's node stored
-    /// it and receipted it) or `queued <msg_id>` (it waits in the recipient's mailbox).
+    /// it and receipted it) or `queued <msg_id>` (it waits in the recipient's mailbox);
+    /// to a group, one line per copy, `<outcome> <msg_id> <member>/<session>`.
     Send {
-        /// The recipient: a petname from peers.json, a fingerprint or key prefix, or
-        /// `self` (this user's other sessions).
+        /// The recipient: a petname from peers.json, a fingerprint or key prefix,
+        /// `self` (this user's other sessions), or `group:<name>` (every member session
+        /// of one of this user's groups).
         #[arg(long, value_name = "TARGET")]
         to: String,
         /// The recipient session: an exact id or a unique prefix [default: chosen by

@@ -17,15 +17,19 @@ use std::{collections::VecDeque, io::Write, path::PathBuf, time::Duration};
 
 use anyhow::{Context as _, bail};
 use interlink_core::{
-    IdentityKey, SessionId,
+    IdentityKey, MsgId, SessionId,
+    limits::MAX_GROUP_RECIPIENTS,
     presence::Presence,
-    routing::{Route, RouteRequest},
-    wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr, TaskStatus},
+    routing::{Hints, Route, RouteRequest},
+    trust::PeerPolicy,
+    wire::{DeliveryMode, EnvelopeKind, GroupTag, HostKind, SessionAddr, TaskStatus},
 };
-use interlink_net::{Config, Delivery, Outcome, OutgoingMessage, SendError, SendOutcome};
+use interlink_net::{Config, Delivery, Node, Outcome, OutgoingMessage, SendError, SendOutcome};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
 use interlink_mcp::{
+    group_route,
+    groups::GROUP_PREFIX,
     sender::{self, Target, TargetError},
     session_node::{Describe, session_spec, start_node},
 };
@@ -80,6 +84,9 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     out: &mut impl Write,
     progress: &mut impl Write,
 ) -> anyhow::Result<()> {
+    if let Some(group) = options.to.strip_prefix(GROUP_PREFIX) {
+        return send_group(home, config, &options, group, messages, out, progress).await;
+    }
     let (identity, _) = crate::load_identity(home)?;
     let own_key = identity.public();
     let peers = policy::load(home)?;
@@ -95,34 +102,8 @@ pub async fn send<R: AsyncBufRead + Unpin>(
         ),
         e => anyhow::anyhow!("--to {:?}: {e}", options.to),
     })?;
-    let session = SessionId::new(format!("send-{}", SessionId::random(&mut crate::os_rng())))?;
-    let own = SessionAddr {
-        key: own_key,
-        session: session.clone(),
-    };
-    // This session takes no messages: it has no inbox and leaves in seconds. It keeps
-    // the policy and the pins file: they tell it which peers' mailbox passes to keep
-    // and use, and which of its own to hand over (PROTOCOL §4.7).
-    config.delivery = Delivery {
-        inbox_dir: None,
-        policy: peers.clone(),
-        pins_file: Some(home.pins()),
-    };
-    let describe = Describe {
-        summary: "interlink-p2p send".into(),
-        cwd: options.cwd.clone(),
-        host: HostKind::Other,
-        delivery: DeliveryMode::Poll,
-    };
-    let spec = session_spec(home, session, describe)?;
-    let node = start_node(spec, &config)?;
+    let (node, own) = join(home, &mut config, &peers, own_key, &options, progress)?;
     let handle = node.handle();
-    let _ = writeln!(
-        progress,
-        "send: joining overlay {} as {}…",
-        config.network.as_str(),
-        own.session
-    );
 
     let mut queued = 0usize;
     let mut not_kept = 0usize;
@@ -233,6 +214,176 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     });
     node.shutdown().await;
     result
+}
+
+/// Starts this command's short-lived session node under the user's identity: a fresh
+/// session id, no inbox, the user's policy and pins.
+fn join(
+    home: &Home,
+    config: &mut Config,
+    peers: &PeerPolicy,
+    own_key: IdentityKey,
+    options: &Options,
+    progress: &mut impl Write,
+) -> anyhow::Result<(Node, SessionAddr)> {
+    let session = SessionId::new(format!("send-{}", SessionId::random(&mut crate::os_rng())))?;
+    let own = SessionAddr {
+        key: own_key,
+        session: session.clone(),
+    };
+    // This session takes no messages: it has no inbox and leaves in seconds. It keeps
+    // the policy and the pins file: they tell it which peers' mailbox passes to keep
+    // and use, and which of its own to hand over (PROTOCOL §4.7).
+    config.delivery = Delivery {
+        inbox_dir: None,
+        policy: peers.clone(),
+        pins_file: Some(home.pins()),
+    };
+    let describe = Describe {
+        summary: "interlink-p2p send".into(),
+        cwd: options.cwd.clone(),
+        host: HostKind::Other,
+        delivery: DeliveryMode::Poll,
+    };
+    let spec = session_spec(home, session, describe)?;
+    let node = start_node(spec, config)?;
+    let _ = writeln!(
+        progress,
+        "send: joining overlay {} as {}…",
+        config.network.as_str(),
+        own.session
+    );
+    Ok((node, own))
+}
+
+/// `send --to group:<name>`: every message goes to every member session of the user's
+/// group (docs/GROUPS.md), one sealed copy each, all under one group tag and thread.
+/// One stdout line per copy, in order: `<outcome> <msg_id> <member>/<session>`, the
+/// outcome as for a direct message (`delivered`, `queued`, or `not-kept <reason>` with
+/// no id).
+async fn send_group<R: AsyncBufRead + Unpin>(
+    home: &Home,
+    mut config: Config,
+    options: &Options,
+    name: &str,
+    messages: Messages<R>,
+    out: &mut impl Write,
+    progress: &mut impl Write,
+) -> anyhow::Result<()> {
+    if options.session.is_some() {
+        bail!(
+            "--session names one session of one peer; a group's sessions are its members'              (narrow a member with `interlink-p2p group add {name} <peer>/<session>`)"
+        );
+    }
+    let groups = interlink_mcp::groups::load(home)?;
+    let Some(group) = groups.get(name).cloned() else {
+        let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+        bail!(
+            "no group is named {name:?}; this user's groups: {} (`interlink-p2p group create`              makes one)",
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        );
+    };
+    let (identity, _) = crate::load_identity(home)?;
+    let peers = policy::load(home)?;
+    let (node, own) = join(
+        home,
+        &mut config,
+        &peers,
+        identity.public(),
+        options,
+        progress,
+    )?;
+    let handle = node.handle();
+    let mut not_kept = 0usize;
+    let result = async {
+        let until = tokio::time::Instant::now() + options.wait;
+        let routed = group_route::route_group(
+            &handle,
+            &group,
+            &peers,
+            &own,
+            |_| Hints::default(),
+            until,
+            SETTLE,
+        )
+        .await?;
+        for s in &routed.skipped {
+            let _ = writeln!(progress, "send: group {name}: no copy for {}: {}", s.member, s.why);
+        }
+        let recipients = routed.recipients;
+        if recipients.is_empty() {
+            bail!("nothing sent to group {name:?}: no member session to send to");
+        }
+        if recipients.len() > MAX_GROUP_RECIPIENTS {
+            bail!(
+                "nothing sent: {} recipient sessions; a group message goes to at most                  {MAX_GROUP_RECIPIENTS}",
+                recipients.len()
+            );
+        }
+        let tag = GroupTag {
+            name: group.name.clone(),
+            thread: MsgId::random(&mut crate::os_rng()),
+            members: recipients.iter().map(|r| r.to.clone()).collect(),
+        };
+        let _ = writeln!(
+            progress,
+            "send: group {name}, thread {}: a copy to each of {}",
+            tag.thread,
+            recipients
+                .iter()
+                .map(|r| format!("{}/{} ({}; {})", r.name, r.to.session, r.route.presence, r.route.reason))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mut texts = Texts::new(messages);
+        while let Some(text) = texts.next().await? {
+            // Every copy is handed to the node before any outcome is awaited: a sleeping
+            // member delays nobody.
+            let mut pending = Vec::with_capacity(recipients.len());
+            for r in &recipients {
+                let msg = OutgoingMessage {
+                    to: r.to.clone(),
+                    kind: EnvelopeKind::Message,
+                    text: Some(text.clone()),
+                    task_id: options.task_id.clone(),
+                    status: options.status,
+                    in_reply_to: None,
+                    name: None,
+                    group: Some(tag.clone()),
+                };
+                pending.push(handle.submit(msg).await?);
+            }
+            for (r, outcome) in recipients.iter().zip(pending) {
+                let who = format!("{}/{}", r.name, r.to.session);
+                let line = match outcome.await {
+                    Ok(SendOutcome::Delivered(sent)) => format!("delivered {} {who}", sent.msg_id),
+                    Ok(SendOutcome::Queued { msg_id, .. }) => format!("queued {msg_id} {who}"),
+                    Err(SendError::NotKept(reason)) => {
+                        not_kept += 1;
+                        format!("not-kept {who} {reason}")
+                    }
+                    Err(e) => format!("failed {who} {e}"),
+                };
+                writeln!(out, "{line}")?;
+                out.flush().context("writing the outcome")?;
+            }
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    node.shutdown().await;
+    result?;
+    if not_kept > 0 {
+        bail!(
+            "{not_kept} cop(ies) not kept (the not-kept lines say why): this command has no \
+             outbox, and no peer took them; send them again later"
+        );
+    }
+    Ok(())
 }
 
 /// The message texts of [`Messages`], one at a time.

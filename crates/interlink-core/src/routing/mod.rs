@@ -65,6 +65,9 @@ pub enum RouteReason {
     SingleAway,
     /// Nothing retained for the peer; an address used before, tried speculatively.
     Remembered,
+    /// One of several sessions that fit equally well, each of which gets a copy (a
+    /// group message: a direct message would have to name one).
+    EachOfSeveral,
 }
 
 impl fmt::Display for RouteReason {
@@ -77,6 +80,7 @@ impl fmt::Display for RouteReason {
             RouteReason::SingleLive => "the only live session",
             RouteReason::SingleAway => "the only session (away)",
             RouteReason::Remembered => "a previously used session (not on the roster)",
+            RouteReason::EachOfSeveral => "one of the peer's sessions, each of which gets a copy",
         })
     }
 }

@@ -9,12 +9,13 @@
 //! recipient sees who else got it, and a reply keeps the thread. Holders see one
 //! envelope from the sender to one session, as for a direct message.
 //!
-//! Who gets a copy: for a member of one of this user's groups, the session a direct
-//! message to it would be routed to, or exactly the sessions it is narrowed to; for
+//! Who gets a copy ([`crate::group_route`]): for a member of one of this user's groups,
+//! the session a direct message to it would be routed to — each of its sessions when
+//! several fit equally well — or exactly the sessions it is narrowed to; for
 //! `reply_all`, the replied message's sender (at its reply address) and every session
 //! its tag lists. This user's own sessions are never among them (they are where the
 //! message is written or was received). A member that is not a peer any more, or that
-//! routing finds no single session for, is skipped with the reason.
+//! routing finds no session for, is skipped with the reason.
 
 use interlink_core::{
     IdentityKey, MsgId,
@@ -23,9 +24,10 @@ use interlink_core::{
 use interlink_net::inbox::{InboxEntry, read_newest};
 use serde_json::{Value, json};
 
-use super::send::{Fields, Recipient, Sent, gone_warning, outgoing, route_error};
+use super::send::{Fields, ROUTE_WAIT, Recipient, Sent, gone_warning, outgoing, route_error};
 use crate::{
     context::{Ready, ToolError},
+    group_route,
     groups::{self, GROUP_PREFIX, MAX_GROUP_RECIPIENTS},
     policy, render,
     sent_log::HeldBy,
@@ -143,63 +145,44 @@ impl Server {
         let own = ctx.own()?;
         let policy = policy::load(&ctx.home)?;
         let ready = ctx.ready().await?;
-        let mut recipients = Vec::new();
-        let mut skipped = Vec::new();
-        for m in &group.members {
-            let Some(member) = policy.name_of(&m.key).map(str::to_owned) else {
-                skipped.push(Skipped {
-                    member: m.key.fingerprint().to_string(),
-                    key: m.key,
-                    reason: "not a peer any more (removed from peers.json): no copy".into(),
-                });
-                continue;
-            };
-            let sessions: Vec<Option<&interlink_core::SessionId>> = if m.sessions.is_empty() {
-                vec![None]
-            } else {
-                m.sessions.iter().map(Some).collect()
-            };
-            for session in sessions {
-                // A narrowed session is a full id: exactly it, never a longer id it
-                // happens to begin.
-                let routed = match session {
-                    Some(s) => {
-                        let addr = SessionAddr {
-                            key: m.key,
-                            session: s.clone(),
-                        };
-                        Ok(self.exact_route(&ready, &addr).await?)
+        // A node that just joined waits up to ROUTE_WAIT for members to show.
+        let until = tokio::time::Instant::now() + ROUTE_WAIT.saturating_sub(ready.since.elapsed());
+        let routed = group_route::route_group(
+            &ready.handle,
+            group,
+            &policy,
+            &own,
+            |key| self.ctx.shared().routes.get(key),
+            until,
+            std::time::Duration::ZERO,
+        )
+        .await
+        .map_err(|e| ToolError(e.to_string()))?;
+        let recipients: Vec<Recipient> = routed
+            .recipients
+            .into_iter()
+            .map(|r| Recipient {
+                to: r.to,
+                name: r.name,
+                route: r.route,
+            })
+            .collect();
+        let skipped = routed
+            .skipped
+            .into_iter()
+            .map(|s| Skipped {
+                reason: match s.why {
+                    group_route::SkipReason::NotAPeer => {
+                        "not a peer any more (removed from peers.json): no copy".into()
                     }
-                    None => self.route_for(&ready, m.key, None, &own).await?,
-                };
-                match routed {
-                    Ok(route) => recipients.push(Recipient {
-                        to: SessionAddr {
-                            key: m.key,
-                            session: route.session.clone(),
-                        },
-                        name: member.clone(),
-                        route,
-                    }),
-                    Err(e) => {
-                        let narrow =
-                            matches!(e, interlink_core::routing::RouteError::ChooseSession { .. });
-                        let mut reason = route_error(e, m.key, &member, ctx.key()).0;
-                        if narrow {
-                            reason.push_str(&format!(
-                                "\n(narrow the member to sessions: update_group with add \
-                                 [\"{member}/<session>\"] after removing {member})"
-                            ));
-                        }
-                        skipped.push(Skipped {
-                            member: session.map_or(member.clone(), |s| format!("{member}/{s}")),
-                            key: m.key,
-                            reason,
-                        });
+                    group_route::SkipReason::Route(e) => {
+                        route_error(e, s.key, &s.member, ctx.key()).0
                     }
-                }
-            }
-        }
+                },
+                member: s.member,
+                key: s.key,
+            })
+            .collect();
         let thread = thread.map_or_else(
             || MsgId::random(&mut crate::session_node::os_rng()),
             |(_, t)| t,

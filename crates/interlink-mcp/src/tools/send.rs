@@ -10,7 +10,7 @@ use interlink_core::{
     IdentityKey, MsgId,
     limits::MAX_BODY_BYTES,
     presence::Presence,
-    routing::{Route, RouteError, RouteReason, RouteRequest},
+    routing::{Route, RouteError, RouteRequest},
     trust::PeerPolicy,
     wire::{EnvelopeKind, GroupTag, RefusalCode, SessionAddr, TaskStatus},
 };
@@ -28,7 +28,7 @@ use crate::{
 
 /// How long `send_message` waits for a target with no session on the roster yet (the
 /// node may have just joined).
-const ROUTE_WAIT: Duration = Duration::from_secs(3);
+pub(crate) const ROUTE_WAIT: Duration = Duration::from_secs(3);
 
 /// What every copy of one `send_message` says, checked once.
 #[derive(Clone, Debug)]
@@ -293,29 +293,7 @@ impl Server {
         addr: &SessionAddr,
     ) -> Result<Route, ToolError> {
         let until = tokio::time::Instant::now() + ROUTE_WAIT.saturating_sub(ready.since.elapsed());
-        loop {
-            let roster = ready.handle.roster().await?;
-            let seen = roster
-                .iter()
-                .filter(|i| i.key == addr.key)
-                .flat_map(|i| &i.sessions)
-                .find(|s| s.addr == *addr && s.presence != Presence::Gone);
-            if let Some(s) = seen {
-                return Ok(Route {
-                    session: addr.session.clone(),
-                    presence: s.presence,
-                    reason: RouteReason::Exact,
-                });
-            }
-            if tokio::time::Instant::now() >= until {
-                return Ok(Route {
-                    session: addr.session.clone(),
-                    presence: Presence::Gone,
-                    reason: RouteReason::Literal,
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        Ok(crate::group_route::exact_route(&ready.handle, addr, until).await?)
     }
 
     /// What became of one copy: records it in the sent log (with its group and thread)
