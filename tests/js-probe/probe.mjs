@@ -8,8 +8,8 @@
 //                       [--gossip-wait MS]
 //
 // `live` checks the vectors, dials the session (TCP, Noise, Yamux, identify), fetches
-// its roster and verifies its announcement (and the one it gossips on the presence
-// topic, strict-signed by its own node), answers its roster fetch with an
+// its roster and verifies its announcement (and the beacon it gossips on the presence
+// topic, unsigned by gossipsub, signed by its identity), answers its roster fetch with an
 // announcement of its own, takes the session's `pass` envelope, delivers one sealed
 // `message` and verifies the signed receipt, then checks refusals: a request of another
 // version, one with no envelopes, and envelopes with an unknown key, a float `ts` or a
@@ -88,8 +88,9 @@ async function live (spec, a) {
     streamMuxers: [yamux()],
     services: {
       identify: identify({ agentVersion: 'interlink-js-probe/0' }),
-      // §8.1: strict signing; this probe only listens.
-      pubsub: gossipsub({ globalSignaturePolicy: 'StrictSign', emitSelf: false })
+      // §8.1 (version 8): no gossipsub signatures; the message id names the content.
+      // This probe only listens.
+      pubsub: gossipsub({ globalSignaturePolicy: 'StrictNoSign', emitSelf: false, msgIdFn: (m) => S.gossipId(m.data) })
     },
     start: false
   })
@@ -110,22 +111,26 @@ async function live (spec, a) {
   }
   node.addEventListener('peer:identify', (e) => { seen.identify = e.detail; notify() })
 
-  // §8.1: the presence topic; the session's own announcements must come from its node.
+  // §8.1: the presence topic, unsigned by gossipsub (version 8); every payload is signed
+  // by its session. A beacon is kept to be checked once the session's announcement is
+  // known (its signer is that announcement's identity, §4.9).
   const topic = `interlink-p2p/v${V}/${network}/announce`
+  const beacons = []
   node.services.pubsub.addEventListener('message', (e) => {
     const m = e.detail
     if (m.topic !== topic || seen.gossip instanceof Error) return
     try {
-      ensure(m.type === 'signed', 'presence message not signed (§8.1: strict signing)')
+      ensure(m.type === 'unsigned', 'presence message signed by gossipsub (§8.1: StrictNoSign since version 8)')
       ensure(m.data.length <= 8256, `presence message of ${m.data.length} bytes`)
       const msg = decode(m.data, 'presence message')
       const keys = Object.keys(msg)
-      ensure(keys.length === 1 && ['announcement', 'goodbye'].includes(keys[0]) && msg[keys[0]] instanceof Uint8Array,
-        `presence message: keys ${keys}, §8.1 says exactly one of announcement, goodbye (bytes)`)
+      ensure(keys.length === 1 && ['announcement', 'beacon', 'goodbye'].includes(keys[0]) && msg[keys[0]] instanceof Uint8Array,
+        `presence message: keys ${keys}, §8.1 says exactly one of announcement, beacon, goodbye (bytes)`)
       if (keys[0] === 'announcement') {
         const { body } = S.openSigned(msg.announcement, 'announcement', sch.announcement, 'identity', sch, 'gossiped announcement')
-        ensure(equal(body.peer_id, m.from.toMultihash().bytes), 'gossiped announcement: source is not its peer_id')
-        if (equal(body.identity, them) && body.session_id === theirSession) seen.gossip = body
+        if (equal(body.identity, them) && body.session_id === theirSession) seen.gossip = { announcement: body }
+      } else if (keys[0] === 'beacon') {
+        beacons.push(msg.beacon)
       } else {
         S.openSigned(msg.goodbye, 'goodbye', sch.goodbye, 'identity', sch, 'gossiped goodbye')
       }
@@ -139,8 +144,9 @@ async function live (spec, a) {
   // §8.2 responder: our own announcement, so the session can put this probe on its roster.
   await node.handle(proto('roster'), async ({ stream }) => {
     try {
-      const req = await readAll(stream, 8 * 16384 + 64, 'roster request')
-      const { have } = shape(decode(req, 'roster request'), sch.rosterRequest, 'roster request')
+      const req = await readAll(stream, 8 * 16384 + 16384 / 8 + 96, 'roster request')
+      const { have, away, digest } = shape(decode(req, 'roster request'), sch.rosterRequest, 'roster request')
+      ensure(away.length === 0 || away.length === Math.ceil(have.length / 64), 'roster request: away bitmap length')
       const addrs = node.getMultiaddrs().map((m) => m.decapsulateCode(421).toString())
       const ts = Date.now()
       const body = encode({
@@ -160,11 +166,18 @@ async function live (spec, a) {
         seq: 1
       })
       // Only what the requester's summary does not name; the session holds nothing of
-      // ours yet, so the first answer carries our announcement.
+      // ours yet, so the first answer carries our announcement. A digest request (§8.2)
+      // is answered only with whether our roster — our own announcement — is the same.
       const tag = S.rosterTag(me, mySession, ts, 1)
-      const named = [...Array(have.length / 8).keys()].some((i) => equal(have.slice(8 * i, 8 * i + 8), tag))
-      const announcements = named ? [] : [S.wrap('announcement', seed, body)]
-      await stream.sink([encode({ v: V, announcements })])
+      let answer
+      if (digest !== null) {
+        ensure(have.length === 0 && away.length === 0, 'a digest request with a summary')
+        answer = { v: V, announcements: [], beacons: [], same: equal(digest, S.rosterDigest([tag])) }
+      } else {
+        const named = [...Array(have.length / 8).keys()].some((i) => equal(have.slice(8 * i, 8 * i + 8), tag))
+        answer = { v: V, announcements: named ? [] : [S.wrap('announcement', seed, body)], beacons: [], same: false }
+      }
+      await stream.sink([encode(answer)])
       seen.roster = true
       notify()
     } catch (e) { seen.roster = e; notify(); stream.abort(e) }
@@ -221,8 +234,10 @@ async function live (spec, a) {
     log(`identify ok: ${id.protocolVersion}, ${id.agentVersion}`)
 
     // §8.2 roster fetch, and the session's announcement verified per §3, §4.1, §7.
-    const roster = shape(decode(await request(node, peer, proto('roster'), encode({ v: V, have: new Uint8Array(0) }), 1024 * 1024 + 1024),
+    const none = new Uint8Array(0)
+    const roster = shape(decode(await request(node, peer, proto('roster'), encode({ v: V, have: none, away: none, digest: null }), 1024 * 1024 + 1024),
       'roster response'), sch.rosterResponse, 'roster response')
+    ensure(roster.same === false, 'roster response to a full request says same')
     const anns = roster.announcements.map((w, i) =>
       S.openSigned(w, 'announcement', sch.announcement, 'identity', sch, `roster announcement ${i}`).body)
     for (let i = 1; i < anns.length; i++) {
@@ -249,11 +264,30 @@ async function live (spec, a) {
     if (seen.pass instanceof Error) throw seen.pass
     const theirPass = seen.pass
     log('the session fetched our roster and handed us its pass')
-    // It re-announces every heartbeat (§7.1: 30 s; tests shorten it).
-    await until(() => seen.gossip !== null, Number(a['gossip-wait'] ?? 45_000), `an announcement on ${topic}`)
+    // Between changes it sends a beacon every heartbeat (§7.1: 30 s; tests shorten it),
+    // naming the announcement we fetched, signed by its identity (§4.9). (Its
+    // announcement may come by gossip too: published when we subscribed, if it had
+    // reached no one before.)
+    const annTag = S.rosterTag(them, ann.session_id, ann.ts, ann.seq)
+    let beacon = null
+    const checkBeacons = () => {
+      if (seen.gossip instanceof Error) return true
+      for (const w of beacons.splice(0)) {
+        try {
+          const { body } = S.openBeacon(w, them, sch, 'gossiped beacon')
+          if (equal(body.of, annTag)) beacon ??= body
+        } catch { /* another session's beacon: not ours to check */ }
+      }
+      return beacon !== null
+    }
+    await until(checkBeacons, Number(a['gossip-wait'] ?? 45_000), `a beacon of the session on ${topic}`)
     if (seen.gossip instanceof Error) throw seen.gossip
-    ensure(seen.gossip.sealing.key.every((x, i) => x === ann.sealing.key[i]), 'gossiped announcement: another sealing key')
-    log(`gossiped announcement ok on ${topic}, seq ${seen.gossip.seq}`)
+    if (seen.gossip?.announcement) {
+      ensure(seen.gossip.announcement.sealing.key.every((x, i) => x === ann.sealing.key[i]), 'gossiped announcement: another sealing key')
+      log(`gossiped announcement ok on ${topic}, seq ${seen.gossip.announcement.seq}`)
+    }
+    ensure(beacon.seq > ann.seq && beacon.ts >= ann.ts, 'beacon: not newer than the announcement it keeps live')
+    log(`gossiped beacon ok on ${topic}: of the fetched announcement, seq ${beacon.seq}, heartbeat ${beacon.heartbeat_ms} ms`)
 
     // §4.3, §5, §8.3: one sealed message, and the signed receipt.
     // `spoil` makes a broken one: {extra: a key no table has, ts: a value, aad: other bytes}.

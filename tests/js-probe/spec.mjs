@@ -75,10 +75,12 @@ function head (major, n) {
 
 export class Float64 { constructor (value) { this.value = value } }
 
-/** Encodes null, uint, Uint8Array (bytes), string (text), arrays, and plain objects
- * (maps with text keys, in insertion order = the field order of the tables). */
+/** Encodes null, booleans, uint, Uint8Array (bytes), string (text), arrays, and plain
+ * objects (maps with text keys, in insertion order = the field order of the tables). */
 export function encode (v) {
   if (v === null) return Uint8Array.of(0xf6)
+  if (v === false) return Uint8Array.of(0xf4)
+  if (v === true) return Uint8Array.of(0xf5)
   if (v instanceof Float64) { // only for probing that decoders refuse floats (§1)
     const b = new Uint8Array(9); b[0] = 0xfb
     new DataView(b.buffer).setFloat64(1, v.value)
@@ -133,8 +135,18 @@ export const rosterTag = (identity, sessionId, ts, seq) => {
   return sha256(concat(utf8('interlink-p2p/v7/roster-tag\0'), identity, Uint8Array.of(id.length), id, stamp)).slice(0, 8)
 }
 
+// §8.1 (version 8): a presence message's gossipsub id names its content.
+export const gossipId = (data) => sha256(concat(utf8('interlink-p2p/v8/gossip-id\0'), data)).slice(0, 16)
+
+// §8.2 (version 8): the roster digest, over every held tag in ascending byte order.
+export const rosterDigest = (tags) => {
+  const cmp = (a, b) => { for (let i = 0; i < 8; i++) if (a[i] !== b[i]) return a[i] - b[i]; return 0 }
+  return sha256(concat(utf8('interlink-p2p/v8/roster-digest\0'), ...[...tags].sort(cmp))).slice(0, 16)
+}
+
 export const t = {
   uint: (v) => (Number.isSafeInteger(v) && v >= 0) || typeof v === 'bigint',
+  bool: (v) => typeof v === 'boolean',
   text: (v) => typeof v === 'string',
   bytes: (v) => v instanceof Uint8Array,
   b: (n) => (v) => v instanceof Uint8Array && v.length === n,
@@ -184,6 +196,8 @@ export function schemas (V) {
       ['heartbeat_ms', t.uint],
       ['ts', t.uint], ['seq', t.uint]],
     goodbye: [['v', v], ['identity', t.b(32)], ['session_id', sessionId], ['ts', t.uint], ['seq', t.uint]],
+    // §4.9: no signer in the body; it is the identity of the announcement `of` names.
+    beacon: [['v', v], ['of', t.b(8)], ['heartbeat_ms', t.uint], ['ts', t.uint], ['seq', t.uint]],
     envelope: [['v', v], ['sender', t.b(32)], ['sender_session', sessionId], ['recipient', t.b(32)],
       ['recipient_session', sessionId], ['msg_id', t.b(16)], ['ts', t.uint],
       ['kind', t.oneOf('message', 'knock', 'pair_accept', 'goodbye', 'read', 'host_queued', 'pass')],
@@ -206,8 +220,9 @@ export function schemas (V) {
     ack: [['v', v], ['owner', t.b(32)], ['owner_session', sessionId],
       ['entries', (a) => t.array(t.tuple(t.b(32), t.b(16)))(a) && a.length >= 1 && a.length <= 256],
       ['ts', t.uint]],
-    rosterRequest: [['v', v], ['have', (b) => t.bytes(b) && b.length % 8 === 0 && b.length <= 8 * 16384]],
-    rosterResponse: [['v', v], ['announcements', t.array(t.bytes)]],
+    rosterRequest: [['v', v], ['have', (b) => t.bytes(b) && b.length % 8 === 0 && b.length <= 8 * 16384],
+      ['away', t.bytes], ['digest', t.orNull(t.b(16))]],
+    rosterResponse: [['v', v], ['announcements', t.array(t.bytes)], ['beacons', t.array(t.bytes)], ['same', t.bool]],
     deliverRequest: [['v', v], ['envelopes', t.array(t.bytes)]],
     deliverResponse: [['v', v], ['receipt', t.orNull(t.bytes)],
       ['results', t.array(t.map([['refused', t.orNull(refusal)]]))]],
@@ -222,7 +237,7 @@ const sessionId = (s) => typeof s === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.tes
 // ---- §2 keys, §3 signatures, §4.7 passes, §6 identifiers ----
 
 export const TAG = Object.fromEntries(['announcement', 'goodbye', 'envelope', 'receipt', 'ack',
-  'sealing-key', 'mailbox-pass', 'mailbox-fetch'].map((d) => [d, utf8(`interlink-p2p/v1/${d}\0`)]))
+  'sealing-key', 'mailbox-pass', 'mailbox-fetch', 'beacon'].map((d) => [d, utf8(`interlink-p2p/v1/${d}\0`)]))
 
 export const H = (...parts) => sha256(concat(...parts))
 export const identityKey = (seed) => ed25519.getPublicKey(seed)
@@ -265,6 +280,16 @@ export function openSigned (bytes, domain, schema, signerField, S, what) {
   const body = shape(decode(wrapper.body, `${what}.body`), schema, `${what}.body`)
   ensure(verify(domain, body[signerField], wrapper.body, wrapper.sig),
     `${what}: signature does not verify under ${signerField} in the ${domain} domain`)
+  return { wrapper, body }
+}
+
+/** §4.9: a beacon's wrapper and body, its signature checked under `signer` (the
+ * identity of the announcement its `of` names). Returns { wrapper, body }. */
+export function openBeacon (bytes, signer, S, what) {
+  const wrapper = shape(decode(bytes, what), S.wrapper, what)
+  ensure(!('reply_to' in wrapper), `${what}: reply_to is for envelopes only`)
+  const body = shape(decode(wrapper.body, `${what}.body`), S.beacon, `${what}.body`)
+  ensure(verify('beacon', signer, wrapper.body, wrapper.sig), `${what}: signature does not verify under the announcement's identity`)
   return { wrapper, body }
 }
 

@@ -73,6 +73,13 @@ export async function checkVectors ({ version: V, vectors }) {
     v: V, owner: B, owner_session: 'session-b', holder: aPeer.toMultihash().bytes, ts: ts + 4
   }))
 
+  // §4.9: Alice's beacon of that announcement a minute later; the roster holding both.
+  const tag = S.rosterTag(A, 'session-a', ts, 1)
+  const annWire = S.wrap('announcement', alice, announcementBody)
+  const beaconWire = S.wrap('beacon', alice, encode({ v: V, of: tag, heartbeat_ms: 30000, ts: ts + 60000, seq: 2 }))
+  const beaconMsg = encode({ beacon: beaconWire })
+  const none = new Uint8Array(0)
+
   const expect = {
     'alice.seed': alice,
     'alice.identity_key': A,
@@ -84,7 +91,7 @@ export async function checkVectors ({ version: V, vectors }) {
     'bob.sealing_key': bSeal.pub,
     'bob.session-b.mailbox_key': S.mailboxKey(B, 'session-b'),
     'bob.mailbox_pass_for_alice': bobPassForAlice,
-    'announcement.wire': S.wrap('announcement', alice, announcementBody),
+    'announcement.wire': annWire,
     'envelope.body.plaintext': plaintext,
     'envelope.seal.enc': sealed.enc,
     'envelope.seal.ct': sealed.ct,
@@ -107,9 +114,18 @@ export async function checkVectors ({ version: V, vectors }) {
     })),
     'mailbox_fetch.wire': fetchWire,
     'mailbox_fetch_request.wire': encode({ v: V, op: { fetch: { request: fetchWire } } }),
-    // §8.2: the announcement's roster tag, and a request whose summary is just it.
-    'roster_tag': S.rosterTag(A, 'session-a', ts, 1),
-    'roster_request.wire': encode({ v: V, have: S.rosterTag(A, 'session-a', ts, 1) })
+    // §8.2: the announcement's roster tag, and a request whose summary is just it —
+    // live, then marked away by a node that missed the beacon.
+    'roster_tag': tag,
+    'roster_request.wire': encode({ v: V, have: tag, away: none, digest: null }),
+    'roster_request_away.wire': encode({ v: V, have: tag, away: Uint8Array.of(1), digest: null }),
+    'roster_digest': S.rosterDigest([tag]),
+    'roster_digest_request.wire': encode({ v: V, have: none, away: none, digest: S.rosterDigest([tag]) }),
+    'beacon.wire': beaconWire,
+    'roster_response.wire': encode({ v: V, announcements: [annWire], beacons: [beaconWire], same: false }),
+    // §8.1: the beacon as published, and its gossipsub message id.
+    'presence_beacon.msg': beaconMsg,
+    'gossip_id(presence_beacon.msg)': S.gossipId(beaconMsg)
   }
 
   const unknown = [...vectors.keys()].filter((k) => !(k in expect))
@@ -141,6 +157,14 @@ export async function checkVectors ({ version: V, vectors }) {
   ensure(S.equal(fetch.body.holder, aPeer.toMultihash().bytes), 'mailbox fetch: holder')
   S.shape(S.decode(w('mailbox_fetch_request.wire'), 'mailbox_fetch_request'), sch.mailboxFetchRequest, 'mailbox_fetch_request')
   S.shape(S.decode(w('roster_request.wire'), 'roster_request'), sch.rosterRequest, 'roster_request')
+  S.shape(S.decode(w('roster_request_away.wire'), 'roster_request_away'), sch.rosterRequest, 'roster_request_away')
+  S.shape(S.decode(w('roster_digest_request.wire'), 'roster_digest_request'), sch.rosterRequest, 'roster_digest_request')
+  const resp = S.shape(S.decode(w('roster_response.wire'), 'roster_response'), sch.rosterResponse, 'roster_response')
+  const b = S.openBeacon(resp.beacons[0], A, sch, 'roster response beacon')
+  ensure(S.equal(b.body.of, S.rosterTag(A, ann.body.session_id, ann.body.ts, ann.body.seq)), 'beacon: of is not the announcement\'s tag')
+  let forged = false
+  try { S.openBeacon(w('beacon.wire'), B, sch, 'beacon under bob') } catch { forged = true }
+  ensure(forged, 'a beacon verified under another identity than the announcement\'s')
   // A flipped signature bit must not verify.
   const bad = w('goodbye.wire'); bad[bad.length - 1] ^= 1
   let refused = false

@@ -266,17 +266,22 @@ fn vectors() -> Vec<(&'static str, String)> {
             "roster_request.wire",
             hex(&cbor4ii::serde::to_vec(
                 Vec::new(),
-                &RosterRequest::with_summary(&Summary::of(&roster, TS)),
+                &RosterRequest::with_summary(&Summary::of(&roster, TS + 60_000)),
             )
             .unwrap()),
         ),
-        // The same roster judged at a time the session is away: its tag is marked.
+        // A node that holds the announcement but missed the beacon, at a time it
+        // judges the session away: its tag is marked.
         (
             "roster_request_away.wire",
             hex(&cbor4ii::serde::to_vec(
                 Vec::new(),
                 &RosterRequest::with_summary(&Summary::of(
-                    &roster,
+                    &{
+                        let mut r = Roster::default();
+                        r.apply_announcement(announcement.clone(), TS).unwrap();
+                        r
+                    },
                     TS + interlink_core::limits::LIVE_WINDOW_MS,
                 )),
             )
