@@ -458,6 +458,13 @@ impl Actor {
                 if !self.listen_addrs.contains(&address) {
                     self.listen_addrs.push(address.clone());
                     self.announce_due = true;
+                    // The first address: announce now rather than on the next tick (the
+                    // first tick ran before the swarm had listened, so waiting made a
+                    // new session invisible to roster fetches for up to a second). The
+                    // rest of a burst of addresses goes out with the next tick.
+                    if self.last_announce.is_none() {
+                        self.announce();
+                    }
                 }
                 self.emit(Event::ListenAddr(address));
             }

@@ -284,14 +284,24 @@ pub(super) fn periodic(actor: &mut Actor, now: Instant) {
 /// every connected peer and relay at once and the DHT's closest peers once it is joined
 /// (`node::fetching`).
 fn join_dht_when_settled(actor: &mut Actor, now: Instant) {
-    let b = &mut actor.bootstrap;
+    let b = &actor.bootstrap;
     if b.dht_joined {
         return;
     }
     let settled = b
         .roster_grew
         .is_none_or(|t| now.duration_since(t) >= DHT_SETTLE);
-    if !settled && now.duration_since(actor.started) < DHT_JOIN_LATEST {
+    if settled || now.duration_since(actor.started) >= DHT_JOIN_LATEST {
+        join_dht(actor);
+    }
+}
+
+/// Joins the DHT now (see [`join_dht_when_settled`]); also when a copy must be placed
+/// at a mailbox's closest peers before presence has settled (a message for a sleeping
+/// session: without the DHT only connected peers and relays would hold it).
+pub(super) fn join_dht(actor: &mut Actor) {
+    let b = &mut actor.bootstrap;
+    if b.dht_joined {
         return;
     }
     b.dht_joined = true;

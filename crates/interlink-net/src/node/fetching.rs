@@ -67,6 +67,7 @@ impl Actor {
         if self.fetching.placements.len() >= MAX_PLACEMENTS {
             return None;
         }
+        super::discovery::join_dht(self);
         let query = self
             .swarm
             .behaviour_mut()

@@ -5,7 +5,7 @@ use interlink_core::{
     presence::{BeaconOutcome, RosterError, Upsert, heartbeat_interval_ms, sync::Tag},
     wire::{
         Announcement, Beacon, Goodbye, PresenceMessage, SealingBinding, SessionAddr, Signed,
-        UnverifiedPresence, VERSION,
+        Unverified, UnverifiedPresence, VERSION,
     },
 };
 use libp2p::gossipsub;
@@ -289,64 +289,36 @@ impl Actor {
                 {
                     return Ok(true);
                 }
-                let claimed = ann.claimed();
-                if self
-                    .roster
-                    .knows(&addr.key, &addr.session, claimed.ts, claimed.seq)
-                {
-                    return Ok(false);
-                }
-                self.presence_cost.verified += 1;
-                let known = self.roster.sealing_binding_of(&addr.key);
-                let ann = ann
-                    .verify_knowing(known.as_ref())
-                    .map_err(|e| e.to_string())?;
-                let peer = ann.body().peer_id();
-                match self.roster.apply_announcement(ann, now) {
-                    Ok(upsert @ (Upsert::Inserted | Upsert::Updated)) => {
+                match self.take_announcement(ann, now)? {
+                    Some((addr, upsert)) => {
                         self.learned(&addr, upsert);
                         // A fresh announcement is a sign of life: try it live again.
-                        if let Some(peer) = peer {
+                        if let Some(peer) = self.roster.get(&addr).and_then(|a| a.body().peer_id())
+                        {
                             self.peer_alive(peer);
                         }
                         self.emit(Event::RosterChanged);
                         Ok(true)
                     }
-                    Ok(Upsert::Unchanged) => Ok(false),
-                    Err(e) => Err(roster_error(&e)),
+                    None => Ok(false),
                 }
             }
             UnverifiedPresence::Beacon(beacon) => {
-                let claimed = beacon.claimed();
-                // Only a beacon of an announcement we hold can be checked (its signer
-                // is that announcement's identity); the rest are ignored unverified,
-                // and learned with the announcement by the next roster fetch.
-                let Some(addr) = self.roster.beacon_target(&claimed.tag()).cloned() else {
-                    return Ok(false);
-                };
-                let held = self.roster.held_beacon(&addr);
+                // A byte-identical copy of the beacon held is forwarded unverified, as
+                // an announcement's is.
+                let held = self
+                    .roster
+                    .beacon_target(&beacon.claimed().tag())
+                    .and_then(|addr| self.roster.held_beacon(addr));
                 if held.is_some_and(|h| beacon.is_copy_of(h)) {
                     return Ok(true);
                 }
-                if self
-                    .roster
-                    .heard(&addr)
-                    .is_some_and(|h| (claimed.ts, claimed.seq) <= (h.ts, h.seq))
-                {
-                    return Ok(false);
-                }
-                self.presence_cost.verified += 1;
-                let beacon = beacon
-                    .signed_by(addr.key)
-                    .verify()
-                    .map_err(|e| e.to_string())?;
-                match self.roster.apply_beacon(beacon, now) {
-                    Ok(BeaconOutcome::Applied) => {
+                match self.take_beacon(beacon, now)? {
+                    Some(addr) => {
                         self.beacon_heard(&addr);
                         Ok(true)
                     }
-                    Ok(BeaconOutcome::Unchanged) => Ok(false),
-                    Err(e) => Err(roster_error(&e)),
+                    None => Ok(false),
                 }
             }
             UnverifiedPresence::Goodbye(bye) => {
@@ -367,6 +339,64 @@ impl Actor {
                     Err(e) => Err(roster_error(&e)),
                 }
             }
+        }
+    }
+
+    /// An announcement, however it arrived: `Ok(None)` when it would change nothing
+    /// (this version or a newer one held, or the session's goodbye: recognised from the
+    /// unverified stamp, before any signature check), else verified — not the sealing
+    /// binding again when the roster holds it for this identity — and applied.
+    pub(super) fn take_announcement(
+        &mut self,
+        ann: Unverified<Announcement>,
+        now: u64,
+    ) -> Result<Option<(SessionAddr, Upsert)>, String> {
+        let c = ann.claimed();
+        if self.roster.knows(&c.identity, &c.session_id, c.ts, c.seq) {
+            return Ok(None);
+        }
+        self.presence_cost.verified += 1;
+        let known = self.roster.sealing_binding_of(&c.identity);
+        let ann = ann
+            .verify_knowing(known.as_ref())
+            .map_err(|e| e.to_string())?;
+        let addr = ann.body().session_addr();
+        match self.roster.apply_announcement(ann, now) {
+            Ok(upsert @ (Upsert::Inserted | Upsert::Updated)) => Ok(Some((addr, upsert))),
+            Ok(Upsert::Unchanged) => Ok(None),
+            Err(e) => Err(roster_error(&e)),
+        }
+    }
+
+    /// A beacon, however it arrived: `Ok(None)` when it names no announcement held
+    /// (its signer would be unknown: ignored unverified, and learned with the
+    /// announcement by the next roster fetch) or is not newer than what was heard from
+    /// the session; else verified under that announcement's identity and applied.
+    pub(super) fn take_beacon(
+        &mut self,
+        beacon: Unverified<Beacon>,
+        now: u64,
+    ) -> Result<Option<SessionAddr>, String> {
+        let c = beacon.claimed();
+        let Some(addr) = self.roster.beacon_target(&c.tag()).cloned() else {
+            return Ok(None);
+        };
+        if self
+            .roster
+            .heard(&addr)
+            .is_some_and(|h| (c.ts, c.seq) <= (h.ts, h.seq))
+        {
+            return Ok(None);
+        }
+        self.presence_cost.verified += 1;
+        let beacon = beacon
+            .signed_by(addr.key)
+            .verify()
+            .map_err(|e| e.to_string())?;
+        match self.roster.apply_beacon(beacon, now) {
+            Ok(BeaconOutcome::Applied) => Ok(Some(addr)),
+            Ok(BeaconOutcome::Unchanged) => Ok(None),
+            Err(e) => Err(roster_error(&e)),
         }
     }
 

@@ -14,13 +14,13 @@
 use std::collections::HashMap;
 
 use interlink_core::{
-    presence::{BeaconOutcome, Upsert, sync::Summary},
+    presence::sync::Summary,
     wire::{Announcement, Beacon, PresenceMessage, RosterRequest, RosterResponse, Unverified},
 };
 use libp2p::{PeerId, request_response};
 use tracing::debug;
 
-use super::{Actor, presence::roster_error};
+use super::Actor;
 use crate::Event;
 
 /// Roster requests of this node in flight at once; past it a fetch is skipped (the
@@ -161,32 +161,14 @@ impl Actor {
             .sum::<u64>();
         let brought = response.announcements.len();
         for bytes in &response.announcements {
+            // Several fetches in flight can bring the same announcement, and a responder
+            // can send what we hold newer: neither costs a signature check.
             let result = Unverified::<Announcement>::decode(bytes)
                 .map_err(|e| e.to_string())
-                .and_then(|a| {
-                    let c = a.claimed();
-                    // Several fetches in flight can bring the same announcement, and a
-                    // responder can send what we hold newer: no signature check for
-                    // what would change nothing.
-                    if self.roster.knows(&c.identity, &c.session_id, c.ts, c.seq) {
-                        return Ok(None);
-                    }
-                    self.presence_cost.verified += 1;
-                    let known = self.roster.sealing_binding_of(&c.identity);
-                    let a = a
-                        .verify_knowing(known.as_ref())
-                        .map_err(|e| e.to_string())?;
-                    let addr = a.body().session_addr();
-                    self.roster
-                        .apply_announcement(a, now)
-                        .map(|u| Some((u, addr)))
-                        .map_err(|e| roster_error(&e))
-                });
+                .and_then(|a| self.take_announcement(a, now));
             match result {
-                Ok(Some((upsert @ (Upsert::Inserted | Upsert::Updated), addr))) => {
-                    changed.push((addr, upsert));
-                }
-                Ok(_) => {}
+                Ok(Some((addr, upsert))) => changed.push((addr, upsert)),
+                Ok(None) => {}
                 Err(reason) => {
                     debug!(%peer, %reason, "roster entry rejected");
                     self.emit(Event::Rejected { from: peer, reason });
@@ -196,26 +178,7 @@ impl Actor {
         for bytes in &response.beacons {
             let result = Unverified::<Beacon>::decode(bytes)
                 .map_err(|e| e.to_string())
-                .and_then(|b| {
-                    let c = b.claimed();
-                    let Some(addr) = self.roster.beacon_target(&c.tag()).cloned() else {
-                        return Ok(None);
-                    };
-                    if self
-                        .roster
-                        .heard(&addr)
-                        .is_some_and(|h| (c.ts, c.seq) <= (h.ts, h.seq))
-                    {
-                        return Ok(None);
-                    }
-                    self.presence_cost.verified += 1;
-                    let b = b.signed_by(addr.key).verify().map_err(|e| e.to_string())?;
-                    match self.roster.apply_beacon(b, now) {
-                        Ok(BeaconOutcome::Applied) => Ok(Some(addr)),
-                        Ok(BeaconOutcome::Unchanged) => Ok(None),
-                        Err(e) => Err(roster_error(&e)),
-                    }
-                });
+                .and_then(|b| self.take_beacon(b, now));
             match result {
                 Ok(Some(addr)) => heard.push(addr),
                 Ok(None) => {}
