@@ -114,6 +114,16 @@ impl Config {
         self.presence_within(ann.ts, now, self.live_window_for(ann))
     }
 
+    /// Whether a session last heard from as `heard` is overdue at `now`: half its live
+    /// window has passed, so its next sign should have come. A roster request marks it
+    /// (with the sessions judged away), and a responder that heard from it since sends
+    /// its newest beacon: a node back from a partition sees every session live again,
+    /// also those that had not gone away yet but would before their next beacon.
+    pub fn overdue(&self, heard: Heard, now: u64) -> bool {
+        let window = heartbeat::stretch_live_window(self.live_window_ms, heard.heartbeat_ms);
+        now.saturating_sub(heard.ts) >= window / 2
+    }
+
     /// The presence of a session last heard from as `heard` says, at `now`.
     pub fn presence_heard(&self, heard: Heard, now: u64) -> Presence {
         self.presence_within(

@@ -112,7 +112,7 @@ pub enum SummaryError {
 }
 
 /// The set of announcement versions a requester holds, and which of them it judges
-/// away.
+/// away or overdue.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     tags: HashSet<Tag>,
@@ -121,7 +121,8 @@ pub struct Summary {
 
 impl Summary {
     /// The summary of what `roster` holds at `now`: newest first, at most
-    /// [`MAX_SUMMARY_TAGS`], with the sessions judged away marked.
+    /// [`MAX_SUMMARY_TAGS`], with the sessions judged away, or overdue
+    /// ([`super::Config::overdue`]), marked.
     pub fn of(roster: &Roster, now: u64) -> Self {
         let config = roster.config;
         let mut all: Vec<(&Tag, &super::SessionAddr)> = roster.tags.iter().collect();
@@ -134,9 +135,10 @@ impl Summary {
         let mut summary = Self::default();
         for (tag, addr) in all {
             summary.tags.insert(*tag);
-            let away = roster
-                .held(addr)
-                .is_some_and(|h| config.presence_heard(h.heard(), now) != Presence::Live);
+            let away = roster.held(addr).is_some_and(|h| {
+                let heard = h.heard();
+                config.presence_heard(heard, now) != Presence::Live || config.overdue(heard, now)
+            });
             if away {
                 summary.away.insert(*tag);
             }
@@ -415,6 +417,17 @@ mod tests {
             assert!(back.contains(&tag));
             assert_eq!(back.is_away(&tag), i % 3 == 0, "session {i}");
         }
+    }
+
+    #[test]
+    fn an_overdue_session_is_marked_before_it_is_away() {
+        let r = roster_of(&[ann(1, "a", T0, 1)]);
+        let tag = Tag::of_announcement(r.announcements().next().unwrap().body());
+        assert!(!Summary::of(&r, T0 + LIVE_WINDOW_MS / 2 - 1).is_away(&tag));
+        // Half the live window without a sign: still live, but marked.
+        let at = T0 + LIVE_WINDOW_MS / 2;
+        assert_eq!(r.presence_of(&addr(1, "a"), at), Presence::Live);
+        assert!(Summary::of(&r, at).is_away(&tag));
     }
 
     #[test]

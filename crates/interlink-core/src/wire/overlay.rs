@@ -142,8 +142,9 @@ pub struct RosterRequest {
     pub have: ByteBuf,
     /// One bit per tag of `have`, in its order (tag `i` is bit `i % 8` of byte
     /// `i / 8`, least significant first): set when the requester judges that session
-    /// away, so a responder that heard from it since sends its newest beacon. Empty,
-    /// or exactly as many bytes as `have` needs bits.
+    /// away or overdue ([`crate::presence::Config::overdue`]), so a responder that
+    /// heard from it since sends its newest beacon. Empty, or exactly as many bytes as
+    /// `have` needs bits.
     pub away: ByteBuf,
     /// A digest request: the requester's roster digest.
     pub digest: Option<ByteArray<16>>,

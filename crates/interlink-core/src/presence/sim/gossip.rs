@@ -6,6 +6,12 @@ use super::{
     world::{Ihave, MeshPeer, Msg, US, World},
 };
 
+/// Protocol 8: the bit of a `seen` entry that says gossipsub has seen the session's
+/// announcement. The rest holds the newest beacon seen: an announcement and its
+/// beacons are distinct messages (distinct content ids), and a node that has seen a
+/// beacon must still take the announcement when it comes.
+const SEEN_ANNOUNCEMENT: u16 = 0x8000;
+
 /// Which recent messages each node's gossipsub holds: one bit per (node, message)
 /// for the messages of the last few heartbeats, in a ring of `words × 64` message
 /// slots. It answers "which ids would this node put in an IHAVE, and which of them
@@ -124,14 +130,47 @@ impl Window {
 }
 
 impl World {
+    /// A `seen` entry that held `prev` once gossipsub has seen `version` too.
+    pub(super) fn seen_value(&self, prev: u16, version: u16) -> u16 {
+        if !self.beacons {
+            // Protocol 7: each version replaces the last, and an older one is ignored.
+            return prev.max(version);
+        }
+        let beacon = (prev & !SEEN_ANNOUNCEMENT).max(version);
+        let announcement = if version == 1 {
+            SEEN_ANNOUNCEMENT
+        } else {
+            prev & SEEN_ANNOUNCEMENT
+        };
+        beacon | announcement
+    }
+
+    /// Whether gossipsub has seen `version` of a session, by its `seen` entry. (An
+    /// older beacon than one seen counts as seen: the node would ignore it anyway.)
+    fn has_seen(&self, seen: u16, version: u16) -> bool {
+        if !self.beacons {
+            seen >= version
+        } else if version == 1 {
+            seen & SEEN_ANNOUNCEMENT != 0
+        } else {
+            seen & !SEEN_ANNOUNCEMENT >= version
+        }
+    }
+
     /// The session of node `v` publishes its next version, carrying `interval_ms`.
     pub(super) fn publish(&mut self, v: usize, interval_ms: u64) {
         let prev = self.nodes[v].version;
-        let version = prev.saturating_add(1);
-        if version == prev {
-            // Versions are u16: a run of 65,535 heartbeats (22 days at 30 s) ends here.
+        // Versions are u16 (protocol 8: 15 bits of them): a run of 32,767 heartbeats
+        // (11 days at 30 s) ends here.
+        let last = if self.beacons {
+            !SEEN_ANNOUNCEMENT
+        } else {
+            u16::MAX
+        };
+        if prev >= last {
             return;
         }
+        let version = prev + 1;
         self.nodes[v].version = version;
         let msg = self.msgs.len();
         self.window.recycle(msg);
@@ -142,8 +181,12 @@ impl World {
             interval_ms,
         });
         self.versions[v].push(msg as u32);
+        let sign = self.msgs[msg];
+        self.live.published(v, version, &sign);
+        self.fresh.published(v, version, &sign);
         self.apply_roster(v, v, version, prev);
-        self.seen[v * self.n + v] = version;
+        let i = v * self.n + v;
+        self.seen[i] = self.seen_value(self.seen[i], version);
         self.window.set_held(v, msg);
         if self.quiet {
             return;
@@ -157,17 +200,41 @@ impl World {
         }
     }
 
+    /// Node `v` publishes `msg`, which a roster fetch brought, again (protocol 8):
+    /// the same bytes, so the same content id. Gossipsub refuses it if it has seen it
+    /// (gossip brought it meanwhile); else it floods it like its own.
+    pub(super) fn republish(&mut self, v: usize, msg: u32) {
+        let m = self.msgs[msg as usize];
+        let i = m.session as usize * self.n + v;
+        if self.has_seen(self.seen[i], m.version) {
+            return;
+        }
+        self.seen[i] = self.seen_value(self.seen[i], m.version);
+        self.counters[v].republished += 1;
+        // (Advertised in IHAVEs only if it was first published within the gossip
+        // history: the window goes by publication time.)
+        self.window.set_held(v, msg as usize);
+        let flood = self.p.gossip.flood_publish;
+        for k in 0..self.nodes[v].peers.len() {
+            let peer = self.nodes[v].peers[k];
+            if self.links[peer.link as usize].up && (flood || peer.mesh) {
+                self.send_copy(v, peer.node as usize, peer.lat, msg);
+            }
+        }
+    }
+
     /// Sends `from`'s copy of `msg` to `to`, arriving after `delay` µs. A copy of what
     /// `to` has already seen is counted at once instead of queued (it can change
     /// nothing at `to`); only copies that may be `to`'s first become events. Every
-    /// copy costs `to` a decode and a libp2p signature check: gossipsub verifies
-    /// before it looks at the id.
+    /// copy costs `to` a decode, and in protocol 7 a libp2p signature check (gossipsub
+    /// verifies before it looks at the id), in protocol 8 a hash for its content id.
     fn send_copy(&mut self, from: usize, to: usize, delay: u64, msg: u32) {
         let m = self.msgs[msg as usize];
-        if self.seen[m.session as usize * self.n + to] >= m.version {
+        if self.has_seen(self.seen[m.session as usize * self.n + to], m.version) {
             let c = &mut self.copies[to];
             c.all += 1;
             c.dup += 1;
+            c.beacons += u64::from(self.beacons && m.version > 1);
         } else {
             self.queue.push(
                 self.now + delay,
@@ -184,25 +251,40 @@ impl World {
     pub(super) fn receive(&mut self, v: usize, from: u32, msg: u32) {
         let m = self.msgs[msg as usize];
         let (s, n) = (m.session as usize, self.n);
+        let beacon = self.beacons && m.version > 1;
+        let seen = self.seen[s * n + v];
+        let dup = self.has_seen(seen, m.version);
         let c = &mut self.copies[v];
         c.all += 1;
-        if self.seen[s * n + v] >= m.version {
+        c.beacons += u64::from(beacon);
+        if dup {
             c.dup += 1;
             return;
         }
-        self.seen[s * n + v] = m.version;
+        self.seen[s * n + v] = self.seen_value(seen, m.version);
         // New to gossipsub: the node decodes the presence message and validates it.
+        let c = &mut self.copies[v];
         c.first += 1;
-        self.window.set_held(v, msg as usize);
         let held = self.roster_t[s * n + v];
-        if held > m.version {
-            // Older than what the roster holds: ignored, not forwarded.
-            return;
-        }
-        if held < m.version {
-            // New to the roster: the announcement's signature and its sealing binding.
-            c.verified += 1;
-            self.apply_roster(v, s, m.version, held);
+        if self.beacons {
+            if !self.validate_v8(v, s, m.version, held) {
+                return;
+            }
+            // Gossipsub keeps (and advertises) only what validation accepted.
+            self.window.set_held(v, msg as usize);
+        } else {
+            // (The protocol 7 model advertises ignored copies too; kept as it was.)
+            self.window.set_held(v, msg as usize);
+            if held > m.version {
+                // Older than what the roster holds: ignored, not forwarded.
+                return;
+            }
+            if held < m.version {
+                // New to the roster: the announcement's signature and its sealing
+                // binding.
+                self.copies[v].verified += 1;
+                self.apply_roster(v, s, m.version, held);
+            }
         }
         // New, or a byte-identical copy of what a roster fetch brought: forwarded to
         // the mesh once validated, except to its source and its publisher. (Copies
@@ -215,6 +297,36 @@ impl World {
                 self.send_copy(v, peer.node as usize, delay + u64::from(peer.lat), msg);
             }
         }
+    }
+
+    /// Protocol 8's validation of `version` of session `s` at `v`, whose roster holds
+    /// `held` (PROTOCOL.md §8.1); returns whether it is forwarded.
+    fn validate_v8(&mut self, v: usize, s: usize, version: u16, held: u16) -> bool {
+        if held == 0 {
+            if version > 1 {
+                // A beacon of an announcement not held cannot be checked: ignored.
+                return false;
+            }
+            // A new announcement: its signature and its sealing binding.
+            self.copies[v].verified += 1;
+            self.apply_roster(v, s, version, held);
+            return true;
+        }
+        if version == 1 || version == held {
+            // The announcement held, or the newest beacon held: a current copy,
+            // forwarded without a check (it was verified when it was applied).
+            return true;
+        }
+        if version < held {
+            // At or below the newest sign of life held: nothing new.
+            return false;
+        }
+        // A newer beacon: one signature.
+        let c = &mut self.copies[v];
+        c.verified += 1;
+        c.verified_beacons += 1;
+        self.apply_roster(v, s, version, held);
+        true
     }
 
     fn position_of(&self, v: usize, peer: u32) -> Option<usize> {

@@ -2,58 +2,100 @@
 //! (issue 15 item 3): how long rosters take to converge, and what presence costs
 //! each node, at 10,000 sessions.
 //!
-//! N full nodes, one session each, are modelled as the node is built. Each dials up
-//! to 24 random peers (on a cold start only nodes already running, as Kademlia finds
-//! them; connections are symmetric, 256 inbound at most), over links of per-link
-//! latency. Gossipsub runs with the node's settings ([`Gossip`]): a publisher floods
-//! its announcement to every connected peer; a node validates a new message, then
-//! forwards it to its mesh peers except its source and its publisher; a peer that
-//! connects while the mesh is below `mesh_n_low` is meshed at once, and every
-//! heartbeat keeps the mesh between `mesh_n_low` and `mesh_n_high` and sends IHAVEs
-//! with the ids of the last three heartbeats to `max(6, ¼ of its non-mesh peers)`
-//! peers, which IWANT what they lack. An IHAVE above the node's frame limit (64 KiB;
-//! 9,280 bytes before this simulation found IHAVEs of more than ~126 ids dropped)
-//! fails to decode at the receiver and is dropped. Roster sync by summary (protocol v7) runs on every new connection, both
-//! ways, and every 10 s to one peer round robin (the node
-//! syncs every second while its roster is still growing; the model keeps the slower
-//! pace, so its cold starts are an upper bound). Each session re-announces on its
-//! [`HeartbeatRule`]: the fixed 30 s of today, or the adaptive rule of
-//! [`crate::presence::heartbeat`], whose announcements carry the interval receivers
-//! judge liveness by.
+//! N full nodes, one session each, are modelled as the node is built: protocol 8 by
+//! default ([`Params::default`]), protocol 7 as the model had it before
+//! ([`Params::v7`], [`Protocol`]), so a report can set the two side by side.
+//!
+//! **Overlay.** Each node dials up to 24 random peers (on a cold start only nodes
+//! already running, as Kademlia finds them; connections are symmetric, 256 inbound at
+//! most), over links of per-link latency. Gossipsub runs with the node's settings
+//! ([`Gossip`]): a publisher floods its message to every connected peer; a node
+//! validates a new message, then forwards it to its mesh peers except its source and
+//! its publisher; a peer that connects while the mesh is below `mesh_n_low` is meshed
+//! at once, and every heartbeat keeps the mesh between `mesh_n_low` and `mesh_n_high`
+//! and sends IHAVEs with the ids of the last three heartbeats to `max(6, ¼ of its
+//! non-mesh peers)` peers, which IWANT what they lack. An IHAVE above the node's frame
+//! limit (64 KiB; 9,280 bytes before this simulation found IHAVEs of more than ~126
+//! ids dropped) fails to decode at the receiver and is dropped. Each session
+//! re-announces on its [`HeartbeatRule`]: the adaptive rule of
+//! [`crate::presence::heartbeat`] as built, or a fixed 30 s; every message carries
+//! the interval receivers judge liveness by.
+//!
+//! **Protocol 8.** A session publishes its announcement once, when a first peer is
+//! connected; every later heartbeat is a beacon (137 bytes against 473), which keeps
+//! it live but names no new announcement version. A session is live at a node while
+//! the newest sign of life the node holds (announcement or beacon) is younger than
+//! three of the intervals it promised. Gossipsub is unsigned with 16-byte content ids
+//! (42 bytes of framing per message): no check per copy. A node checks an
+//! announcement new to it (two Ed25519 checks) and a beacon newer than what it holds
+//! (one); it forwards without a check a copy of what it holds, and ignores (neither
+//! checks nor forwards, nor advertises) older beacons and any beacon of an
+//! announcement it does not hold. Roster sync: a full request (the summary, 8 bytes
+//! per announcement held, and when the requester judges any session away or overdue
+//! a bitmap of one bit per tag) to each peer as it connects, both ways, and a digest request
+//! (16 bytes) to it 500 ms later; anti-entropy to one connected peer in turn, a full
+//! request every second while the roster is growing (a session new to it within 10 s,
+//! or the node started within 10 s) and a digest request every 10 s after. A digest
+//! is answered `same` or not, framing only; on a difference the requester sends a
+//! full request. A full answer carries every announcement the summary does not name,
+//! each with its newest beacon, and the newest beacon of each session marked
+//! that the responder judges live. What the answer to an anti-entropy or follow-up
+//! full request brings that is new to the requester (at most 32 messages) it
+//! publishes again, under the same content id: nodes that have seen it drop it.
+//!
+//! **Protocol 7.** Every heartbeat is a new announcement version (450 bytes, 100 of
+//! gossipsub framing with its signature, 71-byte message ids); gossipsub checks the
+//! signature of every copy received, duplicates included; roster sync is a full
+//! request on every new connection, both ways, and every 10 s to one peer round robin,
+//! answered with every version the summary does not name (older ones too). This is
+//! the model as it was before protocol 8, figure for figure (a test pins it).
 //!
 //! Every copy received is counted (duplicates too) with its bytes and the checks it
-//! costs: gossipsub verifies each copy's libp2p signature; the node verifies an
-//! announcement (two Ed25519 checks) only when it is new to the roster, since it
-//! recognises copies it holds ([`crate::presence::Roster::knows`]). CPU is estimated
-//! from [`Costs`].
+//! costs. CPU is estimated from [`Costs`]: signature checks, decodes, summary tags,
+//! IHAVE id lookups, and in protocol 8 the content-id hash of every copy and the
+//! digests.
 //!
 //! Three scenarios, each a [`Report`] ([`table`] sets several side by side):
 //! [`cold_start`], [`partition_heal`], [`steady_state`] (and
 //! [`heartbeat_comparison`], the steady state under both rules).
 //!
 //! What is simplified: GRAFT and PRUNE take effect at once; there is no peer
-//! scoring, prune backoff, opportunistic grafting or IDONTWANT (announcements are
-//! below its 1,000-byte threshold anyway); copies arriving while a node validates
-//! do not spare their senders the forward (0.6 % of copies at 1,000 nodes); links
-//! neither lose nor reorder and have no bandwidth limit; a node's CPU never delays it
-//! beyond the validation time; an IHAVE advertises the messages *published* in the
-//! last three heartbeats that the node holds (gossipsub's cache holds those
-//! *received* in them); an oversized IHAVE is dropped without the stream reset that
-//! would follow; rosters have no identity cap (the real one holds 1,024 untrusted
-//! identities: 10,000 single-session identities would not fit); only the end of a
-//! partition is simulated message by message ([`Params::partition_full_ms`]).
+//! scoring, prune backoff, opportunistic grafting or IDONTWANT (every presence
+//! message is below its 1,000-byte threshold anyway); copies arriving while a node
+//! validates do not spare their senders the forward (0.6 % of copies at 1,000 nodes);
+//! links neither lose nor reorder and have no bandwidth limit; a node's CPU never
+//! delays it beyond the validation time; an IHAVE advertises the messages *published*
+//! in the last three heartbeats that the node holds (gossipsub's cache holds those
+//! *received* in them, so a message published again is not advertised); gossipsub
+//! remembers every id it has seen for the whole run (the node's duplicate cache keeps
+//! them 60 s), and takes a beacon older than the newest it has seen of that session
+//! for a duplicate (the node would decode and ignore it); an oversized IHAVE is
+//! dropped without the stream reset that would follow; rosters have no identity cap
+//! (the real one holds 1,024 untrusted identities: 10,000 single-session identities
+//! would not fit) and no summary cap (16,384 tags); roster requests in flight are not
+//! capped (512 a node) nor second looks (256); a session's announcement never
+//! changes and no session leaves, so a summary names exactly the sessions whose
+//! announcement a node holds and two nodes' digests agree when they hold the same
+//! sessions; a response is not cut at 1 MiB; the node's 1 s timers run in phase with
+//! its gossipsub heartbeat; only the end of a partition is simulated message by
+//! message ([`Params::partition_full_ms`]).
 
 mod gossip;
+mod live;
 mod params;
+mod partition;
+mod repair;
 mod report;
 mod schedule;
 mod sync;
+mod table;
 #[cfg(test)]
 mod tests;
 mod world;
 
-pub use params::{Costs, Gossip, HeartbeatRule, Params, Wire};
-pub use report::{Convergence, Load, PerNode, Report, Scenario, table};
+pub use params::{Costs, Gossip, HeartbeatRule, Params, Protocol, Wire};
+pub use report::{Convergence, Load, PerNode, Report, Scenario};
+pub use table::table;
 
 use world::{ORIGIN_US, US, World};
 
@@ -73,9 +115,11 @@ pub fn cold_start(p: &Params) -> Report {
 
 /// Partition heal: a converged overlay is split into two halves (every link between
 /// them cut) for `partition_ms`, during which sessions keep re-announcing; then the
-/// links are redialled. Converged when every node holds every session's version as
-/// of the heal; times and load are from the heal (the load until convergence, and at
-/// least [`Params::settle_ms`]). Only the last
+/// links are redialled. Converged, in protocol 7, when every node holds every
+/// session's version as of the heal; in protocol 8 (whose beacons are not sent to a
+/// node that judges their session live), when every node holds a sign of every
+/// session that is live at the heal. Times and load are from the heal (the load
+/// until convergence, and at least [`Params::settle_ms`]). Only the last
 /// [`Params::partition_full_ms`] of the partition are simulated message by message.
 pub fn partition_heal(p: &Params) -> Report {
     let mut w = World::converged(p);
@@ -111,7 +155,7 @@ pub fn steady_state(p: &Params) -> Report {
 }
 
 /// The steady state under the fixed 30 s heartbeat and under the adaptive rule as
-/// it would ship, otherwise alike.
+/// built, otherwise alike.
 pub fn heartbeat_comparison(p: &Params) -> (Report, Report) {
     (
         steady_state(&p.clone().with_heartbeat(HeartbeatRule::FIXED)),

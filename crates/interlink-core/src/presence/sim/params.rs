@@ -1,5 +1,6 @@
-//! What a simulated overlay looks like: size, links, gossipsub settings, wire sizes,
-//! CPU costs and the heartbeat rule. Every default names where it comes from.
+//! What a simulated overlay looks like: the protocol version, size, links, gossipsub
+//! settings, wire sizes, CPU costs and the heartbeat rule. Every default names where it
+//! comes from.
 
 use std::fmt;
 
@@ -7,6 +8,41 @@ use crate::{
     limits::{HEARTBEAT_MS, MINUTE_MS, SECOND_MS},
     presence::heartbeat::{TARGET_ANNOUNCEMENTS_PER_S, interval_for_rate},
 };
+
+/// Which presence protocol the nodes speak (docs/PROTOCOL.md, "Versions").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Every heartbeat is a whole new announcement version, gossipsub signs every
+    /// message (one Ed25519 check per copy received, duplicates included), and
+    /// anti-entropy is a full roster request every 10 s.
+    V7,
+    /// The node as built: beacons between announcements, unsigned gossipsub with
+    /// content ids, roster requests with an away bitmap, digest requests, a second
+    /// look 500 ms after a connection, fast anti-entropy while the roster grows, and
+    /// what a repair fetch brings published again.
+    V8,
+}
+
+impl Protocol {
+    /// Whether re-announcements are beacons (which name no new announcement version).
+    pub fn beacons(self) -> bool {
+        self == Self::V8
+    }
+
+    /// Whether gossipsub checks a signature on every copy it receives.
+    pub fn gossip_signed(self) -> bool {
+        self == Self::V7
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::V7 => "v7",
+            Self::V8 => "v8",
+        })
+    }
+}
 
 /// How sessions pick their re-announcement interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,12 +62,12 @@ pub enum HeartbeatRule {
 }
 
 impl HeartbeatRule {
-    /// The fixed 30 s heartbeat of today's node.
+    /// The fixed 30 s heartbeat (the node's rule up to 600 sessions).
     pub const FIXED: Self = Self::Fixed {
         interval_ms: HEARTBEAT_MS,
     };
 
-    /// The adaptive rule as the node would ship it.
+    /// The adaptive rule as the node is built.
     pub const ADAPTIVE: Self = Self::Adaptive {
         target_per_s: TARGET_ANNOUNCEMENTS_PER_S,
     };
@@ -88,12 +124,26 @@ pub struct Gossip {
     pub max_rpc_bytes: usize,
 }
 
+impl Gossip {
+    /// The settings of the node before protocol 8: libp2p's default `mesh_n_high`.
+    pub fn v7() -> Self {
+        Self {
+            mesh_n_high: 12,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for Gossip {
     fn default() -> Self {
         Self {
             mesh_n: 6,
             mesh_n_low: 5,
-            mesh_n_high: 12,
+            // The node's `mesh_n_high` (libp2p's default is 12): a node receives a copy
+            // of each message from every mesh peer, so its load follows its mesh size;
+            // at 12 the busiest node of a 10,000-session overlay received 55 kB/s in
+            // steady state, at 8 under 44 (issue 15).
+            mesh_n_high: 8,
             gossip_lazy: 6,
             gossip_factor: 0.25,
             heartbeat_ms: SECOND_MS,
@@ -107,18 +157,23 @@ impl Default for Gossip {
     }
 }
 
-/// Bytes on the wire, as received (the counts are per copy received).
+/// Bytes on the wire, as received (the counts are per copy received). `Default` is
+/// protocol 8, [`Wire::v7`] protocol 7.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Wire {
-    /// An encoded announcement (a session with one or two addresses, a cwd, a git
-    /// label and a short summary is 400-500 bytes of CBOR).
+    /// An encoded announcement as a presence payload (a session with one or two
+    /// addresses, a cwd, a git label and a short summary: 473 bytes measured on the
+    /// v8 node; the v7 model used 450).
     pub announcement: u64,
-    /// What gossipsub adds to a published message: topic, source, seqno, its own
-    /// 64-byte signature and the 36-byte key, protobuf and length framing.
+    /// An encoded beacon as a presence payload (protocol 8, §4.9: 137 bytes).
+    pub beacon: u64,
+    /// What gossipsub adds to a published message: topic, protobuf and length
+    /// framing, and in protocol 7 also the source, the seqno, its own 64-byte
+    /// signature and the 36-byte key (v7: 100 bytes; v8, unsigned: 42).
     pub gossip_framing: u64,
-    /// A gossipsub message id: the default id is the source PeerId in base58
-    /// (52 characters) followed by the decimal sequence number (19 digits: it starts
-    /// at the Unix time in ns).
+    /// A gossipsub message id. v8: 16 bytes of SHA-256 of the payload. v7: the default
+    /// id, the source PeerId in base58 (52 characters) followed by the decimal sequence
+    /// number (19 digits: it starts at the Unix time in ns), 71 bytes.
     pub message_id: u64,
     /// Protobuf framing of one id in an IHAVE or IWANT.
     pub id_framing: u64,
@@ -126,22 +181,26 @@ pub struct Wire {
     pub control_framing: u64,
     /// One summary tag ([`crate::presence::sync::TAG_BYTES`]).
     pub tag: u64,
+    /// A roster digest ([`crate::presence::sync::DIGEST_BYTES`], protocol 8).
+    pub digest: u64,
     /// Fixed part of a roster request or response (request-response framing, CBOR
     /// headers).
     pub sync_framing: u64,
-    /// CBOR framing of one announcement in a roster response.
+    /// CBOR framing of one announcement or beacon in a roster response.
     pub entry_framing: u64,
 }
 
 impl Default for Wire {
     fn default() -> Self {
         Self {
-            announcement: 450,
-            gossip_framing: 100,
-            message_id: 71,
+            announcement: 473,
+            beacon: 137,
+            gossip_framing: 42,
+            message_id: crate::wire::GOSSIP_ID_BYTES as u64,
             id_framing: 2,
             control_framing: 48,
             tag: crate::presence::sync::TAG_BYTES as u64,
+            digest: crate::presence::sync::DIGEST_BYTES as u64,
             sync_framing: 16,
             entry_framing: 4,
         }
@@ -149,14 +208,35 @@ impl Default for Wire {
 }
 
 impl Wire {
+    /// The sizes of protocol 7, as the model used them before protocol 8.
+    pub fn v7() -> Self {
+        Self {
+            announcement: 450,
+            gossip_framing: 100,
+            message_id: 71,
+            ..Self::default()
+        }
+    }
+
     /// A gossip copy of an announcement.
     pub fn gossip_message(&self) -> u64 {
         self.announcement + self.gossip_framing
     }
 
+    /// A gossip copy of a beacon.
+    pub fn gossip_beacon(&self) -> u64 {
+        self.beacon + self.gossip_framing
+    }
+
     /// An IHAVE or IWANT naming `ids` messages.
     pub fn control(&self, ids: u64) -> u64 {
         self.control_framing + ids * (self.message_id + self.id_framing)
+    }
+
+    /// SHA-256 blocks hashed for the content id of a `payload`-byte message: the
+    /// 27-byte domain, the payload and at least 9 bytes of padding.
+    pub fn id_blocks(&self, payload: u64) -> u64 {
+        (27 + payload + 9).div_ceil(64)
     }
 }
 
@@ -166,13 +246,19 @@ impl Wire {
 /// Xeon, so CPU figures here scale by up to 1.45 on it); a tag is SHA-256 of about
 /// 90 bytes, two compression blocks; a decode is the protobuf frame plus the CBOR
 /// announcement (the core bench's decode + verify of a 1 KiB envelope is 3.9 µs above
-/// its verify alone); an id lookup is one hash-set probe of a 71-byte id.
+/// its verify alone); an id lookup is one hash-set probe of a message id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Costs {
     /// One Ed25519 signature check.
     pub ed25519_verify_ns: u64,
     /// One summary tag computed ([`crate::presence::sync::Tag::of`]).
     pub sha256_tag_ns: u64,
+    /// One SHA-256 compression block (a tag is two): protocol 8 hashes every gossip
+    /// copy received for its content id.
+    pub sha256_block_ns: u64,
+    /// Per tag of a roster digest ([`crate::presence::Roster::digest`]): sorting the
+    /// tags (about 13 comparisons each at 10,000) and an eighth of a block of SHA-256.
+    pub digest_tag_ns: u64,
     /// One message decoded (gossip frame, presence body, roster entry).
     pub decode_ns: u64,
     /// One message id of an IHAVE looked up in the duplicate cache.
@@ -184,15 +270,20 @@ impl Default for Costs {
         Self {
             ed25519_verify_ns: 35_000,
             sha256_tag_ns: 300,
+            sha256_block_ns: 150,
+            digest_tag_ns: 60,
             decode_ns: 2_000,
             id_lookup_ns: 100,
         }
     }
 }
 
-/// Everything a run depends on, with the seed. `Default` is the node as built.
+/// Everything a run depends on, with the seed. `Default` is the node as built
+/// (protocol 8, the adaptive heartbeat); [`Params::v7`] the node before protocol 8.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Params {
+    /// The protocol version the nodes speak.
+    pub protocol: Protocol,
     /// Full nodes, one session each.
     pub nodes: usize,
     /// Seeds the topology, latencies, start times, phases and every random choice.
@@ -224,8 +315,21 @@ pub struct Params {
     /// Each re-announcement lands uniformly within ± half of this around its due
     /// time, ms. (The node announces on its 1 s tick; this stands for the drift.)
     pub jitter_ms: u64,
-    /// Anti-entropy: each node fetches one connected peer's roster this often, ms.
+    /// Anti-entropy: each node fetches one connected peer's roster this often, ms
+    /// (protocol 8: a digest request, and only once the roster stopped growing).
     pub anti_entropy_ms: u64,
+    /// Protocol 8: while the roster is growing, anti-entropy is a full request this
+    /// often instead, ms (the node's `ROSTER_SYNC_FAST`).
+    pub fast_sync_ms: u64,
+    /// Protocol 8: the roster is growing while a session new to it arrived within
+    /// this long, and at start-up, ms (`ROSTER_SETTLE`).
+    pub growing_ms: u64,
+    /// Protocol 8: a digest request goes to a newly connected peer this long after
+    /// the first full request, ms (`RECHECK_AFTER`).
+    pub recheck_ms: u64,
+    /// Protocol 8: most announcements and beacons one repair answer makes the
+    /// requester publish again (`MAX_REPUBLISH`).
+    pub max_republish: usize,
     /// Cold start: nodes start uniformly within this window, ms.
     pub start_spread_ms: u64,
     /// Partition heal: how long the two halves stay apart, ms.
@@ -251,6 +355,7 @@ pub struct Params {
 impl Default for Params {
     fn default() -> Self {
         Self {
+            protocol: Protocol::V8,
             nodes: 1_000,
             seed: 1,
             max_dialed: 24,
@@ -262,9 +367,13 @@ impl Default for Params {
             gossip: Gossip::default(),
             wire: Wire::default(),
             costs: Costs::default(),
-            heartbeat: HeartbeatRule::FIXED,
+            heartbeat: HeartbeatRule::ADAPTIVE,
             jitter_ms: SECOND_MS,
             anti_entropy_ms: 10 * SECOND_MS,
+            fast_sync_ms: SECOND_MS,
+            growing_ms: 10 * SECOND_MS,
+            recheck_ms: 500,
+            max_republish: 32,
             start_spread_ms: 5 * SECOND_MS,
             partition_ms: 2 * MINUTE_MS,
             partition_full_ms: 10 * SECOND_MS,
@@ -277,6 +386,27 @@ impl Default for Params {
 }
 
 impl Params {
+    /// The node before protocol 8, as the model had it: the defaults with protocol 7
+    /// and its wire sizes.
+    pub fn v7() -> Self {
+        Self {
+            protocol: Protocol::V7,
+            wire: Wire::v7(),
+            gossip: Gossip::v7(),
+            ..Self::default()
+        }
+    }
+
+    /// Another protocol version, with its wire sizes and gossipsub settings.
+    pub fn with_protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
+        (self.wire, self.gossip) = match protocol {
+            Protocol::V7 => (Wire::v7(), Gossip::v7()),
+            Protocol::V8 => (Wire::default(), Gossip::default()),
+        };
+        self
+    }
+
     /// The defaults at `nodes` nodes.
     pub fn with_nodes(mut self, nodes: usize) -> Self {
         self.nodes = nodes;
@@ -322,6 +452,7 @@ impl Params {
         g.heartbeat_ms = g.heartbeat_ms.max(1);
         g.history_gossip = g.history_gossip.max(1);
         p.anti_entropy_ms = p.anti_entropy_ms.max(g.heartbeat_ms);
+        p.fast_sync_ms = p.fast_sync_ms.max(g.heartbeat_ms);
         p
     }
 }

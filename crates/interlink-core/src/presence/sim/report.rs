@@ -1,9 +1,9 @@
 //! What a scenario measured, per node, and its table.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use super::{
-    params::{Costs, HeartbeatRule, Wire},
+    params::{Costs, HeartbeatRule, Protocol, Wire},
     world::{US, World},
 };
 use crate::presence::{Config, Presence, heartbeat::live_window_ms};
@@ -11,8 +11,10 @@ use crate::presence::{Config, Presence, heartbeat::live_window_ms};
 /// What one node received and did, counted as it happens.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Counters {
-    /// Gossip copies of announcements received (duplicates included).
+    /// Gossip copies received (duplicates included).
     pub(super) gossip_msgs: u64,
+    /// Of which beacons (protocol 8).
+    pub(super) beacon_msgs: u64,
     /// Of which gossipsub had seen already.
     pub(super) dup_msgs: u64,
     /// Copies asked for by IWANT.
@@ -22,17 +24,32 @@ pub(super) struct Counters {
     pub(super) control_bytes: u64,
     /// IHAVEs over the RPC limit (dropped by the decoder).
     pub(super) ihave_dropped: u64,
-    /// Roster requests and responses received.
+    /// Roster requests and responses received (digest ones too).
     pub(super) sync_msgs: u64,
     pub(super) sync_bytes: u64,
     /// Announcements received in roster responses.
     pub(super) sync_entries: u64,
     /// Of which older than the version the requester's summary named.
     pub(super) sync_stale: u64,
+    /// Beacons received in roster responses (protocol 8).
+    pub(super) sync_beacons: u64,
+    /// Digest requests sent (protocol 8), and of those, answered "differs".
+    pub(super) digest_requests: u64,
+    pub(super) digest_differs: u64,
+    /// Messages this node published again after a repair fetch (protocol 8).
+    pub(super) republished: u64,
+    /// Gossipsub's signature checks (protocol 7: one per copy).
+    pub(super) gossip_sigs: u64,
     /// Ed25519 checks of announcements (two per announcement new to the roster).
     pub(super) ann_sigs: u64,
+    /// Ed25519 checks of beacons (one per beacon new to the roster).
+    pub(super) beacon_sigs: u64,
     /// Summary tags computed.
     pub(super) tags: u64,
+    /// Tags hashed into roster digests.
+    pub(super) digest_tags: u64,
+    /// SHA-256 blocks hashed for gossip content ids (protocol 8).
+    pub(super) id_blocks: u64,
     /// Messages decoded besides the gossip copies (each of which is one).
     pub(super) decodes: u64,
     /// IHAVE ids looked up.
@@ -43,6 +60,7 @@ impl Counters {
     fn since(&self, before: &Self) -> Self {
         Self {
             gossip_msgs: self.gossip_msgs - before.gossip_msgs,
+            beacon_msgs: self.beacon_msgs - before.beacon_msgs,
             dup_msgs: self.dup_msgs - before.dup_msgs,
             iwant_msgs: self.iwant_msgs - before.iwant_msgs,
             control_msgs: self.control_msgs - before.control_msgs,
@@ -52,23 +70,39 @@ impl Counters {
             sync_bytes: self.sync_bytes - before.sync_bytes,
             sync_entries: self.sync_entries - before.sync_entries,
             sync_stale: self.sync_stale - before.sync_stale,
+            sync_beacons: self.sync_beacons - before.sync_beacons,
+            digest_requests: self.digest_requests - before.digest_requests,
+            digest_differs: self.digest_differs - before.digest_differs,
+            republished: self.republished - before.republished,
+            gossip_sigs: self.gossip_sigs - before.gossip_sigs,
             ann_sigs: self.ann_sigs - before.ann_sigs,
+            beacon_sigs: self.beacon_sigs - before.beacon_sigs,
             tags: self.tags - before.tags,
+            digest_tags: self.digest_tags - before.digest_tags,
+            id_blocks: self.id_blocks - before.id_blocks,
             decodes: self.decodes - before.decodes,
             id_lookups: self.id_lookups - before.id_lookups,
         }
     }
 
-    /// Every gossip copy is decoded and its libp2p signature checked.
+    fn sig_checks(&self) -> u64 {
+        self.gossip_sigs + self.ann_sigs + self.beacon_sigs
+    }
+
+    /// Every gossip copy is decoded (and in protocol 7 its libp2p signature checked,
+    /// in protocol 8 hashed for its id).
     fn cpu_ns(&self, k: &Costs) -> u64 {
-        (self.gossip_msgs + self.ann_sigs) * k.ed25519_verify_ns
+        self.sig_checks() * k.ed25519_verify_ns
             + self.tags * k.sha256_tag_ns
             + (self.gossip_msgs + self.decodes) * k.decode_ns
             + self.id_lookups * k.id_lookup_ns
+            + self.digest_tags * k.digest_tag_ns
+            + self.id_blocks * k.sha256_block_ns
     }
 
     fn per_node(&self, k: &Costs, w: &Wire) -> PerNode {
-        let gossip_bytes = self.gossip_msgs * w.gossip_message();
+        let anns = self.gossip_msgs - self.beacon_msgs;
+        let gossip_bytes = anns * w.gossip_message() + self.beacon_msgs * w.gossip_beacon();
         PerNode {
             messages: self.gossip_msgs as f64,
             duplicates: self.dup_msgs as f64,
@@ -80,10 +114,16 @@ impl Counters {
             ihave_dropped: self.ihave_dropped as f64,
             sync_entries: self.sync_entries as f64,
             sync_stale: self.sync_stale as f64,
-            gossip_sigs: self.gossip_msgs as f64,
+            gossip_sigs: self.gossip_sigs as f64,
             announcement_sigs: self.ann_sigs as f64,
-            sig_checks: (self.gossip_msgs + self.ann_sigs) as f64,
+            sig_checks: self.sig_checks() as f64,
             cpu_ms: self.cpu_ns(k) as f64 / 1e6,
+            beacon_messages: self.beacon_msgs as f64,
+            sync_beacons: self.sync_beacons as f64,
+            beacon_sigs: self.beacon_sigs as f64,
+            digest_requests: self.digest_requests as f64,
+            digest_differs: self.digest_differs as f64,
+            republished: self.republished as f64,
         }
     }
 }
@@ -112,18 +152,30 @@ pub struct PerNode {
     pub sync_entries: f64,
     /// Of which older than the requester's own version.
     pub sync_stale: f64,
-    /// libp2p signature checks.
+    /// libp2p signature checks (protocol 7: one per copy; protocol 8: none).
     pub gossip_sigs: f64,
     /// Announcement Ed25519 checks.
     pub announcement_sigs: f64,
-    /// Both.
+    /// All signature checks: gossipsub's, announcements', beacons'.
     pub sig_checks: f64,
     /// Estimated CPU time, ms, from [`Costs`].
     pub cpu_ms: f64,
+    /// Of the gossip copies, beacons.
+    pub beacon_messages: f64,
+    /// Beacons received in roster responses.
+    pub sync_beacons: f64,
+    /// Beacon Ed25519 checks.
+    pub beacon_sigs: f64,
+    /// Digest requests sent.
+    pub digest_requests: f64,
+    /// Of which answered "differs" (a full request followed).
+    pub digest_differs: f64,
+    /// Messages published again after a repair fetch.
+    pub republished: f64,
 }
 
 impl PerNode {
-    fn fields(&mut self) -> [&mut f64; 14] {
+    fn fields(&mut self) -> [&mut f64; 20] {
         [
             &mut self.messages,
             &mut self.duplicates,
@@ -139,6 +191,12 @@ impl PerNode {
             &mut self.announcement_sigs,
             &mut self.sig_checks,
             &mut self.cpu_ms,
+            &mut self.beacon_messages,
+            &mut self.sync_beacons,
+            &mut self.beacon_sigs,
+            &mut self.digest_requests,
+            &mut self.digest_differs,
+            &mut self.republished,
         ]
     }
 }
@@ -167,8 +225,9 @@ impl Load {
     }
 }
 
-/// When the nodes reached the goal (every session's first version on a cold start,
-/// every session's newest version after a heal), from the start of the measurement.
+/// When the nodes reached the goal (every session's first version on a cold start;
+/// after a heal, protocol 7: every session's newest version, protocol 8: a sign of
+/// every session that is live), from the start of the measurement.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Convergence {
     /// Nodes that reached it.
@@ -208,6 +267,8 @@ impl fmt::Display for Scenario {
 pub struct Report {
     /// The scenario.
     pub scenario: Scenario,
+    /// The protocol version.
+    pub protocol: Protocol,
     /// Nodes (sessions).
     pub nodes: usize,
     /// The seed.
@@ -222,8 +283,10 @@ pub struct Report {
     pub load: Load,
     /// Announcements published in the window.
     pub announcements: u64,
-    /// Steady state: share of (node, session) pairs, sampled at the end, in which the
-    /// node does not judge the (running) session live.
+    /// Beacons published in the window (protocol 8).
+    pub beacons: u64,
+    /// Share of (node, session) pairs, sampled at the end, in which the node does not
+    /// judge the (running) session live.
     pub not_live: f64,
     /// Connections per node, mean, at the end.
     pub mean_degree: f64,
@@ -307,8 +370,13 @@ impl World {
         }
         let links_up = self.links.iter().filter(|l| l.up).count();
         let mesh: usize = self.mesh.iter().map(Vec::len).sum();
+        let published = self.msgs.iter().filter(|m| m.at >= start);
+        let (all, beacons) = published.fold((0u64, 0u64), |(all, beacons), m| {
+            (all + 1, beacons + u64::from(self.beacons && m.version > 1))
+        });
         Report {
             scenario,
+            protocol: self.p.protocol,
             nodes: self.n,
             seed: self.p.seed,
             heartbeat: self.p.heartbeat,
@@ -319,176 +387,12 @@ impl World {
                 mean,
                 max,
             },
-            announcements: self.msgs.iter().filter(|m| m.at >= start).count() as u64,
-            not_live: if scenario == Scenario::SteadyState {
-                self.not_live()
-            } else {
-                0.0
-            },
+            announcements: all - beacons,
+            beacons,
+            not_live: self.not_live(),
             mean_degree: 2.0 * links_up as f64 / self.n as f64,
             mean_mesh: mesh as f64 / self.n as f64,
             events: self.events,
         }
-    }
-}
-
-/// `1234567.8` as `1,234,568`.
-fn grouped(x: f64) -> String {
-    let digits = format!("{:.0}", x.max(0.0));
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn secs(ms: Option<u64>) -> String {
-    ms.map_or_else(|| "—".into(), |ms| format!("{:.2} s", ms as f64 / 1000.0))
-}
-
-fn kb(bytes_per_s: f64) -> String {
-    format!("{:.1}", bytes_per_s / 1000.0)
-}
-
-/// The reports side by side, one column each, as a Markdown table.
-pub fn table(reports: &[Report]) -> String {
-    type Row = (&'static str, fn(&Report) -> String);
-    let rows: [Row; 20] = [
-        ("heartbeat interval at full roster", |r| {
-            format!("{} s", r.interval_ms / 1000)
-        }),
-        ("converged nodes", |r| match r.convergence {
-            Some(c) => format!(
-                "{} / {}",
-                grouped(c.complete as f64),
-                grouped(r.nodes as f64)
-            ),
-            None => "—".into(),
-        }),
-        ("convergence p50 / max", |r| match r.convergence {
-            Some(c) => format!("{} / {}", secs(c.p50_ms), secs(c.max_ms)),
-            None => "—".into(),
-        }),
-        ("sessions behind per node at the start", |r| {
-            match r.convergence {
-                Some(c) => grouped(c.behind_at_start),
-                None => "—".into(),
-            }
-        }),
-        ("measured window", |r| secs(Some(r.load.window_ms))),
-        ("announcements published in it", |r| {
-            grouped(r.announcements as f64)
-        }),
-        ("gossip copies received /s per node (mean / max)", |r| {
-            let l = &r.load;
-            format!(
-                "{} / {}",
-                grouped(l.per_s(l.mean.messages)),
-                grouped(l.per_s(l.max.messages))
-            )
-        }),
-        ("  duplicates / by IWANT (mean share)", |r| {
-            let m = &r.load.mean;
-            let share = |x: f64| 100.0 * x / m.messages.max(1.0);
-            format!(
-                "{:.0} % / {:.1} %",
-                share(m.duplicates),
-                share(m.iwant_messages)
-            )
-        }),
-        ("kB/s received per node (mean / max)", |r| {
-            let l = &r.load;
-            format!(
-                "{} / {}",
-                kb(l.per_s(l.mean.bytes)),
-                kb(l.per_s(l.max.bytes))
-            )
-        }),
-        ("  gossip / control / roster sync (mean kB/s)", |r| {
-            let l = &r.load;
-            let m = &l.mean;
-            format!(
-                "{} / {} / {}",
-                kb(l.per_s(m.gossip_bytes)),
-                kb(l.per_s(m.control_bytes)),
-                kb(l.per_s(m.sync_bytes))
-            )
-        }),
-        ("MB received per node in the window (mean / max)", |r| {
-            let l = &r.load;
-            format!("{:.1} / {:.1}", l.mean.bytes / 1e6, l.max.bytes / 1e6)
-        }),
-        ("roster-sync entries per node (of which stale)", |r| {
-            let m = &r.load.mean;
-            format!("{} ({})", grouped(m.sync_entries), grouped(m.sync_stale))
-        }),
-        ("IHAVEs dropped over the RPC limit /s per node", |r| {
-            let l = &r.load;
-            format!("{:.1}", l.per_s(l.mean.ihave_dropped))
-        }),
-        ("signature checks /s per node (mean / max)", |r| {
-            let l = &r.load;
-            format!(
-                "{} / {}",
-                grouped(l.per_s(l.mean.sig_checks)),
-                grouped(l.per_s(l.max.sig_checks))
-            )
-        }),
-        ("  gossipsub / announcement (mean /s)", |r| {
-            let l = &r.load;
-            format!(
-                "{} / {:.1}",
-                grouped(l.per_s(l.mean.gossip_sigs)),
-                l.per_s(l.mean.announcement_sigs)
-            )
-        }),
-        ("CPU % of one core (mean / max)", |r| {
-            let (mean, max) = r.load.cpu_pct();
-            format!("{mean:.2} / {max:.2}")
-        }),
-        ("sessions not judged live at the end", |r| {
-            if r.scenario == Scenario::SteadyState {
-                format!("{:.3} %", 100.0 * r.not_live)
-            } else {
-                "—".into()
-            }
-        }),
-        ("connections / mesh peers per node (mean)", |r| {
-            format!("{:.1} / {:.1}", r.mean_degree, r.mean_mesh)
-        }),
-        ("seed", |r| r.seed.to_string()),
-        ("events simulated", |r| grouped(r.events as f64)),
-    ];
-    let mut out = String::from("| |");
-    for r in reports {
-        let _ = write!(
-            out,
-            " {}, {} nodes, {} |",
-            r.scenario,
-            grouped(r.nodes as f64),
-            r.heartbeat
-        );
-    }
-    out.push_str("\n|---|");
-    for _ in reports {
-        out.push_str("---|");
-    }
-    out.push('\n');
-    for (label, cell) in rows {
-        let _ = write!(out, "| {label} |");
-        for r in reports {
-            let _ = write!(out, " {} |", cell(r));
-        }
-        out.push('\n');
-    }
-    out
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&table(std::slice::from_ref(self)))
     }
 }

@@ -62,6 +62,9 @@ pub(super) enum Ev {
     Ihave(u32),
     /// A roster response arrives (its request in the world's sync slab).
     Synced(u32),
+    /// Protocol 8: `node` takes a second look (a digest request) at the peer at the
+    /// other end of `link`, which connected a moment ago.
+    Recheck { node: u32, link: u32 },
 }
 
 /// Values parked while their event is queued, by index; freed slots are reused.

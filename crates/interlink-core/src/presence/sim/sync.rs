@@ -1,5 +1,6 @@
-//! Roster sync by summary (protocol v7) on the compact rosters: applying an
-//! announcement, and roster requests on connect and for anti-entropy.
+//! Roster sync by summary on the compact rosters: applying an announcement, roster
+//! requests on connect and for anti-entropy (when each protocol sends them), and the
+//! protocol 7 answer. Protocol 8's answers are in `repair.rs`.
 //!
 //! A request carries the requester's summary as it was when it left, and the
 //! responder answers from its roster as it was when the request arrived; between
@@ -12,8 +13,10 @@
 //! is recognised without a signature check ([`crate::presence::Roster::knows`]).
 
 use super::{
+    live::session_key,
+    params::Protocol,
     schedule::Ev,
-    world::{Change, Sync, World},
+    world::{Ask, Change, Peer, Sync, US, World},
 };
 
 impl World {
@@ -25,7 +28,13 @@ impl World {
         self.roster[v * self.n + session] = version;
         self.roster_t[session * self.n + v] = version;
         if prev == 0 {
-            self.nodes[v].held += 1;
+            let node = &mut self.nodes[v];
+            node.held += 1;
+            node.digest ^= session_key(session);
+            if session != v {
+                // A session new to the roster: the node's anti-entropy goes fast.
+                node.grew_at = Some(self.now);
+            }
         }
         if self.in_flight[v] > 0 {
             self.log_change(v, session, prev);
@@ -58,15 +67,19 @@ impl World {
         });
     }
 
-    /// `requester` sends its summary to `responder` over `link`; the answer is
-    /// computed and applied when it arrives, a round trip later.
+    /// `requester` sends `responder` a request over `link` (its summary, or its
+    /// digest); the answer is computed and applied when it arrives, a round trip later.
     pub(super) fn request_roster(
         &mut self,
         requester: usize,
         responder: usize,
         link: u32,
         lat: u64,
+        ask: Ask,
     ) {
+        // Protocol 8's full request marks what the requester judges away as it leaves.
+        let away =
+            self.p.protocol == Protocol::V8 && ask != Ask::Digest && self.any_marked(requester);
         self.in_flight[requester] += 1;
         self.in_flight[responder] += 1;
         let i = self.syncs.insert(Sync {
@@ -75,22 +88,67 @@ impl World {
             link,
             sent: self.now,
             answered: self.now + lat,
+            ask,
+            away,
         });
         self.queue.push(self.now + 2 * lat, Ev::Synced(i));
     }
 
-    /// Anti-entropy: one connected peer's roster, round robin by peer order.
-    pub(super) fn anti_entropy(&mut self, v: usize) {
+    /// The connected peer whose turn it is for `v`'s anti-entropy, round robin by peer
+    /// order.
+    fn next_sync_peer(&mut self, v: usize) -> Option<Peer> {
         let up: Vec<usize> = (0..self.nodes[v].peers.len())
             .filter(|&k| self.links[self.nodes[v].peers[k].link as usize].up)
             .collect();
         if up.is_empty() {
-            return;
+            return None;
         }
         let node = &mut self.nodes[v];
         let peer = node.peers[up[node.sync_turn % up.len()]];
         node.sync_turn = node.sync_turn.wrapping_add(1);
-        self.request_roster(v, peer.node as usize, peer.link, peer.lat);
+        Some(peer)
+    }
+
+    /// Protocol 7's anti-entropy: a full request to one connected peer.
+    pub(super) fn anti_entropy(&mut self, v: usize) {
+        if let Some(peer) = self.next_sync_peer(v) {
+            self.request_roster(v, peer.node as usize, peer.link, peer.lat, Ask::Repair);
+        }
+    }
+
+    /// Protocol 8's anti-entropy, checked at every tick: while the roster is growing a
+    /// full request every `fast_sync_ms`, else a digest request every
+    /// `anti_entropy_ms`, to one connected peer in turn.
+    pub(super) fn anti_entropy_v8(&mut self, v: usize) {
+        let now = self.now;
+        let node = &self.nodes[v];
+        let growing = node
+            .grew_at
+            .is_some_and(|t| now < t + self.p.growing_ms * US);
+        let every = if growing {
+            self.p.fast_sync_ms
+        } else {
+            self.p.anti_entropy_ms
+        };
+        if node.last_sync.is_some_and(|t| now < t + every * US) {
+            return;
+        }
+        let Some(peer) = self.next_sync_peer(v) else {
+            return;
+        };
+        self.nodes[v].last_sync = Some(now);
+        let ask = if growing { Ask::Repair } else { Ask::Digest };
+        self.request_roster(v, peer.node as usize, peer.link, peer.lat, ask);
+    }
+
+    /// Protocol 8's second look at the peer across `link`, a moment after it connected.
+    pub(super) fn recheck(&mut self, v: usize, link: usize) {
+        let l = self.links[link];
+        if !l.up || self.quiet {
+            return;
+        }
+        let peer = if l.a as usize == v { l.b } else { l.a };
+        self.request_roster(v, peer as usize, link as u32, l.lat, Ask::Digest);
     }
 
     /// Writes `v`'s roster row as it was at `at` into `row`.
@@ -106,29 +164,52 @@ impl World {
         }
     }
 
-    /// The answer to `q`'s request arrives: `r` sends every version it held (when the
-    /// request arrived) that `q`'s summary (when it left) did not name — including
-    /// versions older than `q`'s, which the summary's opaque tags cannot reveal; `q`
-    /// checks the signatures of those its roster does not know now and applies them.
-    pub(super) fn synced(&mut self, sync: Sync) {
-        let (q, r) = (sync.requester as usize, sync.responder as usize);
-        let up = self.links[sync.link as usize].up;
-        let (mut summary, mut held) = std::mem::take(&mut self.scratch);
-        if up {
-            self.row_at(q, sync.sent, &mut summary);
-            self.row_at(r, sync.answered, &mut held);
-        }
+    /// The request is over: the two ends stop logging their changes for it.
+    fn end_flight(&mut self, q: usize, r: usize) {
         for end in [q, r] {
             self.in_flight[end] -= 1;
             if self.in_flight[end] == 0 {
                 self.nodes[end].log.clear();
             }
         }
-        if !up {
-            // The connection closed meanwhile: the request failed.
-            self.scratch = (summary, held);
+    }
+
+    /// The answer to `q`'s request arrives, from the rosters as they were (`q`'s when
+    /// the request left, `r`'s when it arrived). If the connection closed meanwhile,
+    /// the request failed.
+    pub(super) fn synced(&mut self, sync: Sync) {
+        let (q, r) = (sync.requester as usize, sync.responder as usize);
+        let up = self.links[sync.link as usize].up;
+        if sync.ask == Ask::Digest {
+            // Read before the logs may be cleared.
+            let asked = self.digest_at(q, sync.sent);
+            let had = self.digest_at(r, sync.answered);
+            self.end_flight(q, r);
+            if up {
+                self.digest_answered(&sync, asked, had);
+            }
             return;
         }
+        let (mut summary, mut held) = std::mem::take(&mut self.scratch);
+        if up {
+            self.row_at(q, sync.sent, &mut summary);
+            self.row_at(r, sync.answered, &mut held);
+        }
+        self.end_flight(q, r);
+        if up {
+            match self.p.protocol {
+                Protocol::V7 => self.answer_v7(q, r, &summary, &held),
+                Protocol::V8 => self.answer_v8(&sync, &summary, &held),
+            }
+        }
+        self.scratch = (summary, held);
+    }
+
+    /// Protocol 7's answer: `r` sends every version it held that `q`'s summary did not
+    /// name — including versions older than `q`'s, which the summary's opaque tags
+    /// cannot reveal; `q` checks the signatures of those its roster does not know now
+    /// and applies them.
+    fn answer_v7(&mut self, q: usize, r: usize, summary: &[u16], held: &[u16]) {
         let n = self.n;
         let (mut tags_q, mut tags_r, mut entries, mut new) = (0u64, 0u64, 0u64, 0u64);
         let mut stale = 0u64;
@@ -148,7 +229,6 @@ impl World {
                 }
             }
         }
-        self.scratch = (summary, held);
         let w = &self.p.wire;
         let request_bytes = w.sync_framing + tags_q * w.tag;
         let response_bytes = w.sync_framing + entries * (w.announcement + w.entry_framing);

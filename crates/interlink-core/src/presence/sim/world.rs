@@ -1,8 +1,14 @@
 //! The simulated overlay: nodes, links, compact rosters, and the event loop.
 //!
-//! Memory is what limits the size: two `u16` per (node, session) pair — the newest
-//! version the node's roster holds, and the newest its gossipsub has seen — are
-//! 400 MB at 10,000 nodes; everything else is per node, per link or per message.
+//! A session's messages are numbered from 1: in protocol 7 every one is a new
+//! announcement version; in protocol 8 version 1 is its announcement and version
+//! k ≥ 2 its (k - 1)th beacon, so a roster entry's number is the newest sign of life
+//! the node holds, and any number from 1 on means it holds the announcement.
+//!
+//! Memory is what limits the size: three `u16` per (node, session) pair — the newest
+//! version the node's roster holds (twice, in both orders), and the newest its
+//! gossipsub has seen — are 600 MB at 10,000 nodes; everything else is per node, per
+//! link or per message.
 //! The roster rows are node-major (a summary scans one node's row), the seen rows
 //! session-major (one message's spread touches one session's row, which stays in
 //! cache while it propagates).
@@ -11,11 +17,12 @@ use std::collections::VecDeque;
 
 use super::{
     gossip::Window,
-    params::Params,
+    live::Live,
+    params::{Params, Protocol},
     report::Counters,
     schedule::{Ev, Queue, Rng, Slab},
 };
-use crate::presence::heartbeat::MAX_HEARTBEAT_MS;
+use crate::presence::heartbeat::{MAX_HEARTBEAT_MS, live_window_ms};
 
 /// Microseconds per millisecond: simulated time is kept in µs.
 pub(super) const US: u64 = 1_000;
@@ -35,6 +42,21 @@ pub(super) struct Msg {
     pub(super) at: u64,
     /// The interval its sender announced with, ms.
     pub(super) interval_ms: u64,
+}
+
+impl Msg {
+    /// From when (µs) it no longer makes its session live: a receiver judges by whole
+    /// milliseconds, live while the age is below the window the interval stretches
+    /// ([`crate::presence::Config::presence`]).
+    pub(super) fn live_until(&self) -> u64 {
+        (self.at / US + live_window_ms(self.interval_ms)) * US
+    }
+
+    /// From when (µs) it is overdue: half its live window has passed, so a newer sign
+    /// should have come; a roster request marks the session for its newest beacon.
+    pub(super) fn overdue_from(&self) -> u64 {
+        (self.at / US + live_window_ms(self.interval_ms) / 2) * US
+    }
 }
 
 /// A connection: `a` dialled `b`.
@@ -77,6 +99,17 @@ pub(super) struct Ihave {
     pub(super) ids: u32,
 }
 
+/// What a roster request asks (the node's `roster_sync::Ask`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ask {
+    /// A full request on a new connection.
+    Connect,
+    /// A full request for anti-entropy (protocol 8: what it brings is published again).
+    Repair,
+    /// Protocol 8: a digest request (a full one follows if the rosters differ).
+    Digest,
+}
+
 /// A roster request in flight: it left at `sent`, the responder answered at
 /// `answered`.
 #[derive(Clone, Copy, Debug)]
@@ -86,17 +119,24 @@ pub(super) struct Sync {
     pub(super) link: u32,
     pub(super) sent: u64,
     pub(super) answered: u64,
+    pub(super) ask: Ask,
+    /// Protocol 8: its away bitmap is not empty (the requester judged some session
+    /// away when it left).
+    pub(super) away: bool,
 }
 
 /// Gossip copies a node received (all, duplicates, first copies, and those new
-/// to the roster and so verified): kept apart from [`Counters`] in a dense array
-/// because every copy touches them.
+/// to the roster and so verified; of all, the beacons, and of the verified, the
+/// beacons): kept apart from [`Counters`] in a dense array because every copy touches
+/// them.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Copies {
     pub(super) all: u64,
     pub(super) dup: u64,
     pub(super) first: u64,
     pub(super) verified: u64,
+    pub(super) beacons: u64,
+    pub(super) verified_beacons: u64,
 }
 
 /// A roster entry's previous value, kept briefly so a summary can be read as it was
@@ -126,6 +166,14 @@ pub(super) struct Node {
     pub(super) log: VecDeque<Change>,
     /// Which side of a partition it is on.
     pub(super) half: u8,
+    /// Protocol 8: when its last anti-entropy request left, µs.
+    pub(super) last_sync: Option<u64>,
+    /// Protocol 8: when a session last became new to its roster (or it started), µs.
+    pub(super) grew_at: Option<u64>,
+    /// Protocol 8: the set of sessions whose announcement it holds, as the XOR of a
+    /// 64-bit key per session: equal sets, equal digests (the roster digest names the
+    /// held announcement versions; each session here has one).
+    pub(super) digest: u64,
 }
 
 /// The whole simulated overlay.
@@ -159,6 +207,14 @@ pub(super) struct World {
     /// `seen[session * n + node]`: newest version the node's gossipsub has seen.
     pub(super) seen: Vec<u16>,
     pub(super) window: Window,
+    /// Which sign of each session is the oldest still live (protocol 8's away
+    /// bitmap and heal goal).
+    pub(super) live: Live,
+    /// Which sign of each session is the oldest not yet overdue (the bitmap).
+    pub(super) fresh: Live,
+    /// Protocol 8: re-announcements are beacons (a copy of [`Params::protocol`]
+    /// read on every gossip copy).
+    pub(super) beacons: bool,
     /// Per session, the version a convergence measurement waits for (0: none).
     pub(super) goal: Vec<u16>,
     /// Nodes still behind the goal.
@@ -195,6 +251,9 @@ impl World {
             roster_t: vec![0; n * n],
             seen: vec![0; n * n],
             window: Window::new(n),
+            live: Live::new(n, Msg::live_until),
+            fresh: Live::new(n, Msg::overdue_from),
+            beacons: p.protocol.beacons(),
             goal: vec![0; n],
             incomplete: 0,
             scratch: (vec![0; n], vec![0; n]),
@@ -323,15 +382,24 @@ impl World {
         }
         w.roster.fill(1);
         w.roster_t.fill(1);
-        w.seen.fill(1);
+        let seen = w.seen_value(0, 1);
+        w.seen.fill(seen);
         w.window.start_after(w.msgs.len());
+        w.live.start(&w.msgs, &w.versions);
+        w.fresh.start(&w.msgs, &w.versions);
         let ticks_per_sync = w.ticks_per_sync();
+        let all = (0..w.n).fold(0, |d, s| d ^ super::live::session_key(s));
         for (i, node) in w.nodes.iter_mut().enumerate() {
             node.started = true;
             node.version = 1;
             node.held = w.n;
+            node.digest = all;
             // Spread the anti-entropy rounds over their period.
             node.ticks = w.rng.below(ticks_per_sync);
+            // Protocol 8 times its rounds from the last one: as if it was `ticks`
+            // heartbeats ago.
+            node.last_sync =
+                Some(ORIGIN_US.saturating_sub(node.ticks * w.p.gossip.heartbeat_ms * US));
             node.sync_turn = w.rng.index(node.peers.len().max(1));
             let at = ORIGIN_US + w.rng.below(w.p.gossip.heartbeat_ms * US);
             w.queue.push(at, Ev::Tick(i as u32));
@@ -340,7 +408,7 @@ impl World {
     }
 
     /// Time from deciding to dial to an established connection, µs.
-    fn connect_delay(&mut self, lat: u64) -> u64 {
+    pub(super) fn connect_delay(&mut self, lat: u64) -> u64 {
         self.rng.below(self.p.discovery_ms * US) + self.p.connect_rtts * 2 * lat
     }
 
@@ -416,11 +484,14 @@ impl World {
                     self.synced(sync);
                 }
             }
+            Ev::Recheck { node, link } => self.recheck(node as usize, link as usize),
         }
     }
 
     fn start(&mut self, v: usize) {
         self.nodes[v].started = true;
+        // The node counts its roster as growing from its start (fast anti-entropy).
+        self.nodes[v].grew_at = Some(self.now);
         // gossipsub's first heartbeat comes after `heartbeat_initial_delay` (100 ms).
         self.queue.push(self.now + 100 * US, Ev::Tick(v as u32));
     }
@@ -439,8 +510,29 @@ impl World {
             }
         }
         // Both ends fetch the other's roster on a new connection.
-        self.request_roster(link.a as usize, link.b as usize, l as u32, link.lat);
-        self.request_roster(link.b as usize, link.a as usize, l as u32, link.lat);
+        self.request_roster(
+            link.a as usize,
+            link.b as usize,
+            l as u32,
+            link.lat,
+            Ask::Connect,
+        );
+        self.request_roster(
+            link.b as usize,
+            link.a as usize,
+            l as u32,
+            link.lat,
+            Ask::Connect,
+        );
+        if self.p.protocol == Protocol::V8 {
+            // …and take a second look a moment later: what reached the peer between
+            // its answer and this node joining its mesh went to its mesh only.
+            let at = self.now + self.p.recheck_ms * US;
+            for node in [link.a, link.b] {
+                let link = l as u32;
+                self.queue.push(at, Ev::Recheck { node, link });
+            }
+        }
     }
 
     /// The session publishes a new version and schedules the next one.
@@ -459,77 +551,43 @@ impl World {
         let sync_due = node.ticks.is_multiple_of(per_sync);
         if !self.quiet {
             self.emit_ihave(v);
-            if sync_due {
-                self.anti_entropy(v);
+            match self.p.protocol {
+                Protocol::V7 if sync_due => self.anti_entropy(v),
+                Protocol::V7 => {}
+                Protocol::V8 => self.anti_entropy_v8(v),
             }
         }
         let next = self.now + self.p.gossip.heartbeat_ms * US;
         self.queue.push(next, Ev::Tick(v as u32));
     }
 
-    /// Cuts every link between the lower and the upper half of the nodes.
-    pub(super) fn partition(&mut self) {
-        let half = self.n / 2;
-        for (i, node) in self.nodes.iter_mut().enumerate() {
-            node.half = u8::from(i >= half);
-        }
-        for l in 0..self.links.len() {
-            let link = self.links[l];
-            if self.nodes[link.a as usize].half != self.nodes[link.b as usize].half {
-                self.links[l].up = false;
-                self.leave_mesh(link.a as usize, link.b);
-                self.leave_mesh(link.b as usize, link.a);
-            }
-        }
-    }
-
-    /// Every node holds the newest version of every session on its side of the
-    /// partition, as gossip within a converged half would have delivered.
-    pub(super) fn converge_halves(&mut self) {
-        let n = self.n;
-        let newest: Vec<u16> = self.nodes.iter().map(|x| x.version).collect();
-        let half: Vec<u8> = self.nodes.iter().map(|x| x.half).collect();
-        // Node-major, then session-major: both passes stream through memory.
-        for v in 0..n {
-            for s in (0..n).filter(|&s| half[s] == half[v]) {
-                let i = v * n + s;
-                self.roster[i] = self.roster[i].max(newest[s]);
-            }
-        }
-        for s in 0..n {
-            for v in (0..n).filter(|&v| half[s] == half[v]) {
-                let i = s * n + v;
-                self.roster_t[i] = self.roster_t[i].max(newest[s]);
-                self.seen[i] = self.seen[i].max(newest[s]);
-            }
-        }
-    }
-
-    /// Restores the cut links (each after a redial and a handshake); every node
-    /// waits for every session's version as of now.
-    pub(super) fn heal(&mut self) {
-        for l in 0..self.links.len() {
-            let link = self.links[l];
-            if !link.up {
-                let at = self.now + self.connect_delay(link.lat);
-                self.queue.push(at, Ev::Connect(l as u32));
-            }
-        }
-        let goal: Vec<u16> = self.nodes.iter().map(|n| n.version).collect();
-        self.set_goal(|s| goal[s]);
-    }
-
     /// Each node's counters as of now (to subtract at the end of a window).
     pub(super) fn snapshot(&self) -> Vec<Counters> {
+        let w = &self.p.wire;
+        let signed = self.p.protocol.gossip_signed();
+        let hashed = self.p.protocol == Protocol::V8;
         self.counters
             .iter()
             .zip(&self.copies)
-            .map(|(c, copies)| Counters {
-                gossip_msgs: copies.all,
-                dup_msgs: copies.dup,
-                decodes: c.decodes + copies.first,
-                ann_sigs: c.ann_sigs + 2 * copies.verified,
-                ..*c
+            .map(|(c, copies)| {
+                let anns = copies.all - copies.beacons;
+                Counters {
+                    gossip_msgs: copies.all,
+                    beacon_msgs: copies.beacons,
+                    dup_msgs: copies.dup,
+                    decodes: c.decodes + copies.first,
+                    // Protocol 7's gossipsub checks every copy's signature.
+                    gossip_sigs: if signed { copies.all } else { 0 },
+                    ann_sigs: c.ann_sigs + 2 * (copies.verified - copies.verified_beacons),
+                    beacon_sigs: c.beacon_sigs + copies.verified_beacons,
+                    // Protocol 8's gossipsub hashes every copy for its content id.
+                    id_blocks: if hashed {
+                        anns * w.id_blocks(w.announcement) + copies.beacons * w.id_blocks(w.beacon)
+                    } else {
+                        0
+                    },
+                    ..*c
+                }
             })
             .collect()
     }
