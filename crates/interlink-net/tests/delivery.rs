@@ -999,8 +999,18 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
         }));
         Node::spawn(swarm, config, role).unwrap()
     };
+    // What Alice and Carol hold for Bob before Dave sends (Alice's own mail to him).
+    let holders = [alice.handle(), carol.handle()];
+    let mut held_before = Vec::new();
+    for h in &holders {
+        let held = h.held_mailbox(bob_addr.clone()).await.unwrap();
+        held_before.push(held.map_or(0, |m| m.pending));
+    }
     // Sends `n` messages from a fresh sending session; returns (queued, not kept).
-    let run = async |session: &str, port: u64, n: usize| {
+    // With `replicated`, the session stays up until Alice and Carol each hold what it
+    // queued: a closest-peer placement still in flight when a sender exits leaves the
+    // copy at fewer holders, and this test is about what holders that have it do.
+    let run = async |session: &str, port: u64, n: usize, replicated: bool| {
         let sender = start(SessionId::new(session).unwrap(), port);
         // The sender learns Bob's session (away now) from the overlay.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
@@ -1034,15 +1044,30 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
                 other => panic!("{i}: {other:?}"),
             }
         }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        for (h, before) in holders.iter().zip(&held_before) {
+            while replicated {
+                let held = h.held_mailbox(bob_addr.clone()).await.unwrap();
+                if held.is_some_and(|m| m.pending >= before + queued) {
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the copy never reached {}: {held:?}, before {before}, queued {queued}",
+                    h.peer_id()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
         sender.shutdown().await;
         (queued, not_kept)
     };
     assert_eq!(
-        run("send-1", base + 7, MAILBOX_SENDER_QUOTA + 6).await,
+        run("send-1", base + 7, MAILBOX_SENDER_QUOTA + 6, true).await,
         (MAILBOX_SENDER_QUOTA, 6)
     );
     // Alice and Carol hold the quota's worth of Dave's mail for Bob already.
-    assert_eq!(run("send-2", base + 8, 5).await, (0, 5));
+    assert_eq!(run("send-2", base + 8, 5, false).await, (0, 5));
     for p in [alice, carol] {
         p.node.shutdown().await;
     }

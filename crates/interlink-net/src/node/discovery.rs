@@ -425,6 +425,16 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
         BehaviourEvent::Kad(kad::Event::InboundRequest {
             request: kad::InboundRequest::PutRecord { source, .. },
         }) => actor.on_inbound_put(source),
+        BehaviourEvent::Kad(kad::Event::InboundRequest {
+            request: kad::InboundRequest::FindNode { .. },
+        }) => {
+            // A peer is walking the DHT through us, to place a mailbox copy or fetch
+            // one: kad answered from a routing table that is empty until we join, so
+            // join now and its next step (or next placement) finds our peers. Without
+            // this a sender in an overlay less than a second old placed its copy at its
+            // bootstrap peer alone (the delivery tests' short-lived senders).
+            join_dht(actor);
+        }
         BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
             id,
             result: kad::QueryResult::GetClosestPeers(result),
