@@ -1046,7 +1046,10 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
         for (h, before) in holders.iter().zip(&held_before) {
-            while replicated {
+            if !replicated {
+                break;
+            }
+            loop {
                 let held = h.held_mailbox(bob_addr.clone()).await.unwrap();
                 if held.is_some_and(|m| m.pending >= before + queued) {
                     break;
