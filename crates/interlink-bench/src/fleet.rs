@@ -19,6 +19,12 @@ use tokio::sync::broadcast;
 /// process-wide counter keeps every run's nodes apart without fixed numbers.
 static NEXT_MEMORY_PORT: AtomicU64 = AtomicU64::new(1 << 20);
 
+/// `Config::max_process_memory` for every node the bench runs inside its own process.
+/// The node's guard refuses connections once the *process* passes a budget sized for one
+/// session per process; here many nodes, and what earlier scenarios left allocated,
+/// share one process, and past 256 MiB a later scenario's every dial was refused.
+pub const IN_BENCH_PROCESS_MEMORY: Option<usize> = Some(usize::MAX);
+
 /// Reserves `n` consecutive memory ports; returns the first.
 pub fn memory_ports(n: u64) -> u64 {
     NEXT_MEMORY_PORT.fetch_add(n, Ordering::Relaxed)
@@ -184,6 +190,7 @@ impl Peer {
             network,
             listen: vec![listen],
             mdns,
+            max_process_memory: IN_BENCH_PROCESS_MEMORY,
             ..Config::default()
         };
         let mut fleet = Fleet::default();

@@ -98,7 +98,15 @@ async fn measure(n: usize, rounds: usize) -> anyhow::Result<Vec<Measurement>> {
                 SessionId::new(format!("node-{i}"))?,
             )
         };
-        let config = node_config(base + i as u64, (i > 0).then(|| boot.clone()), None);
+        let mut config = node_config(base + i as u64, (i > 0).then(|| boot.clone()), None);
+        if i == 1 {
+            // Paired both ways, as two users' sessions are: the sender keeps a mailbox
+            // pass only from a peer.
+            config
+                .delivery
+                .policy
+                .add("recipient", recipient_id.public())?;
+        }
         fleet.push(fleet::spawn_session(identity, &session, config)?);
     }
     let recipient = SessionAddr {
@@ -123,6 +131,16 @@ async fn measure(n: usize, rounds: usize) -> anyhow::Result<Vec<Measurement>> {
         under_replicated: Vec::new(),
         fetch: Vec::new(),
     };
+    // A mailbox keeps only a little mail from senders its owner has not admitted
+    // (PROTOCOL §4.7): the sender first exchanges one live message with the recipient,
+    // whose receipt carries the mailbox pass that lets its queued mail count in full.
+    let outcome = sender
+        .send(OutgoingMessage::text(recipient.clone(), "hello".to_owned()))
+        .await?;
+    anyhow::ensure!(
+        matches!(outcome, SendOutcome::Delivered(_)),
+        "the first, live message was not delivered: {outcome:?}"
+    );
     let target = K.min(n - 1);
     for round in 0..rounds {
         recipient_node.abort();
@@ -157,7 +175,7 @@ async fn measure(n: usize, rounds: usize) -> anyhow::Result<Vec<Measurement>> {
         let start = Instant::now();
         recipient_node = spawn_recipient(base + (n + round) as u64)?;
         let mut events = recipient_node.handle().events();
-        let want = (round + 1) * (PER_ROUND + 1);
+        let want = 1 + (round + 1) * (PER_ROUND + 1);
         wait_delivered(&mut events, &inbox, want)
             .await
             .with_context(|| format!("round {round}: the recipient never drained its mailbox"))?;
@@ -193,6 +211,9 @@ fn node_config(
         listen: vec![fleet::memory_addr(port)],
         bootstrap: bootstrap.into_iter().collect(),
         mdns: false,
+        // Without it the restarted recipient's every dial was refused at 50 nodes,
+        // and its mailbox was never fetched.
+        max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
         ..Config::default()
     };
     if let Some((dir, policy)) = inbox {

@@ -77,6 +77,7 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
         listen: vec![fleet::loopback_tcp()],
         mdns: false,
         relay_server: true,
+        max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
         ..Config::default()
     };
     let key = libp2p::identity::Keypair::generate_ed25519();
@@ -164,6 +165,7 @@ async fn pair(
                 policy,
                 pins_file: None,
             },
+            max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
             ..Config::default()
         };
         let node = fleet::spawn_session(&ids[i], &sessions[i], config)?;

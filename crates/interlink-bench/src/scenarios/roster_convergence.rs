@@ -257,9 +257,7 @@ async fn converge(
             listen: vec![fleet::memory_addr(base + i as u64)],
             bootstrap,
             mdns: false,
-            // N nodes share this process's memory: the per-process connection guard
-            // is for one session per process.
-            max_process_memory: Some(usize::MAX),
+            max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
             ..Config::default()
         };
         let session = SessionId::new(format!("conv-{n}-{i}")).map_err(anyhow::Error::from)?;

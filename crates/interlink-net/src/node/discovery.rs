@@ -134,7 +134,7 @@ impl Bootstrap {
                 None => DialOpts::unknown_peer_id().address(e.addr.clone()).build(),
             };
             if let Err(err) = swarm.dial(opts) {
-                debug!(addr = %e.addr, %err, "bootstrap dial not started");
+                debug!(addr = %e.addr, ?err, "bootstrap dial not started");
             }
             e.next_dial = now + e.backoff;
             e.backoff = (e.backoff * 2).min(MAX_BACKOFF);
