@@ -281,7 +281,20 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             "attacker_connections",
             answers.connections,
         ));
-        rows.push(Row::ok(case, m));
+        // A flood that never reached the victim measured a quiet victim: say so
+        // instead of reporting its numbers as the attack's.
+        rows.push(if answers.connections == 0 {
+            Row::failed(
+                case,
+                format!(
+                    "the attackers never connected ({} requests failed)",
+                    answers.failed
+                ),
+                m,
+            )
+        } else {
+            Row::ok(case, m)
+        });
     }
     fleet.shutdown(Duration::from_secs(3)).await;
     victim.stop().await;
@@ -362,6 +375,9 @@ async fn flood_holds(
         mdns: false,
         // libp2p's default: an attacker's own build does not hold itself to our cap.
         mailbox_streams_per_connection: 100,
+        // Its own process's guard, not the bench's: earlier scenarios left this
+        // process past the session budget, and every attacker dial was refused.
+        max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
         ..Config::default()
     };
     let mut swarm: Swarm<Behaviour> = interlink_testkit::node::raw_swarm(&config);
@@ -408,13 +424,22 @@ async fn flood_holds(
                 true
             }
             SwarmEvent::Behaviour(BehaviourEvent::Mailbox(
-                request_response::Event::OutboundFailure { .. },
+                request_response::Event::OutboundFailure { error, .. },
             )) => {
+                tracing::debug!(%error, "attacker: hold failed");
                 answers.failed += 1;
                 true
             }
             SwarmEvent::ConnectionEstablished { .. } => {
                 answers.connections += 1;
+                false
+            }
+            SwarmEvent::OutgoingConnectionError { error, .. } => {
+                tracing::debug!(%error, "attacker: dial failed");
+                false
+            }
+            SwarmEvent::ConnectionClosed { cause, .. } => {
+                tracing::debug!(?cause, "attacker: connection closed");
                 false
             }
             _ => false,
