@@ -1,11 +1,14 @@
-//! Small file helpers shared by the local state files: private files and atomic
-//! replacement.
+//! Small file helpers shared by the local state files: private files, atomic
+//! replacement, and the JSON files the user's tools edit together (peers, groups,
+//! pairing) under an editors' lock.
 
 use std::{
-    fs::{File, OpenOptions},
+    fs::{self, File, OpenOptions},
     io,
-    path::Path,
+    path::{Path, PathBuf},
 };
+
+use serde::{Serialize, de::DeserializeOwned};
 
 /// Replaces `path` with `bytes` atomically and durably
 /// ([`interlink_net::atomic::write_file`]): a reader sees the old file or the new one,
@@ -30,4 +33,163 @@ pub(crate) fn private_file(path: &Path, truncate: bool) -> io::Result<File> {
         opts.mode(0o600);
     }
     opts.open(path)
+}
+
+/// A failed step on one of the shared JSON state files. Each file's own error type
+/// takes it into its `Io` and `Invalid` variants, so callers keep one error per file.
+#[derive(Debug)]
+pub(crate) enum JsonFileError {
+    /// A file-system error on the file, its lock or its directory.
+    Io {
+        /// What was being done ("reading", "locking", …).
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The file exists but does not hold what it should.
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
+fn io_step<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> JsonFileError + 'a {
+    move |source| JsonFileError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Reads the JSON state file `path`: a missing file is `T::default()`; one that cannot
+/// be read or parsed is an error naming it.
+pub(crate) fn load_json<T: DeserializeOwned + Default>(path: &Path) -> Result<T, JsonFileError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(T::default()),
+        Err(e) => return Err(io_step("reading", path)(e)),
+    };
+    serde_json::from_slice(&bytes).map_err(|source| JsonFileError::Invalid {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Changes the JSON state file `path` under the editors' lock `lock_path` (an `flock`,
+/// released when dropped, also if this process dies): creates `dir` (0700) if needed,
+/// reads the file, lets `change` modify it, and writes it back atomically (0600) only
+/// if `change` succeeded. Two tools editing at once therefore never lose each other's
+/// change. Returns what `change` returned.
+pub(crate) fn edit_json<S, T, E>(
+    dir: &Path,
+    lock_path: &Path,
+    path: &Path,
+    change: impl FnOnce(&mut S) -> Result<T, E>,
+) -> Result<T, E>
+where
+    S: Serialize + DeserializeOwned + Default,
+    E: From<JsonFileError>,
+{
+    interlink_core::keyfile::create_private_dir(dir).map_err(io_step("creating", dir))?;
+    let lock = private_file(lock_path, false).map_err(io_step("opening", lock_path))?;
+    lock.lock().map_err(io_step("locking", lock_path))?;
+    let mut state: S = load_json(path)?;
+    let out = change(&mut state)?;
+    let mut bytes = serde_json::to_vec_pretty(&state).map_err(|source| JsonFileError::Invalid {
+        path: path.to_owned(),
+        source,
+    })?;
+    bytes.push(b'\n');
+    write_atomically(path, &bytes).map_err(io_step("writing", path))?;
+    drop(lock);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    type State = BTreeMap<String, u32>;
+
+    #[derive(Debug)]
+    enum Failed {
+        File(JsonFileError),
+        Refused,
+    }
+
+    impl From<JsonFileError> for Failed {
+        fn from(e: JsonFileError) -> Self {
+            Self::File(e)
+        }
+    }
+
+    fn paths(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let home = dir.join("home");
+        (
+            home.clone(),
+            home.join("state.lock"),
+            home.join("state.json"),
+        )
+    }
+
+    #[test]
+    fn a_missing_file_is_the_default_and_a_malformed_one_names_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, _, path) = paths(dir.path());
+        assert_eq!(load_json::<State>(&path).unwrap(), State::new());
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, b"{\"a\": ").unwrap();
+        match load_json::<State>(&path) {
+            Err(JsonFileError::Invalid { path: p, .. }) => assert_eq!(p, path),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_edit_writes_a_private_file_and_a_refused_change_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, lock, path) = paths(dir.path());
+        edit_json::<State, _, Failed>(&home, &lock, &path, |s| {
+            s.insert("a".into(), 1);
+            Ok(())
+        })
+        .unwrap();
+        let before = fs::read(&path).unwrap();
+        assert!(before.ends_with(b"\n"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            for p in [&path, &lock] {
+                let mode = fs::metadata(p).unwrap().permissions().mode() & 0o777;
+                assert_eq!(mode, 0o600, "{}", p.display());
+            }
+        }
+        let refused = edit_json::<State, (), _>(&home, &lock, &path, |s| {
+            s.insert("b".into(), 2);
+            Err(Failed::Refused)
+        });
+        assert!(matches!(refused, Err(Failed::Refused)));
+        assert_eq!(fs::read(&path).unwrap(), before);
+        assert_eq!(load_json::<State>(&path).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_edit_of_a_malformed_file_fails_and_leaves_it_for_the_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, lock, path) = paths(dir.path());
+        fs::create_dir_all(&home).unwrap();
+        fs::write(&path, b"not json").unwrap();
+        let out = edit_json::<State, (), Failed>(&home, &lock, &path, |_| Ok(()));
+        assert!(matches!(
+            out,
+            Err(Failed::File(JsonFileError::Invalid { .. }))
+        ));
+        assert_eq!(fs::read(&path).unwrap(), b"not json");
+    }
 }

@@ -19,11 +19,7 @@
 //! narrowed to), which is what one message's sealed group tag may list; a member is
 //! narrowed to at most [`MAX_MEMBER_SESSIONS`] sessions.
 
-use std::{
-    collections::BTreeMap,
-    fs, io,
-    path::{Path, PathBuf},
-};
+use std::{collections::BTreeMap, io, path::PathBuf};
 
 pub use interlink_core::limits::MAX_GROUP_RECIPIENTS;
 use interlink_core::{
@@ -35,7 +31,7 @@ use interlink_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    files::{private_file, write_atomically},
+    files::{JsonFileError, edit_json, load_json},
     paths::Home,
     policy::{self, PolicyError},
 };
@@ -554,27 +550,25 @@ pub enum GroupsFileError {
     },
 }
 
-fn io_error<'a>(
-    what: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(io::Error) -> GroupsFileError + 'a {
-    move |source| GroupsFileError::Io {
-        what,
-        path: path.to_owned(),
-        source,
+impl From<JsonFileError> for GroupsFileError {
+    fn from(e: JsonFileError) -> Self {
+        match e {
+            JsonFileError::Io { what, path, source } => Self::Io { what, path, source },
+            JsonFileError::Invalid { path, source } => Self::Invalid { path, source },
+        }
+    }
+}
+
+impl From<JsonFileError> for EditError {
+    fn from(e: JsonFileError) -> Self {
+        Self::File(e.into())
     }
 }
 
 /// Reads the groups of `home`: a missing file is no groups; one that cannot be read or
 /// parsed is an error naming it.
 pub fn load(home: &Home) -> Result<Groups, GroupsFileError> {
-    let path = home.groups();
-    let text = match fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Groups::default()),
-        Err(e) => return Err(io_error("reading", &path)(e)),
-    };
-    serde_json::from_str(&text).map_err(|source| GroupsFileError::Invalid { path, source })
+    Ok(load_json(&home.groups())?)
 }
 
 /// Changes the groups of `home` under the editors' lock: reads the groups and the
@@ -584,25 +578,10 @@ pub fn edit<T>(
     home: &Home,
     change: impl FnOnce(&mut Groups, &PeerPolicy) -> Result<T, EditError>,
 ) -> Result<T, EditError> {
-    interlink_core::keyfile::create_private_dir(home.path())
-        .map_err(io_error("creating", home.path()))?;
-    let lock_path = home.groups_lock();
-    let lock = private_file(&lock_path, false).map_err(io_error("opening", &lock_path))?;
-    // `flock`: released when `lock` is closed, also if this process dies.
-    lock.lock().map_err(io_error("locking", &lock_path))?;
-    let mut groups = load(home)?;
-    let policy = policy::load(home)?;
-    let out = change(&mut groups, &policy)?;
-    let path = home.groups();
-    let mut bytes =
-        serde_json::to_vec_pretty(&groups).map_err(|source| GroupsFileError::Invalid {
-            path: path.clone(),
-            source,
-        })?;
-    bytes.push(b'\n');
-    write_atomically(&path, &bytes).map_err(io_error("writing", &path))?;
-    drop(lock);
-    Ok(out)
+    edit_json(home.path(), &home.groups_lock(), &home.groups(), |groups| {
+        let policy = policy::load(home)?;
+        change(groups, &policy)
+    })
 }
 
 /// Creates the group `name` of `members` (texts `peer` or `peer/session`).

@@ -1,3 +1,5 @@
+use std::{fs, path::Path};
+
 use interlink_core::Identity;
 
 use super::*;

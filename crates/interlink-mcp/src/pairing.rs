@@ -14,10 +14,7 @@
 //! The file is bounded ([`MAX_INCOMING`], [`MAX_OUTGOING`], [`MAX_DECIDED`]) and edited
 //! like `peers.json`: under an exclusive `flock`, re-read, atomically replaced.
 
-use std::{
-    fs, io,
-    path::{Path, PathBuf},
-};
+use std::{io, path::PathBuf};
 
 use interlink_core::{
     IdentityKey, SessionId,
@@ -29,7 +26,7 @@ use interlink_net::knocks::HeldKnock;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    files::{private_file, write_atomically},
+    files::{JsonFileError, edit_json, load_json},
     paths::Home,
     policy::{self, PolicyError},
 };
@@ -136,24 +133,18 @@ pub enum PairingError {
     Policy(#[from] PolicyError),
 }
 
-fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> PairingError + 'a {
-    move |source| PairingError::Io {
-        what,
-        path: path.to_owned(),
-        source,
+impl From<JsonFileError> for PairingError {
+    fn from(e: JsonFileError) -> Self {
+        match e {
+            JsonFileError::Io { what, path, source } => Self::Io { what, path, source },
+            JsonFileError::Invalid { path, source } => Self::Invalid { path, source },
+        }
     }
 }
 
 /// Reads the pairing state of `home` (a missing file: nothing pending).
 pub fn load(home: &Home) -> Result<Pairing, PairingError> {
-    let path = home.pairing();
-    match fs::read(&path) {
-        Ok(bytes) => {
-            serde_json::from_slice(&bytes).map_err(|source| PairingError::Invalid { path, source })
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Pairing::default()),
-        Err(e) => Err(io_error("reading", &path)(e)),
-    }
+    Ok(load_json(&home.pairing())?)
 }
 
 /// Changes the state under the editors' lock and writes it back atomically.
@@ -161,22 +152,16 @@ fn edit<T>(
     home: &Home,
     change: impl FnOnce(&mut Pairing) -> Result<T, PairingError>,
 ) -> Result<T, PairingError> {
-    interlink_core::keyfile::create_private_dir(home.path())
-        .map_err(io_error("creating", home.path()))?;
-    let lock_path = home.pairing_lock();
-    let lock = private_file(&lock_path, false).map_err(io_error("opening", &lock_path))?;
-    lock.lock().map_err(io_error("locking", &lock_path))?;
-    let mut state = load(home)?;
-    let out = change(&mut state)?;
-    state.version = VERSION;
-    let path = home.pairing();
-    let bytes = serde_json::to_vec_pretty(&state).map_err(|source| PairingError::Invalid {
-        path: path.clone(),
-        source,
-    })?;
-    write_atomically(&path, &bytes).map_err(io_error("writing", &path))?;
-    drop(lock);
-    Ok(out)
+    edit_json(
+        home.path(),
+        &home.pairing_lock(),
+        &home.pairing(),
+        |state| {
+            let out = change(state)?;
+            state.version = VERSION;
+            Ok(out)
+        },
+    )
 }
 
 /// Records a stranger's knock that `via` received. Returns false when it was already

@@ -14,10 +14,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use interlink_core::{keyfile::create_private_dir, trust::PeerPolicy};
+use interlink_core::trust::PeerPolicy;
 
 use crate::{
-    files::{private_file, write_atomically},
+    files::{JsonFileError, edit_json, load_json},
     paths::Home,
 };
 
@@ -50,24 +50,19 @@ pub enum PolicyError {
     },
 }
 
-fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> PolicyError + 'a {
-    move |source| PolicyError::Io {
-        what,
-        path: path.to_owned(),
-        source,
+impl From<JsonFileError> for PolicyError {
+    fn from(e: JsonFileError) -> Self {
+        match e {
+            JsonFileError::Io { what, path, source } => Self::Io { what, path, source },
+            JsonFileError::Invalid { path, source } => Self::Invalid { path, source },
+        }
     }
 }
 
 /// Reads the policy from `home`: a missing file is an empty policy; a file that cannot
 /// be read or parsed is an error naming it.
 pub fn load(home: &Home) -> Result<PeerPolicy, PolicyError> {
-    let path = path(home);
-    let text = match fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PeerPolicy::new()),
-        Err(e) => return Err(io_error("reading", &path)(e)),
-    };
-    serde_json::from_str(&text).map_err(|source| PolicyError::Invalid { path, source })
+    Ok(load_json(&path(home))?)
 }
 
 /// Changes the policy in `home` under the editors' lock: reads the current file, lets
@@ -77,22 +72,17 @@ pub fn edit<T, E: From<PolicyError>>(
     home: &Home,
     change: impl FnOnce(&mut PeerPolicy) -> Result<T, E>,
 ) -> Result<T, E> {
-    create_private_dir(home.path()).map_err(io_error("creating", home.path()))?;
-    let lock_path = home.peers_lock();
-    let lock = private_file(&lock_path, false).map_err(io_error("opening", &lock_path))?;
-    // `flock`: released when `lock` is closed, also if this process dies.
-    lock.lock().map_err(io_error("locking", &lock_path))?;
-    let mut policy = load(home)?;
-    let out = change(&mut policy)?;
-    let path = path(home);
-    let mut bytes = serde_json::to_vec_pretty(&policy).map_err(|source| PolicyError::Invalid {
-        path: path.clone(),
-        source,
-    })?;
-    bytes.push(b'\n');
-    write_atomically(&path, &bytes).map_err(io_error("writing", &path))?;
-    drop(lock);
-    Ok(out)
+    // The file errors go through PolicyError, whatever `change`'s own type is.
+    struct Step<E>(E);
+    impl<E: From<PolicyError>> From<JsonFileError> for Step<E> {
+        fn from(e: JsonFileError) -> Self {
+            Self(PolicyError::from(e).into())
+        }
+    }
+    edit_json(home.path(), &home.peers_lock(), &path(home), |policy| {
+        change(policy).map_err(Step)
+    })
+    .map_err(|Step(e)| e)
 }
 
 /// What identifies one version of the file: an edit replaces the file (new inode) and
