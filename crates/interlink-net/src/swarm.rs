@@ -1,12 +1,25 @@
-//! Building the real swarm: TCP and QUIC, noise, yamux, DNS and the relay client.
+//! Building the real swarm: TCP (dialling from fresh ports) and QUIC, noise, yamux, DNS
+//! and the relay client.
 //!
 //! The in-process memory transport (`/memory/<n>` addresses) is included too, with the
 //! same noise and yamux upgrades: it cannot be reached from outside the process, and it
 //! lets tests run many complete nodes in one process without sockets.
 
+use std::{
+    io,
+    pin::Pin,
+    task::{Context, Poll},
+};
+
 use libp2p::{
-    Swarm, Transport as _,
-    core::{transport::MemoryTransport, upgrade::Version},
+    Multiaddr, Swarm, Transport,
+    core::{
+        muxing::StreamMuxerBox,
+        transport::{
+            DialOpts, ListenerId, MemoryTransport, PortUse, TransportError, TransportEvent,
+        },
+        upgrade::Version,
+    },
     identity::Keypair,
     noise, tcp, yamux,
 };
@@ -18,18 +31,23 @@ pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, Ne
     let setup = |e: &dyn std::fmt::Display| NetError::Setup(e.to_string());
     let swarm = libp2p::SwarmBuilder::with_existing_identity(key)
         .with_tokio()
-        .with_tcp(
-            tcp::Config::default().nodelay(true),
-            noise::Config::new,
-            yamux::Config::default,
-        )
-        .map_err(|e| setup(&e))?
         .with_quic()
         .with_other_transport(|key| {
-            Ok(MemoryTransport::default()
+            let tcp = FreshPortTcp(tcp::tokio::Transport::new(
+                tcp::Config::default().nodelay(true),
+            ))
+            .upgrade(Version::V1)
+            .authenticate(noise::Config::new(key)?)
+            .multiplex(yamux::Config::default())
+            .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
+            let memory = MemoryTransport::default()
                 .upgrade(Version::V1)
                 .authenticate(noise::Config::new(key)?)
-                .multiplex(yamux::Config::default()))
+                .multiplex(yamux::Config::default())
+                .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
+            Ok(tcp
+                .or_transport(memory)
+                .map(|either, _| either.into_inner()))
         })
         .map_err(|e| setup(&e))?
         .with_dns()
@@ -44,4 +62,56 @@ pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, Ne
         .with_swarm_config(|c| c.with_idle_connection_timeout(config.idle_connection_timeout))
         .build();
     Ok(swarm)
+}
+
+/// TCP that dials from a fresh port, never from a listening one.
+///
+/// libp2p's TCP binds a dial to the node's listening port by default (`PortUse::Reuse`,
+/// for NAT hole punching). Two nodes that dial each other at the same instant — a
+/// shell `send`'s live attempt crossing the recipient's pass offer, say — then make
+/// one TCP connection by simultaneous open, on which both act as the Noise initiator:
+/// both handshakes fail ("input error") and neither dial connects (half of such
+/// crossings on loopback, `tests/transport.rs`). From a fresh port the two dials are
+/// two connections and both succeed. Hole punching through NAT is left to QUIC, whose
+/// one socket serves listening and dialling alike.
+struct FreshPortTcp(tcp::tokio::Transport);
+
+impl Transport for FreshPortTcp {
+    type Output = <tcp::tokio::Transport as Transport>::Output;
+    type Error = io::Error;
+    type ListenerUpgrade = <tcp::tokio::Transport as Transport>::ListenerUpgrade;
+    type Dial = <tcp::tokio::Transport as Transport>::Dial;
+
+    fn listen_on(
+        &mut self,
+        id: ListenerId,
+        addr: Multiaddr,
+    ) -> Result<(), TransportError<Self::Error>> {
+        self.0.listen_on(id, addr)
+    }
+
+    fn remove_listener(&mut self, id: ListenerId) -> bool {
+        self.0.remove_listener(id)
+    }
+
+    fn dial(
+        &mut self,
+        addr: Multiaddr,
+        opts: DialOpts,
+    ) -> Result<Self::Dial, TransportError<Self::Error>> {
+        self.0.dial(
+            addr,
+            DialOpts {
+                port_use: PortUse::New,
+                ..opts
+            },
+        )
+    }
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<TransportEvent<Self::ListenerUpgrade, Self::Error>> {
+        Pin::new(&mut self.0).poll(cx)
+    }
 }
