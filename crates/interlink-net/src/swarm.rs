@@ -33,10 +33,13 @@ pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, Ne
         .with_tokio()
         .with_quic()
         .with_other_transport(|key| {
+            // The upgrade libp2p's own `with_tcp` builds (V1Lazy: the dialler sends its
+            // first message with the protocol proposal, saving a round trip), over TCP
+            // that dials from fresh ports.
             let tcp = FreshPortTcp(tcp::tokio::Transport::new(
                 tcp::Config::default().nodelay(true),
             ))
-            .upgrade(Version::V1)
+            .upgrade(Version::V1Lazy)
             .authenticate(noise::Config::new(key)?)
             .multiplex(yamux::Config::default())
             .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
