@@ -69,12 +69,14 @@ pub fn session_role(identity: Arc<Identity>, session: &SessionId) -> Role {
 }
 
 /// Builds and spawns a session node with the production transport key
-/// (identity + session id → PeerId).
+/// (identity + session id → PeerId), its memory guard lifted
+/// ([`IN_BENCH_PROCESS_MEMORY`]).
 pub fn spawn_session(
     identity: &Arc<Identity>,
     session: &SessionId,
-    config: Config,
+    mut config: Config,
 ) -> anyhow::Result<Node> {
+    config.max_process_memory = IN_BENCH_PROCESS_MEMORY;
     let key = identity
         .transport_keypair(session)
         .context("deriving the transport key")?;
@@ -190,7 +192,6 @@ impl Peer {
             network,
             listen: vec![listen],
             mdns,
-            max_process_memory: IN_BENCH_PROCESS_MEMORY,
             ..Config::default()
         };
         let mut fleet = Fleet::default();

@@ -69,7 +69,6 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
                 policy,
                 pins_file: None,
             },
-            max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
             ..Config::default()
         };
         let node = fleet::spawn_session(&ids[i], &sessions[i], config)?;

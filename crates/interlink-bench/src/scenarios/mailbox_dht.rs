@@ -211,9 +211,6 @@ fn node_config(
         listen: vec![fleet::memory_addr(port)],
         bootstrap: bootstrap.into_iter().collect(),
         mdns: false,
-        // Without it the restarted recipient's every dial was refused at 50 nodes,
-        // and its mailbox was never fetched.
-        max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
         ..Config::default()
     };
     if let Some((dir, policy)) = inbox {

@@ -165,7 +165,6 @@ async fn pair(
                 policy,
                 pins_file: None,
             },
-            max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
             ..Config::default()
         };
         let node = fleet::spawn_session(&ids[i], &sessions[i], config)?;

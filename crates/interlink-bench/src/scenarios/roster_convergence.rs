@@ -257,7 +257,6 @@ async fn converge(
             listen: vec![fleet::memory_addr(base + i as u64)],
             bootstrap,
             mdns: false,
-            max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
             ..Config::default()
         };
         let session = SessionId::new(format!("conv-{n}-{i}")).map_err(anyhow::Error::from)?;

@@ -59,7 +59,6 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             listen: vec![fleet::loopback_tcp()],
             bootstrap: vec![bootstrap.clone()],
             mdns: false,
-            max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
             ..Config::default()
         })
         .await,
@@ -103,7 +102,6 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             network: network.clone(),
             listen: vec![fleet::any_tcp()],
             mdns: true,
-            max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
             ..Config::default()
         })
         .await,
