@@ -57,6 +57,26 @@ pub(crate) enum JsonFileError {
     },
 }
 
+/// Implements `From<JsonFileError>` for a file's own error enum, whose `Io { what, path,
+/// source }` and `Invalid { path, source }` variants name the file in its messages.
+macro_rules! from_json_file_error {
+    ($error:ty) => {
+        impl From<$crate::files::JsonFileError> for $error {
+            fn from(e: $crate::files::JsonFileError) -> Self {
+                match e {
+                    $crate::files::JsonFileError::Io { what, path, source } => {
+                        Self::Io { what, path, source }
+                    }
+                    $crate::files::JsonFileError::Invalid { path, source } => {
+                        Self::Invalid { path, source }
+                    }
+                }
+            }
+        }
+    };
+}
+pub(crate) use from_json_file_error;
+
 fn io_step<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> JsonFileError + 'a {
     move |source| JsonFileError::Io {
         what,
@@ -83,22 +103,24 @@ pub(crate) fn load_json<T: DeserializeOwned + Default>(path: &Path) -> Result<T,
 /// released when dropped, also if this process dies): creates `dir` (0700) if needed,
 /// reads the file, lets `change` modify it, and writes it back atomically (0600) only
 /// if `change` succeeded. Two tools editing at once therefore never lose each other's
-/// change. Returns what `change` returned.
+/// change. Returns what `change` returned, inside the file's own result.
 pub(crate) fn edit_json<S, T, E>(
     dir: &Path,
     lock_path: &Path,
     path: &Path,
     change: impl FnOnce(&mut S) -> Result<T, E>,
-) -> Result<T, E>
+) -> Result<Result<T, E>, JsonFileError>
 where
     S: Serialize + DeserializeOwned + Default,
-    E: From<JsonFileError>,
 {
     interlink_core::keyfile::create_private_dir(dir).map_err(io_step("creating", dir))?;
     let lock = private_file(lock_path, false).map_err(io_step("opening", lock_path))?;
     lock.lock().map_err(io_step("locking", lock_path))?;
     let mut state: S = load_json(path)?;
-    let out = change(&mut state)?;
+    let out = match change(&mut state) {
+        Ok(out) => out,
+        Err(e) => return Ok(Err(e)),
+    };
     let mut bytes = serde_json::to_vec_pretty(&state).map_err(|source| JsonFileError::Invalid {
         path: path.to_owned(),
         source,
@@ -106,7 +128,7 @@ where
     bytes.push(b'\n');
     write_atomically(path, &bytes).map_err(io_step("writing", path))?;
     drop(lock);
-    Ok(out)
+    Ok(Ok(out))
 }
 
 #[cfg(test)]
@@ -118,16 +140,7 @@ mod tests {
     type State = BTreeMap<String, u32>;
 
     #[derive(Debug)]
-    enum Failed {
-        File(JsonFileError),
-        Refused,
-    }
-
-    impl From<JsonFileError> for Failed {
-        fn from(e: JsonFileError) -> Self {
-            Self::File(e)
-        }
-    }
+    struct Refused;
 
     fn paths(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         let home = dir.join("home");
@@ -155,10 +168,11 @@ mod tests {
     fn an_edit_writes_a_private_file_and_a_refused_change_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let (home, lock, path) = paths(dir.path());
-        edit_json::<State, _, Failed>(&home, &lock, &path, |s| {
+        edit_json::<State, _, Refused>(&home, &lock, &path, |s| {
             s.insert("a".into(), 1);
             Ok(())
         })
+        .unwrap()
         .unwrap();
         let before = fs::read(&path).unwrap();
         assert!(before.ends_with(b"\n"));
@@ -172,9 +186,9 @@ mod tests {
         }
         let refused = edit_json::<State, (), _>(&home, &lock, &path, |s| {
             s.insert("b".into(), 2);
-            Err(Failed::Refused)
+            Err(Refused)
         });
-        assert!(matches!(refused, Err(Failed::Refused)));
+        assert!(matches!(refused, Ok(Err(Refused))));
         assert_eq!(fs::read(&path).unwrap(), before);
         assert_eq!(load_json::<State>(&path).unwrap().len(), 1);
     }
@@ -185,11 +199,8 @@ mod tests {
         let (home, lock, path) = paths(dir.path());
         fs::create_dir_all(&home).unwrap();
         fs::write(&path, b"not json").unwrap();
-        let out = edit_json::<State, (), Failed>(&home, &lock, &path, |_| Ok(()));
-        assert!(matches!(
-            out,
-            Err(Failed::File(JsonFileError::Invalid { .. }))
-        ));
+        let out = edit_json::<State, (), Refused>(&home, &lock, &path, |_| Ok(()));
+        assert!(matches!(out, Err(JsonFileError::Invalid { .. })));
         assert_eq!(fs::read(&path).unwrap(), b"not json");
     }
 }

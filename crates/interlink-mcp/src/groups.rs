@@ -31,7 +31,7 @@ use interlink_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    files::{JsonFileError, edit_json, load_json},
+    files::{edit_json, from_json_file_error, load_json},
     paths::Home,
     policy::{self, PolicyError},
 };
@@ -550,20 +550,7 @@ pub enum GroupsFileError {
     },
 }
 
-impl From<JsonFileError> for GroupsFileError {
-    fn from(e: JsonFileError) -> Self {
-        match e {
-            JsonFileError::Io { what, path, source } => Self::Io { what, path, source },
-            JsonFileError::Invalid { path, source } => Self::Invalid { path, source },
-        }
-    }
-}
-
-impl From<JsonFileError> for EditError {
-    fn from(e: JsonFileError) -> Self {
-        Self::File(e.into())
-    }
-}
+from_json_file_error!(GroupsFileError);
 
 /// Reads the groups of `home`: a missing file is no groups; one that cannot be read or
 /// parsed is an error naming it.
@@ -582,6 +569,7 @@ pub fn edit<T>(
         let policy = policy::load(home)?;
         change(groups, &policy)
     })
+    .map_err(GroupsFileError::from)?
 }
 
 /// Creates the group `name` of `members` (texts `peer` or `peer/session`).

@@ -26,7 +26,7 @@ use interlink_net::knocks::HeldKnock;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    files::{JsonFileError, edit_json, load_json},
+    files::{edit_json, from_json_file_error, load_json},
     paths::Home,
     policy::{self, PolicyError},
 };
@@ -133,14 +133,7 @@ pub enum PairingError {
     Policy(#[from] PolicyError),
 }
 
-impl From<JsonFileError> for PairingError {
-    fn from(e: JsonFileError) -> Self {
-        match e {
-            JsonFileError::Io { what, path, source } => Self::Io { what, path, source },
-            JsonFileError::Invalid { path, source } => Self::Invalid { path, source },
-        }
-    }
-}
+from_json_file_error!(PairingError);
 
 /// Reads the pairing state of `home` (a missing file: nothing pending).
 pub fn load(home: &Home) -> Result<Pairing, PairingError> {
@@ -161,7 +154,7 @@ fn edit<T>(
             state.version = VERSION;
             Ok(out)
         },
-    )
+    )?
 }
 
 /// Records a stranger's knock that `via` received. Returns false when it was already

@@ -17,7 +17,7 @@ use std::{
 use interlink_core::trust::PeerPolicy;
 
 use crate::{
-    files::{JsonFileError, edit_json, load_json},
+    files::{edit_json, from_json_file_error, load_json},
     paths::Home,
 };
 
@@ -50,14 +50,7 @@ pub enum PolicyError {
     },
 }
 
-impl From<JsonFileError> for PolicyError {
-    fn from(e: JsonFileError) -> Self {
-        match e {
-            JsonFileError::Io { what, path, source } => Self::Io { what, path, source },
-            JsonFileError::Invalid { path, source } => Self::Invalid { path, source },
-        }
-    }
-}
+from_json_file_error!(PolicyError);
 
 /// Reads the policy from `home`: a missing file is an empty policy; a file that cannot
 /// be read or parsed is an error naming it.
@@ -72,17 +65,7 @@ pub fn edit<T, E: From<PolicyError>>(
     home: &Home,
     change: impl FnOnce(&mut PeerPolicy) -> Result<T, E>,
 ) -> Result<T, E> {
-    // The file errors go through PolicyError, whatever `change`'s own type is.
-    struct Step<E>(E);
-    impl<E: From<PolicyError>> From<JsonFileError> for Step<E> {
-        fn from(e: JsonFileError) -> Self {
-            Self(PolicyError::from(e).into())
-        }
-    }
-    edit_json(home.path(), &home.peers_lock(), &path(home), |policy| {
-        change(policy).map_err(Step)
-    })
-    .map_err(|Step(e)| e)
+    edit_json(home.path(), &home.peers_lock(), &path(home), change).map_err(PolicyError::from)?
 }
 
 /// What identifies one version of the file: an edit replaces the file (new inode) and
