@@ -28,14 +28,8 @@ const LIMIT: Duration = Duration::from_secs(3);
 /// the old transport failed some of them, not each.
 const ROUNDS: usize = 20;
 
-fn loopback() -> Config {
-    Config {
-        listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
-        mdns: false,
-        ..Config::default()
-    }
-}
-
+/// Listens on loopback TCP (a bare swarm ignores `Config::listen`); returns the
+/// address with `/p2p/`.
 async fn listening(swarm: &mut Swarm<Behaviour>) -> Multiaddr {
     swarm
         .listen_on("/ip4/127.0.0.1/tcp/0".parse().unwrap())
@@ -78,7 +72,10 @@ fn side(
         .build()
         .unwrap();
     rt.block_on(async move {
-        let mut swarm = interlink_testkit::node::raw_swarm(&loopback());
+        let mut swarm = interlink_testkit::node::raw_swarm(&Config {
+            mdns: false,
+            ..Config::default()
+        });
         let addr = listening(&mut swarm).await;
         addr_tx.send((*swarm.local_peer_id(), addr)).unwrap();
         let (peer, other) = addr_rx.recv().unwrap();

@@ -189,7 +189,7 @@ fn presence_sim_at_10k() {
         let timed = |name: &str, run: &dyn Fn() -> Report| {
             let t = Instant::now();
             let r = run();
-            println!("{name} at {nodes}: {:.1} s wall", t.elapsed().as_secs_f64());
+            eprintln!("{name} at {nodes}: {:.1} s wall", t.elapsed().as_secs_f64());
             r
         };
         let cold = timed("cold start", &|| cold_start(&p));
@@ -204,8 +204,8 @@ fn presence_sim_at_10k() {
             steady_state(&fixed.clone().with_steady_ms(fixed_ms))
         });
         let adaptive = timed("steady, adaptive", &|| steady_state(&p));
-        println!("\n{}", table(&[cold, heal, heal_fixed]));
-        println!("{}", table(&[steady_fixed, adaptive]));
+        eprintln!("\n{}", table(&[cold, heal, heal_fixed]));
+        eprintln!("{}", table(&[steady_fixed, adaptive]));
     }
 }
 
@@ -257,5 +257,5 @@ fn presence_sim_one() {
         "steady" | "adaptive" => steady_state(&p),
         _ => cold_start(&p),
     };
-    println!("{r}\nwall {:.2} s", t.elapsed().as_secs_f64());
+    eprintln!("{r}\nwall {:.2} s", t.elapsed().as_secs_f64());
 }
