@@ -16,7 +16,10 @@ use std::{
     os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Stdio},
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        mpsc::{Receiver, sync_channel},
+    },
     time::{Duration, Instant},
 };
 
@@ -463,4 +466,109 @@ pub fn poll<T>(
         assert!(Instant::now() < deadline, "{what}\n{}", context());
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `codex app-server` over stdio: initialize, then one request; returns its result.
+pub fn codex_app_server(home: &Home, codex: &Path, method: &str, params: Value) -> Value {
+    let mut group = Group::spawn(
+        home.command(codex)
+            .arg("app-server")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    );
+    let mut stdin = group.child.stdin.take().unwrap();
+    let stdout = group.child.stdout.take().unwrap();
+    let (tx, rx) = sync_channel::<String>(64);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + STEP;
+    let reply = |rx: &Receiver<String>, id: u64| -> Value {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("codex app-server: no reply {id}: {e}"));
+            let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if msg["id"] == json!(id) {
+                assert!(msg.get("error").is_none(), "codex app-server: {msg}");
+                return msg["result"].clone();
+            }
+        }
+    };
+    let mut send = |msg: Value| writeln!(stdin, "{msg}").unwrap();
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"clientInfo": {"name": "interlink-e2e", "version": "0"}}}));
+    reply(&rx, 1);
+    send(json!({"jsonrpc": "2.0", "method": "initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}));
+    reply(&rx, 2)
+}
+
+/// Our hooks as Codex sees them (`hooks/list` for the home directory).
+pub fn codex_hooks(home: &Home, codex: &Path) -> (Vec<Value>, Value) {
+    let result = codex_app_server(
+        home,
+        codex,
+        "hooks/list",
+        json!({"cwds": [home.path().to_str().unwrap()]}),
+    );
+    let entry = result["data"][0].clone();
+    let ours = entry["hooks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("hooks/list: {result}"))
+        .iter()
+        .filter(|h| h["server"] == "interlink")
+        .cloned()
+        .collect();
+    (ours, entry)
+}
+
+/// The thread id `codex exec` prints in its header ("session id: <uuid>").
+pub fn thread_of(out: &Output) -> String {
+    format!("{}{}", out.stdout, out.stderr)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("session id: ").map(str::to_owned))
+        .unwrap_or_else(|| panic!("no session id in: {out}"))
+}
+
+/// Runs one whole `codex exec --strict-config` turn against [`FakeModel`]: the model
+/// calls `interlink`'s `whoami`, then answers. Returns the thread id and what Codex
+/// printed. `command` is the `codex` command to add the turn's arguments to (default:
+/// `home`'s).
+pub fn codex_exec_turn(
+    home: &Home,
+    codex: &Path,
+    command: Option<&mut Command>,
+) -> (String, String) {
+    let model = FakeModel::start();
+    let provider = format!(
+        "model_providers.fake={{name=\"fake\",base_url=\"{}/v1\",wire_api=\"responses\",\
+         request_max_retries=0,stream_max_retries=0,supports_websockets=false}}",
+        model.url
+    );
+    let mut own = home.command(codex);
+    let out = run(command
+        .unwrap_or(&mut own)
+        .args(["exec", "--strict-config", "--skip-git-repo-check"])
+        // Hook trust is the user's decision in Codex's TUI; this one run skips it so
+        // the hooks themselves can be checked.
+        .arg("--dangerously-bypass-hook-trust")
+        .args(["-c", &provider, "-c", "model_provider=fake"])
+        .args(["-c", "model=fake-model", "say hi"]));
+    let printed = format!("{}{}", out.stdout, out.stderr);
+    assert!(out.status.success(), "codex exec: {out}");
+    let thread = thread_of(&out);
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "one request for the tool call, one after it: {out}"
+    );
+    (thread, printed)
 }

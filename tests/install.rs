@@ -206,3 +206,98 @@ fn claude_config_dir_is_where_claude_entries_go() {
     assert!(!home.path().join(".claude.json").exists());
     assert!(!home.path().join(".claude").exists());
 }
+
+/// Every file under `dir`, relative, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn install_from_a_build_tree_registers_a_stable_copy_and_uninstall_leaves_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let codex = h.join(".codex");
+    let built = std::fs::canonicalize(binary("interlink-p2p").unwrap()).unwrap();
+    let copy = h.join(".local/share/interlink-p2p/bin/interlink-p2p");
+    let p2p = |args: &[&str]| {
+        let out = command(h, &codex)
+            .env_remove("XDG_DATA_HOME")
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+
+    let out = p2p(&["install", "claude", "--dry-run"]);
+    assert!(out.contains("would copy"), "{out}");
+    assert!(tree(h).is_empty(), "a dry run wrote {:?}", tree(h));
+
+    let out = p2p(&["install", "claude"]);
+    assert!(
+        out.contains(&format!("{}: copied {}", copy.display(), built.display())),
+        "install says what it did: {out}"
+    );
+    let build_dir = built.parent().unwrap().parent().unwrap().to_str().unwrap();
+    for file in [h.join(".claude.json"), h.join(".claude/settings.json")] {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains(build_dir), "{} runs the build tree: {text}", file.display());
+    }
+    let c = json_file(&h.join(".claude.json"));
+    assert_eq!(c["mcpServers"]["interlink"]["command"], copy.to_str().unwrap());
+    let s = json_file(&h.join(".claude/settings.json"));
+    assert_eq!(
+        s["hooks"]["Stop"][0]["hooks"][0]["command"],
+        format!("{} wait", copy.display())
+    );
+    let version = Command::new(&copy).arg("--version").output().unwrap();
+    assert!(version.status.success(), "the copy runs");
+    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&built).unwrap());
+
+    let again = p2p(&["install", "claude"]);
+    assert_eq!(again.matches("unchanged").count(), 3, "{again}");
+
+    // Both hosts run the one copy; it stays until the last uninstall.
+    p2p(&["install", "codex"]);
+    let out = p2p(&["uninstall", "claude"]);
+    assert!(out.contains("kept"), "{out}");
+    assert!(copy.exists());
+    let out = p2p(&["uninstall", "codex"]);
+    assert!(out.contains(&format!("{}: removed", copy.display())), "{out}");
+    assert!(
+        tree(h).is_empty(),
+        "uninstall left what install made: {:?}",
+        tree(h)
+    );
+}
+
+#[test]
+fn uninstall_keeps_a_users_other_settings_and_drops_only_emptied_containers() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let codex = h.join(".codex");
+    std::fs::create_dir_all(h.join(".claude")).unwrap();
+    std::fs::write(h.join(".claude/settings.json"), r#"{"model": "opus"}"#).unwrap();
+    let cmd = "/opt/bin/interlink-p2p";
+    p2p(h, &codex, &["install", "claude", "--command", cmd]);
+    p2p(h, &codex, &["uninstall", "claude"]);
+    assert_eq!(json_file(&h.join(".claude/settings.json")), json!({"model": "opus"}));
+    assert!(!h.join(".claude.json").exists(), "install made it; nothing is left in it");
+}

@@ -25,24 +25,22 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{
-    io::{BufRead as _, BufReader, Write as _},
     path::{Path, PathBuf},
     process::Stdio,
-    sync::mpsc::{Receiver, sync_channel},
     time::Instant,
 };
 
-use interlink_e2e::{
-    agent_cli::{FakeModel, Group, Home, STEP, agent_cli, check_runs, run},
-    binary,
+use interlink_e2e::agent_cli::{
+    FakeModel, Group, Home, STEP, agent_cli, check_runs, codex_exec_turn, codex_hooks, run, thread_of,
 };
 use interlink_p2p::install::CODEX_HOOK_EVENTS;
 use serde_json::{Value, json};
 
-/// The `interlink-p2p` that `install` registers by default: its own executable, as
-/// the kernel names it (symlinks resolved).
-fn p2p_path() -> PathBuf {
-    std::fs::canonicalize(binary("interlink-p2p").unwrap()).unwrap()
+/// The `interlink-p2p` that `install` registers when run from the build tree: its
+/// stable copy in the user's data directory, never the build tree's binary.
+fn installed_path(home: &Home) -> PathBuf {
+    home.path()
+        .join(".local/share/interlink-p2p/bin/interlink-p2p")
 }
 
 /// The line of `claude mcp list` about `interlink`, if any.
@@ -59,10 +57,11 @@ fn claude_round_trip(home: &Home, claude: &Path, config_dir: Option<&Path>) {
         c.args(args);
         c
     };
-    let p2p = p2p_path();
+    let p2p = installed_path(home);
     let p2p = p2p.to_str().unwrap();
+    let built = interlink_e2e::binary("interlink-p2p").unwrap();
 
-    let mut install = home.command(Path::new(p2p));
+    let mut install = home.command(&built);
     if let Some(dir) = config_dir {
         install.env("CLAUDE_CONFIG_DIR", dir);
     }
@@ -99,7 +98,7 @@ fn claude_round_trip(home: &Home, claude: &Path, config_dir: Option<&Path>) {
         "Claude Code rejects our settings: {out}"
     );
 
-    let mut uninstall = home.command(Path::new(p2p));
+    let mut uninstall = home.command(&built);
     if let Some(dir) = config_dir {
         uninstall.env("CLAUDE_CONFIG_DIR", dir);
     }
@@ -156,105 +155,6 @@ fn claude_config_dir_install_is_the_one_claude_reads() {
     );
 }
 
-/// `codex app-server` over stdio: initialize, then one request; returns its result.
-fn codex_app_server(home: &Home, codex: &Path, method: &str, params: Value) -> Value {
-    let mut group = Group::spawn(
-        home.command(codex)
-            .arg("app-server")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
-    );
-    let mut stdin = group.child.stdin.take().unwrap();
-    let stdout = group.child.stdout.take().unwrap();
-    let (tx, rx) = sync_channel::<String>(64);
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + STEP;
-    let reply = |rx: &Receiver<String>, id: u64| -> Value {
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx
-                .recv_timeout(left)
-                .unwrap_or_else(|e| panic!("codex app-server: no reply {id}: {e}"));
-            let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if msg["id"] == json!(id) {
-                assert!(msg.get("error").is_none(), "codex app-server: {msg}");
-                return msg["result"].clone();
-            }
-        }
-    };
-    let mut send = |msg: Value| writeln!(stdin, "{msg}").unwrap();
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"clientInfo": {"name": "interlink-e2e", "version": "0"}}}));
-    reply(&rx, 1);
-    send(json!({"jsonrpc": "2.0", "method": "initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}));
-    reply(&rx, 2)
-}
-
-/// Our hooks as Codex sees them (`hooks/list` for the home directory).
-fn codex_hooks(home: &Home, codex: &Path) -> (Vec<Value>, Value) {
-    let result = codex_app_server(
-        home,
-        codex,
-        "hooks/list",
-        json!({"cwds": [home.path().to_str().unwrap()]}),
-    );
-    let entry = result["data"][0].clone();
-    let ours = entry["hooks"]
-        .as_array()
-        .unwrap_or_else(|| panic!("hooks/list: {result}"))
-        .iter()
-        .filter(|h| h["server"] == "interlink")
-        .cloned()
-        .collect();
-    (ours, entry)
-}
-
-/// Runs one whole `codex exec --strict-config` turn against [`FakeModel`]: the model
-/// calls `interlink`'s `whoami`, then answers. Returns the thread id and what Codex
-/// printed.
-/// The thread id `codex exec` prints in its header ("session id: <uuid>").
-fn thread_of(out: &interlink_e2e::agent_cli::Output) -> String {
-    format!("{}{}", out.stdout, out.stderr)
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("session id: ").map(str::to_owned))
-        .unwrap_or_else(|| panic!("no session id in: {out}"))
-}
-
-fn codex_exec_turn(home: &Home, codex: &Path) -> (String, String) {
-    let model = FakeModel::start();
-    let provider = format!(
-        "model_providers.fake={{name=\"fake\",base_url=\"{}/v1\",wire_api=\"responses\",\
-         request_max_retries=0,stream_max_retries=0,supports_websockets=false}}",
-        model.url
-    );
-    let out = run(home
-        .command(codex)
-        .args(["exec", "--strict-config", "--skip-git-repo-check"])
-        // Hook trust is the user's decision in Codex's TUI; this one run skips it so
-        // the hooks themselves can be checked.
-        .arg("--dangerously-bypass-hook-trust")
-        .args(["-c", &provider, "-c", "model_provider=fake"])
-        .args(["-c", "model=fake-model", "say hi"]));
-    let printed = format!("{}{}", out.stdout, out.stderr);
-    assert!(out.status.success(), "codex exec: {out}");
-    let thread = thread_of(&out);
-    assert_eq!(
-        model.requests().len(),
-        2,
-        "one request for the tool call, one after it: {out}"
-    );
-    (thread, printed)
-}
-
 #[test]
 fn codex_lists_interlink_runs_its_hooks_and_forgets_both_after_uninstall() {
     let Some(codex) = agent_cli("INTERLINK_TEST_CODEX_BIN", "Codex CLI") else {
@@ -263,7 +163,7 @@ fn codex_lists_interlink_runs_its_hooks_and_forgets_both_after_uninstall() {
     let home = Home::new();
     let version = check_runs(&home, &codex, "INTERLINK_TEST_CODEX_BIN");
     eprintln!("codex --version: {version}");
-    let p2p = p2p_path();
+    let p2p = installed_path(&home);
     let p2p = p2p.to_str().unwrap();
 
     let out = home.p2p(&["install", "codex"]);
@@ -315,7 +215,7 @@ fn codex_lists_interlink_runs_its_hooks_and_forgets_both_after_uninstall() {
     // A real turn: the SessionStart hook binds the server to the thread — under the
     // INTERLINK_HOME that reaches the server only through `env_vars` — the PreToolUse
     // matcher catches the `interlink` tool call, and no hook fails.
-    let (thread, printed) = codex_exec_turn(&home, &codex);
+    let (thread, printed) = codex_exec_turn(&home, &codex, None);
     let default = home
         .path()
         .join(".config/interlink-p2p/sessions")

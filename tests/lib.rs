@@ -6,6 +6,7 @@
 pub mod agent_cli;
 pub mod framing;
 pub mod mcp_session;
+pub mod npm;
 pub mod process;
 pub mod relays;
 pub mod user;

@@ -203,7 +203,9 @@ enum Command {
         /// Print what would change without writing anything.
         #[arg(long)]
         dry_run: bool,
-        /// The interlink-p2p executable the entries run [default: this executable]
+        /// The interlink-p2p executable the entries run [default: this executable, or a
+        /// copy of it in ~/.local/share/interlink-p2p/bin when it is in a build or npm
+        /// directory]
         #[arg(long, value_name = "PATH")]
         command: Option<String>,
     },
@@ -395,18 +397,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             ref command,
         } => {
             let locations = install::Locations::from_env(|k| std::env::var(k).ok())?;
-            let command = match command {
-                Some(c) => c.clone(),
-                None => std::env::current_exe()
-                    .context("finding this executable (or pass --command)")?
-                    .to_string_lossy()
-                    .into_owned(),
+            let program = match command {
+                Some(c) => install::Program::Given(c.clone()),
+                None => install::Program::This(
+                    std::env::current_exe().context("finding this executable (or pass --command)")?,
+                ),
             };
             install::run(
                 &locations,
                 host,
                 install::Action::Install,
-                &command,
+                &program,
                 dry_run,
                 &mut std::io::stdout(),
             )?;
@@ -417,7 +418,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 &locations,
                 host,
                 install::Action::Uninstall,
-                "interlink-p2p",
+                &install::Program::Given("interlink-p2p".to_owned()),
                 dry_run,
                 &mut std::io::stdout(),
             )?;

@@ -21,6 +21,13 @@ fn object<'a>(
         .with_context(|| format!("`{key}` is not a JSON object; not changed"))
 }
 
+/// Removes `key` if uninstalling left it an empty object (`install` may have made it).
+fn drop_if_empty(doc: &mut Map<String, Value>, key: &str) {
+    if doc.get(key).and_then(Value::as_object).is_some_and(Map::is_empty) {
+        doc.remove(key);
+    }
+}
+
 pub(super) fn server(
     doc: &mut Map<String, Value>,
     command: &str,
@@ -50,6 +57,9 @@ pub(super) fn server(
                 .and_then(Value::as_object_mut)
                 .and_then(|s| s.remove(SERVER_NAME))
                 .is_some();
+            if removed {
+                drop_if_empty(doc, "mcpServers");
+            }
             Ok(if removed {
                 vec![format!("removed mcpServers.{SERVER_NAME}")]
             } else {
@@ -132,6 +142,7 @@ pub(super) fn hook(
             let emptied = stop.is_empty() && before > 0;
             if emptied && let Some(hooks) = doc.get_mut("hooks").and_then(Value::as_object_mut) {
                 hooks.remove("Stop");
+                drop_if_empty(doc, "hooks");
             }
             Ok(if removed {
                 vec!["removed the Stop hook `interlink-p2p wait`".to_owned()]

@@ -6,9 +6,15 @@
 //! and [`codex`] (`$CODEX_HOME/config.toml`). This module finds the files, runs an
 //! adapter's edit and writes the result.
 //!
+//! The entries run a stable path to this program ([`binary`]): never a build tree's.
+//! `uninstall` removes what `install` added and leaves no container it emptied: an
+//! object or table left empty is dropped, a file left empty is removed, and so is the
+//! copy of the binary once no host runs it.
+//!
 //! A file that does not parse is refused, never overwritten. Files are replaced
 //! atomically (`interlink_net::atomic`), keeping their permissions.
 
+mod binary;
 mod claude;
 mod codex;
 
@@ -45,6 +51,9 @@ pub struct Locations {
     pub claude_config_dir: Option<PathBuf>,
     /// `CODEX_HOME`, if set (else `~/.codex`).
     pub codex_home: Option<PathBuf>,
+    /// Where per-user program data goes: `XDG_DATA_HOME` (`LOCALAPPDATA` on Windows),
+    /// else `~/.local/share`. The stable copy of the binary lives under it.
+    pub data_home: Option<PathBuf>,
     /// The `claude` executable asked for its version (`claude` on `PATH`).
     pub claude_bin: PathBuf,
 }
@@ -64,6 +73,11 @@ impl Locations {
             home: PathBuf::from(home),
             claude_config_dir: dir("CLAUDE_CONFIG_DIR"),
             codex_home: dir("CODEX_HOME"),
+            data_home: dir(if cfg!(windows) {
+                "LOCALAPPDATA"
+            } else {
+                "XDG_DATA_HOME"
+            }),
             claude_bin: PathBuf::from("claude"),
         })
     }
@@ -99,16 +113,34 @@ pub enum Action {
     Uninstall,
 }
 
-/// Runs `install`/`uninstall` for `host`; `command` is the `interlink-p2p` executable
-/// the entries run. Prints one line per change (or `unchanged`) to `out`.
+/// The `interlink-p2p` the entries run.
+#[derive(Clone, Debug)]
+pub enum Program {
+    /// This executable (the path the kernel gives): registered as it is, or through a
+    /// stable copy when it lives in a build or npm directory.
+    This(PathBuf),
+    /// A command the user named (`--command`), registered as given.
+    Given(String),
+}
+
+/// Runs `install`/`uninstall` for `host`; `program` is what the entries run (ignored
+/// by uninstall). Prints one line per change (or `unchanged`) to `out`.
 pub fn run(
     locations: &Locations,
     host: Host,
     action: Action,
-    command: &str,
+    program: &Program,
     dry_run: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
+    let command = match (action, program) {
+        (Action::Uninstall, _) => "interlink-p2p".to_owned(),
+        (Action::Install, Program::Given(c)) => c.clone(),
+        (Action::Install, Program::This(exe)) => {
+            binary::stable_command(exe, locations, dry_run, out)?
+        }
+    };
+    let command = command.as_str();
     let mut changes: Vec<(PathBuf, Vec<String>, Option<String>)> = Vec::new();
     match host {
         Host::Claude => {
@@ -132,18 +164,48 @@ pub fn run(
         }
     }
     let verb = if dry_run { "would change" } else { "changed" };
-    for (path, notes, new) in changes {
+    for (path, notes, new) in &changes {
         match new {
             None => writeln!(out, "{}: unchanged", path.display())?,
+            Some(text) if action == Action::Uninstall && is_empty_config(text) => {
+                for n in notes {
+                    writeln!(out, "{}: {verb}: {n}", path.display())?;
+                }
+                let verb = if dry_run { "would remove" } else { "removed" };
+                writeln!(out, "{}: {verb} (nothing left in it)", path.display())?;
+                if !dry_run {
+                    std::fs::remove_file(path)
+                        .with_context(|| format!("removing {}", path.display()))?;
+                    // Its directory too (~/.claude, ~/.codex) when nothing else is there.
+                    if let Some(dir) = path.parent() {
+                        binary::remove_empty_dirs(dir, &locations.home);
+                    }
+                }
+            }
             Some(text) => {
-                for n in &notes {
+                for n in notes {
                     writeln!(out, "{}: {verb}: {n}", path.display())?;
                 }
                 if !dry_run {
-                    write_file(&path, text.as_bytes())?;
+                    write_file(path, text.as_bytes())?;
                 }
             }
         }
+    }
+    if action == Action::Uninstall {
+        // Every host's configuration as it is after this uninstall.
+        let mut configs = Vec::new();
+        for path in [
+            locations.claude_json(),
+            locations.claude_settings(),
+            locations.codex_config(),
+        ] {
+            match changes.iter().find(|(p, _, _)| *p == path) {
+                Some((_, _, Some(new))) => configs.push(new.clone()),
+                _ => configs.extend(read_optional(&path)?),
+            }
+        }
+        binary::remove_unused_copy(locations, &configs, dry_run, out)?;
     }
     if host == Host::Codex && action == Action::Install {
         writeln!(out, "{CODEX_TRUST_NOTE}")?;
@@ -160,6 +222,12 @@ pub fn run(
         )?;
     }
     Ok(())
+}
+
+/// Whether an uninstall left nothing in a configuration file (`{}` or blank TOML).
+fn is_empty_config(text: &str) -> bool {
+    let t = text.trim();
+    t.is_empty() || t == "{}"
 }
 
 fn read_optional(path: &Path) -> anyhow::Result<Option<String>> {
