@@ -258,10 +258,17 @@ fn install_from_a_build_tree_registers_a_stable_copy_and_uninstall_leaves_nothin
     let build_dir = built.parent().unwrap().parent().unwrap().to_str().unwrap();
     for file in [h.join(".claude.json"), h.join(".claude/settings.json")] {
         let text = std::fs::read_to_string(&file).unwrap();
-        assert!(!text.contains(build_dir), "{} runs the build tree: {text}", file.display());
+        assert!(
+            !text.contains(build_dir),
+            "{} runs the build tree: {text}",
+            file.display()
+        );
     }
     let c = json_file(&h.join(".claude.json"));
-    assert_eq!(c["mcpServers"]["interlink"]["command"], copy.to_str().unwrap());
+    assert_eq!(
+        c["mcpServers"]["interlink"]["command"],
+        copy.to_str().unwrap()
+    );
     let s = json_file(&h.join(".claude/settings.json"));
     assert_eq!(
         s["hooks"]["Stop"][0]["hooks"][0]["command"],
@@ -269,7 +276,10 @@ fn install_from_a_build_tree_registers_a_stable_copy_and_uninstall_leaves_nothin
     );
     let version = Command::new(&copy).arg("--version").output().unwrap();
     assert!(version.status.success(), "the copy runs");
-    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&built).unwrap());
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        std::fs::read(&built).unwrap()
+    );
 
     let again = p2p(&["install", "claude"]);
     assert_eq!(again.matches("unchanged").count(), 3, "{again}");
@@ -280,7 +290,10 @@ fn install_from_a_build_tree_registers_a_stable_copy_and_uninstall_leaves_nothin
     assert!(out.contains("kept"), "{out}");
     assert!(copy.exists());
     let out = p2p(&["uninstall", "codex"]);
-    assert!(out.contains(&format!("{}: removed", copy.display())), "{out}");
+    assert!(
+        out.contains(&format!("{}: removed", copy.display())),
+        "{out}"
+    );
     assert!(
         tree(h).is_empty(),
         "uninstall left what install made: {:?}",
@@ -298,6 +311,12 @@ fn uninstall_keeps_a_users_other_settings_and_drops_only_emptied_containers() {
     let cmd = "/opt/bin/interlink-p2p";
     p2p(h, &codex, &["install", "claude", "--command", cmd]);
     p2p(h, &codex, &["uninstall", "claude"]);
-    assert_eq!(json_file(&h.join(".claude/settings.json")), json!({"model": "opus"}));
-    assert!(!h.join(".claude.json").exists(), "install made it; nothing is left in it");
+    assert_eq!(
+        json_file(&h.join(".claude/settings.json")),
+        json!({"model": "opus"})
+    );
+    assert!(
+        !h.join(".claude.json").exists(),
+        "install made it; nothing is left in it"
+    );
 }

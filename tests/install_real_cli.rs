@@ -31,7 +31,8 @@ use std::{
 };
 
 use interlink_e2e::agent_cli::{
-    FakeModel, Group, Home, STEP, agent_cli, check_runs, codex_exec_turn, codex_hooks, run, thread_of,
+    FakeModel, Group, Home, STEP, agent_cli, check_runs, codex_exec_turn, codex_hooks, run,
+    thread_of,
 };
 use interlink_p2p::install::CODEX_HOOK_EVENTS;
 use serde_json::{Value, json};

@@ -152,7 +152,10 @@ impl Registry {
             });
             // npm asks for a scoped name with its slash escaped.
             let path = format!("/{}", name.replace('/', "%2f"));
-            routes.insert(path, ("application/json", document.to_string().into_bytes()));
+            routes.insert(
+                path,
+                ("application/json", document.to_string().into_bytes()),
+            );
             routes.insert(
                 format!("/-/{file}"),
                 ("application/octet-stream", std::fs::read(tarball).unwrap()),

@@ -115,7 +115,11 @@ fn npm_packages_install_offline_and_serve_mcp_without_rust() {
 
     let out = run(user.command("npx").args(["interlink-p2p", "--version"]));
     assert!(out.status.success(), "npx interlink-p2p --version: {out}");
-    assert_eq!(out.stdout.trim(), format!("interlink-p2p {VERSION}"), "{out}");
+    assert_eq!(
+        out.stdout.trim(),
+        format!("interlink-p2p {VERSION}"),
+        "{out}"
+    );
 
     // An agent host's start: `npx interlink-p2p mcp`, JSON-RPC on its stdio.
     let mut child = user
@@ -146,11 +150,17 @@ fn npm_packages_install_offline_and_serve_mcp_without_rust() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(std::time::Instant::now() < deadline, "npx did not exit after stdin closed");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "npx did not exit after stdin closed"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let rest: Vec<String> = lines.try_iter().collect();
-    assert!(status.success(), "exit {status}; stdout after initialize: {rest:?}");
+    assert!(
+        status.success(),
+        "exit {status}; stdout after initialize: {rest:?}"
+    );
     for line in rest {
         assert!(
             serde_json::from_str::<Value>(&line).is_ok(),

@@ -44,16 +44,23 @@ fn json_at(path: &str) -> Value {
 
 /// The npx command the plugin's servers and hooks run, at this version.
 fn npx_args() -> Vec<String> {
-    ["--prefer-offline", "-y", &format!("interlink-p2p@{VERSION}")]
-        .map(str::to_owned)
-        .to_vec()
+    [
+        "--prefer-offline",
+        "-y",
+        &format!("interlink-p2p@{VERSION}"),
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 /// The version in every manifest is the workspace's, and the npx commands fetch exactly
 /// that version: a plugin update and its binary move together.
 #[test]
 fn the_plugin_and_packages_carry_the_workspace_version() {
-    assert_eq!(json_at("dist/npm/interlink-p2p/package.json")["version"], VERSION);
+    assert_eq!(
+        json_at("dist/npm/interlink-p2p/package.json")["version"],
+        VERSION
+    );
     let market = json_at(".claude-plugin/marketplace.json");
     assert_eq!(market["name"], MARKETPLACE);
     assert_eq!(market["plugins"][0]["version"], VERSION);
@@ -84,7 +91,10 @@ fn the_plugin_and_packages_carry_the_workspace_version() {
         .map(|v| v.as_str().unwrap())
         .collect();
     for var in CODEX_ENV_VARS {
-        assert!(vars.contains(var), "the Codex plugin does not pass {var}: {vars:?}");
+        assert!(
+            vars.contains(var),
+            "the Codex plugin does not pass {var}: {vars:?}"
+        );
     }
     let hooks = json_at(&format!("{root}/.codex-plugin/hooks.json"));
     let events: Vec<&String> = hooks["hooks"].as_object().unwrap().keys().collect();
@@ -114,7 +124,10 @@ fn fetched_from(registry: &Registry) {
         "/interlink-p2p".to_owned(),
         format!("/-/interlink-p2p-{VERSION}.tgz"),
     ] {
-        assert!(requests.contains(&want), "npx never fetched {want}: {requests:?}");
+        assert!(
+            requests.contains(&want),
+            "npx never fetched {want}: {requests:?}"
+        );
     }
 }
 
@@ -138,7 +151,11 @@ fn claude_installs_the_plugin_from_the_checkout_and_lists_its_server_connected()
 
     let out = claude_run(&["plugin", "validate", root]);
     assert!(!out.stdout.contains('✘'), "{out}");
-    let out = claude_run(&["plugin", "validate", &format!("{root}/plugins/interlink-p2p")]);
+    let out = claude_run(&[
+        "plugin",
+        "validate",
+        &format!("{root}/plugins/interlink-p2p"),
+    ]);
     assert!(!out.stdout.contains('✘'), "{out}");
     claude_run(&["plugin", "marketplace", "add", root]);
     let out = claude_run(&["plugin", "install", PLUGIN]);
@@ -160,7 +177,10 @@ fn claude_installs_the_plugin_from_the_checkout_and_lists_its_server_connected()
     assert!(out.stdout.contains(PLUGIN), "{out}");
     claude_run(&["plugin", "uninstall", PLUGIN]);
     let out = claude_run(&["mcp", "list"]);
-    assert!(!out.stdout.contains("interlink"), "still listed after uninstall: {out}");
+    assert!(
+        !out.stdout.contains("interlink"),
+        "still listed after uninstall: {out}"
+    );
     claude_run(&["plugin", "marketplace", "remove", MARKETPLACE]);
 }
 
@@ -222,10 +242,16 @@ fn codex_installs_the_plugin_from_the_checkout_and_runs_a_turn_with_it() {
         "hook: SessionStart Completed",
         "mcp: interlink/whoami (completed)",
     ] {
-        assert!(printed.lines().any(|l| l.trim() == line), "no `{line}`:\n{printed}");
+        assert!(
+            printed.lines().any(|l| l.trim() == line),
+            "no `{line}`:\n{printed}"
+        );
     }
 
     codex_run(&["plugin", "remove", PLUGIN]);
     let out = codex_run(&["mcp", "list", "--json"]);
-    assert!(!out.stdout.contains("interlink"), "still listed after remove: {out}");
+    assert!(
+        !out.stdout.contains("interlink"),
+        "still listed after remove: {out}"
+    );
 }

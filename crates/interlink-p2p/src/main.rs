@@ -400,7 +400,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let program = match command {
                 Some(c) => install::Program::Given(c.clone()),
                 None => install::Program::This(
-                    std::env::current_exe().context("finding this executable (or pass --command)")?,
+                    std::env::current_exe()
+                        .context("finding this executable (or pass --command)")?,
                 ),
             };
             install::run(

@@ -22,7 +22,11 @@ const EXE: &str = "interlink-p2p";
 pub(super) fn transient_place(exe: &Path) -> Option<&'static str> {
     // Cargo marks every target directory with CACHEDIR.TAG, wherever CARGO_TARGET_DIR
     // puts it; a path component named node_modules is an npm install (npx's cache too).
-    if exe.ancestors().skip(1).any(|dir| dir.join("CACHEDIR.TAG").is_file()) {
+    if exe
+        .ancestors()
+        .skip(1)
+        .any(|dir| dir.join("CACHEDIR.TAG").is_file())
+    {
         return Some("a Cargo build directory");
     }
     if exe.components().any(|c| c.as_os_str() == "node_modules") {
@@ -61,7 +65,12 @@ pub(super) fn stable_command(
         (Ok(_), Err(_)) => false,
     };
     if same {
-        writeln!(out, "{}: unchanged (copy of {})", copy.display(), exe.display())?;
+        writeln!(
+            out,
+            "{}: unchanged (copy of {})",
+            copy.display(),
+            exe.display()
+        )?;
     } else {
         let verb = if dry_run { "would copy" } else { "copied" };
         writeln!(
@@ -151,8 +160,7 @@ mod tests {
     use super::*;
 
     fn locations(home: &Path) -> Locations {
-        Locations::from_env(|k| (k == "HOME").then(|| home.to_string_lossy().into_owned()))
-            .unwrap()
+        Locations::from_env(|k| (k == "HOME").then(|| home.to_string_lossy().into_owned())).unwrap()
     }
 
     #[test]
@@ -160,7 +168,11 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let target = t.path().join("somewhere/target");
         std::fs::create_dir_all(target.join("release")).unwrap();
-        std::fs::write(target.join("CACHEDIR.TAG"), "Signature: 8a477f597d28d172789f06886806bc55").unwrap();
+        std::fs::write(
+            target.join("CACHEDIR.TAG"),
+            "Signature: 8a477f597d28d172789f06886806bc55",
+        )
+        .unwrap();
         assert_eq!(
             transient_place(&target.join("release/interlink-p2p")),
             Some("a Cargo build directory")
@@ -172,7 +184,10 @@ mod tests {
             Some("an npm package directory")
         );
         assert_eq!(transient_place(&t.path().join("bin/interlink-p2p")), None);
-        assert_eq!(transient_place(Path::new("/usr/local/bin/interlink-p2p")), None);
+        assert_eq!(
+            transient_place(Path::new("/usr/local/bin/interlink-p2p")),
+            None
+        );
     }
 
     #[test]
@@ -206,14 +221,21 @@ mod tests {
         assert!(String::from_utf8_lossy(&out).contains("unchanged"));
         std::fs::write(&exe, b"binary v2").unwrap();
         stable_command(&exe, &l, false, &mut out).unwrap();
-        assert_eq!(std::fs::read(&command).unwrap(), b"binary v2", "a rebuild refreshes the copy");
+        assert_eq!(
+            std::fs::read(&command).unwrap(),
+            b"binary v2",
+            "a rebuild refreshes the copy"
+        );
 
         let other_host = format!("[mcp_servers.interlink]\ncommand = \"{command}\"\n");
         remove_unused_copy(&l, &[other_host], false, &mut out).unwrap();
         assert!(Path::new(&command).exists(), "still run by another host");
         remove_unused_copy(&l, &["{}".to_owned()], false, &mut out).unwrap();
         assert!(!Path::new(&command).exists());
-        assert!(!home.join(".local").exists(), "the directories made for it go too");
+        assert!(
+            !home.join(".local").exists(),
+            "the directories made for it go too"
+        );
         assert!(home.exists());
     }
 }

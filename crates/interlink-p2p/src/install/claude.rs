@@ -23,7 +23,11 @@ fn object<'a>(
 
 /// Removes `key` if uninstalling left it an empty object (`install` may have made it).
 fn drop_if_empty(doc: &mut Map<String, Value>, key: &str) {
-    if doc.get(key).and_then(Value::as_object).is_some_and(Map::is_empty) {
+    if doc
+        .get(key)
+        .and_then(Value::as_object)
+        .is_some_and(Map::is_empty)
+    {
         doc.remove(key);
     }
 }

@@ -220,7 +220,11 @@ pub(super) fn edit(
             // The tables `install` may have made, if our removal left them empty.
             if !notes.is_empty() {
                 for table in ["mcp_servers", "hooks"] {
-                    if doc.get(table).and_then(Item::as_table).is_some_and(Table::is_empty) {
+                    if doc
+                        .get(table)
+                        .and_then(Item::as_table)
+                        .is_some_and(Table::is_empty)
+                    {
                         doc.remove(table);
                     }
                 }

@@ -210,6 +210,24 @@ pub fn run(
     if host == Host::Codex && action == Action::Install {
         writeln!(out, "{CODEX_TRUST_NOTE}")?;
     }
+    if action == Action::Install {
+        let config = match host {
+            Host::Claude => locations.claude_settings(),
+            Host::Codex => locations.codex_config(),
+        };
+        if read_optional(&config)?.is_some_and(|t| has_plugin(&t)) {
+            writeln!(
+                out,
+                "note: the interlink-p2p plugin is installed in {} too; keep one of the \
+                 two (`uninstall {}`, or remove the plugin), or each session starts two servers",
+                config.display(),
+                match host {
+                    Host::Claude => "claude",
+                    Host::Codex => "codex",
+                }
+            )?;
+        }
+    }
     if host == Host::Claude && action == Action::Install {
         let settings = read_optional(&locations.claude_settings())?
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -222,6 +240,13 @@ pub fn run(
         )?;
     }
     Ok(())
+}
+
+/// Whether a host's configuration enables the `interlink-p2p` plugin (Claude Code:
+/// `"enabledPlugins": {"interlink-p2p@<marketplace>": true}`; Codex:
+/// `[plugins."interlink-p2p@<marketplace>"]`).
+fn has_plugin(config: &str) -> bool {
+    config.contains("\"interlink-p2p@")
 }
 
 /// Whether an uninstall left nothing in a configuration file (`{}` or blank TOML).
@@ -283,6 +308,20 @@ fn edit_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_installed_plugin_is_noticed_in_either_host() {
+        assert!(has_plugin(
+            r#"{"enabledPlugins": {"interlink-p2p@interlink-p2p": true}}"#
+        ));
+        assert!(has_plugin(
+            "[plugins.\"interlink-p2p@interlink-p2p\"]\nenabled = true\n"
+        ));
+        assert!(!has_plugin(r#"{"enabledPlugins": {}}"#));
+        assert!(!has_plugin(
+            "[mcp_servers.interlink]\ncommand = \"interlink-p2p\"\n"
+        ));
+    }
 
     #[test]
     fn claude_config_dir_moves_both_claude_files() {
