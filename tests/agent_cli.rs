@@ -572,3 +572,21 @@ pub fn codex_exec_turn(
     );
     (thread, printed)
 }
+
+/// Asserts that the Codex `thread` has its interlink session in `home`'s
+/// `INTERLINK_HOME` and that Codex printed each of `lines` (e.g. `hook: SessionStart
+/// Completed`) for the turn.
+pub fn assert_codex_turn_bound(home: &Home, thread: &str, printed: &str, lines: &[&str]) {
+    let bound = home.interlink_home().join("sessions").join(thread);
+    assert!(
+        bound.join("inbox.jsonl").exists(),
+        "the Codex thread {thread} has no interlink session in {}\n{printed}",
+        bound.display()
+    );
+    for line in lines {
+        assert!(
+            printed.lines().any(|l| l.trim() == *line),
+            "no `{line}`:\n{printed}"
+        );
+    }
+}

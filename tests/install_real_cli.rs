@@ -31,8 +31,8 @@ use std::{
 };
 
 use interlink_e2e::agent_cli::{
-    FakeModel, Group, Home, STEP, agent_cli, check_runs, codex_exec_turn, codex_hooks, run,
-    thread_of,
+    FakeModel, Group, Home, STEP, agent_cli, assert_codex_turn_bound, check_runs, codex_exec_turn,
+    codex_hooks, run, thread_of,
 };
 use interlink_p2p::install::CODEX_HOOK_EVENTS;
 use serde_json::{Value, json};
@@ -227,23 +227,17 @@ fn codex_lists_interlink_runs_its_hooks_and_forgets_both_after_uninstall() {
          variable to the server (env_vars)\n{printed}",
         default.display()
     );
-    let bound = home.interlink_home().join("sessions").join(&thread);
-    assert!(
-        bound.join("inbox.jsonl").exists(),
-        "the Codex thread {thread} has no interlink session in {}\n{printed}",
-        bound.display()
+    assert_codex_turn_bound(
+        &home,
+        &thread,
+        &printed,
+        &[
+            "hook: SessionStart Completed",
+            "hook: UserPromptSubmit Completed",
+            "hook: PreToolUse Completed",
+            "mcp: interlink/whoami (completed)",
+        ],
     );
-    for line in [
-        "hook: SessionStart Completed",
-        "hook: UserPromptSubmit Completed",
-        "hook: PreToolUse Completed",
-        "mcp: interlink/whoami (completed)",
-    ] {
-        assert!(
-            printed.lines().any(|l| l.trim() == line),
-            "no `{line}`:\n{printed}"
-        );
-    }
     // Codex prints `hook: <Event>` when a hook starts and `hook: <Event> <outcome>`
     // when it ends.
     let failed: Vec<&str> = printed

@@ -94,6 +94,32 @@ fn lines_of(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<Stri
     rx
 }
 
+/// Starts `cmd` as an MCP host would (piped stdin and stdout) and sends `initialize`;
+/// returns the child, its stdin (closing it ends the server), its stdout lines and the
+/// first line it wrote.
+fn start_mcp(
+    cmd: &mut Command,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::sync::mpsc::Receiver<String>,
+    String,
+) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{}", initialize()).unwrap();
+    let lines = lines_of(child.stdout.take().unwrap());
+    let first = lines
+        .recv_timeout(STEP)
+        .unwrap_or_else(|e| panic!("no answer to initialize from {cmd:?}: {e}"));
+    (child, stdin, lines, first)
+}
+
 fn initialize() -> String {
     json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -122,20 +148,11 @@ fn npm_packages_install_offline_and_serve_mcp_without_rust() {
     );
 
     // An agent host's start: `npx interlink-p2p mcp`, JSON-RPC on its stdio.
-    let mut child = user
-        .command("npx")
-        .args(["interlink-p2p", "mcp", "--session", "npm-test"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{}", initialize()).unwrap();
-    let lines = lines_of(child.stdout.take().unwrap());
-    let first = lines
-        .recv_timeout(STEP)
-        .expect("no answer to initialize through npx");
+    let (mut child, stdin, lines, first) =
+        start_mcp(
+            user.command("npx")
+                .args(["interlink-p2p", "mcp", "--session", "npm-test"]),
+        );
     let answer: Value = serde_json::from_str(&first)
         .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {first}"));
     assert_eq!(answer["id"], 1, "{answer}");
@@ -176,19 +193,12 @@ fn the_launcher_passes_sigterm_to_the_binary() {
     let Tarballs { platform, launcher } = user.pack();
     user.install(&[&platform, &launcher], &[]);
     let script = user.at("prefix/node_modules/interlink-p2p/bin/interlink-p2p.js");
-    let mut child = user
-        .command("node")
-        .arg(&script)
-        .args(["mcp", "--session", "npm-sigterm"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{}", initialize()).unwrap();
-    let lines = lines_of(child.stdout.take().unwrap());
-    lines.recv_timeout(STEP).expect("no answer to initialize");
+    let (mut child, stdin, lines, _) =
+        start_mcp(
+            user.command("node")
+                .arg(&script)
+                .args(["mcp", "--session", "npm-sigterm"]),
+        );
     let term = run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
     assert!(term.status.success(), "{term}");
     // The binary shares the stdout pipe: its end (EOF) means it has exited too, while

@@ -23,7 +23,9 @@ use std::{
 };
 
 use interlink_e2e::{
-    agent_cli::{Home, agent_cli, check_runs, codex_exec_turn, codex_hooks, run},
+    agent_cli::{
+        Home, agent_cli, assert_codex_turn_bound, check_runs, codex_exec_turn, codex_hooks, run,
+    },
     npm::{Registry, Tarballs, VERSION, node_dir, pack, path_without_rust},
 };
 use interlink_p2p::install::{CODEX_ENV_VARS, CODEX_HOOK_EVENTS};
@@ -232,21 +234,15 @@ fn codex_installs_the_plugin_from_the_checkout_and_runs_a_turn_with_it() {
     // A real turn, with the npm settings the plugin's env_vars pass on to npx.
     let mut turn = npm_user(&home, &codex, &node_dir, &registry);
     let (thread, printed) = codex_exec_turn(&home, &codex, Some(&mut turn));
-    let bound = home.interlink_home().join("sessions").join(&thread);
-    assert!(
-        bound.join("inbox.jsonl").exists(),
-        "the Codex thread {thread} has no interlink session in {}\n{printed}",
-        bound.display()
+    assert_codex_turn_bound(
+        &home,
+        &thread,
+        &printed,
+        &[
+            "hook: SessionStart Completed",
+            "mcp: interlink/whoami (completed)",
+        ],
     );
-    for line in [
-        "hook: SessionStart Completed",
-        "mcp: interlink/whoami (completed)",
-    ] {
-        assert!(
-            printed.lines().any(|l| l.trim() == line),
-            "no `{line}`:\n{printed}"
-        );
-    }
 
     codex_run(&["plugin", "remove", PLUGIN]);
     let out = codex_run(&["mcp", "list", "--json"]);
