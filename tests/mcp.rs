@@ -95,15 +95,15 @@ async fn two_sessions_pair_discover_talk_and_acknowledge() {
     tokio::time::timeout(TEST_DEADLINE, async {
         let (alice, bob, a, b) = paired("mcp-a", "mcp-b", &[]).await;
 
-        // The tools an agent sees.
-        let tools: BTreeSet<String> = a
-            .client
-            .list_all_tools()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect();
+        // The tools an agent sees: none of Codex's, with compact schemas, and with the
+        // instructions within the context budget (server::tests has the exact figure).
+        let listed = a.client.list_all_tools().await.unwrap();
+        let listed_json = serde_json::to_string(&listed).unwrap();
+        assert!(!listed_json.contains("$schema"), "{listed_json}");
+        let tools: BTreeSet<String> = listed.iter().map(|t| t.name.to_string()).collect();
+        for codex_only in ["bind_codex_session", "failed_deliveries"] {
+            assert!(!tools.contains(codex_only), "{codex_only} shown to a non-Codex host");
+        }
         for name in [
             "whoami", "discover", "send_message", "receive_messages", "acknowledge_messages",
             "set_summary", "list_peers", "add_peer", "remove_peer",
@@ -113,6 +113,9 @@ async fn two_sessions_pair_discover_talk_and_acknowledge() {
         let info = a.client.peer_info().unwrap();
         let instructions = info.instructions.clone().unwrap_or_default();
         assert!(instructions.contains("not approval"), "{instructions}");
+        let surface = listed_json.len() + instructions.len();
+        eprintln!("tool surface over stdio: {surface} characters");
+        assert!(surface <= 8_200, "{surface} characters of tools and instructions");
 
         // whoami describes the session.
         let (text, who) = b.ok("whoami", json!({})).await.unwrap();

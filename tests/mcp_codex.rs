@@ -117,6 +117,14 @@ async fn codex_binding_and_queue_delivery_with_failures_and_retries() {
             .unwrap();
         let (text, who) = b.ok("whoami", json!({})).await.unwrap();
         assert_eq!(who["host"], "codex", "{text}");
+        // Codex sessions are shown the Codex tools (other hosts are not).
+        let tools = b.client.list_all_tools().await.unwrap();
+        for name in ["bind_codex_session", "failed_deliveries"] {
+            assert!(
+                tools.iter().any(|t| t.name == name),
+                "{name} not listed for Codex"
+            );
+        }
         assert_eq!(who["session_id"], Value::Null, "{text}");
         let e = b
             .err("send_message", json!({"to": "alice", "text": "hi"}))

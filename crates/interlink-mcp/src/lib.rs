@@ -72,6 +72,7 @@ pub mod session_node;
 pub mod startup;
 pub mod stdio;
 pub mod stop_hook;
+pub mod surface;
 pub mod tools;
 pub mod workers;
 

@@ -21,12 +21,9 @@ use crate::{
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateGroupArgs {
-    /// The group's name: 1-32 characters of A-Z a-z 0-9 . _ - (send to it with
-    /// to = "group:<name>").
+    /// 1-32 of A-Z a-z 0-9 . _ -
     pub name: String,
-    /// Its members: peers as a petname, fingerprint or key prefix; `peer/session` to
-    /// narrow one to a session (repeat for several). A member without a session gets
-    /// the session a direct message to it would go to.
+    /// Peers (petname or fingerprint), or peer/session.
     pub members: Vec<String>,
 }
 
@@ -34,13 +31,12 @@ pub struct CreateGroupArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateGroupArgs {
-    /// The group's name.
+    /// The group.
     pub name: String,
-    /// Members to add (`peer` or `peer/session`, as for create_group).
+    /// Members to add: peer or peer/session.
     #[serde(default)]
     pub add: Vec<String>,
-    /// Members to take out (`peer`), or one session of a narrowed member
-    /// (`peer/session`; the member goes with its last session).
+    /// Members to remove: peer or peer/session.
     #[serde(default)]
     pub remove: Vec<String>,
 }
@@ -49,7 +45,7 @@ pub struct UpdateGroupArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteGroupArgs {
-    /// The group's name.
+    /// The group.
     pub name: String,
 }
 
@@ -66,9 +62,8 @@ impl Server {
 
 #[tool_router(router = groups_router, vis = "pub(crate)")]
 impl Server {
-    /// Creates a named group of peers (shared by all of this user's sessions, kept in
-    /// groups.json); send_message(to = "group:<name>") then sends one copy to each
-    /// member session, and each recipient sees the group and who else got it.
+    /// Create a group of peers, shared by this user's sessions; send to it with
+    /// to="group:<name>".
     #[tool]
     async fn create_group(&self, Parameters(args): Parameters<CreateGroupArgs>) -> CallToolResult {
         match groups::create(&self.ctx.home, args.name.trim(), &args.members) {
@@ -77,8 +72,7 @@ impl Server {
         }
     }
 
-    /// This user's groups and their members (petname, fingerprint, sessions a member is
-    /// narrowed to; a member no longer in peers.json is marked and gets no copy).
+    /// This user's groups and their members.
     #[tool(annotations(read_only_hint = true))]
     async fn list_groups(&self) -> CallToolResult {
         let ctx = &self.ctx;
@@ -102,8 +96,7 @@ impl Server {
         }
     }
 
-    /// Adds members to a group and takes members (or single sessions of narrowed
-    /// members) out of it.
+    /// Add or remove members of a group.
     #[tool]
     async fn update_group(&self, Parameters(args): Parameters<UpdateGroupArgs>) -> CallToolResult {
         if args.add.is_empty() && args.remove.is_empty() {
@@ -117,7 +110,7 @@ impl Server {
         }
     }
 
-    /// Deletes a group (its members stay peers).
+    /// Delete a group.
     #[tool]
     async fn delete_group(&self, Parameters(args): Parameters<DeleteGroupArgs>) -> CallToolResult {
         match groups::delete(&self.ctx.home, args.name.trim()) {

@@ -12,8 +12,7 @@ use crate::{context::ToolError, policy, render, server::Server, session_node::ch
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetSummaryArgs {
-    /// What this session is working on, one line (at most 512 bytes); shown to peers
-    /// in discover.
+    /// One line, at most 512 bytes.
     pub summary: String,
 }
 
@@ -50,9 +49,8 @@ fn host_inbox_view(ctx: &crate::Context) -> (serde_json::Value, Option<String>) 
 
 #[tool_router(router = sessions_router, vis = "pub(crate)")]
 impl Server {
-    /// This session: identity key and fingerprint, session id, working directory, git
-    /// label, summary, listen addresses (full multiaddrs ending in /p2p/<peer id>) and
-    /// how delivered messages reach this agent.
+    /// This session: key, fingerprint, session id, cwd, summary, addresses, and how
+    /// messages reach it.
     #[tool(annotations(read_only_hint = true))]
     async fn whoami(&self) -> CallToolResult {
         let ctx = &self.ctx;
@@ -114,10 +112,8 @@ impl Server {
         )
     }
 
-    /// Every identity on the overlay (paired or not; petname if paired, `self` for this
-    /// user) and its sessions: id, working directory, git label, summary, presence
-    /// (live, or away when silent) with the age of its last announcement; and this
-    /// user's groups with their members (send to one with to = "group:<name>").
+    /// Every identity on the network and its sessions (id, cwd, git label, summary, live or
+    /// away), and this user's groups.
     #[tool(annotations(read_only_hint = true))]
     async fn discover(&self) -> CallToolResult {
         let ctx = &self.ctx;
@@ -153,8 +149,7 @@ impl Server {
         }
     }
 
-    /// Sets what this session is working on (shown to peers in discover) and
-    /// re-announces it at once.
+    /// Set the one line peers see for this session in discover.
     #[tool]
     async fn set_summary(&self, Parameters(args): Parameters<SetSummaryArgs>) -> CallToolResult {
         let ctx = &self.ctx;
