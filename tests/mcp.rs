@@ -56,7 +56,9 @@ async fn paired(
     // `initialize` does not wait for the node (the target is 50 ms in a release build).
     let init = spawned.elapsed();
     eprintln!("spawn to initialized: {init:?}");
-    assert!(init < Duration::from_secs(2), "initialize took {init:?}");
+    // A hang guard, not a speed target (that is BENCHMARKS.md's): a busy host took
+    // over 2 s here.
+    assert!(init < Duration::from_secs(15), "initialize took {init:?}");
     let boot = loopback_addr(&a).await;
     let b = start(&bob, b_id, Some(&boot), b_env).await;
     a.ok("add_peer", json!({"name": "bob", "key": bob.key}))
@@ -719,4 +721,49 @@ async fn a_second_process_under_a_running_sessions_id_exits_naming_the_first() {
     })
     .await
     .expect("test deadline");
+}
+
+/// A host's health check (`claude mcp list`: start, `initialize`, exit) leaves no session
+/// directory; a session that got a message keeps its directory, inbox and all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_check_leaves_no_session_directory_a_session_with_mail_keeps_it() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let alice = User::new("alice", STEADY).unwrap();
+        let sessions = alice.home().join("sessions");
+        for _ in 0..2 {
+            let check = McpSession::spawn(alice.home(), "health-check", LOOPBACK, &[])
+                .await
+                .unwrap();
+            check.close(deadline()).await.unwrap();
+        }
+        let left: Vec<_> = std::fs::read_dir(&sessions)
+            .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "health checks left {left:?}");
+
+        let kept = start(&alice, "kept-1", None, &[]).await;
+        let to_self = start(&alice, "kept-2", Some(&loopback_addr(&kept).await), &[]).await;
+        sees(&to_self, "kept-1").await;
+        to_self
+            .ok(
+                "send_message",
+                json!({"to": "self", "session": "kept-1", "text": "stay"}),
+            )
+            .await
+            .unwrap();
+        kept.poll("receive_messages", json!({}), deadline(), |v| {
+            v["messages"].as_array().is_some_and(|m| !m.is_empty())
+        })
+        .await
+        .unwrap();
+        kept.close(deadline()).await.unwrap();
+        to_self.close(deadline()).await.unwrap();
+        assert!(sessions.join("kept-1").join("inbox.jsonl").exists());
+        assert!(
+            sessions.join("kept-2").exists(),
+            "a sender keeps its sent log"
+        );
+    })
+    .await
+    .unwrap();
 }

@@ -244,6 +244,45 @@ impl SessionDir {
     }
 }
 
+impl SessionDir {
+    /// Removes this directory when the session left nothing in it: only its lock, an
+    /// empty inbox, an empty outbox and the client's description — what a host's health
+    /// check (`initialize`, then exit) leaves. Any other file, a message in the inbox or
+    /// the outbox, or a file that cannot be checked keeps it. Call it after the node has
+    /// stopped (the outbox must be closed). Returns whether it was removed.
+    pub fn remove_if_unused(&self) -> std::io::Result<bool> {
+        let removable = [
+            interlink_net::session_lock::LOCK_FILE,
+            INBOX_FILE,
+            interlink_net::outbox::OUTBOX_FILE,
+            CLIENT_FILE,
+        ];
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&self.0)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str().filter(|n| removable.contains(n)) else {
+                return Ok(false);
+            };
+            if name == INBOX_FILE && entry.metadata()?.len() > 0 {
+                return Ok(false);
+            }
+            if name == interlink_net::outbox::OUTBOX_FILE {
+                match interlink_net::outbox::Outbox::open(&self.0) {
+                    Ok(outbox) if outbox.is_empty() => {}
+                    _ => return Ok(false),
+                }
+            }
+            files.push(entry.path());
+        }
+        for f in files {
+            std::fs::remove_file(f)?;
+        }
+        std::fs::remove_dir(&self.0)?;
+        Ok(true)
+    }
+}
+
 impl AsRef<Path> for SessionDir {
     fn as_ref(&self) -> &Path {
         &self.0
@@ -253,6 +292,33 @@ impl AsRef<Path> for SessionDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_that_kept_nothing_is_removed_one_with_mail_is_kept() {
+        let home = tempfile::tempdir().unwrap();
+        let home = Home::new(home.path());
+        let id = SessionId::new("health-check").unwrap();
+        let dir = home.session(&id).unwrap();
+        std::fs::create_dir_all(dir.path()).unwrap();
+        let lock = dir.claim("mcp").unwrap();
+        std::fs::write(dir.path().join(INBOX_FILE), "").unwrap();
+        std::fs::write(dir.client(), "{}").unwrap();
+        drop(interlink_net::outbox::Outbox::open(dir.path()).unwrap());
+        assert!(dir.remove_if_unused().unwrap());
+        assert!(!dir.path().exists());
+        drop(lock);
+
+        std::fs::create_dir_all(dir.path()).unwrap();
+        std::fs::write(dir.path().join(INBOX_FILE), "{\"a message\": 1}\n").unwrap();
+        assert!(
+            !dir.remove_if_unused().unwrap(),
+            "an inbox with mail is kept"
+        );
+        std::fs::write(dir.path().join(INBOX_FILE), "").unwrap();
+        std::fs::write(dir.path().join(SENT_FILE), "[]").unwrap();
+        assert!(!dir.remove_if_unused().unwrap(), "any other state is kept");
+        assert!(dir.path().join(INBOX_FILE).exists());
+    }
 
     #[test]
     fn resolution_order() {

@@ -195,6 +195,16 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     {
         warn!("the node did not stop within {SHUTDOWN_BUDGET:?}");
     }
+    // A start that kept nothing (a host's health check: initialize, then exit) leaves
+    // no session directory behind; the lock goes with it.
+    if let Ok(dir) = ctx.session_dir() {
+        match dir.remove_if_unused() {
+            Ok(true) => info!(dir = %dir.path().display(), "removed the unused session directory"),
+            Ok(false) => {}
+            Err(e) => warn!("checking the session directory for removal: {e}"),
+        }
+    }
+    drop(ctx.shared().tasks.lock.take());
     result
 }
 

@@ -272,14 +272,14 @@ async fn send_group<R: AsyncBufRead + Unpin>(
 ) -> anyhow::Result<()> {
     if options.session.is_some() {
         bail!(
-            "--session names one session of one peer; a group's sessions are its members'              (narrow a member with `interlink-p2p group add {name} <peer>/<session>`)"
+            "--session names one session of one peer; a group's sessions are its members' (narrow a member with `interlink-p2p group add {name} <peer>/<session>`)"
         );
     }
     let groups = interlink_mcp::groups::load(home)?;
     let Some(group) = groups.get(name).cloned() else {
         let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
         bail!(
-            "no group is named {name:?}; this user's groups: {} (`interlink-p2p group create`              makes one)",
+            "no group is named {name:?}; this user's groups: {} (`interlink-p2p group create` makes one)",
             if names.is_empty() {
                 "none".to_owned()
             } else {
@@ -320,7 +320,7 @@ async fn send_group<R: AsyncBufRead + Unpin>(
         }
         if recipients.len() > MAX_GROUP_RECIPIENTS {
             bail!(
-                "nothing sent: {} recipient sessions; a group message goes to at most                  {MAX_GROUP_RECIPIENTS}",
+                "nothing sent: {} recipient sessions; a group message goes to at most {MAX_GROUP_RECIPIENTS}",
                 recipients.len()
             );
         }

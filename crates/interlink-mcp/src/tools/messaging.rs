@@ -286,7 +286,7 @@ impl Server {
                 let copies: Vec<SentEntry> = shared.sent.in_thread(&hex).cloned().collect();
                 if copies.is_empty() {
                     return Err(ToolError(format!(
-                        "{id} is not among the messages (or group threads) this session sent                          (the last {} messages are kept)",
+                        "{id} is not among the messages (or group threads) this session sent (the last {} messages are kept)",
                         crate::sent_log::MAX_SENT
                     )));
                 }
@@ -301,8 +301,7 @@ impl Server {
             );
             if let (Some(g), Some(t)) = (&e.group, &e.thread) {
                 text.push_str(&format!(
-                    "
-(a copy of a message to group {g:?}; message_status({t}) shows every                      copy in its thread)"
+                    "\n(a copy of a message to group {g:?}; message_status({t}) shows every copy in its thread)"
                 ));
             }
             Ok::<_, ToolError>((text, sent_json(e, name.as_deref())))
