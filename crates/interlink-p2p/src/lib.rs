@@ -17,7 +17,8 @@
 //! - `peers` ([`peers`]): an observer's view of the overlay.
 //! - `probe` ([`probe`]): a sessionless check of one address.
 //! - `install` / `uninstall` ([`install`]): the agent hosts' configuration.
-//! - [`config`] builds the node configuration from flags and the environment.
+//! - [`config`] builds the node configuration from flags, the environment and the
+//!   settings file ([`settings`], `config.toml` in the home).
 //!
 //! The local state files (`peers.json`, the inbox read state), session start-up and
 //! the sender are in `interlink-mcp`, shared with the MCP server; [`paths`] and
@@ -36,6 +37,7 @@ pub mod peers;
 pub mod probe;
 pub mod run;
 pub mod send;
+pub mod settings;
 pub mod wait;
 
 pub use interlink_mcp::{paths, policy, session_node::os_rng};

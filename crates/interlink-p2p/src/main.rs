@@ -5,7 +5,8 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, time::Duration}
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use interlink_p2p::{
-    config, group, inbox, install, mcp, pair, peer, peers, probe, run, send, wait,
+    config, group, inbox, install, mcp, pair, peer, peers, probe, run, send, settings::Settings,
+    wait,
 };
 use libp2p::Multiaddr;
 
@@ -45,7 +46,41 @@ struct NetArgs {
 }
 
 impl NetArgs {
-    fn config(&self) -> anyhow::Result<interlink_net::Config> {
+    /// The settings-file keys these flags set (a flag not given leaves its key alone).
+    fn settings_changes(&self, name: Option<&str>) -> Vec<(&'static str, Option<toml_edit::Item>)> {
+        let list = |v: &[String]| {
+            let items = v
+                .iter()
+                .flat_map(|s| s.split(','))
+                .map(str::trim)
+                .filter(|s| !s.is_empty());
+            toml_edit::value(toml_edit::Array::from_iter(items))
+        };
+        let mut changes = Vec::new();
+        if let Some(n) = &self.network {
+            changes.push(("network", Some(toml_edit::value(n.as_str()))));
+        }
+        for (key, values) in [
+            ("listen", &self.listen),
+            ("bootstrap", &self.bootstrap),
+            ("relay", &self.relay),
+        ] {
+            if !values.is_empty() {
+                changes.push((key, Some(list(values))));
+            }
+        }
+        if self.no_mdns {
+            changes.push(("mdns", Some(toml_edit::value(false))));
+        }
+        if let Some(n) = name {
+            changes.push(("name", Some(toml_edit::value(n))));
+        }
+        changes
+    }
+
+    /// The node configuration: these flags, then the environment, then `settings`.
+    fn config(&self, settings: &Settings) -> anyhow::Result<interlink_net::Config> {
+        let env = settings.layered(|k| std::env::var(k).ok());
         let flags = config::Flags {
             network: self.network.clone(),
             listen: self.listen.clone(),
@@ -53,7 +88,7 @@ impl NetArgs {
             relay: self.relay.clone(),
             no_mdns: self.no_mdns,
         };
-        Ok(config::build(&flags, |k| std::env::var(k).ok())?)
+        config::build(&flags, env).map_err(|e| settings.explain(e.into()))
     }
 }
 
@@ -208,6 +243,13 @@ enum Command {
         /// directory]
         #[arg(long, value_name = "PATH")]
         command: Option<String>,
+        /// Network settings to write to the settings file (config.toml in the home),
+        /// which every command and session reads.
+        #[command(flatten)]
+        net: NetArgs,
+        /// This user's name, suggested to peers when pairing (written to config.toml).
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
     },
     /// Remove what `install` added (other entries are kept).
     Uninstall {
@@ -270,6 +312,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         || interlink_p2p::paths::Home::resolve(cli.home.clone(), |k| std::env::var(k).ok());
     let home =
         || home_opt().context("no home directory: set INTERLINK_HOME or HOME, or pass --home");
+    // The settings file under the home; the environment overrides it, flags both.
+    let settings = match home_opt() {
+        Some(h) => Settings::load(h.path())?,
+        None => Settings::default(),
+    };
+    let env = settings.layered(|k| std::env::var(k).ok());
     match cli.command {
         Command::Id { json } => println!("{}", interlink_p2p::cmd_id(&home()?, json)?),
         Command::Demo => interlink_p2p::demo::run(&mut std::io::stdout())?,
@@ -278,7 +326,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             ref summary,
             ref net,
         } => {
-            let config = net.config()?;
+            let config = net.config(&settings)?;
             let options = run::Options {
                 session: session.clone(),
                 summary: summary.clone(),
@@ -293,10 +341,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             host,
             ref net,
         } => {
-            let config = net.config()?;
+            let config = net.config(&settings)?;
             let home = home()?;
             let rt = session_runtime()?;
-            let result = rt.block_on(mcp::run(home, session, summary, host, config));
+            let name = interlink_mcp::pairing::own_name(&env);
+            let result = rt.block_on(mcp::run(home, session, summary, host, config, name));
             // The stdin reader is a blocking read that only ends with stdin: after a
             // SIGTERM, waiting for it would keep the process alive.
             rt.shutdown_background();
@@ -312,7 +361,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             wait,
             ref net,
         } => {
-            let config = net.config()?;
+            let config = net.config(&settings)?;
             let wait = seconds("--wait", wait)?;
             let options = peers::Options { json, watch, wait };
             let home = home_opt();
@@ -334,7 +383,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             wait,
             ref net,
         } => {
-            let config = net.config()?;
+            let config = net.config(&settings)?;
             let options = send::Options {
                 to,
                 session,
@@ -395,7 +444,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             host,
             dry_run,
             ref command,
+            ref net,
+            ref name,
         } => {
+            // Checked before anything is written: a bad address changes nothing.
+            net.config(&Settings::default())?;
+            let changes = net.settings_changes(name.as_deref());
+            if !changes.is_empty() {
+                let home = home()?;
+                for note in interlink_p2p::settings::write(home.path(), &changes, dry_run)? {
+                    println!("{note}");
+                }
+            }
             let locations = install::Locations::from_env(|k| std::env::var(k).ok())?;
             let program = match command {
                 Some(c) => install::Program::Given(c.clone()),
@@ -425,7 +485,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             )?;
         }
         Command::Pair { action, ref net } => {
-            let config = net.config()?;
+            let config = net.config(&settings)?;
             let home = home()?;
             runtime()?.block_on(pair::run(&home, action, config, &mut std::io::stdout()))?;
         }
@@ -438,7 +498,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 network: network.clone(),
                 ..Default::default()
             };
-            let network = config::network(&flags, |k| std::env::var(k).ok())?;
+            let network = config::network(&flags, &env)?;
             let timeout = seconds("--timeout", timeout)?;
             let (line, code) =
                 runtime()?.block_on(probe::run(multiaddr.clone(), &network, timeout));

@@ -72,6 +72,7 @@ pub async fn run(
     summary: String,
     host: Option<HostKind>,
     config: interlink_net::Config,
+    name: String,
 ) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
@@ -110,7 +111,7 @@ pub async fn run(
         channels,
         agent_pairing: std::env::var(interlink_core::env::AGENT_PAIRING)
             .is_ok_and(|v| v.trim() == "1"),
-        name: interlink_mcp::pairing::own_name(|k| std::env::var(k).ok()),
+        name,
         codex: codex_config(|k| std::env::var(k).ok()),
         host_inbox,
         config,

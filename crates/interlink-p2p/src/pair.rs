@@ -159,7 +159,7 @@ async fn confirm(
                 task_id: None,
                 status: None,
                 in_reply_to: None,
-                name: Some(pairing::own_name(|k| std::env::var(k).ok())),
+                name: Some(own_name(home)),
                 group: None,
             };
             match handle.send(msg).await {
@@ -178,4 +178,11 @@ async fn confirm(
     .await;
     node.shutdown().await;
     result
+}
+
+/// The name this user suggests to the peer: `INTERLINK_NAME`, else the settings file's
+/// `name`, else the default of [`pairing::own_name`].
+fn own_name(home: &Home) -> String {
+    let settings = crate::settings::Settings::load(home.path()).unwrap_or_default();
+    pairing::own_name(settings.layered(|k| std::env::var(k).ok()))
 }
