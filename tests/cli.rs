@@ -83,3 +83,41 @@ fn the_demo_runs_end_to_end() {
     assert!(text.contains("alice: queued "), "{text}");
     assert!(text.contains("is in his inbox"), "{text}");
 }
+
+#[test]
+fn id_sets_the_name_offered_to_peers_and_peer_rename_keeps_the_key() {
+    let home = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let run = |home: &std::path::Path, args: &[&str]| {
+        let out = p2p().arg("--home").arg(home).args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) = run(home.path(), &["id", "--json", "--name", "alice-laptop"]);
+    assert!(ok, "{err}");
+    let id: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(id["name"], "alice-laptop");
+    let settings = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
+    assert!(settings.contains("name = \"alice-laptop\""), "{settings}");
+    let (ok, _, err) = run(home.path(), &["id", "--name", "not a name"]);
+    assert!(!ok && err.contains("invalid name"), "{err}");
+
+    let (_, out, _) = run(other.path(), &["id", "--json"]);
+    let bob: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let key = bob["identity_key"].as_str().unwrap();
+    let (ok, _, err) = run(home.path(), &["peer", "add", "peer-1a2b", key]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = run(home.path(), &["peer", "rename", "peer-1a2b", "bob"]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("renamed peer-1a2b to bob"), "{out}");
+    let (_, out, _) = run(home.path(), &["peer", "list", "--json"]);
+    assert!(
+        out.contains("\"bob\"") && out.contains(key) && !out.contains("peer-1a2b"),
+        "{out}"
+    );
+    let (ok, _, err) = run(home.path(), &["peer", "rename", "nobody", "x"]);
+    assert!(!ok && err.contains("no peer is named \"nobody\""), "{err}");
+}

@@ -193,6 +193,31 @@ impl PeerPolicy {
         Some(key)
     }
 
+    /// Renames the peer `old` to `new`, keeping its key (and so every group it is in,
+    /// which name members by key). `Ok(None)`: no peer is named `old`. Renaming to the
+    /// same name is a no-op; a `new` that names another peer is refused.
+    pub fn rename(&mut self, old: &str, new: &str) -> Result<Option<IdentityKey>, TrustError> {
+        let Some(key) = self.by_name.get(old).copied() else {
+            return Ok(None);
+        };
+        if old == new {
+            return Ok(Some(key));
+        }
+        if !is_valid_name(new) {
+            return Err(TrustError::InvalidName(new.to_owned()));
+        }
+        if let Some(other) = self.by_name.get(new) {
+            return Err(TrustError::NameTaken {
+                name: new.to_owned(),
+                key: other.fingerprint(),
+            });
+        }
+        self.by_name.remove(old);
+        self.by_name.insert(new.to_owned(), key);
+        self.by_key.insert(key, new.to_owned());
+        Ok(Some(key))
+    }
+
     /// Whether `key` is a peer.
     pub fn contains(&self, key: &IdentityKey) -> bool {
         self.by_key.contains_key(key)

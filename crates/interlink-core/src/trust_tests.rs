@@ -504,3 +504,26 @@ fn stranger_cannot_burn_a_friends_message_id() {
     let m = envelope(&friend, "f", &me, EnvelopeKind::Message, 42, NOW);
     assert_eq!(gate.decide(&m, &me, W, NOW), Decision::Deliver);
 }
+
+#[test]
+fn rename_keeps_the_key_and_refuses_a_taken_or_bad_name() {
+    let (a, b) = (ident(1).public(), ident(2).public());
+    let mut p = PeerPolicy::new();
+    p.add("bob", a).unwrap();
+    p.add("carol", b).unwrap();
+    assert_eq!(p.rename("bob", "robert").unwrap(), Some(a));
+    assert_eq!(p.get("robert"), Some(&a));
+    assert_eq!(p.name_of(&a), Some("robert"));
+    assert!(p.get("bob").is_none());
+    assert!(matches!(
+        p.rename("robert", "carol"),
+        Err(TrustError::NameTaken { .. })
+    ));
+    assert!(matches!(
+        p.rename("robert", "no spaces"),
+        Err(TrustError::InvalidName(_))
+    ));
+    assert_eq!(p.rename("robert", "robert").unwrap(), Some(a));
+    assert_eq!(p.rename("nobody", "x").unwrap(), None);
+    assert_eq!(p.iter().len(), 2);
+}

@@ -102,6 +102,29 @@ pub fn remove(home: &Home, name: &str) -> Result<IdentityKey, RemoveError> {
     })
 }
 
+/// Renaming a peer failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RenameError {
+    /// No peer has that name.
+    #[error("no peer is named {0:?} (list them with `interlink-p2p peer list`)")]
+    Unknown(String),
+    /// The policy refused the new name (invalid, or another peer's).
+    #[error(transparent)]
+    Refused(#[from] TrustError),
+    /// The peers file could not be read or written.
+    #[error(transparent)]
+    File(#[from] PolicyError),
+}
+
+/// Renames the peer `old` to `new` in `home`'s peers file; returns its key.
+pub fn rename(home: &Home, old: &str, new: &str) -> Result<IdentityKey, RenameError> {
+    policy::edit(home, |p| {
+        p.rename(old, new)?
+            .ok_or_else(|| RenameError::Unknown(old.to_owned()))
+    })
+}
+
 /// A full identity key: 64 hex digits that are a valid Ed25519 point.
 pub fn parse_key(text: &str) -> Result<IdentityKey, AddError> {
     let bad = |source| AddError::BadKey {

@@ -55,21 +55,37 @@ pub fn load_identity(home: &Home) -> anyhow::Result<(Identity, bool)> {
 }
 
 /// `interlink-p2p id`: creates the identity if missing and describes it.
-pub fn cmd_id(home: &Home, json: bool) -> anyhow::Result<String> {
+pub fn cmd_id(home: &Home, json: bool, set_name: Option<&str>) -> anyhow::Result<String> {
     let (identity, created) = load_identity(home)?;
     let key = identity.public();
     let path = home.identity();
+    // The name peers are offered when this user knocks or accepts, kept in the
+    // settings file so every session reads it.
+    if let Some(name) = set_name {
+        anyhow::ensure!(
+            interlink_core::wire::is_valid_name(name),
+            "invalid name {name:?}: use 1-32 characters from A-Z a-z 0-9 . _ -"
+        );
+        settings::write(
+            home.path(),
+            &[("name", Some(toml_edit::value(name)))],
+            false,
+        )?;
+    }
+    let env = settings::Settings::load(home.path())?;
+    let name = interlink_mcp::pairing::own_name(env.layered(|k| std::env::var(k).ok()));
     Ok(if json {
         serde_json::json!({
             "identity_key": key.to_hex(),
             "fingerprint": key.fingerprint().to_string(),
             "key_file": path,
             "created": created,
+            "name": name,
         })
         .to_string()
     } else {
         format!(
-            "identity    {}\nfingerprint {}\nkey file    {}{}",
+            "identity    {}\nfingerprint {}\nname        {name}\nkey file    {}{}",
             key.to_hex(),
             key.fingerprint(),
             path.display(),

@@ -95,10 +95,15 @@ impl NetArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Create this user's identity if missing; print its key and fingerprint.
+    #[command(after_help = "Examples:\n  interlink-p2p id\n  interlink-p2p id --name alice")]
     Id {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Set the name this user suggests to peers when pairing (written to the
+        /// settings file, config.toml in the home) [default: INTERLINK_NAME, else $USER]
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
     },
     /// Walk through the system with real processes on 127.0.0.1 and throwaway homes: a
     /// relay, two paired sessions, a refused stranger, mail for a sleeping session.
@@ -319,7 +324,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     let env = settings.layered(|k| std::env::var(k).ok());
     match cli.command {
-        Command::Id { json } => println!("{}", interlink_p2p::cmd_id(&home()?, json)?),
+        Command::Id { json, ref name } => {
+            println!(
+                "{}",
+                interlink_p2p::cmd_id(&home()?, json, name.as_deref())?
+            )
+        }
         Command::Demo => interlink_p2p::demo::run(&mut std::io::stdout())?,
         Command::Run {
             ref session,

@@ -32,6 +32,14 @@ pub enum Action {
         /// Petname.
         name: String,
     },
+    /// Give the peer named OLD the petname NEW (its key, and its groups, stay).
+    #[command(after_help = "Example:\n  interlink-p2p peer rename peer-1a2b bob")]
+    Rename {
+        /// Its petname now.
+        old: String,
+        /// Its new petname: 1-32 characters of A-Z a-z 0-9 . _ -
+        new: String,
+    },
 }
 
 /// Runs `peer`: results to `out`, hints to `progress`.
@@ -50,6 +58,11 @@ pub fn run(
                 peers::Added::AlreadyPeer => "already a peer:",
             };
             writeln!(out, "{verb} {name} {}", key.fingerprint())?;
+            Ok(())
+        }
+        Action::Rename { old, new } => {
+            let key = peers::rename(home, &old, &new)?;
+            writeln!(out, "renamed {old} to {new} {}", key.fingerprint())?;
             Ok(())
         }
         Action::Remove { name } => {
