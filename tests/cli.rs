@@ -121,3 +121,44 @@ fn id_sets_the_name_offered_to_peers_and_peer_rename_keeps_the_key() {
     let (ok, _, err) = run(home.path(), &["peer", "rename", "nobody", "x"]);
     assert!(!ok && err.contains("no peer is named \"nobody\""), "{err}");
 }
+
+/// Alone on the network (mDNS off, no bootstrap or relay): `peers` and `send` say why
+/// nothing was found and what to set, and a normal start logs no warning.
+#[test]
+fn alone_on_the_network_commands_say_why_and_start_without_warnings() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = p2p()
+            .env_remove("RUST_LOG")
+            .env_remove("INTERLINK_BOOTSTRAP")
+            .env_remove("INTERLINK_RELAY")
+            .arg("--home")
+            .arg(home.path())
+            .args(args)
+            .args(["--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0"])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, err) = run(&["peers", "--wait", "1"]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("mDNS is off and no bootstrap peer or relay is set")
+            && err.contains("--bootstrap"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("WARN"),
+        "a normal start logs no warning: {err}"
+    );
+    let (ok, err) = run(&["send", "--to", "self", "--wait", "1", "hello"]);
+    assert!(!ok);
+    assert!(
+        err.contains("cannot route to self") && err.contains("mDNS is off"),
+        "{err}"
+    );
+    assert!(!err.contains("WARN"), "{err}");
+}

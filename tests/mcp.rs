@@ -740,6 +740,12 @@ async fn a_health_check_leaves_no_session_directory_a_session_with_mail_keeps_it
             .map(|d| d.map(|e| e.unwrap().file_name()).collect())
             .unwrap_or_default();
         assert!(left.is_empty(), "health checks left {left:?}");
+        // A session that served a tool call is not a health check: it keeps its
+        // directory even with nothing in it (a resumed conversation finds it).
+        let used = start(&alice, "used-1", None, &[]).await;
+        used.ok("whoami", json!({})).await.unwrap();
+        used.close(deadline()).await.unwrap();
+        assert!(sessions.join("used-1").exists());
 
         let kept = start(&alice, "kept-1", None, &[]).await;
         let to_self = start(&alice, "kept-2", Some(&loopback_addr(&kept).await), &[]).await;

@@ -10,8 +10,9 @@
 //!   `plugin uninstall` it is gone.
 //! - Codex: `codex plugin marketplace add` reads the same marketplace file, `plugin add`
 //!   installs it; `codex mcp list` has the server; the app server lists the plugin's
-//!   three `mcp_tool` hooks with no errors; a real turn binds the thread to its mailbox
-//!   and calls the server's `whoami`; after `plugin remove` the server is gone.
+//!   three `mcp_tool` hooks with no errors; in a real turn the SessionStart hook calls the
+//!   server (through npx) and binds the thread to its mailbox; after `plugin remove` the
+//!   server is gone.
 //!
 //! The CLIs: [`interlink_e2e::agent_cli`] (SKIPPED unless set; failing under CI).
 
@@ -234,15 +235,15 @@ fn codex_installs_the_plugin_from_the_checkout_and_runs_a_turn_with_it() {
     // A real turn, with the npm settings the plugin's env_vars pass on to npx.
     let mut turn = npm_user(&home, &codex, &node_dir, &registry);
     let (thread, printed) = codex_exec_turn(&home, &codex, Some(&mut turn));
-    assert_codex_turn_bound(
-        &home,
-        &thread,
-        &printed,
-        &[
-            "hook: SessionStart Completed",
-            "mcp: interlink/whoami (completed)",
-        ],
-    );
+    // The SessionStart hook is an MCP tool call to the plugin's server, started through
+    // npx: the thread bound in INTERLINK_HOME (which reaches the server only through the
+    // plugin's env_vars) shows that server answered. The model's own `whoami` call is
+    // not required: Codex may send the turn's first request before it has listed a
+    // plugin server's tools (seen in 1 run of 4; INSTALL.md says so).
+    assert_codex_turn_bound(&home, &thread, &printed, &["hook: SessionStart Completed"]);
+    if !printed.contains("mcp: interlink/whoami (completed)") {
+        eprintln!("note: Codex sent its first request before listing the plugin's tools");
+    }
 
     codex_run(&["plugin", "remove", PLUGIN]);
     let out = codex_run(&["mcp", "list", "--json"]);

@@ -312,6 +312,9 @@ pub struct Context {
     /// Inbox offset before which nothing is unread (see `ReadState::unread_from`);
     /// shared with the channel worker, which reads the unread messages too.
     pub scanned: Arc<AtomicU64>,
+    /// Tool calls served: a process that served none was a host's health check, whose
+    /// empty session directory goes when it exits ([`crate::serve`]).
+    pub tool_calls: AtomicU64,
     /// The name this user suggests for itself in knocks and acceptances.
     pub name: String,
     /// Read receipts waiting to be sent ([`crate::workers::receipts`]).
@@ -352,6 +355,7 @@ impl Context {
             agent_pairing: settings.agent_pairing,
             node,
             scanned: Arc::new(AtomicU64::new(0)),
+            tool_calls: AtomicU64::new(0),
             name: settings.name,
             receipts: ReceiptQueue(receipts),
             codex: settings.codex,

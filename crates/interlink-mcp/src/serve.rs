@@ -195,9 +195,11 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     {
         warn!("the node did not stop within {SHUTDOWN_BUDGET:?}");
     }
-    // A start that kept nothing (a host's health check: initialize, then exit) leaves
-    // no session directory behind; the lock goes with it.
-    if let Ok(dir) = ctx.session_dir() {
+    // A host's health check (initialize, maybe tools/list, then exit: no tool called)
+    // leaves no session directory behind if it kept nothing; the lock goes with it.
+    // A session that was used keeps its directory.
+    let health_check = ctx.tool_calls.load(std::sync::atomic::Ordering::Relaxed) == 0;
+    if health_check && let Ok(dir) = ctx.session_dir() {
         match dir.remove_if_unused() {
             Ok(true) => info!(dir = %dir.path().display(), "removed the unused session directory"),
             Ok(false) => {}

@@ -114,6 +114,9 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         crate::consent::note_client(&self.ctx, &context.peer, &context.meta);
+        self.ctx
+            .tool_calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = request.name.to_string();
         let known = self.tool_router.has_route(&name);
         let tcc = ToolCallContext::new(self, request, context);

@@ -82,6 +82,35 @@ pub enum ConfigError {
     },
 }
 
+/// Why a node with `config` that has no connection reached no other node, and what to
+/// do: for the "nothing seen" messages of `peers` and `send`.
+pub fn alone_hint(config: &interlink_net::Config) -> String {
+    let fix = "set a bootstrap peer or a relay: `interlink-p2p install claude|codex \
+               --bootstrap MULTIADDR` (or --relay) writes it to config.toml; \
+               INTERLINK_BOOTSTRAP or --bootstrap for one command";
+    let dialled: Vec<String> = config
+        .bootstrap
+        .iter()
+        .chain(&config.relays)
+        .map(ToString::to_string)
+        .collect();
+    match (dialled.is_empty(), config.mdns) {
+        (true, false) => format!(
+            "this node reached no other node: mDNS is off and no bootstrap peer or relay is \
+             set; {fix}"
+        ),
+        (true, true) => format!(
+            "this node reached no other node: nothing answered by mDNS on this LAN (none \
+             crosses a tailnet or a router) and no bootstrap peer or relay is set; {fix}"
+        ),
+        (false, _) => format!(
+            "this node reached no other node: nothing answered at {} (is a session or relay \
+             running there? `interlink-p2p probe MULTIADDR` checks one address)",
+            dialled.join(", ")
+        ),
+    }
+}
+
 /// Builds the node configuration from `flags` and `env` (a variable lookup, so tests
 /// can pass a map).
 pub fn build(

@@ -283,13 +283,20 @@ enum Command {
 /// Exit code of a usage error (sysexits' EX_USAGE), distinct from probe's codes.
 const EXIT_USAGE: u8 = 64;
 
+/// The log filter when `RUST_LOG` is unset: warnings, except kad's "Failed to trigger
+/// bootstrap: No known peers", which libp2p-kad 0.49 logs whenever a listen address
+/// appears before any peer is in the routing table - on every normal start, since the
+/// node joins the DHT only once presence settles (node::discovery). kad's only other
+/// warning is about record replication, which this node does not use.
+const DEFAULT_LOG_FILTER: &str = "warn,libp2p_kad::behaviour=error";
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .init();
     let cli = match Cli::try_parse() {

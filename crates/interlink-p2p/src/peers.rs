@@ -55,6 +55,7 @@ pub async fn peers(
     };
     let own = home.and_then(own_key);
     let network = config.network.as_str().to_owned();
+    let alone = crate::config::alone_hint(&config);
     let key = libp2p::identity::Keypair::generate_ed25519();
     let swarm = interlink_net::build_swarm(key, &config)?;
     let node = Node::spawn(swarm, config, Role::Observer)?;
@@ -79,7 +80,7 @@ pub async fn peers(
     };
     let result = async {
         let _ = writeln!(progress, "peers: joining overlay {network} as an observer…");
-        wait_for_roster(&handle, &mut events, options.wait, progress).await?;
+        wait_for_roster(&handle, &mut events, options.wait, &alone, progress).await?;
         let first = snapshot(handle.clone()).await?;
         print(out, &first, options.json)?;
         if options.watch {
@@ -98,6 +99,7 @@ async fn wait_for_roster(
     handle: &Handle,
     events: &mut tokio::sync::broadcast::Receiver<Event>,
     wait: Duration,
+    alone: &str,
     progress: &mut impl Write,
 ) -> anyhow::Result<()> {
     let start = Instant::now();
@@ -128,6 +130,9 @@ async fn wait_for_roster(
             () = tokio::time::sleep_until(deadline) => {
                 if sessions == 0 {
                     let _ = writeln!(progress, "peers: no sessions seen within {wait:?}");
+                    if connected == 0 {
+                        let _ = writeln!(progress, "peers: {alone}");
+                    }
                 }
                 return Ok(());
             }

@@ -102,6 +102,7 @@ pub async fn send<R: AsyncBufRead + Unpin>(
         ),
         e => anyhow::anyhow!("--to {:?}: {e}", options.to),
     })?;
+    let alone_hint = crate::config::alone_hint(&config);
     let (node, own) = join(home, &mut config, &peers, own_key, &options, progress)?;
     let handle = node.handle();
 
@@ -119,9 +120,24 @@ pub async fn send<R: AsyncBufRead + Unpin>(
             until: tokio::time::Instant::now() + options.wait,
             settle: SETTLE,
         };
-        let chosen = sender::route_when_seen(&handle, &req, wait)
-            .await
-            .with_context(|| format!("cannot route to {target_name} ({})", target.fingerprint()))?;
+        let chosen = match sender::route_when_seen(&handle, &req, wait).await {
+            Ok(chosen) => chosen,
+            Err(e) => {
+                let alone = handle
+                    .diagnostics()
+                    .await
+                    .is_ok_and(|d| d.connected.is_empty());
+                let why = if alone {
+                    format!("; {alone_hint}")
+                } else {
+                    String::new()
+                };
+                anyhow::bail!(
+                    "cannot route to {target_name} ({}): {e}{why}",
+                    target.fingerprint()
+                );
+            }
+        };
         describe_route(progress, &target_name, &target, &chosen);
         if chosen.presence == Presence::Gone {
             // Sealed with the identity's key from another of its sessions and queued in
