@@ -35,6 +35,10 @@ pub enum SessionIdError {
     /// Contains a character outside the allowed set.
     #[error("session id may only contain A-Z a-z 0-9 . _ : - (found {0:?})")]
     BadChar(char),
+    /// `.` or `..`: valid characters, but never a session's id (no session can have
+    /// them as its state directory), so a message is never queued for one.
+    #[error("{0:?} is never a session id")]
+    Reserved(String),
     /// A session id from the environment was invalid.
     #[error("{var} is set but invalid: {source}")]
     InvalidEnv {

@@ -254,6 +254,13 @@ fn explicit(
         [] => {
             // Possibly the full id of a session that is offline (asleep past
             // retention, or not yet seen by this node): the queue holds the message.
+            // Not `.` or `..`, which no session can have.
+            if text == "." || text == ".." {
+                return Err(RouteError::InvalidSession {
+                    value: text.to_owned(),
+                    source: SessionIdError::Reserved(text.to_owned()),
+                });
+            }
             let session = SessionId::new(text).map_err(|source| RouteError::InvalidSession {
                 value: text.to_owned(),
                 source,
