@@ -162,6 +162,15 @@ fn alone_on_the_network_commands_say_why_and_start_without_warnings() {
     );
     assert!(!err.contains("WARN"), "{err}");
     // `..` is no session anyone can have: refused, not queued for a week.
-    let (ok, err) = run(&["send", "--to", "self", "--session", "..", "--wait", "1", "x"]);
+    let (ok, err) = run(&[
+        "send",
+        "--to",
+        "self",
+        "--session",
+        "..",
+        "--wait",
+        "1",
+        "x",
+    ]);
     assert!(!ok && err.contains("\"..\" is never a session id"), "{err}");
 }

@@ -73,6 +73,28 @@ fn commands_and_sessions_read_the_settings_file() {
         inbox.iter().any(|m| m["text"] == "from the settings"),
         "{inbox:?}"
     );
+    // A typo in the session id: the answer names the sessions there are and the closest.
+    let out = alice
+        .cli(
+            &[
+                "send",
+                "--to",
+                "self",
+                "--session",
+                "b",
+                "--wait",
+                "2",
+                "typo",
+            ],
+            None,
+        )
+        .unwrap();
+    assert!(
+        out.stderr
+            .contains("its sessions now: a (live); did you mean a?"),
+        "{}",
+        out.stderr
+    );
     drop(a);
 
     // Bad settings are refused, naming the file and the key.

@@ -156,6 +156,7 @@ pub async fn route_group(
                             session: c.session,
                             presence,
                             reason: RouteReason::EachOfSeveral,
+                            others: Vec::new(),
                         },
                     });
                 }
@@ -192,6 +193,7 @@ pub async fn exact_route(
                 session: addr.session.clone(),
                 presence: s.presence,
                 reason: RouteReason::Exact,
+                others: Vec::new(),
             });
         }
         if Instant::now() >= until {
@@ -199,6 +201,7 @@ pub async fn exact_route(
                 session: addr.session.clone(),
                 presence: Presence::Gone,
                 reason: RouteReason::Literal,
+                others: Vec::new(),
             });
         }
         tokio::time::sleep(POLL).await;

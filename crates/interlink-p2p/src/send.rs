@@ -451,6 +451,9 @@ fn describe_route(progress: &mut impl Write, name: &str, key: &IdentityKey, rout
         route.presence,
         route.reason
     );
+    if let Some(note) = route.others_note() {
+        let _ = writeln!(progress, "send: {name}: {note}");
+    }
 }
 
 #[cfg(test)]

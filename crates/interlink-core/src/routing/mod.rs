@@ -95,6 +95,63 @@ pub struct Route {
     pub presence: Presence,
     /// Why it was chosen.
     pub reason: RouteReason,
+    /// For a literal route ([`RouteReason::Literal`]): the peer's sessions on the
+    /// roster, which the id given matched none of (so the caller can name them and
+    /// the closest, [`Route::closest`]); empty otherwise.
+    pub others: Vec<Candidate>,
+}
+
+impl Route {
+    /// The retained session whose id is nearest to this literal route's id (at most a
+    /// few edits away: a typo, not another session), if any.
+    pub fn closest(&self) -> Option<&Candidate> {
+        let id = self.session.as_str();
+        let limit = (id.chars().count() / 3).max(2);
+        self.others
+            .iter()
+            .map(|c| (edit_distance(id, c.session.as_str()), c))
+            .filter(|(d, _)| *d <= limit)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, c)| c)
+    }
+}
+
+impl Route {
+    /// For a literal route with sessions on the roster: "its sessions now: a (live),
+    /// b (away); did you mean a?" — `None` otherwise.
+    pub fn others_note(&self) -> Option<String> {
+        if self.reason != RouteReason::Literal || self.others.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = self
+            .others
+            .iter()
+            .map(|c| format!("{} ({})", c.session, c.presence))
+            .collect();
+        let mut note = format!("its sessions now: {}", list.join(", "));
+        if let Some(c) = self.closest() {
+            note.push_str(&format!("; did you mean {}?", c.session));
+        }
+        Some(note)
+    }
+}
+
+/// Levenshtein distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// A session offered for the caller to choose from.
@@ -230,6 +287,7 @@ fn chosen(v: &SessionView, reason: RouteReason) -> Route {
         session: v.addr.session.clone(),
         presence: v.presence,
         reason,
+        others: Vec::new(),
     }
 }
 
@@ -269,6 +327,7 @@ fn explicit(
                 session,
                 presence: Presence::Gone,
                 reason: RouteReason::Literal,
+                others: retained.iter().map(Candidate::from_view).collect(),
             })
         }
         many => Err(RouteError::AmbiguousPrefix {
@@ -310,6 +369,7 @@ fn automatic(
             session: session.clone(),
             presence: Presence::Gone,
             reason: RouteReason::Remembered,
+            others: Vec::new(),
         }),
         None => Err(RouteError::NoSession),
     }

@@ -312,3 +312,36 @@ mod identities {
         );
     }
 }
+
+#[test]
+fn a_literal_route_names_the_peers_sessions_and_the_closest_id() {
+    let route = |id: &str, others: &[&str]| Route {
+        session: sid(id),
+        presence: Presence::Gone,
+        reason: RouteReason::Literal,
+        others: others
+            .iter()
+            .map(|s| Candidate {
+                session: sid(s),
+                cwd: String::new(),
+                git_label: None,
+                summary: String::new(),
+                presence: Presence::Live,
+                age_ms: 0,
+            })
+            .collect(),
+    };
+    let r = route("bob-3", &["bob-1", "alice-7"]);
+    assert_eq!(r.closest().map(|c| c.session.as_str()), Some("bob-1"));
+    assert_eq!(
+        r.others_note().unwrap(),
+        "its sessions now: bob-1 (live), alice-7 (live); did you mean bob-1?"
+    );
+    // Far from every id: listed, no guess.
+    let r = route("0f3c9a2e-1111-4aaa-8bbb-123456789abc", &["bob-1"]);
+    assert!(r.closest().is_none());
+    assert_eq!(r.others_note().unwrap(), "its sessions now: bob-1 (live)");
+    assert!(route("bob-3", &[]).others_note().is_none());
+    assert_eq!(edit_distance("kitten", "sitting"), 3);
+    assert_eq!(edit_distance("", "ab"), 2);
+}

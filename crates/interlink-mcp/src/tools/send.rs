@@ -461,12 +461,16 @@ pub(crate) fn outgoing(
 /// A session not on the roster is addressed literally: say so, the id may be a typo.
 pub(crate) fn gone_warning(r: &Recipient) -> Option<String> {
     (r.route.presence == Presence::Gone).then(|| {
-        format!(
+        let mut warning = format!(
             "session {} of {} is not on the roster (closed, away too long, or never \
              seen here); the message waits for a session by exactly that id and reaches it \
              if it comes back within 7 days",
             r.route.session, r.name
-        )
+        );
+        if let Some(note) = r.route.others_note() {
+            warning.push_str(&format!("; {note}"));
+        }
+        warning
     })
 }
 
