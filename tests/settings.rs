@@ -53,19 +53,12 @@ fn commands_and_sessions_read_the_settings_file() {
     );
 
     // A shell send with no flags reaches it through the file's bootstrap.
-    let out = alice
-        .cli(
-            &[
-                "send",
-                "--to",
-                "self",
-                "--session",
-                "a",
-                "from the settings",
-            ],
-            None,
-        )
-        .unwrap();
+    let send_self = |args: &[&str]| {
+        let mut all = vec!["send", "--to", "self"];
+        all.extend(args);
+        alice.cli(&all, None).unwrap()
+    };
+    let out = send_self(&["--session", "a", "from the settings"]);
     assert!(out.status.success(), "send: {}", out.stderr);
     assert!(out.stdout.contains("delivered"), "{}", out.stdout);
     let inbox = alice.inbox("a").unwrap();
@@ -74,21 +67,7 @@ fn commands_and_sessions_read_the_settings_file() {
         "{inbox:?}"
     );
     // A typo in the session id: the answer names the sessions there are and the closest.
-    let out = alice
-        .cli(
-            &[
-                "send",
-                "--to",
-                "self",
-                "--session",
-                "b",
-                "--wait",
-                "2",
-                "typo",
-            ],
-            None,
-        )
-        .unwrap();
+    let out = send_self(&["--session", "b", "--wait", "2", "typo"]);
     assert!(
         out.stderr
             .contains("its sessions now: a (live); did you mean a?"),
