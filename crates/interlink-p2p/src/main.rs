@@ -504,7 +504,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pair { action, ref net } => {
             let config = net.config(&settings)?;
             let home = home()?;
-            runtime()?.block_on(pair::run(&home, action, config, &mut std::io::stdout()))?;
+            let name = interlink_mcp::pairing::own_name(&env);
+            runtime()?.block_on(pair::run(
+                &home,
+                action,
+                config,
+                name,
+                &mut std::io::stdout(),
+            ))?;
         }
         Command::Probe {
             ref multiaddr,

@@ -49,10 +49,12 @@ pub enum Action {
 }
 
 /// Runs `pair`; `config` is used by `accept` to reach the requester.
+/// `name` is the name this user offers in its confirmation ([`pairing::own_name`]).
 pub async fn run(
     home: &Home,
     action: Action,
     config: Config,
+    name: String,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     match action {
@@ -93,7 +95,7 @@ pub async fn run(
                 accepted.petname,
                 accepted.key.fingerprint()
             )?;
-            let confirmation = confirm(home, config, &accepted, accepted_at, wait).await;
+            let confirmation = confirm(home, config, &accepted, accepted_at, wait, &name).await;
             match confirmation {
                 Ok(status) => writeln!(out, "confirmation {status}")?,
                 Err(e) => writeln!(
@@ -121,6 +123,7 @@ async fn confirm(
     accepted: &pairing::Accepted,
     accepted_at: tokio::time::Instant,
     wait: Duration,
+    name: &str,
 ) -> anyhow::Result<&'static str> {
     let session = SessionId::new(&accepted.request.session)?;
     let own = SessionId::new(format!(
@@ -159,7 +162,7 @@ async fn confirm(
                 task_id: None,
                 status: None,
                 in_reply_to: None,
-                name: Some(own_name(home)),
+                name: Some(name.to_owned()),
                 group: None,
             };
             match handle.send(msg).await {
@@ -178,11 +181,4 @@ async fn confirm(
     .await;
     node.shutdown().await;
     result
-}
-
-/// The name this user suggests to the peer: `INTERLINK_NAME`, else the settings file's
-/// `name`, else the default of [`pairing::own_name`].
-fn own_name(home: &Home) -> String {
-    let settings = crate::settings::Settings::load(home.path()).unwrap_or_default();
-    pairing::own_name(settings.layered(|k| std::env::var(k).ok()))
 }
