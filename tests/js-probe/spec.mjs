@@ -19,6 +19,24 @@ export const ensure = (ok, msg) => { if (!ok) fail(msg) }
 const te = new TextEncoder()
 export const utf8 = (s) => te.encode(s)
 export const hex = (b) => Buffer.from(b).toString('hex')
+// RFC 4648 base32, unpadded, lower case (§4.10's invite code).
+export const base32 = (bytes) => {
+  const abc = 'abcdefghijklmnopqrstuvwxyz234567'
+  let out = ''
+  let bits = 0
+  let acc = 0
+  for (const b of bytes) {
+    acc = (acc << 8) | b
+    bits += 8
+    while (bits >= 5) {
+      out += abc[(acc >>> (bits - 5)) & 31]
+      bits -= 5
+    }
+    acc &= (1 << bits) - 1
+  }
+  if (bits > 0) out += abc[(acc << (5 - bits)) & 31]
+  return out
+}
 export const unhex = (s) => {
   ensure(/^([0-9a-f]{2})*$/.test(s), `not lowercase hex: ${s.slice(0, 40)}`)
   return new Uint8Array(Buffer.from(s, 'hex'))

@@ -80,6 +80,37 @@ export async function checkVectors ({ version: V, vectors }) {
   const beaconMsg = encode({ beacon: beaconWire })
   const none = new Uint8Array(0)
 
+  // §4.10: Alice's invite, and Bob's knock joining by it (its secret sealed to Alice
+  // with the same fixed randomness as the envelope).
+  const secret = fill(0x55, 16)
+  const inviteCode = 'interlink1' + S.base32(encode({
+    v: 1,
+    key: A,
+    name: 'alice',
+    session: 'session-a',
+    secret,
+    expires: ts + 3600000,
+    relays: [],
+    addrs: [Uint8Array.of(0x04, 127, 0, 0, 1, 0x06, 0x0f, 0xa1)]
+  }))
+  const knockId = fill(0x66, 16)
+  const knockSealed = await S.seal(aSeal.pub, secret, S.sealAad(knockId, B, A), (n) => fill(0x33, n))
+  const knockWire = S.wrap('envelope', bob, encode({
+    v: V,
+    sender: B,
+    sender_session: 'session-b',
+    recipient: A,
+    recipient_session: 'session-a',
+    msg_id: knockId,
+    ts: ts + 5,
+    kind: 'knock',
+    in_reply_to: null,
+    name: 'bob',
+    sealed: knockSealed,
+    pass: null,
+    reply_pass: null
+  }))
+
   const expect = {
     'alice.seed': alice,
     'alice.identity_key': A,
@@ -124,6 +155,8 @@ export async function checkVectors ({ version: V, vectors }) {
     'beacon.wire': beaconWire,
     'roster_response.wire': encode({ v: V, announcements: [annWire], beacons: [beaconWire], same: false }),
     // §8.1: the beacon as published, and its gossipsub message id.
+    'invite.code': inviteCode,
+    'knock_invite.wire': knockWire,
     'presence_beacon.msg': beaconMsg,
     'gossip_id(presence_beacon.msg)': S.gossipId(beaconMsg)
   }
@@ -147,6 +180,9 @@ export async function checkVectors ({ version: V, vectors }) {
   ensure(S.passValid(B, A, env.body.pass) && S.passValid(A, B, env.body.reply_pass), 'envelope: passes')
   const body = S.shape(S.decode(await S.open(bSeal.kp, env.body.sealed, aad), 'sealed body'), sch.sealedBody, 'sealed body')
   ensure(body.text === 'hello bob', 'sealed body: text')
+  const knock = S.openSigned(w('knock_invite.wire'), 'envelope', sch.envelope, 'sender', sch, 'envelope')
+  const opened = await S.open(aSeal.kp, knock.body.sealed, S.sealAad(knock.body.msg_id, B, A))
+  ensure(hex(opened) === hex(secret), 'knock: the invite secret opens')
   const rcpt = S.openSigned(w('receipt.wire'), 'receipt', sch.receipt, 'recipient', sch, 'receipt')
   ensure(S.passValid(B, A, rcpt.body.pass), 'receipt: pass')
   S.shape(S.decode(w('receipt_request.wire'), 'receipt_request'), sch.receiptRequest, 'receipt_request')

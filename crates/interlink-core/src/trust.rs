@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    identity::{Fingerprint, IdentityKey, KeyError, hex_encode},
+    identity::{Fingerprint, IdentityKey, KeyError, SealingSecret, hex_encode},
     limits::{
         KNOCK_QUEUE_CAPACITY, MAILBOX_RETENTION_MS, MAX_FUTURE_SKEW_MS, MAX_PEERS,
         MAX_PENDING_PAIR_REQUESTS, REPLAY_SET_CAPACITY,
@@ -22,7 +22,8 @@ use crate::{
     replay::{ReplaySet, TimeError, check_time},
     session::SessionId,
     wire::{
-        Envelope, EnvelopeKind, MsgId, Refusal, RefusalCode, SessionAddr, Signed, is_valid_name,
+        Envelope, EnvelopeKind, INVITE_SECRET_BYTES, MsgId, Refusal, RefusalCode, Sealed,
+        SessionAddr, Signed, is_valid_name,
     },
 };
 
@@ -344,6 +345,10 @@ pub struct Knock {
     pub msg_id: MsgId,
     /// When it was signed (ms since the Unix epoch).
     pub ts: u64,
+    /// The identity knocked (what a sealed invite secret is bound to).
+    pub recipient: IdentityKey,
+    /// The invite secret the knock carries, still sealed to the recipient.
+    pub sealed_invite: Option<Sealed>,
 }
 
 impl Knock {
@@ -355,7 +360,18 @@ impl Knock {
             name: env.name.clone(),
             msg_id: env.msg_id,
             ts: env.ts,
+            recipient: env.recipient,
+            sealed_invite: env.sealed.clone(),
         }
+    }
+
+    /// The invite secret this knock carries, opened with the recipient's sealing
+    /// secret; `None` without one or when it does not open.
+    pub fn open_invite(&self, secret: &SealingSecret) -> Option<[u8; INVITE_SECRET_BYTES]> {
+        let sealed = self.sealed_invite.as_ref()?;
+        let aad = crate::wire::seal_aad(&self.msg_id, &self.sender, &self.recipient);
+        let plain = crate::seal::open(sealed, secret, &aad).ok()?;
+        plain.try_into().ok()
     }
 
     /// The sender's fingerprint, for a human to compare out of band.

@@ -229,6 +229,8 @@ fn knock(sender: u8, ts: u64) -> Knock {
         name: Some(format!("n{sender}")),
         msg_id: MsgId::from_bytes([sender; 16]),
         ts,
+        recipient: ident(200).public(),
+        sealed_invite: None,
     }
 }
 

@@ -16,10 +16,10 @@ use interlink_core::{
     },
     wire::{
         Ack, AckEntry, Announcement, Beacon, Body, DeliverResponse, DeliverResult, DeliveryMode,
-        Envelope, EnvelopeKind, Goodbye, HostKind, MailboxFetch, MailboxOp, MailboxPass,
-        MailboxRequest, PresenceMessage, Receipt, ReceiptRequest, ReceiptState, Refusal,
-        RefusalCode, RosterRequest, RosterResponse, SealingBinding, SessionAddr, Signed,
-        TaskStatus, VERSION, gossip_message_id,
+        Envelope, EnvelopeKind, Goodbye, HostKind, INVITE_SECRET_BYTES, INVITE_VERSION, Invite,
+        MailboxFetch, MailboxOp, MailboxPass, MailboxRequest, PresenceMessage, Receipt,
+        ReceiptRequest, ReceiptState, Refusal, RefusalCode, RosterRequest, RosterResponse,
+        SealingBinding, SessionAddr, Signed, TaskStatus, VERSION, gossip_message_id,
     },
 };
 use rand_core::{TryCryptoRng, TryRng};
@@ -175,6 +175,40 @@ fn vectors() -> Vec<(&'static str, String)> {
         &bob,
     )
     .unwrap();
+    // Bob joins by Alice's invite: his knock carries its secret, sealed to her.
+    let invite = Invite {
+        v: INVITE_VERSION,
+        key: alice.public(),
+        name: "alice".into(),
+        session: sa.clone(),
+        secret: serde_bytes::ByteArray::new([0x55; INVITE_SECRET_BYTES]),
+        expires: TS + 3_600_000,
+        relays: Vec::new(),
+        addrs: vec![ByteBuf::from(vec![0x04, 127, 0, 0, 1, 0x06, 0x0f, 0xa1])],
+    };
+    let mut knock = Envelope {
+        v: VERSION,
+        sender: bob.public(),
+        sender_session: sb.clone(),
+        recipient: alice.public(),
+        recipient_session: sa.clone(),
+        msg_id: MsgId::from_bytes([0x66; 16]),
+        ts: TS + 5,
+        kind: EnvelopeKind::Knock,
+        in_reply_to: None,
+        name: Some("bob".into()),
+        sealed: None,
+        pass: None,
+        reply_pass: None,
+    };
+    knock
+        .seal_invite(
+            &[0x55; INVITE_SECRET_BYTES],
+            &alice.sealing_secret().public(),
+            &mut FixedRng(0x33),
+        )
+        .unwrap();
+    let knock = Signed::sign(knock, &bob).unwrap();
 
     vec![
         ("alice.seed", hex(&[0x11; 32])),
@@ -304,6 +338,8 @@ fn vectors() -> Vec<(&'static str, String)> {
             )
             .unwrap()),
         ),
+        ("invite.code", invite.encode()),
+        ("knock_invite.wire", hex(&knock.to_bytes())),
         ("presence_beacon.msg", hex(&beacon_msg)),
         (
             "gossip_id(presence_beacon.msg)",
@@ -390,6 +426,15 @@ fn spec_vectors_decode_and_verify() {
         env.body().open_text(&bob.sealing_secret()).unwrap(),
         "hello bob"
     );
+    let knock = Signed::<Envelope>::decode(&get("knock_invite.wire")).unwrap();
+    let alice_id = Identity::from_seed(&[0x11; 32]);
+    assert_eq!(
+        interlink_core::trust::Knock::from_envelope(knock.body())
+            .open_invite(&alice_id.sealing_secret()),
+        Some([0x55; INVITE_SECRET_BYTES])
+    );
+    let code = &vs.iter().find(|(k, _)| *k == "invite.code").unwrap().1;
+    assert_eq!(Invite::decode(code).unwrap().key, alice_id.public());
     Signed::<Receipt>::decode(&get("receipt.wire")).unwrap();
     Signed::<Ack>::decode(&get("ack.wire")).unwrap();
     Signed::<Goodbye>::decode(&get("goodbye.wire")).unwrap();

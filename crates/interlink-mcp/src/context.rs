@@ -525,7 +525,7 @@ impl Context {
 
     /// A footer line when pair requests wait for the operator.
     fn pair_footer(&self) -> Option<String> {
-        let n = crate::pairing::load(&self.home)
+        let n = crate::pairing::current(&self.home, interlink_net::now_ms())
             .map(|p| p.incoming.len())
             .unwrap_or(0);
         (n > 0).then(|| {

@@ -58,6 +58,7 @@ mod files;
 pub mod group_route;
 pub mod groups;
 pub mod host_inbox;
+pub mod invites;
 pub mod pairing;
 pub mod paths;
 pub mod peers;

@@ -131,6 +131,9 @@ pub enum PairingError {
     /// The peers file could not be read or written.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The invites file could not be read or written.
+    #[error("{0}")]
+    Invites(String),
 }
 
 from_json_file_error!(PairingError);
@@ -255,14 +258,7 @@ pub fn accept(home: &Home, fingerprint: &str) -> Result<Accepted, PairingError> 
             .identity_key
             .parse()
             .map_err(|_| PairingError::NoRequest(fingerprint.to_owned()))?;
-        let petname = policy::edit(home, |p| {
-            if let Some(existing) = p.name_of(&key) {
-                return Ok::<_, PairingError>(existing.to_owned());
-            }
-            let name = free_name(p, request.name.as_deref(), &key);
-            p.add(name.clone(), key)?;
-            Ok(name)
-        })?;
+        let petname = pin(home, &key, request.name.as_deref())?;
         state.incoming.remove(i);
         note_decided(state, &request.msg_id);
         Ok(Accepted {
@@ -283,19 +279,114 @@ pub fn reject(home: &Home, fingerprint: &str) -> Result<Incoming, PairingError> 
     })
 }
 
-/// Forgets waiting requests from identities that are peers now (paired some other way).
-pub fn prune(home: &Home, policy: &PeerPolicy) -> Result<(), PairingError> {
-    let stale = |i: &Incoming| {
-        i.identity_key
-            .parse::<IdentityKey>()
+/// How long a pair request, either way, waits before it is dropped as stale: the
+/// mailbox retention, after which the knock or its answer is gone from the overlay too.
+pub const REQUEST_LIFETIME_MS: u64 = interlink_core::limits::MAILBOX_RETENTION_MS;
+
+/// Forgets the requests that went stale: waiting ones from identities that are peers
+/// now (paired some other way), and requests either way older than
+/// [`REQUEST_LIFETIME_MS`]. Writes only when there is something to forget.
+pub fn prune(home: &Home, policy: &PeerPolicy, now: u64) -> Result<(), PairingError> {
+    let oldest = now.saturating_sub(REQUEST_LIFETIME_MS);
+    let peer = |hex: &str| {
+        hex.parse::<IdentityKey>()
             .is_ok_and(|k| policy.contains(&k))
     };
-    if !load(home)?.incoming.iter().any(stale) {
+    let stale_in = |i: &Incoming| peer(&i.identity_key) || i.knocked_at < oldest;
+    let stale_out = |o: &Outgoing| o.sent_at < oldest;
+    let state = load(home)?;
+    if !state.incoming.iter().any(stale_in) && !state.outgoing.iter().any(stale_out) {
         return Ok(());
     }
     edit(home, |state| {
-        state.incoming.retain(|i| !stale(i));
+        state.incoming.retain(|i| !stale_in(i));
+        state.outgoing.retain(|o| !stale_out(o));
         Ok(())
+    })
+}
+
+/// The pairing state after [`prune`]: what is really waiting.
+pub fn current(home: &Home, now: u64) -> Result<Pairing, PairingError> {
+    prune(home, &policy::load(home)?, now)?;
+    load(home)
+}
+
+/// Why a stranger's knock was admitted without asking the operator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AutoAdmit {
+    /// It carried the secret of an unused, unexpired invite this user issued.
+    Invite(crate::invites::Issued),
+    /// This user had asked to pair with that identity too (both humans asked).
+    Mutual(Outgoing),
+}
+
+/// Decides a stranger's held knock that needs no operator: one carrying an invite
+/// this user issued (redeemed here, so it admits once), or one from an identity this
+/// user knocked as well. Pins the key and forgets the requests both ways; `None` when
+/// the knock is for the operator.
+pub fn auto_admit(
+    home: &Home,
+    knock: &HeldKnock,
+    now: u64,
+) -> Result<Option<(Accepted, AutoAdmit)>, PairingError> {
+    let Ok(key) = knock.sender.parse::<IdentityKey>() else {
+        return Ok(None);
+    };
+    if load(home)?.decided.contains(&knock.msg_id) {
+        return Ok(None);
+    }
+    let why = match knock
+        .invite
+        .as_deref()
+        .map(|secret| crate::invites::redeem(home, secret, now))
+        .transpose()
+        .map_err(|e| PairingError::Invites(e.to_string()))?
+        .flatten()
+    {
+        Some(issued) => AutoAdmit::Invite(issued),
+        None => match take_outgoing(home, &key)? {
+            Some(out) => AutoAdmit::Mutual(out),
+            None => return Ok(None),
+        },
+    };
+    let petname = match &why {
+        AutoAdmit::Mutual(out) => out.petname.clone(),
+        AutoAdmit::Invite(_) => None,
+    };
+    let request = Incoming {
+        identity_key: knock.sender.clone(),
+        fingerprint: knock.sender_fingerprint.clone(),
+        name: knock.name.clone().filter(|n| is_valid_name(n)),
+        session: knock.sender_session.clone(),
+        msg_id: knock.msg_id.clone(),
+        knocked_at: knock.ts,
+        via_session: String::new(),
+    };
+    let accepted = edit(home, |state| {
+        let petname = pin(home, &key, petname.as_deref().or(request.name.as_deref()))?;
+        state
+            .incoming
+            .retain(|i| i.identity_key != request.identity_key);
+        note_decided(state, &request.msg_id);
+        Ok(Accepted {
+            request: request.clone(),
+            key,
+            petname,
+        })
+    })?;
+    Ok(Some((accepted, why)))
+}
+
+/// Pins `key` under `suggested` (or a name derived from it) unless it is a peer
+/// already; returns its petname.
+fn pin(home: &Home, key: &IdentityKey, suggested: Option<&str>) -> Result<String, PairingError> {
+    policy::edit(home, |p| {
+        if let Some(existing) = p.name_of(key) {
+            return Ok::<_, PairingError>(existing.to_owned());
+        }
+        let name = free_name(p, suggested, key);
+        p.add(name.clone(), *key)?;
+        Ok(name)
     })
 }
 

@@ -11,6 +11,7 @@ fn knock(from: &Identity, id: u8, ts: u64, name: Option<&str>) -> HeldKnock {
         name: name.map(str::to_owned),
         msg_id: format!("{id:032x}"),
         ts,
+        invite: None,
     }
 }
 
@@ -87,4 +88,65 @@ fn names() {
         own_name(|k: &str| (k == ENV_NAME).then(|| "laptop".to_owned())),
         "laptop"
     );
+}
+
+#[test]
+fn a_knock_with_an_invite_of_ours_pairs_once_and_a_copy_goes_to_the_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    let (bob, eve) = (Identity::from_seed(&[2; 32]), Identity::from_seed(&[9; 32]));
+    let (secret, _) = crate::invites::issue(
+        &home,
+        &SessionId::new("inv-1").unwrap(),
+        60_000,
+        1000,
+        &mut crate::session_node::os_rng(),
+    )
+    .unwrap();
+    let hex = interlink_core::identity::hex_encode(&secret);
+    // No invite, or one that is not ours: for the operator.
+    assert_eq!(
+        auto_admit(&home, &knock(&bob, 1, 10, Some("bob")), 2000).unwrap(),
+        None
+    );
+    let mut forged = knock(&bob, 2, 11, Some("bob"));
+    forged.invite = Some("ab".repeat(16));
+    assert_eq!(auto_admit(&home, &forged, 2000).unwrap(), None);
+    let mut joins = knock(&bob, 3, 12, Some("bob"));
+    joins.invite = Some(hex.clone());
+    let (accepted, why) = auto_admit(&home, &joins, 2000).unwrap().unwrap();
+    assert!(matches!(why, AutoAdmit::Invite(_)));
+    assert_eq!(accepted.petname, "bob");
+    assert_eq!(policy::load(&home).unwrap().get("bob"), Some(&bob.public()));
+    // The same knock again is decided; another identity with the used secret is not
+    // admitted (a leaked code admits one key once).
+    assert_eq!(auto_admit(&home, &joins, 2000).unwrap(), None);
+    let mut late = knock(&eve, 4, 13, Some("eve"));
+    late.invite = Some(hex);
+    assert_eq!(auto_admit(&home, &late, 2000).unwrap(), None);
+    assert!(!policy::load(&home).unwrap().contains(&eve.public()));
+}
+
+#[test]
+fn mutual_knocks_pair_and_stale_requests_clear_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    let (bob, carol) = (Identity::from_seed(&[2; 32]), Identity::from_seed(&[3; 32]));
+    record_outgoing(&home, &bob.public(), &via(), Some("bobby".into()), 5).unwrap();
+    let (accepted, why) = auto_admit(&home, &knock(&bob, 1, 10, Some("bob")), 20)
+        .unwrap()
+        .unwrap();
+    assert!(matches!(why, AutoAdmit::Mutual(_)));
+    assert_eq!(accepted.petname, "bobby", "the name this user chose wins");
+    assert!(load(&home).unwrap().outgoing.is_empty());
+
+    // A request from someone who became a peer another way, and a week-old one, go.
+    assert!(record_knock(&home, &knock(&carol, 2, 30, Some("carol")), &via()).unwrap());
+    record_outgoing(&home, &carol.public(), &via(), None, 30).unwrap();
+    let policy = policy::load(&home).unwrap();
+    prune(&home, &policy, 40).unwrap();
+    assert_eq!(load(&home).unwrap().incoming.len(), 1);
+    prune(&home, &policy, 30 + REQUEST_LIFETIME_MS + 1).unwrap();
+    let state = load(&home).unwrap();
+    assert!(state.incoming.is_empty() && state.outgoing.is_empty());
 }

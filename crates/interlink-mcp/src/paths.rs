@@ -27,6 +27,10 @@ pub const PEERS_LOCK_FILE: &str = "peers.json.lock";
 pub const PAIRING_FILE: &str = "pairing.json";
 /// File name of the lock the pairing state's editors hold.
 pub const PAIRING_LOCK_FILE: &str = "pairing.json.lock";
+/// File name of the invites issued inside the home directory ([`crate::invites`]).
+pub const INVITES_FILE: &str = "invites.json";
+/// File name of the lock the invites' editors hold.
+pub const INVITES_LOCK_FILE: &str = "invites.json.lock";
 /// File name of the named groups inside the home directory ([`crate::groups`]).
 pub const GROUPS_FILE: &str = "groups.json";
 /// File name of the lock the groups' editors hold.
@@ -129,6 +133,16 @@ impl Home {
     /// The lock file of the pairing state's editors.
     pub fn pairing_lock(&self) -> PathBuf {
         self.0.join(PAIRING_LOCK_FILE)
+    }
+
+    /// The invites issued and not used yet ([`crate::invites`]).
+    pub fn invites(&self) -> PathBuf {
+        self.0.join(INVITES_FILE)
+    }
+
+    /// The lock file of the invites' editors.
+    pub fn invites_lock(&self) -> PathBuf {
+        self.0.join(INVITES_LOCK_FILE)
     }
 
     /// The sealing keys pinned per peer (written by the node, [`interlink_net::pins`]).

@@ -197,6 +197,17 @@ pub async fn send_pairing(
     to: interlink_core::wire::SessionAddr,
     kind: interlink_core::wire::EnvelopeKind,
 ) -> Result<interlink_net::SendOutcome, interlink_net::SendError> {
+    send_pairing_with(handle, name, to, kind, None).await
+}
+
+/// [`send_pairing`] of a knock that carries an invite's secret (sealed by the node).
+pub async fn send_pairing_with(
+    handle: &Handle,
+    name: &str,
+    to: interlink_core::wire::SessionAddr,
+    kind: interlink_core::wire::EnvelopeKind,
+    invite: Option<[u8; interlink_core::wire::INVITE_SECRET_BYTES]>,
+) -> Result<interlink_net::SendOutcome, interlink_net::SendError> {
     let deadline = tokio::time::Instant::now() + PAIRING_ROSTER_WAIT;
     loop {
         let msg = interlink_net::OutgoingMessage {
@@ -208,6 +219,7 @@ pub async fn send_pairing(
             in_reply_to: None,
             name: Some(name.to_owned()),
             group: None,
+            invite,
         };
         match handle.send(msg).await {
             Err(interlink_net::SendError::NotOnRoster(_))

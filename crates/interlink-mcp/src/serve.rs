@@ -241,6 +241,7 @@ async fn say_goodbye(ctx: &Context) {
                 in_reply_to: None,
                 name: None,
                 group: None,
+                invite: None,
             };
             let _ = handle.send(msg).await;
         });

@@ -31,6 +31,10 @@ pub struct HeldKnock {
     pub msg_id: String,
     /// When it was signed (ms since the Unix epoch).
     pub ts: u64,
+    /// The invite secret the knock carried, opened (32 hex digits): the agent side
+    /// admits the knock at once if this user issued that invite and it is unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invite: Option<String>,
 }
 
 impl From<&Knock> for HeldKnock {
@@ -42,6 +46,7 @@ impl From<&Knock> for HeldKnock {
             name: k.name.clone(),
             msg_id: k.msg_id.to_string(),
             ts: k.ts,
+            invite: None,
         }
     }
 }
@@ -88,6 +93,8 @@ mod tests {
             name: Some("carol".into()),
             msg_id: MsgId::from_bytes([3; 16]),
             ts: 9,
+            recipient: Identity::from_seed(&[2; 32]).public(),
+            sealed_invite: None,
         };
         save(dir.path(), &[HeldKnock::from(&k)]).unwrap();
         let back = load(dir.path());

@@ -91,6 +91,9 @@ pub struct OutgoingMessage {
     /// Messages only: the group it was sent to, sealed with the text (protocol
     /// version 7). One message per recipient session carries the same tag.
     pub group: Option<interlink_core::wire::GroupTag>,
+    /// Knocks only: the secret of the invite the sender joins by, sealed to the
+    /// recipient (protocol version 9).
+    pub invite: Option<[u8; interlink_core::wire::INVITE_SECRET_BYTES]>,
 }
 
 impl OutgoingMessage {
@@ -105,6 +108,7 @@ impl OutgoingMessage {
             in_reply_to: None,
             name: None,
             group: None,
+            invite: None,
         }
     }
 }

@@ -11,7 +11,8 @@
 //! - `inbox` ([`inbox`]): a session's delivered messages.
 //! - `peer` ([`peer`]): the peers policy, `peers.json` ([`policy`]); `pair`
 //!   ([`pair`]): the operator's decisions on pair requests; `group` ([`group`]): the
-//!   named groups of peers, `groups.json`.
+//!   named groups of peers, `groups.json`; `invite` / `join` ([`invite`]): pairing by
+//!   a one-line code, over a short-lived session ([`pairing_session`]).
 //! - `mcp` ([`mcp`]): the MCP server of an agent session; `wait` ([`wait`]): the
 //!   Claude Code Stop hook.
 //! - `peers` ([`peers`]): an observer's view of the overlay.
@@ -30,8 +31,10 @@ pub mod demo;
 pub mod group;
 pub mod inbox;
 pub mod install;
+pub mod invite;
 pub mod mcp;
 pub mod pair;
+pub mod pairing_session;
 pub mod peer;
 pub mod peers;
 pub mod probe;

@@ -5,8 +5,8 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, time::Duration}
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use interlink_p2p::{
-    config, group, inbox, install, mcp, pair, peer, peers, probe, run, send, settings::Settings,
-    wait,
+    config, group, inbox, install, invite, mcp, pair, peer, peers, probe, run, send,
+    settings::Settings, wait,
 };
 use libp2p::Multiaddr;
 
@@ -26,22 +26,22 @@ struct Cli {
 #[derive(Debug, Args)]
 struct NetArgs {
     /// Overlay name [env: INTERLINK_NETWORK] [default: default]
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", global = true)]
     network: Option<String>,
     /// Listen multiaddr; repeatable or comma-separated [env: INTERLINK_LISTEN]
     /// [default: all interfaces, TCP and QUIC, port 0]
-    #[arg(long, value_name = "MULTIADDR")]
+    #[arg(long, value_name = "MULTIADDR", global = true)]
     listen: Vec<String>,
     /// Bootstrap peer multiaddr (`/p2p/<id>` suffix optional); repeatable or
     /// comma-separated [env: INTERLINK_BOOTSTRAP]
-    #[arg(long, value_name = "MULTIADDR")]
+    #[arg(long, value_name = "MULTIADDR", global = true)]
     bootstrap: Vec<String>,
     /// Relay multiaddr ending in `/p2p/<id>`: bootstrap, circuit reservation, durable
     /// mailbox copies; repeatable or comma-separated [env: INTERLINK_RELAY]
-    #[arg(long, value_name = "MULTIADDR")]
+    #[arg(long, value_name = "MULTIADDR", global = true)]
     relay: Vec<String>,
     /// Turn mDNS discovery off [env: INTERLINK_MDNS=0]
-    #[arg(long)]
+    #[arg(long, global = true)]
     no_mdns: bool,
 }
 
@@ -231,6 +231,51 @@ enum Command {
     Pair {
         #[command(subcommand)]
         action: pair::Action,
+        #[command(flatten)]
+        net: NetArgs,
+    },
+    /// Print a one-line code that pairs one person with you, then wait for them to join.
+    ///
+    /// The code carries your identity and name, your relays, this command's addresses,
+    /// an expiry and a one-time secret; they run `interlink-p2p join <code>`. Until it
+    /// expires, your running sessions admit it too. The code goes to stdout, alone on
+    /// its line; `paired <name> <fingerprint>` follows when they joined.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p invite\n  interlink-p2p invite \
+                            --expires 1d --no-wait\n  interlink-p2p invite --relay \
+                            /dns4/relay.example.net/tcp/4001/p2p/12D3KooW…\n\nExit status: \
+                            0 when someone joined (or --no-wait), 1 when the code expired \
+                            unused."
+    )]
+    Invite {
+        /// How long the code admits: 90s, 30m, 1h, 2d (at most 7 days).
+        #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = invite::parse_duration)]
+        expires: Duration,
+        /// Print the code and exit (your running sessions admit the join).
+        #[arg(long)]
+        no_wait: bool,
+        #[command(flatten)]
+        net: NetArgs,
+    },
+    /// Pair with the person whose invite code you were given.
+    ///
+    /// Adds them to your peers, keeps their relay in your settings file, knocks with
+    /// the code's secret and waits for their side to confirm.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p join interlink1…\n  interlink-p2p \
+                            join interlink1… --name alice-laptop\n\nExit status: 0 when \
+                            confirmed, 1 when no confirmation came within --wait."
+    )]
+    Join {
+        /// The code (starts with interlink1).
+        code: String,
+        /// The name to give them here [default: the name in the code]
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// Longest wait for them to show on the overlay, then for the confirmation, in
+        /// seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+        wait: f64,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -512,6 +557,58 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 name,
                 &mut std::io::stdout(),
             ))?;
+        }
+        Command::Invite {
+            expires,
+            no_wait,
+            ref net,
+        } => {
+            let config = net.config(&settings)?;
+            let home = home()?;
+            let options = invite::InviteOptions {
+                expires,
+                no_wait,
+                name: interlink_mcp::pairing::own_name(&env),
+            };
+            let joined = runtime()?.block_on(invite::invite(
+                &home,
+                config,
+                &options,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            ))?;
+            return Ok(if joined {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            });
+        }
+        Command::Join {
+            code,
+            name,
+            wait,
+            ref net,
+        } => {
+            let config = net.config(&settings)?;
+            let home = home()?;
+            let options = invite::JoinOptions {
+                code,
+                petname: name,
+                wait: seconds("--wait", wait)?,
+                name: interlink_mcp::pairing::own_name(&env),
+            };
+            let paired = runtime()?.block_on(invite::join(
+                &home,
+                config,
+                &options,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            ))?;
+            return Ok(if paired {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            });
         }
         Command::Probe {
             ref multiaddr,

@@ -20,6 +20,8 @@ use interlink_mcp::{
 };
 use interlink_net::{Config, Delivery, OutgoingMessage, SendError, SendOutcome};
 
+use crate::pairing_session::{PAIR_SESSION, PairingSession};
+
 /// How long the confirming session waits for its mailbox copy to leave before exiting.
 const SETTLE: Duration = Duration::from_secs(3);
 
@@ -46,6 +48,28 @@ pub enum Action {
         /// Fingerprint (or at least 4 hex digits of it or of the key).
         fingerprint: String,
     },
+    /// Ask an identity on the overlay to pair: knock on one of its sessions and wait
+    /// for its operator's answer. If it asked you first, this accepts it.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p pair request 3f2a-9c41-77b0\n  \
+                            interlink-p2p pair request 3f2a --name carol --wait 300\n  \
+                            interlink-p2p pair request carol   (a peer that lost you: it \
+                            confirms again)"
+    )]
+    Request {
+        /// Its fingerprint or key prefix (from `interlink-p2p peers`), or a peer's name
+        /// to ask again.
+        target: String,
+        /// The session to knock [default: chosen by the routing rules]
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// The name to give it here once it accepts [default: the name it suggests]
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// Longest wait for it to show on the overlay, then for its answer, in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 120.0)]
+        wait: f64,
+    },
 }
 
 /// Runs `pair`; `config` is used by `accept` to reach the requester.
@@ -59,7 +83,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     match action {
         Action::List { json } => {
-            let state = pairing::load(home)?;
+            let state = pairing::current(home, interlink_net::now_ms())?;
             if json {
                 writeln!(
                     out,
@@ -98,20 +122,106 @@ pub async fn run(
             let confirmation = confirm(home, config, &accepted, accepted_at, wait, &name).await;
             match confirmation {
                 Ok(status) => writeln!(out, "confirmation {status}")?,
-                Err(e) => writeln!(
-                    out,
-                    "confirmation not sent: {e:#} (its operator can run `interlink-p2p peer add \
-                     NAME {}`)",
+                Err(e) => anyhow::bail!(
+                    "{} is a peer here now, but the confirmation was not sent: {e:#}. Until it \
+                     arrives their side does not admit you: check `interlink-p2p peers`, then \
+                     run `interlink-p2p pair request {}` to ask again (or their operator runs \
+                     `interlink-p2p peer add NAME {}`)",
+                    accepted.petname,
+                    accepted.petname,
                     interlink_mcp::peers::own_key(home)
                         .map(|k| k.to_hex())
                         .unwrap_or_default()
-                )?,
+                ),
             }
+        }
+        Action::Request {
+            target,
+            session,
+            name: petname,
+            wait,
+        } => {
+            let wait = Duration::try_from_secs_f64(wait).context("--wait: seconds")?;
+            let ps = PairingSession::start(
+                home,
+                config,
+                SessionId::new(PAIR_SESSION)?,
+                "asking to pair",
+            )
+            .await?;
+            let result = request(home, &ps, &target, session, petname, wait, &name, out).await;
+            ps.shutdown().await;
+            result?;
         }
         Action::Reject { fingerprint } => {
             let r = pairing::reject(home, &fingerprint)?;
             writeln!(out, "rejected {}", r.fingerprint)?;
         }
+    }
+    Ok(())
+}
+
+/// `pair request`: knocks on `target` from the pairing session and waits for the
+/// answer (or accepts at once when `target` asked first).
+#[allow(clippy::too_many_arguments)]
+async fn request(
+    home: &Home,
+    ps: &PairingSession,
+    target: &str,
+    session: Option<String>,
+    petname: Option<String>,
+    wait: Duration,
+    name: &str,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if let Some(p) = &petname
+        && !interlink_core::wire::is_valid_name(p)
+    {
+        anyhow::bail!("--name {p:?}: use 1-32 characters from A-Z a-z 0-9 . _ -");
+    }
+    let policy = interlink_mcp::policy::load(home)?;
+    let key = match policy.get(target.trim()) {
+        Some(k) => *k,
+        None => ps.find_identity(target, wait).await?,
+    };
+    let asked_first = pairing::current(home, interlink_net::now_ms())?
+        .incoming
+        .into_iter()
+        .find(|i| i.identity_key == key.to_hex());
+    if let Some(theirs) = asked_first.filter(|_| !policy.contains(&key)) {
+        let accepted = pairing::accept(home, &theirs.fingerprint)?;
+        ps.admit_edited_peers().await?;
+        let to = SessionAddr {
+            key,
+            session: SessionId::new(&accepted.request.session)?,
+        };
+        let status = ps.send(to, EnvelopeKind::PairAccept, name, None).await?;
+        writeln!(out, "paired {} {}", accepted.petname, key.fingerprint())?;
+        eprintln!("pair: it had asked to pair too; confirmation {status}");
+        return Ok(());
+    }
+    let session = match session {
+        Some(s) => SessionId::new(s.trim())?,
+        None => ps.live_session(key, None, wait).await?,
+    };
+    pairing::record_outgoing(home, &key, &session, petname, interlink_net::now_ms())?;
+    let to = SessionAddr {
+        key,
+        session: session.clone(),
+    };
+    let status = ps.send(to, EnvelopeKind::Knock, name, None).await?;
+    writeln!(out, "requested {} {status}", key.fingerprint())?;
+    eprintln!(
+        "pair: knock {status} to session {session}; waiting up to {wait:?} for its operator \
+         (they run `interlink-p2p pair accept {}`)",
+        ps.own.key.fingerprint()
+    );
+    match ps.wait_accept(&key, wait).await? {
+        Some(petname) => writeln!(out, "paired {petname} {}", key.fingerprint())?,
+        None => eprintln!(
+            "pair: no answer yet; the request stays open. Once they accept, run this command \
+             again to take their confirmation."
+        ),
     }
     Ok(())
 }
@@ -164,6 +274,7 @@ async fn confirm(
                 in_reply_to: None,
                 name: Some(name.to_owned()),
                 group: None,
+                invite: None,
             };
             match handle.send(msg).await {
                 Err(SendError::NotOnRoster(_)) if tokio::time::Instant::now() < deadline => {

@@ -162,6 +162,7 @@ pub async fn send<R: AsyncBufRead + Unpin>(
             in_reply_to: None,
             name: None,
             group: None,
+            invite: None,
         };
         // Messages are handed to the node as they are read and their outcomes printed in
         // order as they come: the node batches what waits (one delivery request, one
@@ -370,6 +371,7 @@ async fn send_group<R: AsyncBufRead + Unpin>(
                     in_reply_to: None,
                     name: None,
                     group: Some(tag.clone()),
+                    invite: None,
                 };
                 pending.push(handle.submit(msg).await?);
             }

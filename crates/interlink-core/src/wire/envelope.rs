@@ -4,8 +4,8 @@ use rand_core::CryptoRng;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    GroupTag, MailboxPass, MsgId, SessionAddr, Signed, SignedBody, WireError, check_text, invalid,
-    is_valid_name,
+    GroupTag, INVITE_SECRET_BYTES, MailboxPass, MsgId, SessionAddr, Signed, SignedBody, WireError,
+    check_text, invalid, is_valid_name,
 };
 use crate::{
     identity::{IdentityKey, SealingKey, SealingSecret},
@@ -21,7 +21,8 @@ use crate::{
 pub enum EnvelopeKind {
     /// A message with a sealed text body.
     Message,
-    /// A pairing request from a non-peer: no body, only a claimed name.
+    /// A pairing request from a non-peer: no text, only a claimed name, and the
+    /// sealed secret of an invite when the sender joins by one (version 9).
     Knock,
     /// Acceptance of a pairing request: no body.
     PairAccept,
@@ -176,6 +177,15 @@ impl Body {
     }
 }
 
+/// `msg_id (16) || sender (32) || recipient (32)`: what a sealed part is bound to.
+pub(crate) fn seal_aad(msg_id: &MsgId, sender: &IdentityKey, recipient: &IdentityKey) -> [u8; 80] {
+    let mut aad = [0u8; 80];
+    aad[..16].copy_from_slice(msg_id.as_bytes());
+    aad[16..48].copy_from_slice(sender.as_bytes());
+    aad[48..].copy_from_slice(recipient.as_bytes());
+    aad
+}
+
 /// Opening a message body failed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
@@ -195,11 +205,20 @@ impl Envelope {
     /// The associated data binding a sealed body to this envelope:
     /// `msg_id (16) || sender (32) || recipient (32)`.
     pub fn seal_aad(&self) -> [u8; 80] {
-        let mut aad = [0u8; 80];
-        aad[..16].copy_from_slice(self.msg_id.as_bytes());
-        aad[16..48].copy_from_slice(self.sender.as_bytes());
-        aad[48..].copy_from_slice(self.recipient.as_bytes());
-        aad
+        seal_aad(&self.msg_id, &self.sender, &self.recipient)
+    }
+
+    /// Seals an invite's one-time secret into this knock (see [`super::Invite`]): only
+    /// the inviter can open it, and it is bound to this knock's id, sender and
+    /// recipient like a message body.
+    pub fn seal_invite(
+        &mut self,
+        secret: &[u8; INVITE_SECRET_BYTES],
+        to: &SealingKey,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(), SealError> {
+        self.sealed = Some(seal::seal(secret, to, &self.seal_aad(), rng)?);
+        Ok(())
     }
 
     /// Seals `body` to the recipient's sealing key into this envelope.
@@ -336,10 +355,18 @@ impl SignedBody for Envelope {
             (None, EnvelopeKind::Message) => {
                 return Err(invalid::<Self>("sealed", "is required on a message"));
             }
+            (Some(s), EnvelopeKind::Knock) => {
+                if s.ct.len() != NONCE_BYTES + INVITE_SECRET_BYTES + TAG_BYTES {
+                    return Err(invalid::<Self>(
+                        "sealed",
+                        format!("on a knock is an invite secret of {INVITE_SECRET_BYTES} bytes"),
+                    ));
+                }
+            }
             (Some(_), _) => {
                 return Err(invalid::<Self>(
                     "sealed",
-                    "must be absent: knocks, accepts, goodbyes and read receipts carry no text",
+                    "must be absent: accepts, goodbyes and receipts carry no text",
                 ));
             }
             (None, _) => {}

@@ -20,6 +20,7 @@ mod envelope;
 mod fetch;
 mod goodbye;
 mod group;
+mod invite;
 mod overlay;
 mod pass;
 mod receipt;
@@ -34,10 +35,15 @@ pub use crate::seal::Sealed;
 pub use ack::{Ack, AckEntry};
 pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use beacon::{Beacon, MAX_BEACON_BYTES};
+pub(crate) use envelope::seal_aad;
 pub use envelope::{Body, Envelope, EnvelopeKind, OpenError, TaskStatus};
 pub use fetch::{MAX_PEER_ID_BYTES, MailboxFetch};
 pub use goodbye::Goodbye;
 pub use group::GroupTag;
+pub use invite::{
+    INVITE_PREFIX, INVITE_SECRET_BYTES, INVITE_VERSION, Invite, InviteError, MAX_INVITE_ADDR_BYTES,
+    MAX_INVITE_ADDRS, MAX_INVITE_CODE_CHARS,
+};
 pub use overlay::{
     DeliverRequest, DeliverResponse, DeliverResult, GOSSIP_ID_BYTES, MAX_PRESENCE_MESSAGE_BYTES,
     MAX_RECEIPT_REQUEST_BYTES, MAX_RECEIPT_RESPONSE_BYTES, MailboxOp, MailboxOutcome,
@@ -65,8 +71,9 @@ use crate::{
 /// on a signed fetch. Version 6: the `host_inbox` delivery mode. Version 7: a roster
 /// fetch carries the requester's summary and is answered with only what it lacks, and
 /// a message's sealed body may name the group it was sent to ([`GroupTag`])
+/// Version 8: between changes a session re-announces by a beacon. Version 9: a knock may carry an invite's secret, sealed ([`Invite`])
 /// (PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 8;
+pub const VERSION: u8 = 9;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -339,6 +339,40 @@ fn knocks_carry_no_text() {
 }
 
 #[test]
+fn a_knock_carries_an_invite_secret_only_its_recipient_opens() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let mut knock = message(&a, &b, "x", &mut rng);
+    knock.kind = EnvelopeKind::Knock;
+    knock.sealed = None;
+    knock.name = Some("bob".into());
+    let secret = [7u8; crate::wire::INVITE_SECRET_BYTES];
+    knock
+        .seal_invite(&secret, &b.sealing_secret().public(), &mut rng)
+        .unwrap();
+    let signed = Signed::sign(knock.clone(), &a).unwrap();
+    let back = Signed::<Envelope>::decode(&signed.to_bytes()).unwrap();
+    let held = crate::trust::Knock::from_envelope(back.body());
+    assert_eq!(held.open_invite(&b.sealing_secret()), Some(secret));
+    assert_eq!(held.open_invite(&identity(3).sealing_secret()), None);
+    // Bound to the knock: the same sealed secret in another knock does not open.
+    let mut moved = crate::trust::Knock::from_envelope(back.body());
+    moved.msg_id = MsgId::from_bytes([1; 16]);
+    assert_eq!(moved.open_invite(&b.sealing_secret()), None);
+    // A sealed part of any other size on a knock is refused.
+    knock
+        .seal_text("a longer text", &b.sealing_secret().public(), &mut rng)
+        .unwrap();
+    assert!(matches!(
+        Signed::sign(knock, &a),
+        Err(WireError::InvalidField {
+            field: "sealed",
+            ..
+        })
+    ));
+}
+
+#[test]
 fn read_receipts_name_a_message_and_carry_no_text() {
     let (a, b) = (identity(1), identity(2));
     let mut rng = ChaCha20Rng::seed_from_u64(1);

@@ -158,13 +158,36 @@ impl Server {
                 .transpose()?;
             let ready = ctx.ready().await?;
             let roster = ready.handle.roster().await?;
-            let key = stranger_on_roster(&roster, &args.target, &own.key)?;
             let policy = policy::load(&ctx.home)?;
-            if let Some(name) = policy.name_of(&key) {
-                return Err(ToolError(format!(
-                    "{} is already a peer, named {name:?}",
-                    key.fingerprint()
-                )));
+            // A peer's petname asks that peer again (its side re-confirms).
+            let key = match policy.get(args.target.trim()) {
+                Some(k) => *k,
+                None => stranger_on_roster(&roster, &args.target, &own.key)?,
+            };
+            let peer_name = policy.name_of(&key).map(str::to_owned);
+            // It asked first: asking back is this user's consent, so the pair is made.
+            if peer_name.is_none()
+                && pairing::current(&ctx.home, interlink_net::now_ms())?
+                    .incoming
+                    .iter()
+                    .any(|i| i.identity_key == key.to_hex())
+            {
+                let accepted = pairing::accept(&ctx.home, &key.to_hex())?;
+                ctx.refresh_policy().await;
+                let status = ctx.confirm_pair(&accepted).await?;
+                return Ok((
+                    format!(
+                        "paired: {} had asked to pair too; added as {:?}, confirmation {status}",
+                        key.fingerprint(),
+                        accepted.petname
+                    ),
+                    json!({
+                        "status": "paired",
+                        "petname": accepted.petname,
+                        "fingerprint": key.fingerprint().to_string(),
+                        "confirmation": status,
+                    }),
+                ));
             }
             let req = RouteRequest {
                 target: key,
@@ -208,15 +231,23 @@ impl Server {
                 SendOutcome::Delivered(_) => "delivered",
                 SendOutcome::Queued { .. } => "queued",
             };
+            let next = match &peer_name {
+                Some(name) => format!(
+                    "It is already a peer here, named {name:?}: its side confirms again if it \
+                     lost this user, else its operator decides."
+                ),
+                None => format!(
+                    "It waits for its operator; when they accept, it is added to the peers \
+                     here as well. This user suggested the name {:?}.",
+                    ctx.name
+                ),
+            };
             Ok::<_, ToolError>((
                 format!(
-                    "pair request {status} to {} (session {}, {}). It waits for its operator; \
-                     when they accept, it is added to the peers here as well. This user \
-                     suggested the name {:?}.",
+                    "pair request {status} to {} (session {}, {}). {next}",
                     key.fingerprint(),
                     route.session,
                     route.presence,
-                    ctx.name
                 ),
                 json!({
                     "status": status,
@@ -240,7 +271,7 @@ impl Server {
     #[tool(annotations(read_only_hint = true))]
     async fn list_pair_requests(&self) -> CallToolResult {
         let ctx = &self.ctx;
-        match pairing::load(&ctx.home) {
+        match pairing::current(&ctx.home, interlink_net::now_ms()) {
             Ok(state) => {
                 let mut text = String::new();
                 if state.incoming.is_empty() {

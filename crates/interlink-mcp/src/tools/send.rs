@@ -455,6 +455,7 @@ pub(crate) fn outgoing(
         in_reply_to: fields.in_reply_to,
         name: None,
         group,
+        invite: None,
     }
 }
 

@@ -165,7 +165,7 @@ async fn step(ctx: &Follow, dir: &SessionDir, offset: u64) -> u64 {
             return offset;
         }
     };
-    record_held_knocks(ctx, dir);
+    record_held_knocks(ctx, dir).await;
     for (e, _) in &entries {
         let Ok(sender) = e.sender.parse::<IdentityKey>() else {
             continue;
@@ -216,8 +216,10 @@ async fn on_knock(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
 }
 
 /// Copies the knocks the node holds for the operator into `pairing.json` (strangers'
-/// only: a peer's knock is answered, see [`on_knock`]).
-fn record_held_knocks(ctx: &Follow, dir: &SessionDir) {
+/// only: a peer's knock is answered, see [`on_knock`]) — except a knock that needs no
+/// operator ([`pairing::auto_admit`]: it carries an invite of this user's, or this user
+/// knocked that identity too), which pairs at once and is confirmed.
+async fn record_held_knocks(ctx: &Follow, dir: &SessionDir) {
     let held = interlink_net::knocks::load(dir.path());
     if held.is_empty() {
         return;
@@ -232,10 +234,41 @@ fn record_held_knocks(ctx: &Follow, dir: &SessionDir) {
         if !stranger {
             continue;
         }
+        match pairing::auto_admit(&ctx.home, k, interlink_net::now_ms()) {
+            Ok(Some((accepted, why))) => {
+                info!(peer = %k.sender_fingerprint, ?why, "pair request admitted without the operator");
+                confirm(ctx, &accepted).await;
+                continue;
+            }
+            Ok(None) => {}
+            Err(err) => warn!("deciding a pair request: {err}"),
+        }
         match pairing::record_knock(&ctx.home, k, via) {
             Ok(true) => info!(from = %k.sender_fingerprint, "pair request held for the operator"),
             Ok(false) => {}
             Err(err) => warn!("recording a pair request: {err}"),
+        }
+    }
+}
+
+/// Sends the `pair_accept` for a knock admitted here, once every session of this home
+/// admits the new peer.
+async fn confirm(ctx: &Follow, accepted: &pairing::Accepted) {
+    refresh_policy(&ctx.node, &ctx.home).await;
+    let Ok(session) = SessionId::new(&accepted.request.session) else {
+        return;
+    };
+    tokio::time::sleep(crate::session_node::POLICY_PICKUP).await;
+    if let Ok(ready) = wait_ready(&ctx.node).await {
+        let to = SessionAddr {
+            key: accepted.key,
+            session,
+        };
+        if let Err(err) =
+            crate::sender::send_pairing(&ready.handle, &ctx.name, to, EnvelopeKind::PairAccept)
+                .await
+        {
+            warn!("confirming an admitted pair request: {err}");
         }
     }
 }

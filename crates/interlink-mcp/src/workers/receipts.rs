@@ -71,6 +71,7 @@ pub async fn run(
                 in_reply_to: Some(r.msg_id),
                 name: None,
                 group: None,
+                invite: None,
             };
             // Not awaited inline: a receipt to a slow session must not hold up the rest.
             while in_flight.len() >= RECEIPTS_IN_FLIGHT {

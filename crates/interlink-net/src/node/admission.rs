@@ -122,6 +122,7 @@ impl Actor {
             in_reply_to: None,
             name: None,
             group: None,
+            invite: None,
         };
         let Ok((envelope, Some(peer))) = self.build_envelope(&msg) else {
             return;

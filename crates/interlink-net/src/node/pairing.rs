@@ -73,8 +73,23 @@ impl Actor {
         ) else {
             return;
         };
-        let held: Vec<crate::knocks::HeldKnock> =
-            d.engine().gate().knocks().list().map(Into::into).collect();
+        let sealing = match &self.role {
+            crate::Role::Session(spec) => Some(spec.identity.sealing_secret()),
+            _ => None,
+        };
+        let held: Vec<crate::knocks::HeldKnock> = d
+            .engine()
+            .gate()
+            .knocks()
+            .list()
+            .map(|k| crate::knocks::HeldKnock {
+                invite: sealing
+                    .as_ref()
+                    .and_then(|s| k.open_invite(s))
+                    .map(|secret| interlink_core::identity::hex_encode(&secret)),
+                ..k.into()
+            })
+            .collect();
         if let Err(e) = crate::knocks::save(dir, &held) {
             warn!("saving the held knocks: {e}");
         }

@@ -90,6 +90,10 @@ impl Actor {
             pass,
             reply_pass,
         };
+        if let (EnvelopeKind::Knock, Some(secret)) = (msg.kind, &msg.invite) {
+            env.seal_invite(secret, &sealing_key, &mut rng)
+                .map_err(|e| SendError::Invalid(e.to_string()))?;
+        }
         if let Some(text) = &msg.text {
             let body = Body {
                 text: text.clone(),

@@ -1,0 +1,464 @@
+//! `interlink-p2p invite` and `interlink-p2p join CODE`: pairing two users by a
+//! one-line code passed out of band, with no key copying (the code's format and
+//! threat model: [`interlink_core::wire::Invite`], docs/SECURITY.md).
+//!
+//! `invite` issues a one-time secret ([`interlink_mcp::invites`]), prints the code —
+//! this user's identity and name, its relays, the addresses of a session that waits
+//! for the join, the expiry and the secret — and waits. `join` pins the inviter (the
+//! person who pasted the code decided that), keeps the inviter's relays in its settings
+//! file, and knocks with the secret sealed to the inviter; the waiting session — or
+//! any running session of the inviter's, until the code expires — admits that one
+//! knock and confirms, so each side ends up with the other as a peer.
+
+use std::{io::Write, time::Duration};
+
+use anyhow::Context as _;
+use interlink_core::{
+    IdentityKey, SessionId,
+    wire::{EnvelopeKind, INVITE_VERSION, Invite, MAX_INVITE_ADDRS, SessionAddr},
+};
+use interlink_mcp::{
+    invites,
+    pairing::{self, AutoAdmit},
+    paths::Home,
+    policy,
+};
+use interlink_net::Config;
+use libp2p::{Multiaddr, multiaddr::Protocol};
+use serde_bytes::ByteBuf;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::pairing_session::{PAIR_SESSION, PairingSession};
+
+/// How often `invite` looks at the knocks its session holds.
+const POLL: Duration = Duration::from_millis(200);
+/// Most of the waiting session's own addresses a code carries (relays come first).
+const MAX_DIRECT_ADDRS: usize = 3;
+
+/// `invite`'s options.
+#[derive(Clone, Debug)]
+pub struct InviteOptions {
+    /// How long the code admits.
+    pub expires: Duration,
+    /// Print the code and exit instead of waiting for the join.
+    pub no_wait: bool,
+    /// The name this user suggests for itself.
+    pub name: String,
+}
+
+/// Parses `30m`, `1h`, `2d`, `90s` (a bare number is minutes).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a duration such as 30m, 1h or 2d"))?;
+    let secs = match unit {
+        "s" => n,
+        "" | "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(format!("{text:?}: the unit is one of s, m, h, d")),
+    };
+    if secs == 0 {
+        return Err(format!("{text:?}: an invite must last longer than that"));
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+/// Runs `invite`: prints the code on `out` (alone on its line), then — unless
+/// `no_wait` — waits for the join and prints `paired <name> <fingerprint>`.
+/// Explanations go to `progress`. Returns whether someone joined (or `no_wait`).
+pub async fn invite(
+    home: &Home,
+    config: Config,
+    options: &InviteOptions,
+    out: &mut impl Write,
+    progress: &mut impl Write,
+) -> anyhow::Result<bool> {
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let session = SessionId::new(format!(
+        "inv-{}",
+        &SessionId::random(&mut crate::os_rng()).as_str()[..8]
+    ))?;
+    let relays = config.relays.clone();
+    let ps = PairingSession::start(home, config, session.clone(), "waiting for an invite").await?;
+    let result = async {
+        let now = interlink_net::now_ms();
+        let ttl = u64::try_from(options.expires.as_millis()).unwrap_or(u64::MAX);
+        let (secret, expires) = invites::issue(home, &session, ttl, now, &mut crate::os_rng())?;
+        let invite = Invite {
+            v: INVITE_VERSION,
+            key: ps.own.key,
+            name: options.name.clone(),
+            session: session.clone(),
+            secret: serde_bytes::ByteArray::new(secret),
+            expires,
+            relays: relays
+                .iter()
+                .take(MAX_INVITE_ADDRS)
+                .map(|a| ByteBuf::from(a.to_vec()))
+                .collect(),
+            addrs: direct_addrs(
+                &ps.addrs().await?,
+                MAX_DIRECT_ADDRS.min(MAX_INVITE_ADDRS.saturating_sub(relays.len())),
+            )
+            .iter()
+            .map(|a| ByteBuf::from(a.to_vec()))
+            .collect(),
+        };
+        let until = expires_text(expires, now);
+        writeln!(
+            progress,
+            "invite: this code pairs one person with you, once, until {until}. Send it to them \
+             over a channel you trust; they run:\n\n    interlink-p2p join <code>\n"
+        )?;
+        writeln!(out, "{}", invite.encode())?;
+        out.flush()?;
+        if relays.is_empty() {
+            writeln!(
+                progress,
+                "invite: no relay is configured, so the code carries only this machine's \
+                 addresses: they must be reachable from theirs (same LAN or tailnet)"
+            )?;
+        }
+        if options.no_wait {
+            writeln!(
+                progress,
+                "invite: not waiting; your running sessions admit the join until {until}"
+            )?;
+            return Ok(true);
+        }
+        writeln!(
+            progress,
+            "invite: waiting for them to join (Ctrl-C stops waiting; your running sessions \
+             still admit the code until {until})"
+        )?;
+        let deadline = tokio::time::Instant::now() + options.expires;
+        loop {
+            if let Some((name, key)) = admit_held(home, &ps, &options.name, progress).await? {
+                writeln!(out, "paired {name} {}", key.fingerprint())?;
+                writeln!(
+                    progress,
+                    "invite: {name} joined; write to them with: interlink-p2p send --to {name} \
+                     \"hello\""
+                )?;
+                return Ok(true);
+            }
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    let _ = invites::revoke(home, &session, interlink_net::now_ms());
+                    writeln!(progress, "invite: the code expired unused")?;
+                    return Ok(false);
+                }
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+            }
+        }
+        writeln!(
+            progress,
+            "invite: stopped waiting; your running sessions admit the code until {until}"
+        )?;
+        Ok::<_, anyhow::Error>(true)
+    }
+    .await;
+    let dir = ps.dir.clone();
+    ps.shutdown().await;
+    // The waiting session is not one to come back to.
+    let _ = std::fs::remove_dir_all(dir.path());
+    result
+}
+
+/// Decides the knocks the invite's session holds: one with an invite of this user's
+/// pairs and is confirmed (returns the new peer); any other waits for the operator in
+/// `pairing.json`, as it would at any session.
+async fn admit_held(
+    home: &Home,
+    ps: &PairingSession,
+    own_name: &str,
+    progress: &mut impl Write,
+) -> anyhow::Result<Option<(String, IdentityKey)>> {
+    let policy = policy::load(home)?;
+    for k in ps.held_knocks() {
+        let Ok(key) = k.sender.parse::<IdentityKey>() else {
+            continue;
+        };
+        if policy.contains(&key) {
+            continue;
+        }
+        match pairing::auto_admit(home, &k, interlink_net::now_ms())? {
+            Some((accepted, why)) => {
+                ps.admit_edited_peers().await?;
+                let to = SessionAddr {
+                    key,
+                    session: SessionId::new(&accepted.request.session)?,
+                };
+                let status = ps
+                    .send(to, EnvelopeKind::PairAccept, own_name, None)
+                    .await?;
+                if let AutoAdmit::Mutual(_) = why {
+                    writeln!(
+                        progress,
+                        "invite: {} had asked to pair too",
+                        accepted.petname
+                    )?;
+                }
+                writeln!(progress, "invite: confirmation {status}")?;
+                return Ok(Some((accepted.petname, key)));
+            }
+            None => {
+                if pairing::record_knock(home, &k, &ps.own.session)? {
+                    writeln!(
+                        progress,
+                        "invite: {} knocked without this code; it waits for you: \
+                         interlink-p2p pair accept {}",
+                        k.sender_fingerprint, k.sender_fingerprint
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The waiting session's addresses worth putting in a code: at most `max`, routable
+/// ones first (loopback only when there is nothing else), TCP before QUIC.
+fn direct_addrs(addrs: &[Multiaddr], max: usize) -> Vec<Multiaddr> {
+    let loopback = |a: &Multiaddr| {
+        a.iter().any(|p| match p {
+            Protocol::Ip4(ip) => ip.is_loopback(),
+            Protocol::Ip6(ip) => ip.is_loopback(),
+            _ => false,
+        })
+    };
+    let quic = |a: &Multiaddr| a.iter().any(|p| matches!(p, Protocol::QuicV1));
+    let circuit = |a: &Multiaddr| a.iter().any(|p| matches!(p, Protocol::P2pCircuit));
+    let mut chosen: Vec<Multiaddr> = addrs
+        .iter()
+        .filter(|a| !circuit(a) && !loopback(a))
+        .cloned()
+        .collect();
+    if chosen.is_empty() {
+        chosen = addrs.iter().filter(|a| !circuit(a)).cloned().collect();
+    }
+    chosen.sort_by_key(|a| quic(a));
+    chosen.truncate(max);
+    chosen
+}
+
+fn expires_text(expires: u64, now: u64) -> String {
+    let mins = expires.saturating_sub(now) / 60_000;
+    if mins >= 120 {
+        format!("{} hours from now", mins / 60)
+    } else {
+        format!("{mins} minutes from now")
+    }
+}
+
+/// `join`'s options.
+#[derive(Clone, Debug)]
+pub struct JoinOptions {
+    /// The code.
+    pub code: String,
+    /// The petname for the inviter [default: the name the code suggests].
+    pub petname: Option<String>,
+    /// Longest wait for the inviter to show and then to confirm.
+    pub wait: Duration,
+    /// The name this user suggests for itself.
+    pub name: String,
+}
+
+/// Runs `join`: pins the inviter, keeps its relays in the settings file, knocks with
+/// the code's secret and waits for the confirmation. Prints `paired <name>
+/// <fingerprint>` on `out` once confirmed; returns whether it was.
+pub async fn join(
+    home: &Home,
+    mut config: Config,
+    options: &JoinOptions,
+    out: &mut impl Write,
+    progress: &mut impl Write,
+) -> anyhow::Result<bool> {
+    let invite = Invite::decode(&options.code).context("reading the invite code")?;
+    let now = interlink_net::now_ms();
+    if invite.expires <= now {
+        anyhow::bail!(
+            "this invite expired {} minutes ago; ask {} for a new one (interlink-p2p invite)",
+            (now - invite.expires) / 60_000,
+            invite.name
+        );
+    }
+    let (identity, _) = crate::load_identity(home)?;
+    if identity.public() == invite.key {
+        anyhow::bail!("this is your own invite: give it to the person you want to pair with");
+    }
+    let key = invite.key;
+    let petname = options.petname.as_deref().unwrap_or(&invite.name);
+    if !interlink_core::wire::is_valid_name(petname) {
+        anyhow::bail!("--name {petname:?}: use 1-32 characters from A-Z a-z 0-9 . _ -");
+    }
+    let (name, pinned) = policy::edit(home, |p| {
+        if let Some(existing) = p.name_of(&key) {
+            return Ok::<_, anyhow::Error>((existing.to_owned(), false));
+        }
+        let name = pairing::free_name(p, Some(petname), &key);
+        p.add(name.clone(), key)?;
+        Ok((name, true))
+    })?;
+    if pinned {
+        writeln!(
+            progress,
+            "join: added {name} ({}) to your peers",
+            key.fingerprint()
+        )?;
+    } else {
+        writeln!(
+            progress,
+            "join: {name} ({}) is a peer already; asking it to confirm again",
+            key.fingerprint()
+        )?;
+    }
+    let relays: Vec<Multiaddr> = invite
+        .relays
+        .iter()
+        .filter_map(|a| Multiaddr::try_from(a.to_vec()).ok())
+        .collect();
+    let direct: Vec<Multiaddr> = invite
+        .addrs
+        .iter()
+        .filter_map(|a| Multiaddr::try_from(a.to_vec()).ok())
+        .collect();
+    keep_relays(home, &relays, progress)?;
+    for r in &relays {
+        if !config.relays.contains(r) {
+            config.relays.push(r.clone());
+        }
+    }
+    // The waiting session's addresses are dialled for this run only: they change with
+    // every start of the inviter's.
+    config.bootstrap.extend(direct);
+    let ps = PairingSession::start(
+        home,
+        config,
+        SessionId::new(PAIR_SESSION)?,
+        "joining by invite",
+    )
+    .await?;
+    let result = async {
+        writeln!(progress, "join: looking for {name} on the overlay…")?;
+        let session = ps
+            .live_session(key, Some(&invite.session), options.wait)
+            .await?;
+        pairing::record_outgoing(
+            home,
+            &key,
+            &session,
+            Some(name.clone()),
+            interlink_net::now_ms(),
+        )?;
+        let to = SessionAddr {
+            key,
+            session: session.clone(),
+        };
+        let status = ps
+            .send(to, EnvelopeKind::Knock, &options.name, Some(*invite.secret))
+            .await?;
+        writeln!(
+            progress,
+            "join: knock {status} to session {session}; waiting for the confirmation…"
+        )?;
+        match ps.wait_accept(&key, options.wait).await? {
+            Some(confirmed) => {
+                writeln!(out, "paired {confirmed} {}", key.fingerprint())?;
+                writeln!(
+                    progress,
+                    "join: done; write to them with: interlink-p2p send --to {confirmed} \"hello\""
+                )?;
+                Ok(true)
+            }
+            None => {
+                writeln!(
+                    progress,
+                    "join: no confirmation within {:?}. {name} stays in your peers; its side \
+                     admits you when one of its sessions takes the knock (before the code \
+                     expires). Run this command again to check.",
+                    options.wait
+                )?;
+                Ok::<_, anyhow::Error>(false)
+            }
+        }
+    }
+    .await;
+    ps.shutdown().await;
+    result
+}
+
+/// Adds the invite's relays to the `relay` list of the settings file (keeping the
+/// ones there), so every later command and session reaches the inviter's overlay.
+fn keep_relays(home: &Home, relays: &[Multiaddr], progress: &mut impl Write) -> anyhow::Result<()> {
+    let settings = crate::settings::Settings::load(home.path())?;
+    let mut list: Vec<String> = settings
+        .get(interlink_core::env::RELAY)
+        .map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let before = list.len();
+    for r in relays {
+        let text = r.to_string();
+        if !list.contains(&text) {
+            list.push(text);
+        }
+    }
+    if list.len() == before {
+        return Ok(());
+    }
+    let value = toml_edit::value(toml_edit::Array::from_iter(list.iter().map(String::as_str)));
+    for note in crate::settings::write(home.path(), &[("relay", Some(value))], false)? {
+        writeln!(progress, "join: {note} (the inviter's relay)")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        assert!(parse_duration("0m").is_err());
+        assert!(parse_duration("1w").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn a_code_carries_routable_addresses_first_and_tcp_before_quic() {
+        let a = |s: &str| s.parse::<Multiaddr>().unwrap();
+        let addrs = [
+            a("/ip4/127.0.0.1/tcp/1"),
+            a("/ip4/192.168.1.5/udp/2/quic-v1"),
+            a("/ip4/192.168.1.5/tcp/2"),
+            a("/ip4/10.0.0.1/tcp/3/p2p-circuit"),
+        ];
+        assert_eq!(
+            direct_addrs(&addrs, 3),
+            vec![
+                a("/ip4/192.168.1.5/tcp/2"),
+                a("/ip4/192.168.1.5/udp/2/quic-v1")
+            ]
+        );
+        assert_eq!(
+            direct_addrs(&addrs[..1], 3),
+            vec![a("/ip4/127.0.0.1/tcp/1")]
+        );
+        assert_eq!(direct_addrs(&addrs, 1).len(), 1);
+    }
+}

@@ -1,0 +1,235 @@
+//! Two people on one machine pair by invite and talk, with mDNS off and nothing but a
+//! relay in their settings files — the way a person would: `install … --relay` to set
+//! up, `invite` on one side, `join <code>` on the other, then their agents' MCP calls.
+//! Also a rename on one side, and a typo in a session id that is answered with the
+//! closest session. Every process is a real binary on loopback; the relay is the only
+//! way the two homes know of each other.
+//!
+//! And what an invite must refuse: a code used a second time admits nobody new, an
+//! expired or damaged code is refused with a reason before anything changes, and a
+//! user's own code is refused.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::time::{Duration, Instant};
+
+use interlink_e2e::{
+    mcp_session::{Human, McpSession, STEADY, deadline, sees},
+    process::{DEADLINE, Guard, command},
+    relays::{free_port, start_relay},
+    user::User,
+};
+use serde_json::json;
+
+struct Person {
+    user: User,
+    _host_home: tempfile::TempDir,
+}
+
+/// A person who set up with `install claude --relay R --no-mdns --name NAME` (loopback
+/// listening keeps the test off the machine's other interfaces).
+fn person(name: &str, relay: &str) -> Person {
+    let host_home = tempfile::tempdir().unwrap();
+    let user = User::new(name, &[("HOME", host_home.path().to_str().unwrap())]).unwrap();
+    let out = user
+        .cli(
+            &[
+                "install",
+                "claude",
+                "--command",
+                "/opt/interlink-p2p",
+                "--relay",
+                relay,
+                "--listen",
+                "/ip4/127.0.0.1/tcp/0",
+                "--no-mdns",
+                "--name",
+                name,
+            ],
+            None,
+        )
+        .unwrap();
+    assert!(out.status.success(), "install: {}", out.stderr);
+    let settings = std::fs::read_to_string(user.home().join("config.toml")).unwrap();
+    assert!(!settings.contains("bootstrap"), "{settings}");
+    Person {
+        user,
+        _host_home: host_home,
+    }
+}
+
+/// Starts `interlink-p2p invite ARGS` in `user`'s home; returns it and the code it
+/// printed.
+fn invite(user: &User, args: &[&str]) -> (Guard, String) {
+    let mut cmd = command(user.home(), &[]).unwrap();
+    cmd.arg("invite").args(args);
+    let log = user.home().join("invite.stderr.log");
+    let process = Guard::spawn(cmd, log).unwrap();
+    let code = process
+        .next_line(Instant::now() + DEADLINE)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no code: {}", process.stderr()));
+    assert!(code.starts_with("interlink1"), "{code}");
+    (process, code)
+}
+
+async fn session(user: &User, id: &str) -> McpSession {
+    McpSession::spawn_with(
+        user.home(),
+        id,
+        &["--session", id],
+        STEADY,
+        None,
+        Human::Approves,
+        false,
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_people_pair_by_invite_over_a_relay_and_talk() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start_relay(dir.path(), free_port(), free_port()).unwrap();
+    let alice = person("alice", &relay.addr);
+    let bob = person("bob", &relay.addr);
+    let (alice, bob) = (&alice.user, &bob.user);
+
+    // Alice invites; Bob joins with the code she sent him.
+    let (mut inviting, code) = invite(alice, &[]);
+    let joined = bob.cli(&["join", &code], None).unwrap();
+    assert!(joined.status.success(), "join: {}", joined.stderr);
+    assert!(
+        joined.stdout.starts_with("paired alice "),
+        "{}",
+        joined.stdout
+    );
+    let line = inviting
+        .next_line(Instant::now() + DEADLINE)
+        .unwrap()
+        .unwrap_or_else(|| panic!("invite: {}", inviting.stderr()));
+    assert!(line.starts_with("paired bob "), "{line}");
+    assert!(inviting.wait(Instant::now() + DEADLINE).unwrap().success());
+    // Both sides are peers, each under the name the other suggested.
+    let peers = |u: &User| u.cli(&["peer", "list"], None).unwrap().stdout;
+    assert!(peers(alice).contains(&bob.key), "{}", peers(alice));
+    assert!(peers(bob).contains(&alice.key), "{}", peers(bob));
+
+    // Their agents talk, both ways, with no network settings but the files.
+    let a = session(alice, "alice-main").await;
+    let b = session(bob, "bob-main").await;
+    sees(&b, "alice-main").await.unwrap();
+    let (_, sent) = b
+        .ok(
+            "send_message",
+            json!({"to": "alice", "text": "hello from bob"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent["status"], "delivered", "{sent}");
+    let got = a
+        .poll("receive_messages", json!({}), deadline(), |v| {
+            v.to_string().contains("hello from bob")
+        })
+        .await
+        .unwrap();
+    assert_eq!(got["messages"][0]["from"], "bob", "{got}");
+    let (_, back) = a
+        .ok("send_message", json!({"to": "bob", "text": "hello back"}))
+        .await
+        .unwrap();
+    assert_eq!(back["status"], "delivered", "{back}");
+    b.poll("receive_messages", json!({}), deadline(), |v| {
+        v.to_string().contains("hello back")
+    })
+    .await
+    .unwrap();
+
+    // Bob renames her; his agent writes to the new name.
+    let out = bob
+        .cli(&["peer", "rename", "alice", "alice-laptop"], None)
+        .unwrap();
+    assert!(out.status.success(), "rename: {}", out.stderr);
+    let renamed = b
+        .poll(
+            "send_message",
+            json!({"to": "alice-laptop", "session": "alice-main", "text": "renamed"}),
+            deadline(),
+            |v| v["status"] == "delivered",
+        )
+        .await
+        .unwrap();
+    assert_eq!(renamed["session_id"], "alice-main");
+
+    // A typo in the session id: still queued (a session may come back under that id),
+    // and the answer names her sessions and the closest one.
+    let (text, typo) = b
+        .ok(
+            "send_message",
+            json!({"to": "alice-laptop", "session": "alice-mian", "text": "typo"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(typo["status"], "queued", "{typo}");
+    assert!(text.contains("did you mean alice-main"), "{text}");
+
+    a.close(deadline()).await.unwrap();
+    b.close(deadline()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invite_admits_one_key_once_and_bad_codes_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start_relay(dir.path(), free_port(), free_port()).unwrap();
+    let alice = person("alice", &relay.addr);
+    let bob = person("bob", &relay.addr);
+    let eve = person("eve", &relay.addr);
+    let (alice, bob, eve) = (&alice.user, &bob.user, &eve.user);
+
+    // A user's own code, a damaged one and a foreign string are refused up front.
+    let (mut inviting, code) = invite(alice, &["--expires", "10m"]);
+    let own = alice.cli(&["join", &code], None).unwrap();
+    assert!(!own.status.success());
+    assert!(own.stderr.contains("your own invite"), "{}", own.stderr);
+    let damaged = bob.cli(&["join", &code[..code.len() - 9]], None).unwrap();
+    assert!(damaged.stderr.contains("damaged"), "{}", damaged.stderr);
+    let foreign = bob.cli(&["join", "hello"], None).unwrap();
+    assert!(
+        foreign.stderr.contains("not an interlink invite"),
+        "{}",
+        foreign.stderr
+    );
+    assert!(!bob.home().join("peers.json").exists());
+
+    // Bob joins; Eve, who saw the code too, gets nowhere with it afterwards.
+    let joined = bob.cli(&["join", &code], None).unwrap();
+    assert!(joined.status.success(), "join: {}", joined.stderr);
+    assert!(inviting.wait(Instant::now() + DEADLINE).unwrap().success());
+    // Alice's agent is online: her sessions admit her unexpired invites too.
+    let a = session(alice, "alice-main").await;
+    let late = eve.cli(&["join", &code, "--wait", "4"], None).unwrap();
+    assert!(!late.status.success(), "{}", late.stdout);
+    assert!(late.stderr.contains("no confirmation"), "{}", late.stderr);
+    let alice_peers = alice.cli(&["peer", "list"], None).unwrap().stdout;
+    assert!(!alice_peers.contains(&eve.key), "{alice_peers}");
+    // Her knock waits for Alice, like any stranger's.
+    let waiting = a
+        .poll("list_pair_requests", json!({}), deadline(), |v| {
+            v.to_string().contains(&eve.key)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        waiting["incoming"].as_array().unwrap().len(),
+        1,
+        "{waiting}"
+    );
+
+    // A code that expired is refused before anything changes.
+    let (mut short, expiring) = invite(alice, &["--expires", "1s", "--no-wait"]);
+    assert!(short.wait(Instant::now() + DEADLINE).unwrap().success());
+    std::thread::sleep(Duration::from_millis(1100));
+    let expired = eve.cli(&["join", &expiring], None).unwrap();
+    assert!(expired.stderr.contains("expired"), "{}", expired.stderr);
+    a.close(deadline()).await.unwrap();
+}
