@@ -605,7 +605,8 @@ fn parse_specs(texts: &[String]) -> Result<Vec<MemberSpec>, EditError> {
     texts.iter().map(|t| t.parse()).collect()
 }
 
-/// A member as people read it: `bob`, `bob/b-1, b-2`, or the fingerprint of an
+/// A member as people read it, in the form `group create` takes: `bob`, or
+/// `bob/b-1, bob/b-2` for a member narrowed to sessions, or the fingerprint of an
 /// identity that is no peer any more, marked so.
 pub fn member_label(policy: &PeerPolicy, m: &Member) -> String {
     let who = match policy.name_of(&m.key) {
@@ -615,8 +616,8 @@ pub fn member_label(policy: &PeerPolicy, m: &Member) -> String {
     if m.sessions.is_empty() {
         who
     } else {
-        let sessions: Vec<String> = m.sessions.iter().map(ToString::to_string).collect();
-        format!("{who}/{}", sessions.join(","))
+        let sessions: Vec<String> = m.sessions.iter().map(|s| format!("{who}/{s}")).collect();
+        sessions.join(", ")
     }
 }
 

@@ -65,6 +65,7 @@ pub mod peers;
 pub mod policy;
 pub mod read_state;
 pub mod render;
+pub mod retention;
 pub mod sender;
 pub mod sent_log;
 pub mod serve;

@@ -443,10 +443,13 @@ pub fn free_name(policy: &PeerPolicy, suggested: Option<&str>, key: &IdentityKey
         .unwrap_or_else(|| format!("peer-{fp}"))
 }
 
-/// The name this user suggests for itself when it knocks or accepts: `INTERLINK_NAME`,
-/// else the login name (`USER`), made to fit the petname rule; else `peer`.
+/// The name this user suggests for itself when it knocks, accepts or invites:
+/// `INTERLINK_NAME` (or `name` in the settings file), else `<login>-<host>` — the login
+/// name (`USER`) and the machine's short host name (`HOSTNAME`, else the system's), so
+/// a person's laptop and desktop are told apart — made to fit the petname rule (the
+/// rule has no `@`); else the login name alone; else `peer`.
 pub fn own_name(env: impl Fn(&str) -> Option<String>) -> String {
-    let clean = |s: String| -> Option<String> {
+    let clean = |s: &str| -> Option<String> {
         let s: String = s
             .trim()
             .chars()
@@ -459,12 +462,32 @@ pub fn own_name(env: impl Fn(&str) -> Option<String>) -> String {
             })
             .take(32)
             .collect();
+        let s = s.trim_end_matches('-').to_owned();
         is_valid_name(&s).then_some(s)
     };
-    env(ENV_NAME)
-        .and_then(clean)
-        .or_else(|| env("USER").and_then(clean))
-        .unwrap_or_else(|| "peer".to_owned())
+    if let Some(name) = env(ENV_NAME).as_deref().and_then(clean) {
+        return name;
+    }
+    let Some(user) = env("USER").as_deref().and_then(clean) else {
+        return "peer".to_owned();
+    };
+    let host = env("HOSTNAME")
+        .or_else(os_hostname)
+        .and_then(|h| h.split('.').next().map(str::to_owned))
+        .and_then(|h| clean(&h));
+    match host {
+        Some(host) if host != user => clean(&format!("{user}-{host}")).unwrap_or(user),
+        _ => user,
+    }
+}
+
+/// The system's host name, where the platform says it without a call.
+fn os_hostname() -> Option<String> {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
 }
 
 #[cfg(test)]

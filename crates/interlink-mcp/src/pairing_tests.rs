@@ -81,8 +81,18 @@ fn names() {
         "{derived}"
     );
     assert!(free_name(&policy, None, &key).starts_with("peer-"));
-    let env = |k: &str| (k == "USER").then(|| "j doe".to_owned());
-    assert_eq!(own_name(env), "j-doe");
+    let env = |k: &str| match k {
+        "USER" => Some("j doe".to_owned()),
+        "HOSTNAME" => Some("Jays-MacBook.local".to_owned()),
+        _ => None,
+    };
+    assert_eq!(own_name(env), "j-doe-Jays-MacBook");
+    let long = |k: &str| match k {
+        "USER" => Some("a".repeat(20)),
+        "HOSTNAME" => Some("b".repeat(20)),
+        _ => None,
+    };
+    assert_eq!(own_name(long).len(), 32);
     assert_eq!(own_name(|_| None), "peer");
     assert_eq!(
         own_name(|k: &str| (k == ENV_NAME).then(|| "laptop".to_owned())),

@@ -93,6 +93,14 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
         },
     )
     .map_err(|e| fail(e.to_string()))?;
+    // Ended sessions of this home that went idle past retention, with nothing unread,
+    // leave now (off the runtime's thread: it walks directories).
+    {
+        let (home, keep) = (ctx.home.clone(), session.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::retention::sweep(&home, &keep, std::time::SystemTime::now())
+        });
+    }
     ctx.bind(session, session_dir.clone());
     let _ = starter.status.send(NodeStatus::Starting);
     let mut config = starter.config;

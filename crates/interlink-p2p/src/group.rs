@@ -12,6 +12,9 @@ use interlink_mcp::{groups, paths::Home, policy};
 #[derive(Clone, Debug, clap::Subcommand)]
 pub enum Action {
     /// List the groups and their members.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p group list\n  interlink-p2p group list --json"
+    )]
     List {
         /// Print one JSON object.
         #[arg(long)]
@@ -19,6 +22,9 @@ pub enum Action {
     },
     /// Create the group NAME of MEMBERs: peers as a petname, fingerprint or key prefix,
     /// or PEER/SESSION to narrow one to a session (repeat for several).
+    #[command(
+        after_help = "Examples:\n  interlink-p2p group create team bob carol\n  interlink-p2p group create reviewers bob/bob-2 carol"
+    )]
     Create {
         /// Group name: 1-32 characters of A-Z a-z 0-9 . _ -
         name: String,
@@ -27,6 +33,9 @@ pub enum Action {
         members: Vec<String>,
     },
     /// Add MEMBERs (PEER or PEER/SESSION) to the group NAME.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p group add team dave\n  interlink-p2p group add team bob/bob-3"
+    )]
     Add {
         /// Group name.
         name: String,
@@ -36,6 +45,7 @@ pub enum Action {
     },
     /// Take MEMBERs out of the group NAME: PEER, or PEER/SESSION for one session of a
     /// narrowed member (it goes with its last session).
+    #[command(after_help = "Examples:\n  interlink-p2p group remove team dave")]
     Remove {
         /// Group name.
         name: String,
@@ -44,6 +54,7 @@ pub enum Action {
         members: Vec<String>,
     },
     /// Delete the group NAME (its members stay peers).
+    #[command(after_help = "Examples:\n  interlink-p2p group delete team")]
     Delete {
         /// Group name.
         name: String,
@@ -154,7 +165,7 @@ mod tests {
         };
         assert_eq!(
             group(&home, add).unwrap(),
-            "updated team: bob, carol/c-1,c-2\n"
+            "updated team: bob, carol/c-1, carol/c-2\n"
         );
         let stranger = Action::Add {
             name: "team".into(),
@@ -168,11 +179,11 @@ mod tests {
         };
         assert_eq!(
             group(&home, remove).unwrap(),
-            "updated team: carol/c-1,c-2\n"
+            "updated team: carol/c-1, carol/c-2\n"
         );
         assert_eq!(
             group(&home, Action::List { json: false }).unwrap(),
-            "team: carol/c-1,c-2\n"
+            "team: carol/c-1, carol/c-2\n"
         );
         let json: serde_json::Value =
             serde_json::from_str(&group(&home, Action::List { json: true }).unwrap()).unwrap();

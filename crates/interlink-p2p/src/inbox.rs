@@ -9,6 +9,7 @@
 use std::io::Write;
 
 use anyhow::bail;
+use interlink_core::wire::EnvelopeKind;
 use interlink_core::{IdentityKey, SessionId, keyfile, session, trust::PeerPolicy};
 use interlink_net::inbox::{self, InboxEntry};
 
@@ -37,9 +38,27 @@ pub fn run(
     out: &mut impl Write,
     progress: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let session = resolve_session(home, options.session.as_deref(), env)?;
-    let path = home.session(&session)?.inbox();
-    let (entries, next) = inbox::read_from(&path, options.from)?;
+    let (session, others) = resolve_session(home, options.session.as_deref(), env)?;
+    if !others.is_empty() {
+        let _ = writeln!(
+            progress,
+            "inbox: session {session}, the latest written; the others: {} (pass --session ID)",
+            others
+                .iter()
+                .map(SessionId::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let dir = home.session(&session)?;
+    let (entries, next) = inbox::read_from(&dir.inbox(), options.from)?;
+    // Unread: what the session's agent has not acknowledged (a read state that does not
+    // load marks nothing).
+    let unread: std::collections::BTreeSet<(String, String)> =
+        interlink_mcp::read_state::ReadState::load(&dir)
+            .and_then(|r| r.unread())
+            .map(|u| u.into_iter().map(|e| (e.sender, e.msg_id)).collect())
+            .unwrap_or_default();
     // Labels only: a peers file that does not parse costs the petnames, not the read.
     let peers = policy::load(home).unwrap_or_else(|e| {
         let _ = writeln!(progress, "inbox: no petnames: {e:#}");
@@ -62,28 +81,58 @@ pub fn run(
                 Some(name) => name,
                 None => "(not a peer)",
             };
-            out.write_all(render(entry, label).as_bytes())?;
+            let new = unread.contains(&(entry.sender.clone(), entry.msg_id.clone()));
+            out.write_all(render(entry, label, new).as_bytes())?;
         }
     }
     out.flush()?;
+    let messages = entries
+        .iter()
+        .filter(|e| e.kind == EnvelopeKind::Message)
+        .count();
     let _ = writeln!(
         progress,
-        "inbox: {} message(s) in session {session}; continue with --from {next}",
-        entries.len()
+        "inbox: {messages} message(s), {} unread, in session {session}; continue with --from {next}",
+        unread.len()
     );
     Ok(())
 }
 
-/// The session whose inbox is read: the flag, the environment, or the only session
-/// directory holding an inbox.
+/// ` (sessions with an inbox: a, b)`, or nothing when there is none.
+fn others_hint(home: &Home) -> String {
+    let mut ids: Vec<String> = std::fs::read_dir(home.sessions())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join(INBOX_NAME).is_file())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .collect();
+    ids.sort();
+    if ids.is_empty() {
+        String::new()
+    } else {
+        format!(" (sessions with an inbox: {})", ids.join(", "))
+    }
+}
+
+/// The session whose inbox is read — the flag, the environment, else the session
+/// whose inbox was written last — and, in that last case, the other sessions with an
+/// inbox.
 fn resolve_session(
     home: &Home,
     flag: Option<&str>,
     env: impl Fn(&str) -> Option<String>,
-) -> anyhow::Result<SessionId> {
+) -> anyhow::Result<(SessionId, Vec<SessionId>)> {
     let (id, source) = session::resolve(flag, env, &mut crate::os_rng())?;
     if source.is_pinned() {
-        return Ok(id);
+        if !home.session(&id)?.inbox().is_file() {
+            bail!(
+                "session {id} has no inbox under {}{}",
+                home.sessions().display(),
+                others_hint(home)
+            );
+        }
+        return Ok((id, Vec::new()));
     }
     let dir = home.sessions();
     let mut found = Vec::new();
@@ -99,40 +148,62 @@ fn resolve_session(
             }
         }
     }
-    found.sort();
+    // The most recently written inbox first: the live session, or the latest one.
+    found.sort_by_key(|id| {
+        let modified = std::fs::metadata(home.sessions().join(id.as_str()).join(INBOX_NAME))
+            .and_then(|m| m.modified())
+            .ok();
+        std::cmp::Reverse(modified)
+    });
     match found.len() {
-        1 => Ok(found.remove(0)),
         0 => bail!(
             "no session inbox under {}; pass --session ID (the id `interlink-p2p run` used)",
             dir.display()
         ),
-        _ => bail!(
-            "several sessions have an inbox ({}); pass --session ID",
-            found
-                .iter()
-                .map(SessionId::as_str)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        1 => Ok((found.remove(0), Vec::new())),
+        _ => {
+            let chosen = found.remove(0);
+            Ok((chosen, found))
+        }
     }
 }
 
+const INBOX_NAME: &str = interlink_net::inbox::INBOX_FILE;
+
 /// One message for a human: a header line, then the text indented. Peer text is
 /// untrusted, so control characters (terminal escapes) are shown escaped.
-fn render(e: &InboxEntry, sender: &str) -> String {
+fn render(e: &InboxEntry, sender: &str, unread: bool) -> String {
     let mut head = format!(
-        "{}  {sender} {}  session {}  msg {}",
+        "{}{}  {sender} {}  session {}  msg {}",
+        if unread { "* " } else { "" },
         utc(e.sent_at),
         e.sender_fingerprint,
         clean(&e.sender_session),
         e.msg_id
     );
-    let kind = serde_json::to_value(e.kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    if kind != "message" {
-        head.push_str(&format!("  [{kind}]"));
+    // Lines for the agent side rather than the agent: one line each, saying what they
+    // are (they carry no text).
+    let what = match e.kind {
+        EnvelopeKind::Message => None,
+        EnvelopeKind::PairAccept => Some(format!(
+            "accepted your pair request{}",
+            e.name
+                .as_deref()
+                .map(|n| format!(" (suggests the name {:?})", clean(n)))
+                .unwrap_or_default()
+        )),
+        EnvelopeKind::Knock => Some("asked to pair again".to_owned()),
+        EnvelopeKind::Read => Some("read your message".to_owned()),
+        EnvelopeKind::HostQueued => Some("handed your message to its agent".to_owned()),
+        EnvelopeKind::Goodbye => Some("its session closed".to_owned()),
+        EnvelopeKind::Pass => Some("handed over its mailbox pass".to_owned()),
+    };
+    if let Some(what) = what {
+        head.push_str(&format!("  [{what}]"));
+        if let Some(re) = &e.in_reply_to {
+            head.push_str(&format!("  re {re}"));
+        }
+        return format!("{head}\n");
     }
     if let Some(task) = &e.task_id {
         head.push_str(&format!("  task {}", clean(task)));
@@ -257,9 +328,64 @@ mod tests {
         assert!(out.is_empty());
 
         // Human form: escapes control characters.
-        let text = render(&entry(a, "one\x1b[2J\ntwo"), "alice");
+        let text = render(&entry(a, "one\x1b[2J\ntwo"), "alice", false);
         assert!(text.contains("alice 0000-0000-0000  session s1"), "{text}");
         assert!(text.contains("    one\\u{1b}[2J\n    two\n"), "{text}");
         assert!(text.contains("task t1"), "{text}");
+        assert!(render(&entry(a, "x"), "alice", true).starts_with("* "));
+        // A pairing line says what it is, on one line, with no empty body.
+        let mut accept = entry(a, "");
+        accept.kind = EnvelopeKind::PairAccept;
+        accept.text = None;
+        accept.name = Some("bob".into());
+        let text = render(&accept, "bob", false);
+        assert!(
+            text.ends_with("[accepted your pair request (suggests the name \"bob\")]\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_a_session_the_latest_inbox_is_read_and_the_others_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::new(tmp.path());
+        let no_env = |_: &str| None;
+        let write = |session: &str, n: u8| {
+            let dir = home.session(&SessionId::new(session).unwrap()).unwrap();
+            let mut inbox = Inbox::open(dir.path()).unwrap();
+            let id = MsgId::from_bytes([n; 16]);
+            inbox.append(id, &entry(id, session)).unwrap();
+        };
+        write("old", 1);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write("new", 2);
+        let opts = |session: Option<&str>| Options {
+            session: session.map(str::to_owned),
+            json: false,
+            from: 0,
+        };
+        let (mut out, mut progress) = (Vec::new(), Vec::new());
+        run(&home, &opts(None), no_env, &mut out, &mut progress).unwrap();
+        let (out, progress) = (
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(progress).unwrap(),
+        );
+        assert!(out.contains("    new\n"), "{out}");
+        assert!(progress.contains("the others: old"), "{progress}");
+        // Unread until its agent acknowledged it.
+        assert!(out.starts_with("* "), "{out}");
+        assert!(progress.contains("1 message(s), 1 unread"), "{progress}");
+        let err = run(
+            &home,
+            &opts(Some("nope")),
+            no_env,
+            &mut Vec::new(),
+            &mut Vec::new(),
+        );
+        let err = format!("{:#}", err.unwrap_err());
+        assert!(
+            err.contains("session nope has no inbox") && err.contains("new, old"),
+            "{err}"
+        );
     }
 }

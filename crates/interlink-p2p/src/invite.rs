@@ -296,7 +296,10 @@ pub async fn join(
     let key = invite.key;
     let petname = options.petname.as_deref().unwrap_or(&invite.name);
     if !interlink_core::wire::is_valid_name(petname) {
-        anyhow::bail!("--name {petname:?}: use 1-32 characters from A-Z a-z 0-9 . _ -");
+        return Err(crate::UsageError(format!(
+            "--name {petname:?}: use 1-32 characters from A-Z a-z 0-9 . _ -"
+        ))
+        .into());
     }
     let (name, pinned) = policy::edit(home, |p| {
         if let Some(existing) = p.name_of(&key) {

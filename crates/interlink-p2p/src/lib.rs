@@ -45,6 +45,12 @@ pub mod wait;
 
 pub use interlink_mcp::{paths, policy, session_node::os_rng};
 
+/// A bad argument found after parsing (a negative number of seconds, an invalid
+/// name): the command exits with 64, like a parse error, rather than 1.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
 use anyhow::Context as _;
 use interlink_core::Identity;
 use interlink_mcp::paths::Home;

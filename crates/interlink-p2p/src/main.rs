@@ -101,17 +101,21 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Set the name this user suggests to peers when pairing (written to the
-        /// settings file, config.toml in the home) [default: INTERLINK_NAME, else $USER]
+        /// settings file, config.toml in the home) [default: INTERLINK_NAME, else <login>-<host>]
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
     },
     /// Walk through the system with real processes on 127.0.0.1 and throwaway homes: a
     /// relay, two paired sessions, a refused stranger, mail for a sleeping session.
+    #[command(after_help = "Examples:\n  interlink-p2p demo")]
     Demo,
     /// Run a headless session (no MCP) until SIGTERM or Ctrl-C.
     ///
     /// Prints each listen address as a full multiaddr ending in /p2p/<peer id>, one per
     /// line, then `ready`; logs go to stderr.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p run --session build-bot\n  interlink-p2p run --session lab --listen /ip4/0.0.0.0/tcp/4001 --no-mdns"
+    )]
     Run {
         /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else random]
         #[arg(long)]
@@ -127,6 +131,9 @@ enum Command {
     /// Stdout carries only JSON-RPC; logs go to stderr. INTERLINK_CHANNELS=1 pushes each
     /// message as a notifications/claude/channel notification. Stdin closing, SIGTERM
     /// or SIGINT end the session (goodbye first).
+    #[command(
+        after_help = "Examples:\n  claude mcp add --scope user interlink -- interlink-p2p mcp   (or: interlink-p2p install claude)\n  interlink-p2p mcp --session reviewer --summary \"reviewing the parser\""
+    )]
     Mcp {
         /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else random]
         #[arg(long)]
@@ -147,6 +154,9 @@ enum Command {
     /// Reads the hook's JSON from stdin (its `session_id`). Exits 2 after printing the
     /// unread messages (stdout and stderr), 0 on --timeout, and 0 at once when another
     /// `wait` for the same session is running.
+    #[command(
+        after_help = "Examples:\n  echo '{\"session_id\":\"1b7c…\"}' | interlink-p2p wait\n  interlink-p2p wait --session reviewer --timeout 30\n\nExit status: 2 after printing unread messages, 0 on --timeout or when another wait runs."
+    )]
     Wait {
         /// Session id, instead of the hook JSON on stdin.
         #[arg(long)]
@@ -156,6 +166,9 @@ enum Command {
         timeout: Option<f64>,
     },
     /// Join the overlay as an observer and show the sessions and network state.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p peers\n  interlink-p2p peers --watch\n  interlink-p2p peers --json --bootstrap /ip4/192.168.1.5/tcp/4001"
+    )]
     Peers {
         /// Print one JSON object (one per line with --watch); shape in docs/CLI.md.
         #[arg(long)]
@@ -175,6 +188,9 @@ enum Command {
     /// Prints one line per message: `delivered <msg_id>` (the recipient's node stored
     /// it and receipted it) or `queued <msg_id>` (it waits in the recipient's mailbox);
     /// to a group, one line per copy, `<outcome> <msg_id> <member>/<session>`.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p send --to bob \"the parser tests pass\"\n  interlink-p2p send --to bob --session bob-2 --task t-7 --status result \"done\"\n  interlink-p2p send --to group:team \"standup in 5\"\n  git log -3 --oneline | interlink-p2p send --to self --stdin"
+    )]
     Send {
         /// The recipient: a petname from peers.json, a fingerprint or key prefix,
         /// `self` (this user's other sessions), or `group:<name>` (every member session
@@ -204,6 +220,9 @@ enum Command {
         net: NetArgs,
     },
     /// Print a session's inbox: the messages its node delivered.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p inbox\n  interlink-p2p inbox --session reviewer --json\n  interlink-p2p inbox --from 4711\n\nUnread messages (not yet acknowledged by the session's agent) are marked *."
+    )]
     Inbox {
         /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else
         /// the only session with an inbox]
@@ -217,17 +236,26 @@ enum Command {
         from: u64,
     },
     /// Show or change the peers (petname → identity key) allowed to message you.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p peer list\n  interlink-p2p peer add bob 9f2d3fc9741d…  (his `interlink-p2p id`)\n  interlink-p2p peer rename peer-1a2b bob\n  interlink-p2p peer remove bob"
+    )]
     Peer {
         #[command(subcommand)]
         action: peer::Action,
     },
     /// Show or change the named groups of peers (`send_message` to "group:<name>").
+    #[command(
+        after_help = "Examples:\n  interlink-p2p group create team bob carol/carol-2\n  interlink-p2p group add team dave\n  interlink-p2p group list"
+    )]
     Group {
         #[command(subcommand)]
         action: group::Action,
     },
     /// Decide on pair requests: list them, accept one (pin the key, confirm to the
     /// requesting session) or reject one.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p pair list\n  interlink-p2p pair accept 3f2a-9c41-77b0\n  interlink-p2p pair request 3f2a --name carol\n  interlink-p2p pair reject 3f2a"
+    )]
     Pair {
         #[command(subcommand)]
         action: pair::Action,
@@ -281,6 +309,9 @@ enum Command {
     },
     /// Register the MCP server (and its wake-up hooks) in Claude Code's or Codex's user
     /// configuration; idempotent, keeps every other entry, prints what changed.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p install claude\n  interlink-p2p install codex --dry-run\n  interlink-p2p install claude --relay /dns4/relay.example.net/tcp/4001/p2p/12D3KooW… --no-mdns"
+    )]
     Install {
         /// claude or codex.
         #[arg(value_enum)]
@@ -302,6 +333,9 @@ enum Command {
         name: Option<String>,
     },
     /// Remove what `install` added (other entries are kept).
+    #[command(
+        after_help = "Examples:\n  interlink-p2p uninstall claude\n  interlink-p2p uninstall codex --dry-run"
+    )]
     Uninstall {
         /// claude or codex.
         #[arg(value_enum)]
@@ -311,7 +345,7 @@ enum Command {
         dry_run: bool,
     },
     /// Check whether an interlink-p2p session answers at an address (joins no roster).
-    #[command(after_help = probe::EXIT_CODES_HELP)]
+    #[command(after_help = probe::HELP)]
     Probe {
         /// The address, e.g. /ip4/192.168.1.5/tcp/4001/p2p/12D3KooW… (the /p2p/ part is
         /// optional).
@@ -359,7 +393,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<interlink_p2p::UsageError>().is_some() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -650,6 +688,38 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(value)
-        .with_context(|| format!("{flag} {value}: expected a non-negative number of seconds"))
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        interlink_p2p::UsageError(format!(
+            "{flag} {value}: expected a non-negative number of seconds"
+        ))
+        .into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    /// Every command and subcommand a person can run shows an example in its --help.
+    #[test]
+    fn every_command_help_has_an_example() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for sub in cmd.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                let help = sub
+                    .get_after_help()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                if !help.contains("Example") {
+                    missing.push(path.clone());
+                }
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "interlink-p2p", &mut missing);
+        assert!(missing.is_empty(), "no example in --help: {missing:?}");
+    }
 }

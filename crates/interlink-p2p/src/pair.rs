@@ -29,6 +29,9 @@ const SETTLE: Duration = Duration::from_secs(3);
 #[derive(Clone, Debug, clap::Subcommand)]
 pub enum Action {
     /// List the pair requests waiting for your decision, and the ones you sent.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p pair list\n  interlink-p2p pair list --json"
+    )]
     List {
         /// Print one JSON object.
         #[arg(long)]
@@ -36,6 +39,9 @@ pub enum Action {
     },
     /// Accept the request of the identity with fingerprint FP: pin its key under the
     /// name it suggests (or one derived from it) and confirm to its session.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p pair accept 3f2a-9c41-77b0\n  interlink-p2p pair accept 3f2a --relay /dns4/relay.example.net/tcp/4001/p2p/12D3KooW…"
+    )]
     Accept {
         /// Fingerprint (or at least 4 hex digits of it or of the key).
         fingerprint: String,
@@ -44,6 +50,7 @@ pub enum Action {
         wait: f64,
     },
     /// Reject (discard) the request of the identity with fingerprint FP.
+    #[command(after_help = "Examples:\n  interlink-p2p pair reject 3f2a-9c41-77b0")]
     Reject {
         /// Fingerprint (or at least 4 hex digits of it or of the key).
         fingerprint: String,
@@ -110,7 +117,11 @@ pub async fn run(
             }
         }
         Action::Accept { fingerprint, wait } => {
-            let wait = Duration::try_from_secs_f64(wait).context("--wait: seconds")?;
+            let wait = Duration::try_from_secs_f64(wait).map_err(|_| {
+                crate::UsageError(format!(
+                    "--wait {wait}: expected a non-negative number of seconds"
+                ))
+            })?;
             let accepted = pairing::accept(home, &fingerprint)?;
             let accepted_at = tokio::time::Instant::now();
             writeln!(
@@ -141,7 +152,11 @@ pub async fn run(
             name: petname,
             wait,
         } => {
-            let wait = Duration::try_from_secs_f64(wait).context("--wait: seconds")?;
+            let wait = Duration::try_from_secs_f64(wait).map_err(|_| {
+                crate::UsageError(format!(
+                    "--wait {wait}: expected a non-negative number of seconds"
+                ))
+            })?;
             let ps = PairingSession::start(
                 home,
                 config,
@@ -177,7 +192,10 @@ async fn request(
     if let Some(p) = &petname
         && !interlink_core::wire::is_valid_name(p)
     {
-        anyhow::bail!("--name {p:?}: use 1-32 characters from A-Z a-z 0-9 . _ -");
+        return Err(crate::UsageError(format!(
+            "--name {p:?}: use 1-32 characters from A-Z a-z 0-9 . _ -"
+        ))
+        .into());
     }
     let policy = interlink_mcp::policy::load(home)?;
     let key = match policy.get(target.trim()) {

@@ -14,6 +14,9 @@ use interlink_mcp::{paths::Home, peers};
 #[derive(Clone, Debug, clap::Subcommand)]
 pub enum Action {
     /// List the peers.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p peer list\n  interlink-p2p peer list --json"
+    )]
     List {
         /// Print one JSON object.
         #[arg(long)]
@@ -21,6 +24,9 @@ pub enum Action {
     },
     /// Allow the identity KEY (64 hex digits, from `interlink-p2p id` on its machine)
     /// under the petname NAME.
+    #[command(
+        after_help = "Examples:\n  interlink-p2p peer add bob 9f2d3fc9741d5ed384012e0673863b1b8e77f4e7b3ae53d22b965646f031640c\n\nEasier: pair by invite (interlink-p2p invite / join) or by knock (interlink-p2p pair request)."
+    )]
     Add {
         /// Petname: 1-32 characters of A-Z a-z 0-9 . _ -
         name: String,
@@ -28,6 +34,7 @@ pub enum Action {
         key: String,
     },
     /// Remove the peer named NAME.
+    #[command(after_help = "Examples:\n  interlink-p2p peer remove bob")]
     Remove {
         /// Petname.
         name: String,

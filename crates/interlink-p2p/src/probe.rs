@@ -23,7 +23,11 @@ pub const EXIT_NO_SESSION: i32 = 5;
 pub const EXIT_FAILED: i32 = 1;
 
 /// The exit codes, for `--help`.
-pub const EXIT_CODES_HELP: &str = "\
+pub const HELP: &str = "\
+Examples:
+  interlink-p2p probe /ip4/192.168.1.5/tcp/4001
+  interlink-p2p probe /ip4/100.101.102.103/udp/4001/quic-v1/p2p/12D3KooW… --timeout 3
+
 Exit codes:
   0   an interlink-p2p session answered
   1   the probe could not run (setup error)

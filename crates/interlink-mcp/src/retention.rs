@@ -1,0 +1,153 @@
+//! Ended sessions leave: a session directory nobody runs, with nothing unread in its
+//! inbox and nothing waiting in its outbox, is removed once it has been idle for
+//! [`RETENTION_MS`] — the mailbox retention, after which nothing addressed to it is
+//! kept on the overlay either. Swept when a session starts, at most [`MAX_SWEPT`]
+//! directories looked at per sweep.
+//!
+//! A session with unread mail stays whatever its age (its conversation may be resumed,
+//! and `interlink-p2p inbox` still shows it); so does one that another process holds
+//! (its lock is taken for the check, so it cannot start while it is removed).
+
+use std::{path::Path, time::SystemTime};
+
+use interlink_core::SessionId;
+use tracing::{debug, info};
+
+use crate::{
+    paths::{Home, SessionDir},
+    read_state::ReadState,
+};
+
+/// How long an ended session's directory is kept after its last change.
+pub const RETENTION_MS: u64 = interlink_core::limits::MAILBOX_RETENTION_MS;
+/// Most session directories one sweep looks at.
+pub const MAX_SWEPT: usize = 256;
+
+/// Removes the ended, idle, fully read session directories of `home` other than
+/// `keep`'s; returns the ids removed.
+pub fn sweep(home: &Home, keep: &SessionId, now: SystemTime) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(home.sessions()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten().take(MAX_SWEPT) {
+        let name = entry.file_name();
+        let Some(id) = name.to_str() else { continue };
+        if id == keep.as_str() || !entry.path().is_dir() {
+            continue;
+        }
+        if idle_since(&entry.path())
+            .and_then(|t| now.duration_since(t).ok())
+            .is_none_or(|idle| idle.as_millis() < u128::from(RETENTION_MS))
+        {
+            continue;
+        }
+        let dir = SessionDir::at(entry.path());
+        // Held while checking and removing: a process starting this session waits or
+        // fails rather than running in a directory being deleted.
+        let Ok(lock) = dir.claim("retention") else {
+            continue;
+        };
+        let unread = ReadState::load(&dir)
+            .and_then(|r| r.unread())
+            .map_or(1, |u| u.len());
+        let outbox_empty = interlink_net::outbox::Outbox::open(dir.path())
+            .map(|o| o.is_empty())
+            .unwrap_or(false);
+        if unread > 0 || !outbox_empty {
+            debug!(session = id, unread, outbox_empty, "ended session kept");
+            continue;
+        }
+        drop(lock);
+        match std::fs::remove_dir_all(dir.path()) {
+            Ok(()) => {
+                info!(
+                    session = id,
+                    "removed an ended session, idle past retention"
+                );
+                removed.push(id.to_owned());
+            }
+            Err(e) => debug!(session = id, "removing an ended session: {e}"),
+        }
+    }
+    removed
+}
+
+/// The newest modification time of the directory and the files in it.
+fn idle_since(dir: &Path) -> Option<SystemTime> {
+    let mut newest = std::fs::metadata(dir).and_then(|m| m.modified()).ok()?;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        if let Ok(t) = e.metadata().and_then(|m| m.modified()) {
+            newest = newest.max(t);
+        }
+    }
+    Some(newest)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use interlink_core::MsgId;
+    use interlink_core::wire::EnvelopeKind;
+    use interlink_net::inbox::{Inbox, InboxEntry};
+
+    use super::*;
+
+    fn entry(id: MsgId) -> InboxEntry {
+        InboxEntry {
+            msg_id: id.to_string(),
+            sender: "aa".repeat(32),
+            sender_fingerprint: "0000-0000-0000".into(),
+            sender_session: "s1".into(),
+            reply_to: format!("{}#s1", "aa".repeat(32)),
+            kind: EnvelopeKind::Message,
+            task_id: None,
+            status: None,
+            in_reply_to: None,
+            sent_at: 0,
+            received_at: 1,
+            text: Some("hi".into()),
+            name: None,
+            group: None,
+        }
+    }
+
+    #[test]
+    fn only_ended_idle_read_sessions_go() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::new(tmp.path());
+        let make = |id: &str, unread: bool| {
+            let dir = home.session(&SessionId::new(id).unwrap()).unwrap();
+            let mut inbox = Inbox::open(dir.path()).unwrap();
+            if unread {
+                let m = MsgId::from_bytes([1; 16]);
+                inbox.append(m, &entry(m)).unwrap();
+            }
+            dir
+        };
+        make("old-read", false);
+        make("old-unread", true);
+        make("fresh", false);
+        let held = make("old-held", false);
+        let _lock = held.claim("mcp").unwrap();
+        let me = SessionId::new("me").unwrap();
+        make("me", false);
+        let now = SystemTime::now();
+        // Nothing is old yet.
+        assert!(sweep(&home, &me, now).is_empty());
+        let later = now + Duration::from_millis(RETENTION_MS + 60_000);
+        // "fresh" had a change just before the sweep.
+        std::fs::write(home.sessions().join("fresh").join("note"), b"x").unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(home.sessions().join("fresh").join("note"))
+            .unwrap();
+        f.set_modified(later - Duration::from_secs(60)).unwrap();
+        let removed = sweep(&home, &me, later);
+        assert_eq!(removed, vec!["old-read".to_owned()]);
+        for kept in ["old-unread", "old-held", "fresh", "me"] {
+            assert!(home.sessions().join(kept).is_dir(), "{kept} kept");
+        }
+    }
+}
