@@ -477,6 +477,142 @@ fn without_an_inbox_socket_the_stop_hook_wakes_the_agent() {
     assert!(request.contains(HOOK_NOTICE), "{request}");
 }
 
+/// The session ids, other than `not`, whose directories hold an inbox.
+fn other_sessions(home: &Home, not: &[&str]) -> Vec<String> {
+    let sessions = home.interlink_home().join("sessions");
+    let mut ids: Vec<String> = std::fs::read_dir(&sessions)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|id| !not.contains(&id.as_str()))
+        .filter(|id| sessions.join(id).join("inbox.jsonl").exists())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The `session_id` of the SessionStart hook with `source` in Claude Code's stream-json
+/// output (`hook_started`, named `SessionStart:<source>`).
+fn session_start_id(claude: &Claude, source: &str) -> Option<String> {
+    std::fs::read_to_string(&claude.log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| {
+            v["subtype"] == "hook_started" && v["hook_name"] == format!("SessionStart:{source}")
+        })
+        .and_then(|v| v["session_id"].as_str().map(str::to_owned))
+}
+
+fn inbox_text(home: &Home, session: &str) -> String {
+    std::fs::read_to_string(
+        home.interlink_home()
+            .join("sessions")
+            .join(session)
+            .join("inbox.jsonl"),
+    )
+    .unwrap_or_default()
+}
+
+/// `/clear` in a running Claude Code starts a new conversation in the same process:
+/// the interlink session moves with it (the SessionStart hook calls `bind_session`),
+/// so the new conversation has a fresh mailbox, the old session says goodbye, and
+/// mail for the old conversation is never delivered into the new one; it waits, and
+/// resuming the old conversation reopens its mailbox with it.
+#[test]
+fn clear_gives_a_fresh_mailbox_and_resume_reopens_the_old_one() {
+    let Some((bin, home)) = claude_and_home() else {
+        return;
+    };
+    let (bob, _bob_node, bootstrap) = alice_and_bob(&home, &bin);
+    let mut claude = Claude::start(
+        &home,
+        &bin,
+        FakeModel::start(),
+        &bootstrap,
+        &[],
+        &[],
+        "hello",
+    );
+    claude.wait_turns(1, "the first turn never ended");
+    let first = claude_session(&home, &claude, "client.json");
+
+    claude.say("/clear");
+    let second = poll(
+        Instant::now() + STEP,
+        "no new session after /clear",
+        || claude.context(),
+        || other_sessions(&home, &[&first]).into_iter().next(),
+    );
+    assert_eq!(
+        Some(second.clone()),
+        session_start_id(&claude, "clear"),
+        "the new session is not the new conversation's\n{}",
+        claude.context()
+    );
+    // On the overlay: the new conversation's session is there, the old one left.
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let report = interlink_e2e::process::peers_json(&bootstrap, &[], &[]).unwrap();
+        let ids = interlink_e2e::process::presences(&report);
+        let old_left = ids.get(&first).is_none_or(|p| p != "live");
+        if ids.get(&second).map(String::as_str) == Some("live") && old_left {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after /clear the overlay shows {ids:?}\n{}",
+            claude.context()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Mail for the old conversation waits; mail for the new one is delivered to it.
+    let old = "OLDCONV for the conversation before /clear";
+    let (out, _) = bob
+        .send(
+            &bootstrap,
+            "alice",
+            &["--session", &first, "--wait", "2", old],
+            None,
+        )
+        .unwrap();
+    assert!(
+        out.stdout.starts_with("queued "),
+        "{} {}",
+        out.stdout,
+        out.stderr
+    );
+    let new = "NEWCONV for the conversation after /clear";
+    bob_sends(&bob, &bootstrap, &second, new, &claude);
+    assert!(inbox_text(&home, &second).contains(new));
+    assert!(
+        !inbox_text(&home, &second).contains(old),
+        "old mail in the new mailbox"
+    );
+    assert!(!inbox_text(&home, &first).contains(old));
+
+    // Resuming the old conversation reopens its mailbox: the mail that waited arrives.
+    drop(claude);
+    let claude = Claude::start(
+        &home,
+        &bin,
+        FakeModel::start(),
+        &bootstrap,
+        &["--resume", &first],
+        &[],
+        "back again",
+    );
+    poll(
+        Instant::now() + STEP,
+        "the resumed conversation's mailbox never got its mail",
+        || claude.context(),
+        || inbox_text(&home, &first).contains(old).then_some(()),
+    );
+    assert!(!inbox_text(&home, &first).contains(new));
+}
+
 /// A burst past Claude Code's rate limit on one sender (30, then one per 2 s): the
 /// server paces its frames under it and packs what waits into later frames, so every
 /// message reaches the model — none dropped by the host, none through the Stop hook.

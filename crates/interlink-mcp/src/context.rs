@@ -9,7 +9,7 @@
 use std::{
     path::PathBuf,
     sync::{
-        Arc, Mutex, MutexGuard, OnceLock,
+        Arc, Mutex, MutexGuard, RwLock,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
@@ -104,6 +104,23 @@ pub struct Bound {
     pub session_dir: SessionDir,
 }
 
+/// The session the server runs at the moment: empty until its id is known, replaced
+/// when the host moves to another conversation (Claude Code's `/clear` and resume,
+/// [`crate::startup::rebind`]).
+#[derive(Debug, Default)]
+pub struct BoundSlot(RwLock<Option<Bound>>);
+
+impl BoundSlot {
+    /// The bound session, if any.
+    pub fn get(&self) -> Option<Bound> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, bound: Option<Bound>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = bound;
+    }
+}
+
 /// A tool failed; the text tells the model what to do about it.
 #[derive(Debug)]
 pub struct ToolError(pub String);
@@ -195,8 +212,10 @@ pub(crate) struct Starter {
     pub(crate) session: SessionId,
     pub(crate) cwd: PathBuf,
     pub(crate) config: Config,
-    pub(crate) status: watch::Sender<NodeStatus>,
-    pub(crate) receipts: tokio::sync::mpsc::Receiver<ReadReceipt>,
+    pub(crate) status: Arc<watch::Sender<NodeStatus>>,
+    /// The receipt queue, for the receipts worker of the first start (it serves every
+    /// session this process binds).
+    pub(crate) receipts: Option<tokio::sync::mpsc::Receiver<ReadReceipt>>,
     /// Stops the node (after the workers).
     pub(crate) node_cancel: CancellationToken,
     /// Stops the workers.
@@ -211,6 +230,22 @@ pub(crate) struct Tasks {
     pub(crate) lock: Option<interlink_net::SessionLock>,
     pub(crate) node: Option<JoinHandle<()>>,
     pub(crate) flusher: Option<JoinHandle<()>>,
+    /// Stop the bound session's node and workers (children of the process-wide
+    /// tokens), so a rebind stops one session and starts another.
+    pub(crate) node_cancel: Option<CancellationToken>,
+    pub(crate) workers_cancel: Option<CancellationToken>,
+    /// What starting another session needs, kept from the first start.
+    pub(crate) restart: Option<Restart>,
+}
+
+/// What [`Starter`] held that every later start reuses.
+#[derive(Debug)]
+pub(crate) struct Restart {
+    pub(crate) cwd: PathBuf,
+    pub(crate) config: Config,
+    pub(crate) status: Arc<watch::Sender<NodeStatus>>,
+    pub(crate) node_cancel: CancellationToken,
+    pub(crate) workers_cancel: CancellationToken,
 }
 
 /// The session's mutable state, behind the one lock of [`Context::shared`].
@@ -241,6 +276,9 @@ pub struct Shared {
     pub(crate) starter: Option<Starter>,
     /// The started session's tasks, for shutdown.
     pub(crate) tasks: Tasks,
+    /// The session id was pinned (`--session`, `INTERLINK_SESSION`): the host's
+    /// conversation hooks do not move it.
+    pub pinned: bool,
     /// Delivery through the agent host's own inbox socket, where there is one.
     pub host_inbox: HostInboxState,
 }
@@ -297,8 +335,8 @@ pub struct Context {
     /// This user's identity key.
     pub identity: IdentityKey,
     /// The session, once its id is known ([`crate::startup`]). Shared with the channel
-    /// worker, which starts before the session may be bound.
-    pub bound: Arc<OnceLock<Bound>>,
+    /// worker, which starts before the session may be bound and outlives rebinds.
+    pub bound: Arc<BoundSlot>,
     /// Announced working directory.
     pub cwd: String,
     /// Announced git label.
@@ -348,7 +386,7 @@ impl Context {
         Self {
             home: settings.home,
             identity: settings.identity,
-            bound: Arc::new(OnceLock::new()),
+            bound: Arc::new(BoundSlot::default()),
             cwd: settings.cwd,
             git_label: settings.git_label,
             channels: settings.channels,
@@ -370,6 +408,7 @@ impl Context {
                 pending_forms: std::collections::VecDeque::new(),
                 starter: None,
                 tasks: Tasks::default(),
+                pinned: false,
                 host_inbox: HostInboxState {
                     active: host_inbox.is_some(),
                     ..HostInboxState::default()
@@ -382,7 +421,8 @@ impl Context {
     }
 
     /// Binds the context to `session`, whose state lives in `session_dir`, and loads
-    /// the session's sent log. Binding twice keeps the first session.
+    /// the session's sent log; a session bound before is replaced, with what was
+    /// learnt in it (sticky routes, the unread scan position).
     pub fn bind(&self, session: SessionId, session_dir: SessionDir) {
         let bound = Bound {
             own: SessionAddr {
@@ -391,9 +431,17 @@ impl Context {
             },
             session_dir: session_dir.clone(),
         };
-        if self.bound.set(bound).is_ok() {
-            self.shared().sent = SentLog::load(&session_dir);
-        }
+        let sent = SentLog::load(&session_dir);
+        self.scanned.store(0, std::sync::atomic::Ordering::Relaxed);
+        self.bound.set(Some(bound));
+        let mut shared = self.shared();
+        shared.sent = sent;
+        shared.routes = Routes::default();
+    }
+
+    /// Forgets the bound session (it stopped; see [`crate::startup::rebind`]).
+    pub(crate) fn unbind(&self) {
+        self.bound.set(None);
     }
 
     /// The mutable state, locked ([`SharedState::lock`]). Never held across an
@@ -472,7 +520,7 @@ impl Context {
     /// The unread messages, oldest first; notes each sender's session as its sticky
     /// route (the last inbound one wins).
     pub fn unread(&self) -> Result<Vec<InboxEntry>, ReadStateError> {
-        match self.bound.get() {
+        match self.bound.get().as_ref() {
             Some(bound) => unread_in(&bound.session_dir, &self.scanned, &self.shared),
             None => Ok(Vec::new()),
         }

@@ -120,8 +120,8 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         session: options.session.clone(),
         cwd: options.cwd.clone(),
         config: options.config,
-        status: status_tx,
-        receipts: receipts_rx,
+        status: Arc::new(status_tx),
+        receipts: Some(receipts_rx),
         node_cancel: node_cancel.clone(),
         workers_cancel: workers_cancel.clone(),
     };
@@ -146,6 +146,10 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         let mut shared = ctx.shared();
         shared.tasks.lock = lock;
         shared.starter = Some(starter);
+        shared.pinned = matches!(
+            options.source,
+            SessionSource::Flag | SessionSource::InterlinkEnv
+        );
     }
     if at == StartAt::Now
         && let Err(e) = startup::start(&ctx, None)
@@ -219,7 +223,7 @@ pub const GOODBYE_BUDGET: Duration = Duration::from_millis(300);
 /// with a signed `goodbye` envelope each — best effort, within [`GOODBYE_BUDGET`], so
 /// an idle peer learns it before its next send. (The node's goodbye on the presence
 /// topic follows.)
-async fn say_goodbye(ctx: &Context) {
+pub(crate) async fn say_goodbye(ctx: &Context) {
     let ready = match &*ctx.node.borrow() {
         NodeStatus::Ready(r) => r.clone(),
         _ => return,

@@ -66,6 +66,7 @@ impl Server {
             + Self::pairing_router()
             + Self::tasks_router()
             + Self::codex_router()
+            + Self::conversation_router()
     }
 
     /// The shared context.

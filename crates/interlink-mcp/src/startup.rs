@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
-    context::{Context, NodeStatus, Ready, StartAt, Starter, ToolError},
+    context::{Context, NodeStatus, Ready, Restart, StartAt, Starter, ToolError},
     paths::Home,
     policy,
     session_node::{self as session, Describe},
@@ -103,20 +103,126 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
     }
     ctx.bind(session, session_dir.clone());
     let _ = starter.status.send(NodeStatus::Starting);
-    let mut config = starter.config;
+    let mut config = starter.config.clone();
     config.delivery.inbox_dir = Some(session_dir.path().to_owned());
+    // This session's node and workers stop with the process, or alone at a rebind.
+    let node_cancel = starter.node_cancel.child_token();
+    let workers_cancel = starter.workers_cancel.child_token();
     let node = tokio::spawn(run_node(
         ctx.home.clone(),
         spec,
         config,
-        starter.status,
-        starter.node_cancel,
+        starter.status.clone(),
+        node_cancel.clone(),
     ));
-    let flusher = crate::workers::spawn(ctx, starter.receipts, &starter.workers_cancel);
+    if let Some(receipts) = starter.receipts {
+        crate::workers::spawn_receipts(ctx, receipts, &starter.workers_cancel);
+    }
+    let flusher = crate::workers::spawn(ctx, &workers_cancel);
     let mut shared = ctx.shared();
     shared.tasks.node = Some(node);
     shared.tasks.flusher = Some(flusher);
+    shared.tasks.node_cancel = Some(node_cancel);
+    shared.tasks.workers_cancel = Some(workers_cancel);
+    shared.tasks.restart = Some(Restart {
+        cwd: starter.cwd,
+        config: starter.config,
+        status: starter.status,
+        node_cancel: starter.node_cancel,
+        workers_cancel: starter.workers_cancel,
+    });
     Ok(())
+}
+
+/// How long stopping one session for another may take (its sent log saved, its node's
+/// goodbye published).
+const STOP_BUDGET: std::time::Duration = std::time::Duration::from_millis(900);
+
+/// Moves the server to session `to` — the host started another conversation in the
+/// same process (Claude Code's `/clear`, or a resume) — or, with `None`, stops the
+/// bound session (the host ended its conversation). The session running until now
+/// says goodbye (to its sticky peers, then on the overlay) and keeps its directory, so
+/// its mail waits for it and a resume reopens it; the new one starts as at launch,
+/// fetching its own mailbox. Returns whether anything changed.
+pub(crate) async fn rebind(ctx: &Arc<Context>, to: Option<SessionId>) -> Result<bool, ToolError> {
+    let current = ctx.bound.get().map(|b| b.own.session);
+    if current == to {
+        return Ok(false);
+    }
+    // Not started yet: start under the host's id right away.
+    let pending = ctx.shared().starter.take();
+    if let Some(starter) = pending {
+        let Some(session) = to else {
+            ctx.shared().starter = Some(starter);
+            return Ok(false);
+        };
+        start_with(ctx, starter, session)?;
+        return Ok(true);
+    }
+    if current.is_some() {
+        stop_bound(ctx).await;
+    }
+    let Some(session) = to else {
+        return Ok(true);
+    };
+    let starter = {
+        let shared = ctx.shared();
+        let Some(r) = shared.tasks.restart.as_ref() else {
+            return Err(ToolError(
+                "the session cannot be restarted: it never started".into(),
+            ));
+        };
+        Starter {
+            at: StartAt::Now,
+            session: session.clone(),
+            cwd: r.cwd.clone(),
+            config: r.config.clone(),
+            status: r.status.clone(),
+            receipts: None,
+            node_cancel: r.node_cancel.clone(),
+            workers_cancel: r.workers_cancel.clone(),
+        }
+    };
+    start_with(ctx, starter, session)?;
+    Ok(true)
+}
+
+/// Stops the bound session: goodbyes, then its workers (the sent log saved), then
+/// its node; releases its lock and unbinds.
+async fn stop_bound(ctx: &Arc<Context>) {
+    if let Some(bound) = ctx.bound.get() {
+        info!(session = %bound.own.session, "the host left this conversation: stopping its session");
+    }
+    crate::serve::say_goodbye(ctx).await;
+    let (workers, flusher, node_cancel, node) = {
+        let mut shared = ctx.shared();
+        (
+            shared.tasks.workers_cancel.take(),
+            shared.tasks.flusher.take(),
+            shared.tasks.node_cancel.take(),
+            shared.tasks.node.take(),
+        )
+    };
+    if let Some(w) = workers {
+        w.cancel();
+    }
+    if let Some(f) = flusher {
+        let _ = tokio::time::timeout(STOP_BUDGET / 3, f).await;
+    }
+    if let Some(n) = node_cancel {
+        n.cancel();
+    }
+    if let Some(n) = node
+        && tokio::time::timeout(STOP_BUDGET, n).await.is_err()
+    {
+        warn!("the node did not stop within {STOP_BUDGET:?}");
+    }
+    ctx.unbind();
+    let mut shared = ctx.shared();
+    shared.tasks.lock = None;
+    if let Some(r) = shared.tasks.restart.as_ref() {
+        let _ = r.status.send(NodeStatus::Unbound);
+    }
 }
 
 /// Starts the node, publishes its status, follows peers.json, and shuts the node down
@@ -125,7 +231,7 @@ async fn run_node(
     home: Home,
     spec: SessionSpec,
     mut config: Config,
-    status: watch::Sender<NodeStatus>,
+    status: Arc<watch::Sender<NodeStatus>>,
     cancel: CancellationToken,
 ) {
     let fail = |e: String| {

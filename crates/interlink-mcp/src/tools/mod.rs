@@ -11,9 +11,11 @@
 //! - [`pairing`]: `list_peers`, `add_peer`, `remove_peer`, `request_pair`,
 //!   `list_pair_requests`, `accept_pair`, `reject_pair`;
 //! - [`tasks`]: `conversation_history`, `cancel_task`;
-//! - [`codex`]: `bind_codex_session`, `failed_deliveries`.
+//! - [`codex`]: `bind_codex_session`, `failed_deliveries`;
+//! - [`conversation`]: `bind_session`, `end_session` (Claude Code's hooks).
 
 pub mod codex;
+pub mod conversation;
 mod group_send;
 pub mod groups;
 pub mod messaging;

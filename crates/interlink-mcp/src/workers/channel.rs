@@ -6,7 +6,7 @@
 //! the machine right after a push can push the message again after the restart (at
 //! least once), never lose it.
 
-use std::sync::{Arc, OnceLock, atomic::AtomicU64};
+use std::sync::{Arc, atomic::AtomicU64};
 
 use interlink_core::{IdentityKey, wire::EnvelopeKind};
 use interlink_net::{Event, inbox::InboxEntry};
@@ -21,7 +21,8 @@ use tracing::{debug, warn};
 
 use crate::{
     context::{
-        Bound, Context, NodeStatus, ReadReceipt, ReceiptQueue, SharedState, unread_in, wait_ready,
+        BoundSlot, Context, NodeStatus, ReadReceipt, ReceiptQueue, SharedState, unread_in,
+        wait_ready,
     },
     paths::Home,
     policy,
@@ -80,7 +81,7 @@ pub fn notification(e: &InboxEntry, names: &render::Names<'_>) -> CustomNotifica
 #[derive(Clone, Debug)]
 pub struct Channel {
     /// The session, once bound (its directory holds the inbox and read state).
-    pub bound: Arc<OnceLock<Bound>>,
+    pub bound: Arc<BoundSlot>,
     /// The home (the peers policy names the senders).
     pub home: Home,
     /// This user's key (its own messages are labelled `self`).
@@ -146,10 +147,10 @@ pub async fn forward(ctx: Channel, peer: Peer<RoleServer>, cancel: CancellationT
 async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
     let _guard = ctx.read_lock.lock().await;
     // Unbound: no inbox yet, so nothing unread (as `Context::unread` answers).
-    let Some(dir) = ctx.bound.get().map(|b| &b.session_dir) else {
+    let Some(dir) = ctx.bound.get().map(|b| b.session_dir) else {
         return;
     };
-    let unread = match unread_in(dir, &ctx.scanned, &ctx.state) {
+    let unread = match unread_in(&dir, &ctx.scanned, &ctx.state) {
         Ok(u) => u,
         Err(e) => {
             warn!("channel mode: reading the inbox: {e}");
@@ -181,7 +182,7 @@ async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
     if pushed.is_empty() {
         return;
     }
-    match ReadState::load(dir).map(|mut s| s.acknowledge_with(&pushed, Durability::Lazy)) {
+    match ReadState::load(&dir).map(|mut s| s.acknowledge_with(&pushed, Durability::Lazy)) {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => warn!("channel mode: marking pushed messages consumed: {e}"),
         Err(e) => warn!("channel mode: marking pushed messages consumed: {e}"),

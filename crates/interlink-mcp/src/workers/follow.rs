@@ -328,7 +328,7 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let h = harness(home.path(), "s1");
         let ctx = &h.server.ctx;
-        let f = Follow::of(ctx, ctx.bound.get().unwrap());
+        let f = Follow::of(ctx, &ctx.bound.get().unwrap());
         assert_eq!(f.dir, h.session_dir);
         assert_eq!(f.home.path(), home.path());
         assert_eq!(f.own, ctx.own().unwrap());

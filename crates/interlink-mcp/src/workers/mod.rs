@@ -33,15 +33,20 @@ pub mod host_inbox;
 pub mod receipts;
 pub mod sent_log;
 
-/// Starts the workers of the session bound in `ctx`, with the receipt queue
-/// `receipts`; returns the sent-log saver, which shutdown awaits (the others just
-/// stop). Each worker gets only its part of the context, taken here.
-pub(crate) fn spawn(
+/// Starts the receipts worker, which serves every session the process binds: it sends
+/// through whichever node is ready.
+pub(crate) fn spawn_receipts(
     ctx: &Arc<Context>,
     receipts: mpsc::Receiver<ReadReceipt>,
     cancel: &CancellationToken,
-) -> JoinHandle<()> {
+) {
     tokio::spawn(receipts::run(ctx.node.clone(), receipts, cancel.clone()));
+}
+
+/// Starts the workers of the session bound in `ctx`; returns the sent-log saver,
+/// which shutdown and a rebind await (the others just stop). Each worker gets only
+/// its part of the context, taken here.
+pub(crate) fn spawn(ctx: &Arc<Context>, cancel: &CancellationToken) -> JoinHandle<()> {
     // The session is bound before its workers start ([`crate::startup`]); were it
     // not, say so rather than start them on no directory.
     let Some(bound) = ctx.bound.get() else {
@@ -49,14 +54,17 @@ pub(crate) fn spawn(
         return tokio::spawn(async {});
     };
     tokio::spawn(follow::follow(
-        follow::Follow::of(ctx, bound),
+        follow::Follow::of(ctx, &bound),
         cancel.clone(),
     ));
-    if let Some(w) = host_inbox::HostInboxWorker::of(ctx, bound) {
+    if let Some(w) = host_inbox::HostInboxWorker::of(ctx, &bound) {
         tokio::spawn(host_inbox::forward(w, cancel.clone()));
     }
     if ctx.host() == HostKind::Codex {
-        tokio::spawn(codex::deliver(codex::Codex::of(ctx, bound), cancel.clone()));
+        tokio::spawn(codex::deliver(
+            codex::Codex::of(ctx, &bound),
+            cancel.clone(),
+        ));
     }
     tokio::spawn(sent_log::flush(
         ctx.shared_state(),

@@ -1,7 +1,8 @@
 //! The Claude Code adapter: the user-scope MCP server `interlink` in `~/.claude.json`
 //! (`mcpServers.interlink`: `interlink-p2p mcp`), and in `~/.claude/settings.json` the
 //! asynchronous Stop hook running `interlink-p2p wait` with `asyncRewake`, which wakes
-//! an idle agent when a message arrives. With `CLAUDE_CONFIG_DIR` set, Claude Code
+//! an idle agent when a message arrives, and the SessionStart/SessionEnd hooks that
+//! keep the server's session on the current conversation (`/clear`, resume). With `CLAUDE_CONFIG_DIR` set, Claude Code
 //! reads both from that directory instead (`.claude.json`, `settings.json`).
 
 use std::path::Path;
@@ -155,6 +156,94 @@ pub(super) fn hook(
             })
         }
     }
+}
+
+/// The hooks that keep the server on the host's current conversation: SessionStart
+/// binds it (a `/clear` moves it to a fresh mailbox, a resume back to the old one),
+/// SessionEnd ends it; `mcp_tool` hooks calling the server's hook-only tools.
+const CONVERSATION_HOOKS: [(&str, &str, &str); 2] = [
+    (
+        "SessionStart",
+        "bind_session",
+        r#"{"session_id": "${session_id}", "source": "${source}"}"#,
+    ),
+    (
+        "SessionEnd",
+        "end_session",
+        r#"{"session_id": "${session_id}", "reason": "${reason}"}"#,
+    ),
+];
+
+/// Installs or removes [`CONVERSATION_HOOKS`] (one per event, ours recognised by
+/// server and tool; the user's other hooks are kept).
+pub(super) fn conversation_hooks(
+    doc: &mut Map<String, Value>,
+    action: Action,
+) -> anyhow::Result<Vec<String>> {
+    let mut notes = Vec::new();
+    for (event, tool, input) in CONVERSATION_HOOKS {
+        let input: Value = serde_json::from_str(input)?;
+        let wanted =
+            json!({"type": "mcp_tool", "server": SERVER_NAME, "tool": tool, "input": input});
+        let ours =
+            |h: &Value| h["type"] == "mcp_tool" && h["server"] == SERVER_NAME && h["tool"] == tool;
+        let list = doc
+            .get_mut("hooks")
+            .and_then(Value::as_object_mut)
+            .and_then(|h| h.get_mut(event))
+            .and_then(Value::as_array_mut);
+        match (action, list) {
+            (Action::Install, None) => {
+                object(doc, "hooks")?.insert(event.into(), json!([{"hooks": [wanted]}]));
+                notes.push(format!("added the {event} hook calling {tool}"));
+            }
+            (Action::Install, Some(groups)) => {
+                let mut found = false;
+                let mut changed = false;
+                for group in groups.iter_mut() {
+                    if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+                        for h in list.iter_mut().filter(|h| ours(h)) {
+                            found = true;
+                            if *h != wanted {
+                                *h = wanted.clone();
+                                changed = true;
+                            }
+                        }
+                    }
+                }
+                if !found {
+                    groups.push(json!({"hooks": [wanted]}));
+                    notes.push(format!("added the {event} hook calling {tool}"));
+                } else if changed {
+                    notes.push(format!("updated the {event} hook calling {tool}"));
+                }
+            }
+            (Action::Uninstall, None) => {}
+            (Action::Uninstall, Some(groups)) => {
+                let mut removed = false;
+                for group in groups.iter_mut() {
+                    if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+                        let n = list.len();
+                        list.retain(|h| !ours(h));
+                        removed |= list.len() != n;
+                    }
+                }
+                groups.retain(|g| g["hooks"].as_array().is_none_or(|l| !l.is_empty()));
+                if groups.is_empty()
+                    && let Some(hooks) = doc.get_mut("hooks").and_then(Value::as_object_mut)
+                {
+                    hooks.remove(event);
+                }
+                if removed {
+                    notes.push(format!("removed the {event} hook calling {tool}"));
+                }
+            }
+        }
+    }
+    if action == Action::Uninstall {
+        drop_if_empty(doc, "hooks");
+    }
+    Ok(notes)
 }
 
 /// The first Claude Code with an inbox socket for its sessions.

@@ -148,7 +148,11 @@ pub fn run(
             let (new, notes) = edit_json(&path, |doc| claude::server(doc, command, action))?;
             changes.push((path, notes, new));
             let path = locations.claude_settings();
-            let (new, notes) = edit_json(&path, |doc| claude::hook(doc, command, action))?;
+            let (new, notes) = edit_json(&path, |doc| {
+                let mut notes = claude::hook(doc, command, action)?;
+                notes.extend(claude::conversation_hooks(doc, action)?);
+                Ok(notes)
+            })?;
             changes.push((path, notes, new));
         }
         Host::Codex => {
