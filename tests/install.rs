@@ -86,6 +86,22 @@ fn claude_install_is_idempotent_keeps_other_entries_and_uninstalls() {
         (&json!(true), &json!(true))
     );
 
+    // The conversation hooks: SessionStart binds the server to the conversation
+    // (/clear, resume), SessionEnd ends it; mcp_tool hooks on our server.
+    for (event, tool, field) in [
+        ("SessionStart", "bind_session", "source"),
+        ("SessionEnd", "end_session", "reason"),
+    ] {
+        let hook = &s["hooks"][event][0]["hooks"][0];
+        assert_eq!(
+            (&hook["type"], &hook["server"], &hook["tool"]),
+            (&json!("mcp_tool"), &json!("interlink"), &json!(tool)),
+            "{s}"
+        );
+        assert_eq!(hook["input"]["session_id"], "${session_id}");
+        assert_eq!(hook["input"][field], format!("${{{field}}}"));
+    }
+
     let again = p2p(h, codex.path(), &["install", "claude", "--command", cmd]);
     assert_eq!(again.matches("unchanged").count(), 2, "{again}");
 
