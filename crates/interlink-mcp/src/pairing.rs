@@ -61,6 +61,21 @@ pub struct Incoming {
     pub via_session: String,
 }
 
+impl Incoming {
+    /// The request a held knock makes, received through the session `via`.
+    fn of(knock: &HeldKnock, via: String) -> Self {
+        Self {
+            identity_key: knock.sender.clone(),
+            fingerprint: knock.sender_fingerprint.clone(),
+            name: knock.name.clone().filter(|n| is_valid_name(n)),
+            session: knock.sender_session.clone(),
+            msg_id: knock.msg_id.clone(),
+            knocked_at: knock.ts,
+            via_session: via,
+        }
+    }
+}
+
 /// A pair request this user sent.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outgoing {
@@ -183,15 +198,7 @@ pub fn record_knock(home: &Home, knock: &HeldKnock, via: &SessionId) -> Result<b
         if state.incoming.len() >= MAX_INCOMING {
             state.incoming.remove(0);
         }
-        state.incoming.push(Incoming {
-            identity_key: knock.sender.clone(),
-            fingerprint: knock.sender_fingerprint.clone(),
-            name: knock.name.clone().filter(|n| is_valid_name(n)),
-            session: knock.sender_session.clone(),
-            msg_id: knock.msg_id.clone(),
-            knocked_at: knock.ts,
-            via_session: via.to_string(),
-        });
+        state.incoming.push(Incoming::of(knock, via.to_string()));
         Ok(true)
     })
 }
@@ -353,15 +360,7 @@ pub fn auto_admit(
         AutoAdmit::Mutual(out) => out.petname.clone(),
         AutoAdmit::Invite(_) => None,
     };
-    let request = Incoming {
-        identity_key: knock.sender.clone(),
-        fingerprint: knock.sender_fingerprint.clone(),
-        name: knock.name.clone().filter(|n| is_valid_name(n)),
-        session: knock.sender_session.clone(),
-        msg_id: knock.msg_id.clone(),
-        knocked_at: knock.ts,
-        via_session: String::new(),
-    };
+    let request = Incoming::of(knock, String::new());
     let accepted = edit(home, |state| {
         let petname = pin(home, &key, petname.as_deref().or(request.name.as_deref()))?;
         state

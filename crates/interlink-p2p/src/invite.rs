@@ -352,7 +352,15 @@ pub async fn join(
         writeln!(progress, "join: looking for {name} on the overlay…")?;
         let session = ps
             .live_session(key, Some(&invite.session), options.wait)
-            .await?;
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{e:#}. {name} stays in your peers; run this again when `interlink-p2p \
+                     invite` or one of their sessions is running (the code is valid for {} \
+                     more minutes)",
+                    invite.expires.saturating_sub(interlink_net::now_ms()) / 60_000
+                )
+            })?;
         pairing::record_outgoing(
             home,
             &key,

@@ -82,6 +82,82 @@ fn is_our_wait(command: &str) -> bool {
         && words.next() == Some("wait")
 }
 
+/// What [`set_hook`] changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HookChange {
+    Added,
+    Updated,
+    Removed,
+}
+
+/// Installs `wanted` as the hook of `event` — replacing every hook `ours` recognises,
+/// or adding a group holding it when there is none — or removes those hooks, dropping
+/// the groups (and the event, and `hooks`) the removal left empty. The user's other
+/// hooks are kept as they are.
+fn set_hook(
+    doc: &mut Map<String, Value>,
+    event: &str,
+    wanted: &Value,
+    ours: impl Fn(&Value) -> bool,
+    action: Action,
+) -> anyhow::Result<Option<HookChange>> {
+    let groups = doc
+        .get_mut("hooks")
+        .and_then(Value::as_object_mut)
+        .and_then(|h| h.get_mut(event))
+        .and_then(Value::as_array_mut);
+    let Some(groups) = groups else {
+        if action == Action::Uninstall {
+            return Ok(None);
+        }
+        object(doc, "hooks")?.insert(event.into(), json!([{"hooks": [wanted]}]));
+        return Ok(Some(HookChange::Added));
+    };
+    match action {
+        Action::Install => {
+            let (mut found, mut changed) = (false, false);
+            for list in groups
+                .iter_mut()
+                .filter_map(|g| g.get_mut("hooks").and_then(Value::as_array_mut))
+            {
+                for h in list.iter_mut().filter(|h| ours(h)) {
+                    found = true;
+                    if h != wanted {
+                        *h = wanted.clone();
+                        changed = true;
+                    }
+                }
+            }
+            if !found {
+                groups.push(json!({"hooks": [wanted]}));
+                return Ok(Some(HookChange::Added));
+            }
+            Ok(changed.then_some(HookChange::Updated))
+        }
+        Action::Uninstall => {
+            let before = groups.len();
+            let mut removed = false;
+            for list in groups
+                .iter_mut()
+                .filter_map(|g| g.get_mut("hooks").and_then(Value::as_array_mut))
+            {
+                let n = list.len();
+                list.retain(|h| !ours(h));
+                removed |= list.len() != n;
+            }
+            // Drop the groups left empty by the removal (only those).
+            groups.retain(|g| g["hooks"].as_array().is_none_or(|l| !l.is_empty()));
+            let emptied = groups.is_empty() && before > 0;
+            if emptied && let Some(hooks) = doc.get_mut("hooks").and_then(Value::as_object_mut) {
+                hooks.remove(event);
+                drop_if_empty(doc, "hooks");
+            }
+            Ok(removed.then_some(HookChange::Removed))
+        }
+    }
+}
+
+/// The asynchronous Stop hook `interlink-p2p wait`.
 pub(super) fn hook(
     doc: &mut Map<String, Value>,
     command: &str,
@@ -89,73 +165,15 @@ pub(super) fn hook(
 ) -> anyhow::Result<Vec<String>> {
     let wait = format!("{command} wait");
     let wanted = json!({"type": "command", "command": wait, "async": true, "asyncRewake": true});
-    let Some(stop) = doc
-        .get_mut("hooks")
-        .and_then(Value::as_object_mut)
-        .and_then(|h| h.get_mut("Stop"))
-        .and_then(Value::as_array_mut)
-    else {
-        if action == Action::Uninstall {
-            return Ok(vec![]);
-        }
-        let hooks = object(doc, "hooks")?;
-        hooks.insert("Stop".into(), json!([{"hooks": [wanted]}]));
-        return Ok(vec![format!(
-            "added the Stop hook `{wait}` (async, asyncRewake)"
-        )]);
-    };
     let ours = |h: &Value| h["command"].as_str().is_some_and(is_our_wait);
-    match action {
-        Action::Install => {
-            let mut found = false;
-            let mut changed = false;
-            for group in stop.iter_mut() {
-                if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
-                    for h in list.iter_mut().filter(|h| ours(h)) {
-                        found = true;
-                        if *h != wanted {
-                            *h = wanted.clone();
-                            changed = true;
-                        }
-                    }
-                }
-            }
-            if !found {
-                stop.push(json!({"hooks": [wanted]}));
-                return Ok(vec![format!(
-                    "added the Stop hook `{wait}` (async, asyncRewake)"
-                )]);
-            }
-            Ok(if changed {
-                vec![format!("updated the Stop hook to `{wait}`")]
-            } else {
-                vec![]
-            })
+    Ok(match set_hook(doc, "Stop", &wanted, ours, action)? {
+        Some(HookChange::Added) => {
+            vec![format!("added the Stop hook `{wait}` (async, asyncRewake)")]
         }
-        Action::Uninstall => {
-            let before = stop.len();
-            let mut removed = false;
-            for group in stop.iter_mut() {
-                if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
-                    let n = list.len();
-                    list.retain(|h| !ours(h));
-                    removed |= list.len() != n;
-                }
-            }
-            // Drop the groups left empty by the removal (only those).
-            stop.retain(|g| g["hooks"].as_array().is_none_or(|l| !l.is_empty()));
-            let emptied = stop.is_empty() && before > 0;
-            if emptied && let Some(hooks) = doc.get_mut("hooks").and_then(Value::as_object_mut) {
-                hooks.remove("Stop");
-                drop_if_empty(doc, "hooks");
-            }
-            Ok(if removed {
-                vec!["removed the Stop hook `interlink-p2p wait`".to_owned()]
-            } else {
-                vec![]
-            })
-        }
-    }
+        Some(HookChange::Updated) => vec![format!("updated the Stop hook to `{wait}`")],
+        Some(HookChange::Removed) => vec!["removed the Stop hook `interlink-p2p wait`".to_owned()],
+        None => vec![],
+    })
 }
 
 /// The hooks that keep the server on the host's current conversation: SessionStart
@@ -174,8 +192,7 @@ const CONVERSATION_HOOKS: [(&str, &str, &str); 2] = [
     ),
 ];
 
-/// Installs or removes [`CONVERSATION_HOOKS`] (one per event, ours recognised by
-/// server and tool; the user's other hooks are kept).
+/// Installs or removes [`CONVERSATION_HOOKS`] (ours recognised by server and tool).
 pub(super) fn conversation_hooks(
     doc: &mut Map<String, Value>,
     action: Action,
@@ -187,61 +204,13 @@ pub(super) fn conversation_hooks(
             json!({"type": "mcp_tool", "server": SERVER_NAME, "tool": tool, "input": input});
         let ours =
             |h: &Value| h["type"] == "mcp_tool" && h["server"] == SERVER_NAME && h["tool"] == tool;
-        let list = doc
-            .get_mut("hooks")
-            .and_then(Value::as_object_mut)
-            .and_then(|h| h.get_mut(event))
-            .and_then(Value::as_array_mut);
-        match (action, list) {
-            (Action::Install, None) => {
-                object(doc, "hooks")?.insert(event.into(), json!([{"hooks": [wanted]}]));
-                notes.push(format!("added the {event} hook calling {tool}"));
-            }
-            (Action::Install, Some(groups)) => {
-                let mut found = false;
-                let mut changed = false;
-                for group in groups.iter_mut() {
-                    if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
-                        for h in list.iter_mut().filter(|h| ours(h)) {
-                            found = true;
-                            if *h != wanted {
-                                *h = wanted.clone();
-                                changed = true;
-                            }
-                        }
-                    }
-                }
-                if !found {
-                    groups.push(json!({"hooks": [wanted]}));
-                    notes.push(format!("added the {event} hook calling {tool}"));
-                } else if changed {
-                    notes.push(format!("updated the {event} hook calling {tool}"));
-                }
-            }
-            (Action::Uninstall, None) => {}
-            (Action::Uninstall, Some(groups)) => {
-                let mut removed = false;
-                for group in groups.iter_mut() {
-                    if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
-                        let n = list.len();
-                        list.retain(|h| !ours(h));
-                        removed |= list.len() != n;
-                    }
-                }
-                groups.retain(|g| g["hooks"].as_array().is_none_or(|l| !l.is_empty()));
-                if groups.is_empty()
-                    && let Some(hooks) = doc.get_mut("hooks").and_then(Value::as_object_mut)
-                {
-                    hooks.remove(event);
-                }
-                if removed {
-                    notes.push(format!("removed the {event} hook calling {tool}"));
-                }
-            }
-        }
-    }
-    if action == Action::Uninstall {
-        drop_if_empty(doc, "hooks");
+        let done = match set_hook(doc, event, &wanted, ours, action)? {
+            Some(HookChange::Added) => "added",
+            Some(HookChange::Updated) => "updated",
+            Some(HookChange::Removed) => "removed",
+            None => continue,
+        };
+        notes.push(format!("{done} the {event} hook calling {tool}"));
     }
     Ok(notes)
 }
