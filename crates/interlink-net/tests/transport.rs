@@ -6,7 +6,7 @@
 //! "simultaneous open": a single connection on which both sides act as the Noise
 //! initiator, so both handshakes fail ("input error") and neither dial connects. A
 //! shell `send` whose live attempt crossed the recipient's pass offer queued a message
-//! that should have been delivered (tests/claude_inbox.rs, 2 runs in 6).
+//! that should have been delivered (tests/e2e/claude_inbox.rs, 2 runs in 6).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 

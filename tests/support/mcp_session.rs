@@ -114,7 +114,7 @@ pub enum Human {
 
 /// The client capabilities Claude Code declares (2.1.332: roots with `listChanged`,
 /// elicitation by form and by URL), on protocol 2026-07-28 in every request's `_meta`.
-/// Checked against the real CLI by `tests/install_real_cli.rs`, which reads what our
+/// Checked against the real CLI by `tests/e2e/install_real_cli.rs`, which reads what our
 /// server recorded in `client.json`.
 pub fn claude_code_capabilities() -> rmcp::model::ClientCapabilities {
     let mut caps = rmcp::model::ClientCapabilities::default();
