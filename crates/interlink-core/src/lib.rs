@@ -22,6 +22,7 @@
 //! - [`presence`], [`routing`], [`trust`], [`mailbox`], [`collected`] — the state
 //!   machines and rules built on the verified wire types.
 
+pub mod bounded;
 pub mod collected;
 pub mod env;
 pub mod identity;

@@ -5,9 +5,7 @@
 //!
 //! [`RouteRequest`]: super::RouteRequest
 
-use std::collections::{HashMap, VecDeque};
-
-use crate::{identity::IdentityKey, session::SessionId};
+use crate::{bounded::LruMap, identity::IdentityKey, session::SessionId};
 
 /// Most peers whose hints are kept; beyond it the least recently updated is dropped.
 pub const MAX_ROUTE_HINTS: usize = 1024;
@@ -22,11 +20,18 @@ pub struct Hints {
 }
 
 /// Routing hints per peer identity, bounded by [`MAX_ROUTE_HINTS`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Routes {
-    hints: HashMap<IdentityKey, Hints>,
-    // Least recently updated first; an identity appears once.
-    order: VecDeque<IdentityKey>,
+    // Least recently updated first.
+    hints: LruMap<IdentityKey, Hints>,
+}
+
+impl Default for Routes {
+    fn default() -> Self {
+        Self {
+            hints: LruMap::new(MAX_ROUTE_HINTS),
+        }
+    }
 }
 
 impl Routes {
@@ -48,10 +53,10 @@ impl Routes {
     /// The peers' sticky sessions (those that wrote to this session), most recently
     /// updated first, at most `limit`.
     pub fn sticky(&self, limit: usize) -> Vec<(IdentityKey, SessionId)> {
-        self.order
+        self.hints
             .iter()
             .rev()
-            .filter_map(|k| Some((*k, self.hints.get(k)?.sticky.clone()?)))
+            .filter_map(|(k, h)| Some((*k, h.sticky.clone()?)))
             .take(limit)
             .collect()
     }
@@ -69,14 +74,7 @@ impl Routes {
     }
 
     fn touch(&mut self, key: IdentityKey) -> &mut Hints {
-        self.order.retain(|k| *k != key);
-        self.order.push_back(key);
-        while self.order.len() > MAX_ROUTE_HINTS {
-            if let Some(old) = self.order.pop_front() {
-                self.hints.remove(&old);
-            }
-        }
-        self.hints.entry(key).or_default()
+        self.hints.entry(key, Hints::default).0
     }
 }
 

@@ -26,6 +26,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use interlink_core::bounded::{Rate, TokenBucket};
 use interlink_core::{
     IdentityKey,
     wire::{DeliveryMode, EnvelopeKind},
@@ -118,8 +119,10 @@ struct Book {
     file: HandoverFile,
     frames: HashMap<String, Sent>,
     order: VecDeque<String>,
-    tokens: u32,
-    refilled: Instant,
+    /// The pace: frames that may be written now.
+    pace: TokenBucket,
+    /// What the pace's clock counts from.
+    epoch: Instant,
     /// A round stopped for pacing: unread messages are still waiting.
     backlog: bool,
 }
@@ -166,8 +169,8 @@ pub async fn forward(w: HostInboxWorker, cancel: CancellationToken) {
         },
         frames: HashMap::new(),
         order: VecDeque::new(),
-        tokens: BURST,
-        refilled: Instant::now(),
+        pace: TokenBucket::full(PACE, 0),
+        epoch: Instant::now(),
         backlog: false,
     };
     // Subscribe before the first round, so nothing delivered in between is missed.
@@ -211,17 +214,18 @@ async fn fall_back(ready: &crate::context::Ready) {
     }
 }
 
-/// Adds the tokens due since the last refill; whether there is one to spend.
+/// The host's pace: [`BURST`] frames, then one per [`REFILL`].
+const PACE: Rate = Rate {
+    burst: BURST as u64,
+    per: 1,
+    period_ms: REFILL.as_millis() as u64,
+};
+
+/// Adds the frames due since the last refill; whether one may be written.
 fn refill(book: &mut Book) -> bool {
-    let due = book.refilled.elapsed().as_millis() / REFILL.as_millis().max(1);
-    if due > 0 {
-        book.tokens = book
-            .tokens
-            .saturating_add(u32::try_from(due).unwrap_or(u32::MAX))
-            .min(BURST);
-        book.refilled = Instant::now();
-    }
-    book.tokens > 0
+    let now_ms = u64::try_from(book.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+    book.pace.refill(PACE, now_ms);
+    book.pace.level() > 0
 }
 
 fn key_of(e: &InboxEntry) -> String {
@@ -273,7 +277,8 @@ async fn round(w: &HostInboxWorker, book: &mut Book, reply: &std::path::Path) {
         }
         // One message per frame while the pace allows one frame per message; the
         // last frame the pace allows takes what is waiting.
-        let take = if pending.len() <= book.tokens as usize {
+        let allowed = usize::try_from(book.pace.level()).unwrap_or(0);
+        let take = if pending.len() <= allowed {
             1
         } else {
             pending.len().min(MESSAGES_PER_FRAME)
@@ -284,7 +289,7 @@ async fn round(w: &HostInboxWorker, book: &mut Book, reply: &std::path::Path) {
         match w.inbox.post(&text).await {
             Ok(()) => {
                 debug!(frame = %id, messages = batch.len(), "written to the host's inbox socket");
-                book.tokens -= 1;
+                book.pace.charge(1);
                 let messages: Vec<(String, InboxEntry)> =
                     batch.into_iter().map(|e| (key_of(&e), e)).collect();
                 for (key, _) in &messages {
@@ -503,16 +508,16 @@ mod tests {
             file: HandoverFile::default(),
             frames: HashMap::new(),
             order: VecDeque::new(),
-            tokens: 0,
-            refilled: Instant::now(),
+            pace: TokenBucket::empty(0),
+            epoch: Instant::now(),
             backlog: false,
         };
-        assert!(!refill(&mut book), "no token before an interval passed");
-        book.refilled = Instant::now().checked_sub(REFILL * 3).unwrap();
+        assert!(!refill(&mut book), "no frame before an interval passed");
+        book.epoch = Instant::now().checked_sub(REFILL * 3).unwrap();
         assert!(refill(&mut book));
-        assert_eq!(book.tokens, 3);
-        book.refilled = Instant::now().checked_sub(REFILL * 1000).unwrap();
+        assert_eq!(book.pace.level(), 3);
+        book.epoch = Instant::now().checked_sub(REFILL * 1000).unwrap();
         refill(&mut book);
-        assert_eq!(book.tokens, BURST);
+        assert_eq!(book.pace.level(), i64::from(BURST));
     }
 }

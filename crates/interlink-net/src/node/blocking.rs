@@ -7,20 +7,29 @@
 //! stream, or closing without a block, let a peer that retried at once cost this node
 //! a stream negotiation or a handshake every few milliseconds (`hostile-load`).
 
-use std::collections::HashMap;
-
+use interlink_core::bounded::LruMap;
 use libp2p::{PeerId, swarm::ConnectionId};
 use tracing::debug;
 
 use super::Actor;
 
 /// Peers shut out, and the count of connections closed for it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Blocking {
-    /// Blocked peers → until when (at most `MAX_BLOCKED_PEERS`).
-    blocked: HashMap<PeerId, std::time::Instant>,
+    /// Blocked peers → until when, the one blocked longest ago first (every block lasts
+    /// as long, so that is also the first due); at most `MAX_BLOCKED_PEERS`.
+    blocked: LruMap<PeerId, std::time::Instant>,
     /// Connections closed for opening more mailbox streams at once than they may.
     pub(crate) closed: u64,
+}
+
+impl Default for Blocking {
+    fn default() -> Self {
+        Self {
+            blocked: LruMap::new(crate::behaviour::MAX_BLOCKED_PEERS),
+            closed: 0,
+        }
+    }
 }
 
 impl Actor {
@@ -37,31 +46,28 @@ impl Actor {
     /// (blocking also closes the ones it has). An honest node never gets here: it keeps
     /// 2 mailbox requests in flight per peer (`node::mailbox_calls`).
     fn block_for_a_while(&mut self, peer: PeerId) {
-        use crate::behaviour::{MAX_BLOCKED_PEERS, OVERFLOW_BLOCK};
-        let now = std::time::Instant::now();
-        if self.blocking.blocked.len() >= MAX_BLOCKED_PEERS
-            && let Some((&oldest, _)) = self.blocking.blocked.iter().min_by_key(|(_, at)| **at)
-        {
-            self.blocking.blocked.remove(&oldest);
+        let until = std::time::Instant::now() + crate::behaviour::OVERFLOW_BLOCK;
+        // Blocked again: the block starts over, at the back of the order.
+        self.blocking.blocked.remove(&peer);
+        let (_, evicted) = self.blocking.blocked.entry(peer, || until);
+        if let Some((oldest, _)) = evicted {
             self.swarm.behaviour_mut().blocked.unblock_peer(oldest);
         }
-        self.blocking.blocked.insert(peer, now + OVERFLOW_BLOCK);
         self.swarm.behaviour_mut().blocked.block_peer(peer);
     }
 
     /// Lifts the blocks that are due (on the tick).
     pub(super) fn lift_blocks(&mut self) {
         let now = std::time::Instant::now();
-        let due: Vec<PeerId> = self
+        while self
             .blocking
             .blocked
-            .iter()
-            .filter(|(_, until)| **until <= now)
-            .map(|(p, _)| *p)
-            .collect();
-        for peer in due {
-            self.blocking.blocked.remove(&peer);
-            self.swarm.behaviour_mut().blocked.unblock_peer(peer);
+            .oldest()
+            .is_some_and(|(_, until)| *until <= now)
+        {
+            if let Some((peer, _)) = self.blocking.blocked.pop_oldest() {
+                self.swarm.behaviour_mut().blocked.unblock_peer(peer);
+            }
         }
     }
 }

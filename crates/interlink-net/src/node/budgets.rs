@@ -10,8 +10,7 @@
 //! are kept, and when full the longest-idle one is forgotten (a forgotten peer starts
 //! again with a full bucket, which costs at most one burst).
 
-use std::collections::HashMap;
-
+use interlink_core::bounded::{LruMap, Rate, TokenBucket};
 use libp2p::PeerId;
 
 /// Peers whose budgets are tracked at once.
@@ -45,32 +44,10 @@ impl Kind {
     }
 }
 
-/// Before `key` is added to `map` (holding at most `cap`): forgets the entry idle
-/// longest (`at` is when it was last used) if the map is full.
-fn make_room<K: Copy + Eq + std::hash::Hash, V>(
-    map: &mut HashMap<K, V>,
-    key: &K,
-    cap: usize,
-    at: impl Fn(&V) -> u64,
-) {
-    if !map.contains_key(key)
-        && map.len() >= cap
-        && let Some(idle) = map.iter().min_by_key(|(_, v)| at(v)).map(|(k, _)| *k)
-    {
-        map.remove(&idle);
-    }
-}
-
-#[derive(Debug)]
-struct Bucket {
-    tokens: u64,
-    at_ms: u64,
-}
-
 /// The budgets of every tracked peer.
 #[derive(Debug)]
 pub(crate) struct Budgets {
-    buckets: HashMap<(PeerId, Kind), Bucket>,
+    buckets: LruMap<(PeerId, Kind), TokenBucket>,
     /// Relays serve many more holders' worth of mail: their rates are multiplied.
     factor: u64,
 }
@@ -79,7 +56,7 @@ impl Budgets {
     /// Budgets at the session rates times `factor`.
     pub(crate) fn new(factor: u64) -> Self {
         Self {
-            buckets: HashMap::new(),
+            buckets: LruMap::new(MAX_TRACKED_PEERS),
             factor: factor.max(1),
         }
     }
@@ -87,28 +64,18 @@ impl Budgets {
     /// Spends `bytes` of `peer`'s `kind` budget at `now_ms`; `false` (nothing spent) if
     /// the budget does not cover them.
     pub(crate) fn spend(&mut self, peer: PeerId, kind: Kind, bytes: usize, now_ms: u64) -> bool {
-        let (burst, rate) = kind.session_rates();
-        let (burst, rate) = (burst * self.factor, rate * self.factor);
-        make_room(&mut self.buckets, &(peer, kind), MAX_TRACKED_PEERS, |b| {
-            b.at_ms
-        });
-        let bucket = self.buckets.entry((peer, kind)).or_insert(Bucket {
-            tokens: burst,
-            at_ms: now_ms,
-        });
-        let elapsed = now_ms.saturating_sub(bucket.at_ms);
-        bucket.tokens = burst.min(
-            bucket
-                .tokens
-                .saturating_add(elapsed.saturating_mul(rate) / 1000),
-        );
-        bucket.at_ms = bucket.at_ms.max(now_ms);
-        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
-        if bytes > bucket.tokens {
-            return false;
-        }
-        bucket.tokens -= bytes;
-        true
+        let (burst, per_second) = kind.session_rates();
+        let rate = Rate {
+            burst: burst * self.factor,
+            per: per_second * self.factor,
+            period_ms: 1000,
+        };
+        // A forgotten peer starts again with a full bucket: at most one burst more.
+        let (bucket, _) = self
+            .buckets
+            .entry((peer, kind), || TokenBucket::full(rate, now_ms));
+        bucket.refill(rate, now_ms);
+        bucket.try_take(u64::try_from(bytes).unwrap_or(u64::MAX))
     }
 }
 
@@ -142,17 +109,12 @@ pub(crate) fn source_network(addr: &libp2p::Multiaddr) -> Option<std::net::IpAdd
 /// refused `over_budget` before its copy is read into the store; a hold is charged
 /// what it made the store grow by, once committed (so republished copies, acks and
 /// mail the store already had cost nothing).
-/// A network's growth budget: bytes left, negative after a hold grew the store by more
-/// than was left (the debt is refilled before the next hold is let in).
-#[derive(Debug)]
-struct Balance {
-    balance: i64,
-    at_ms: u64,
-}
-
+/// A network's growth budget is a [`TokenBucket`] of bytes left, in debt after a hold
+/// grew the store by more than was left (the debt is refilled before the next hold is
+/// let in).
 #[derive(Debug)]
 pub(crate) struct NetworkBudgets {
-    buckets: HashMap<std::net::IpAddr, Balance>,
+    buckets: LruMap<std::net::IpAddr, TokenBucket>,
     /// What a network may add at once (`Config::network_growth_burst`).
     burst: u64,
 }
@@ -161,39 +123,30 @@ impl NetworkBudgets {
     /// Budgets of `burst` bytes each, refilled at [`NETWORK_GROWTH_PER_HOUR`].
     pub(crate) fn new(burst: u64) -> Self {
         Self {
-            buckets: HashMap::new(),
+            buckets: LruMap::new(MAX_TRACKED_NETWORKS),
             burst,
         }
     }
 
-    fn refilled(&mut self, net: std::net::IpAddr, now_ms: u64) -> &mut Balance {
-        make_room(&mut self.buckets, &net, MAX_TRACKED_NETWORKS, |b| b.at_ms);
-        let burst = i64::try_from(self.burst).unwrap_or(i64::MAX);
-        let b = self.buckets.entry(net).or_insert(Balance {
-            balance: burst,
-            at_ms: now_ms,
-        });
-        let elapsed = now_ms.saturating_sub(b.at_ms);
-        let refill = elapsed.saturating_mul(NETWORK_GROWTH_PER_HOUR) / 3_600_000;
-        b.balance = burst.min(
-            b.balance
-                .saturating_add(i64::try_from(refill).unwrap_or(i64::MAX)),
-        );
-        b.at_ms = b.at_ms.max(now_ms);
+    fn refilled(&mut self, net: std::net::IpAddr, now_ms: u64) -> &mut TokenBucket {
+        let rate = Rate {
+            burst: self.burst,
+            per: NETWORK_GROWTH_PER_HOUR,
+            period_ms: 3_600_000,
+        };
+        let (b, _) = self.buckets.entry(net, || TokenBucket::full(rate, now_ms));
+        b.refill(rate, now_ms);
         b
     }
 
     /// Whether `net` may still add to the store.
     pub(crate) fn has_room(&mut self, net: std::net::IpAddr, now_ms: u64) -> bool {
-        self.refilled(net, now_ms).balance > 0
+        self.refilled(net, now_ms).level() > 0
     }
 
     /// Charges `net` the `bytes` a hold of its made the store grow by.
     pub(crate) fn charge(&mut self, net: std::net::IpAddr, bytes: u64, now_ms: u64) {
-        let b = self.refilled(net, now_ms);
-        b.balance = b
-            .balance
-            .saturating_sub(i64::try_from(bytes).unwrap_or(i64::MAX));
+        self.refilled(net, now_ms).charge(bytes);
     }
 }
 

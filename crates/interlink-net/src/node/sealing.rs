@@ -4,12 +4,10 @@
 //! context it has seen. Either way the X25519 operation is paid once per context, not
 //! once per message.
 
-use std::{
-    collections::{HashMap, VecDeque},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use interlink_core::{
+    bounded::LruMap,
     identity::{SealingKey, SealingSecret},
     seal::{OpenContext, SealContext, SealError},
 };
@@ -30,10 +28,19 @@ struct Sending {
     uses: u32,
 }
 
-/// A sender's contexts, by recipient sealing key.
-#[derive(Debug, Default)]
+/// A sender's contexts, by recipient sealing key; the least recently used goes first
+/// (its recipient gets a new context next time).
+#[derive(Debug)]
 pub(crate) struct SealContexts {
-    by_key: HashMap<SealingKey, Sending>,
+    by_key: LruMap<SealingKey, Sending>,
+}
+
+impl Default for SealContexts {
+    fn default() -> Self {
+        Self {
+            by_key: LruMap::new(MAX_SEAL_CONTEXTS),
+        }
+    }
 }
 
 impl SealContexts {
@@ -48,38 +55,33 @@ impl SealContexts {
         let fresh =
             |s: &Sending| now.duration_since(s.created) < CONTEXT_LIFETIME && s.uses < CONTEXT_USES;
         if !self.by_key.get(to).is_some_and(fresh) {
-            if self.by_key.len() >= MAX_SEAL_CONTEXTS && !self.by_key.contains_key(to) {
-                // The oldest goes; its recipient gets a new context next time.
-                if let Some(oldest) = self
-                    .by_key
-                    .iter()
-                    .min_by_key(|(_, s)| s.created)
-                    .map(|(k, _)| *k)
-                {
-                    self.by_key.remove(&oldest);
-                }
-            }
             let ctx = SealContext::new(to, rng)?;
-            self.by_key.insert(
-                *to,
-                Sending {
-                    ctx,
-                    created: now,
-                    uses: 0,
-                },
-            );
+            self.by_key.remove(to);
+            self.by_key.entry(*to, || Sending {
+                ctx,
+                created: now,
+                uses: 0,
+            });
         }
-        let entry = self.by_key.get_mut(to).ok_or(SealError::Seal)?;
+        let entry = self.by_key.touch(to).ok_or(SealError::Seal)?;
         entry.uses += 1;
         Ok(&entry.ctx)
     }
 }
 
-/// A recipient's opening contexts, by the sender context's `enc`; the oldest go first.
-#[derive(Debug, Default)]
+/// A recipient's opening contexts, by the sender context's `enc`; the least recently
+/// used go first.
+#[derive(Debug)]
 pub(crate) struct OpenContexts {
-    by_enc: HashMap<[u8; 32], OpenContext>,
-    order: VecDeque<[u8; 32]>,
+    by_enc: LruMap<[u8; 32], OpenContext>,
+}
+
+impl Default for OpenContexts {
+    fn default() -> Self {
+        Self {
+            by_enc: LruMap::new(MAX_OPEN_CONTEXTS),
+        }
+    }
 }
 
 impl OpenContexts {
@@ -91,15 +93,9 @@ impl OpenContexts {
     ) -> Result<&OpenContext, SealError> {
         if !self.by_enc.contains_key(&enc) {
             let ctx = OpenContext::new(&enc, secret)?;
-            if self.order.len() >= MAX_OPEN_CONTEXTS
-                && let Some(oldest) = self.order.pop_front()
-            {
-                self.by_enc.remove(&oldest);
-            }
-            self.order.push_back(enc);
-            self.by_enc.insert(enc, ctx);
+            self.by_enc.entry(enc, || ctx);
         }
-        self.by_enc.get(&enc).ok_or(SealError::Open)
+        self.by_enc.touch(&enc).map(|c| &*c).ok_or(SealError::Open)
     }
 }
 
