@@ -69,7 +69,7 @@ pub enum NetworkError {
     Listen {
         /// The address.
         addr: Multiaddr,
-        /// Why.
+        /// The transport's error text.
         reason: String,
     },
     /// The swarm could not be built.

@@ -46,7 +46,7 @@ pub enum StartError {
     Metrics {
         /// The address.
         addr: SocketAddr,
-        /// Why.
+        /// What the operating system reported.
         source: std::io::Error,
     },
     /// The network part did not start.

@@ -33,7 +33,7 @@ pub enum KeyFileError {
     Io {
         /// The file.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
     /// Group or others may read or write the file.

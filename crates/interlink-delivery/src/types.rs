@@ -229,12 +229,12 @@ pub enum Outcome {
     },
     /// The recipient refused it for good; it was removed from the outbox.
     Refused {
-        /// Why.
+        /// The recipient's refusal: a typed code and a detail.
         reason: Refusal,
     },
     /// It was given up before the caller was answered (the retention ended).
     NotKept {
-        /// Why.
+        /// Retention ended, or the recipient's mailbox takes no more from this sender.
         why: NotKept,
     },
 }
@@ -301,7 +301,7 @@ pub enum Event {
         msg_id: MsgId,
         /// Its recipient.
         to: SessionAddr,
-        /// Why.
+        /// Retention ended, or the recipient's mailbox takes no more from this sender.
         why: NotKept,
     },
     /// A queued message was refused for good by its recipient.
@@ -310,7 +310,7 @@ pub enum Event {
         msg_id: MsgId,
         /// Its recipient.
         to: SessionAddr,
-        /// Why.
+        /// The recipient's refusal: a typed code and a detail.
         reason: Refusal,
     },
     /// A stranger's knock was held for the human (the gate's knock queue).
@@ -321,7 +321,7 @@ pub enum Event {
         from: SessionAddr,
         /// Its id.
         msg_id: MsgId,
-        /// Why.
+        /// The recipient's refusal: a typed code and a detail.
         reason: Refusal,
     },
 }

@@ -45,14 +45,14 @@ pub(crate) enum JsonFileError {
         what: &'static str,
         /// The file or directory.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
     /// The file exists but does not hold what it should.
     Invalid {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Where and how the JSON breaks.
         source: serde_json::Error,
     },
 }

@@ -66,7 +66,7 @@ pub struct Skipped {
     pub member: String,
     /// Its identity.
     pub key: IdentityKey,
-    /// Why.
+    /// No longer a peer, or no session of it to route to.
     pub why: SkipReason,
 }
 

@@ -407,7 +407,7 @@ pub enum EditError {
     BadMember {
         /// The text.
         text: String,
-        /// Why.
+        /// What is wrong with it.
         why: String,
     },
     /// A member to add is not a peer.
@@ -537,7 +537,7 @@ pub enum GroupsFileError {
         what: &'static str,
         /// The file.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
     /// The file exists but is not a valid groups file.
@@ -545,7 +545,7 @@ pub enum GroupsFileError {
     Invalid {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Where and how the JSON breaks.
         source: serde_json::Error,
     },
 }

@@ -85,7 +85,7 @@ pub enum PostError {
     Io {
         /// The socket.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
     /// The host did not accept the connection in time.

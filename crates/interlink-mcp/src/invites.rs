@@ -58,7 +58,7 @@ pub enum InviteStoreError {
         what: &'static str,
         /// The file.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
     /// The file is not valid.
@@ -66,7 +66,7 @@ pub enum InviteStoreError {
     Invalid {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Where and how the JSON breaks.
         source: serde_json::Error,
     },
 }

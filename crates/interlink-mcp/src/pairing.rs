@@ -115,7 +115,7 @@ pub enum PairingError {
         what: &'static str,
         /// The file.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
     /// The file is not valid.
@@ -123,7 +123,7 @@ pub enum PairingError {
     Invalid {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Where and how the JSON breaks.
         source: serde_json::Error,
     },
     /// No waiting request matches.

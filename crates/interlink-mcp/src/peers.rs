@@ -39,7 +39,7 @@ pub enum AddError {
     BadKey {
         /// The text given.
         text: String,
-        /// Why.
+        /// What is wrong with the key's text.
         source: KeyError,
     },
     /// The key is this user's own identity.

@@ -37,7 +37,7 @@ pub enum PolicyError {
         what: &'static str,
         /// The file or directory.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
     /// The file exists but is not a valid peers file.
@@ -45,7 +45,7 @@ pub enum PolicyError {
     Invalid {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Where and how the JSON breaks.
         source: serde_json::Error,
     },
 }

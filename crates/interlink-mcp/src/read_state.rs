@@ -70,7 +70,7 @@ pub enum ReadStateError {
     Io {
         /// The file.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
     /// The read-state file is not valid.
@@ -78,7 +78,7 @@ pub enum ReadStateError {
     Invalid {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Where and how the JSON breaks.
         source: serde_json::Error,
     },
     /// The inbox could not be read.

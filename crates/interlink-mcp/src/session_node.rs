@@ -58,7 +58,7 @@ pub enum StartError {
     Identity {
         /// The key file.
         path: PathBuf,
-        /// Why.
+        /// What is wrong with the key file.
         source: KeyFileError,
     },
     /// The summary is too long or has control characters.

@@ -63,7 +63,7 @@ pub enum WaitError {
     Lock {
         /// The lock file.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
     /// The inbox or read state could not be read.
@@ -74,7 +74,7 @@ pub enum WaitError {
     Woken {
         /// The file.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
 }

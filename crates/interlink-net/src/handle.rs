@@ -53,7 +53,7 @@ pub enum Event {
         msg_id: MsgId,
         /// The recipient session it was for.
         to: SessionAddr,
-        /// Why.
+        /// The reason, in words for a log or a person.
         reason: String,
     },
     /// A stranger knocked (held for the operator; nothing reached the inbox).
@@ -67,7 +67,7 @@ pub enum Event {
     Rejected {
         /// The peer it came from.
         from: PeerId,
-        /// Why.
+        /// The reason, in words for a log or a person.
         reason: String,
     },
 }

@@ -162,7 +162,7 @@ pub enum InboxError {
     Io {
         /// The file or directory.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: io::Error,
     },
     /// An entry could not be encoded.

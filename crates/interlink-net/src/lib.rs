@@ -3,11 +3,13 @@
 //! One task owns the libp2p `Swarm` ([`node`]); everything else talks to it through a
 //! cheap cloneable [`Handle`] over bounded channels, each request carrying a oneshot
 //! for its reply. Delivery is decided by the IO-free engine of `interlink-delivery`;
-//! the node is its shell (live requests, mailbox copies in the Kademlia DHT, receipts),
-//! with the session's [`inbox`] and [`outbox`] written on a store thread of their own.
-//! The node:
+//! the node is its shell (live requests, mailbox copies held by peers and relays and
+//! handed only to their owner on a signed fetch, receipts), with the session's [`inbox`]
+//! and [`outbox`] written on a store thread of their own. Kademlia only finds the peers
+//! close to a mailbox's key; it stores no mailbox. The node:
 //! - publishes the session's signed announcement on the overlay's gossipsub topic at
-//!   start, on every change and every heartbeat, and a goodbye on shutdown;
+//!   start and on every change, a small signed beacon in between, and a goodbye on
+//!   shutdown;
 //! - validates every presence message with the core before gossipsub forwards it
 //!   (rejections lower the sender's peer score);
 //! - fetches a peer's roster as soon as it connects, so a new session sees the overlay
@@ -59,7 +61,7 @@ pub enum NetError {
     Listen {
         /// The address.
         addr: String,
-        /// Why.
+        /// The transport's error text.
         reason: String,
     },
     /// The node task has stopped.

@@ -57,7 +57,7 @@ pub enum SessionLockError {
     Io {
         /// The lock file.
         path: PathBuf,
-        /// The error.
+        /// What the operating system reported.
         source: std::io::Error,
     },
 }

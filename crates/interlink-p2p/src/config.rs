@@ -57,7 +57,7 @@ pub enum ConfigError {
     Network {
         /// Flag or variable it came from.
         source_name: String,
-        /// Why.
+        /// The rule the name breaks.
         error: names::BadNetworkName,
     },
     /// A multiaddr did not parse or has the wrong shape.
@@ -67,7 +67,7 @@ pub enum ConfigError {
         source_name: String,
         /// The offending item.
         value: String,
-        /// Why.
+        /// What the value breaks, and what is expected instead.
         reason: String,
     },
     /// A variable has a value outside its allowed set or range.

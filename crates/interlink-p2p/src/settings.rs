@@ -57,7 +57,7 @@ pub enum SettingsError {
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system reported.
         source: std::io::Error,
     },
     /// It is not TOML.
@@ -65,7 +65,7 @@ pub enum SettingsError {
     Parse {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// The TOML parser's message (line and column).
         reason: String,
     },
     /// A key is unknown or its value has the wrong type.

@@ -43,7 +43,7 @@ pub enum Error {
     Io {
         /// What was being done.
         what: String,
-        /// The error.
+        /// What the operating system reported.
         #[source]
         source: std::io::Error,
     },

@@ -6,8 +6,8 @@
 //!   them, and the hostile variants a real node never makes (wrong signer, backdated,
 //!   future-dated, copied id, oversized, forged signature);
 //! - [`mailbox`]: mailbox records, normalised as an honest sender puts them or raw;
-//! - [`node`]: complete session nodes on the in-process memory transport, and bounded
-//!   waits on their rosters and inboxes;
+//! - `node` (feature `node`): complete session nodes on the in-process memory transport,
+//!   and bounded waits on their rosters and inboxes;
 //! - [`process`]: the child-process harness (the `interlink-process` crate, which the
 //!   user-facing `demo` command uses too, so it is a normal library without panics).
 //!
@@ -19,6 +19,7 @@
 
 pub mod ids;
 pub mod mailbox;
+#[cfg(feature = "node")]
 pub mod node;
 pub mod signed;
 

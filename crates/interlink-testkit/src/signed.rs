@@ -12,7 +12,7 @@ use interlink_core::{
         Receipt, ReceiptState, SealingBinding, SessionAddr, Signed, SignedBody, VERSION,
     },
 };
-use libp2p::PeerId;
+use libp2p_identity::PeerId;
 use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
 use serde_bytes::{ByteArray, ByteBuf};
 

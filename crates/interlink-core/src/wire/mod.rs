@@ -120,7 +120,7 @@ pub enum WireError {
     BadSignature {
         /// The kind of object.
         kind: &'static str,
-        /// Why.
+        /// What the verification found.
         source: SignatureError,
     },
 }

@@ -423,7 +423,7 @@ pub enum MailboxOutcome {
     },
     /// Refused, with the reason.
     Refused {
-        /// Why.
+        /// The recipient's refusal: a typed code and a detail.
         reason: Refusal,
     },
 }
