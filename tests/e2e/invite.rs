@@ -5,6 +5,8 @@
 //! closest session. Every process is a real binary on loopback; the relay is the only
 //! way the two homes know of each other.
 //!
+//! A code printed with `--no-wait` is admitted by the inviter's running MCP session.
+//!
 //! And what an invite must refuse: a code used a second time admits nobody new, an
 //! expired or damaged code is refused with a reason before anything changes, and a
 //! user's own code is refused.
@@ -223,6 +225,27 @@ async fn an_invite_admits_one_key_once_and_bad_codes_change_nothing() {
         waiting["incoming"].as_array().unwrap().len(),
         1,
         "{waiting}"
+    );
+
+    // An invite printed with --no-wait is admitted by Alice's running session.
+    let carol = person("carol", &relay.addr);
+    let carol = &carol.user;
+    let (mut quick, code) = invite(alice, &["--no-wait"]);
+    assert!(quick.wait(Instant::now() + DEADLINE).unwrap().success());
+    let joined = carol.cli(&["join", &code], None).unwrap();
+    assert!(joined.status.success(), "join: {}", joined.stderr);
+    assert!(
+        joined.stdout.starts_with("paired alice "),
+        "{}",
+        joined.stdout
+    );
+    assert!(
+        alice
+            .cli(&["peer", "list"], None)
+            .unwrap()
+            .stdout
+            .contains(&carol.key),
+        "alice's session admitted carol"
     );
 
     // A code that expired is refused before anything changes.
