@@ -7,8 +7,8 @@
 //! loop waits for one to finish, so the kernel's backlog absorbs a burst).
 //!
 //! Responses:
-//! - `GET /metrics` → 200, `text/plain; version=0.0.4; charset=utf-8`, the Prometheus
-//!   text of [`Metrics::render`];
+//! - `GET /metrics` → 200, [`crate::metrics::CONTENT_TYPE`] (OpenMetrics text), the
+//!   exposition of [`Metrics::render`];
 //! - `GET /probe` → 200, `application/json`, the [`crate::metrics::Probe`];
 //! - another path → 404; another method → 405; an unparsable request line → 400; a
 //!   head over [`MAX_HEAD_BYTES`] → 431. A query string is ignored.
@@ -157,7 +157,7 @@ fn route(head: &[u8], metrics: &Metrics) -> Response {
     match path.split('?').next().unwrap_or(path) {
         "/metrics" => Response {
             status: "200 OK",
-            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            content_type: crate::metrics::CONTENT_TYPE,
             body: metrics.render(),
         },
         "/probe" => match serde_json::to_string(&metrics.probe()) {

@@ -56,7 +56,10 @@ async fn serves_metrics_probe_and_errors() -> Result<()> {
             .set_addrs(["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWRelay".to_string()]);
 
         let r = exchange(srv.addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await?;
-        assert!(r.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
+        assert!(r.contains(&format!(
+            "Content-Type: {}\r\n",
+            crate::metrics::CONTENT_TYPE
+        )));
         let (status, body) = split(&r);
         assert_eq!(status, "HTTP/1.1 200 OK");
         assert!(body.contains("interlink_relay_rejects_total{reason=\"not_owner\"} 1\n"));

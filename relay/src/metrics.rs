@@ -6,14 +6,13 @@
 //! increase; gauges are set from the owner of the fact (the swarm for peers and
 //! reservations, the store's [`Stats`] for mailboxes).
 
-use std::{
-    fmt::Write as _,
-    sync::{
-        Arc, PoisonError, RwLock,
-        atomic::{AtomicU64, Ordering},
-    },
-};
+use std::sync::{Arc, PoisonError, RwLock, atomic::AtomicU64};
 
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge, info::Info},
+    registry::Registry,
+};
 use serde::Serialize;
 
 use crate::store::{PutOutcome, RejectReason, Stats};
@@ -24,8 +23,17 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const SERVER_NAME: &str = "interlink-relay";
 /// Most addresses the probe lists (the rest are left out).
 pub const MAX_PROBE_ADDRS: usize = 32;
+/// The content type of [`Metrics::render`]: the OpenMetrics text format, which
+/// Prometheus reads.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-const REASONS: usize = RejectReason::ALL.len();
+/// The label of `rejects_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: &'static str,
+}
+
+type U64Gauge = Gauge<u64, AtomicU64>;
 
 /// The relay's metrics and probe identity. Clone it freely.
 #[derive(Clone, Debug)]
@@ -33,17 +41,18 @@ pub struct Metrics(Arc<Inner>);
 
 #[derive(Debug)]
 struct Inner {
-    connected_peers: AtomicU64,
-    reservations: AtomicU64,
-    mailboxes: AtomicU64,
-    messages_held: AtomicU64,
-    store_bytes: AtomicU64,
-    puts: AtomicU64,
-    acks: AtomicU64,
-    fetches_refused: AtomicU64,
-    network_refused: AtomicU64,
-    rejects: [AtomicU64; REASONS],
-    sweeps: AtomicU64,
+    registry: Registry,
+    connected_peers: U64Gauge,
+    reservations: U64Gauge,
+    mailboxes: U64Gauge,
+    messages_held: U64Gauge,
+    store_bytes: U64Gauge,
+    puts: Counter,
+    acks: Counter,
+    fetches_refused: Counter,
+    network_refused: Counter,
+    rejects: Family<Reason, Counter>,
+    sweeps: Counter,
     probe: RwLock<Probe>,
 }
 
@@ -65,18 +74,89 @@ pub struct Probe {
 impl Metrics {
     /// Metrics of the relay `peer_id` serving `network`, every value zero.
     pub fn new(peer_id: impl Into<String>, network: impl Into<String>) -> Self {
+        let mut registry = Registry::with_prefix("interlink_relay");
+        let gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let g = U64Gauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        let counter = |registry: &mut Registry, name: &str, help: &str| {
+            let c = Counter::default();
+            registry.register(name, help, c.clone());
+            c
+        };
+        let connected_peers = gauge(
+            &mut registry,
+            "connected_peers",
+            "Peers currently connected",
+        );
+        let reservations = gauge(
+            &mut registry,
+            "reservations",
+            "Circuit relay reservations currently held",
+        );
+        let mailboxes = gauge(&mut registry, "mailboxes", "Mailboxes held in the store");
+        let messages_held = gauge(
+            &mut registry,
+            "messages_held",
+            "Queued envelopes held, over all mailboxes",
+        );
+        let store_bytes = gauge(
+            &mut registry,
+            "store_bytes",
+            "Bytes of mailbox records held",
+        );
+        let puts = counter(&mut registry, "puts", "Mailbox puts accepted and committed");
+        let acks = counter(
+            &mut registry,
+            "acks",
+            "New owner acks received in accepted puts",
+        );
+        let rejects = Family::<Reason, Counter>::default();
+        // Every reason is shown from the start, at 0.
+        for r in RejectReason::ALL {
+            let _ = rejects.get_or_create(&Reason { reason: r.label() });
+        }
+        registry.register(
+            "rejects",
+            "Mailbox puts refused, by reason",
+            rejects.clone(),
+        );
+        let fetches_refused = counter(
+            &mut registry,
+            "fetches_refused",
+            "Mailbox fetches refused: not signed by the mailbox's owner for this relay, stale, \
+             or over the peer's budget",
+        );
+        let network_refused = counter(
+            &mut registry,
+            "network_refused",
+            "Mailbox copies refused unread: the store took all it takes from their source \
+             network for now",
+        );
+        let sweeps = counter(
+            &mut registry,
+            "sweeps",
+            "Sweeps of expired envelopes and acks run",
+        );
+        registry.register(
+            "build",
+            "The relay's version",
+            Info::new(vec![("version".to_owned(), VERSION.to_owned())]),
+        );
         Self(Arc::new(Inner {
-            connected_peers: AtomicU64::new(0),
-            reservations: AtomicU64::new(0),
-            mailboxes: AtomicU64::new(0),
-            messages_held: AtomicU64::new(0),
-            store_bytes: AtomicU64::new(0),
-            puts: AtomicU64::new(0),
-            acks: AtomicU64::new(0),
-            fetches_refused: AtomicU64::new(0),
-            network_refused: AtomicU64::new(0),
-            rejects: std::array::from_fn(|_| AtomicU64::new(0)),
-            sweeps: AtomicU64::new(0),
+            registry,
+            connected_peers,
+            reservations,
+            mailboxes,
+            messages_held,
+            store_bytes,
+            puts,
+            acks,
+            fetches_refused,
+            network_refused,
+            rejects,
+            sweeps,
             probe: RwLock::new(Probe {
                 server: SERVER_NAME.into(),
                 version: VERSION.into(),
@@ -89,49 +169,50 @@ impl Metrics {
 
     /// Sets the number of connected peers.
     pub fn set_connected_peers(&self, n: u64) {
-        self.0.connected_peers.store(n, Ordering::Relaxed);
+        self.0.connected_peers.set(n);
     }
 
     /// Sets the number of mailbox fetches refused since start (the node's count).
     pub fn set_fetches_refused(&self, n: u64) {
-        self.0.fetches_refused.store(n, Ordering::Relaxed);
+        catch_up(&self.0.fetches_refused, n);
     }
 
     /// Sets the count of holds refused for their source network's budget.
     pub fn set_network_refused(&self, n: u64) {
-        self.0.network_refused.store(n, Ordering::Relaxed);
+        catch_up(&self.0.network_refused, n);
     }
 
     /// Sets the number of circuit-relay reservations held.
     pub fn set_reservations(&self, n: u64) {
-        self.0.reservations.store(n, Ordering::Relaxed);
+        self.0.reservations.set(n);
     }
 
     /// Sets the store gauges from its stats.
     pub fn set_store(&self, stats: Stats) {
-        self.0.mailboxes.store(stats.mailboxes, Ordering::Relaxed);
-        self.0
-            .messages_held
-            .store(stats.envelopes, Ordering::Relaxed);
-        self.0.store_bytes.store(stats.bytes, Ordering::Relaxed);
+        self.0.mailboxes.set(stats.mailboxes);
+        self.0.messages_held.set(stats.envelopes);
+        self.0.store_bytes.set(stats.bytes);
     }
 
     /// Counts an accepted put and the acks it brought.
     pub fn record_put(&self, outcome: &PutOutcome) {
-        self.0.puts.fetch_add(1, Ordering::Relaxed);
-        self.0
-            .acks
-            .fetch_add(outcome.new_acks as u64, Ordering::Relaxed);
+        self.0.puts.inc();
+        self.0.acks.inc_by(outcome.new_acks as u64);
     }
 
     /// Counts a refused put.
     pub fn record_reject(&self, reason: RejectReason) {
-        self.0.rejects[reason.index()].fetch_add(1, Ordering::Relaxed);
+        self.0
+            .rejects
+            .get_or_create(&Reason {
+                reason: reason.label(),
+            })
+            .inc();
     }
 
     /// Counts a sweep run.
     pub fn record_sweep(&self) {
-        self.0.sweeps.fetch_add(1, Ordering::Relaxed);
+        self.0.sweeps.inc();
     }
 
     /// Replaces the addresses the probe lists (at most [`MAX_PROBE_ADDRS`]).
@@ -154,105 +235,28 @@ impl Metrics {
 
     /// How many puts were refused for `reason`.
     pub fn rejects(&self, reason: RejectReason) -> u64 {
-        self.0.rejects[reason.index()].load(Ordering::Relaxed)
+        self.0
+            .rejects
+            .get_or_create(&Reason {
+                reason: reason.label(),
+            })
+            .get()
     }
 
-    /// The Prometheus text exposition (format 0.0.4).
+    /// The exposition in the OpenMetrics text format ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
-        let m = &self.0;
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let mut out = String::with_capacity(2048);
-        let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
-            // Writing to a String cannot fail.
-            let _ = writeln!(out, "# HELP interlink_relay_{name} {help}");
-            let _ = writeln!(out, "# TYPE interlink_relay_{name} {kind}");
-            for (labels, value) in samples {
-                let _ = writeln!(out, "interlink_relay_{name}{labels} {value}");
-            }
-        };
-        let plain = |v: u64| [(String::new(), v)];
-        family(
-            "connected_peers",
-            "gauge",
-            "Peers currently connected.",
-            &plain(load(&m.connected_peers)),
-        );
-        family(
-            "reservations",
-            "gauge",
-            "Circuit relay reservations currently held.",
-            &plain(load(&m.reservations)),
-        );
-        family(
-            "mailboxes",
-            "gauge",
-            "Mailboxes held in the store.",
-            &plain(load(&m.mailboxes)),
-        );
-        family(
-            "messages_held",
-            "gauge",
-            "Queued envelopes held, over all mailboxes.",
-            &plain(load(&m.messages_held)),
-        );
-        family(
-            "store_bytes",
-            "gauge",
-            "Bytes of mailbox records held.",
-            &plain(load(&m.store_bytes)),
-        );
-        family(
-            "puts_total",
-            "counter",
-            "Mailbox puts accepted and committed.",
-            &plain(load(&m.puts)),
-        );
-        family(
-            "acks_total",
-            "counter",
-            "New owner acks received in accepted puts.",
-            &plain(load(&m.acks)),
-        );
-        let rejects: Vec<(String, u64)> = RejectReason::ALL
-            .iter()
-            .map(|r| {
-                (
-                    format!("{{reason=\"{}\"}}", r.label()),
-                    load(&m.rejects[r.index()]),
-                )
-            })
-            .collect();
-        family(
-            "rejects_total",
-            "counter",
-            "Mailbox puts refused, by reason.",
-            &rejects,
-        );
-        family(
-            "fetches_refused_total",
-            "counter",
-            "Mailbox fetches refused: not signed by the mailbox's owner for this relay, stale, or over the peer's budget.",
-            &plain(load(&m.fetches_refused)),
-        );
-        family(
-            "network_refused_total",
-            "counter",
-            "Mailbox copies refused unread: the store took all it takes from their source network for now.",
-            &plain(load(&m.network_refused)),
-        );
-        family(
-            "sweeps_total",
-            "counter",
-            "Sweeps of expired envelopes and acks run.",
-            &plain(load(&m.sweeps)),
-        );
-        family(
-            "build_info",
-            "gauge",
-            "The relay's version; always 1.",
-            &[(format!("{{version=\"{VERSION}\"}}"), 1)],
-        );
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.0.registry);
         out
+    }
+}
+
+/// Moves a counter mirroring a count kept elsewhere up to `n` (it never goes down).
+fn catch_up(counter: &Counter, n: u64) {
+    let now = counter.get();
+    if n > now {
+        counter.inc_by(n - now);
     }
 }
 
@@ -288,7 +292,7 @@ mod tests {
             "interlink_relay_rejects_total{reason=\"invalid_entry\"} 2",
             "interlink_relay_rejects_total{reason=\"store_full_bytes\"} 0",
             "interlink_relay_sweeps_total 1",
-            "# TYPE interlink_relay_rejects_total counter",
+            "# TYPE interlink_relay_rejects counter",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
@@ -298,7 +302,7 @@ mod tests {
         assert!(text.contains(&format!(
             "interlink_relay_build_info{{version=\"{VERSION}\"}} 1"
         )));
-        assert!(text.ends_with('\n'));
+        assert!(text.ends_with("# EOF\n"));
         assert_eq!(m.rejects(RejectReason::InvalidEntry), 2);
     }
 
@@ -316,8 +320,15 @@ mod tests {
         let m = Metrics::new("12D3KooWtest", "default");
         m.record_sweep();
         let served = m.render().replace(VERSION, "0.1.0");
+        // The reasons of one family come in no fixed order; lines compare as sets.
+        let lines = |t: &str| {
+            let mut l: Vec<String> = t.lines().map(str::to_owned).collect();
+            l.sort();
+            l
+        };
         assert_eq!(
-            block, served,
+            lines(block),
+            lines(&served),
             "docs/RELAY.md's metrics block should read:\n{served}"
         );
     }
