@@ -1,7 +1,6 @@
-//! A tiny HTTP/1.1 server for `GET /metrics` and `GET /probe`.
-//!
-//! Hand-written on tokio rather than pulling in an HTTP stack: two fixed routes, one
-//! request per connection (`Connection: close`), no bodies read. Everything is bounded:
+//! The HTTP/1.1 server of `GET /metrics` and `GET /probe`, on hyper: two fixed routes,
+//! one request per connection (`Connection: close`), no bodies read. Everything is
+//! bounded:
 //! the request head ([`MAX_HEAD_BYTES`]), the time to send it ([`HEAD_TIMEOUT`]), and
 //! the number of connections served at once ([`MAX_CONNECTIONS`]; past it the accept
 //! loop waits for one to finish, so the kernel's backlog absorbs a burst).
@@ -10,13 +9,24 @@
 //! - `GET /metrics` → 200, [`crate::metrics::CONTENT_TYPE`] (OpenMetrics text), the
 //!   exposition of [`Metrics::render`];
 //! - `GET /probe` → 200, `application/json`, the [`crate::metrics::Probe`];
-//! - another path → 404; another method → 405; an unparsable request line → 400; a
-//!   head over [`MAX_HEAD_BYTES`] → 431. A query string is ignored.
+//! - another path (a request target hyper reads as no path, `GET metrics`, too) → 404;
+//!   another method → 405; what hyper cannot parse (another HTTP version, bytes that
+//!   are no request line) → 400; a head over [`MAX_HEAD_BYTES`] → 431. A query string
+//!   is ignored.
 
-use std::{io, time::Duration};
+use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{
+    Method, Request, Response, StatusCode,
+    body::Incoming,
+    header::{CONTENT_TYPE, HeaderValue},
+    server::conn::http1,
+    service::service_fn,
+};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
     task::JoinSet,
 };
@@ -72,121 +82,58 @@ pub async fn run(listener: TcpListener, metrics: Metrics, shutdown: Cancellation
     tasks.shutdown().await;
 }
 
-/// A response: status line and content.
-#[derive(Debug, PartialEq, Eq)]
-struct Response {
-    status: &'static str,
-    content_type: &'static str,
-    body: String,
-}
-
-impl Response {
-    fn text(status: &'static str, body: &str) -> Self {
-        Self {
-            status,
-            content_type: "text/plain; charset=utf-8",
-            body: format!("{body}\n"),
-        }
+/// Serves one connection: one request (`Connection: close`), its head read within
+/// [`HEAD_TIMEOUT`] and at most [`MAX_HEAD_BYTES`], the answer written within
+/// [`WRITE_TIMEOUT`].
+async fn serve(stream: TcpStream, metrics: &Metrics) -> Result<(), hyper::Error> {
+    let metrics = metrics.clone();
+    let service = service_fn(move |request: Request<Incoming>| {
+        let response = route(request.method(), request.uri().path(), &metrics);
+        async move { Ok::<_, std::convert::Infallible>(response) }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    match tokio::time::timeout(HEAD_TIMEOUT + WRITE_TIMEOUT, connection).await {
+        Ok(result) => result,
+        // Too slow a reader: drop the connection.
+        Err(_) => Ok(()),
     }
 }
 
-async fn serve(mut stream: TcpStream, metrics: &Metrics) -> io::Result<()> {
-    let response = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
-        Err(_) => return Ok(()), // too slow: drop the connection
-        Ok(Err(e)) => return Err(e),
-        Ok(Ok(Head::TooLarge)) => {
-            Response::text("431 Request Header Fields Too Large", "too large")
-        }
-        Ok(Ok(Head::Closed)) => return Ok(()),
-        Ok(Ok(Head::Complete(head))) => route(&head, metrics),
-    };
-    let bytes = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-        response.status,
-        response.content_type,
-        response.body.len(),
-        response.body
-    );
-    tokio::time::timeout(WRITE_TIMEOUT, async {
-        stream.write_all(bytes.as_bytes()).await?;
-        stream.shutdown().await
-    })
-    .await
-    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timed out"))?
+fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+    respond(status, "text/plain; charset=utf-8", format!("{body}\n"))
 }
 
-enum Head {
-    Complete(Vec<u8>),
-    TooLarge,
-    Closed,
-}
-
-/// Reads until the blank line ending the head, at most [`MAX_HEAD_BYTES`].
-async fn read_head(stream: &mut TcpStream) -> io::Result<Head> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    loop {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(Head::Closed);
-        }
-        let scan_from = buf.len().saturating_sub(3);
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = find_blank_line(&buf[scan_from..]) {
-            buf.truncate(scan_from + end);
-            return Ok(Head::Complete(buf));
-        }
-        if buf.len() > MAX_HEAD_BYTES {
-            return Ok(Head::TooLarge);
-        }
+fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(CONTENT_TYPE, v);
     }
+    response
 }
 
-fn find_blank_line(b: &[u8]) -> Option<usize> {
-    b.windows(4).position(|w| w == b"\r\n\r\n")
-}
-
-/// Answers a complete request head.
-fn route(head: &[u8], metrics: &Metrics) -> Response {
-    let Some((method, path)) = parse_request_line(head) else {
-        return Response::text("400 Bad Request", "bad request");
-    };
-    if method != "GET" {
-        return Response::text("405 Method Not Allowed", "only GET");
+/// The answer to `method path`.
+fn route(method: &Method, path: &str, metrics: &Metrics) -> Response<Full<Bytes>> {
+    if method != Method::GET {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET");
     }
-    match path.split('?').next().unwrap_or(path) {
-        "/metrics" => Response {
-            status: "200 OK",
-            content_type: crate::metrics::CONTENT_TYPE,
-            body: metrics.render(),
-        },
+    match path {
+        "/metrics" => respond(
+            StatusCode::OK,
+            crate::metrics::CONTENT_TYPE,
+            metrics.render(),
+        ),
         "/probe" => match serde_json::to_string(&metrics.probe()) {
-            Ok(json) => Response {
-                status: "200 OK",
-                content_type: "application/json",
-                body: json,
-            },
-            Err(_) => Response::text("500 Internal Server Error", "probe"),
+            Ok(json) => respond(StatusCode::OK, "application/json", json),
+            Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "probe"),
         },
-        _ => Response::text("404 Not Found", "not found"),
+        _ => text(StatusCode::NOT_FOUND, "not found"),
     }
-}
-
-/// `METHOD SP origin-form SP HTTP/1.x`, or `None`.
-fn parse_request_line(head: &[u8]) -> Option<(&str, &str)> {
-    let line_end = head
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .unwrap_or(head.len());
-    let line = std::str::from_utf8(&head[..line_end]).ok()?;
-    let mut parts = line.split(' ');
-    let (method, path, version) = (parts.next()?, parts.next()?, parts.next()?);
-    let valid = parts.next().is_none()
-        && !method.is_empty()
-        && method.bytes().all(|b| b.is_ascii_uppercase())
-        && path.starts_with('/')
-        && matches!(version, "HTTP/1.0" | "HTTP/1.1");
-    valid.then_some((method, path))
 }
 
 #[cfg(test)]

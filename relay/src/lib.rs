@@ -9,7 +9,8 @@
 //! Layers:
 //! - [`store`] — the durable mailbox store (blocking; callers use `spawn_blocking`).
 //! - [`metrics`] — counters, gauges and the probe identity, shared by every task.
-//! - [`http`] — the tiny HTTP server for `GET /metrics` and `GET /probe`.
+//! - [`http`] — the HTTP server (hyper) for `GET /metrics` and `GET /probe`;
+//!   [`metrics`] — the counters and gauges (prometheus-client) and the probe body.
 //! - [`network`] — the libp2p node: `interlink-net`'s in its relay role, with the
 //!   redb store plugged in.
 //! - [`config`], [`cli`] — what to run; [`start`] / [`run`] — running it: key, store,
