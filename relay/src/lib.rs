@@ -8,9 +8,9 @@
 //!
 //! Layers:
 //! - [`store`] — the durable mailbox store (blocking; callers use `spawn_blocking`).
-//! - [`metrics`] — counters, gauges and the probe identity, shared by every task.
-//! - [`http`] — the HTTP server (hyper) for `GET /metrics` and `GET /probe`;
-//!   [`metrics`] — the counters and gauges (prometheus-client) and the probe body.
+//! - [`metrics`] — counters, gauges (prometheus-client) and the probe identity, shared
+//!   by every task.
+//! - [`http`] — the HTTP server (hyper) for `GET /metrics` and `GET /probe`.
 //! - [`network`] — the libp2p node: `interlink-net`'s in its relay role, with the
 //!   redb store plugged in.
 //! - [`config`], [`cli`] — what to run; [`start`] / [`run`] — running it: key, store,
