@@ -16,6 +16,7 @@
 use std::time::{Duration, Instant};
 
 use interlink_e2e::{
+    lan::{ADDRS, Lan},
     mcp_session::{Human, McpSession, STEADY, deadline, sees},
     process::{DEADLINE, Guard, command},
     relays::{free_port, start_relay},
@@ -31,23 +32,24 @@ struct Person {
 /// A person who set up with `install claude --relay R --no-mdns --name NAME` (loopback
 /// listening keeps the test off the machine's other interfaces).
 fn person(name: &str, relay: &str) -> Person {
+    person_with(
+        name,
+        &["--relay", relay, "--listen", "/ip4/127.0.0.1/tcp/0"],
+    )
+}
+
+/// A person who set up with `install claude ARGS --no-mdns --name NAME`.
+fn person_with(name: &str, args: &[&str]) -> Person {
     let host_home = tempfile::tempdir().unwrap();
     let user = User::new(name, &[("HOME", host_home.path().to_str().unwrap())]).unwrap();
     let out = user
         .cli(
             &[
-                "install",
-                "claude",
-                "--command",
-                "/opt/interlink-p2p",
-                "--relay",
-                relay,
-                "--listen",
-                "/ip4/127.0.0.1/tcp/0",
-                "--no-mdns",
-                "--name",
-                name,
-            ],
+                &["install", "claude", "--command", "/opt/interlink-p2p"],
+                args,
+                &["--no-mdns", "--name", name],
+            ]
+            .concat(),
             None,
         )
         .unwrap();
@@ -255,4 +257,46 @@ async fn an_invite_admits_one_key_once_and_bad_codes_change_nothing() {
     let expired = eve.cli(&["join", &expiring], None).unwrap();
     assert!(expired.stderr.contains("expired"), "{}", expired.stderr);
     a.close(deadline()).await.unwrap();
+}
+
+/// On a LAN, with mDNS off and no relay or bootstrap in either settings file, the code
+/// alone joins: it carries the inviter's routable addresses (not loopback), and `join`
+/// dials them. The two people run in a network namespace of the test's own.
+#[test]
+fn on_a_lan_without_mdns_or_a_relay_the_code_is_enough() {
+    let Some(lan) = Lan::for_test("on_a_lan_without_mdns_or_a_relay_the_code_is_enough") else {
+        return;
+    };
+    interlink_e2e::process::use_netns(&lan.name);
+    let alice = person_with("alice", &["--listen", "/ip4/0.0.0.0/tcp/0"]);
+    let bob = person_with("bob", &["--listen", "/ip4/0.0.0.0/tcp/0"]);
+    let (alice, bob) = (&alice.user, &bob.user);
+
+    let (mut inviting, code) = invite(alice, &[]);
+    let decoded = interlink_core::wire::Invite::decode(&code).unwrap();
+    assert!(decoded.relays.is_empty());
+    let addrs: Vec<String> = decoded
+        .addrs
+        .iter()
+        .map(|a| libp2p::Multiaddr::try_from(a.to_vec()).unwrap().to_string())
+        .collect();
+    assert!(
+        !addrs.is_empty() && addrs.iter().all(|a| ADDRS.iter().any(|ip| a.contains(ip))),
+        "the code carries the LAN addresses, not loopback: {addrs:?}"
+    );
+    let joined = bob.cli(&["join", &code], None).unwrap();
+    assert!(joined.status.success(), "join: {}", joined.stderr);
+    assert!(
+        joined.stdout.starts_with("paired alice "),
+        "{}",
+        joined.stdout
+    );
+    let line = inviting
+        .next_line(Instant::now() + DEADLINE)
+        .unwrap()
+        .unwrap_or_else(|| panic!("invite: {}", inviting.stderr()));
+    assert!(line.starts_with("paired bob "), "{line}");
+    // Bob's settings gained nothing to keep: there was no relay to keep.
+    let settings = std::fs::read_to_string(bob.home().join("config.toml")).unwrap();
+    assert!(!settings.contains("relay"), "{settings}");
 }
