@@ -296,6 +296,7 @@ fn on_a_lan_without_mdns_or_a_relay_the_code_is_enough() {
         .unwrap()
         .unwrap_or_else(|| panic!("invite: {}", inviting.stderr()));
     assert!(line.starts_with("paired bob "), "{line}");
+    assert!(inviting.wait(Instant::now() + DEADLINE).unwrap().success());
     // Bob's settings gained nothing to keep: there was no relay to keep.
     let settings = std::fs::read_to_string(bob.home().join("config.toml")).unwrap();
     assert!(!settings.contains("relay"), "{settings}");
