@@ -301,3 +301,103 @@ fn on_a_lan_without_mdns_or_a_relay_the_code_is_enough() {
     let settings = std::fs::read_to_string(bob.home().join("config.toml")).unwrap();
     assert!(!settings.contains("relay"), "{settings}");
 }
+
+/// Starts `interlink-p2p pair ARGS` in `user`'s home, to read its lines as they come.
+fn pair(user: &User, args: &[&str], log: &str) -> Guard {
+    let mut cmd = command(user.home(), &[]).unwrap();
+    cmd.arg("pair").args(args);
+    Guard::spawn(cmd, user.home().join(log)).unwrap()
+}
+
+fn line(process: &Guard) -> String {
+    process
+        .next_line(Instant::now() + DEADLINE)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no line: {}", process.stderr()))
+}
+
+/// Pairing by knock from the shell, with only a relay in the settings: `pair request`
+/// knocks and waits, the other operator's `pair accept` answers it; two people who
+/// knock each other are paired without either accepting, and an answer that comes
+/// after `pair request` stopped waiting is collected by the next run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pair_request_from_the_shell_and_mutual_knocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start_relay(dir.path(), free_port(), free_port()).unwrap();
+    let alice = person("alice", &relay.addr);
+    let bob = person("bob", &relay.addr);
+    let carol = person("carol", &relay.addr);
+    let (alice, bob, carol) = (&alice.user, &bob.user, &carol.user);
+    let b = session(bob, "bob-main").await;
+
+    // Alice asks Bob; Bob's operator accepts at his shell; Alice's command sees it.
+    let mut asking = pair(
+        alice,
+        &["request", &bob.key[..12], "--wait", "60"],
+        "ask-bob.log",
+    );
+    let first = line(&asking);
+    assert!(
+        first.starts_with("requested ") && first.ends_with(" delivered"),
+        "{first}"
+    );
+    let accepted = bob
+        .cli(&["pair", "accept", &alice.key[..12]], None)
+        .unwrap();
+    assert!(accepted.status.success(), "{}", accepted.stderr);
+    assert!(
+        accepted.stdout.contains("paired alice"),
+        "{}",
+        accepted.stdout
+    );
+    assert!(line(&asking).starts_with("paired bob "));
+    assert!(asking.wait(Instant::now() + DEADLINE).unwrap().success());
+    // Bob's session admits her now (it follows peers.json).
+    b.poll("list_peers", json!({}), deadline(), |v| {
+        v.to_string().contains(&alice.key)
+    })
+    .await
+    .unwrap();
+
+    // Alice knocks Carol and stops waiting; Carol knocks back: both asked, so they are
+    // paired at once; Alice's next run collects the confirmation that waited.
+    let c = session(carol, "carol-main").await;
+    let mut first_knock = pair(
+        alice,
+        &["request", &carol.key[..12], "--wait", "2"],
+        "ask-carol.log",
+    );
+    assert!(line(&first_knock).starts_with("requested "));
+    assert!(
+        first_knock
+            .wait(Instant::now() + DEADLINE)
+            .unwrap()
+            .success()
+    );
+    c.poll("list_pair_requests", json!({}), deadline(), |v| {
+        v.to_string().contains(&alice.key)
+    })
+    .await
+    .unwrap();
+    let back = carol
+        .cli(&["pair", "request", &alice.key[..12], "--wait", "10"], None)
+        .unwrap();
+    assert!(back.status.success(), "{}", back.stderr);
+    assert!(back.stdout.starts_with("paired alice "), "{}", back.stdout);
+    let again = alice
+        .cli(&["pair", "request", &carol.key[..12], "--wait", "20"], None)
+        .unwrap();
+    assert!(
+        again.stdout.contains("paired carol "),
+        "{} {}",
+        again.stdout,
+        again.stderr
+    );
+    let peers = alice.cli(&["peer", "list"], None).unwrap().stdout;
+    assert!(
+        peers.contains(&carol.key) && peers.contains(&bob.key),
+        "{peers}"
+    );
+    b.close(deadline()).await.unwrap();
+    c.close(deadline()).await.unwrap();
+}

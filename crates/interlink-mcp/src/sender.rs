@@ -209,6 +209,22 @@ pub async fn send_pairing_with(
     invite: Option<[u8; interlink_core::wire::INVITE_SECRET_BYTES]>,
 ) -> Result<interlink_net::SendOutcome, interlink_net::SendError> {
     let deadline = tokio::time::Instant::now() + PAIRING_ROSTER_WAIT;
+    // An acceptance can be queued for a session that is not on the roster (it needs no
+    // key), but is delivered live when it is: wait for it a moment first.
+    if kind == interlink_core::wire::EnvelopeKind::PairAccept {
+        while tokio::time::Instant::now() < deadline
+            && !handle
+                .roster()
+                .await
+                .map_err(|_| interlink_net::SendError::Stopped)?
+                .iter()
+                .filter(|i| i.key == to.key)
+                .flat_map(|i| &i.sessions)
+                .any(|s| s.addr.session == to.session)
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     loop {
         let msg = interlink_net::OutgoingMessage {
             to: to.clone(),

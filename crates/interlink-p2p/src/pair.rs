@@ -198,9 +198,15 @@ async fn request(
         .into());
     }
     let policy = interlink_mcp::policy::load(home)?;
-    let key = match policy.get(target.trim()) {
-        Some(k) => *k,
-        None => ps.find_identity(target, wait).await?,
+    // A peer's name, else a request waiting here (its sender may be gone from the
+    // overlay by now), else an identity on the overlay.
+    let waiting = pairing::request(home, target)
+        .ok()
+        .and_then(|i| i.identity_key.parse::<interlink_core::IdentityKey>().ok());
+    let key = match (policy.get(target.trim()), waiting) {
+        (Some(k), _) => *k,
+        (None, Some(k)) => k,
+        (None, None) => ps.find_identity(target, wait).await?,
     };
     let asked_first = pairing::current(home, interlink_net::now_ms())?
         .incoming

@@ -54,16 +54,25 @@ impl Actor {
         // A session on the roster is tried live; one that left it (closed, away past the
         // roster's retention, or never seen here) can still be queued for, sealed with
         // its identity's key from another announcement or the key pinned for it.
+        //
+        // A pair acceptance seals nothing, so it needs no key: it can be queued for a
+        // requester that left before the answer came (a shell's `pair request` that
+        // stopped waiting collects it on its next run).
+        let needs_key = msg.text.is_some() || msg.invite.is_some();
         let (sealing_key, peer) = match self.roster.get(&msg.to) {
-            Some(ann) => (ann.body().sealing.key, ann.body().peer_id()),
-            None => (
-                self.roster
+            Some(ann) => (Some(ann.body().sealing.key), ann.body().peer_id()),
+            None => {
+                let known = self
+                    .roster
                     .sealing_key_of(&msg.to.key)
-                    .or_else(|| self.pins.get(&msg.to.key))
-                    .ok_or_else(|| SendError::NotOnRoster(msg.to.clone()))?,
-                None,
-            ),
+                    .or_else(|| self.pins.get(&msg.to.key));
+                if known.is_none() && (needs_key || msg.kind != EnvelopeKind::PairAccept) {
+                    return Err(SendError::NotOnRoster(msg.to.clone()));
+                }
+                (known, None)
+            }
         };
+        let sealing_key = || sealing_key.ok_or_else(|| SendError::NotOnRoster(msg.to.clone()));
         let ts = match self.delivery.as_mut() {
             Some(d) => d.next_ts(crate::now_ms()),
             None => return Err(SendError::NotASession),
@@ -91,7 +100,7 @@ impl Actor {
             reply_pass,
         };
         if let (EnvelopeKind::Knock, Some(secret)) = (msg.kind, &msg.invite) {
-            env.seal_invite(secret, &sealing_key, &mut rng)
+            env.seal_invite(secret, &sealing_key()?, &mut rng)
                 .map_err(|e| SendError::Invalid(e.to_string()))?;
         }
         if let Some(text) = &msg.text {
@@ -106,7 +115,7 @@ impl Actor {
                 .map_err(|e| SendError::Invalid(e.to_string()))?;
             let ctx = self
                 .seal_contexts
-                .for_key(&sealing_key, &mut rng)
+                .for_key(&sealing_key()?, &mut rng)
                 .map_err(|e| SendError::Invalid(e.to_string()))?;
             env.seal_body_in(&body, ctx, &mut rng)
                 .map_err(|e| SendError::Invalid(e.to_string()))?;
