@@ -114,6 +114,16 @@ fn claude_install_is_idempotent_keeps_other_entries_and_uninstalls() {
         s["hooks"]["Stop"],
         json!([{"hooks": [{"type": "command", "command": "notify-send done"}]}])
     );
+    // The conversation hooks leave with their events (nothing else was in them).
+    assert_eq!(
+        s["hooks"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        vec!["Stop"],
+        "{s}"
+    );
+    assert!(
+        out.contains("removed the SessionStart hook calling bind_session"),
+        "{out}"
+    );
     let again = p2p(h, codex.path(), &["uninstall", "claude"]);
     assert_eq!(again.matches("unchanged").count(), 2, "{again}");
 }
