@@ -35,13 +35,21 @@ struct Reason {
 
 type U64Gauge = Gauge<u64, AtomicU64>;
 
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
 /// The relay's metrics and probe identity. Clone it freely.
 #[derive(Clone, Debug)]
 pub struct Metrics(Arc<Inner>);
 
-#[derive(Debug)]
 struct Inner {
     registry: Registry,
+    /// libp2p's own metrics, in a registry of their own: served after the relay's.
+    swarm_registry: Registry,
+    swarm: interlink_net::SwarmMetrics,
     connected_peers: U64Gauge,
     reservations: U64Gauge,
     mailboxes: U64Gauge,
@@ -144,8 +152,15 @@ impl Metrics {
             "The relay's version",
             Info::new(vec![("version".to_owned(), VERSION.to_owned())]),
         );
+        // libp2p-metrics adds its own `libp2p_` prefix.
+        let mut swarm_registry = Registry::with_prefix("interlink_relay");
+        let swarm = interlink_net::SwarmMetrics(Arc::new(libp2p::metrics::Metrics::new(
+            &mut swarm_registry,
+        )));
         Self(Arc::new(Inner {
             registry,
+            swarm_registry,
+            swarm,
             connected_peers,
             reservations,
             mailboxes,
@@ -243,10 +258,27 @@ impl Metrics {
             .get()
     }
 
-    /// The exposition in the OpenMetrics text format ([`CONTENT_TYPE`]).
+    /// libp2p's metrics, for the node to record its swarm's events into.
+    pub fn swarm(&self) -> interlink_net::SwarmMetrics {
+        self.0.swarm.clone()
+    }
+
+    /// The exposition in the OpenMetrics text format ([`CONTENT_TYPE`]): the relay's
+    /// own families, then libp2p's (`interlink_relay_libp2p_…`).
     pub fn render(&self) -> String {
-        let mut out = String::with_capacity(2048);
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
+        let mut out = String::with_capacity(8192);
         // Writing to a String cannot fail.
+        let _ = encode_registry(&mut out, &self.0.registry);
+        let _ = encode_registry(&mut out, &self.0.swarm_registry);
+        let _ = encode_eof(&mut out);
+        out
+    }
+
+    /// The relay's own families alone, as [`Metrics::render`] begins.
+    #[cfg(test)]
+    fn render_own(&self) -> String {
+        let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.0.registry);
         out
     }
@@ -319,7 +351,7 @@ mod tests {
         let block = &block[..block.find("```").unwrap_or(block.len())];
         let m = Metrics::new("12D3KooWtest", "default");
         m.record_sweep();
-        let served = m.render().replace(VERSION, "0.1.0");
+        let served = m.render_own().replace(VERSION, "0.1.0");
         // The reasons of one family come in no fixed order; lines compare as sets.
         let lines = |t: &str| {
             let mut l: Vec<String> = t.lines().map(str::to_owned).collect();

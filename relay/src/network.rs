@@ -152,6 +152,7 @@ pub async fn start(
         relay_server: true,
         external_addrs: ctx.external.clone(),
         max_mailbox_records: MAX_SERVED_MAILBOXES,
+        swarm_metrics: Some(ctx.metrics.swarm()),
         ..interlink_net::Config::default()
     };
     let store: Arc<dyn DurableMailboxes> = Arc::new(Durable {

@@ -190,6 +190,15 @@ fn sessions_reachable_only_through_the_relay_talk_both_ways() {
         metric(&page, "interlink_relay_reservations").unwrap_or(0.0) >= 2.0,
         "{page}"
     );
+    // libp2p's own metrics follow the relay's: the sessions' connections are counted.
+    assert!(
+        page.lines().any(|l| {
+            l.starts_with("interlink_relay_libp2p_swarm_connections_incoming_total{")
+                && !l.ends_with(" 0")
+        }),
+        "{page}"
+    );
+    assert!(page.ends_with("# EOF\n"));
 }
 
 /// `/probe` and `/metrics` answer with the documented shapes, and creating no session.

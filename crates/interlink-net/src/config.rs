@@ -104,6 +104,9 @@ pub struct Config {
     /// its own outgoing copies); beyond it inbound copies are refused `over_budget`.
     /// Not used by relays, whose durable store has its own caps.
     pub max_held_bytes: usize,
+    /// libp2p's own metrics (connections, gossipsub, Kademlia, identify, ping, relay),
+    /// recorded from the swarm's events when set (the relay sets it).
+    pub swarm_metrics: Option<SwarmMetrics>,
 }
 
 /// Where a session's delivered messages go and whom it accepts them from.
@@ -119,6 +122,17 @@ pub struct Delivery {
     /// mailbox passes peers issued this user are kept beside it
     /// ([`crate::passes::PASSES_FILE`]).
     pub pins_file: Option<PathBuf>,
+}
+
+/// A handle to libp2p's metrics, registered in a `prometheus-client` registry by
+/// whoever serves them.
+#[derive(Clone)]
+pub struct SwarmMetrics(pub std::sync::Arc<libp2p::metrics::Metrics>);
+
+impl std::fmt::Debug for SwarmMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SwarmMetrics")
+    }
 }
 
 impl Default for Config {
@@ -146,6 +160,7 @@ impl Default for Config {
             deliver_streams_per_connection: crate::behaviour::DELIVER_STREAMS_PER_CONNECTION,
             network_growth_burst: crate::behaviour::NETWORK_GROWTH_BURST,
             max_held_bytes: crate::behaviour::MAX_HELD_BYTES,
+            swarm_metrics: None,
         }
     }
 }

@@ -35,7 +35,7 @@ pub mod session_lock;
 mod small_file;
 mod swarm;
 
-pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec};
+pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec, SwarmMetrics};
 pub use diagnostics::{ConnectedPeer, Diagnostics, PresenceCost};
 pub use durable::{DurableMailboxes, HeldCopy, Refusal};
 pub use handle::{Event, Handle, HeldMailbox, Outcome};

@@ -444,6 +444,9 @@ impl Actor {
     }
 
     fn on_swarm_event(&mut self, event: SwarmEvent<BehaviourEvent>) {
+        if let Some(m) = &self.config.swarm_metrics {
+            record_metrics(&m.0, &event);
+        }
         match event {
             SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(ev)) => self.on_gossipsub(ev),
             SwarmEvent::Behaviour(BehaviourEvent::Roster(ev)) => self.on_roster_fetch(ev),
@@ -678,4 +681,18 @@ fn open_delivery(
     let store = store::Store::spawn(inbox, outbox, spec.identity.sealing_secret())
         .map_err(|e| setup(&e))?;
     Ok(delivery::Delivery::new(engine, Some(store)))
+}
+
+/// Feeds libp2p's metrics the events they count.
+fn record_metrics(m: &libp2p::metrics::Metrics, event: &SwarmEvent<BehaviourEvent>) {
+    use libp2p::metrics::Recorder as _;
+    m.record(event);
+    match event {
+        SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(ev)) => m.record(ev),
+        SwarmEvent::Behaviour(BehaviourEvent::Kad(ev)) => m.record(ev),
+        SwarmEvent::Behaviour(BehaviourEvent::Identify(ev)) => m.record(ev),
+        SwarmEvent::Behaviour(BehaviourEvent::Ping(ev)) => m.record(ev),
+        SwarmEvent::Behaviour(BehaviourEvent::RelayServer(ev)) => m.record(ev),
+        _ => {}
+    }
 }
