@@ -344,7 +344,7 @@ mod tests {
         // sweep); a family or reason added without the doc fails here.
         let doc = include_str!("../../docs/RELAY.md");
         let start = doc
-            .find("exactly as\nserved by a fresh relay:\n\n```text\n")
+            .find("the circuit relay server):\n\n```text\n")
             .expect("the metrics block in docs/RELAY.md");
         let block = &doc[start..];
         let block = &block[block.find("```text\n").unwrap_or(0) + 8..];
