@@ -185,6 +185,26 @@ fn sessions_of(roster: &[IdentityView], req: &RouteRequest<'_>) -> Vec<(String, 
     sessions
 }
 
+/// Waits until the session `to` is on the node's roster, or `deadline`.
+pub async fn wait_on_roster(
+    handle: &Handle,
+    to: &interlink_core::wire::SessionAddr,
+    deadline: tokio::time::Instant,
+) -> Result<(), interlink_net::NetError> {
+    while tokio::time::Instant::now() < deadline
+        && !handle
+            .roster()
+            .await?
+            .iter()
+            .filter(|i| i.key == to.key)
+            .flat_map(|i| &i.sessions)
+            .any(|s| s.addr.session == to.session)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 /// How long a knock or acceptance waits for its recipient to show on the roster.
 const PAIRING_ROSTER_WAIT: Duration = Duration::from_secs(3);
 
@@ -212,18 +232,9 @@ pub async fn send_pairing_with(
     // An acceptance can be queued for a session that is not on the roster (it needs no
     // key), but is delivered live when it is: wait for it a moment first.
     if kind == interlink_core::wire::EnvelopeKind::PairAccept {
-        while tokio::time::Instant::now() < deadline
-            && !handle
-                .roster()
-                .await
-                .map_err(|_| interlink_net::SendError::Stopped)?
-                .iter()
-                .filter(|i| i.key == to.key)
-                .flat_map(|i| &i.sessions)
-                .any(|s| s.addr.session == to.session)
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_on_roster(handle, &to, deadline)
+            .await
+            .map_err(|_| interlink_net::SendError::Stopped)?;
     }
     loop {
         let msg = interlink_net::OutgoingMessage {

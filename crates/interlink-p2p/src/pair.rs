@@ -290,17 +290,7 @@ async fn confirm(
         };
         // An acceptance could be queued at once (it needs no key), but goes live when
         // the requester is on the roster: give it until `wait` to show.
-        while tokio::time::Instant::now() < deadline
-            && !handle
-                .roster()
-                .await?
-                .iter()
-                .filter(|i| i.key == to.key)
-                .flat_map(|i| &i.sessions)
-                .any(|s| s.addr.session == to.session)
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        interlink_mcp::sender::wait_on_roster(&handle, &to, deadline).await?;
         loop {
             let msg = OutgoingMessage {
                 to: to.clone(),

@@ -229,8 +229,13 @@ impl PairingSession {
     ) -> anyhow::Result<Option<String>> {
         let until = tokio::time::Instant::now() + wait;
         let hex = key.to_hex();
+        // The whole inbox once (an acceptance may have come in an earlier run), then
+        // only what was appended since.
+        let mut offset = 0;
         loop {
-            let (entries, _) = interlink_net::inbox::read_positioned_from(&self.dir.inbox(), 0)?;
+            let (entries, end) =
+                interlink_net::inbox::read_positioned_from(&self.dir.inbox(), offset)?;
+            offset = end;
             if let Some((accept, _)) = entries
                 .iter()
                 .rev()
