@@ -21,6 +21,8 @@
 //! [`Config`] caps, so a flood of announcements cannot grow memory without limit.
 
 pub mod heartbeat;
+pub mod pacer;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod sync;
 

@@ -10,6 +10,7 @@ mod hold_check;
 mod inbound;
 mod mailbox;
 mod mailbox_calls;
+mod pacing;
 mod pairing;
 mod presence;
 mod publishing;
@@ -27,7 +28,10 @@ use std::{
 };
 
 use futures::StreamExt;
-use interlink_core::{presence::Roster, wire::SessionAddr};
+use interlink_core::{
+    presence::{Roster, pacer::Input as PacerInput},
+    wire::SessionAddr,
+};
 use interlink_delivery::{Engine, Input, OutboxEntry};
 use libp2p::{
     Multiaddr, PeerId, Swarm, gossipsub, request_response,
@@ -130,8 +134,10 @@ impl Node {
         let config_relay_server = config.relay_server;
         let network_growth_burst = config.network_growth_burst;
         let max_mailbox_records = config.max_mailbox_records;
+        let pacer = pacing::new(&config, &role, swarm.local_peer_id());
         let mut actor = Actor {
             roster: Roster::new(config.presence),
+            pacer,
             // Relays are bootstrap peers too: a session that knows only a relay sees
             // the whole overlay through it.
             bootstrap: discovery::Bootstrap::new(
@@ -148,10 +154,8 @@ impl Node {
             cancel,
             seq: 0,
             summary,
-            announce_due: true,
             unpublished: None,
             roster_asks: roster_sync::RosterAsks::default(),
-            last_announce: None,
             listen_addrs: Vec::new(),
             peers: HashMap::new(),
             delivery,
@@ -247,22 +251,19 @@ struct Actor {
     role: Role,
     topic: gossipsub::IdentTopic,
     roster: Roster,
+    /// When presence work happens: heartbeats, roster requests, joining the DHT.
+    pacer: interlink_core::presence::pacer::Pacer<PeerId>,
     commands: mpsc::Receiver<Command>,
     events: broadcast::Sender<Event>,
     cancel: CancellationToken,
     /// Sequence number of the last announcement published.
     seq: u64,
     summary: String,
-    /// An announcement is owed (start, summary change, new listen address).
-    announce_due: bool,
     /// The newest signed announcement while no peer has taken it (nobody subscribed
     /// to the topic yet): published as it is once one does.
     unpublished: Option<Vec<u8>>,
     /// This node's roster requests in flight and what each asked.
     roster_asks: roster_sync::RosterAsks,
-    /// When this session last announced (ms since the epoch) and the heartbeat that
-    /// announcement promised.
-    last_announce: Option<(u64, std::time::Duration)>,
     listen_addrs: Vec<Multiaddr>,
     /// Connected peers. Bounded by the swarm's connections.
     peers: HashMap<PeerId, PeerInfo>,
@@ -316,7 +317,7 @@ impl Actor {
                 .publishing
                 .next_deadline()
                 .into_iter()
-                .chain(self.bootstrap.next_recheck())
+                .chain(self.pacer_deadline())
                 .min()
                 .map(tokio::time::Instant::from_std);
             let deadline = engine_at.into_iter().chain(settle_at).min();
@@ -339,7 +340,7 @@ impl Actor {
                 () = tokio::time::sleep_until(wake), if deadline.is_some() => {
                     self.on_engine_timer();
                     self.answer_settle_waiters(Instant::now());
-                    discovery::recheck_due(self, Instant::now());
+                    self.pace_timeout();
                 }
             }
         }
@@ -369,23 +370,12 @@ impl Actor {
         if !removed.is_empty() {
             self.emit(Event::RosterChanged);
         }
-        // By the wall clock: it keeps counting while the machine sleeps, so a laptop
-        // that wakes re-announces at once if it was away past its heartbeat. A tick that
-        // is merely late (a stopped or starved process) re-announces only when the
-        // heartbeat is due: before, every late tick re-announced, and on an overloaded
-        // host that fed itself (each announcement more work for every peer).
-        let heartbeat_due = self.last_announce.is_none_or(|(t, every)| {
-            crate::now_ms().saturating_sub(t)
-                >= u64::try_from(every.as_millis()).unwrap_or(u64::MAX)
+        // Heartbeats, anti-entropy, second looks, joining the DHT: the pacer's.
+        self.pace(PacerInput::Tick {
+            roster_len: self.roster.len(),
         });
-        if self.announce_due {
-            self.announce();
-        } else if heartbeat_due {
-            // The announcement is unchanged: a beacon says the session is still here.
-            self.beacon();
-        } else {
-            self.publish_announcement();
-        }
+        // The announcement no peer has taken yet, if any.
+        self.publish_announcement();
         self.bootstrap.dial_due(&mut self.swarm, now);
         discovery::periodic(self, now);
         self.fetch_own_mailbox();
@@ -407,7 +397,7 @@ impl Actor {
             }
             Command::SetSummary(summary, tx) => {
                 self.summary = summary;
-                self.announce_due = true;
+                self.pace(PacerInput::AnnouncementChanged);
                 self.announce();
                 let _ = tx.send(());
             }
@@ -416,7 +406,7 @@ impl Actor {
                     && spec.delivery != delivery
                 {
                     spec.delivery = delivery;
-                    self.announce_due = true;
+                    self.pace(PacerInput::AnnouncementChanged);
                     self.announce();
                 }
                 let _ = tx.send(());
@@ -460,12 +450,12 @@ impl Actor {
                 self.relay_listen_addr(&address);
                 if !self.listen_addrs.contains(&address) {
                     self.listen_addrs.push(address.clone());
-                    self.announce_due = true;
+                    self.pace(PacerInput::AnnouncementChanged);
                     // The first address: announce now rather than on the next tick (the
                     // first tick ran before the swarm had listened, so waiting made a
                     // new session invisible to roster fetches for up to a second). The
                     // rest of a burst of addresses goes out with the next tick.
-                    if self.last_announce.is_none() {
+                    if !self.pacer.has_announced() {
                         self.announce();
                     }
                 }
@@ -473,7 +463,7 @@ impl Actor {
             }
             SwarmEvent::ExpiredListenAddr { address, .. } => {
                 self.listen_addrs.retain(|a| a != &address);
-                self.announce_due = true;
+                self.pace(PacerInput::AnnouncementChanged);
             }
             SwarmEvent::ConnectionEstablished {
                 peer_id,
@@ -484,6 +474,7 @@ impl Actor {
                 self.bootstrap
                     .on_connected(peer_id, endpoint.get_remote_address());
                 self.presence_cost.connections += 1;
+                self.pace(PacerInput::PeerConnected(peer_id));
                 let info = self.peers.entry(peer_id).or_default();
                 info.addr = Some(endpoint.get_remote_address().clone());
                 self.peer_alive(peer_id);
@@ -511,6 +502,7 @@ impl Actor {
             } => {
                 debug!(%peer_id, "disconnected");
                 self.peers.remove(&peer_id);
+                self.pace(PacerInput::PeerDisconnected(peer_id));
                 self.on_relay_disconnected(&peer_id);
                 self.bootstrap.on_disconnected(peer_id, Instant::now());
                 self.emit(Event::PeerDisconnected(peer_id));

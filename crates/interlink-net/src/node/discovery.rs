@@ -19,33 +19,6 @@ const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How often the node walks the DHT to find more peers.
 const KAD_BOOTSTRAP_INTERVAL: Duration = Duration::from_secs(60);
-/// How often the node fetches one connected peer's roster (anti-entropy): an
-/// announcement that missed the gossip mesh is picked up within this interval instead
-/// of waiting for the next 30 s heartbeat.
-const ROSTER_SYNC_INTERVAL: Duration = Duration::from_secs(10);
-/// The anti-entropy interval while the roster is still growing (a session new to it
-/// within [`ROSTER_SETTLE`]): at start, or while a team comes online. Announcements
-/// published before the gossip mesh has formed reach only part of the overlay; a
-/// fetch a second, carrying a summary, costs 8 bytes per session and brings exactly
-/// what is missing, where waiting 10 s per round made a 100-node cold start take tens of
-/// seconds (issue 15).
-const ROSTER_SYNC_FAST: Duration = Duration::from_secs(1);
-/// How long after the roster last grew the fast anti-entropy goes on.
-const ROSTER_SETTLE: Duration = Duration::from_secs(10);
-/// How long after a peer joins the presence topic its roster is checked again (a
-/// digest request): what reached the peer between its answer to the first fetch and
-/// our joining its gossip mesh was forwarded to its mesh without us, and gossipsub
-/// repairs only towards peers outside the mesh (found by the convergence bench: at a
-/// cold start of 100 nodes, announcements published before the mesh formed stayed
-/// unknown to most nodes until anti-entropy found them).
-const RECHECK_AFTER: Duration = Duration::from_millis(500);
-/// Most peers waiting for that second look.
-const MAX_RECHECKS: usize = 256;
-/// A node joins the DHT once presence has settled: its roster has not grown for this
-/// long…
-const DHT_SETTLE: Duration = Duration::from_secs(1);
-/// …or this long after it started, whichever comes first.
-const DHT_JOIN_LATEST: Duration = Duration::from_secs(5);
 /// Addresses of peers identified before the node joined the DHT, kept to seed its
 /// routing table.
 const MAX_DHT_PENDING: usize = 1024;
@@ -70,22 +43,15 @@ struct Entry {
 pub(super) struct Bootstrap {
     entries: Vec<Entry>,
     last_kad_bootstrap: Option<Instant>,
-    last_roster_sync: Option<Instant>,
-    /// When a session new to the roster was last added ([`ROSTER_SYNC_FAST`]).
-    roster_grew: Option<Instant>,
-    roster_sync_turn: usize,
     /// Peers mDNS found and we are not connected to: addresses, next dial, backoff.
     /// Two nodes that find each other at the same instant dial each other at once and
     /// both handshakes can fail; without a redial they would never meet.
     mdns: std::collections::HashMap<PeerId, (Vec<Multiaddr>, Instant, Duration)>,
     /// Peers of another network, to be disconnected at the given time.
     foreign: std::collections::HashMap<PeerId, Instant>,
-    /// Whether this node has joined the DHT ([`join_dht_when_settled`]).
-    pub(super) dht_joined: bool,
-    /// Peers identified before it did, added to the routing table when it does.
+    /// Peers identified before the node joined the DHT (the pacer decides when),
+    /// added to the routing table when it does.
     dht_pending: Vec<(PeerId, Multiaddr)>,
-    /// Peers whose roster is checked again at the given time ([`RECHECK_AFTER`]).
-    rechecks: std::collections::VecDeque<(PeerId, Instant)>,
 }
 
 impl Bootstrap {
@@ -103,14 +69,9 @@ impl Bootstrap {
                 })
                 .collect(),
             last_kad_bootstrap: None,
-            last_roster_sync: None,
-            roster_grew: Some(now),
-            roster_sync_turn: 0,
             mdns: Default::default(),
             foreign: Default::default(),
-            dht_joined: false,
             dht_pending: Vec::new(),
-            rechecks: Default::default(),
         }
     }
 
@@ -138,40 +99,6 @@ impl Bootstrap {
             }
             e.next_dial = now + e.backoff;
             e.backoff = (e.backoff * 2).min(MAX_BACKOFF);
-        }
-    }
-
-    /// Schedules a second look at `peer`'s roster ([`RECHECK_AFTER`]).
-    pub(super) fn recheck_later(&mut self, peer: PeerId, now: Instant) {
-        if self.rechecks.len() >= MAX_RECHECKS {
-            // Past the bound the oldest goes: anti-entropy covers it.
-            self.rechecks.pop_front();
-        }
-        self.rechecks.push_back((peer, now + RECHECK_AFTER));
-    }
-
-    /// When the next second look is due.
-    pub(super) fn next_recheck(&self) -> Option<Instant> {
-        self.rechecks.front().map(|(_, at)| *at)
-    }
-
-    /// Notes that a session new to the roster was just added.
-    pub(super) fn roster_grew(&mut self, now: Instant) {
-        self.roster_grew = Some(now);
-    }
-
-    /// Whether a session new to the roster arrived within [`ROSTER_SETTLE`].
-    fn roster_growing(&self, now: Instant) -> bool {
-        self.roster_grew
-            .is_some_and(|t| now.duration_since(t) < ROSTER_SETTLE)
-    }
-
-    /// The anti-entropy interval now: fast while the roster is still growing.
-    fn roster_sync_interval(&self, now: Instant) -> Duration {
-        if self.roster_growing(now) {
-            ROSTER_SYNC_FAST
-        } else {
-            ROSTER_SYNC_INTERVAL
         }
     }
 
@@ -215,7 +142,6 @@ fn strip_p2p(addr: &Multiaddr) -> Multiaddr {
 
 /// Periodic discovery work.
 pub(super) fn periodic(actor: &mut Actor, now: Instant) {
-    join_dht_when_settled(actor, now);
     // Redial mDNS peers we are still not connected to.
     redial_mdns(actor, now);
     // Drop peers of other networks whose grace has passed.
@@ -230,36 +156,7 @@ pub(super) fn periodic(actor: &mut Actor, now: Instant) {
         actor.bootstrap.foreign.remove(&peer);
         let _ = actor.swarm.disconnect_peer_id(peer);
     }
-    recheck_due(actor, now);
-    // Anti-entropy: fetch one connected peer's roster, round robin.
-    let sync_due = actor
-        .bootstrap
-        .last_roster_sync
-        .is_none_or(|t| now.duration_since(t) >= actor.bootstrap.roster_sync_interval(now));
-    if sync_due && !actor.peers.is_empty() {
-        actor.bootstrap.last_roster_sync = Some(now);
-        let mut peers: Vec<PeerId> = actor.peers.keys().copied().collect();
-        peers.sort();
-        // Offset by our own PeerId so nodes do not all start with the same peer.
-        let offset = actor
-            .swarm
-            .local_peer_id()
-            .to_bytes()
-            .last()
-            .copied()
-            .map_or(0, usize::from);
-        let turn = actor.bootstrap.roster_sync_turn.wrapping_add(offset) % peers.len();
-        actor.bootstrap.roster_sync_turn = actor.bootstrap.roster_sync_turn.wrapping_add(1);
-        // While sessions are still arriving the rosters surely differ: the summary at
-        // once. Once settled they almost always agree, and a digest says so in a few
-        // dozen bytes instead of 8 bytes per session.
-        if actor.bootstrap.roster_growing(now) {
-            actor.fetch_roster(peers[turn], super::roster_sync::Ask::Repair);
-        } else {
-            actor.sync_roster(peers[turn]);
-        }
-    }
-    let due = actor.bootstrap.dht_joined
+    let due = actor.pacer.dht_joined()
         && actor
             .bootstrap
             .last_kad_bootstrap
@@ -271,55 +168,12 @@ pub(super) fn periodic(actor: &mut Actor, now: Instant) {
     }
 }
 
-/// Joins the DHT once presence has settled ([`DHT_SETTLE`], at most
-/// [`DHT_JOIN_LATEST`] after start): the routing table gets the peers identified so
-/// far, and from then on every peer identified.
-///
-/// Why wait: a routing table of fewer than 20 peers makes Kademlia walk the DHT (a
-/// lookup of the node's own id, then one per bucket), which in an overlay of a few
-/// hundred sessions dials nearly every node. At a cold start every node walks at once,
-/// and the burst of handshakes delayed presence by seconds (the convergence bench: 100
-/// nodes in 1.3 s without it, 4 s with it, all in one process). Presence needs only the
-/// gossip mesh and roster fetches; the DHT serves mailboxes, whose start-up fetch asks
-/// every connected peer and relay at once and the DHT's closest peers once it is joined
-/// (`node::fetching`).
-fn join_dht_when_settled(actor: &mut Actor, now: Instant) {
-    let b = &actor.bootstrap;
-    if b.dht_joined {
-        return;
-    }
-    let settled = b
-        .roster_grew
-        .is_none_or(|t| now.duration_since(t) >= DHT_SETTLE);
-    if settled || now.duration_since(actor.started) >= DHT_JOIN_LATEST {
-        join_dht(actor);
-    }
-}
-
-/// Joins the DHT now (see [`join_dht_when_settled`]); also when a copy must be placed
-/// at a mailbox's closest peers before presence has settled (a message for a sleeping
-/// session: without the DHT only connected peers and relays would hold it).
+/// Joins the DHT, as the pacer decided (`presence::pacer`: once presence has settled,
+/// or at once when a mailbox copy must be placed): the routing table gets the peers
+/// identified so far, and from then on every peer identified.
 pub(super) fn join_dht(actor: &mut Actor) {
-    let b = &mut actor.bootstrap;
-    if b.dht_joined {
-        return;
-    }
-    b.dht_joined = true;
-    for (peer, addr) in std::mem::take(&mut b.dht_pending) {
+    for (peer, addr) in std::mem::take(&mut actor.bootstrap.dht_pending) {
         actor.swarm.behaviour_mut().kad.add_address(&peer, addr);
-    }
-}
-
-/// The second look at the peers that joined the presence topic [`RECHECK_AFTER`] ago.
-pub(super) fn recheck_due(actor: &mut Actor, now: Instant) {
-    while let Some(&(peer, at)) = actor.bootstrap.rechecks.front() {
-        if at > now {
-            break;
-        }
-        actor.bootstrap.rechecks.pop_front();
-        if actor.peers.contains_key(&peer) {
-            actor.sync_roster(peer);
-        }
     }
 }
 
@@ -388,7 +242,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                     .into_iter()
                     .take(interlink_core::limits::MAX_LISTEN_ADDRS)
                 {
-                    if actor.bootstrap.dht_joined {
+                    if actor.pacer.dht_joined() {
                         actor.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
                     } else if actor.bootstrap.dht_pending.len() < MAX_DHT_PENDING {
                         actor.bootstrap.dht_pending.push((peer_id, addr));
@@ -433,7 +287,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             // join now and its next step (or next placement) finds our peers. Without
             // this a sender in an overlay less than a second old placed its copy at its
             // bootstrap peer alone (the delivery tests' short-lived senders).
-            join_dht(actor);
+            actor.pace(interlink_core::presence::pacer::Input::DhtNeeded);
         }
         BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
             id,

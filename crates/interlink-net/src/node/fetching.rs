@@ -67,7 +67,7 @@ impl Actor {
         if self.fetching.placements.len() >= MAX_PLACEMENTS {
             return None;
         }
-        super::discovery::join_dht(self);
+        self.pace(interlink_core::presence::pacer::Input::DhtNeeded);
         let query = self
             .swarm
             .behaviour_mut()

@@ -2,7 +2,7 @@
 //! validating what arrives on the topic. The roster fetch is `node::roster_sync`.
 
 use interlink_core::{
-    presence::{BeaconOutcome, RosterError, Upsert, heartbeat_interval_ms, sync::Tag},
+    presence::{BeaconOutcome, RosterError, Upsert, pacer::Input, sync::Tag},
     wire::{
         Announcement, Beacon, Goodbye, PresenceMessage, SealingBinding, SessionAddr, Signed,
         Unverified, UnverifiedPresence, VERSION,
@@ -33,25 +33,16 @@ impl Actor {
         }
     }
 
-    /// How long until this session announces again: the configured heartbeat, or
-    /// longer on a large roster ([`interlink_core::presence::heartbeat_interval_ms`]),
-    /// so each node's presence traffic stays flat as the overlay grows.
-    fn heartbeat_interval(&self) -> std::time::Duration {
-        let adaptive = heartbeat_interval_ms(self.roster.len());
-        if adaptive > interlink_core::limits::HEARTBEAT_MS {
-            self.config
-                .heartbeat
-                .max(std::time::Duration::from_millis(adaptive))
-        } else {
-            self.config.heartbeat
-        }
+    /// The interval this session promises now: the pacer's for the roster held
+    /// ([`interlink_core::presence::pacer::Pacer::heartbeat_interval_ms`]).
+    fn heartbeat_interval_ms(&self) -> u64 {
+        self.pacer.heartbeat_interval_ms(self.roster.len())
     }
 
     /// Signs and publishes this session's announcement (sessions only). It also goes
     /// into our own roster, so roster fetches from us include it.
     pub(super) fn announce(&mut self) {
         let Some(spec) = self.session().cloned() else {
-            self.announce_due = false;
             return;
         };
         // A session listening only through relays has no address until a reservation
@@ -63,7 +54,7 @@ impl Actor {
         let seq = self.next_seq();
         // The interval promised in this announcement is the one kept until the next:
         // receivers judge the session live by it.
-        let heartbeat = self.heartbeat_interval();
+        let heartbeat = self.heartbeat_interval_ms();
         let addrs = self
             .listen_addrs
             .iter()
@@ -83,7 +74,7 @@ impl Actor {
             summary: self.summary.clone(),
             host: spec.host,
             delivery: spec.delivery,
-            heartbeat_ms: u64::try_from(heartbeat.as_millis()).unwrap_or(u64::MAX),
+            heartbeat_ms: heartbeat,
             ts: crate::now_ms(),
             seq,
         };
@@ -91,7 +82,6 @@ impl Actor {
             Ok(s) => s,
             Err(e) => {
                 warn!("cannot sign our announcement: {e}");
-                self.announce_due = false;
                 return;
             }
         };
@@ -101,8 +91,9 @@ impl Actor {
         {
             self.emit(Event::RosterChanged);
         }
-        self.last_announce = Some((crate::now_ms(), heartbeat));
-        self.announce_due = false;
+        self.pace(Input::Announced {
+            interval_ms: heartbeat,
+        });
         self.unpublished = Some(PresenceMessage::Announcement(signed).to_bytes());
         trace!(seq, "announcement signed");
         self.publish_announcement();
@@ -128,15 +119,9 @@ impl Actor {
             self.announce();
             return;
         };
-        let heartbeat = self.heartbeat_interval();
+        let heartbeat = self.heartbeat_interval_ms();
         let now = crate::now_ms();
-        let body = Beacon::new(
-            own.key,
-            tag,
-            u64::try_from(heartbeat.as_millis()).unwrap_or(u64::MAX),
-            now,
-            self.next_seq(),
-        );
+        let body = Beacon::new(own.key, tag, heartbeat, now, self.next_seq());
         let signed = match Signed::sign(body, &spec.identity) {
             Ok(s) => s,
             Err(e) => {
@@ -144,7 +129,9 @@ impl Actor {
                 return;
             }
         };
-        self.last_announce = Some((now, heartbeat));
+        self.pace(Input::Announced {
+            interval_ms: heartbeat,
+        });
         // Our own roster keeps us live too: roster fetches from us carry the beacon.
         let _ = self.roster.apply_beacon(signed.clone(), now);
         let bytes = PresenceMessage::Beacon(signed).to_bytes();
@@ -242,10 +229,9 @@ impl Actor {
                     .report_message_validation_result(&message_id, &propagation_source, acceptance);
             }
             gossipsub::Event::Subscribed { peer_id, topic } if topic == self.topic.hash() => {
-                self.fetch_roster(peer_id, super::roster_sync::Ask::Connect);
-                self.bootstrap
-                    .recheck_later(peer_id, std::time::Instant::now());
-                if self.announce_due {
+                // Its roster now, and a second look shortly.
+                self.pace(Input::PeerSubscribed(peer_id));
+                if self.pacer.announce_due() {
                     self.announce();
                 } else {
                     self.publish_announcement();
@@ -415,7 +401,7 @@ impl Actor {
     /// pinned, its mail is routed afresh and it is offered this user's pass.
     pub(super) fn learned(&mut self, addr: &SessionAddr, upsert: Upsert) {
         if upsert == Upsert::Inserted {
-            self.bootstrap.roster_grew(std::time::Instant::now());
+            self.pace(Input::RosterGrew);
         }
         self.pin_sealing_key(addr.key);
         self.route_session(addr);

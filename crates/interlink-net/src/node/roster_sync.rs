@@ -14,7 +14,10 @@
 use std::collections::HashMap;
 
 use interlink_core::{
-    presence::sync::Summary,
+    presence::{
+        pacer::{Ask, Input},
+        sync::Summary,
+    },
     wire::{Announcement, Beacon, PresenceMessage, RosterRequest, RosterResponse, Unverified},
 };
 use libp2p::{PeerId, request_response};
@@ -30,19 +33,6 @@ pub(super) const MAX_ROSTER_REQUESTS: usize = 512;
 /// Most announcements and beacons one anti-entropy answer makes this node publish
 /// again (the rest are repaired by the next round).
 const MAX_REPUBLISH: usize = 32;
-
-/// What a roster request in flight asked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Ask {
-    /// The summary, on a new connection: what the responder holds that it does not
-    /// name.
-    Connect,
-    /// The summary, for anti-entropy: what it brings gossip missed, and is published
-    /// again.
-    Repair,
-    /// Only whether the responder holds the same versions.
-    Digest,
-}
 
 /// This node's roster requests in flight, by request id.
 #[derive(Debug, Default)]
@@ -126,9 +116,12 @@ impl Actor {
                 ..
             } => {
                 let ask = self.roster_asks.0.remove(&request_id);
-                if ask == Some(Ask::Digest) && !response.same {
-                    // The rosters differ: now the summary.
-                    self.fetch_roster(peer, Ask::Repair);
+                if ask == Some(Ask::Digest) {
+                    // The pacer follows a difference with the summary.
+                    self.pace(Input::DigestAnswered {
+                        peer,
+                        same: response.same,
+                    });
                 }
                 self.apply_roster_response(peer, response, ask == Some(Ask::Repair));
             }

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::presence::pacer::Config as PacerConfig;
+
 use crate::{
     limits::{HEARTBEAT_MS, MINUTE_MS, SECOND_MS},
     presence::heartbeat::{TARGET_ANNOUNCEMENTS_PER_S, interval_for_rate},
@@ -312,8 +314,9 @@ pub struct Params {
     pub costs: Costs,
     /// The heartbeat rule.
     pub heartbeat: HeartbeatRule,
-    /// Each re-announcement lands uniformly within ± half of this around its due
-    /// time, ms. (The node announces on its 1 s tick; this stands for the drift.)
+    /// Protocol 7: each re-announcement lands uniformly within ± half of this around
+    /// its due time, ms. (Protocol 8's heartbeats come from the node's pacer on its
+    /// 1 s tick, as the node's do.)
     pub jitter_ms: u64,
     /// Anti-entropy: each node fetches one connected peer's roster this often, ms
     /// (protocol 8: a digest request, and only once the roster stopped growing).
@@ -354,6 +357,8 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
+        // The node's timings.
+        let pacer = PacerConfig::default();
         Self {
             protocol: Protocol::V8,
             nodes: 1_000,
@@ -369,10 +374,10 @@ impl Default for Params {
             costs: Costs::default(),
             heartbeat: HeartbeatRule::ADAPTIVE,
             jitter_ms: SECOND_MS,
-            anti_entropy_ms: 10 * SECOND_MS,
-            fast_sync_ms: SECOND_MS,
-            growing_ms: 10 * SECOND_MS,
-            recheck_ms: 500,
+            anti_entropy_ms: pacer.sync_interval_ms,
+            fast_sync_ms: pacer.fast_sync_ms,
+            growing_ms: pacer.settle_ms,
+            recheck_ms: pacer.recheck_after_ms,
             max_republish: 32,
             start_spread_ms: 5 * SECOND_MS,
             partition_ms: 2 * MINUTE_MS,
@@ -386,6 +391,24 @@ impl Default for Params {
 }
 
 impl Params {
+    /// Protocol 8: the timings of each node's pacer, from these parameters (the
+    /// defaults are the node's).
+    pub fn pacer_config(&self) -> PacerConfig {
+        let (heartbeat_ms, target_announcements_per_s) = match self.heartbeat {
+            HeartbeatRule::Fixed { interval_ms } => (interval_ms.max(1), None),
+            HeartbeatRule::Adaptive { target_per_s } => (HEARTBEAT_MS, Some(target_per_s)),
+        };
+        PacerConfig {
+            sync_interval_ms: self.anti_entropy_ms,
+            fast_sync_ms: self.fast_sync_ms,
+            settle_ms: self.growing_ms,
+            recheck_after_ms: self.recheck_ms,
+            heartbeat_ms,
+            target_announcements_per_s,
+            ..PacerConfig::default()
+        }
+    }
+
     /// The node before protocol 8, as the model had it: the defaults with protocol 7
     /// and its wire sizes.
     pub fn v7() -> Self {
@@ -422,6 +445,12 @@ impl Params {
     /// Another heartbeat rule.
     pub fn with_heartbeat(mut self, rule: HeartbeatRule) -> Self {
         self.heartbeat = rule;
+        self
+    }
+
+    /// With another anti-entropy interval for a growing roster (`fast_sync_ms`).
+    pub fn with_fast_sync_ms(mut self, ms: u64) -> Self {
+        self.fast_sync_ms = ms;
         self
     }
 

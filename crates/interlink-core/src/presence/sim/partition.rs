@@ -16,6 +16,11 @@ impl World {
                 self.links[l].up = false;
                 self.leave_mesh(link.a as usize, link.b);
                 self.leave_mesh(link.b as usize, link.a);
+                if self.p.protocol == Protocol::V8 {
+                    use crate::presence::pacer::Input::PeerDisconnected;
+                    self.pace(link.a as usize, PeerDisconnected(link.b));
+                    self.pace(link.b as usize, PeerDisconnected(link.a));
+                }
             }
         }
     }

@@ -49,10 +49,14 @@ impl World {
         c.digest_tags += asked.1;
         c.digest_requests += 1;
         c.digest_differs += u64::from(differs);
-        if differs {
-            let lat = sync.answered - sync.sent;
-            self.request_roster(q, r, sync.link, lat, Ask::Repair);
-        }
+        // The pacer follows a difference with a full request at once, a repair.
+        self.pace(
+            q,
+            crate::presence::pacer::Input::DigestAnswered {
+                peer: r as u32,
+                same: !differs,
+            },
+        );
     }
 
     /// The answer to `q`'s full request arrives. `r` sends every announcement the

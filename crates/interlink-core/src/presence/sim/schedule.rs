@@ -56,15 +56,14 @@ pub(super) enum Ev {
     Gossip { to: u32, from: u32, msg: u32 },
     /// The node's 1 s tick: gossipsub heartbeat, anti-entropy.
     Tick(u32),
-    /// The node's session re-announces.
+    /// Protocol 7: the node's session re-announces.
     Announce(u32),
     /// An IHAVE arrives (its contents in the world's IHAVE slab).
     Ihave(u32),
     /// A roster response arrives (its request in the world's sync slab).
     Synced(u32),
-    /// Protocol 8: `node` takes a second look (a digest request) at the peer at the
-    /// other end of `link`, which connected a moment ago.
-    Recheck { node: u32, link: u32 },
+    /// Protocol 8: the node's pacer timer (a second look at a peer is due).
+    Wake(u32),
 }
 
 /// Values parked while their event is queued, by index; freed slots are reused.

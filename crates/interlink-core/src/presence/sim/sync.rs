@@ -31,9 +31,11 @@ impl World {
             let node = &mut self.nodes[v];
             node.held += 1;
             node.digest ^= session_key(session);
-            if session != v {
+            if session != v
+                && let Some(pacer) = &mut node.pacer
+            {
                 // A session new to the roster: the node's anti-entropy goes fast.
-                node.grew_at = Some(self.now);
+                pacer.handle(crate::presence::pacer::Input::RosterGrew, self.now / US);
             }
         }
         if self.in_flight[v] > 0 {
@@ -116,39 +118,17 @@ impl World {
         }
     }
 
-    /// Protocol 8's anti-entropy, checked at every tick: while the roster is growing a
-    /// full request every `fast_sync_ms`, else a digest request every
-    /// `anti_entropy_ms`, to one connected peer in turn.
-    pub(super) fn anti_entropy_v8(&mut self, v: usize) {
-        let now = self.now;
-        let node = &self.nodes[v];
-        let growing = node
-            .grew_at
-            .is_some_and(|t| now < t + self.p.growing_ms * US);
-        let every = if growing {
-            self.p.fast_sync_ms
-        } else {
-            self.p.anti_entropy_ms
-        };
-        if node.last_sync.is_some_and(|t| now < t + every * US) {
-            return;
-        }
-        let Some(peer) = self.next_sync_peer(v) else {
+    /// Protocol 8: node `v` sends the roster request its pacer decided on to `peer`,
+    /// over their link if it is up.
+    pub(super) fn ask_roster(&mut self, v: usize, peer: u32, ask: Ask) {
+        let peers = &self.nodes[v].peers;
+        let Ok(k) = peers.binary_search_by_key(&peer, |p| p.node) else {
             return;
         };
-        self.nodes[v].last_sync = Some(now);
-        let ask = if growing { Ask::Repair } else { Ask::Digest };
-        self.request_roster(v, peer.node as usize, peer.link, peer.lat, ask);
-    }
-
-    /// Protocol 8's second look at the peer across `link`, a moment after it connected.
-    pub(super) fn recheck(&mut self, v: usize, link: usize) {
-        let l = self.links[link];
-        if !l.up || self.quiet {
-            return;
+        let Peer { link, lat, .. } = peers[k];
+        if self.links[link as usize].up {
+            self.request_roster(v, peer as usize, link, lat, ask);
         }
-        let peer = if l.a as usize == v { l.b } else { l.a };
-        self.request_roster(v, peer as usize, link as u32, l.lat, Ask::Digest);
     }
 
     /// Writes `v`'s roster row as it was at `at` into `row`.

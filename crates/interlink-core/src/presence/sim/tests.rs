@@ -259,3 +259,18 @@ fn presence_sim_one() {
     };
     eprintln!("{r}\nwall {:.2} s", t.elapsed().as_secs_f64());
 }
+
+#[test]
+fn the_simulated_nodes_pace_presence_with_the_nodes_timings() {
+    // The simulator drives `presence::pacer` itself; its default knobs are the
+    // node's timings, so a default run is the node's behaviour.
+    assert_eq!(
+        Params::default().pacer_config(),
+        crate::presence::pacer::Config::default()
+    );
+    // And the knobs reach the pacer: without the fast anti-entropy of a growing
+    // roster (a summary a second) the cold start's repair traffic changes.
+    let p = small(100);
+    let slow = p.clone().with_fast_sync_ms(10 * SECOND_MS);
+    assert_ne!(cold_start(&p).load, cold_start(&slow).load);
+}

@@ -22,7 +22,10 @@ use super::{
     report::Counters,
     schedule::{Ev, Queue, Rng, Slab},
 };
-use crate::presence::heartbeat::{MAX_HEARTBEAT_MS, live_window_ms};
+use crate::presence::{
+    heartbeat::{MAX_HEARTBEAT_MS, live_window_ms},
+    pacer::{Input, Output, Pacer},
+};
 
 /// Microseconds per millisecond: simulated time is kept in µs.
 pub(super) const US: u64 = 1_000;
@@ -99,16 +102,8 @@ pub(super) struct Ihave {
     pub(super) ids: u32,
 }
 
-/// What a roster request asks (the node's `roster_sync::Ask`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Ask {
-    /// A full request on a new connection.
-    Connect,
-    /// A full request for anti-entropy (protocol 8: what it brings is published again).
-    Repair,
-    /// Protocol 8: a digest request (a full one follows if the rosters differ).
-    Digest,
-}
+/// What a roster request asks: the pacer's.
+pub(super) use crate::presence::pacer::Ask;
 
 /// A roster request in flight: it left at `sent`, the responder answered at
 /// `answered`.
@@ -166,10 +161,11 @@ pub(super) struct Node {
     pub(super) log: VecDeque<Change>,
     /// Which side of a partition it is on.
     pub(super) half: u8,
-    /// Protocol 8: when its last anti-entropy request left, µs.
-    pub(super) last_sync: Option<u64>,
-    /// Protocol 8: when a session last became new to its roster (or it started), µs.
-    pub(super) grew_at: Option<u64>,
+    /// Protocol 8: the node's presence pacer, the state machine the node runs
+    /// ([`crate::presence::pacer`]): heartbeats, roster requests, anti-entropy.
+    pub(super) pacer: Option<Pacer<u32>>,
+    /// Protocol 8: when a wake-up for the pacer's timer is queued, µs.
+    pub(super) wake_at: Option<u64>,
     /// Protocol 8: the set of sessions whose announcement it holds, as the XOR of a
     /// 64-bit key per session: equal sets, equal digests (the roster digest names the
     /// held announcement versions; each session here has one).
@@ -377,8 +373,13 @@ impl World {
                 interval_ms: interval,
             });
             w.versions[s].push(idx);
-            let next = (at + w.jittered(interval)).max(ORIGIN_US);
-            w.queue.push(next, Ev::Announce(s as u32));
+            if w.p.protocol == Protocol::V7 {
+                let next = (at + w.jittered(interval)).max(ORIGIN_US);
+                w.queue.push(next, Ev::Announce(s as u32));
+            } else {
+                // Protocol 8's heartbeats are the pacer's: it starts from this one.
+                w.nodes[s].wake_at = Some(at);
+            }
         }
         w.roster.fill(1);
         w.roster_t.fill(1);
@@ -396,11 +397,25 @@ impl World {
             node.digest = all;
             // Spread the anti-entropy rounds over their period.
             node.ticks = w.rng.below(ticks_per_sync);
-            // Protocol 8 times its rounds from the last one: as if it was `ticks`
-            // heartbeats ago.
-            node.last_sync =
-                Some(ORIGIN_US.saturating_sub(node.ticks * w.p.gossip.heartbeat_ms * US));
             node.sync_turn = w.rng.index(node.peers.len().max(1));
+            if w.p.protocol == Protocol::V8 {
+                // Its last anti-entropy round as if it was `ticks` heartbeats ago, its
+                // last heartbeat when its version 1 was published (parked in
+                // `wake_at` above), its round robin from `sync_turn`.
+                let last_sync =
+                    ORIGIN_US.saturating_sub(node.ticks * w.p.gossip.heartbeat_ms * US) / US;
+                let announced = node.wake_at.take().unwrap_or(ORIGIN_US) / US;
+                let mut pacer = Pacer::running(
+                    w.p.pacer_config(),
+                    node.sync_turn as u64,
+                    last_sync,
+                    (announced, interval),
+                );
+                for peer in &node.peers {
+                    pacer.handle(Input::PeerConnected(peer.node), ORIGIN_US / US);
+                }
+                node.pacer = Some(pacer);
+            }
             let at = ORIGIN_US + w.rng.below(w.p.gossip.heartbeat_ms * US);
             w.queue.push(at, Ev::Tick(i as u32));
         }
@@ -484,14 +499,18 @@ impl World {
                     self.synced(sync);
                 }
             }
-            Ev::Recheck { node, link } => self.recheck(node as usize, link as usize),
+            Ev::Wake(v) => self.wake(v as usize),
         }
     }
 
     fn start(&mut self, v: usize) {
         self.nodes[v].started = true;
-        // The node counts its roster as growing from its start (fast anti-entropy).
-        self.nodes[v].grew_at = Some(self.now);
+        if self.p.protocol == Protocol::V8 {
+            // The pacer counts its roster as growing from its start (fast
+            // anti-entropy).
+            let seed = self.rng.next_u64();
+            self.nodes[v].pacer = Some(Pacer::new(self.p.pacer_config(), self.now / US, seed));
+        }
         // gossipsub's first heartbeat comes after `heartbeat_initial_delay` (100 ms).
         self.queue.push(self.now + 100 * US, Ev::Tick(v as u32));
     }
@@ -503,6 +522,23 @@ impl World {
         // below `mesh_n_low` (`handle_received_subscriptions`).
         self.graft_new_peer(link.a as usize, link.b);
         self.graft_new_peer(link.b as usize, link.a);
+        if self.p.protocol == Protocol::V8 {
+            for (end, other) in [(link.a, link.b), (link.b, link.a)] {
+                let end = end as usize;
+                // The session's first announcement waits for a subscribed peer.
+                if self.nodes[end].version == 0 {
+                    let interval_ms = self.pacer_of(end).heartbeat_interval_ms(1);
+                    self.publish(end, interval_ms);
+                    self.pace(end, Input::Announced { interval_ms });
+                }
+                // Each end fetches the other's roster, and takes a second look a moment
+                // later (what reached the peer between its answer and this node joining
+                // its mesh went to its mesh only).
+                self.pace(end, Input::PeerConnected(other));
+                self.pace(end, Input::PeerSubscribed(other));
+            }
+            return;
+        }
         for end in [link.a as usize, link.b as usize] {
             // The session's first announcement waits for a subscribed peer.
             if self.nodes[end].version == 0 {
@@ -524,18 +560,9 @@ impl World {
             link.lat,
             Ask::Connect,
         );
-        if self.p.protocol == Protocol::V8 {
-            // …and take a second look a moment later: what reached the peer between
-            // its answer and this node joining its mesh went to its mesh only.
-            let at = self.now + self.p.recheck_ms * US;
-            for node in [link.a, link.b] {
-                let link = l as u32;
-                self.queue.push(at, Ev::Recheck { node, link });
-            }
-        }
     }
 
-    /// The session publishes a new version and schedules the next one.
+    /// Protocol 7: the session publishes a new version and schedules the next one.
     pub(super) fn announce(&mut self, v: usize) {
         let interval = self.p.heartbeat.interval_ms(self.nodes[v].held.max(1));
         self.publish(v, interval);
@@ -551,14 +578,72 @@ impl World {
         let sync_due = node.ticks.is_multiple_of(per_sync);
         if !self.quiet {
             self.emit_ihave(v);
-            match self.p.protocol {
-                Protocol::V7 if sync_due => self.anti_entropy(v),
-                Protocol::V7 => {}
-                Protocol::V8 => self.anti_entropy_v8(v),
+            if self.p.protocol == Protocol::V7 && sync_due {
+                self.anti_entropy(v);
             }
+        }
+        if self.p.protocol == Protocol::V8 {
+            let roster_len = self.nodes[v].held.max(1);
+            self.pace(v, Input::Tick { roster_len });
         }
         let next = self.now + self.p.gossip.heartbeat_ms * US;
         self.queue.push(next, Ev::Tick(v as u32));
+    }
+
+    fn pacer_of(&mut self, v: usize) -> &mut Pacer<u32> {
+        self.nodes[v]
+            .pacer
+            .get_or_insert_with(|| Pacer::new(self.p.pacer_config(), self.now / US, v as u64))
+    }
+
+    /// Protocol 8: node `v`'s pacer takes `input`, and the node does what it decides.
+    pub(super) fn pace(&mut self, v: usize, input: Input<u32>) {
+        let now_ms = self.now / US;
+        self.pacer_of(v).handle(input, now_ms);
+        self.run_pacer(v);
+    }
+
+    /// The pacer's timer (a second look is due).
+    fn wake(&mut self, v: usize) {
+        if self.nodes[v].wake_at == Some(self.now) {
+            self.nodes[v].wake_at = None;
+        }
+        let now_ms = self.now / US;
+        self.pacer_of(v).handle_timeout(now_ms);
+        self.run_pacer(v);
+    }
+
+    /// Does what node `v`'s pacer decided, and queues a wake-up for its timer.
+    fn run_pacer(&mut self, v: usize) {
+        while let Some(out) = self.pacer_of(v).poll_output() {
+            match out {
+                Output::AskRoster { peer, ask } => {
+                    if !self.quiet {
+                        self.ask_roster(v, peer, ask);
+                    }
+                }
+                Output::Announce { interval_ms } | Output::Beacon { interval_ms } => {
+                    // The first announcement waits for a peer to take it (the node
+                    // keeps it unpublished until one subscribes: `connect`).
+                    if self.nodes[v].version == 0 {
+                        continue;
+                    }
+                    self.publish(v, interval_ms);
+                    let now_ms = self.now / US;
+                    self.pacer_of(v)
+                        .handle(Input::Announced { interval_ms }, now_ms);
+                }
+                // No DHT in the simulation: presence needs none.
+                Output::JoinDht => {}
+            }
+        }
+        if let Some(at) = self.pacer_of(v).poll_timeout() {
+            let at = (at * US).max(self.now);
+            if self.nodes[v].wake_at.is_none_or(|w| at < w) {
+                self.nodes[v].wake_at = Some(at);
+                self.queue.push(at, Ev::Wake(v as u32));
+            }
+        }
     }
 
     /// Each node's counters as of now (to subtract at the end of a window).
