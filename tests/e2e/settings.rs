@@ -98,3 +98,86 @@ fn commands_and_sessions_read_the_settings_file() {
         out.stderr
     );
 }
+
+#[test]
+fn network_variables_are_read_named_in_errors_and_never_written_by_install() {
+    let claude_home = tempfile::tempdir().unwrap();
+    let relay = "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA";
+    let alice = User::new(
+        "alice",
+        &[
+            ("HOME", claude_home.path().to_str().unwrap()),
+            ("INTERLINK_RELAY", relay),
+        ],
+    )
+    .unwrap();
+    // --help shows each setting's variable, and its value when set.
+    let out = alice.cli(&["peers", "--help"], None).unwrap();
+    for var in [
+        "[env: INTERLINK_NETWORK=]",
+        "[env: INTERLINK_LISTEN=]",
+        "[env: INTERLINK_BOOTSTRAP=]",
+        "[env: INTERLINK_MDNS=]",
+    ] {
+        assert!(out.stdout.contains(var), "{var} in {}", out.stdout);
+    }
+    assert!(
+        out.stdout
+            .contains(&format!("[env: INTERLINK_RELAY={relay}]")),
+        "{}",
+        out.stdout
+    );
+    // install writes what was typed, not what the environment says.
+    let out = alice
+        .cli(
+            &[
+                "install",
+                "claude",
+                "--command",
+                "/opt/interlink-p2p",
+                "--listen",
+                "/ip4/127.0.0.1/tcp/0",
+            ],
+            None,
+        )
+        .unwrap();
+    assert!(out.status.success(), "install: {}", out.stderr);
+    let settings = std::fs::read_to_string(alice.home().join("config.toml")).unwrap();
+    assert!(settings.contains("listen"), "{settings}");
+    assert!(!settings.contains("relay"), "{settings}");
+
+    // A bad value names where it came from: the variable, or the flag.
+    let bad = User::new("bad", &[("INTERLINK_NETWORK", "Bad Name")]).unwrap();
+    let out = bad.cli(&["peers", "--wait", "0.1"], None).unwrap();
+    assert!(!out.status.success());
+    assert!(
+        out.stderr
+            .contains("INTERLINK_NETWORK: network name \"Bad Name\""),
+        "{}",
+        out.stderr
+    );
+    let out = bad
+        .cli(&["peers", "--wait", "0.1", "--network", "Also Bad"], None)
+        .unwrap();
+    assert!(
+        out.stderr.contains("--network: network name \"Also Bad\""),
+        "{}",
+        out.stderr
+    );
+    let out = bad
+        .cli(&["probe", "/ip4/127.0.0.1/tcp/9", "--timeout", "0.1"], None)
+        .unwrap();
+    assert!(
+        out.stderr.contains("INTERLINK_NETWORK: network name"),
+        "{}",
+        out.stderr
+    );
+    let mdns = User::new("mdns", &[("INTERLINK_MDNS", "maybe")]).unwrap();
+    let out = mdns.cli(&["peers", "--wait", "0.1"], None).unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("INTERLINK_MDNS expects 0 or 1"),
+        "{}",
+        out.stderr
+    );
+}

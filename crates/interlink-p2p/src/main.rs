@@ -23,29 +23,82 @@ struct Cli {
 }
 
 /// Network settings shared by the commands that run a node (see docs/CONFIG.md).
+///
+/// clap reads each setting's variable too (and shows it in `--help`), but a value that
+/// came from the environment is set aside after parsing ([`NetArgs::forget_env`]): the
+/// library reads the environment itself, below the flags and above the settings
+/// file, names the variable in its errors, and `install` writes only what was typed.
 #[derive(Debug, Args)]
 struct NetArgs {
-    /// Overlay name [env: INTERLINK_NETWORK] [default: default]
-    #[arg(long, value_name = "NAME", global = true)]
+    /// Overlay name [default: default]
+    #[arg(long, value_name = "NAME", global = true, env = config::ENV_NETWORK)]
     network: Option<String>,
-    /// Listen multiaddr; repeatable or comma-separated [env: INTERLINK_LISTEN]
-    /// [default: all interfaces, TCP and QUIC, port 0]
-    #[arg(long, value_name = "MULTIADDR", global = true)]
+    /// Listen multiaddr; repeatable or comma-separated [default: all interfaces, TCP
+    /// and QUIC, port 0]
+    #[arg(long, value_name = "MULTIADDR", global = true, env = config::ENV_LISTEN)]
     listen: Vec<String>,
     /// Bootstrap peer multiaddr (`/p2p/<id>` suffix optional); repeatable or
-    /// comma-separated [env: INTERLINK_BOOTSTRAP]
-    #[arg(long, value_name = "MULTIADDR", global = true)]
+    /// comma-separated
+    #[arg(long, value_name = "MULTIADDR", global = true, env = config::ENV_BOOTSTRAP)]
     bootstrap: Vec<String>,
     /// Relay multiaddr ending in `/p2p/<id>`: bootstrap, circuit reservation, durable
-    /// mailbox copies; repeatable or comma-separated [env: INTERLINK_RELAY]
-    #[arg(long, value_name = "MULTIADDR", global = true)]
+    /// mailbox copies; repeatable or comma-separated
+    #[arg(long, value_name = "MULTIADDR", global = true, env = config::ENV_RELAY)]
     relay: Vec<String>,
-    /// Turn mDNS discovery off [env: INTERLINK_MDNS=0]
-    #[arg(long, global = true)]
-    no_mdns: bool,
+    /// Turn mDNS discovery off (the variable: 0 or 1)
+    #[arg(
+        long = "no-mdns",
+        global = true,
+        env = config::ENV_MDNS,
+        action = clap::ArgAction::SetFalse,
+        value_parser = mdns_value,
+    )]
+    mdns: bool,
+}
+
+/// `INTERLINK_MDNS`, as clap reads it for `--no-mdns`.
+fn mdns_value(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(format!(
+            "{} expects 0 or 1 (also false/true, off/on, no/yes)",
+            config::ENV_MDNS
+        )),
+    }
 }
 
 impl NetArgs {
+    /// Sets aside every value clap took from the environment (see the type's doc).
+    /// `levels` are the matches of each subcommand on the line: a global argument is
+    /// seen at every level, and came from the environment if no level says otherwise.
+    fn forget_env(&mut self, levels: &[&clap::ArgMatches]) {
+        let from_env = |id: &str| {
+            let mut sources = levels
+                .iter()
+                .filter(|m| m.ids().any(|i| i.as_str() == id))
+                .map(|m| m.value_source(id));
+            let first = sources.next();
+            first == Some(Some(clap::parser::ValueSource::EnvVariable))
+                && sources.all(|s| s == Some(clap::parser::ValueSource::EnvVariable))
+        };
+        if from_env("network") {
+            self.network = None;
+        }
+        for (id, values) in [
+            ("listen", &mut self.listen),
+            ("bootstrap", &mut self.bootstrap),
+            ("relay", &mut self.relay),
+        ] {
+            if from_env(id) {
+                values.clear();
+            }
+        }
+        if from_env("mdns") {
+            self.mdns = true;
+        }
+    }
+
     /// The settings-file keys these flags set (a flag not given leaves its key alone).
     fn settings_changes(&self, name: Option<&str>) -> Vec<(&'static str, Option<toml_edit::Item>)> {
         let list = |v: &[String]| {
@@ -69,7 +122,7 @@ impl NetArgs {
                 changes.push((key, Some(list(values))));
             }
         }
-        if self.no_mdns {
+        if !self.mdns {
             changes.push(("mdns", Some(toml_edit::value(false))));
         }
         if let Some(n) = name {
@@ -86,7 +139,7 @@ impl NetArgs {
             listen: self.listen.clone(),
             bootstrap: self.bootstrap.clone(),
             relay: self.relay.clone(),
-            no_mdns: self.no_mdns,
+            no_mdns: !self.mdns,
         };
         config::build(&flags, env).map_err(|e| settings.explain(e.into()))
     }
@@ -353,8 +406,8 @@ enum Command {
         /// Give up after this many seconds.
         #[arg(long, value_name = "SECS", default_value_t = 10.0)]
         timeout: f64,
-        /// Overlay name [env: INTERLINK_NETWORK] [default: default]
-        #[arg(long, value_name = "NAME")]
+        /// Overlay name [default: default]
+        #[arg(long, value_name = "NAME", env = config::ENV_NETWORK)]
         network: Option<String>,
     },
 }
@@ -378,7 +431,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .init();
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -398,6 +451,54 @@ fn main() -> ExitCode {
             } else {
                 ExitCode::FAILURE
             }
+        }
+    }
+}
+
+/// The command line, with the network settings clap read from the environment set
+/// aside ([`NetArgs::forget_env`]).
+fn parse() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let matches = Cli::command().try_get_matches()?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    let levels: Vec<&clap::ArgMatches> =
+        std::iter::successors(matches.subcommand().map(|(_, m)| m), |m| {
+            m.subcommand().map(|(_, m)| m)
+        })
+        .collect();
+    if let Some(net) = cli.command.net_mut() {
+        net.forget_env(&levels);
+    }
+    if let Command::Probe { network, .. } = &mut cli.command
+        && levels.first().and_then(|m| m.value_source("network"))
+            == Some(clap::parser::ValueSource::EnvVariable)
+    {
+        // As for the other commands: the library names the variable.
+        *network = None;
+    }
+    Ok(cli)
+}
+
+impl Command {
+    /// The network settings of a command that runs a node.
+    fn net_mut(&mut self) -> Option<&mut NetArgs> {
+        match self {
+            Command::Run { net, .. }
+            | Command::Mcp { net, .. }
+            | Command::Peers { net, .. }
+            | Command::Send { net, .. }
+            | Command::Pair { net, .. }
+            | Command::Invite { net, .. }
+            | Command::Join { net, .. }
+            | Command::Install { net, .. } => Some(net),
+            Command::Id { .. }
+            | Command::Demo
+            | Command::Wait { .. }
+            | Command::Inbox { .. }
+            | Command::Peer { .. }
+            | Command::Group { .. }
+            | Command::Uninstall { .. }
+            | Command::Probe { .. } => None,
         }
     }
 }
