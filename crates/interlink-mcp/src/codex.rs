@@ -17,7 +17,7 @@
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
-use interlink_net::inbox::InboxEntry;
+use interlink_store::inbox::InboxEntry;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt as _;
 use tracing::debug;

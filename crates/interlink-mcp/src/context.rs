@@ -21,7 +21,8 @@ use interlink_core::{
     presence::IdentityView,
     wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr},
 };
-use interlink_net::{Config, Handle, inbox::InboxEntry};
+use interlink_net::{Config, Handle};
+use interlink_store::inbox::InboxEntry;
 use libp2p::Multiaddr;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
@@ -227,7 +228,7 @@ pub(crate) struct Starter {
 pub(crate) struct Tasks {
     /// This process's claim on the session (one process per session id and home),
     /// held until the process ends.
-    pub(crate) lock: Option<interlink_net::SessionLock>,
+    pub(crate) lock: Option<interlink_store::SessionLock>,
     pub(crate) node: Option<JoinHandle<()>>,
     pub(crate) flusher: Option<JoinHandle<()>>,
     /// Stop the bound session's node and workers (children of the process-wide

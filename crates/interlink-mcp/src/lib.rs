@@ -17,8 +17,8 @@
 //!   mutable part ([`context::SharedState`]), which workers get a handle to;
 //! - the local state files and helpers below.
 //!
-//! Local state, under the home directory ([`paths::Home`]; a session's directory is a
-//! [`paths::SessionDir`], and every file name is spelled in [`paths`]):
+//! Local state, under the home directory (`interlink_store::paths::Home`; a session's
+//! directory is a `SessionDir`, and every file name is spelled in `interlink_store::paths`):
 //! - `peers.json` — who may message this user ([`policy`], edited through [`peers`]);
 //!   shared by every session of the user and the operator's `peer` command;
 //! - `sessions/<id>/inbox.jsonl` — delivered messages, written by the node;
@@ -51,16 +51,17 @@
 //! the per-peer hints are the core's (`interlink_core::routing`).
 #![deny(missing_docs)]
 
+// The home's files, as `crate::paths` and `crate::files` for the modules here.
+use interlink_store::{files, paths};
+
 pub mod codex;
 pub mod consent;
 pub mod context;
-mod files;
 pub mod group_route;
 pub mod groups;
 pub mod host_inbox;
 pub mod invites;
 pub mod pairing;
-pub mod paths;
 pub mod peers;
 pub mod policy;
 pub mod read_state;

@@ -2,7 +2,7 @@
 //!
 //! The inbox (`inbox.jsonl`, written by the node) is append-only for its readers; this
 //! file records how far the agent has read it. It holds a logical `offset` (see
-//! `interlink_net::inbox`) — every line before it is consumed — and the ids of messages
+//! `interlink_store::inbox`) — every line before it is consumed — and the ids of messages
 //! after the offset that were acknowledged out of order. Acknowledging moves the offset
 //! past the longest consumed prefix, so the id set stays small when messages are
 //! acknowledged roughly in order, and it is capped ([`MAX_CONSUMED_IDS`]) when they are
@@ -35,7 +35,7 @@ use std::{
 };
 
 use interlink_core::{IdentityKey, MsgId, wire::EnvelopeKind};
-use interlink_net::inbox::{InboxEntry, InboxError, read_hot_from, saved_index_has};
+use interlink_store::inbox::{InboxEntry, InboxError, read_hot_from, saved_index_has};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -376,7 +376,7 @@ impl ReadState {
         }
         let dir = self.inbox.parent().unwrap_or(Path::new("."));
         saved_index_has(dir, id).map_err(|source| ReadStateError::Io {
-            path: dir.join(interlink_net::inbox::INDEX_FILE),
+            path: dir.join(interlink_store::inbox::INDEX_FILE),
             source,
         })
     }

@@ -1,4 +1,4 @@
-use interlink_net::inbox::Inbox;
+use interlink_store::inbox::Inbox;
 
 use super::*;
 
@@ -34,7 +34,7 @@ fn ids(entries: &[InboxEntry]) -> Vec<String> {
 #[test]
 fn unread_from_skips_a_prefix_with_nothing_unread() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
     inbox
         .append(id(1), &entry(id(1), EnvelopeKind::HostQueued))
         .unwrap();
@@ -60,7 +60,7 @@ fn unread_from_skips_a_prefix_with_nothing_unread() {
 #[test]
 fn acknowledged_messages_stay_consumed_across_reloads() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
     for n in 1..=3 {
         inbox
             .append(id(n), &entry(id(n), EnvelopeKind::Message))
@@ -115,7 +115,7 @@ fn from(sender: &str, n: u8) -> InboxEntry {
 #[test]
 fn one_id_from_two_senders_is_ambiguous_until_the_sender_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
     inbox.append(id(1), &from("aa", 1)).unwrap();
     inbox.append(id(1), &from("bb", 1)).unwrap();
     inbox.append(id(2), &from("aa", 2)).unwrap();
@@ -163,7 +163,7 @@ fn one_id_from_two_senders_is_ambiguous_until_the_sender_is_named() {
 #[test]
 fn another_senders_message_under_an_acknowledged_id_stays_unread() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
     inbox.append(id(1), &from("aa", 1)).unwrap();
     inbox.append(id(2), &from("bb", 2)).unwrap();
     let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
@@ -224,7 +224,7 @@ fn fill(inbox: &mut Inbox, first: u8, n: u8) {
 #[test]
 fn acknowledged_messages_stay_known_after_compaction() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path())
+    let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms())
         .unwrap()
         .with_compact_min_bytes(200 * 1024);
     fill(&mut inbox, 0, 150);
@@ -253,14 +253,14 @@ fn acknowledged_messages_stay_known_after_compaction() {
 #[test]
 fn messages_expired_into_the_archive_unconsumed_count_as_read() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path())
+    let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms())
         .unwrap()
         .with_compact_min_bytes(200 * 1024);
     fill(&mut inbox, 0, 150);
     let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
     // One acknowledged out of order: its id must not stay in the state forever.
     state.acknowledge(&both(5)).unwrap();
-    let later = interlink_net::now_ms() + interlink_net::inbox::HOT_RETENTION_MS + 1000;
+    let later = interlink_net::now_ms() + interlink_store::inbox::HOT_RETENTION_MS + 1000;
     assert!(inbox.compact(later).unwrap());
     fill(&mut inbox, 150, 1);
     let mut state = ReadState::load(&SessionDir::at(dir.path())).unwrap();
@@ -287,7 +287,7 @@ fn a_missing_inbox_has_nothing_unread() {
 #[test]
 fn a_lazy_acknowledgement_is_as_visible_as_a_synced_one() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
     for n in 1..=2 {
         inbox
             .append(id(n), &entry(id(n), EnvelopeKind::Message))

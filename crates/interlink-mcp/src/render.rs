@@ -12,7 +12,7 @@ use interlink_core::{
     trust::PeerPolicy,
     wire::SessionAddr,
 };
-use interlink_net::inbox::{InboxEntry, InboxGroup, InboxGroupMember};
+use interlink_store::inbox::{InboxEntry, InboxGroup, InboxGroupMember};
 use serde_json::{Value, json};
 
 /// How a sender or roster identity is named to the model: `self` for this user's own

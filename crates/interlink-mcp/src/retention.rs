@@ -45,13 +45,13 @@ pub fn sweep(home: &Home, keep: &SessionId, now: SystemTime) -> Vec<String> {
         let dir = SessionDir::at(entry.path());
         // Held while checking and removing: a process starting this session waits or
         // fails rather than running in a directory being deleted.
-        let Ok(lock) = dir.claim("retention") else {
+        let Ok(lock) = dir.claim("retention", interlink_net::now_ms()) else {
             continue;
         };
         let unread = ReadState::load(&dir)
             .and_then(|r| r.unread())
             .map_or(1, |u| u.len());
-        let outbox_empty = interlink_net::outbox::Outbox::open(dir.path())
+        let outbox_empty = interlink_store::outbox::Outbox::open(dir.path())
             .map(|o| o.is_empty())
             .unwrap_or(false);
         if unread > 0 || !outbox_empty {
@@ -90,7 +90,7 @@ mod tests {
 
     use interlink_core::MsgId;
     use interlink_core::wire::EnvelopeKind;
-    use interlink_net::inbox::{Inbox, InboxEntry};
+    use interlink_store::inbox::{Inbox, InboxEntry};
 
     use super::*;
 
@@ -119,7 +119,7 @@ mod tests {
         let home = Home::new(tmp.path());
         let make = |id: &str, unread: bool| {
             let dir = home.session(&SessionId::new(id).unwrap()).unwrap();
-            let mut inbox = Inbox::open(dir.path()).unwrap();
+            let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
             if unread {
                 let m = MsgId::from_bytes([1; 16]);
                 inbox.append(m, &entry(m)).unwrap();
@@ -130,7 +130,7 @@ mod tests {
         make("old-unread", true);
         make("fresh", false);
         let held = make("old-held", false);
-        let _lock = held.claim("mcp").unwrap();
+        let _lock = held.claim("mcp", interlink_net::now_ms()).unwrap();
         let me = SessionId::new("me").unwrap();
         make("me", false);
         let now = SystemTime::now();

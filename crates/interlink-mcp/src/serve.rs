@@ -73,7 +73,7 @@ pub enum ServeError {
     Start(#[from] StartError),
     /// Another process runs this session (same id and home).
     #[error(transparent)]
-    Locked(#[from] interlink_net::SessionLockError),
+    Locked(#[from] interlink_store::SessionLockError),
     /// The MCP handshake failed (or the client went away before it).
     #[error("MCP handshake failed: {0}")]
     Handshake(String),
@@ -112,7 +112,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     // A session that starts now is claimed now: a second process under the same id and
     // home exits here, naming the first, before it touches the inbox or the overlay.
     let lock = match at {
-        StartAt::Now => Some(session_dir.claim("mcp")?),
+        StartAt::Now => Some(session_dir.claim("mcp", interlink_net::now_ms())?),
         StartAt::Initialize | StartAt::Bind => None,
     };
     let starter = Starter {

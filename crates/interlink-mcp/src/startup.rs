@@ -78,7 +78,11 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
     {
         let mut shared = ctx.shared();
         if shared.tasks.lock.is_none() {
-            shared.tasks.lock = Some(session_dir.claim("mcp").map_err(|e| fail(e.to_string()))?);
+            shared.tasks.lock = Some(
+                session_dir
+                    .claim("mcp", interlink_net::now_ms())
+                    .map_err(|e| fail(e.to_string()))?,
+            );
         }
     }
     let summary = ctx.shared().summary.clone();

@@ -25,7 +25,7 @@ use std::{
 };
 
 use interlink_core::{SessionId, keyfile::create_private_dir, session::SessionIdError};
-use interlink_net::inbox::InboxEntry;
+use interlink_store::inbox::InboxEntry;
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -279,7 +279,8 @@ mod tests {
         let s = SessionId::new("once").unwrap();
         let dir = home.session(&s).unwrap();
         create_private_dir(dir.path()).unwrap();
-        let mut inbox = interlink_net::inbox::Inbox::open(dir.path()).unwrap();
+        let mut inbox =
+            interlink_store::inbox::Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
         let (one, e) = message(1);
         inbox.append(one, &e).unwrap();
         let short = Some(Duration::from_millis(250));

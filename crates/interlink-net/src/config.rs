@@ -117,10 +117,10 @@ pub struct Delivery {
     /// The peers policy (deny by default). Replace it at run time with
     /// [`crate::Handle::set_policy`].
     pub policy: PeerPolicy,
-    /// Where the sealing keys of peers are pinned ([`crate::pins`]), shared by the
+    /// Where the sealing keys of peers are pinned ([`interlink_store::pins`]), shared by the
     /// user's sessions (`<home>/sealing_keys.json`); `None` keeps them in memory. The
     /// mailbox passes peers issued this user are kept beside it
-    /// ([`crate::passes::PASSES_FILE`]).
+    /// ([`interlink_store::passes::PASSES_FILE`]).
     pub pins_file: Option<PathBuf>,
 }
 

@@ -4,35 +4,28 @@
 //! cheap cloneable [`Handle`] over bounded channels, each request carrying a oneshot
 //! for its reply. Delivery is decided by the IO-free engine of `interlink-delivery`;
 //! the node is its shell (live requests, mailbox copies held by peers and relays and
-//! handed only to their owner on a signed fetch, receipts), with the session's [`inbox`]
-//! and [`outbox`] written on a store thread of their own. Kademlia only finds the peers
+//! handed only to their owner on a signed fetch, receipts), with the session's
+//! [`interlink_store::inbox`] and [`interlink_store::outbox`] written on a store thread of their own. Kademlia only finds the peers
 //! close to a mailbox's key; it stores no mailbox. The node:
 //! - publishes the session's signed announcement on the overlay's gossipsub topic at
 //!   start and on every change, a small signed beacon in between, and a goodbye on
 //!   shutdown;
 //! - validates every presence message with the core before gossipsub forwards it
 //!   (rejections lower the sender's peer score);
-//! - fetches a peer's roster as soon as it connects, so a new session sees the overlay
-//!   at once instead of after a heartbeat;
+//! - fetches a peer's roster as soon as it joins the presence topic, so a new session
+//!   sees the overlay at once instead of after a heartbeat, and paces heartbeats,
+//!   anti-entropy and joining the DHT by the core's IO-free presence pacer;
 //! - discovers peers by mDNS, bootstrap addresses (redialled with backoff) and Kademlia.
 #![warn(missing_docs)]
 
-pub mod atomic;
 pub mod behaviour;
 pub mod config;
 mod diagnostics;
 pub mod durable;
 pub mod gated;
 mod handle;
-pub mod inbox;
-pub mod knocks;
 mod node;
-pub mod outbox;
-pub mod passes;
-pub mod pins;
 pub mod probe;
-pub mod session_lock;
-mod small_file;
 mod swarm;
 
 pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec, SwarmMetrics};
@@ -40,7 +33,6 @@ pub use diagnostics::{ConnectedPeer, Diagnostics, PresenceCost};
 pub use durable::{DurableMailboxes, HeldCopy, Refusal};
 pub use handle::{Event, Handle, HeldMailbox, Outcome};
 pub use node::Node;
-pub use session_lock::{SessionLock, SessionLockError};
 pub use swarm::build_swarm;
 
 /// Capacity of the command channel from handles to the node task.

@@ -49,8 +49,8 @@ use crate::{
     Handle, NetError, Role,
     behaviour::{Behaviour, BehaviourEvent},
     handle::Command,
-    inbox::Inbox,
 };
+use interlink_store::inbox::Inbox;
 
 /// The housekeeping tick: re-announcement, roster sweep, bootstrap redial.
 const TICK: Duration = Duration::from_secs(1);
@@ -171,12 +171,13 @@ impl Node {
             last_tick: Instant::now(),
             started: Instant::now(),
             presence_cost: Default::default(),
-            pins: crate::pins::SealingPins::default(),
+            pins: interlink_store::pins::SealingPins::default(),
             passes: None,
             issued_passes: interlink_core::wire::IssuedPasses::default(),
             passes_offered: std::collections::HashSet::new(),
         };
-        actor.pins = crate::pins::SealingPins::load(actor.config.delivery.pins_file.clone());
+        actor.pins =
+            interlink_store::pins::SealingPins::load(actor.config.delivery.pins_file.clone());
         if let Role::Session(spec) = &actor.role {
             // Kept beside the pins: both are what this user knows per identity.
             let path = actor
@@ -184,8 +185,8 @@ impl Node {
                 .delivery
                 .pins_file
                 .as_ref()
-                .map(|p| p.with_file_name(crate::passes::PASSES_FILE));
-            actor.passes = Some(crate::passes::MailboxPasses::load(
+                .map(|p| p.with_file_name(interlink_store::passes::PASSES_FILE));
+            actor.passes = Some(interlink_store::passes::MailboxPasses::load(
                 path,
                 spec.identity.public(),
             ));
@@ -293,9 +294,9 @@ struct Actor {
     /// What presence has cost so far ([`crate::diagnostics::PresenceCost`]).
     presence_cost: crate::diagnostics::PresenceCost,
     /// Sealing keys of peers, for sessions not on the roster.
-    pins: crate::pins::SealingPins,
+    pins: interlink_store::pins::SealingPins,
     /// The mailbox passes peers issued this user (sessions only).
-    passes: Option<crate::passes::MailboxPasses>,
+    passes: Option<interlink_store::passes::MailboxPasses>,
     /// This user's passes for its peers, each signed once.
     issued_passes: interlink_core::wire::IssuedPasses,
     /// Peer sessions offered this user's pass this run ([`admission`]), bounded.
@@ -645,8 +646,8 @@ fn open_delivery(
         let engine = Engine::new(engine_config, spec.identity.clone(), me, now);
         return Ok(delivery::Delivery::new(engine, None));
     };
-    let inbox = Inbox::open(dir).map_err(|e| setup(&e))?;
-    let mut outbox = crate::outbox::Outbox::open(dir).map_err(|e| setup(&e))?;
+    let inbox = Inbox::open(dir, crate::now_ms()).map_err(|e| setup(&e))?;
+    let mut outbox = interlink_store::outbox::Outbox::open(dir).map_err(|e| setup(&e))?;
     let kept = outbox.load(now).unwrap_or_else(|e| {
         warn!("reading the outbox: {e}");
         Vec::new()

@@ -25,8 +25,8 @@ use interlink_core::{
 use interlink_net::{
     Config, OutgoingMessage,
     behaviour::{Behaviour, BehaviourEvent},
-    inbox::{self, INBOX_FILE},
 };
+use interlink_store::inbox::{self, INBOX_FILE};
 use interlink_testkit::{
     ids::{random_msg_id, session, sys_rng},
     node::{delivered, memory, raw_swarm, start, wait_roster},

@@ -962,8 +962,8 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
     // Dave holds Bob's mailbox pass from an earlier exchange (in the home's file, as
     // every `send` of his reads it): his mail counts among Bob's admitted mail.
     let home = tempfile::tempdir().unwrap();
-    interlink_net::passes::MailboxPasses::load(
-        Some(home.path().join(interlink_net::passes::PASSES_FILE)),
+    interlink_store::passes::MailboxPasses::load(
+        Some(home.path().join(interlink_store::passes::PASSES_FILE)),
         identity.public(),
     )
     .learn(
@@ -979,7 +979,7 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
         delivery: Delivery {
             inbox_dir: None,
             policy,
-            pins_file: Some(home.path().join(interlink_net::pins::PINS_FILE)),
+            pins_file: Some(home.path().join(interlink_store::pins::PINS_FILE)),
         },
         ..Config::default()
     };

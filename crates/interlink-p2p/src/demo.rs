@@ -17,8 +17,8 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use interlink_core::SessionId;
-use interlink_net::inbox;
 use interlink_process::{Child, Options};
+use interlink_store::inbox;
 
 use crate::paths;
 

@@ -5,7 +5,8 @@
 
 use std::io::Write;
 
-use interlink_mcp::{groups, paths::Home, policy};
+use interlink_mcp::{groups, policy};
+use interlink_store::paths::Home;
 
 /// What `group` does (also its command-line subcommands: the doc comments are the
 /// `--help` text).

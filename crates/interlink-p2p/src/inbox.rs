@@ -3,7 +3,7 @@
 //!
 //! Reading changes nothing: every reader keeps its own cursor, a logical offset that
 //! stays valid when the node compacts the inbox (older lines are read from its
-//! archive, `interlink_net::inbox`). The cursor after the last complete line goes to
+//! archive, `interlink_store::inbox`). The cursor after the last complete line goes to
 //! stderr, so a script can continue with `--from`.
 
 use std::io::Write;
@@ -11,7 +11,7 @@ use std::io::Write;
 use anyhow::bail;
 use interlink_core::wire::EnvelopeKind;
 use interlink_core::{IdentityKey, SessionId, keyfile, session, trust::PeerPolicy};
-use interlink_net::inbox::{self, InboxEntry};
+use interlink_store::inbox::{self, InboxEntry};
 
 use crate::{
     paths::{Home, SessionDir},
@@ -168,7 +168,7 @@ fn resolve_session(
     }
 }
 
-const INBOX_NAME: &str = interlink_net::inbox::INBOX_FILE;
+const INBOX_NAME: &str = interlink_store::inbox::INBOX_FILE;
 
 /// One message for a human: a header line, then the text indented. Peer text is
 /// untrusted, so control characters (terminal escapes) are shown escaped.
@@ -269,7 +269,7 @@ fn utc(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use interlink_core::{MsgId, wire::EnvelopeKind};
-    use interlink_net::inbox::Inbox;
+    use interlink_store::inbox::Inbox;
 
     use super::*;
 
@@ -313,7 +313,7 @@ mod tests {
         assert!(format!("{:#}", err.unwrap_err()).contains("--session"));
 
         let dir = home.session(&SessionId::new("s").unwrap()).unwrap();
-        let mut inbox = Inbox::open(dir.path()).unwrap();
+        let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
         let a = MsgId::from_bytes([1; 16]);
         inbox.append(a, &entry(a, "one\x1b[2J")).unwrap();
         let (mut out, mut progress) = (Vec::new(), Vec::new());
@@ -352,7 +352,7 @@ mod tests {
         let no_env = |_: &str| None;
         let write = |session: &str, n: u8| {
             let dir = home.session(&SessionId::new(session).unwrap()).unwrap();
-            let mut inbox = Inbox::open(dir.path()).unwrap();
+            let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
             let id = MsgId::from_bytes([n; 16]);
             inbox.append(id, &entry(id, session)).unwrap();
         };

@@ -20,10 +20,10 @@ use interlink_core::{
 use interlink_mcp::{
     invites,
     pairing::{self, AutoAdmit},
-    paths::Home,
     policy,
 };
 use interlink_net::Config;
+use interlink_store::paths::Home;
 use libp2p::{Multiaddr, multiaddr::Protocol};
 use serde_bytes::ByteBuf;
 use tokio::signal::unix::{SignalKind, signal};

@@ -43,7 +43,8 @@ pub mod send;
 pub mod settings;
 pub mod wait;
 
-pub use interlink_mcp::{paths, policy, session_node::os_rng};
+pub use interlink_mcp::{policy, session_node::os_rng};
+pub use interlink_store::paths;
 
 /// A bad argument found after parsing (a negative number of seconds, an invalid
 /// name): the command exits with 64, like a parse error, rather than 1.
@@ -53,7 +54,7 @@ pub struct UsageError(pub String);
 
 use anyhow::Context as _;
 use interlink_core::Identity;
-use interlink_mcp::paths::Home;
+use interlink_store::paths::Home;
 
 /// Loads this user's identity from `home`, creating it on first use.
 /// Returns whether it was created.

@@ -67,7 +67,7 @@ pub fn parse_host(text: &str) -> Result<HostKind, String> {
 
 /// Runs the server until stdin closes or a signal arrives.
 pub async fn run(
-    home: interlink_mcp::paths::Home,
+    home: interlink_store::paths::Home,
     session: Option<String>,
     summary: String,
     host: Option<HostKind>,

@@ -15,10 +15,10 @@ use interlink_core::{
 };
 use interlink_mcp::{
     pairing,
-    paths::Home,
     session_node::{Describe, session_spec, start_node, wait_listening},
 };
 use interlink_net::{Config, Delivery, OutgoingMessage, SendError, SendOutcome};
+use interlink_store::paths::Home;
 
 use crate::pairing_session::{PAIR_SESSION, PairingSession};
 

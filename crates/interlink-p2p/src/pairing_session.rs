@@ -13,12 +13,12 @@ use interlink_core::{
     wire::{DeliveryMode, EnvelopeKind, HostKind, INVITE_SECRET_BYTES, SessionAddr},
 };
 use interlink_mcp::{
-    pairing,
-    paths::{Home, SessionDir},
-    policy, sender,
+    pairing, policy, sender,
     session_node::{Describe, POLICY_PICKUP, session_spec, start_node, wait_listening},
 };
-use interlink_net::{Config, Delivery, Handle, Node, SendOutcome, SessionLock};
+use interlink_net::{Config, Delivery, Handle, Node, SendOutcome};
+use interlink_store::SessionLock;
+use interlink_store::paths::{Home, SessionDir};
 use libp2p::Multiaddr;
 
 /// The session id of `pair request` and `join`: one for every run, so an acceptance
@@ -60,9 +60,11 @@ impl PairingSession {
         summary: &str,
     ) -> anyhow::Result<Self> {
         let dir = home.session(&session)?;
-        let lock = dir.claim("pair").with_context(|| {
-            format!("another pairing command is running in this home (session {session})")
-        })?;
+        let lock = dir
+            .claim("pair", interlink_net::now_ms())
+            .with_context(|| {
+                format!("another pairing command is running in this home (session {session})")
+            })?;
         config.delivery = Delivery {
             inbox_dir: Some(dir.path().to_owned()),
             policy: policy::load(home)?,
@@ -234,7 +236,7 @@ impl PairingSession {
         let mut offset = 0;
         loop {
             let (entries, end) =
-                interlink_net::inbox::read_positioned_from(&self.dir.inbox(), offset)?;
+                interlink_store::inbox::read_positioned_from(&self.dir.inbox(), offset)?;
             offset = end;
             if let Some((accept, _)) = entries
                 .iter()
@@ -262,8 +264,8 @@ impl PairingSession {
     }
 
     /// The knocks this session's node holds (strangers'), newest last.
-    pub fn held_knocks(&self) -> Vec<interlink_net::knocks::HeldKnock> {
-        interlink_net::knocks::load(self.dir.path())
+    pub fn held_knocks(&self) -> Vec<interlink_store::knocks::HeldKnock> {
+        interlink_store::knocks::load(self.dir.path())
     }
 
     /// Stops the node (the goodbye first).

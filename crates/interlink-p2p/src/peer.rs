@@ -7,7 +7,8 @@
 
 use std::io::Write;
 
-use interlink_mcp::{paths::Home, peers};
+use interlink_mcp::peers;
+use interlink_store::paths::Home;
 
 /// What `peer` does (also its command-line subcommands: the doc comments are the
 /// `--help` text).

@@ -65,7 +65,7 @@ pub async fn run(
     let watcher = policy::Watcher::new(home);
     let session_dir = home.session(&session)?;
     // One process per session id and home; held until this function returns.
-    let _lock = session_dir.claim("run")?;
+    let _lock = session_dir.claim("run", interlink_net::now_ms())?;
     config.delivery = Delivery {
         inbox_dir: Some(session_dir.path().to_owned()),
         policy: policy::load(home)?,

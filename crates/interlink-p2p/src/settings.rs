@@ -231,7 +231,7 @@ pub fn write(
     Settings::parse(&new, &path)?;
     if !notes.is_empty() && !dry_run {
         std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
-        interlink_net::atomic::replace_with(&path, |f| {
+        interlink_store::atomic::replace_with(&path, |f| {
             std::io::Write::write_all(f, new.as_bytes())
         })
         .with_context(|| format!("writing {}", path.display()))?;

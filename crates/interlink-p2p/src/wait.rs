@@ -8,10 +8,8 @@ use std::{io::Read as _, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
 use interlink_core::SessionId;
-use interlink_mcp::{
-    paths::Home,
-    stop_hook::{self as wait, Outcome},
-};
+use interlink_mcp::stop_hook::{self as wait, Outcome};
+use interlink_store::paths::Home;
 
 /// Exit code that wakes the agent.
 pub const EXIT_WAKE: u8 = 2;

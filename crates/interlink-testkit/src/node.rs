@@ -11,10 +11,9 @@ use interlink_core::{
     wire::{DeliveryMode, HostKind, SessionAddr},
 };
 use interlink_net::{
-    Config, Delivery, Handle, Node, Role, SendOutcome, Sent, SessionSpec,
-    behaviour::Behaviour,
-    inbox::{self, INBOX_FILE},
+    Config, Delivery, Handle, Node, Role, SendOutcome, Sent, SessionSpec, behaviour::Behaviour,
 };
+use interlink_store::inbox::{self, INBOX_FILE};
 use libp2p::{Multiaddr, PeerId, Swarm, multiaddr::Protocol};
 
 /// The swarm key of a node of `role`: derived from identity and session for a session
@@ -149,7 +148,7 @@ pub fn start_with(
         delivery: Delivery {
             inbox_dir: Some(dir.path().to_owned()),
             policy,
-            pins_file: Some(dir.path().join(interlink_net::pins::PINS_FILE)),
+            pins_file: Some(dir.path().join(interlink_store::pins::PINS_FILE)),
         },
         ..Config::default()
     };
@@ -228,10 +227,11 @@ pub async fn wait_inbox(peer: &Peer, want: &[String]) {
 /// Waits (10 s at most, else panics) until `peer`'s home holds `owner`'s mailbox pass
 /// (handed over by a receipt, an envelope or a pass offer: PROTOCOL §4.3).
 pub async fn wait_pass(peer: &Peer, owner: &interlink_core::IdentityKey) {
-    let path = peer.dir.path().join(interlink_net::passes::PASSES_FILE);
+    let path = peer.dir.path().join(interlink_store::passes::PASSES_FILE);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let passes = interlink_net::passes::MailboxPasses::load(Some(path.clone()), peer.addr.key);
+        let passes =
+            interlink_store::passes::MailboxPasses::load(Some(path.clone()), peer.addr.key);
         if passes.get(owner).is_some() {
             return;
         }

@@ -275,10 +275,10 @@ async fn wait_delivered(
     inbox: &tempfile::TempDir,
     want: usize,
 ) -> anyhow::Result<()> {
-    let path = inbox.path().join(interlink_net::inbox::INBOX_FILE);
+    let path = inbox.path().join(interlink_store::inbox::INBOX_FILE);
     let deadline = tokio::time::Instant::now() + FETCH_TIMEOUT;
     loop {
-        let have = match interlink_net::inbox::read_from(&path, 0) {
+        let have = match interlink_store::inbox::read_from(&path, 0) {
             Ok((entries, _)) => entries.len(),
             Err(_) => 0,
         };

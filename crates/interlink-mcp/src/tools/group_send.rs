@@ -21,7 +21,7 @@ use interlink_core::{
     IdentityKey, MsgId,
     wire::{EnvelopeKind, GroupTag, SessionAddr},
 };
-use interlink_net::inbox::{InboxEntry, read_newest};
+use interlink_store::inbox::{InboxEntry, read_newest};
 use serde_json::{Value, json};
 
 use super::send::{Fields, ROUTE_WAIT, Recipient, Sent, gone_warning, outgoing, route_error};

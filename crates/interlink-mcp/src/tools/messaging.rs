@@ -388,7 +388,7 @@ pub(crate) fn state_text(e: &SentEntry) -> String {
 #[cfg(test)]
 mod tests {
     use interlink_core::wire::EnvelopeKind;
-    use interlink_net::inbox::Inbox;
+    use interlink_store::inbox::Inbox;
 
     use super::*;
     use crate::{
@@ -404,7 +404,7 @@ mod tests {
     async fn receive_then_acknowledge_without_a_node() {
         let home = tempfile::tempdir().unwrap();
         let mut h = harness(home.path(), "s1");
-        let mut inbox = Inbox::open(h.session_dir.path()).unwrap();
+        let mut inbox = Inbox::open(h.session_dir.path(), interlink_net::now_ms()).unwrap();
         for n in 1..=3 {
             inbox
                 .append(id(n), &entry(id(n), EnvelopeKind::Message))

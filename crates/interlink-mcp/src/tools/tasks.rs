@@ -2,7 +2,7 @@
 //! `cancel_task`.
 
 use interlink_core::IdentityKey;
-use interlink_net::inbox::{InboxEntry, InboxError, read_newest};
+use interlink_store::inbox::{InboxEntry, InboxError, read_newest};
 use rmcp::{handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -232,7 +232,7 @@ mod tests {
     use std::time::Instant;
 
     use interlink_core::{MsgId, wire::EnvelopeKind};
-    use interlink_net::inbox::Inbox;
+    use interlink_store::inbox::Inbox;
 
     use super::*;
     use crate::read_state::{ReadState, tests::entry};
@@ -246,7 +246,7 @@ mod tests {
     /// `n` messages, every `every`-th from `bb` in task `t`, the rest from `aa`; one
     /// receipt line per ten messages; ~`pad` bytes of text each.
     fn history(dir: &std::path::Path, n: u32, every: u32, pad: usize) -> Inbox {
-        let mut inbox = Inbox::open(dir).unwrap();
+        let mut inbox = Inbox::open(dir, interlink_net::now_ms()).unwrap();
         let now = interlink_net::now_ms();
         let lines: Vec<(MsgId, InboxEntry)> = (0..n)
             .map(|i| {
@@ -312,7 +312,7 @@ mod tests {
         let n = 100_000;
         let t = Instant::now();
         let inbox = history(dir.path(), n, 100, 200);
-        let (_, end) = interlink_net::inbox::bounds(inbox.path()).unwrap();
+        let (_, end) = interlink_store::inbox::bounds(inbox.path()).unwrap();
         drop(inbox);
         std::fs::write(
             SessionDir::at(dir.path()).read_state(),
@@ -322,7 +322,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let inbox = Inbox::open(dir.path()).unwrap();
+        let inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
         eprintln!(
             "built {n} lines in {:?}; hot file from {} to {end}",
             t.elapsed(),
@@ -330,7 +330,7 @@ mod tests {
         );
         drop(inbox);
         let t = Instant::now();
-        let inbox = Inbox::open(dir.path()).unwrap();
+        let inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
         eprintln!("Inbox::open: {:?}", t.elapsed());
         drop(inbox);
         let t = Instant::now();

@@ -9,7 +9,8 @@
 use std::sync::{Arc, atomic::AtomicU64};
 
 use interlink_core::{IdentityKey, wire::EnvelopeKind};
-use interlink_net::{Event, inbox::InboxEntry};
+use interlink_net::Event;
+use interlink_store::inbox::InboxEntry;
 use rmcp::{
     Peer, RoleServer,
     model::{CustomNotification, ServerNotification},
@@ -247,10 +248,10 @@ mod tests {
             ["msg_id", "sender_fingerprint", "sender_key", "session"]
         );
         // A group message names its group, thread and recipients.
-        e.group = Some(interlink_net::inbox::InboxGroup {
+        e.group = Some(interlink_store::inbox::InboxGroup {
             name: "team".into(),
             thread: "ab".repeat(16),
-            members: vec![interlink_net::inbox::InboxGroupMember {
+            members: vec![interlink_store::inbox::InboxGroupMember {
                 identity_key: own.to_hex(),
                 session_id: "b-1".into(),
             }],

@@ -8,7 +8,8 @@
 use std::{sync::Arc, time::Duration};
 
 use interlink_core::{IdentityKey, wire::EnvelopeKind};
-use interlink_net::{Event, inbox::read_positioned_from};
+use interlink_net::Event;
+use interlink_store::inbox::read_positioned_from;
 use tokio::sync::{broadcast::error::RecvError, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};

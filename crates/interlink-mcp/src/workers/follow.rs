@@ -17,10 +17,8 @@ use interlink_core::{
     IdentityKey, SessionId,
     wire::{EnvelopeKind, SessionAddr},
 };
-use interlink_net::{
-    Event,
-    inbox::{InboxEntry, read_positioned_from},
-};
+use interlink_net::Event;
+use interlink_store::inbox::{InboxEntry, read_positioned_from};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast::error::RecvError, watch};
 use tokio_util::sync::CancellationToken;
@@ -220,7 +218,7 @@ async fn on_knock(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
 /// operator ([`pairing::auto_admit`]: it carries an invite of this user's, or this user
 /// knocked that identity too), which pairs at once and is confirmed.
 async fn record_held_knocks(ctx: &Follow, dir: &SessionDir) {
-    let held = interlink_net::knocks::load(dir.path());
+    let held = interlink_store::knocks::load(dir.path());
     if held.is_empty() {
         return;
     }

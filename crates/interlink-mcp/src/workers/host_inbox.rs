@@ -31,7 +31,8 @@ use interlink_core::{
     IdentityKey,
     wire::{DeliveryMode, EnvelopeKind},
 };
-use interlink_net::{Event, inbox::InboxEntry};
+use interlink_net::Event;
+use interlink_store::inbox::InboxEntry;
 use tokio::sync::{broadcast::error::RecvError, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};

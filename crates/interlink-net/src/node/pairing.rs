@@ -11,7 +11,7 @@
 //! became peers are pruned by the gate and leave the file with the next knock.
 //!
 //! The other direction — knocks this session holds for its operator — is mirrored to
-//! [`crate::knocks`].
+//! [`interlink_store::knocks`].
 
 use std::path::{Path, PathBuf};
 
@@ -61,11 +61,11 @@ fn save(dir: &Path, keys: &[IdentityKey]) -> std::io::Result<()> {
         keys: keys.iter().map(IdentityKey::to_hex).collect(),
     };
     let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
-    crate::atomic::write_file(&path(dir), &bytes)
+    interlink_store::atomic::write_file(&path(dir), &bytes)
 }
 
 impl Actor {
-    /// Mirrors the gate's held knocks to [`crate::knocks::KNOCKS_FILE`].
+    /// Mirrors the gate's held knocks to [`interlink_store::knocks::KNOCKS_FILE`].
     pub(super) fn save_held_knocks(&self) {
         let (Some(d), Some(dir)) = (
             self.delivery.as_ref(),
@@ -77,12 +77,12 @@ impl Actor {
             crate::Role::Session(spec) => Some(spec.identity.sealing_secret()),
             _ => None,
         };
-        let held: Vec<crate::knocks::HeldKnock> = d
+        let held: Vec<interlink_store::knocks::HeldKnock> = d
             .engine()
             .gate()
             .knocks()
             .list()
-            .map(|k| crate::knocks::HeldKnock {
+            .map(|k| interlink_store::knocks::HeldKnock {
                 invite: sealing
                     .as_ref()
                     .and_then(|s| k.open_invite(s))
@@ -90,7 +90,7 @@ impl Actor {
                 ..k.into()
             })
             .collect();
-        if let Err(e) = crate::knocks::save(dir, &held) {
+        if let Err(e) = interlink_store::knocks::save(dir, &held) {
             warn!("saving the held knocks: {e}");
         }
     }

@@ -102,7 +102,7 @@ impl OpenContexts {
 impl super::Actor {
     /// Pins the sealing key of `key` from the roster if it is this user's own identity
     /// or a peer, so mail to its sessions can still be sealed once none is on the
-    /// roster ([`crate::pins`]).
+    /// roster ([`interlink_store::pins`]).
     pub(super) fn pin_sealing_key(&mut self, key: interlink_core::IdentityKey) {
         let own = self.own_addr().map(|a| a.key);
         let peer = self

@@ -1,6 +1,6 @@
 //! The session's disk, off the task that owns the Swarm.
 //!
-//! One thread owns the inbox (`crate::inbox`) and the outbox (`crate::outbox`) and
+//! One thread owns the inbox (`interlink_store::inbox`) and the outbox (`interlink_store::outbox`) and
 //! does what the delivery engine asks of them: outbox puts and removes, inbox appends
 //! (opening each sealed body first, so the X25519 and AEAD work is off the network
 //! task too), compactions. A fsync takes milliseconds; on the network task it would
@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tracing::warn;
 
 use super::sealing::OpenContexts;
-use crate::{
+use interlink_store::{
     inbox::{Appended, Inbox, InboxEntry, InboxError, InboxGroup},
     outbox::{Outbox, OutboxError},
 };

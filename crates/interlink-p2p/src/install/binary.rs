@@ -83,7 +83,7 @@ pub(super) fn stable_command(
         if !dry_run {
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             // Written beside, then renamed over: a running session keeps its old binary.
-            interlink_net::atomic::replace_with(&copy, |f| {
+            interlink_store::atomic::replace_with(&copy, |f| {
                 let mut from = std::fs::File::open(exe)?;
                 std::io::copy(&mut from, f)?;
                 set_executable(f)

@@ -12,7 +12,7 @@
 //! copy of the binary once no host runs it.
 //!
 //! A file that does not parse is refused, never overwritten. Files are replaced
-//! atomically (`interlink_net::atomic`), keeping their permissions.
+//! atomically (`interlink_store::atomic`), keeping their permissions.
 
 mod binary;
 mod claude;
@@ -274,7 +274,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path.parent().context("a config file has no directory")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let keep = std::fs::metadata(path).ok().map(|m| m.permissions());
-    interlink_net::atomic::replace_with(path, |f| {
+    interlink_store::atomic::replace_with(path, |f| {
         f.write_all(bytes)?;
         match keep {
             Some(p) => f.set_permissions(p),

@@ -176,7 +176,7 @@ fn steady_bytes_per_node_grow_linearly_not_quadratically() {
 /// The scenarios at 1,000 and 10,000 nodes, as the node is built (protocol 8, the
 /// adaptive heartbeat), with the heal and the steady state under the fixed 30 s
 /// heartbeat too. Run with
-/// `cargo test -p interlink-core --release --lib -- --ignored presence_sim_at_10k --nocapture`.
+/// `cargo test -p interlink-core --features sim --release --lib -- --ignored presence_sim_at_10k --nocapture`.
 /// The fixed heartbeat's steady state at 10,000 is measured over 60 s (two whole
 /// periods, phases spread evenly) rather than 300 s: it costs seconds of CPU per
 /// simulated second.
@@ -223,7 +223,7 @@ fn env(name: &str, default: u64) -> u64 {
 /// `SIM_STEADY`, `SIM_WARMUP`, `SIM_FULL`, `SIM_PARTITION`, `SIM_SETTLE`; wire sizes
 /// `SIM_FRAMING`, `SIM_MSGID`, `SIM_ANN`, `SIM_BEACON`; gossipsub's `SIM_MESH_HIGH`.
 /// Run with
-/// `SIM_WHAT=heal SIM_N=1000 cargo test -p interlink-core --release --lib -- --ignored presence_sim_one --nocapture`.
+/// `SIM_WHAT=heal SIM_N=1000 cargo test -p interlink-core --features sim --release --lib -- --ignored presence_sim_one --nocapture`.
 #[test]
 #[ignore = "a manual run"]
 fn presence_sim_one() {

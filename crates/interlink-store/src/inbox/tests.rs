@@ -2,6 +2,13 @@ use std::{fs, time::Instant};
 
 use super::*;
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 const A: &str = "aa";
 /// A compaction threshold the tests reach with a few hundred messages.
 const SMALL: u64 = 200 * 1024;
@@ -23,7 +30,7 @@ fn entry_from(sender: &str, id: MsgId, text: &str) -> InboxEntry {
         status: None,
         in_reply_to: None,
         sent_at: 1,
-        received_at: crate::now_ms(),
+        received_at: now_ms(),
         text: Some(text.into()),
         name: None,
         group: None,
@@ -69,14 +76,14 @@ fn fill(inbox: &mut Inbox, first: u32, n: u32) {
 fn appends_dedupes_and_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (id(1), id(2));
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     assert_eq!(inbox.append(a, &entry(a, "one")).unwrap(), Appended::New);
     assert_eq!(
         inbox.append(a, &entry(a, "one again")).unwrap(),
         Appended::Duplicate
     );
     drop(inbox);
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     assert!(inbox.holds(&key(A), &a));
     assert_eq!(
         inbox.append(a, &entry(a, "replayed")).unwrap(),
@@ -99,7 +106,7 @@ fn appends_dedupes_and_survives_reopen() {
 #[test]
 fn a_batch_of_receipts_is_appended_and_deduplicated_like_messages() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     let rid = id(7);
     let mut receipt = entry(rid, "");
     receipt.kind = EnvelopeKind::HostQueued;
@@ -111,7 +118,7 @@ fn a_batch_of_receipts_is_appended_and_deduplicated_like_messages() {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].kind, EnvelopeKind::HostQueued);
     drop(inbox);
-    let inbox = Inbox::open(dir.path()).unwrap();
+    let inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     assert!(inbox.holds(&key(A), &rid));
 }
 
@@ -119,7 +126,7 @@ fn a_batch_of_receipts_is_appended_and_deduplicated_like_messages() {
 fn two_senders_with_one_id_are_two_messages() {
     let dir = tempfile::tempdir().unwrap();
     let shared = id(1);
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     // The copier delivers first; the genuine sender's message is stored all the same.
     assert_eq!(
         inbox
@@ -149,7 +156,7 @@ fn two_senders_with_one_id_are_two_messages() {
         .unwrap();
     assert_eq!(out, [Appended::New, Appended::New, Appended::Duplicate]);
     drop(inbox);
-    let inbox = Inbox::open(dir.path()).unwrap();
+    let inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     assert!(inbox.holds(&key(A), &shared) && inbox.holds(&key(B), &shared));
     assert!(!inbox.holds(&key(A), &id(3)));
     let (all, _) = read_from(inbox.path(), 0).unwrap();
@@ -160,7 +167,7 @@ fn two_senders_with_one_id_are_two_messages() {
 fn a_torn_last_line_is_cut_off_on_open() {
     let dir = tempfile::tempdir().unwrap();
     let a = id(1);
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     inbox.append(a, &entry(a, "whole")).unwrap();
     let path = inbox.path().to_owned();
     drop(inbox);
@@ -174,7 +181,7 @@ fn a_torn_last_line_is_cut_off_on_open() {
     let (newest, _) = read_newest(&path, 10, 100, None, |_| true).unwrap();
     assert_eq!(texts(&newest), ["whole"]);
     // ...and the writer cuts it off.
-    let inbox = Inbox::open(dir.path()).unwrap();
+    let inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     assert_eq!(inbox.len(), 1);
     assert_eq!(fs::metadata(&path).unwrap().len(), whole_len);
 }
@@ -192,7 +199,7 @@ fn a_failed_append_leaves_no_fragment() {
     ];
     for (after, kind, retryable) in cases {
         let dir = tempfile::tempdir().unwrap();
-        let mut inbox = Inbox::open(dir.path()).unwrap();
+        let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
         inbox.append(id(1), &entry(id(1), "first")).unwrap();
         let len = fs::metadata(inbox.path()).unwrap().len();
         inbox.fault = Some(Fault { after, kind });
@@ -219,7 +226,7 @@ fn a_failed_append_leaves_no_fragment() {
 #[test]
 fn compaction_moves_consumed_lines_and_keeps_every_cursor_valid() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path())
+    let mut inbox = Inbox::open(dir.path(), now_ms())
         .unwrap()
         .with_compact_min_bytes(SMALL);
     fill(&mut inbox, 0, 400);
@@ -230,7 +237,7 @@ fn compaction_moves_consumed_lines_and_keeps_every_cursor_valid() {
     let consumed = before[299].1;
     let follower = before[99].1;
     set_consumed(dir.path(), consumed);
-    assert!(inbox.compact(crate::now_ms()).unwrap());
+    assert!(inbox.compact(now_ms()).unwrap());
     assert_eq!(inbox.base(), consumed);
     #[cfg(unix)]
     for name in [INBOX_FILE, ARCHIVE_FILE, INDEX_FILE] {
@@ -267,7 +274,7 @@ fn compaction_moves_consumed_lines_and_keeps_every_cursor_valid() {
     assert_eq!(odd.len(), 1, "an archived message is found by a filter");
     // After a reopen the archived messages are still known (saved index).
     drop(inbox);
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     assert!(inbox.holds(&key(A), &id(0)));
     assert_eq!(
         inbox.append(id(0), &entry(id(0), "replay")).unwrap(),
@@ -279,10 +286,10 @@ fn compaction_moves_consumed_lines_and_keeps_every_cursor_valid() {
 #[test]
 fn unconsumed_lines_leave_the_hot_file_after_the_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path())
+    let mut inbox = Inbox::open(dir.path(), now_ms())
         .unwrap()
         .with_compact_min_bytes(SMALL);
-    let old = crate::now_ms() - HOT_RETENTION_MS - 1000;
+    let old = now_ms() - HOT_RETENTION_MS - 1000;
     let pad = "y".repeat(1000);
     let batch: Vec<(MsgId, InboxEntry)> = (0..300)
         .map(|i| {
@@ -296,7 +303,7 @@ fn unconsumed_lines_leave_the_hot_file_after_the_retention() {
         .unwrap();
     inbox.append(id(300), &entry(id(300), "fresh")).unwrap();
     // Nothing consumed (no read.json).
-    assert!(inbox.compact(crate::now_ms()).unwrap());
+    assert!(inbox.compact(now_ms()).unwrap());
     let (base, _) = bounds(inbox.path()).unwrap();
     let (hot, _) = read_from(inbox.path(), base).unwrap();
     assert_eq!(texts(&hot), ["fresh"]);
@@ -307,13 +314,13 @@ fn unconsumed_lines_leave_the_hot_file_after_the_retention() {
 #[test]
 fn the_index_forgets_what_no_envelope_can_repeat() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     let mut stale = entry(id(1), "old");
-    stale.received_at = crate::now_ms() - INDEX_TTL_MS - 1000;
+    stale.received_at = now_ms() - INDEX_TTL_MS - 1000;
     inbox.append(id(1), &stale).unwrap();
     inbox.append(id(2), &entry(id(2), "new")).unwrap();
     drop(inbox);
-    let inbox = Inbox::open(dir.path()).unwrap();
+    let inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     assert!(!inbox.holds(&key(A), &id(1)));
     assert!(inbox.holds(&key(A), &id(2)));
 
@@ -342,13 +349,13 @@ fn the_index_forgets_what_no_envelope_can_repeat() {
 #[test]
 fn a_compaction_that_crashed_before_the_swap_is_repaired_on_open() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path())
+    let mut inbox = Inbox::open(dir.path(), now_ms())
         .unwrap()
         .with_compact_min_bytes(SMALL);
     fill(&mut inbox, 0, 600);
     let (lines, end) = read_positioned_from(inbox.path(), 0).unwrap();
     set_consumed(dir.path(), lines[299].1);
-    assert!(inbox.compact(crate::now_ms()).unwrap());
+    assert!(inbox.compact(now_ms()).unwrap());
     let path = inbox.path().to_owned();
     drop(inbox);
     // As if a second compaction copied lines to the archive and died before the
@@ -363,7 +370,7 @@ fn a_compaction_that_crashed_before_the_swap_is_repaired_on_open() {
     drop(archive);
     let (seen, e) = read_positioned_from(&path, 0).unwrap();
     assert_eq!((seen.len(), e), (600, end), "readers ignore the leftover");
-    let inbox = Inbox::open(dir.path()).unwrap();
+    let inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     let (seen, _) = read_positioned_from(inbox.path(), 0).unwrap();
     assert_eq!(seen, lines);
     let arch = Segment::open(&dir.path().join(ARCHIVE_FILE))
@@ -375,7 +382,7 @@ fn a_compaction_that_crashed_before_the_swap_is_repaired_on_open() {
 #[test]
 fn reading_from_the_end_matches_reading_from_the_start() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     // Lines longer than a read chunk, and multi-byte characters on chunk boundaries.
     for i in 0..60u32 {
         let size = [10, 70_000, 300, 140_000, 5][i as usize % 5];
@@ -402,7 +409,7 @@ fn reading_from_the_end_matches_reading_from_the_start() {
 #[test]
 fn a_reader_sees_every_line_once_while_the_writer_compacts() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path())
+    let mut inbox = Inbox::open(dir.path(), now_ms())
         .unwrap()
         .with_compact_min_bytes(SMALL);
     let path = inbox.path().to_owned();
@@ -429,7 +436,7 @@ fn a_reader_sees_every_line_once_while_the_writer_compacts() {
         // The agent consumes all but the newest 50.
         let (_, end) = bounds(inbox.path()).unwrap();
         set_consumed(dir.path(), end.saturating_sub(50 * 1040));
-        if inbox.compact(crate::now_ms()).unwrap() {
+        if inbox.compact(now_ms()).unwrap() {
             compactions += 1;
         }
     }
@@ -441,14 +448,14 @@ fn a_reader_sees_every_line_once_while_the_writer_compacts() {
 #[test]
 fn a_trimmed_archive_keeps_its_newest_half_and_cursors_resume_at_its_base() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path())
+    let mut inbox = Inbox::open(dir.path(), now_ms())
         .unwrap()
         .with_compact_min_bytes(SMALL);
     fill(&mut inbox, 0, 400);
     let path = inbox.path().to_owned();
     let (lines, end) = read_positioned_from(&path, 0).unwrap();
     set_consumed(dir.path(), lines[299].1);
-    assert!(inbox.compact(crate::now_ms()).unwrap());
+    assert!(inbox.compact(now_ms()).unwrap());
     let archive = dir.path().join(ARCHIVE_FILE);
     let before = fs::metadata(&archive).unwrap().len();
     trim_archive(&archive, before / 2).unwrap();
@@ -500,7 +507,7 @@ fn a_full_disk_is_retryable_and_leaves_no_fragment() {
     }
     let _unmount = Unmount(mnt.path());
     let dir = mnt.path().join("session");
-    let mut inbox = Inbox::open(&dir).unwrap();
+    let mut inbox = Inbox::open(&dir, now_ms()).unwrap();
     inbox.append(id(0), &entry(id(0), "before")).unwrap();
     // Fill the file system.
     let filler = mnt.path().join("filler");
@@ -548,7 +555,7 @@ fn a_full_disk_is_retryable_and_leaves_no_fragment() {
 #[ignore = "benchmark"]
 fn inbox_bench_open_and_history_with_100k_messages() {
     let dir = tempfile::tempdir().unwrap();
-    let mut inbox = Inbox::open(dir.path()).unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     let n: u32 = 100_000;
     let t = Instant::now();
     let all: Vec<(MsgId, InboxEntry)> = (0..n)
@@ -570,11 +577,11 @@ fn inbox_bench_open_and_history_with_100k_messages() {
     drop(inbox);
     eprintln!("built {n} messages in {:?}", t.elapsed());
     let t = Instant::now();
-    let inbox = Inbox::open(dir.path()).unwrap(); // compacts
+    let inbox = Inbox::open(dir.path(), now_ms()).unwrap(); // compacts
     eprintln!("first open (compacting) {:?}", t.elapsed());
     drop(inbox);
     let t = Instant::now();
-    let inbox = Inbox::open(dir.path()).unwrap();
+    let inbox = Inbox::open(dir.path(), now_ms()).unwrap();
     let open = t.elapsed();
     assert_eq!(inbox.len(), n as usize);
     eprintln!(
@@ -607,7 +614,7 @@ fn inbox_bench_open_and_history_with_100k_messages() {
     let (_, end) = bounds(inbox.path()).unwrap();
     set_consumed(dir.path(), end);
     let t = Instant::now();
-    assert!(inbox.compact(crate::now_ms()).unwrap());
+    assert!(inbox.compact(now_ms()).unwrap());
     eprintln!(
         "a compaction of 1.1 MiB with a 100,000-entry index: {:?}",
         t.elapsed()

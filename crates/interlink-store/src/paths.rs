@@ -18,47 +18,47 @@ pub const ENV_HOME: &str = interlink_core::env::HOME;
 
 /// File name of the identity key inside the home directory.
 pub const IDENTITY_FILE: &str = "identity.key";
-/// File name of the peers policy inside the home directory ([`crate::policy`]).
+/// File name of the peers policy inside the home directory ((`interlink_mcp::policy`)).
 pub const PEERS_FILE: &str = "peers.json";
 /// File name of the lock the peers policy's editors hold while they read, change and
 /// replace it.
 pub const PEERS_LOCK_FILE: &str = "peers.json.lock";
-/// File name of the pairing state inside the home directory ([`crate::pairing`]).
+/// File name of the pairing state inside the home directory ((`interlink_mcp::pairing`)).
 pub const PAIRING_FILE: &str = "pairing.json";
 /// File name of the lock the pairing state's editors hold.
 pub const PAIRING_LOCK_FILE: &str = "pairing.json.lock";
-/// File name of the invites issued inside the home directory ([`crate::invites`]).
+/// File name of the invites issued inside the home directory ((`interlink_mcp::invites`)).
 pub const INVITES_FILE: &str = "invites.json";
 /// File name of the lock the invites' editors hold.
 pub const INVITES_LOCK_FILE: &str = "invites.json.lock";
-/// File name of the named groups inside the home directory ([`crate::groups`]).
+/// File name of the named groups inside the home directory ((`interlink_mcp::groups`)).
 pub const GROUPS_FILE: &str = "groups.json";
 /// File name of the lock the groups' editors hold.
 pub const GROUPS_LOCK_FILE: &str = "groups.json.lock";
 /// Directory under the home directory holding one directory per session.
 pub const SESSIONS_DIR: &str = "sessions";
 
-/// File name of the session's inbox (written by the node, [`interlink_net::inbox`]).
-pub const INBOX_FILE: &str = interlink_net::inbox::INBOX_FILE;
-/// File name of the agent's read state of the inbox ([`crate::read_state`]): the
+/// File name of the session's inbox (written by the node, [`crate::inbox`]).
+pub const INBOX_FILE: &str = crate::inbox::INBOX_FILE;
+/// File name of the agent's read state of the inbox ((`interlink_mcp::read_state`)): the
 /// inbox's consumed cursor, so it is the net crate's name.
-pub const READ_STATE_FILE: &str = interlink_net::inbox::CONSUMED_CURSOR_FILE;
-/// File name of the sent-messages log ([`crate::sent_log`]).
+pub const READ_STATE_FILE: &str = crate::inbox::CONSUMED_CURSOR_FILE;
+/// File name of the sent-messages log ((`interlink_mcp::sent_log`)).
 pub const SENT_FILE: &str = "sent.json";
-/// File name of what the MCP client declared at `initialize` ([`crate::consent`]).
+/// File name of what the MCP client declared at `initialize` (`interlink_mcp::consent`).
 pub const CLIENT_FILE: &str = "client.json";
-/// File name of the saved Codex delivery failures ([`crate::codex`]).
+/// File name of the saved Codex delivery failures (`interlink_mcp::codex`).
 pub const CODEX_FAILURES_FILE: &str = "codex_failed.json";
-/// File name of the Codex hand-over position ([`crate::workers::codex`]).
+/// File name of the Codex hand-over position (`interlink_mcp::workers::codex`).
 pub const CODEX_POSITION_FILE: &str = "codex.json";
-/// File name of the inbox follower's position ([`crate::workers::follow`]).
+/// File name of the inbox follower's position (`interlink_mcp::workers::follow`).
 pub const FOLLOW_FILE: &str = "follow.json";
-/// File name of the lock of `interlink-p2p wait` ([`crate::stop_hook`]).
+/// File name of the lock of `interlink-p2p wait` (`interlink_mcp::stop_hook`).
 pub const WAIT_LOCK_FILE: &str = "wait.lock";
-/// File name of the ids the Stop hook already woke the agent for ([`crate::stop_hook`]).
+/// File name of the ids the Stop hook already woke the agent for (`interlink_mcp::stop_hook`).
 pub const WOKEN_FILE: &str = "woken.json";
 /// File name of what was handed to the agent host's own inbox
-/// ([`crate::host_inbox::HandoverFile`]).
+/// (`interlink_mcp::host_inbox::HandoverFile`).
 pub const HOST_INBOX_FILE: &str = "host_inbox.json";
 
 /// Resolves the home directory from an explicit value and an environment lookup.
@@ -135,7 +135,7 @@ impl Home {
         self.0.join(PAIRING_LOCK_FILE)
     }
 
-    /// The invites issued and not used yet ([`crate::invites`]).
+    /// The invites issued and not used yet ((`interlink_mcp::invites`)).
     pub fn invites(&self) -> PathBuf {
         self.0.join(INVITES_FILE)
     }
@@ -145,9 +145,9 @@ impl Home {
         self.0.join(INVITES_LOCK_FILE)
     }
 
-    /// The sealing keys pinned per peer (written by the node, [`interlink_net::pins`]).
+    /// The sealing keys pinned per peer (written by the node, [`crate::pins`]).
     pub fn pins(&self) -> PathBuf {
-        self.0.join(interlink_net::pins::PINS_FILE)
+        self.0.join(crate::pins::PINS_FILE)
     }
 
     /// The directory holding one directory per session.
@@ -248,13 +248,15 @@ impl SessionDir {
     }
 
     /// Claims the session for this process, which runs `command` (one process per
-    /// session id and home): the net crate's [`interlink_net::SessionLock`], whose file
+    /// session id and home): the [`crate::SessionLock`], whose file
     /// it names, held until the returned lock is dropped.
+    /// `now` (ms since the epoch) is recorded in the lock file as the start.
     pub fn claim(
         &self,
         command: &str,
-    ) -> Result<interlink_net::SessionLock, interlink_net::SessionLockError> {
-        interlink_net::SessionLock::acquire(&self.0, command, interlink_net::now_ms())
+        now: u64,
+    ) -> Result<crate::SessionLock, crate::SessionLockError> {
+        crate::SessionLock::acquire(&self.0, command, now)
     }
 }
 
@@ -266,9 +268,9 @@ impl SessionDir {
     /// stopped (the outbox must be closed). Returns whether it was removed.
     pub fn remove_if_unused(&self) -> std::io::Result<bool> {
         let removable = [
-            interlink_net::session_lock::LOCK_FILE,
+            crate::session_lock::LOCK_FILE,
             INBOX_FILE,
-            interlink_net::outbox::OUTBOX_FILE,
+            crate::outbox::OUTBOX_FILE,
             CLIENT_FILE,
         ];
         let mut files = Vec::new();
@@ -281,8 +283,8 @@ impl SessionDir {
             if name == INBOX_FILE && entry.metadata()?.len() > 0 {
                 return Ok(false);
             }
-            if name == interlink_net::outbox::OUTBOX_FILE {
-                match interlink_net::outbox::Outbox::open(&self.0) {
+            if name == crate::outbox::OUTBOX_FILE {
+                match crate::outbox::Outbox::open(&self.0) {
                     Ok(outbox) if outbox.is_empty() => {}
                     _ => return Ok(false),
                 }
@@ -314,10 +316,10 @@ mod tests {
         let id = SessionId::new("health-check").unwrap();
         let dir = home.session(&id).unwrap();
         std::fs::create_dir_all(dir.path()).unwrap();
-        let lock = dir.claim("mcp").unwrap();
+        let lock = dir.claim("mcp", 1).unwrap();
         std::fs::write(dir.path().join(INBOX_FILE), "").unwrap();
         std::fs::write(dir.client(), "{}").unwrap();
-        drop(interlink_net::outbox::Outbox::open(dir.path()).unwrap());
+        drop(crate::outbox::Outbox::open(dir.path()).unwrap());
         assert!(dir.remove_if_unused().unwrap());
         assert!(!dir.path().exists());
         drop(lock);
@@ -416,11 +418,11 @@ mod tests {
         let dir = Home::new(tmp.path())
             .session(&SessionId::new("s").unwrap())
             .unwrap();
-        let held = dir.claim("run").unwrap();
+        let held = dir.claim("run", 1).unwrap();
         assert!(dir.path().is_dir(), "claiming creates the directory");
-        let err = dir.claim("mcp").unwrap_err().to_string();
+        let err = dir.claim("mcp", 1).unwrap_err().to_string();
         assert!(err.contains("run"), "the refusal names the holder: {err}");
         drop(held);
-        assert!(dir.claim("mcp").is_ok());
+        assert!(dir.claim("mcp", 1).is_ok());
     }
 }

@@ -11,20 +11,20 @@ use std::{
 use serde::{Serialize, de::DeserializeOwned};
 
 /// Replaces `path` with `bytes` atomically and durably
-/// ([`interlink_net::atomic::write_file`]): a reader sees the old file or the new one,
+/// ([`crate::atomic::write_file`]): a reader sees the old file or the new one,
 /// never half of one, and the rename survives a crash.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    interlink_net::atomic::write_file(path, bytes)
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    crate::atomic::write_file(path, bytes)
 }
 
 /// Like [`write_atomically`] but without the syncs, for state whose loss only repeats
-/// work ([`interlink_net::atomic::write_file_unsynced`]).
-pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    interlink_net::atomic::write_file_unsynced(path, bytes)
+/// work ([`crate::atomic::write_file_unsynced`]).
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    crate::atomic::write_file_unsynced(path, bytes)
 }
 
 /// Opens (creating, mode 0600) a file for writing; `truncate` empties it.
-pub(crate) fn private_file(path: &Path, truncate: bool) -> io::Result<File> {
+pub fn private_file(path: &Path, truncate: bool) -> io::Result<File> {
     let mut opts = OpenOptions::new();
     opts.write(true).create(true).truncate(truncate);
     #[cfg(unix)]
@@ -38,7 +38,7 @@ pub(crate) fn private_file(path: &Path, truncate: bool) -> io::Result<File> {
 /// A failed step on one of the shared JSON state files. Each file's own error type
 /// takes it into its `Io` and `Invalid` variants, so callers keep one error per file.
 #[derive(Debug)]
-pub(crate) enum JsonFileError {
+pub enum JsonFileError {
     /// A file-system error on the file, its lock or its directory.
     Io {
         /// What was being done ("reading", "locking", …).
@@ -59,6 +59,7 @@ pub(crate) enum JsonFileError {
 
 /// Implements `From<JsonFileError>` for a file's own error enum, whose `Io { what, path,
 /// source }` and `Invalid { path, source }` variants name the file in its messages.
+#[macro_export]
 macro_rules! from_json_file_error {
     ($error:ty) => {
         impl From<$crate::files::JsonFileError> for $error {
@@ -75,7 +76,7 @@ macro_rules! from_json_file_error {
         }
     };
 }
-pub(crate) use from_json_file_error;
+pub use crate::from_json_file_error;
 
 fn io_step<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> JsonFileError + 'a {
     move |source| JsonFileError::Io {
@@ -87,7 +88,7 @@ fn io_step<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> 
 
 /// Reads the JSON state file `path`: a missing file is `T::default()`; one that cannot
 /// be read or parsed is an error naming it.
-pub(crate) fn load_json<T: DeserializeOwned + Default>(path: &Path) -> Result<T, JsonFileError> {
+pub fn load_json<T: DeserializeOwned + Default>(path: &Path) -> Result<T, JsonFileError> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(T::default()),
@@ -104,7 +105,7 @@ pub(crate) fn load_json<T: DeserializeOwned + Default>(path: &Path) -> Result<T,
 /// reads the file, lets `change` modify it, and writes it back atomically (0600) only
 /// if `change` succeeded. Two tools editing at once therefore never lose each other's
 /// change. Returns what `change` returned, inside the file's own result.
-pub(crate) fn edit_json<S, T, E>(
+pub fn edit_json<S, T, E>(
     dir: &Path,
     lock_path: &Path,
     path: &Path,

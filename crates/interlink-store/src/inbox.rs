@@ -251,8 +251,9 @@ pub struct Inbox {
 
 impl Inbox {
     /// Opens (creating) the inbox in `dir` (mode 0700; the files 0600), loads its
-    /// index, cuts off a torn last line and compacts what is due.
-    pub fn open(dir: &Path) -> Result<Self, InboxError> {
+    /// index (expiring entries older than its window at `now`, ms since the epoch),
+    /// cuts off a torn last line and compacts what is due.
+    pub fn open(dir: &Path, now: u64) -> Result<Self, InboxError> {
         let path = dir.join(INBOX_FILE);
         let io_err = |source| InboxError::Io {
             path: path.clone(),
@@ -281,7 +282,6 @@ impl Inbox {
         for (sender, id, at) in hot {
             index.insert(sender, id, at);
         }
-        let now = crate::now_ms();
         index.expire(now);
         let mut inbox = Self {
             dir: dir.to_owned(),

@@ -1,0 +1,23 @@
+//! The on-disk state of an interlink-p2p home and its sessions, in one place: where
+//! each file lives ([`paths`]), how a file is replaced without ever being half written
+//! ([`atomic`], [`files`]), the durable inbox and outbox of a session ([`inbox`],
+//! [`outbox`]), the sealing keys and mailbox passes kept per peer ([`pins`],
+//! [`passes`]), the knocks a session holds for its operator ([`knocks`]) and the lock
+//! that gives a session id to one process ([`session_lock`]).
+//!
+//! The node (`interlink-net`), the MCP server (`interlink-mcp`) and the command line
+//! read and write these files through this crate only. Nothing here runs a network or
+//! reads the clock: times are passed in.
+
+pub mod atomic;
+pub mod files;
+pub mod inbox;
+pub mod knocks;
+pub mod outbox;
+pub mod passes;
+pub mod paths;
+pub mod pins;
+pub mod session_lock;
+mod small_file;
+
+pub use session_lock::{SessionLock, SessionLockError};
