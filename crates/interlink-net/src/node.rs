@@ -5,6 +5,7 @@ mod blocking;
 mod budgets;
 mod delivery;
 mod discovery;
+mod exchange;
 mod fetching;
 mod hold_check;
 mod inbound;
@@ -16,6 +17,7 @@ mod presence;
 mod publishing;
 mod relay_store;
 mod relaying;
+mod roles;
 mod roster_sync;
 mod sealing;
 mod sending;
@@ -107,90 +109,55 @@ impl Node {
             Role::Session(s) => s.summary.clone(),
             Role::Observer | Role::Relay(_) => String::new(),
         };
-        let delivery = match &role {
-            Role::Session(spec) => Some(open_delivery(
-                &config,
-                spec,
-                config.delivery.inbox_dir.as_deref(),
-            )?),
-            Role::Observer | Role::Relay(_) => None,
-        };
-        let relay_store = match &role {
-            Role::Relay(spec) => Some(
-                relay_store::spawn(spec.store.clone())
-                    .map_err(|e| NetError::Setup(format!("relay store thread: {e}")))?,
-            ),
-            Role::Session(_) | Role::Observer => None,
-        };
-        // Sessions (and observers, which hold copies for others too) check copies off
-        // this task; a relay's store thread does it for the relay.
-        let hold_checker = match &role {
-            Role::Relay(_) => None,
-            Role::Session(_) | Role::Observer => Some(
-                hold_check::spawn()
-                    .map_err(|e| NetError::Setup(format!("hold check thread: {e}")))?,
-            ),
-        };
+        let parts = role_parts(&config, &role)?;
         let config_relay_server = config.relay_server;
-        let network_growth_burst = config.network_growth_burst;
-        let max_mailbox_records = config.max_mailbox_records;
         let pacer = pacing::new(&config, &role, swarm.local_peer_id());
+        let mailbox = mailbox::Service {
+            copies: mailbox::Mailboxes::new(config.max_mailbox_records),
+            fetching: fetching::Fetching::default(),
+            calls: mailbox_calls::MailboxCalls::default(),
+            publishing: publishing::Publishing::default(),
+            budgets: budgets::Budgets::new(if config_relay_server { 8 } else { 1 }),
+            network_budgets: budgets::NetworkBudgets::new(config.network_growth_burst),
+            blocking: blocking::Blocking::default(),
+        };
+        let keys = sealing::Keys {
+            pins: interlink_store::pins::SealingPins::load(config.delivery.pins_file.clone()),
+            seal_contexts: sealing::SealContexts::default(),
+            issued: interlink_core::wire::IssuedPasses::default(),
+            offered: std::collections::HashSet::new(),
+        };
         let mut actor = Actor {
-            roster: Roster::new(config.presence),
-            pacer,
+            presence: presence::Presence {
+                roster: Roster::new(config.presence),
+                pacer,
+                topic,
+                seq: 0,
+                summary,
+                unpublished: None,
+                asks: roster_sync::RosterAsks::default(),
+                cost: Default::default(),
+            },
             // Relays are bootstrap peers too: a session that knows only a relay sees
             // the whole overlay through it.
             bootstrap: discovery::Bootstrap::new(
                 &[config.bootstrap.as_slice(), config.relays.as_slice()].concat(),
             ),
             relays: relaying::Relays::new(&config.relays),
-            seal_contexts: sealing::SealContexts::default(),
             swarm,
             config,
             role,
-            topic,
             commands: cmd_rx,
             events: ev_tx,
             cancel,
-            seq: 0,
-            summary,
-            unpublished: None,
-            roster_asks: roster_sync::RosterAsks::default(),
             listen_addrs: Vec::new(),
             peers: HashMap::new(),
-            delivery,
-            relay_store,
-            hold_checker,
-            budgets: budgets::Budgets::new(if config_relay_server { 8 } else { 1 }),
-            network_budgets: budgets::NetworkBudgets::new(network_growth_burst),
-            blocking: blocking::Blocking::default(),
-            mailboxes: mailbox::Mailboxes::new(max_mailbox_records),
-            fetching: fetching::Fetching::default(),
-            mailbox_calls: mailbox_calls::MailboxCalls::default(),
-            publishing: publishing::Publishing::default(),
+            parts,
+            mailbox,
+            keys,
             last_tick: Instant::now(),
             started: Instant::now(),
-            presence_cost: Default::default(),
-            pins: interlink_store::pins::SealingPins::default(),
-            passes: None,
-            issued_passes: interlink_core::wire::IssuedPasses::default(),
-            passes_offered: std::collections::HashSet::new(),
         };
-        actor.pins =
-            interlink_store::pins::SealingPins::load(actor.config.delivery.pins_file.clone());
-        if let Role::Session(spec) = &actor.role {
-            // Kept beside the pins: both are what this user knows per identity.
-            let path = actor
-                .config
-                .delivery
-                .pins_file
-                .as_ref()
-                .map(|p| p.with_file_name(interlink_store::passes::PASSES_FILE));
-            actor.passes = Some(interlink_store::passes::MailboxPasses::load(
-                path,
-                spec.identity.public(),
-            ));
-        }
         actor.refresh_trusted();
         for addr in &actor.config.external_addrs {
             actor.swarm.add_external_address(addr.clone());
@@ -246,61 +213,29 @@ struct PeerInfo {
     agent: Option<String>,
 }
 
+/// The node task's state: the swarm, and the components that share it. Presence,
+/// discovery, mailbox holding and relaying run on every node; the role adds its parts
+/// ([`roles::Parts`]).
 struct Actor {
     swarm: Swarm<Behaviour>,
     config: Config,
     role: Role,
-    topic: gossipsub::IdentTopic,
-    roster: Roster,
-    /// When presence work happens: heartbeats, roster requests, joining the DHT.
-    pacer: interlink_core::presence::pacer::Pacer<PeerId>,
     commands: mpsc::Receiver<Command>,
     events: broadcast::Sender<Event>,
     cancel: CancellationToken,
-    /// Sequence number of the last announcement published.
-    seq: u64,
-    summary: String,
-    /// The newest signed announcement while no peer has taken it (nobody subscribed
-    /// to the topic yet): published as it is once one does.
-    unpublished: Option<Vec<u8>>,
-    /// This node's roster requests in flight and what each asked.
-    roster_asks: roster_sync::RosterAsks,
+    presence: presence::Presence,
     listen_addrs: Vec<Multiaddr>,
     /// Connected peers. Bounded by the swarm's connections.
     peers: HashMap<PeerId, PeerInfo>,
     bootstrap: discovery::Bootstrap,
-    /// Sessions with an inbox: the delivery engine and its shell.
-    delivery: Option<delivery::Delivery>,
-    /// Relays: the durable store's thread.
-    relay_store: Option<relay_store::RelayStore>,
-    /// The thread that verifies mailbox copies handed to a session or observer.
-    hold_checker: Option<hold_check::HoldChecker>,
-    /// What each remote peer may make this node verify and hold.
-    budgets: budgets::Budgets,
-    /// A relay: what each source network may still add to its store.
-    network_budgets: budgets::NetworkBudgets,
-    /// Peers shut out for breaking the mailbox stream bound.
-    blocking: blocking::Blocking,
-    mailboxes: mailbox::Mailboxes,
-    fetching: fetching::Fetching,
-    /// Our mailbox requests, a few on the wire per peer.
-    mailbox_calls: mailbox_calls::MailboxCalls,
-    publishing: publishing::Publishing,
+    /// What this node's role adds: delivery, a relay's store, the hold checker.
+    parts: roles::Parts,
+    mailbox: mailbox::Service,
     relays: relaying::Relays,
-    seal_contexts: sealing::SealContexts,
+    keys: sealing::Keys,
     last_tick: Instant,
     /// When the node started.
     started: Instant,
-    /// What presence has cost so far ([`crate::diagnostics::PresenceCost`]).
-    presence_cost: crate::diagnostics::PresenceCost,
-    /// Sealing keys of peers, for sessions not on the roster.
-    pins: interlink_store::pins::SealingPins,
-    /// The mailbox passes peers issued this user (sessions only).
-    passes: Option<interlink_store::passes::MailboxPasses>,
-    /// This user's passes for its peers, each signed once.
-    issued_passes: interlink_core::wire::IssuedPasses,
-    /// Peer sessions offered this user's pass this run ([`admission`]), bounded.
-    passes_offered: std::collections::HashSet<interlink_core::wire::SessionAddr>,
 }
 
 impl Actor {
@@ -310,11 +245,12 @@ impl Actor {
         loop {
             // Deadlines the tick is too coarse for: the engine's timer (a live attempt's
             // timeout), a settle caller's.
-            let engine_at = self.delivery.as_ref().and_then(|d| d.timer).map(|at| {
+            let engine_at = self.parts.delivery().and_then(|d| d.timer).map(|at| {
                 let wait = Duration::from_millis(at.saturating_sub(crate::now_ms()));
                 tokio::time::Instant::now() + wait
             });
             let settle_at = self
+                .mailbox
                 .publishing
                 .next_deadline()
                 .into_iter()
@@ -326,12 +262,14 @@ impl Actor {
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => break,
-                Some(done) = next_store_done(&mut self.delivery) => self.on_store_done(done),
-                Some(held) = worker::next(&mut self.relay_store) => self.on_relay_held(held),
-                Some(checked) = worker::next(&mut self.hold_checker) => {
-                    self.on_hold_checked(checked);
-                    self.run_outputs();
-                }
+                done = self.parts.next_done() => match done {
+                    roles::WorkDone::Store(done) => self.on_store_done(done),
+                    roles::WorkDone::Held(held) => self.on_relay_held(held),
+                    roles::WorkDone::Checked(checked) => {
+                        self.on_hold_checked(checked);
+                        self.run_outputs();
+                    }
+                },
                 Some(cmd) = self.commands.recv() => self.on_command(cmd),
                 // Before the swarm: a busy swarm is always ready, and a tick polled
                 // after it starved (heartbeats and anti-entropy went late, and a tick
@@ -364,7 +302,7 @@ impl Actor {
         self.last_tick = now;
         self.flush_tarpit(now);
         self.lift_blocks();
-        let removed = self.roster.sweep(crate::now_ms());
+        let removed = self.presence.roster.sweep(crate::now_ms());
         for addr in &removed {
             self.route_session(addr);
         }
@@ -373,7 +311,7 @@ impl Actor {
         }
         // Heartbeats, anti-entropy, second looks, joining the DHT: the pacer's.
         self.pace(PacerInput::Tick {
-            roster_len: self.roster.len(),
+            roster_len: self.presence.roster.len(),
         });
         // The announcement no peer has taken yet, if any.
         self.publish_announcement();
@@ -382,7 +320,7 @@ impl Actor {
         self.fetch_own_mailbox();
         self.on_engine_timer();
         self.run_outputs();
-        if let Some(d) = self.delivery.as_ref() {
+        if let Some(d) = self.parts.delivery() {
             // Cheap when nothing is due; a compaction runs on the store thread.
             let _ = d.store(store::Op::Compact);
         }
@@ -391,13 +329,13 @@ impl Actor {
     fn on_command(&mut self, cmd: Command) {
         match cmd {
             Command::Roster(tx) => {
-                let _ = tx.send(self.roster.view(crate::now_ms()));
+                let _ = tx.send(self.presence.roster.view(crate::now_ms()));
             }
             Command::Diagnostics(tx) => {
                 let _ = tx.send(self.diagnostics());
             }
             Command::SetSummary(summary, tx) => {
-                self.summary = summary;
+                self.presence.summary = summary;
                 self.pace(PacerInput::AnnouncementChanged);
                 self.announce();
                 let _ = tx.send(());
@@ -456,7 +394,7 @@ impl Actor {
                     // first tick ran before the swarm had listened, so waiting made a
                     // new session invisible to roster fetches for up to a second). The
                     // rest of a burst of addresses goes out with the next tick.
-                    if !self.pacer.has_announced() {
+                    if !self.presence.pacer.has_announced() {
                         self.announce();
                     }
                 }
@@ -474,7 +412,7 @@ impl Actor {
             } => {
                 self.bootstrap
                     .on_connected(peer_id, endpoint.get_remote_address());
-                self.presence_cost.connections += 1;
+                self.presence.cost.connections += 1;
                 self.pace(PacerInput::PeerConnected(peer_id));
                 let info = self.peers.entry(peer_id).or_default();
                 info.addr = Some(endpoint.get_remote_address().clone());
@@ -517,7 +455,7 @@ impl Actor {
 
     fn diagnostics(&mut self) -> Diagnostics {
         let gs = &self.swarm.behaviour().gossipsub;
-        let topic_hash = self.topic.hash();
+        let topic_hash = self.presence.topic.hash();
         let mesh_peers = gs.mesh_peers(&topic_hash).copied().collect();
         let topic_peers = gs
             .all_peers()
@@ -555,17 +493,17 @@ impl Actor {
             })
             .cloned()
             .collect();
-        let mailboxes_held = self.mailboxes.len();
+        let mailboxes_held = self.mailbox.copies.len();
         Diagnostics {
             served_reservations: self.relays.reservations.len(),
             served_circuits: self.relays.circuits,
             mailboxes_held,
-            mailbox_puts_refused: self.mailboxes.refused_puts,
-            mailbox_fetches_refused: self.fetching.refused,
-            mailbox_requests_waiting: self.mailbox_calls.waiting(),
+            mailbox_puts_refused: self.mailbox.copies.refused_puts,
+            mailbox_fetches_refused: self.mailbox.fetching.refused,
+            mailbox_requests_waiting: self.mailbox.calls.waiting(),
             holds_refused_network: self.relays.network_refused,
-            mailbox_connections_closed: self.blocking.closed,
-            presence: self.presence_cost,
+            mailbox_connections_closed: self.mailbox.blocking.closed,
+            presence: self.presence.cost,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,
@@ -578,7 +516,7 @@ impl Actor {
 
     /// Publishes the goodbye and keeps the swarm running briefly so it leaves.
     async fn goodbye(&mut self) {
-        if !self.publish_goodbye() && self.mailbox_calls.is_idle() {
+        if !self.publish_goodbye() && self.mailbox.calls.is_idle() {
             return;
         }
         let deadline = tokio::time::sleep(GOODBYE_FLUSH);
@@ -608,11 +546,36 @@ impl Actor {
 }
 
 /// The next answer of the store thread; never, for a node without one.
-async fn next_store_done(delivery: &mut Option<delivery::Delivery>) -> Option<store::Done> {
-    match delivery.as_mut().and_then(|d| d.done.as_mut()) {
-        Some(done) => done.recv().await,
-        None => std::future::pending().await,
-    }
+/// The parts `role` runs: a session's delivery (its inbox and outbox opened) and the
+/// passes its peers issued it, a relay's store thread; sessions and observers, which
+/// hold copies for others, check them on a thread of their own (a relay's store thread
+/// does it for the relay).
+fn role_parts(config: &Config, role: &Role) -> Result<roles::Parts, NetError> {
+    let hold_checker =
+        || hold_check::spawn().map_err(|e| NetError::Setup(format!("hold check thread: {e}")));
+    Ok(match role {
+        Role::Session(spec) => {
+            let delivery = open_delivery(config, spec, config.delivery.inbox_dir.as_deref())?;
+            // Kept beside the pins: both are what this user knows per identity.
+            let path = config
+                .delivery
+                .pins_file
+                .as_ref()
+                .map(|p| p.with_file_name(interlink_store::passes::PASSES_FILE));
+            roles::Parts::Session {
+                delivery: Box::new(delivery),
+                hold_checker: hold_checker()?,
+                passes: interlink_store::passes::MailboxPasses::load(path, spec.identity.public()),
+            }
+        }
+        Role::Observer => roles::Parts::Observer {
+            hold_checker: hold_checker()?,
+        },
+        Role::Relay(spec) => roles::Parts::Relay {
+            store: relay_store::spawn(spec.store.clone())
+                .map_err(|e| NetError::Setup(format!("relay store thread: {e}")))?,
+        },
+    })
 }
 
 /// A session's delivery: its inbox and outbox opened, the engine restored from them

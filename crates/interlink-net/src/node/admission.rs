@@ -36,10 +36,10 @@ impl Actor {
             // This user's own sessions need none.
             return (None, None);
         }
-        let pass = self.passes.as_ref().and_then(|p| p.get(to));
+        let pass = self.parts.passes().and_then(|p| p.get(to));
         let reply = self
             .is_peer(to)
-            .then(|| self.issued_passes.get(&spec.identity, to));
+            .then(|| self.keys.issued.get(&spec.identity, to));
         (pass, reply)
     }
 
@@ -49,13 +49,13 @@ impl Actor {
         // Every receipt and peer envelope carries a pass, almost always one already
         // kept: answer that before anything else.
         if self
-            .passes
-            .as_ref()
+            .parts
+            .passes()
             .is_some_and(|p| p.get(&owner) == Some(pass))
         {
             return;
         }
-        let knocked = self.delivery.as_ref().is_some_and(|d| {
+        let knocked = self.parts.delivery().is_some_and(|d| {
             d.engine()
                 .gate()
                 .pending_pair_requests()
@@ -64,7 +64,7 @@ impl Actor {
         if !(self.is_peer(&owner) || knocked) {
             return;
         }
-        if let Some(p) = self.passes.as_mut() {
+        if let Some(p) = self.parts.passes_mut() {
             p.learn(owner, pass);
         }
     }
@@ -110,7 +110,7 @@ impl Actor {
         let Some(me) = self.own_addr() else {
             return;
         };
-        if to.key == me.key || !self.is_peer(&to.key) || self.passes_offered.contains(to) {
+        if to.key == me.key || !self.is_peer(&to.key) || self.keys.offered.contains(to) {
             return;
         }
         let msg = OutgoingMessage {
@@ -127,12 +127,12 @@ impl Actor {
         let Ok((envelope, Some(peer))) = self.build_envelope(&msg) else {
             return;
         };
-        if self.passes_offered.len() >= MAX_PASSES_OFFERED {
+        if self.keys.offered.len() >= MAX_PASSES_OFFERED {
             // Past the peers cap: start over rather than grow (a repeat costs one
             // small request).
-            self.passes_offered.clear();
+            self.keys.offered.clear();
         }
-        self.passes_offered.insert(to.clone());
+        self.keys.offered.insert(to.clone());
         let request = DeliverRequest {
             v: VERSION,
             envelopes: vec![ByteBuf::from(envelope.to_bytes())],
@@ -145,8 +145,8 @@ impl Actor {
     }
 
     fn is_peer(&self, key: &IdentityKey) -> bool {
-        self.delivery
-            .as_ref()
+        self.parts
+            .delivery()
             .is_some_and(|d| d.engine().gate().policy().contains(key))
     }
 }

@@ -36,7 +36,7 @@ impl Actor {
     /// Closes `connection` of `peer`, which opened more mailbox streams at once than
     /// it may, and blocks the peer for a while.
     pub(super) fn shut_out(&mut self, peer: PeerId, connection: ConnectionId) {
-        self.blocking.closed += 1;
+        self.mailbox.blocking.closed += 1;
         debug!(%peer, "too many mailbox streams at once; closing the connection");
         self.swarm.close_connection(connection);
         self.block_for_a_while(peer);
@@ -48,8 +48,8 @@ impl Actor {
     fn block_for_a_while(&mut self, peer: PeerId) {
         let until = std::time::Instant::now() + crate::behaviour::OVERFLOW_BLOCK;
         // Blocked again: the block starts over, at the back of the order.
-        self.blocking.blocked.remove(&peer);
-        let (_, evicted) = self.blocking.blocked.entry(peer, || until);
+        self.mailbox.blocking.blocked.remove(&peer);
+        let (_, evicted) = self.mailbox.blocking.blocked.entry(peer, || until);
         if let Some((oldest, _)) = evicted {
             self.swarm.behaviour_mut().blocked.unblock_peer(oldest);
         }
@@ -60,12 +60,13 @@ impl Actor {
     pub(super) fn lift_blocks(&mut self) {
         let now = std::time::Instant::now();
         while self
+            .mailbox
             .blocking
             .blocked
             .oldest()
             .is_some_and(|(_, until)| *until <= now)
         {
-            if let Some((peer, _)) = self.blocking.blocked.pop_oldest() {
+            if let Some((peer, _)) = self.mailbox.blocking.blocked.pop_oldest() {
                 self.swarm.behaviour_mut().blocked.unblock_peer(peer);
             }
         }

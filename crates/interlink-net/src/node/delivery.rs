@@ -206,7 +206,7 @@ impl Delivery {
 impl Actor {
     /// Hands `input` to the engine and carries out everything it asks for.
     pub(super) fn drive(&mut self, input: Input) {
-        if let Some(d) = self.delivery.as_mut() {
+        if let Some(d) = self.parts.delivery_mut() {
             d.last_put = None;
         }
         self.feed(input);
@@ -216,14 +216,18 @@ impl Actor {
     /// Hands `input` to the engine without carrying out its outputs (for use while
     /// they are being carried out: the running drain takes them).
     pub(super) fn feed(&mut self, input: Input) {
-        if let Some(d) = self.delivery.as_mut() {
+        if let Some(d) = self.parts.delivery_mut() {
             d.engine.handle(input, crate::now_ms());
         }
     }
 
     /// Carries out the engine's outputs until there are none.
     pub(super) fn run_outputs(&mut self) {
-        while let Some(out) = self.delivery.as_mut().and_then(|d| d.engine.poll_output()) {
+        while let Some(out) = self
+            .parts
+            .delivery_mut()
+            .and_then(|d| d.engine.poll_output())
+        {
             self.on_output(out);
         }
     }
@@ -232,7 +236,7 @@ impl Actor {
         match out {
             Output::PersistOutbox { entry } => {
                 let key = entry.key();
-                let Some(d) = self.delivery.as_ref() else {
+                let Some(d) = self.parts.delivery() else {
                     return;
                 };
                 if !d.has_store() {
@@ -251,7 +255,7 @@ impl Actor {
             }
             Output::RemoveOutbox { key } => {
                 // A lost remove only means one more (deduplicated) retry later.
-                if let Some(d) = self.delivery.as_ref() {
+                if let Some(d) = self.parts.delivery() {
                     let _ = d.store(Op::Remove(key));
                 }
             }
@@ -262,21 +266,21 @@ impl Actor {
             } => self.send_live(req, peer, &envelopes),
             Output::DhtPut { put, mailbox } => {
                 let held = self.publish_mailbox(mailbox, Some(put));
-                if let Some(d) = self.delivery.as_mut() {
+                if let Some(d) = self.parts.delivery_mut() {
                     d.last_put = Some(held);
                 }
             }
             Output::DhtGet { .. } => {
                 // A session without an inbox has no mail to collect.
-                if let Some(d) = self.delivery.as_mut().filter(|d| d.has_store()) {
+                if let Some(d) = self.parts.delivery_mut().filter(|d| d.has_store()) {
                     d.fetch_due = true;
                     self.fetch_own_mailbox();
                 }
             }
             Output::AppendInbox { token, entries } => {
                 let queued = self
-                    .delivery
-                    .as_ref()
+                    .parts
+                    .delivery()
                     .map(|d| d.store(Op::Append { token, entries }).map_err(|_| ()));
                 if let Some(Err(())) = queued {
                     self.feed(Input::InboxStored {
@@ -291,7 +295,7 @@ impl Actor {
                 self.send_collected_receipt(id, peer, &receipt);
             }
             Output::SetTimer { at } => {
-                if let Some(d) = self.delivery.as_mut() {
+                if let Some(d) = self.parts.delivery_mut() {
                     d.timer = Some(at);
                 }
             }
@@ -303,7 +307,7 @@ impl Actor {
 
     /// Answers a `send` caller with what the engine says became of its message.
     fn answer_call(&mut self, caller: CallId, outcome: Result<Outcome, EngineSendError>) {
-        let Some(d) = self.delivery.as_mut() else {
+        let Some(d) = self.parts.delivery_mut() else {
             return;
         };
         let Some(Call { msg_id, reply }) = d.calls.remove(&caller) else {
@@ -393,7 +397,7 @@ impl Actor {
 
     /// `peer` showed life (connected, announced, answered a ping).
     pub(super) fn peer_alive(&mut self, peer: PeerId) {
-        if let Some(r) = self.delivery.as_mut().and_then(|d| d.peer_ref(peer)) {
+        if let Some(r) = self.parts.delivery_mut().and_then(|d| d.peer_ref(peer)) {
             self.drive(Input::PeerAlive { peer: r });
         }
     }
@@ -401,10 +405,10 @@ impl Actor {
     /// The roster's view of `addr` changed: its node (from its announcement, whose
     /// addresses are handed to the swarm for dialling) or none (it left).
     pub(super) fn route_session(&mut self, addr: &SessionAddr) {
-        if self.delivery.is_none() {
+        if self.parts.delivery().is_none() {
             return;
         }
-        let peer = self.roster.get(addr).and_then(|ann| {
+        let peer = self.presence.roster.get(addr).and_then(|ann| {
             let peer = ann.body().peer_id()?;
             for a in &ann.body().addrs {
                 if let Ok(a) = a.parse() {
@@ -413,7 +417,7 @@ impl Actor {
             }
             Some(peer)
         });
-        let peer = peer.and_then(|p| self.delivery.as_mut().and_then(|d| d.peer_ref(p)));
+        let peer = peer.and_then(|p| self.parts.delivery_mut().and_then(|d| d.peer_ref(p)));
         self.drive(Input::Route {
             session: addr.clone(),
             peer,
@@ -424,8 +428,8 @@ impl Actor {
     pub(super) fn on_engine_timer(&mut self) {
         let now = crate::now_ms();
         let due = self
-            .delivery
-            .as_mut()
+            .parts
+            .delivery_mut()
             .and_then(|d| d.timer.take_if(|at| *at <= now));
         if due.is_some() {
             self.drive(Input::Timer);

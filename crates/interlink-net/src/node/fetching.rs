@@ -29,7 +29,7 @@ use super::{
     Actor,
     budgets::Kind,
     mailbox::key_of,
-    mailbox_calls::CallId,
+    mailbox_calls::Purpose,
     publishing::{PutAnswer, PutId},
 };
 use crate::Role;
@@ -46,13 +46,20 @@ const FETCH_REQUEST_COST: usize = 4096;
 #[derive(Debug, Default)]
 pub(crate) struct Fetching {
     /// Fetches of our own mailbox in flight.
-    pub(super) fetches: HashSet<CallId>,
+    in_flight: usize,
     /// Holders asked by the fetch running now, so its closest peers are asked once.
     asked: HashSet<PeerId>,
     /// Placement queries → the mailbox placed and the peers already handed the copy.
     placements: HashMap<kad::QueryId, (RecordKey, HashSet<PeerId>)>,
     /// Fetch requests refused, for diagnostics.
     pub(crate) refused: u64,
+}
+
+impl Fetching {
+    /// One of our fetches was answered or failed.
+    pub(super) fn answered(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
 }
 
 impl Actor {
@@ -64,7 +71,7 @@ impl Actor {
         key: RecordKey,
         asked: HashSet<PeerId>,
     ) -> Option<PutId> {
-        if self.fetching.placements.len() >= MAX_PLACEMENTS {
+        if self.mailbox.fetching.placements.len() >= MAX_PLACEMENTS {
             return None;
         }
         self.pace(interlink_core::presence::pacer::Input::DhtNeeded);
@@ -73,7 +80,7 @@ impl Actor {
             .behaviour_mut()
             .kad
             .get_closest_peers(key.to_vec());
-        self.fetching.placements.insert(query, (key, asked));
+        self.mailbox.fetching.placements.insert(query, (key, asked));
         Some(PutId::Closest(query))
     }
 
@@ -83,7 +90,7 @@ impl Actor {
     /// settled, `node::discovery`), and from the copy this node holds itself.
     pub(super) fn fetch_own_mailbox(&mut self) {
         let Some(me) = self.own_addr() else { return };
-        let Some(d) = self.delivery.as_ref() else {
+        let Some(d) = self.parts.delivery() else {
             return;
         };
         if !d.fetch_due || d.own_query.is_some() || self.peers.is_empty() {
@@ -92,7 +99,7 @@ impl Actor {
         let started = d.fetch_started;
         if !started {
             // A new fetch: every holder may be asked again.
-            self.fetching.asked.clear();
+            self.mailbox.fetching.asked.clear();
             let key = key_of(&me);
             if let Some(copy) = self.held_mailbox(&key).filter(|m| !m.is_empty()).cloned() {
                 self.feed(interlink_delivery::Input::MailboxFetched { copy });
@@ -111,7 +118,7 @@ impl Actor {
         if dht_empty {
             // Until the DHT has a peer, a query finds nothing: the closest peers are
             // asked when it has (`RoutingUpdated` runs this again).
-            if let Some(d) = self.delivery.as_mut() {
+            if let Some(d) = self.parts.delivery_mut() {
                 d.fetch_started = true;
             }
             return;
@@ -121,7 +128,7 @@ impl Actor {
             .behaviour_mut()
             .kad
             .get_closest_peers(key_of(&me).to_vec());
-        if let Some(d) = self.delivery.as_mut() {
+        if let Some(d) = self.parts.delivery_mut() {
             d.own_query = Some(query);
             d.fetch_due = false;
             d.fetch_started = false;
@@ -137,10 +144,11 @@ impl Actor {
         let identity = spec.identity.clone();
         let now = crate::now_ms();
         for holder in holders {
-            if self.fetching.fetches.len() >= MAX_FETCHES_IN_FLIGHT {
+            if self.mailbox.fetching.in_flight >= MAX_FETCHES_IN_FLIGHT {
                 break;
             }
-            if holder == *self.swarm.local_peer_id() || !self.fetching.asked.insert(holder) {
+            if holder == *self.swarm.local_peer_id() || !self.mailbox.fetching.asked.insert(holder)
+            {
                 continue;
             }
             let body = MailboxFetch {
@@ -163,10 +171,8 @@ impl Actor {
                     request: ByteBuf::from(signed.to_bytes()),
                 },
             };
-            match self.call_mailbox(holder, request) {
-                Ok(id) => {
-                    self.fetching.fetches.insert(id);
-                }
+            match self.call_mailbox(holder, request, Purpose::Fetch) {
+                Ok(_) => self.mailbox.fetching.in_flight += 1,
                 Err(e) => debug!(%holder, ?e, "mailbox fetch not sent"),
             }
         }
@@ -190,23 +196,23 @@ impl Actor {
             }
         }
         let found: Vec<PeerId> = peers.into_iter().map(|p| p.peer_id).collect();
-        if let Some((key, asked)) = self.fetching.placements.get_mut(&id) {
+        if let Some((key, asked)) = self.mailbox.fetching.placements.get_mut(&id) {
             let new: Vec<PeerId> = found
                 .into_iter()
                 .filter(|p| asked.insert(*p) && !self.relays.is_relay(p))
                 .collect();
             let key = key.clone();
-            if let Some(record) = self.mailboxes.record(&key).map(<[u8]>::to_vec) {
+            if let Some(record) = self.mailbox.copies.record(&key).map(<[u8]>::to_vec) {
                 let holds = self.hold_at(new, &key, &record);
                 self.add_to_publication(PutId::Closest(id), holds);
             }
             if last {
-                self.fetching.placements.remove(&id);
+                self.mailbox.fetching.placements.remove(&id);
                 self.on_put_result(PutId::Closest(id), PutAnswer::Ended);
             }
             return;
         }
-        let Some(d) = self.delivery.as_mut() else {
+        let Some(d) = self.parts.delivery_mut() else {
             return;
         };
         if d.own_query != Some(id) {
@@ -229,23 +235,23 @@ impl Actor {
         // The signature check is paid for before it is made, the copy before it is sent.
         let now = crate::now_ms();
         let cost = FETCH_REQUEST_COST + request.len();
-        if !self.budgets.spend(peer, Kind::Fetch, cost, now) {
-            self.fetching.refused += 1;
+        if !self.mailbox.budgets.spend(peer, Kind::Fetch, cost, now) {
+            self.mailbox.fetching.refused += 1;
             return over_budget;
         }
         let me = self.swarm.local_peer_id().to_bytes();
         let key = match Signed::<MailboxFetch>::check_fetch(request, &me, now) {
             Ok(key) => RecordKey::new(&key),
             Err(reason) => {
-                self.fetching.refused += 1;
+                self.mailbox.fetching.refused += 1;
                 debug!(%peer, %reason, "mailbox fetch refused");
                 return MailboxOutcome::Refused { reason };
             }
         };
-        let record = self.mailboxes.record(&key).map(<[u8]>::to_vec);
+        let record = self.mailbox.copies.record(&key).map(<[u8]>::to_vec);
         let size = record.as_ref().map_or(0, Vec::len);
-        if size > 0 && !self.budgets.spend(peer, Kind::Fetch, size, now) {
-            self.fetching.refused += 1;
+        if size > 0 && !self.mailbox.budgets.spend(peer, Kind::Fetch, size, now) {
+            self.mailbox.fetching.refused += 1;
             return over_budget;
         }
         MailboxOutcome::Record {

@@ -25,7 +25,7 @@ use libp2p::{
 use serde_bytes::ByteBuf;
 use tracing::debug;
 
-use super::{Actor, delivery::Inbound};
+use super::{Actor, delivery::Inbound, exchange::Exchange};
 use crate::Role;
 
 impl Actor {
@@ -33,69 +33,44 @@ impl Actor {
         &mut self,
         event: request_response::Event<DeliverRequest, DeliverResponse>,
     ) {
-        match event {
-            request_response::Event::Message {
+        let Some(exchange) = Exchange::of(event, "deliver") else {
+            return;
+        };
+        let (id, result) = match exchange {
+            Exchange::Asked {
                 peer,
-                message:
-                    request_response::Message::Request {
-                        request, channel, ..
-                    },
+                request,
+                channel,
                 ..
-            } => self.on_deliver_request(peer, request, channel),
-            request_response::Event::Message {
-                message:
-                    request_response::Message::Response {
-                        request_id,
-                        response,
-                    },
-                ..
-            } => {
-                // An undecodable or forged receipt proves nothing: without it the
-                // engine treats every "held" as unproven and tries again.
-                let receipt = response
-                    .receipt
-                    .and_then(|b| Signed::<Receipt>::decode(&b).ok());
-                // Also for requests the engine did not make (a pass offer).
-                if let Some(r) = &receipt {
-                    self.learn_receipt_pass(r);
-                }
-                let Some(req) = self
-                    .delivery
-                    .as_mut()
-                    .and_then(|d| d.live.remove(&request_id))
-                else {
-                    return;
-                };
-                let results = response
-                    .results
+            } => return self.on_deliver_request(peer, request, channel),
+            Exchange::Ended { id, result, .. } => (id, result),
+        };
+        // An undecodable or forged receipt proves nothing: without it the engine
+        // treats every "held" as unproven and tries again.
+        let result = result.map(|response| {
+            let receipt = response
+                .receipt
+                .and_then(|b| Signed::<Receipt>::decode(&b).ok());
+            (receipt, response.results)
+        });
+        // Also for requests the engine did not make (a pass offer).
+        if let Ok((Some(r), _)) = &result {
+            self.learn_receipt_pass(r);
+        }
+        let Some(req) = self.parts.delivery_mut().and_then(|d| d.live.remove(&id)) else {
+            return;
+        };
+        let result = match result {
+            Ok((receipt, results)) => Ok(Response {
+                receipt,
+                results: results
                     .iter()
                     .map(|r| r.refused.as_ref().map(|x| EngineRefusal::from_code(x.code)))
-                    .collect();
-                self.drive(Input::DeliverResponse {
-                    req,
-                    result: Ok(Response { receipt, results }),
-                });
-            }
-            request_response::Event::OutboundFailure {
-                request_id, error, ..
-            } => {
-                let Some(req) = self
-                    .delivery
-                    .as_mut()
-                    .and_then(|d| d.live.remove(&request_id))
-                else {
-                    return;
-                };
-                self.drive(Input::DeliverResponse {
-                    req,
-                    result: Err(Actor::live_failure(&error)),
-                });
-            }
-            request_response::Event::InboundFailure { peer, error, .. } => {
-                debug!(%peer, %error, "inbound delivery failed");
-            }
-            request_response::Event::ResponseSent { .. } => {}
-        }
+                    .collect(),
+            }),
+            Err(error) => Err(Actor::live_failure(&error)),
+        };
+        self.drive(Input::DeliverResponse { req, result });
     }
 
     fn on_deliver_request(
@@ -117,7 +92,8 @@ impl Actor {
         // Charged before anything is decoded: verifying is what the budget protects.
         let bytes: usize = request.envelopes.iter().map(|e| e.len()).sum();
         let within =
-            self.budgets
+            self.mailbox
+                .budgets
                 .spend(peer, super::budgets::Kind::Deliver, bytes, crate::now_ms());
         let pre = if !within {
             all(
@@ -125,8 +101,8 @@ impl Actor {
                 "this peer sent more than its budget allows; send it again later".into(),
             )
         } else if !self
-            .delivery
-            .as_ref()
+            .parts
+            .delivery()
             .is_some_and(super::delivery::Delivery::has_store)
         {
             all(
@@ -172,7 +148,7 @@ impl Actor {
                 }
             }
         }
-        let from = self.delivery.as_mut().and_then(|d| d.peer_ref(peer));
+        let from = self.parts.delivery_mut().and_then(|d| d.peer_ref(peer));
         let (Some(from), false) = (from, envelopes.is_empty()) else {
             let pre = pre
                 .into_iter()
@@ -184,7 +160,7 @@ impl Actor {
             return;
         };
         self.learn_reply_passes(&envelopes);
-        let Some(d) = self.delivery.as_mut() else {
+        let Some(d) = self.parts.delivery_mut() else {
             return;
         };
         let req = InboundId(d.next_inbound);
@@ -199,8 +175,10 @@ impl Actor {
 
     /// The engine's answer to an inbound delivery request.
     pub(super) fn respond_live(&mut self, req: InboundId, response: Response) {
-        let Some(Inbound { channel, pre }) =
-            self.delivery.as_mut().and_then(|d| d.inbound.remove(&req))
+        let Some(Inbound { channel, pre }) = self
+            .parts
+            .delivery_mut()
+            .and_then(|d| d.inbound.remove(&req))
         else {
             return;
         };
@@ -247,7 +225,7 @@ impl Actor {
 
     /// Sends one live delivery request the engine asked for.
     pub(super) fn send_live(&mut self, req: ReqId, peer: PeerRef, envelopes: &[Signed<Envelope>]) {
-        let Some(peer_id) = self.delivery.as_ref().and_then(|d| d.peer_id(peer)) else {
+        let Some(peer_id) = self.parts.delivery().and_then(|d| d.peer_id(peer)) else {
             self.feed(Input::DeliverResponse {
                 req,
                 result: Err(SendFailure::Unreachable),
@@ -266,7 +244,7 @@ impl Actor {
             .behaviour_mut()
             .deliver
             .send_request(&peer_id, request);
-        if let Some(d) = self.delivery.as_mut() {
+        if let Some(d) = self.parts.delivery_mut() {
             d.live.insert(id, req);
         }
     }
@@ -278,7 +256,7 @@ impl Actor {
         peer: PeerRef,
         receipt: &Signed<Receipt>,
     ) {
-        let Some(peer_id) = self.delivery.as_ref().and_then(|d| d.peer_id(peer)) else {
+        let Some(peer_id) = self.parts.delivery().and_then(|d| d.peer_id(peer)) else {
             self.feed(Input::ReceiptSent {
                 id,
                 result: Err(SendFailure::Unreachable),
@@ -294,7 +272,7 @@ impl Actor {
             .behaviour_mut()
             .receipts
             .send_request(&peer_id, request);
-        if let Some(d) = self.delivery.as_mut() {
+        if let Some(d) = self.parts.delivery_mut() {
             d.receipts.insert(rid, id);
         }
     }
@@ -303,13 +281,14 @@ impl Actor {
         &mut self,
         event: request_response::Event<ReceiptRequest, ReceiptResponse>,
     ) {
-        match event {
-            request_response::Event::Message {
+        let Some(exchange) = Exchange::of(event, "receipts") else {
+            return;
+        };
+        match exchange {
+            Exchange::Asked {
                 peer,
-                message:
-                    request_response::Message::Request {
-                        request, channel, ..
-                    },
+                request,
+                channel,
                 ..
             } => {
                 let refused = match self.accept_receipt(&request) {
@@ -337,54 +316,31 @@ impl Actor {
                     debug!(%peer, "receipt response not sent: connection closed");
                 }
             }
-            request_response::Event::Message {
-                peer,
-                message:
-                    request_response::Message::Response {
-                        request_id,
-                        response,
-                    },
-                ..
-            } => {
-                let Some(id) = self
-                    .delivery
-                    .as_mut()
-                    .and_then(|d| d.receipts.remove(&request_id))
+            Exchange::Ended { peer, id, result } => {
+                let Some(receipt) = self
+                    .parts
+                    .delivery_mut()
+                    .and_then(|d| d.receipts.remove(&id))
                 else {
                     return;
                 };
-                if let Some(reason) = response.refused {
-                    // Its sender will not take it later either.
-                    debug!(%peer, %reason, "our receipt for collected mail was refused");
-                }
-                self.drive(Input::ReceiptSent { id, result: Ok(()) });
-            }
-            request_response::Event::OutboundFailure {
-                peer,
-                request_id,
-                error,
-                ..
-            } => {
-                let Some(id) = self
-                    .delivery
-                    .as_mut()
-                    .and_then(|d| d.receipts.remove(&request_id))
-                else {
-                    return;
+                let result = match result {
+                    Ok(response) => {
+                        if let Some(reason) = response.refused {
+                            // Its sender will not take it later either.
+                            debug!(%peer, %reason, "our receipt for collected mail was refused");
+                        }
+                        Ok(())
+                    }
+                    // A node that does not speak the protocol never will.
+                    Err(OutboundFailure::UnsupportedProtocols) => Ok(()),
+                    Err(error) => Err(Actor::live_failure(&error)),
                 };
-                debug!(%peer, %error, "receipt for collected mail not delivered");
-                // A node that does not speak the protocol never will.
-                let result = if matches!(error, OutboundFailure::UnsupportedProtocols) {
-                    Ok(())
-                } else {
-                    Err(Actor::live_failure(&error))
-                };
-                self.drive(Input::ReceiptSent { id, result });
+                self.drive(Input::ReceiptSent {
+                    id: receipt,
+                    result,
+                });
             }
-            request_response::Event::InboundFailure { peer, error, .. } => {
-                debug!(%peer, %error, "inbound receipt failed");
-            }
-            request_response::Event::ResponseSent { .. } => {}
         }
     }
 
@@ -400,7 +356,7 @@ impl Actor {
                 ),
             ));
         }
-        let (Role::Session(spec), Some(_)) = (&self.role, self.delivery.as_ref()) else {
+        let (Role::Session(spec), Some(_)) = (&self.role, self.parts.delivery()) else {
             return Err(Refusal::new(
                 RefusalCode::NotASession,
                 "this node is not a session",

@@ -39,6 +39,22 @@ pub(crate) const MAILBOX_POLL: Duration = Duration::from_secs(10);
 /// A housekeeping tick this late means the process was stopped or the machine slept.
 pub(crate) const WAKE_GAP: Duration = Duration::from_secs(3);
 
+/// The mailbox protocol's state on a node: the copies it holds for others, its own
+/// requests (holds, fetches) and publications, and what each peer may cost it.
+pub(super) struct Service {
+    pub(super) copies: Mailboxes,
+    pub(super) fetching: super::fetching::Fetching,
+    /// Our mailbox requests, a few on the wire per peer.
+    pub(super) calls: super::mailbox_calls::MailboxCalls,
+    pub(super) publishing: super::publishing::Publishing,
+    /// What each remote peer may make this node verify and hold.
+    pub(super) budgets: super::budgets::Budgets,
+    /// A relay: what each source network may still add to its store.
+    pub(super) network_budgets: super::budgets::NetworkBudgets,
+    /// Peers shut out for breaking the mailbox stream bound.
+    pub(super) blocking: super::blocking::Blocking,
+}
+
 /// Mailbox state of a node (as a holder).
 #[derive(Debug)]
 pub(crate) struct Mailboxes {
@@ -142,13 +158,13 @@ impl Actor {
     /// The copy of a mailbox this node holds, if any: from the decoded cache, or decoded
     /// (and verified) from the store once.
     pub(super) fn held_mailbox(&mut self, key: &RecordKey) -> Option<&Mailbox> {
-        if !self.mailboxes.held.contains_key(key) {
-            let record = self.mailboxes.record(key)?;
+        if !self.mailbox.copies.held.contains_key(key) {
+            let record = self.mailbox.copies.record(key)?;
             let (mb, _) =
                 Mailbox::decode(record, crate::now_ms(), &mailbox::Config::default()).ok()?;
-            self.mailboxes.held.insert(key.clone(), mb);
+            self.mailbox.copies.held.insert(key.clone(), mb);
         }
-        self.mailboxes.held.get(key)
+        self.mailbox.copies.held.get(key)
     }
 
     /// Counts of what this node holds of `addr`'s mailbox.
@@ -196,9 +212,9 @@ impl Actor {
         let mut asked: HashSet<PeerId> = direct.iter().copied().collect();
         asked.extend(self.relay_peers());
         queries.extend(self.hold_at(direct, &key, &record));
-        match self.mailboxes.store(&key, record) {
+        match self.mailbox.copies.store(&key, record) {
             Ok(()) => {
-                self.mailboxes.held.insert(key.clone(), merged);
+                self.mailbox.copies.held.insert(key.clone(), merged);
                 queries.extend(self.place_at_closest(key, asked));
             }
             Err(reason) => warn!("mailbox copy not held here: {reason}"),
@@ -221,7 +237,7 @@ impl Actor {
 
     /// Counts and reports a mailbox copy this node refused to hold.
     pub(super) fn refused_put(&mut self, source: PeerId, reason: &Refusal) {
-        self.mailboxes.refused_puts += 1;
+        self.mailbox.copies.refused_puts += 1;
         debug!(%source, code = ?reason.code, %reason, "mailbox put refused");
         let _ = self.events.send(Event::Rejected {
             from: source,
@@ -243,7 +259,7 @@ impl Actor {
         if self.is_own(key) {
             return Ok(());
         }
-        self.within_held_bytes(self.mailboxes.bytes_besides(key), len)
+        self.within_held_bytes(self.mailbox.copies.bytes_besides(key), len)
     }
 
     /// A session's `hold` from `peer`: checked for size here, then decoded and verified
@@ -254,14 +270,14 @@ impl Actor {
         if let Err(reason) = self.precheck_hold(&key, record.len()) {
             return self.answer_hold(from, Err(reason));
         }
-        let Some(checker) = self.hold_checker.as_ref() else {
+        let Some(checker) = self.parts.hold_checker() else {
             let result = super::hold_check::check(&key, &record, crate::now_ms())
                 .and_then(|mb| self.hold_checked(&key, mb));
             return self.answer_hold(from, result);
         };
-        let token = self.mailboxes.next_check;
+        let token = self.mailbox.copies.next_check;
         let len = record.len();
-        let m = &mut self.mailboxes;
+        let m = &mut self.mailbox.copies;
         match checker.send(Check { token, key, record }) {
             Ok(()) => {}
             Err(c)
@@ -287,10 +303,10 @@ impl Actor {
 
     /// Moves waiting copies to the checker thread while its queue has room.
     fn feed_checker(&mut self) {
-        let Some(checker) = self.hold_checker.as_ref() else {
+        let Some(checker) = self.parts.hold_checker() else {
             return;
         };
-        let m = &mut self.mailboxes;
+        let m = &mut self.mailbox.copies;
         while let Some(c) = m.backlog.pop_front() {
             let len = c.record.len();
             match checker.send(c) {
@@ -306,7 +322,7 @@ impl Actor {
     /// The checker thread's verdict on a copy: merged, stored and answered.
     pub(super) fn on_hold_checked(&mut self, checked: Checked) {
         self.feed_checker();
-        let Some(from) = self.mailboxes.checking.remove(&checked.token) else {
+        let Some(from) = self.mailbox.copies.checking.remove(&checked.token) else {
             return;
         };
         let result = checked
@@ -321,7 +337,7 @@ impl Actor {
     /// merged one keeps (the `hold` answer).
     fn hold_checked(&mut self, key: &RecordKey, mut mb: Mailbox) -> Result<Vec<AckEntry>, Refusal> {
         let own = self.is_own(key);
-        let held_for_others = (!own).then(|| self.mailboxes.bytes_besides(key));
+        let held_for_others = (!own).then(|| self.mailbox.copies.bytes_besides(key));
         let now = crate::now_ms();
         let cfg = mailbox::Config::default();
         let handed = mb.entries();
@@ -340,7 +356,7 @@ impl Actor {
         // Held first: delivering our own mail acks it, and that publication merges with
         // the held copy.
         let verified = own.then(|| mb.clone());
-        self.mailboxes.held.insert(key.clone(), mb);
+        self.mailbox.copies.held.insert(key.clone(), mb);
         if let Some(copy) = verified {
             // Our own mailbox, handed to us (a holder's push): to the engine now, from
             // the copy verified above rather than decoding it again.
@@ -369,7 +385,7 @@ impl Actor {
     }
 
     pub(super) fn store_record(&mut self, key: &RecordKey, value: Vec<u8>) -> Result<(), Refusal> {
-        self.mailboxes.store(key, value)
+        self.mailbox.copies.store(key, value)
     }
 }
 
@@ -384,7 +400,8 @@ pub(super) fn over_budget() -> Refusal {
 impl Actor {
     /// Spends `bytes` of `peer`'s budget for mailbox copies; `false` if it is spent.
     pub(super) fn within_hold_budget(&mut self, peer: PeerId, bytes: usize) -> bool {
-        self.budgets
+        self.mailbox
+            .budgets
             .spend(peer, super::budgets::Kind::Hold, bytes, crate::now_ms())
     }
 }

@@ -42,6 +42,18 @@ pub(crate) struct CallId(u64);
 /// The calls one request on the wire answers: one, or several coalesced holds.
 pub(crate) type Calls = Vec<CallId>;
 
+/// What an outgoing mailbox request is for, so its answer goes to the part of the
+/// node that made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// A copy handed to a holder for a publication (`node::publishing`).
+    Hold,
+    /// A signed fetch of our own mailbox (`node::fetching`).
+    Fetch,
+    /// A relay's push of a mailbox copy to its connected owner (`node::relaying`).
+    Push(libp2p::kad::RecordKey),
+}
+
 /// A waiting request let out: to whom, the calls it answers, the request.
 type Next = (PeerId, Calls, MailboxRequest);
 
@@ -64,6 +76,8 @@ pub(crate) struct MailboxCalls<R = OutboundRequestId> {
     /// Requests waiting per peer, oldest first (empty queues are removed).
     waiting: HashMap<PeerId, VecDeque<(Calls, MailboxRequest)>>,
     waiting_bytes: usize,
+    /// What each call sent or waiting is for (removed when it is answered).
+    purposes: HashMap<CallId, Purpose>,
 }
 
 impl<R> Default for MailboxCalls<R> {
@@ -74,6 +88,7 @@ impl<R> Default for MailboxCalls<R> {
             in_flight: HashMap::new(),
             waiting: HashMap::new(),
             waiting_bytes: 0,
+            purposes: HashMap::new(),
         }
     }
 }
@@ -176,8 +191,10 @@ impl Actor {
         &mut self,
         peer: PeerId,
         request: MailboxRequest,
+        purpose: Purpose,
     ) -> Result<CallId, CallRefused> {
-        let (id, now) = self.mailbox_calls.admit(peer, request)?;
+        let (id, now) = self.mailbox.calls.admit(peer, request)?;
+        self.mailbox.calls.purposes.insert(id, purpose);
         if let Some(request) = now {
             self.send_call(peer, vec![id], request);
         }
@@ -190,18 +207,23 @@ impl Actor {
             .behaviour_mut()
             .mailbox
             .send_request(&peer, request);
-        self.mailbox_calls.on_sent(rid, peer, calls);
+        self.mailbox.calls.on_sent(rid, peer, calls);
     }
 
-    /// The request `rid` was answered or failed: returns the calls it answers, and
-    /// sends the next request waiting for the same peer. `None` for a request not made
-    /// here.
-    pub(super) fn end_call(&mut self, rid: OutboundRequestId) -> Option<Calls> {
-        let (id, next) = self.mailbox_calls.on_ended(rid)?;
+    /// The request `rid` was answered or failed: returns the calls it answers with
+    /// what each was for, and sends the next request waiting for the same peer. `None`
+    /// for a request not made here.
+    pub(super) fn end_call(&mut self, rid: OutboundRequestId) -> Option<Vec<(CallId, Purpose)>> {
+        let (ids, next) = self.mailbox.calls.on_ended(rid)?;
         if let Some((peer, next, request)) = next {
             self.send_call(peer, next, request);
         }
-        Some(id)
+        let purposes = &mut self.mailbox.calls.purposes;
+        Some(
+            ids.into_iter()
+                .filter_map(|id| purposes.remove(&id).map(|p| (id, p)))
+                .collect(),
+        )
     }
 }
 

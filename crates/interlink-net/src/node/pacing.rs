@@ -22,26 +22,26 @@ pub(super) fn new(config: &Config, role: &Role, local: &PeerId) -> Pacer<PeerId>
 impl Actor {
     /// The pacer takes `input` now, and the node does what it decides.
     pub(super) fn pace(&mut self, input: Input<PeerId>) {
-        self.pacer.handle(input, crate::now_ms());
+        self.presence.pacer.handle(input, crate::now_ms());
         self.run_pacer();
     }
 
     /// The pacer's timer: the second looks that are due.
     pub(super) fn pace_timeout(&mut self) {
-        self.pacer.handle_timeout(crate::now_ms());
+        self.presence.pacer.handle_timeout(crate::now_ms());
         self.run_pacer();
     }
 
     /// When the pacer's timer is due, on the task's clock.
     pub(super) fn pacer_deadline(&self) -> Option<std::time::Instant> {
-        self.pacer.poll_timeout().map(|at| {
+        self.presence.pacer.poll_timeout().map(|at| {
             std::time::Instant::now()
                 + std::time::Duration::from_millis(at.saturating_sub(crate::now_ms()))
         })
     }
 
     fn run_pacer(&mut self) {
-        while let Some(output) = self.pacer.poll_output() {
+        while let Some(output) = self.presence.pacer.poll_output() {
             match output {
                 Output::AskRoster {
                     peer,

@@ -68,7 +68,7 @@ impl Actor {
     /// Mirrors the gate's held knocks to [`interlink_store::knocks::KNOCKS_FILE`].
     pub(super) fn save_held_knocks(&self) {
         let (Some(d), Some(dir)) = (
-            self.delivery.as_ref(),
+            self.parts.delivery(),
             self.config.delivery.inbox_dir.as_deref(),
         ) else {
             return;
@@ -98,7 +98,7 @@ impl Actor {
     /// Records that this session knocked `key`: its acceptance will be let in, also
     /// after a restart.
     pub(super) fn note_knock_sent(&mut self, key: IdentityKey) {
-        let Some(gate) = self.delivery.as_mut().map(|d| d.engine_mut().gate_mut()) else {
+        let Some(gate) = self.parts.delivery_mut().map(|d| d.engine_mut().gate_mut()) else {
             return;
         };
         gate.note_pair_request(key);

@@ -18,12 +18,31 @@ use super::Actor;
 const ANNOUNCE_WITHOUT_ADDRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 use crate::{Event, Role, SessionSpec};
 
+/// Presence state of a node: what it knows of the sessions of its network, when it
+/// speaks (the pacer), and what it said last.
+pub(super) struct Presence {
+    pub(super) roster: interlink_core::presence::Roster,
+    /// When presence work happens: heartbeats, roster requests, joining the DHT.
+    pub(super) pacer: interlink_core::presence::pacer::Pacer<libp2p::PeerId>,
+    pub(super) topic: gossipsub::IdentTopic,
+    /// Sequence number of the last announcement published.
+    pub(super) seq: u64,
+    pub(super) summary: String,
+    /// The newest signed announcement while no peer has taken it (nobody subscribed
+    /// to the topic yet): published as it is once one does.
+    pub(super) unpublished: Option<Vec<u8>>,
+    /// This node's roster requests in flight and what each asked.
+    pub(super) asks: super::roster_sync::RosterAsks,
+    /// What presence has cost so far ([`crate::diagnostics::PresenceCost`]).
+    pub(super) cost: crate::diagnostics::PresenceCost,
+}
+
 impl Actor {
     /// The next sequence number: above every earlier one, also across restarts under
     /// the same session id (it starts from the clock).
     fn next_seq(&mut self) -> u64 {
-        self.seq = (self.seq + 1).max(crate::now_ms());
-        self.seq
+        self.presence.seq = (self.presence.seq + 1).max(crate::now_ms());
+        self.presence.seq
     }
 
     fn session(&self) -> Option<&SessionSpec> {
@@ -36,7 +55,9 @@ impl Actor {
     /// The interval this session promises now: the pacer's for the roster held
     /// ([`interlink_core::presence::pacer::Pacer::heartbeat_interval_ms`]).
     fn heartbeat_interval_ms(&self) -> u64 {
-        self.pacer.heartbeat_interval_ms(self.roster.len())
+        self.presence
+            .pacer
+            .heartbeat_interval_ms(self.presence.roster.len())
     }
 
     /// Signs and publishes this session's announcement (sessions only). It also goes
@@ -71,7 +92,7 @@ impl Actor {
             addrs,
             cwd: spec.cwd.clone(),
             git_label: spec.git_label.clone(),
-            summary: self.summary.clone(),
+            summary: self.presence.summary.clone(),
             host: spec.host,
             delivery: spec.delivery,
             heartbeat_ms: heartbeat,
@@ -86,6 +107,7 @@ impl Actor {
             }
         };
         if let Ok(Upsert::Inserted | Upsert::Updated) = self
+            .presence
             .roster
             .apply_announcement(signed.clone(), crate::now_ms())
         {
@@ -94,7 +116,7 @@ impl Actor {
         self.pace(Input::Announced {
             interval_ms: heartbeat,
         });
-        self.unpublished = Some(PresenceMessage::Announcement(signed).to_bytes());
+        self.presence.unpublished = Some(PresenceMessage::Announcement(signed).to_bytes());
         trace!(seq, "announcement signed");
         self.publish_announcement();
     }
@@ -112,6 +134,7 @@ impl Actor {
             session: spec.session.clone(),
         };
         let Some(tag) = self
+            .presence
             .roster
             .get(&own)
             .map(|a| Tag::of_announcement(a.body()))
@@ -133,13 +156,13 @@ impl Actor {
             interval_ms: heartbeat,
         });
         // Our own roster keeps us live too: roster fetches from us carry the beacon.
-        let _ = self.roster.apply_beacon(signed.clone(), now);
+        let _ = self.presence.roster.apply_beacon(signed.clone(), now);
         let bytes = PresenceMessage::Beacon(signed).to_bytes();
         match self
             .swarm
             .behaviour_mut()
             .gossipsub
-            .publish(self.topic.clone(), bytes)
+            .publish(self.presence.topic.clone(), bytes)
         {
             Ok(_) => trace!("beacon"),
             // Nobody to tell; the next one will be, or a roster fetch carries it.
@@ -154,19 +177,19 @@ impl Actor {
     /// verifies, and at start-up, before the mesh forms, that multiplied what each
     /// session cost the overlay (issue 15).
     pub(super) fn publish_announcement(&mut self) {
-        let Some(bytes) = self.unpublished.take() else {
+        let Some(bytes) = self.presence.unpublished.take() else {
             return;
         };
         match self
             .swarm
             .behaviour_mut()
             .gossipsub
-            .publish(self.topic.clone(), bytes.clone())
+            .publish(self.presence.topic.clone(), bytes.clone())
         {
             Ok(_) => trace!("announced"),
             // Nobody is subscribed yet: kept for the first peer that subscribes.
             Err(gossipsub::PublishError::NoPeersSubscribedToTopic) => {
-                self.unpublished = Some(bytes);
+                self.presence.unpublished = Some(bytes);
             }
             Err(e) => debug!("announce not published: {e}"),
         }
@@ -193,7 +216,7 @@ impl Actor {
             .swarm
             .behaviour_mut()
             .gossipsub
-            .publish(self.topic.clone(), bytes)
+            .publish(self.presence.topic.clone(), bytes)
         {
             Ok(_) => true,
             Err(e) => {
@@ -228,10 +251,12 @@ impl Actor {
                     .gossipsub
                     .report_message_validation_result(&message_id, &propagation_source, acceptance);
             }
-            gossipsub::Event::Subscribed { peer_id, topic } if topic == self.topic.hash() => {
+            gossipsub::Event::Subscribed { peer_id, topic }
+                if topic == self.presence.topic.hash() =>
+            {
                 // Its roster now, and a second look shortly.
                 self.pace(Input::PeerSubscribed(peer_id));
-                if self.pacer.announce_due() {
+                if self.presence.pacer.announce_due() {
                     self.announce();
                 } else {
                     self.publish_announcement();
@@ -259,7 +284,7 @@ impl Actor {
     /// held is recognised from the unverified bytes before any signature check.
     fn validate_presence(&mut self, message: &gossipsub::Message) -> Result<bool, String> {
         let now = crate::now_ms();
-        let cost = &mut self.presence_cost;
+        let cost = &mut self.presence.cost;
         cost.gossip_messages += 1;
         cost.gossip_bytes += message.data.len() as u64;
         match UnverifiedPresence::decode(&message.data).map_err(|e| e.to_string())? {
@@ -270,7 +295,7 @@ impl Actor {
                 // second check, or peers that only hear it by gossip miss it. An older
                 // stamp (a replay, or a copy overtaken) is nothing new: dropped
                 // unverified and not forwarded.
-                if let Some(held) = self.roster.get(&addr)
+                if let Some(held) = self.presence.roster.get(&addr)
                     && ann.is_copy_of(held)
                 {
                     return Ok(true);
@@ -279,7 +304,11 @@ impl Actor {
                     Some((addr, upsert)) => {
                         self.learned(&addr, upsert);
                         // A fresh announcement is a sign of life: try it live again.
-                        if let Some(peer) = self.roster.get(&addr).and_then(|a| a.body().peer_id())
+                        if let Some(peer) = self
+                            .presence
+                            .roster
+                            .get(&addr)
+                            .and_then(|a| a.body().peer_id())
                         {
                             self.peer_alive(peer);
                         }
@@ -293,9 +322,10 @@ impl Actor {
                 // A byte-identical copy of the beacon held is forwarded unverified, as
                 // an announcement's is.
                 let held = self
+                    .presence
                     .roster
                     .beacon_target(&beacon.claimed().tag())
-                    .and_then(|addr| self.roster.held_beacon(addr));
+                    .and_then(|addr| self.presence.roster.held_beacon(addr));
                 if held.is_some_and(|h| beacon.is_copy_of(h)) {
                     return Ok(true);
                 }
@@ -308,13 +338,13 @@ impl Actor {
                 }
             }
             UnverifiedPresence::Goodbye(bye) => {
-                self.presence_cost.verified += 1;
+                self.presence.cost.verified += 1;
                 let bye = bye.verify().map_err(|e| e.to_string())?;
                 let addr = SessionAddr {
                     key: bye.body().identity,
                     session: bye.body().session_id.clone(),
                 };
-                match self.roster.apply_goodbye(bye, now) {
+                match self.presence.roster.apply_goodbye(bye, now) {
                     Ok(true) => {
                         // Gone: its mail goes to its mailbox without a live attempt first.
                         self.route_session(&addr);
@@ -338,16 +368,20 @@ impl Actor {
         now: u64,
     ) -> Result<Option<(SessionAddr, Upsert)>, String> {
         let c = ann.claimed();
-        if self.roster.knows(&c.identity, &c.session_id, c.ts, c.seq) {
+        if self
+            .presence
+            .roster
+            .knows(&c.identity, &c.session_id, c.ts, c.seq)
+        {
             return Ok(None);
         }
-        self.presence_cost.verified += 1;
-        let known = self.roster.sealing_binding_of(&c.identity);
+        self.presence.cost.verified += 1;
+        let known = self.presence.roster.sealing_binding_of(&c.identity);
         let ann = ann
             .verify_knowing(known.as_ref())
             .map_err(|e| e.to_string())?;
         let addr = ann.body().session_addr();
-        match self.roster.apply_announcement(ann, now) {
+        match self.presence.roster.apply_announcement(ann, now) {
             Ok(upsert @ (Upsert::Inserted | Upsert::Updated)) => Ok(Some((addr, upsert))),
             Ok(Upsert::Unchanged) => Ok(None),
             Err(e) => Err(roster_error(&e)),
@@ -364,22 +398,23 @@ impl Actor {
         now: u64,
     ) -> Result<Option<SessionAddr>, String> {
         let c = beacon.claimed();
-        let Some(addr) = self.roster.beacon_target(&c.tag()).cloned() else {
+        let Some(addr) = self.presence.roster.beacon_target(&c.tag()).cloned() else {
             return Ok(None);
         };
         if self
+            .presence
             .roster
             .heard(&addr)
             .is_some_and(|h| (c.ts, c.seq) <= (h.ts, h.seq))
         {
             return Ok(None);
         }
-        self.presence_cost.verified += 1;
+        self.presence.cost.verified += 1;
         let beacon = beacon
             .signed_by(addr.key)
             .verify()
             .map_err(|e| e.to_string())?;
-        match self.roster.apply_beacon(beacon, now) {
+        match self.presence.roster.apply_beacon(beacon, now) {
             Ok(BeaconOutcome::Applied) => Ok(Some(addr)),
             Ok(BeaconOutcome::Unchanged) => Ok(None),
             Err(e) => Err(roster_error(&e)),
@@ -390,7 +425,12 @@ impl Actor {
     /// the session's node (its mail is tried live again), and its presence may have
     /// changed (away to live).
     pub(super) fn beacon_heard(&mut self, addr: &SessionAddr) {
-        if let Some(peer) = self.roster.get(addr).and_then(|a| a.body().peer_id()) {
+        if let Some(peer) = self
+            .presence
+            .roster
+            .get(addr)
+            .and_then(|a| a.body().peer_id())
+        {
             self.peer_alive(peer);
         }
         self.emit(Event::RosterChanged);

@@ -83,7 +83,7 @@ impl Actor {
     /// made it). Called while the engine's outputs are carried out, so the engine is
     /// only fed here.
     pub(super) fn track_publication(&mut self, queries: Vec<PutId>, engine: Option<PutToken>) {
-        let p = &mut self.publishing;
+        let p = &mut self.mailbox.publishing;
         if queries.is_empty() || p.publications.len() >= MAX_PUBLICATIONS {
             // Nothing went out, or not followed: counted as local rather than guessed.
             p.settled.local_only += 1;
@@ -110,7 +110,7 @@ impl Actor {
     /// Adds `more` requests to the publication `of` belongs to (the holds a placement
     /// query sent to the closest peers it found); dropped if `of` is not followed.
     pub(super) fn add_to_publication(&mut self, of: PutId, more: Vec<PutId>) {
-        let p = &mut self.publishing;
+        let p = &mut self.mailbox.publishing;
         let Some(&publication) = p.puts.get(&of) else {
             return;
         };
@@ -126,7 +126,7 @@ impl Actor {
     /// A request of a publication ended: a holder's answer goes to the engine, and the
     /// publication ends with its last request.
     pub(super) fn on_put_result(&mut self, id: PutId, answer: PutAnswer) {
-        let p = &mut self.publishing;
+        let p = &mut self.mailbox.publishing;
         let Some(publication) = p.puts.remove(&id) else {
             return;
         };
@@ -164,43 +164,44 @@ impl Actor {
     /// Whether nothing sent is still on its way: no publication, no live request, no
     /// caller waiting for its answer.
     fn sending_idle(&self) -> bool {
-        self.publishing.publications.is_empty()
+        self.mailbox.publishing.publications.is_empty()
             && self
-                .delivery
-                .as_ref()
+                .parts
+                .delivery()
                 .is_none_or(super::delivery::Delivery::idle)
     }
 
     pub(super) fn settle(&mut self, timeout: Duration, reply: oneshot::Sender<Settled>) {
-        if self.sending_idle() || self.publishing.waiters.len() >= MAX_SETTLE_WAITERS {
+        if self.sending_idle() || self.mailbox.publishing.waiters.len() >= MAX_SETTLE_WAITERS {
             let _ = reply.send(self.settled_now());
             return;
         }
-        self.publishing
+        self.mailbox
+            .publishing
             .waiters
             .push((Instant::now() + timeout, reply));
     }
 
     fn settled_now(&self) -> Settled {
         Settled {
-            pending: self.publishing.publications.len(),
-            ..self.publishing.settled
+            pending: self.mailbox.publishing.publications.len(),
+            ..self.mailbox.publishing.settled
         }
     }
 
     /// Answers the settle callers that are due (idle, or past their deadline).
     pub(super) fn answer_settle_waiters(&mut self, now: Instant) {
-        if self.publishing.waiters.is_empty() {
+        if self.mailbox.publishing.waiters.is_empty() {
             return;
         }
         let idle = self.sending_idle();
         let settled = self.settled_now();
-        let waiters = std::mem::take(&mut self.publishing.waiters);
+        let waiters = std::mem::take(&mut self.mailbox.publishing.waiters);
         for (deadline, reply) in waiters {
             if idle || now >= deadline {
                 let _ = reply.send(settled);
             } else {
-                self.publishing.waiters.push((deadline, reply));
+                self.mailbox.publishing.waiters.push((deadline, reply));
             }
         }
     }

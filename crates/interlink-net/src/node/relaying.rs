@@ -27,7 +27,8 @@ use tracing::{debug, info, warn};
 
 use super::{
     Actor,
-    mailbox_calls::CallId,
+    exchange::Exchange,
+    mailbox_calls::{CallId, Purpose},
     publishing::{PutAnswer, PutId},
     relay_store::{Held, Hold, HoldFrom},
 };
@@ -52,8 +53,6 @@ pub(crate) struct Relays {
     configured: HashMap<PeerId, Multiaddr>,
     /// Relays a circuit listener was opened through.
     listening: HashSet<PeerId>,
-    /// Pushes of a mailbox copy to its owner in flight → the mailbox.
-    pushes: HashMap<CallId, RecordKey>,
     /// Mailboxes with a push in flight, and whether they changed since it left.
     pushing: HashMap<RecordKey, bool>,
     /// Server side: peers holding a reservation here.
@@ -169,7 +168,7 @@ impl Actor {
                 };
                 // A copy that cannot even wait is not handed to that peer; the
                 // publication counts only the holds that went out.
-                match self.call_mailbox(peer, request) {
+                match self.call_mailbox(peer, request, Purpose::Hold) {
                     Ok(id) => Some(PutId::Hold(id)),
                     Err(e) => {
                         debug!(%peer, ?e, "mailbox copy not handed over");
@@ -184,21 +183,22 @@ impl Actor {
         &mut self,
         event: request_response::Event<MailboxRequest, MailboxResponse>,
     ) {
-        match event {
-            request_response::Event::Message {
+        let Some(exchange) = Exchange::of(event, "mailbox") else {
+            return;
+        };
+        match exchange {
+            Exchange::Asked {
                 peer,
-                connection_id,
-                message:
-                    request_response::Message::Request {
-                        request, channel, ..
-                    },
+                connection,
+                request,
+                channel,
             } => {
                 if request.op == MailboxOp::Unread {
                     // More mailbox streams at once than a connection may open (an honest
                     // node keeps 2 requests in flight): resetting each one costs this node
                     // a stream negotiation per retry, so the connection goes instead.
                     drop(channel);
-                    self.shut_out(peer, connection_id);
+                    self.shut_out(peer, connection);
                     return;
                 }
                 if let MailboxOp::Hold { record, .. } = &request.op
@@ -216,7 +216,7 @@ impl Actor {
                         // Answered once the copy is checked (a session: off the Swarm
                         // task) or committed (a relay's store).
                         let from = HoldFrom(peer, channel);
-                        if self.relay_store.is_some() {
+                        if self.parts.relay_store().is_some() {
                             self.relay_hold(&key, record.into_vec(), from);
                         } else {
                             self.session_hold(
@@ -246,61 +246,47 @@ impl Actor {
                     }
                 }
             }
-            request_response::Event::Message {
-                peer,
-                message:
-                    request_response::Message::Response {
-                        request_id,
-                        response,
-                    },
-                ..
-            } => {
-                let Some(calls) = self.end_call(request_id) else {
+            Exchange::Ended { peer, id, result } => {
+                let Some(calls) = self.end_call(id) else {
                     return;
                 };
-                if let MailboxOutcome::Refused { reason } = &response.outcome {
+                let outcome = result.ok().map(|r| r.outcome);
+                if let Some(MailboxOutcome::Refused { reason }) = &outcome {
                     debug!(%peer, %reason, "a peer refused a mailbox request");
                 }
-                for call in calls {
-                    self.on_mailbox_answer(call, Some(&response.outcome));
+                for (call, purpose) in calls {
+                    self.on_mailbox_answer(call, purpose, outcome.as_ref());
                 }
             }
-            request_response::Event::OutboundFailure {
-                peer,
-                request_id,
-                error,
-                ..
-            } => {
-                debug!(%peer, %error, "mailbox request failed");
-                for call in self.end_call(request_id).unwrap_or_default() {
-                    self.on_mailbox_answer(call, None);
-                }
-            }
-            request_response::Event::InboundFailure { peer, error, .. } => {
-                debug!(%peer, %error, "inbound mailbox request failed");
-            }
-            request_response::Event::ResponseSent { .. } => {}
         }
     }
 
-    /// One of our mailbox requests was answered (`None`: it failed): a push to an
-    /// owner, a fetch of our own mailbox, or a hold of a publication.
-    fn on_mailbox_answer(&mut self, call: CallId, outcome: Option<&MailboxOutcome>) {
-        if let Some(key) = self.relays.pushes.remove(&call) {
-            self.push_done(&key, outcome.is_some());
-        } else if self.fetching.fetches.remove(&call) {
-            if let Some(MailboxOutcome::Record {
-                record: Some(record),
-            }) = outcome
-            {
-                self.on_own_copy(record);
+    /// One of our mailbox requests was answered (`None`: it failed): handed to the
+    /// part of the node that made it.
+    fn on_mailbox_answer(
+        &mut self,
+        call: CallId,
+        purpose: Purpose,
+        outcome: Option<&MailboxOutcome>,
+    ) {
+        match purpose {
+            Purpose::Push(key) => self.push_done(&key, outcome.is_some()),
+            Purpose::Fetch => {
+                self.mailbox.fetching.answered();
+                if let Some(MailboxOutcome::Record {
+                    record: Some(record),
+                }) = outcome
+                {
+                    self.on_own_copy(record);
+                }
             }
-        } else {
-            let answer = match outcome {
-                Some(MailboxOutcome::Held { kept }) => PutAnswer::Kept(kept.clone()),
-                _ => PutAnswer::Ended,
-            };
-            self.on_put_result(PutId::Hold(call), answer);
+            Purpose::Hold => {
+                let answer = match outcome {
+                    Some(MailboxOutcome::Held { kept }) => PutAnswer::Kept(kept.clone()),
+                    _ => PutAnswer::Ended,
+                };
+                self.on_put_result(PutId::Hold(call), answer);
+            }
         }
     }
 
@@ -318,7 +304,12 @@ impl Actor {
         if self.relays.pushing.len() >= MAX_PUSHES {
             return;
         }
-        let Some(peer) = self.roster.get(owner).and_then(|a| a.body().peer_id()) else {
+        let Some(peer) = self
+            .presence
+            .roster
+            .get(owner)
+            .and_then(|a| a.body().peer_id())
+        else {
             return;
         };
         if !self.peers.contains_key(&peer) {
@@ -331,9 +322,8 @@ impl Actor {
                 record: ByteBuf::from(record),
             },
         };
-        match self.call_mailbox(peer, request) {
-            Ok(id) => {
-                self.relays.pushes.insert(id, key.clone());
+        match self.call_mailbox(peer, request, Purpose::Push(key.clone())) {
+            Ok(_) => {
                 self.relays.pushing.insert(key.clone(), false);
             }
             // The owner fetches it on waking instead.
@@ -380,7 +370,7 @@ impl Actor {
         let refuse = |code, detail: &str| Refusal::new(code, detail);
         let net = self.source_network(&from.0);
         if let Some(net) = net
-            && !self.network_budgets.has_room(net, crate::now_ms())
+            && !self.mailbox.network_budgets.has_room(net, crate::now_ms())
         {
             self.relays.network_refused += 1;
             let reason = Refusal::new(
@@ -393,7 +383,7 @@ impl Actor {
             self.answer_hold(from, Err(reason));
             return;
         }
-        let result = match (<[u8; 32]>::try_from(key), self.relay_store.as_ref()) {
+        let result = match (<[u8; 32]>::try_from(key), self.parts.relay_store()) {
             (Err(_), _) => Err(refuse(RefusalCode::Malformed, "record key is not 32 bytes")),
             (Ok(_), None) => Err(refuse(RefusalCode::NotASession, "this node is no relay")),
             (Ok(key), Some(store)) => {
@@ -427,11 +417,12 @@ impl Actor {
         let result = match held.result {
             Ok(copy) => {
                 if let Some(net) = net {
-                    self.network_budgets
+                    self.mailbox
+                        .network_budgets
                         .charge(net, copy.grew_by, crate::now_ms());
                 }
                 // The store verified it; the decoded cache is filled again only if asked.
-                self.mailboxes.held.remove(&key);
+                self.mailbox.copies.held.remove(&key);
                 self.store_record(&key, copy.record).map(|()| copy.kept)
             }
             Err(r) => Err(r.to_wire()),
@@ -501,7 +492,7 @@ impl Actor {
             let Some(value) = store.get(&key) else {
                 continue;
             };
-            match self.mailboxes.store(&RecordKey::new(&key), value) {
+            match self.mailbox.copies.store(&RecordKey::new(&key), value) {
                 Ok(()) => loaded += 1,
                 Err(e) => {
                     warn!("mailbox not served (still held on disk): {e}");

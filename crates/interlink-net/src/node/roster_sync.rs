@@ -23,7 +23,7 @@ use interlink_core::{
 use libp2p::{PeerId, request_response};
 use tracing::debug;
 
-use super::Actor;
+use super::{Actor, exchange::Exchange};
 use crate::Event;
 
 /// Roster requests of this node in flight at once; past it a fetch is skipped (the
@@ -43,49 +43,51 @@ impl Actor {
     /// what it holds (PROTOCOL.md, "Roster fetch"). Sent on every new connection, and
     /// after a digest request found the rosters apart.
     pub(super) fn fetch_roster(&mut self, peer: PeerId, ask: Ask) {
-        let request = RosterRequest::with_summary(&Summary::of(&self.roster, crate::now_ms()));
+        let request =
+            RosterRequest::with_summary(&Summary::of(&self.presence.roster, crate::now_ms()));
         self.ask_roster(peer, request, ask);
     }
 
     /// Anti-entropy with `peer`: a digest request, cheap when the rosters agree.
     pub(super) fn sync_roster(&mut self, peer: PeerId) {
-        let request = RosterRequest::with_digest(self.roster.digest());
+        let request = RosterRequest::with_digest(self.presence.roster.digest());
         self.ask_roster(peer, request, Ask::Digest);
     }
 
     fn ask_roster(&mut self, peer: PeerId, request: RosterRequest, ask: Ask) {
-        if self.roster_asks.0.len() >= MAX_ROSTER_REQUESTS {
+        if self.presence.asks.0.len() >= MAX_ROSTER_REQUESTS {
             debug!(%peer, "roster fetch skipped: too many in flight");
             return;
         }
-        self.presence_cost.roster_fetches += 1;
+        self.presence.cost.roster_fetches += 1;
         let id = self
             .swarm
             .behaviour_mut()
             .roster
             .send_request(&peer, request);
-        self.roster_asks.0.insert(id, ask);
+        self.presence.asks.0.insert(id, ask);
     }
 
     pub(super) fn on_roster_fetch(
         &mut self,
         event: request_response::Event<RosterRequest, RosterResponse>,
     ) {
-        match event {
-            request_response::Event::Message {
+        let Some(exchange) = Exchange::of(event, "roster") else {
+            return;
+        };
+        match exchange {
+            Exchange::Asked {
                 peer,
-                message:
-                    request_response::Message::Request {
-                        channel, request, ..
-                    },
+                request,
+                channel,
                 ..
             } => {
-                self.presence_cost.summary_bytes +=
+                self.presence.cost.summary_bytes +=
                     (request.have.len() + request.away.len()) as u64;
                 // A refused request (a ragged summary, a bitmap that does not fit it)
                 // gets an empty answer: the codec's size limit already bounds what it
                 // can cost.
-                let response = match self.roster.answer(&request, crate::now_ms()) {
+                let response = match self.presence.roster.answer(&request, crate::now_ms()) {
                     Ok(answer) => RosterResponse::new(&answer),
                     Err(e) => {
                         debug!(%peer, %e, "roster request refused");
@@ -106,16 +108,18 @@ impl Actor {
                     debug!(%peer, "roster response not sent: connection closed");
                 }
             }
-            request_response::Event::Message {
-                peer,
-                message:
-                    request_response::Message::Response {
-                        request_id,
-                        response,
-                    },
-                ..
+            // Peers that are not interlink nodes (or other networks) don't speak it.
+            Exchange::Ended {
+                id, result: Err(_), ..
             } => {
-                let ask = self.roster_asks.0.remove(&request_id);
+                self.presence.asks.0.remove(&id);
+            }
+            Exchange::Ended {
+                peer,
+                id,
+                result: Ok(response),
+            } => {
+                let ask = self.presence.asks.0.remove(&id);
                 if ask == Some(Ask::Digest) {
                     // The pacer follows a difference with the summary.
                     self.pace(Input::DigestAnswered {
@@ -125,17 +129,6 @@ impl Actor {
                 }
                 self.apply_roster_response(peer, response, ask == Some(Ask::Repair));
             }
-            request_response::Event::OutboundFailure {
-                peer,
-                request_id,
-                error,
-                ..
-            } => {
-                self.roster_asks.0.remove(&request_id);
-                // Peers that are not interlink nodes (or other networks) don't speak it.
-                debug!(%peer, %error, "roster fetch failed");
-            }
-            _ => {}
         }
     }
 
@@ -146,7 +139,7 @@ impl Actor {
         let now = crate::now_ms();
         let mut changed = Vec::new();
         let mut heard = Vec::new();
-        self.presence_cost.roster_bytes += response
+        self.presence.cost.roster_bytes += response
             .announcements
             .iter()
             .chain(&response.beacons)
@@ -181,7 +174,7 @@ impl Actor {
                 }
             }
         }
-        debug!(%peer, brought, new = changed.len(), beacons = heard.len(), held = self.roster.len(), "roster fetch answered");
+        debug!(%peer, brought, new = changed.len(), beacons = heard.len(), held = self.presence.roster.len(), "roster fetch answered");
         for (addr, upsert) in &changed {
             self.learned(addr, *upsert);
         }
@@ -192,24 +185,24 @@ impl Actor {
             let again: Vec<Vec<u8>> = changed
                 .iter()
                 .map(|(addr, _)| addr)
-                .filter_map(|addr| self.roster.get(addr).cloned())
+                .filter_map(|addr| self.presence.roster.get(addr).cloned())
                 .map(|a| PresenceMessage::Announcement(a).to_bytes())
                 .chain(
                     heard
                         .iter()
-                        .filter_map(|addr| self.roster.held_beacon(addr).cloned())
+                        .filter_map(|addr| self.presence.roster.held_beacon(addr).cloned())
                         .map(|b| PresenceMessage::Beacon(b).to_bytes()),
                 )
                 .take(MAX_REPUBLISH)
                 .collect();
-            self.presence_cost.republished += again.len() as u64;
+            self.presence.cost.republished += again.len() as u64;
             for bytes in again {
                 // `Duplicate` when gossip brought it meanwhile: nothing to repair.
                 let _ = self
                     .swarm
                     .behaviour_mut()
                     .gossipsub
-                    .publish(self.topic.clone(), bytes);
+                    .publish(self.presence.topic.clone(), bytes);
             }
         }
         if !changed.is_empty() {

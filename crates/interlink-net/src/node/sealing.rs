@@ -28,6 +28,19 @@ struct Sending {
     uses: u32,
 }
 
+/// What this node knows and has issued per peer identity: sealing keys learned
+/// (pins), the HPKE contexts in use, the mailbox passes signed for peers, and the
+/// peers offered one this run.
+pub(super) struct Keys {
+    /// Sealing keys of peers, for sessions not on the roster.
+    pub(super) pins: interlink_store::pins::SealingPins,
+    pub(super) seal_contexts: SealContexts,
+    /// This user's passes for its peers, each signed once.
+    pub(super) issued: interlink_core::wire::IssuedPasses,
+    /// Peer sessions offered this user's pass this run ([`super::admission`]), bounded.
+    pub(super) offered: std::collections::HashSet<interlink_core::wire::SessionAddr>,
+}
+
 /// A sender's contexts, by recipient sealing key; the least recently used goes first
 /// (its recipient gets a new context next time).
 #[derive(Debug)]
@@ -106,14 +119,14 @@ impl super::Actor {
     pub(super) fn pin_sealing_key(&mut self, key: interlink_core::IdentityKey) {
         let own = self.own_addr().map(|a| a.key);
         let peer = self
-            .delivery
-            .as_ref()
+            .parts
+            .delivery()
             .is_some_and(|d| d.engine().gate().policy().contains(&key));
         if own != Some(key) && !peer {
             return;
         }
-        if let Some(binding) = self.roster.sealing_binding_of(&key) {
-            self.pins.learn(key, binding);
+        if let Some(binding) = self.presence.roster.sealing_binding_of(&key) {
+            self.keys.pins.learn(key, binding);
         }
     }
 
@@ -122,16 +135,18 @@ impl super::Actor {
     /// change.
     pub(super) fn refresh_trusted(&mut self) {
         let own = self.own_addr().map(|a| a.key);
-        let peers: Vec<_> = match self.delivery.as_ref() {
+        let peers: Vec<_> = match self.parts.delivery() {
             Some(d) => d.engine().gate().policy().iter().map(|(_, k)| *k).collect(),
             None => Vec::new(),
         };
-        self.roster.set_trusted(own.into_iter().chain(peers));
+        self.presence
+            .roster
+            .set_trusted(own.into_iter().chain(peers));
     }
 
     /// Pins every peer on the roster (after the policy changed: a key just added).
     pub(super) fn pin_roster_peers(&mut self) {
-        let keys: Vec<_> = match self.delivery.as_ref() {
+        let keys: Vec<_> = match self.parts.delivery() {
             Some(d) => d.engine().gate().policy().iter().map(|(_, k)| *k).collect(),
             None => return,
         };

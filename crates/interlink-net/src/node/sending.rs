@@ -20,7 +20,7 @@ impl Actor {
         msg: OutgoingMessage,
         reply: oneshot::Sender<Result<SendOutcome, SendError>>,
     ) {
-        if self.delivery.is_none() {
+        if self.parts.delivery().is_none() {
             let _ = reply.send(Err(SendError::NotASession));
             return;
         }
@@ -35,7 +35,7 @@ impl Actor {
             // Let the acceptance in when it comes (also after a restart).
             self.note_knock_sent(msg.to.key);
         }
-        let Some(d) = self.delivery.as_mut() else {
+        let Some(d) = self.parts.delivery_mut() else {
             return;
         };
         let route = peer.and_then(|p| d.peer_ref(p));
@@ -59,13 +59,14 @@ impl Actor {
         // requester that left before the answer came (a shell's `pair request` that
         // stopped waiting collects it on its next run).
         let needs_key = msg.text.is_some() || msg.invite.is_some();
-        let (sealing_key, peer) = match self.roster.get(&msg.to) {
+        let (sealing_key, peer) = match self.presence.roster.get(&msg.to) {
             Some(ann) => (Some(ann.body().sealing.key), ann.body().peer_id()),
             None => {
                 let known = self
+                    .presence
                     .roster
                     .sealing_key_of(&msg.to.key)
-                    .or_else(|| self.pins.get(&msg.to.key));
+                    .or_else(|| self.keys.pins.get(&msg.to.key));
                 if known.is_none() && (needs_key || msg.kind != EnvelopeKind::PairAccept) {
                     return Err(SendError::NotOnRoster(msg.to.clone()));
                 }
@@ -73,7 +74,7 @@ impl Actor {
             }
         };
         let sealing_key = || sealing_key.ok_or_else(|| SendError::NotOnRoster(msg.to.clone()));
-        let ts = match self.delivery.as_mut() {
+        let ts = match self.parts.delivery_mut() {
             Some(d) => d.next_ts(crate::now_ms()),
             None => return Err(SendError::NotASession),
         };
@@ -114,6 +115,7 @@ impl Actor {
             body.check()
                 .map_err(|e| SendError::Invalid(e.to_string()))?;
             let ctx = self
+                .keys
                 .seal_contexts
                 .for_key(&sealing_key()?, &mut rng)
                 .map_err(|e| SendError::Invalid(e.to_string()))?;

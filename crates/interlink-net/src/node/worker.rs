@@ -68,11 +68,3 @@ impl<I, O> Drop for Worker<I, O> {
         }
     }
 }
-
-/// The next result of `worker`; never, for a node without one.
-pub(crate) async fn next<I, O>(worker: &mut Option<Worker<I, O>>) -> Option<O> {
-    match worker {
-        Some(w) => w.done.recv().await,
-        None => std::future::pending().await,
-    }
-}
