@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_hostile_task_id_is_quoted_in_the_notice() {
-        let mut e = crate::read_state::tests::entry(
+        let mut e = interlink_store::read_state::testing::entry(
             interlink_core::MsgId::from_bytes([1; 16]),
             interlink_core::wire::EnvelopeKind::Message,
         );

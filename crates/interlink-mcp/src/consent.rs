@@ -22,11 +22,11 @@ use rmcp::{
 use serde::Deserialize;
 
 /// How long the human has to answer the form.
-pub const ASK_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const ASK_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The form's answer.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct Approval {
+pub(crate) struct Approval {
     /// Whether to admit the key.
     #[schemars(description = "Admit this key: it may then message every session of yours")]
     pub approve: bool,
@@ -36,7 +36,7 @@ rmcp::elicit_safe!(Approval);
 
 /// How pairing is decided in this session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gate {
+pub(crate) enum Gate {
     /// The operator opted in to agent-driven pairing.
     Agent,
     /// The client can show the human a form (MCP elicitation).
@@ -47,7 +47,7 @@ pub enum Gate {
 
 impl Gate {
     /// The gate for a client that declared `elicitation_modes`, with the opt-in.
-    pub fn new(agent_pairing: bool, can_ask: bool) -> Self {
+    pub(crate) fn new(agent_pairing: bool, can_ask: bool) -> Self {
         match (agent_pairing, can_ask) {
             (true, _) => Gate::Agent,
             (false, true) => Gate::AskHuman,
@@ -56,7 +56,7 @@ impl Gate {
     }
 
     /// How this gate reads, for `whoami`.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Gate::Agent => "agent (INTERLINK_AGENT_PAIRING=1)",
             Gate::AskHuman => "asks the human (MCP elicitation)",
@@ -67,7 +67,7 @@ impl Gate {
 
 /// What the human (or the opt-in) said.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Consent {
+pub(crate) enum Consent {
     /// Go ahead.
     Given,
     /// The human said no, dismissed the form, or did not answer in time.
@@ -80,7 +80,7 @@ pub enum Consent {
 /// server-to-client requests) the form for the client to show, after which it calls the
 /// tool again with the answer.
 #[derive(Debug)]
-pub enum Asked {
+pub(crate) enum Asked {
     /// Decided.
     Decided(Consent),
     /// Return this to the client: it asks the human and retries the call.
@@ -88,13 +88,13 @@ pub enum Asked {
 }
 
 /// Forms shown and not answered yet, at most; the oldest is forgotten first.
-pub const PENDING_FORMS: usize = 16;
+pub(crate) const PENDING_FORMS: usize = 16;
 /// The key of the form in the input requests.
 const FORM_KEY: &str = "approve";
 
 /// One call of a tool that asks the human.
 #[derive(Debug)]
-pub struct Call<'a> {
+pub(crate) struct Call<'a> {
     /// The client's request context (its peer and the request's `_meta`).
     pub context: &'a RequestContext<RoleServer>,
     /// The client's answers from the previous round (protocol 2026-07-28).
@@ -110,7 +110,7 @@ pub struct Call<'a> {
 /// client on protocol 2026-07-28 gets the form to show ([`Asked::Ask`]) and its answer
 /// is read on the retry; an older client is sent an elicitation request; a client that
 /// declared no elicitation cannot ask.
-pub async fn ask(ctx: &crate::context::Context, call: &Call<'_>, question: &str) -> Asked {
+pub(crate) async fn ask(ctx: &crate::context::Context, call: &Call<'_>, question: &str) -> Asked {
     if ctx.agent_pairing {
         return Asked::Decided(Consent::Given);
     }
@@ -237,7 +237,7 @@ fn random_token() -> [u8; 16] {
 }
 
 /// `text` as one word of a POSIX shell command line (single-quoted when it needs it).
-pub fn shell_word(text: &str) -> String {
+pub(crate) fn shell_word(text: &str) -> String {
     let plain = !text.is_empty()
         && text
             .chars()
@@ -281,7 +281,7 @@ fn can_ask(caps: &ClientCapabilities) -> bool {
 /// `initialize`, or in a request's `_meta`), and the first time writes the declaration
 /// to `sessions/<id>/client.json` (name, version, protocol, capabilities: what a support
 /// question or a test needs to know about the host) once the session is bound.
-pub fn note_client(
+pub(crate) fn note_client(
     ctx: &crate::context::Context,
     peer: &Peer<RoleServer>,
     meta: &RequestMetaObject,

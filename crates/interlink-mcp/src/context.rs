@@ -39,20 +39,20 @@ use crate::{
 };
 
 /// How long a tool waits for the node to come up before answering with an error.
-pub const NODE_WAIT: Duration = Duration::from_secs(15);
+pub(crate) const NODE_WAIT: Duration = Duration::from_secs(15);
 
 /// Most read receipts waiting to be sent; beyond it new ones are dropped (and logged).
-pub const RECEIPT_QUEUE: usize = 1024;
+pub(crate) const RECEIPT_QUEUE: usize = 1024;
 
 /// The setup error of a Codex-hosted session that is not bound to its thread yet.
-pub const UNBOUND: &str = "setup error: this Codex session is not bound to its thread yet, \
+pub(crate) const UNBOUND: &str = "setup error: this Codex session is not bound to its thread yet, \
 so it neither announces itself nor receives messages. The interlink hooks call \
 bind_codex_session with the thread id (run `interlink-p2p install codex` to set them up); \
 until then nothing can be sent or received.";
 
 /// Where the node is.
 #[derive(Clone, Debug)]
-pub enum NodeStatus {
+pub(crate) enum NodeStatus {
     /// Not started: a Codex-hosted session waits for `bind_codex_session`, or the
     /// server waits for `initialize` to learn its host.
     Unbound,
@@ -66,7 +66,7 @@ pub enum NodeStatus {
 
 /// A running node and what it listens on.
 #[derive(Debug)]
-pub struct Ready {
+pub(crate) struct Ready {
     /// The node handle.
     pub handle: Handle,
     /// Listen addresses, each ending in `/p2p/<peer id>`.
@@ -85,7 +85,9 @@ impl Ready {
     /// The node's events from its start for the first caller — the inbox follower, so
     /// a receipt that arrives while the server is still starting is not missed — and
     /// a fresh subscription for any later one.
-    pub fn events_since_start(&self) -> tokio::sync::broadcast::Receiver<interlink_net::Event> {
+    pub(crate) fn events_since_start(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<interlink_net::Event> {
         // Poison is recovered: the slot holds an `Option` that a panicking holder
         // cannot leave half-written.
         self.early_events
@@ -98,7 +100,7 @@ impl Ready {
 
 /// The session this server runs, once its id is known.
 #[derive(Clone, Debug)]
-pub struct Bound {
+pub(crate) struct Bound {
     /// This session's address.
     pub own: SessionAddr,
     /// This session's state directory (inbox, read state, sent log).
@@ -109,11 +111,11 @@ pub struct Bound {
 /// when the host moves to another conversation (Claude Code's `/clear` and resume,
 /// [`crate::startup::rebind`]).
 #[derive(Debug, Default)]
-pub struct BoundSlot(RwLock<Option<Bound>>);
+pub(crate) struct BoundSlot(RwLock<Option<Bound>>);
 
 impl BoundSlot {
     /// The bound session, if any.
-    pub fn get(&self) -> Option<Bound> {
+    pub(crate) fn get(&self) -> Option<Bound> {
         self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -124,7 +126,7 @@ impl BoundSlot {
 
 /// A tool failed; the text tells the model what to do about it.
 #[derive(Debug)]
-pub struct ToolError(pub String);
+pub(crate) struct ToolError(pub String);
 
 impl<E: std::fmt::Display> From<E> for ToolError {
     fn from(e: E) -> Self {
@@ -136,7 +138,7 @@ impl<E: std::fmt::Display> From<E> for ToolError {
 /// the tools and workers through `Context::queue_read_receipts`, sent by
 /// [`crate::workers::receipts`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReadReceipt {
+pub(crate) struct ReadReceipt {
     /// The session the message came from.
     pub to: SessionAddr,
     /// The message.
@@ -147,12 +149,12 @@ pub struct ReadReceipt {
 
 impl ReadReceipt {
     /// The read receipt for an inbox message, if its reply route is valid.
-    pub fn for_entry(e: &InboxEntry) -> Option<Self> {
+    pub(crate) fn for_entry(e: &InboxEntry) -> Option<Self> {
         Self::of_kind(e, EnvelopeKind::Read)
     }
 
     /// The hand-over receipt for an inbox message.
-    pub fn host_queued(e: &InboxEntry) -> Option<Self> {
+    pub(crate) fn host_queued(e: &InboxEntry) -> Option<Self> {
         Self::of_kind(e, EnvelopeKind::HostQueued)
     }
 
@@ -168,7 +170,7 @@ impl ReadReceipt {
 
 /// The read receipts for the messages among `unread` whose ids were just acknowledged:
 /// one per message, so when two senders used one id, each gets its own.
-pub fn read_receipts_for(
+pub(crate) fn read_receipts_for(
     unread: &[InboxEntry],
     consumed: &[(IdentityKey, MsgId)],
 ) -> Vec<ReadReceipt> {
@@ -188,7 +190,7 @@ pub fn read_receipts_for(
 }
 
 /// The sender's reply route of an inbox entry: `key#session`.
-pub fn reply_route(e: &InboxEntry) -> Option<(IdentityKey, SessionId)> {
+pub(crate) fn reply_route(e: &InboxEntry) -> Option<(IdentityKey, SessionId)> {
     let (key, session) = e.reply_to.split_once('#')?;
     Some((key.parse().ok()?, SessionId::new(session).ok()?))
 }
@@ -254,7 +256,7 @@ pub(crate) struct Restart {
 /// One lock for all of it: every use is a short, synchronous read or update (never
 /// held across an `.await`), so the parts gain nothing from locks of their own.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// Current summary.
     pub summary: String,
     /// Agent host (learnt at `initialize` when no flag or environment said it).
@@ -287,7 +289,7 @@ pub struct Shared {
 /// Where delivery through the agent host's inbox socket stands
 /// ([`crate::workers::host_inbox`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HostInboxState {
+pub(crate) struct HostInboxState {
     /// New messages go to the socket: it was found at launch, and since then it has
     /// neither failed nor held a message.
     pub active: bool,
@@ -303,7 +305,7 @@ pub struct HostInboxState {
 
 /// What a [`Context`] is made from, besides its node status and receipt queue.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The home directory (identity, peers.json, sessions/).
     pub home: Home,
     /// This user's identity key.
@@ -330,7 +332,7 @@ pub struct Settings {
 
 /// Everything the tools share about this session.
 #[derive(Debug)]
-pub struct Context {
+pub(crate) struct Context {
     /// The home directory (identity, peers.json, sessions/).
     pub home: Home,
     /// This user's identity key.
@@ -377,7 +379,7 @@ pub struct Context {
 impl Context {
     /// A context over `settings`, not bound to a session yet (see [`Context::bind`]),
     /// following the node through `node` and queueing receipts on `receipts`.
-    pub fn new(
+    pub(crate) fn new(
         settings: Settings,
         node: watch::Receiver<NodeStatus>,
         receipts: tokio::sync::mpsc::Sender<ReadReceipt>,
@@ -424,7 +426,7 @@ impl Context {
     /// Binds the context to `session`, whose state lives in `session_dir`, and loads
     /// the session's sent log; a session bound before is replaced, with what was
     /// learnt in it (sticky routes, the unread scan position).
-    pub fn bind(&self, session: SessionId, session_dir: SessionDir) {
+    pub(crate) fn bind(&self, session: SessionId, session_dir: SessionDir) {
         let bound = Bound {
             own: SessionAddr {
                 key: self.identity,
@@ -447,23 +449,23 @@ impl Context {
 
     /// The mutable state, locked ([`SharedState::lock`]). Never held across an
     /// `.await`.
-    pub fn shared(&self) -> MutexGuard<'_, Shared> {
+    pub(crate) fn shared(&self) -> MutexGuard<'_, Shared> {
         self.shared.lock()
     }
 
     /// A handle to the mutable state, for a worker that needs it and nothing else of
     /// the context.
-    pub fn shared_state(&self) -> SharedState {
+    pub(crate) fn shared_state(&self) -> SharedState {
         self.shared.clone()
     }
 
     /// The identity key.
-    pub fn key(&self) -> IdentityKey {
+    pub(crate) fn key(&self) -> IdentityKey {
         self.identity
     }
 
     /// This session's address (an error naming the setup step while unbound).
-    pub fn own(&self) -> Result<SessionAddr, ToolError> {
+    pub(crate) fn own(&self) -> Result<SessionAddr, ToolError> {
         self.bound
             .get()
             .map(|b| b.own.clone())
@@ -471,7 +473,7 @@ impl Context {
     }
 
     /// This session's state directory.
-    pub fn session_dir(&self) -> Result<SessionDir, ToolError> {
+    pub(crate) fn session_dir(&self) -> Result<SessionDir, ToolError> {
         self.bound
             .get()
             .map(|b| b.session_dir.clone())
@@ -479,17 +481,12 @@ impl Context {
     }
 
     /// The agent host.
-    pub fn host(&self) -> HostKind {
+    pub(crate) fn host(&self) -> HostKind {
         self.shared().host
     }
 
-    /// The bound Codex thread.
-    pub fn thread(&self) -> Option<String> {
-        self.shared().codex_thread.clone()
-    }
-
     /// How delivered messages reach the agent.
-    pub fn delivery(&self) -> DeliveryMode {
+    pub(crate) fn delivery(&self) -> DeliveryMode {
         if self.channels {
             DeliveryMode::Channel
         } else if self.shared().host_inbox.active {
@@ -502,25 +499,25 @@ impl Context {
     }
 
     /// Waits (at most [`NODE_WAIT`]) for the node.
-    pub async fn ready(&self) -> Result<Arc<Ready>, ToolError> {
+    pub(crate) async fn ready(&self) -> Result<Arc<Ready>, ToolError> {
         wait_ready(&self.node).await
     }
 
     /// Pushes `peers.json` into this session's node at once, after this server edited
     /// it (other sessions notice the file within a second). A node still starting reads
     /// the file itself.
-    pub async fn refresh_policy(&self) {
+    pub(crate) async fn refresh_policy(&self) {
         refresh_policy(&self.node, &self.home).await;
     }
 
     /// The roster, from the node.
-    pub async fn roster(&self) -> Result<Vec<IdentityView>, ToolError> {
+    pub(crate) async fn roster(&self) -> Result<Vec<IdentityView>, ToolError> {
         Ok(self.ready().await?.handle.roster().await?)
     }
 
     /// The unread messages, oldest first; notes each sender's session as its sticky
     /// route (the last inbound one wins).
-    pub fn unread(&self) -> Result<Vec<InboxEntry>, ReadStateError> {
+    pub(crate) fn unread(&self) -> Result<Vec<InboxEntry>, ReadStateError> {
         match self.bound.get().as_ref() {
             Some(bound) => unread_in(&bound.session_dir, &self.scanned, &self.shared),
             None => Ok(Vec::new()),
@@ -539,7 +536,7 @@ impl Context {
 
     /// A successful result: `text` for the model, `structured` as structuredContent
     /// (with `unread` added), and the footer.
-    pub fn ok(&self, text: String, mut structured: Value) -> CallToolResult {
+    pub(crate) fn ok(&self, text: String, mut structured: Value) -> CallToolResult {
         let n = self.unread_count();
         if let Value::Object(map) = &mut structured {
             map.insert("unread".into(), json!(n));
@@ -555,21 +552,13 @@ impl Context {
 
     /// A tool error: `isError`, the message as text (with the footer) and
     /// `{"error": message}` as structuredContent.
-    pub fn error(&self, e: ToolError) -> CallToolResult {
+    pub(crate) fn error(&self, e: ToolError) -> CallToolResult {
         let mut result = CallToolResult::error(vec![ContentBlock::text(with_footer(
             e.0.clone(),
             footer(self.unread_count()),
         ))]);
         result.structured_content = Some(json!({ "error": e.0 }));
         result
-    }
-
-    /// A tool's result: [`Context::ok`] or [`Context::error`].
-    pub fn respond(&self, result: Result<(String, Value), ToolError>) -> CallToolResult {
-        match result {
-            Ok((text, value)) => self.ok(text, value),
-            Err(e) => self.error(e),
-        }
     }
 
     /// A footer line when pair requests wait for the operator.
@@ -591,7 +580,7 @@ impl Context {
 /// context and the workers that change that state hold, so a worker needs no
 /// [`Context`] for it.
 #[derive(Clone, Debug)]
-pub struct SharedState(Arc<Mutex<Shared>>);
+pub(crate) struct SharedState(Arc<Mutex<Shared>>);
 
 impl SharedState {
     fn new(shared: Shared) -> Self {
@@ -604,7 +593,7 @@ impl SharedState {
     /// field assignment or a bounded collection change, so a holder that panicked
     /// cannot have left the state inconsistent, and dropping the work (a receipt, a
     /// route, a sent entry) would be worse than using it.
-    pub fn lock(&self) -> MutexGuard<'_, Shared> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -614,12 +603,12 @@ impl SharedState {
 /// The sending end of the receipt queue ([`crate::workers::receipts`]): cloneable, so
 /// a worker that hands messages over queues their receipts without the context.
 #[derive(Clone, Debug)]
-pub struct ReceiptQueue(pub tokio::sync::mpsc::Sender<ReadReceipt>);
+pub(crate) struct ReceiptQueue(pub tokio::sync::mpsc::Sender<ReadReceipt>);
 
 impl ReceiptQueue {
     /// Queues receipts without waiting; beyond [`RECEIPT_QUEUE`] waiting, a receipt is
     /// dropped and logged (receipts are best effort, a send must not wait for them).
-    pub fn queue(&self, receipts: impl IntoIterator<Item = ReadReceipt>) {
+    pub(crate) fn queue(&self, receipts: impl IntoIterator<Item = ReadReceipt>) {
         for r in receipts {
             if self.0.try_send(r).is_err() {
                 warn!("read receipt dropped: {RECEIPT_QUEUE} already waiting");
@@ -631,7 +620,7 @@ impl ReceiptQueue {
 /// The unread messages of the inbox in `dir`, oldest first, reading from the offset
 /// `scanned` remembers (and moving it on); notes each sender's session in `state` as
 /// its sticky route (the last inbound one wins).
-pub fn unread_in(
+pub(crate) fn unread_in(
     dir: &SessionDir,
     scanned: &AtomicU64,
     state: &SharedState,
@@ -650,7 +639,7 @@ pub fn unread_in(
 
 /// Waits, without a limit, until the node `node` follows runs (`None`: it failed or
 /// stopped). For background workers, which start before the session may be bound.
-pub async fn running(node: &watch::Receiver<NodeStatus>) -> Option<Arc<Ready>> {
+pub(crate) async fn running(node: &watch::Receiver<NodeStatus>) -> Option<Arc<Ready>> {
     let mut rx = node.clone();
     let status = rx
         .wait_for(|s| matches!(s, NodeStatus::Ready(_) | NodeStatus::Failed(_)))
@@ -665,7 +654,7 @@ pub async fn running(node: &watch::Receiver<NodeStatus>) -> Option<Arc<Ready>> {
 
 /// Pushes `home`'s `peers.json` into the node `node` follows, if it runs (a node still
 /// starting reads the file itself).
-pub async fn refresh_policy(node: &watch::Receiver<NodeStatus>, home: &Home) {
+pub(crate) async fn refresh_policy(node: &watch::Receiver<NodeStatus>, home: &Home) {
     let ready = match &*node.borrow() {
         NodeStatus::Ready(r) => Some(r.clone()),
         _ => None,
@@ -679,7 +668,9 @@ pub async fn refresh_policy(node: &watch::Receiver<NodeStatus>, home: &Home) {
 
 /// Waits (at most [`NODE_WAIT`]) for the node `node` follows: the node's handle, or an
 /// error saying why there is none.
-pub async fn wait_ready(node: &watch::Receiver<NodeStatus>) -> Result<Arc<Ready>, ToolError> {
+pub(crate) async fn wait_ready(
+    node: &watch::Receiver<NodeStatus>,
+) -> Result<Arc<Ready>, ToolError> {
     let mut rx = node.clone();
     if matches!(*rx.borrow(), NodeStatus::Unbound) {
         return Err(ToolError(UNBOUND.into()));
@@ -723,7 +714,38 @@ fn with_footer(text: String, footer: Option<String>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use interlink_core::{IdentityKey, MsgId, wire::EnvelopeKind};
+    use interlink_store::read_state::testing::entry;
+
     use crate::server::testing::harness;
+
+    /// Two senders' unread messages under one id: the id is named as shared, and a
+    /// read receipt goes to the sender whose message was consumed, not to both.
+    #[test]
+    fn one_id_from_two_senders_gets_one_read_receipt() {
+        let id = MsgId::from_bytes([1; 16]);
+        let from = |sender: &str| {
+            let mut e = entry(id, EnvelopeKind::Message);
+            e.sender = sender.repeat(32);
+            e.reply_to = format!("{}#s", sender.repeat(32));
+            e
+        };
+        let unread = vec![from("aa"), from("bb")];
+        assert_eq!(
+            crate::render::shared_ids(&unread)
+                .into_iter()
+                .collect::<Vec<_>>(),
+            [id.to_string()]
+        );
+        let bb: IdentityKey = "bb".repeat(32).parse().unwrap();
+        let receipts = super::read_receipts_for(&unread, &[(bb, id)]);
+        let to: Vec<String> = receipts.iter().map(|r| r.to.key.to_hex()).collect();
+        assert_eq!(
+            to,
+            ["bb".repeat(32)],
+            "a read receipt for bb's message only"
+        );
+    }
 
     #[test]
     fn a_poisoned_lock_is_recovered_not_skipped() {

@@ -1,5 +1,5 @@
-//! The MCP server of an interlink-p2p session, and the local state files the agent
-//! side reads.
+//! The MCP server of an interlink-p2p session: server, tools and workers, and the
+//! session node and sender the command line shares. The files are `interlink_store`'s.
 //!
 //! An agent host (Claude Code, Codex) starts `interlink-p2p mcp` once per agent
 //! session; that command calls [`serve::serve_stdio`]: an rmcp server ([`server`]) on
@@ -13,23 +13,23 @@
 //! - [`serve`] — the entry point: builds the context, runs the server, shuts down;
 //! - [`server`] — the rmcp handler and the instructions; [`tools`] — the tools;
 //! - [`startup`] — starting the node and the [`workers`];
-//! - [`context`] — the state the tools share ([`Context`]) and the one lock over its
+//! - [`context`] — the state the tools share ([`context::Context`]) and the one lock over its
 //!   mutable part ([`context::SharedState`]), which workers get a handle to;
 //! - the local state files and helpers below.
 //!
 //! Local state, under the home directory (`interlink_store::paths::Home`; a session's
 //! directory is a `SessionDir`, and every file name is spelled in `interlink_store::paths`):
-//! - `peers.json` — who may message this user ([`policy`], edited through [`peers`]);
+//! - `peers.json` — who may message this user (`interlink_store::policy`, edited through [`peers`]);
 //!   shared by every session of the user and the operator's `peer` command;
 //! - `sessions/<id>/inbox.jsonl` — delivered messages, written by the node;
-//! - `sessions/<id>/read.json` — what the agent has consumed ([`read_state`]);
+//! - `sessions/<id>/read.json` — what the agent has consumed (`interlink_store::read_state`);
 //! - `pairing.json` — pair requests waiting for the operator and the ones sent
-//!   ([`pairing`]);
+//!   (`interlink_store::pairing`);
 //! - `groups.json` — the user's named groups of peers, what `group:<name>` reaches
-//!   ([`groups`]); shared like `peers.json`;
+//!   (`interlink_store::groups`); shared like `peers.json`;
 //! - `sessions/<id>/wait.lock` — held by the Stop hook's waiter ([`stop_hook`]);
 //! - `sessions/<id>/sent.json` — what this session sent and where it stands
-//!   ([`sent_log`]);
+//!   (`interlink_store::sent_log`);
 //! - `sessions/<id>/follow.json` — how far [`workers::follow`] handled the inbox's
 //!   knocks, acceptances and read receipts;
 //! - `sessions/<id>/codex.json`, `codex_failed.json` — Codex delivery ([`codex`],
@@ -51,34 +51,26 @@
 //! the per-peer hints are the core's (`interlink_core::routing`).
 #![deny(missing_docs)]
 
-// The home's files, as `crate::paths` and `crate::files` for the modules here.
-use interlink_store::{files, paths};
+// The home's files, under their own names for the modules here.
+use interlink_store::{files, groups, pairing, paths, policy, read_state, sent_log};
 
 pub mod codex;
-pub mod consent;
-pub mod context;
+mod consent;
+mod context;
 pub mod group_route;
-pub mod groups;
 pub mod host_inbox;
-pub mod invites;
-pub mod pairing;
 pub mod peers;
-pub mod policy;
-pub mod read_state;
-pub mod render;
-pub mod retention;
+mod render;
+mod retention;
 pub mod sender;
-pub mod sent_log;
 pub mod serve;
-pub mod server;
+mod server;
 pub mod session_node;
-pub mod startup;
-pub mod stdio;
+mod startup;
+mod stdio;
 pub mod stop_hook;
-pub mod surface;
-pub mod tools;
-pub mod workers;
+mod surface;
+mod tools;
+mod workers;
 
-pub use context::{Context, Settings};
 pub use serve::{Options, ServeError, serve_stdio};
-pub use server::{INSTRUCTIONS, Server};

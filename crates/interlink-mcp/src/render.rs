@@ -2,7 +2,7 @@
 //! views and inbox messages (shapes documented in docs/MCP.md). Peer-written text in
 //! the readable text always goes through [`framing`]; the JSON stays raw.
 
-pub mod framing;
+pub(crate) mod framing;
 
 use std::fmt::Write as _;
 
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 /// How a sender or roster identity is named to the model: `self` for this user's own
 /// identity, its petname if paired, else nothing.
-pub fn petname(policy: &PeerPolicy, own: &IdentityKey, key: &IdentityKey) -> Option<String> {
+pub(crate) fn petname(policy: &PeerPolicy, own: &IdentityKey, key: &IdentityKey) -> Option<String> {
     if key == own {
         Some("self".into())
     } else {
@@ -27,7 +27,7 @@ pub fn petname(policy: &PeerPolicy, own: &IdentityKey, key: &IdentityKey) -> Opt
 
 /// [`petname`] of the key spelled `hex` (an inbox entry's sender, a sent message's
 /// recipient); `None` for a key that does not parse or has no name.
-pub fn petname_of(policy: &PeerPolicy, own: &IdentityKey, hex: &str) -> Option<String> {
+pub(crate) fn petname_of(policy: &PeerPolicy, own: &IdentityKey, hex: &str) -> Option<String> {
     hex.parse::<IdentityKey>()
         .ok()
         .and_then(|k| petname(policy, own, &k))
@@ -36,14 +36,14 @@ pub fn petname_of(policy: &PeerPolicy, own: &IdentityKey, hex: &str) -> Option<S
 /// Who is who to this user, for naming keys to the model: its petnames and, when
 /// known, its own key (`self`).
 #[derive(Clone, Copy, Debug)]
-pub struct Names<'a> {
+pub(crate) struct Names<'a> {
     policy: &'a PeerPolicy,
     own: Option<&'a IdentityKey>,
 }
 
 impl<'a> Names<'a> {
     /// Names from `policy`, with `own` as `self`.
-    pub fn new(policy: &'a PeerPolicy, own: &'a IdentityKey) -> Self {
+    pub(crate) fn new(policy: &'a PeerPolicy, own: &'a IdentityKey) -> Self {
         Self {
             policy,
             own: Some(own),
@@ -51,12 +51,12 @@ impl<'a> Names<'a> {
     }
 
     /// Names from `policy` alone (the own key is not known: no key file).
-    pub fn peers_only(policy: &'a PeerPolicy) -> Self {
+    pub(crate) fn peers_only(policy: &'a PeerPolicy) -> Self {
         Self { policy, own: None }
     }
 
     /// [`petname`] of `key`.
-    pub fn of(&self, key: &IdentityKey) -> Option<String> {
+    pub(crate) fn of(&self, key: &IdentityKey) -> Option<String> {
         match self.own {
             Some(own) => petname(self.policy, own, key),
             None => self.policy.name_of(key).map(str::to_owned),
@@ -64,7 +64,7 @@ impl<'a> Names<'a> {
     }
 
     /// [`Names::of`] the key spelled `hex`.
-    pub fn of_hex(&self, hex: &str) -> Option<String> {
+    pub(crate) fn of_hex(&self, hex: &str) -> Option<String> {
         hex.parse::<IdentityKey>().ok().and_then(|k| self.of(&k))
     }
 
@@ -72,7 +72,7 @@ impl<'a> Names<'a> {
     /// an identity this user has no name for, then its session. Petnames are this
     /// user's and fingerprints ours; the session id is plain ASCII on the wire, and
     /// escaped anyway.
-    pub fn member(&self, m: &InboxGroupMember) -> String {
+    pub(crate) fn member(&self, m: &InboxGroupMember) -> String {
         let who = match m.identity_key.parse::<IdentityKey>() {
             Ok(k) => self.of(&k).unwrap_or_else(|| k.fingerprint().to_string()),
             Err(_) => framing::inline(&m.identity_key),
@@ -82,7 +82,7 @@ impl<'a> Names<'a> {
 }
 
 /// "alice (a1b2-c3d4-e5f6)" or "unpaired a1b2-c3d4-e5f6".
-pub fn label(name: Option<&str>, fingerprint: &str) -> String {
+pub(crate) fn label(name: Option<&str>, fingerprint: &str) -> String {
     match name {
         Some(n) => format!("{n} ({fingerprint})"),
         None => format!("unpaired identity {fingerprint}"),
@@ -90,7 +90,7 @@ pub fn label(name: Option<&str>, fingerprint: &str) -> String {
 }
 
 /// A duration in ms, short: "3s", "4m", "2h", "1d".
-pub fn age(ms: u64) -> String {
+pub(crate) fn age(ms: u64) -> String {
     let s = ms / 1000;
     match s {
         0..60 => format!("{s}s"),
@@ -124,7 +124,7 @@ fn session_json(v: &SessionView, own: &SessionAddr) -> Value {
 }
 
 /// The roster: readable text and `{"identities": [...]}`.
-pub fn discover(
+pub(crate) fn discover(
     roster: &[IdentityView],
     policy: &PeerPolicy,
     own: &SessionAddr,
@@ -193,7 +193,7 @@ pub fn discover(
 }
 
 /// The msg_ids that unread messages of more than one sender share.
-pub fn shared_ids(unread: &[InboxEntry]) -> std::collections::BTreeSet<&str> {
+pub(crate) fn shared_ids(unread: &[InboxEntry]) -> std::collections::BTreeSet<&str> {
     let mut first: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
     let mut shared = std::collections::BTreeSet::new();
     for e in unread {
@@ -213,7 +213,7 @@ pub fn shared_ids(unread: &[InboxEntry]) -> std::collections::BTreeSet<&str> {
 /// The group part of a message header: `group "team" (to: self/b-1, carol/c-1; thread
 /// <32 hex>)`. The name is the sender's word, quoted; the members are named by this
 /// user ([`Names::member`]).
-pub fn group_text(g: &InboxGroup, names: &Names<'_>) -> String {
+pub(crate) fn group_text(g: &InboxGroup, names: &Names<'_>) -> String {
     let members: Vec<String> = g.members.iter().map(|m| names.member(m)).collect();
     format!(
         "group {} (to: {}; thread {})",
@@ -224,7 +224,7 @@ pub fn group_text(g: &InboxGroup, names: &Names<'_>) -> String {
 }
 
 /// A message's group as JSON (raw values, and this user's names for the members).
-pub fn group_json(g: &InboxGroup, names: &Names<'_>) -> Value {
+pub(crate) fn group_json(g: &InboxGroup, names: &Names<'_>) -> Value {
     json!({
         "name": g.name,
         "thread": g.thread,
@@ -237,7 +237,7 @@ pub fn group_json(g: &InboxGroup, names: &Names<'_>) -> Value {
 }
 
 /// One inbox message, as JSON.
-pub fn message_json(e: &InboxEntry, names: &Names<'_>) -> Value {
+pub(crate) fn message_json(e: &InboxEntry, names: &Names<'_>) -> Value {
     let name = names.of_hex(&e.sender);
     json!({
         "msg_id": e.msg_id,
@@ -260,7 +260,7 @@ pub fn message_json(e: &InboxEntry, names: &Names<'_>) -> Value {
 /// task fields, and the group it came through with its other recipients. The fields a
 /// peer chose are escaped ([`framing::inline`]) or quoted ([`framing::quoted`]: the
 /// task id, the group name), so none can end the line or imitate another field.
-pub fn message_header(e: &InboxEntry, names: &Names<'_>) -> String {
+pub(crate) fn message_header(e: &InboxEntry, names: &Names<'_>) -> String {
     let name = names.of_hex(&e.sender);
     let name = name.as_deref();
     let mut h = format!(
@@ -287,12 +287,16 @@ pub fn message_header(e: &InboxEntry, names: &Names<'_>) -> String {
 /// One message as text: the header, then the peer's text as a [`framing`] block (a
 /// fresh random fence, every line prefixed), so it reads as quoted data and nothing in
 /// it can pass for a header or the end of the block.
-pub fn message_text(e: &InboxEntry, names: &Names<'_>) -> String {
+pub(crate) fn message_text(e: &InboxEntry, names: &Names<'_>) -> String {
     message_text_with(&framing::Fence::random(), e, names)
 }
 
 /// [`message_text`] under the given fence (deterministic, for tests).
-pub fn message_text_with(fence: &framing::Fence, e: &InboxEntry, names: &Names<'_>) -> String {
+pub(crate) fn message_text_with(
+    fence: &framing::Fence,
+    e: &InboxEntry,
+    names: &Names<'_>,
+) -> String {
     framing::block_with(
         fence,
         &format!("{} (verified sender):", message_header(e, names)),
@@ -306,7 +310,7 @@ mod tests {
 
     #[test]
     fn a_hostile_task_id_cannot_add_header_fields_or_lines() {
-        let mut e = crate::read_state::tests::entry(
+        let mut e = interlink_store::read_state::testing::entry(
             interlink_core::MsgId::from_bytes([1; 16]),
             interlink_core::wire::EnvelopeKind::Message,
         );
@@ -338,7 +342,7 @@ mod tests {
     /// sessions, its thread. Nothing in it can add a line or pass for another field.
     #[test]
     fn the_group_line_names_every_recipient_and_cannot_be_forged() {
-        let mut e = crate::read_state::tests::entry(
+        let mut e = interlink_store::read_state::testing::entry(
             interlink_core::MsgId::from_bytes([1; 16]),
             interlink_core::wire::EnvelopeKind::Message,
         );

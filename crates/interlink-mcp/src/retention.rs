@@ -19,13 +19,13 @@ use crate::{
 };
 
 /// How long an ended session's directory is kept after its last change.
-pub const RETENTION_MS: u64 = interlink_core::limits::MAILBOX_RETENTION_MS;
+pub(crate) const RETENTION_MS: u64 = interlink_core::limits::MAILBOX_RETENTION_MS;
 /// Most session directories one sweep looks at.
-pub const MAX_SWEPT: usize = 256;
+pub(crate) const MAX_SWEPT: usize = 256;
 
 /// Removes the ended, idle, fully read session directories of `home` other than
 /// `keep`'s; returns the ids removed.
-pub fn sweep(home: &Home, keep: &SessionId, now: SystemTime) -> Vec<String> {
+pub(crate) fn sweep(home: &Home, keep: &SessionId, now: SystemTime) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(home.sessions()) else {
         return Vec::new();
     };

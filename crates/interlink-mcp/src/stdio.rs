@@ -31,7 +31,7 @@ use tracing::debug;
 
 /// The server's input.
 #[derive(Debug)]
-pub enum Input {
+pub(crate) enum Input {
     /// A pipe, non-blocking.
     Pipe(pipe::Receiver),
     /// A Unix socket, non-blocking.
@@ -42,7 +42,7 @@ pub enum Input {
 
 /// The server's output.
 #[derive(Debug)]
-pub enum Output {
+pub(crate) enum Output {
     /// A pipe, non-blocking.
     Pipe(pipe::Sender),
     /// A Unix socket, non-blocking.
@@ -77,7 +77,7 @@ fn socket(fd: OwnedFd) -> io::Result<UnixStream> {
 }
 
 /// stdin and stdout for the MCP transport. Must be called inside the runtime.
-pub fn stdio() -> (Input, Output) {
+pub(crate) fn stdio() -> (Input, Output) {
     let input = match kind(io::stdin().as_fd()) {
         Kind::Fifo(f) => pipe::Receiver::from_file(f).map(Input::Pipe),
         Kind::Socket(fd) => socket(fd).map(Input::Socket),

@@ -268,7 +268,10 @@ mod tests {
 
     fn message(n: u8) -> (interlink_core::MsgId, InboxEntry) {
         let id = interlink_core::MsgId::from_bytes([n; 16]);
-        let e = crate::read_state::tests::entry(id, interlink_core::wire::EnvelopeKind::Message);
+        let e = interlink_store::read_state::testing::entry(
+            id,
+            interlink_core::wire::EnvelopeKind::Message,
+        );
         (id, e)
     }
 

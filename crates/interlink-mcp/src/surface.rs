@@ -13,12 +13,12 @@ use rmcp::model::Tool;
 use serde_json::{Map, Value};
 
 /// Tools only Codex sessions use (thread binding, failed `codex queue` notices).
-pub const CODEX_ONLY: &[&str] = &["bind_codex_session", "failed_deliveries"];
+pub(crate) const CODEX_ONLY: &[&str] = &["bind_codex_session", "failed_deliveries"];
 /// Tools only hooks call (by name): in no host's list.
-pub const HOOK_ONLY: &[&str] = &["bind_session", "end_session"];
+pub(crate) const HOOK_ONLY: &[&str] = &["bind_session", "end_session"];
 
 /// The tools `host` is shown, compacted.
-pub fn tools_for(host: HostKind, tools: Vec<Tool>) -> Vec<Tool> {
+pub(crate) fn tools_for(host: HostKind, tools: Vec<Tool>) -> Vec<Tool> {
     tools
         .into_iter()
         .filter(|t| host == HostKind::Codex || !CODEX_ONLY.contains(&t.name.as_ref()))

@@ -138,6 +138,17 @@ pub struct HeldBy {
     pub confirmed: bool,
 }
 
+/// What the sent log keeps of it (`confirmed` is what `settle` reports later).
+impl From<HeldBy> for interlink_store::sent_log::HeldBy {
+    fn from(h: HeldBy) -> Self {
+        Self {
+            outbox: h.outbox,
+            relays_asked: h.relays_asked,
+            peers_asked: h.peers_asked,
+        }
+    }
+}
+
 /// Where the mailbox copies published so far stand ([`Handle::settle`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Settled {

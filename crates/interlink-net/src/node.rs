@@ -631,7 +631,7 @@ fn open_delivery(
         inbox.received(),
         now,
     );
-    for key in pairing::load(dir) {
+    for key in interlink_store::pair_requests::load(dir) {
         engine.gate_mut().note_pair_request(key);
     }
     let store = store::Store::spawn(inbox, outbox, spec.identity.sealing_secret())

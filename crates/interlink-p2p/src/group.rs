@@ -1,12 +1,11 @@
 //! `interlink-p2p group create|list|add|remove|delete`: the operator's view and edits
 //! of `groups.json`, the named groups of peers that `send_message(to: "group:<name>")`
-//! reaches. The edits are [`interlink_mcp::groups`], the same ones the MCP tools make;
+//! reaches. The edits are [`interlink_store::groups`], the same ones the MCP tools make;
 //! every session reads the file at each use.
 
 use std::io::Write;
 
-use interlink_mcp::{groups, policy};
-use interlink_store::paths::Home;
+use interlink_store::{groups, paths::Home, policy};
 
 /// What `group` does (also its command-line subcommands: the doc comments are the
 /// `--help` text).

@@ -55,7 +55,7 @@ pub fn run(
     // Unread: what the session's agent has not acknowledged (a read state that does not
     // load marks nothing).
     let unread: std::collections::BTreeSet<(String, String)> =
-        interlink_mcp::read_state::ReadState::load(&dir)
+        interlink_store::read_state::ReadState::load(&dir)
             .and_then(|r| r.unread())
             .map(|u| u.into_iter().map(|e| (e.sender, e.msg_id)).collect())
             .unwrap_or_default();

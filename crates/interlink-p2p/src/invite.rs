@@ -2,7 +2,7 @@
 //! one-line code passed out of band, with no key copying (the code's format and
 //! threat model: [`interlink_core::wire::Invite`], docs/SECURITY.md).
 //!
-//! `invite` issues a one-time secret ([`interlink_mcp::invites`]), prints the code —
+//! `invite` issues a one-time secret ([`interlink_store::invites`]), prints the code —
 //! this user's identity and name, its relays, the addresses of a session that waits
 //! for the join, the expiry and the secret — and waits. `join` pins the inviter (the
 //! person who pasted the code decided that), keeps the inviter's relays in its settings
@@ -17,13 +17,13 @@ use interlink_core::{
     IdentityKey, SessionId,
     wire::{EnvelopeKind, INVITE_VERSION, Invite, MAX_INVITE_ADDRS, SessionAddr},
 };
-use interlink_mcp::{
+use interlink_net::Config;
+use interlink_store::{
     invites,
     pairing::{self, AutoAdmit},
+    paths::Home,
     policy,
 };
-use interlink_net::Config;
-use interlink_store::paths::Home;
 use libp2p::{Multiaddr, multiaddr::Protocol};
 use serde_bytes::ByteBuf;
 use tokio::signal::unix::{SignalKind, signal};

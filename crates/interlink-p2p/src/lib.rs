@@ -43,8 +43,9 @@ pub mod send;
 pub mod settings;
 pub mod wait;
 
-pub use interlink_mcp::{policy, session_node::os_rng};
+pub use interlink_mcp::session_node::os_rng;
 pub use interlink_store::paths;
+pub use interlink_store::policy;
 
 /// A bad argument found after parsing (a negative number of seconds, an invalid
 /// name): the command exits with 64, like a parse error, rather than 1.
@@ -83,7 +84,7 @@ pub fn cmd_id(home: &Home, json: bool, set_name: Option<&str>) -> anyhow::Result
         )?;
     }
     let env = settings::Settings::load(home.path())?;
-    let name = interlink_mcp::pairing::own_name(env.layered(|k| std::env::var(k).ok()));
+    let name = interlink_store::pairing::own_name(env.layered(|k| std::env::var(k).ok()));
     Ok(if json {
         serde_json::json!({
             "identity_key": key.to_hex(),

@@ -545,7 +545,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let config = net.config(&settings)?;
             let home = home()?;
             let rt = session_runtime()?;
-            let name = interlink_mcp::pairing::own_name(&env);
+            let name = interlink_store::pairing::own_name(&env);
             let result = rt.block_on(mcp::run(home, session, summary, host, config, name));
             // The stdin reader is a blocking read that only ends with stdin: after a
             // SIGTERM, waiting for it would keep the process alive.
@@ -688,7 +688,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pair { action, ref net } => {
             let config = net.config(&settings)?;
             let home = home()?;
-            let name = interlink_mcp::pairing::own_name(&env);
+            let name = interlink_store::pairing::own_name(&env);
             runtime()?.block_on(pair::run(
                 &home,
                 action,
@@ -707,7 +707,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = invite::InviteOptions {
                 expires,
                 no_wait,
-                name: interlink_mcp::pairing::own_name(&env),
+                name: interlink_store::pairing::own_name(&env),
             };
             let joined = runtime()?.block_on(invite::invite(
                 &home,
@@ -734,7 +734,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 code,
                 petname: name,
                 wait: seconds("--wait", wait)?,
-                name: interlink_mcp::pairing::own_name(&env),
+                name: interlink_store::pairing::own_name(&env),
             };
             let paired = runtime()?.block_on(invite::join(
                 &home,

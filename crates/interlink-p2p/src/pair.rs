@@ -1,6 +1,6 @@
 //! `interlink-p2p pair list|accept FP|reject FP`: the operator's decisions on pair
 //! requests — the same as the MCP tools `list_pair_requests`, `accept_pair` and
-//! `reject_pair`, over the same `pairing.json` ([`interlink_mcp::pairing`]).
+//! `reject_pair`, over the same `pairing.json` ([`interlink_store::pairing`]).
 //!
 //! Accepting pins the requester's key in `peers.json`, then confirms to the session
 //! that knocked from a short-lived session of this user (as `send` does), so the
@@ -13,12 +13,9 @@ use interlink_core::{
     SessionId,
     wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr},
 };
-use interlink_mcp::{
-    pairing,
-    session_node::{Describe, session_spec, start_node, wait_listening},
-};
+use interlink_mcp::session_node::{Describe, session_spec, start_node, wait_listening};
 use interlink_net::{Config, Delivery, OutgoingMessage, SendError, SendOutcome};
-use interlink_store::paths::Home;
+use interlink_store::{pairing, paths::Home};
 
 use crate::pairing_session::{PAIR_SESSION, PairingSession};
 
@@ -197,7 +194,7 @@ async fn request(
         ))
         .into());
     }
-    let policy = interlink_mcp::policy::load(home)?;
+    let policy = interlink_store::policy::load(home)?;
     // A peer's name, else a request waiting here (its sender may be gone from the
     // overlay by now), else an identity on the overlay.
     let waiting = pairing::request(home, target)
@@ -266,7 +263,7 @@ async fn confirm(
     ))?;
     config.delivery = Delivery {
         inbox_dir: None,
-        policy: interlink_mcp::policy::load(home)?,
+        policy: interlink_store::policy::load(home)?,
         pins_file: Some(home.pins()),
     };
     let describe = Describe {

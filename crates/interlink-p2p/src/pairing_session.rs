@@ -13,12 +13,13 @@ use interlink_core::{
     wire::{DeliveryMode, EnvelopeKind, HostKind, INVITE_SECRET_BYTES, SessionAddr},
 };
 use interlink_mcp::{
-    pairing, policy, sender,
+    sender,
     session_node::{Describe, POLICY_PICKUP, session_spec, start_node, wait_listening},
 };
 use interlink_net::{Config, Delivery, Handle, Node, SendOutcome};
 use interlink_store::SessionLock;
 use interlink_store::paths::{Home, SessionDir};
+use interlink_store::{pairing, policy};
 use libp2p::Multiaddr;
 
 /// The session id of `pair request` and `join`: one for every run, so an acceptance

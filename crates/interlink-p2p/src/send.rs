@@ -29,10 +29,10 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
 use interlink_mcp::{
     group_route,
-    groups::GROUP_PREFIX,
     sender::{self, Target, TargetError},
     session_node::{Describe, session_spec, start_node},
 };
+use interlink_store::groups::GROUP_PREFIX;
 
 use crate::{paths::Home, policy};
 
@@ -292,7 +292,7 @@ async fn send_group<R: AsyncBufRead + Unpin>(
             "--session names one session of one peer; a group's sessions are its members' (narrow a member with `interlink-p2p group add {name} <peer>/<session>`)"
         );
     }
-    let groups = interlink_mcp::groups::load(home)?;
+    let groups = interlink_store::groups::load(home)?;
     let Some(group) = groups.get(name).cloned() else {
         let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
         bail!(

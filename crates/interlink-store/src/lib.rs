@@ -1,9 +1,12 @@
 //! The on-disk state of an interlink-p2p home and its sessions, in one place: where
 //! each file lives ([`paths`]), how a file is replaced without ever being half written
-//! ([`atomic`], [`files`]), the durable inbox and outbox of a session ([`inbox`],
-//! [`outbox`]), the sealing keys and mailbox passes kept per peer ([`pins`],
-//! [`passes`]), the knocks a session holds for its operator ([`knocks`]) and the lock
-//! that gives a session id to one process ([`session_lock`]).
+//! ([`atomic`], [`files`]); the user's admitted peers ([`policy`]), named groups
+//! ([`groups`]), pair requests ([`pairing`]) and invites ([`invites`]); a session's
+//! durable inbox and outbox ([`inbox`], [`outbox`]), what its agent has read
+//! ([`read_state`]) and what it sent ([`sent_log`]); the sealing keys and mailbox passes
+//! kept per peer ([`pins`], [`passes`]); the knocks a session holds for its operator
+//! ([`knocks`]) and the ones it sent ([`pair_requests`]); the lock that gives a session
+//! id to one process ([`session_lock`]).
 //!
 //! The node (`interlink-net`), the MCP server (`interlink-mcp`) and the command line
 //! read and write these files through this crate only. Nothing here runs a network or
@@ -11,12 +14,19 @@
 
 pub mod atomic;
 pub mod files;
+pub mod groups;
 pub mod inbox;
+pub mod invites;
 pub mod knocks;
 pub mod outbox;
+pub mod pair_requests;
+pub mod pairing;
 pub mod passes;
 pub mod paths;
 pub mod pins;
+pub mod policy;
+pub mod read_state;
+pub mod sent_log;
 pub mod session_lock;
 mod small_file;
 

@@ -18,20 +18,20 @@ pub const ENV_HOME: &str = interlink_core::env::HOME;
 
 /// File name of the identity key inside the home directory.
 pub const IDENTITY_FILE: &str = "identity.key";
-/// File name of the peers policy inside the home directory ((`interlink_mcp::policy`)).
+/// File name of the peers policy inside the home directory ([`crate::policy`]).
 pub const PEERS_FILE: &str = "peers.json";
 /// File name of the lock the peers policy's editors hold while they read, change and
 /// replace it.
 pub const PEERS_LOCK_FILE: &str = "peers.json.lock";
-/// File name of the pairing state inside the home directory ((`interlink_mcp::pairing`)).
+/// File name of the pairing state inside the home directory ([`crate::pairing`]).
 pub const PAIRING_FILE: &str = "pairing.json";
 /// File name of the lock the pairing state's editors hold.
 pub const PAIRING_LOCK_FILE: &str = "pairing.json.lock";
-/// File name of the invites issued inside the home directory ((`interlink_mcp::invites`)).
+/// File name of the invites issued inside the home directory ([`crate::invites`]).
 pub const INVITES_FILE: &str = "invites.json";
 /// File name of the lock the invites' editors hold.
 pub const INVITES_LOCK_FILE: &str = "invites.json.lock";
-/// File name of the named groups inside the home directory ((`interlink_mcp::groups`)).
+/// File name of the named groups inside the home directory ([`crate::groups`]).
 pub const GROUPS_FILE: &str = "groups.json";
 /// File name of the lock the groups' editors hold.
 pub const GROUPS_LOCK_FILE: &str = "groups.json.lock";
@@ -40,10 +40,10 @@ pub const SESSIONS_DIR: &str = "sessions";
 
 /// File name of the session's inbox (written by the node, [`crate::inbox`]).
 pub const INBOX_FILE: &str = crate::inbox::INBOX_FILE;
-/// File name of the agent's read state of the inbox ((`interlink_mcp::read_state`)): the
+/// File name of the agent's read state of the inbox ([`crate::read_state`]): the
 /// inbox's consumed cursor, so it is the net crate's name.
 pub const READ_STATE_FILE: &str = crate::inbox::CONSUMED_CURSOR_FILE;
-/// File name of the sent-messages log ((`interlink_mcp::sent_log`)).
+/// File name of the sent-messages log ([`crate::sent_log`]).
 pub const SENT_FILE: &str = "sent.json";
 /// File name of what the MCP client declared at `initialize` (`interlink_mcp::consent`).
 pub const CLIENT_FILE: &str = "client.json";
@@ -135,7 +135,7 @@ impl Home {
         self.0.join(PAIRING_LOCK_FILE)
     }
 
-    /// The invites issued and not used yet ((`interlink_mcp::invites`)).
+    /// The invites issued and not used yet ([`crate::invites`]).
     pub fn invites(&self) -> PathBuf {
         self.0.join(INVITES_FILE)
     }

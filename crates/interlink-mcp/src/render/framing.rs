@@ -33,51 +33,46 @@ use std::fmt::Write as _;
 use rand_core::Rng as _;
 
 /// What every line of a block's body begins with.
-pub const BODY_PREFIX: &str = "| ";
+pub(crate) const BODY_PREFIX: &str = "| ";
 
 /// A block's fence: `msg-` and a random nonce of 16 hex digits.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fence(String);
+pub(crate) struct Fence(String);
 
 impl Fence {
     /// A fresh fence from the operating system's generator.
-    pub fn random() -> Self {
+    pub(crate) fn random() -> Self {
         let mut b = [0u8; 8];
         crate::session_node::os_rng().fill_bytes(&mut b);
         Self::from_nonce(b)
     }
 
     /// The fence of `nonce` (tests choose it; production uses [`Fence::random`]).
-    pub fn from_nonce(nonce: [u8; 8]) -> Self {
+    pub(crate) fn from_nonce(nonce: [u8; 8]) -> Self {
         Self(format!(
             "msg-{}",
             interlink_core::identity::hex_encode(&nonce)
         ))
     }
 
-    /// The fence's name, `msg-<nonce>`.
-    pub fn name(&self) -> &str {
-        &self.0
-    }
-
     /// The line that opens the block: `<<<msg-<nonce>`.
-    pub fn open(&self) -> String {
+    pub(crate) fn open(&self) -> String {
         format!("<<<{}", self.0)
     }
 
     /// The line that closes the block: `msg-<nonce>>>>`.
-    pub fn close(&self) -> String {
+    pub(crate) fn close(&self) -> String {
         format!("{}>>>", self.0)
     }
 }
 
 /// One block: `header`, then the body of `text` between a fresh fence.
-pub fn block(header: &str, text: &str) -> String {
+pub(crate) fn block(header: &str, text: &str) -> String {
     block_with(&Fence::random(), header, text)
 }
 
 /// One block under the given fence (deterministic, for tests).
-pub fn block_with(fence: &Fence, header: &str, text: &str) -> String {
+pub(crate) fn block_with(fence: &Fence, header: &str, text: &str) -> String {
     let mut out = String::with_capacity(header.len() + text.len() + 64);
     out.push_str(header);
     out.push('\n');
@@ -86,12 +81,12 @@ pub fn block_with(fence: &Fence, header: &str, text: &str) -> String {
 }
 
 /// The body of `text` alone, fenced: what a channel notification carries as content.
-pub fn body(text: &str) -> String {
+pub(crate) fn body(text: &str) -> String {
     body_with(&Fence::random(), text)
 }
 
 /// [`body`] under the given fence.
-pub fn body_with(fence: &Fence, text: &str) -> String {
+pub(crate) fn body_with(fence: &Fence, text: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 16 + 48);
     out.push_str(&fence.open());
     out.push('\n');
@@ -111,14 +106,14 @@ pub fn body_with(fence: &Fence, text: &str) -> String {
 
 /// `s` with every character [`is_hidden`] (and `\n`, `\t`) escaped: a single-line
 /// field shown as it is, without quotes (cwd, git label, a refusal reason).
-pub fn inline(s: &str) -> String {
+pub(crate) fn inline(s: &str) -> String {
     escape(s, false)
 }
 
 /// `s` between double quotes, with `"` and `\` escaped as well as everything
 /// [`inline`] escapes: a field that must not be able to end early (task id, summary,
 /// a suggested name).
-pub fn quoted(s: &str) -> String {
+pub(crate) fn quoted(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -134,7 +129,7 @@ pub fn quoted(s: &str) -> String {
 
 /// Whether `c` is shown as a `\u{…}` escape: it would be invisible, or change how the
 /// text around it is laid out or read.
-pub fn is_hidden(c: char) -> bool {
+pub(crate) fn is_hidden(c: char) -> bool {
     c.is_control()
         || matches!(
             c,

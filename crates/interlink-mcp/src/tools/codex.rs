@@ -10,7 +10,7 @@ use crate::{codex, context::ToolError, server::Server};
 /// Arguments of `bind_codex_session`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BindArgs {
+pub(crate) struct BindArgs {
     /// The Codex thread (session) id, a full UUID. The interlink hooks pass it.
     pub thread_id: String,
 }
@@ -18,7 +18,7 @@ pub struct BindArgs {
 /// What `failed_deliveries` does.
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum FailedAction {
+pub(crate) enum FailedAction {
     /// List the saved failures.
     List,
     /// Show one failure in full (needs `id`).
@@ -32,7 +32,7 @@ pub enum FailedAction {
 /// Arguments of `failed_deliveries`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct FailedArgs {
+pub(crate) struct FailedArgs {
     /// list, read, retry or discard.
     pub action: FailedAction,
     /// The failure's id (the message's msg_id), from list.
@@ -41,7 +41,7 @@ pub struct FailedArgs {
 }
 
 /// Whether `text` is a full UUID in its text form (8-4-4-4-12 hex digits).
-pub fn is_uuid(text: &str) -> bool {
+pub(crate) fn is_uuid(text: &str) -> bool {
     let groups: Vec<&str> = text.split('-').collect();
     groups.len() == 5
         && groups

@@ -17,7 +17,7 @@ use crate::{context::ToolError, server::Server};
 
 /// Arguments of `bind_session`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct BindSessionArgs {
+pub(crate) struct BindSessionArgs {
     /// The conversation's id (the hook's `session_id`).
     pub session_id: String,
     /// Why it started (the hook's `source`: startup, resume, clear, compact).
@@ -27,7 +27,7 @@ pub struct BindSessionArgs {
 
 /// Arguments of `end_session`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct EndSessionArgs {
+pub(crate) struct EndSessionArgs {
     /// The conversation's id (the hook's `session_id`).
     pub session_id: String,
     /// Why it ended (the hook's `reason`).

@@ -20,7 +20,7 @@ use crate::{
 /// Arguments of `create_group`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateGroupArgs {
+pub(crate) struct CreateGroupArgs {
     /// 1-32 of A-Z a-z 0-9 . _ -
     pub name: String,
     /// Peers (petname or fingerprint), or peer/session.
@@ -30,7 +30,7 @@ pub struct CreateGroupArgs {
 /// Arguments of `update_group`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct UpdateGroupArgs {
+pub(crate) struct UpdateGroupArgs {
     /// The group.
     pub name: String,
     /// Members to add: peer or peer/session.
@@ -44,7 +44,7 @@ pub struct UpdateGroupArgs {
 /// Arguments of `delete_group`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DeleteGroupArgs {
+pub(crate) struct DeleteGroupArgs {
     /// The group.
     pub name: String,
 }

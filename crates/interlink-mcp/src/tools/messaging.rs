@@ -27,7 +27,7 @@ const MAX_ACK_IDS: usize = 256;
 /// Arguments of `send_message`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SendMessageArgs {
+pub(crate) struct SendMessageArgs {
     /// Petname, fingerprint, key prefix, self, or group:<name>.
     #[serde(default)]
     pub to: Option<String>,
@@ -81,7 +81,7 @@ impl From<StatusArg> for TaskStatus {
 /// Arguments of `receive_messages`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReceiveArgs {
+pub(crate) struct ReceiveArgs {
     /// Default 20, at most 100.
     #[serde(default)]
     pub limit: Option<u32>,
@@ -90,7 +90,7 @@ pub struct ReceiveArgs {
 /// Arguments of `acknowledge_messages`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AcknowledgeArgs {
+pub(crate) struct AcknowledgeArgs {
     /// msg_ids from receive_messages (its ack_id when two senders share an id).
     pub msg_ids: Vec<String>,
 }
@@ -98,7 +98,7 @@ pub struct AcknowledgeArgs {
 /// Arguments of `message_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MessageStatusArgs {
+pub(crate) struct MessageStatusArgs {
     /// A msg_id from send_message, or a group thread.
     pub msg_id: String,
 }
@@ -392,7 +392,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        read_state::tests::entry,
+        read_state::testing::entry,
         server::testing::{harness, text_of},
     };
 

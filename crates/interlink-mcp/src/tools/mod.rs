@@ -14,12 +14,12 @@
 //! - [`codex`]: `bind_codex_session`, `failed_deliveries`;
 //! - [`conversation`]: `bind_session`, `end_session` (Claude Code's hooks).
 
-pub mod codex;
-pub mod conversation;
+pub(crate) mod codex;
+pub(crate) mod conversation;
 mod group_send;
-pub mod groups;
-pub mod messaging;
-pub mod pairing;
+pub(crate) mod groups;
+pub(crate) mod messaging;
+pub(crate) mod pairing;
 mod send;
-pub mod sessions;
-pub mod tasks;
+pub(crate) mod sessions;
+pub(crate) mod tasks;

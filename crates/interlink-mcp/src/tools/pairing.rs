@@ -35,7 +35,7 @@ use crate::{
 /// Arguments of `request_pair`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RequestPairArgs {
+pub(crate) struct RequestPairArgs {
     /// Its fingerprint, or 4+ hex digits of it (from discover).
     pub target: String,
     /// Session id or prefix; optional when it has one live session.
@@ -49,7 +49,7 @@ pub struct RequestPairArgs {
 /// Arguments of `add_peer`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AddPeerArgs {
+pub(crate) struct AddPeerArgs {
     /// Petname: 1-32 of A-Z a-z 0-9 . _ -
     pub name: String,
     /// The peer's identity key, 64 hex digits.
@@ -59,7 +59,7 @@ pub struct AddPeerArgs {
 /// Arguments of `remove_peer`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RemovePeerArgs {
+pub(crate) struct RemovePeerArgs {
     /// The peer's petname.
     pub name: String,
 }
@@ -67,7 +67,7 @@ pub struct RemovePeerArgs {
 /// Arguments of `accept_pair` and `reject_pair`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct FingerprintArgs {
+pub(crate) struct FingerprintArgs {
     /// The requester's fingerprint (list_pair_requests), or 4+ hex digits of it.
     pub fingerprint: String,
 }

@@ -11,14 +11,14 @@ use crate::{context::ToolError, policy, render, server::Server, session_node::ch
 /// Arguments of `set_summary`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SetSummaryArgs {
+pub(crate) struct SetSummaryArgs {
     /// One line, at most 512 bytes.
     pub summary: String,
 }
 
 /// Where delivery through the agent host's inbox socket stands: the `host_inbox`
 /// field of `whoami` (`null` when the host exported no socket) and its text line.
-fn host_inbox_view(ctx: &crate::Context) -> (serde_json::Value, Option<String>) {
+fn host_inbox_view(ctx: &crate::context::Context) -> (serde_json::Value, Option<String>) {
     let Some(inbox) = &ctx.host_inbox else {
         return (serde_json::Value::Null, None);
     };
@@ -206,7 +206,7 @@ mod tests {
             }))
             .await;
         assert_eq!(r.is_error, Some(true));
-        assert_eq!(h.server.context().shared().summary, "testing");
+        assert_eq!(h.server.ctx.shared().summary, "testing");
         drop(h.status);
     }
 }

@@ -17,12 +17,12 @@ const DEFAULT_HISTORY: usize = 20;
 const MAX_HISTORY: usize = 100;
 /// Most inbox lines (hot file and archive, newest first) one `conversation_history`
 /// call looks at: the answer costs a bounded read however long the history is.
-pub const MAX_HISTORY_SCAN_LINES: usize = 20_000;
+pub(crate) const MAX_HISTORY_SCAN_LINES: usize = 20_000;
 
 /// Arguments of `conversation_history`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     /// Only with this peer.
     #[serde(default)]
     pub peer: Option<String>,
@@ -37,7 +37,7 @@ pub struct HistoryArgs {
 /// Arguments of `cancel_task`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CancelTaskArgs {
+pub(crate) struct CancelTaskArgs {
     /// The peer: petname, fingerprint or self.
     pub to: String,
     /// The task.
@@ -235,7 +235,7 @@ mod tests {
     use interlink_store::inbox::Inbox;
 
     use super::*;
-    use crate::read_state::{ReadState, tests::entry};
+    use crate::read_state::{ReadState, testing::entry};
 
     fn id(n: u32) -> MsgId {
         let mut b = [0; 16];

@@ -32,7 +32,7 @@ use crate::{
 };
 
 /// The custom notification method of channel mode.
-pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
+pub(crate) const CHANNEL_METHOD: &str = "notifications/claude/channel";
 
 /// The notification for one inbox message: `content` is the peer's text as a framed
 /// body ([`render::framing::body`]: a fresh fence, every line prefixed, hidden
@@ -40,7 +40,7 @@ pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
 /// for another one; `meta` the verified sender and the message's fields (strings;
 /// absent fields left out), and for a group message the group, its thread and its
 /// recipients as this user names them (`group_to`, comma-separated).
-pub fn notification(e: &InboxEntry, names: &render::Names<'_>) -> CustomNotification {
+pub(crate) fn notification(e: &InboxEntry, names: &render::Names<'_>) -> CustomNotification {
     let name = names.of_hex(&e.sender);
     let mut meta = Map::new();
     let mut put = |k: &str, v: Option<String>| {
@@ -80,7 +80,7 @@ pub fn notification(e: &InboxEntry, names: &render::Names<'_>) -> CustomNotifica
 /// the MCP peer, before the session may be bound, so it holds the session's slot
 /// rather than its directory.
 #[derive(Clone, Debug)]
-pub struct Channel {
+pub(crate) struct Channel {
     /// The session, once bound (its directory holds the inbox and read state).
     pub bound: Arc<BoundSlot>,
     /// The home (the peers policy names the senders).
@@ -101,7 +101,7 @@ pub struct Channel {
 
 impl Channel {
     /// The forwarder's part of `ctx`.
-    pub fn of(ctx: &Context) -> Self {
+    pub(crate) fn of(ctx: &Context) -> Self {
         Self {
             bound: ctx.bound.clone(),
             home: ctx.home.clone(),
@@ -117,7 +117,7 @@ impl Channel {
 
 /// Pushes unread messages to `peer` until `cancel` fires or the node stops: the ones
 /// waiting at start, then each new delivery.
-pub async fn forward(ctx: Channel, peer: Peer<RoleServer>, cancel: CancellationToken) {
+pub(crate) async fn forward(ctx: Channel, peer: Peer<RoleServer>, cancel: CancellationToken) {
     let ready = tokio::select! {
         () = cancel.cancelled() => return,
         r = wait_ready(&ctx.node) => match r {

@@ -45,7 +45,7 @@ fn save_position(dir: &SessionDir, offset: u64) {
 
 /// What the hand-over worker uses of the session, and nothing else.
 #[derive(Clone, Debug)]
-pub struct Codex {
+pub(crate) struct Codex {
     /// How notices are queued into Codex.
     pub cfg: CodexConfig,
     /// The home (the peers policy names the senders).
@@ -62,7 +62,7 @@ pub struct Codex {
 
 impl Codex {
     /// The hand-over worker's part of `ctx`, bound to the session `bound`.
-    pub fn of(ctx: &Context, bound: &Bound) -> Self {
+    pub(crate) fn of(ctx: &Context, bound: &Bound) -> Self {
         Self {
             cfg: ctx.codex.clone(),
             home: ctx.home.clone(),
@@ -80,7 +80,7 @@ impl Codex {
 
 /// Hands every new message of the inbox to the bound Codex thread, and retries saved
 /// failures when due, until `cancel` fires or the node stops.
-pub async fn deliver(w: Codex, cancel: CancellationToken) {
+pub(crate) async fn deliver(w: Codex, cancel: CancellationToken) {
     let ready = tokio::select! {
         () = cancel.cancelled() => return,
         r = running(&w.node) => match r { Some(r) => r, None => return },
@@ -185,7 +185,7 @@ impl Context {
 /// A session's saved Codex delivery failures, and the one lock every change to them
 /// takes (the worker's retries and the `failed_deliveries` tool share it).
 #[derive(Clone, Debug)]
-pub struct Failures {
+pub(crate) struct Failures {
     /// The session's directory, where the failures are saved.
     pub dir: SessionDir,
     lock: Arc<tokio::sync::Mutex<()>>,

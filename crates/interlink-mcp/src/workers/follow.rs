@@ -42,7 +42,7 @@ struct Position {
 
 /// What the follower uses of the session, and nothing else.
 #[derive(Clone, Debug)]
-pub struct Follow {
+pub(crate) struct Follow {
     /// The session's directory (its inbox, held knocks, the follower's position).
     pub dir: SessionDir,
     /// The home (peers policy, pairing state).
@@ -60,7 +60,7 @@ pub struct Follow {
 
 impl Follow {
     /// The follower's part of `ctx`, bound to the session `bound`.
-    pub fn of(ctx: &Context, bound: &Bound) -> Self {
+    pub(crate) fn of(ctx: &Context, bound: &Bound) -> Self {
         Self {
             dir: bound.session_dir.clone(),
             home: ctx.home.clone(),
@@ -91,7 +91,7 @@ fn save_offset(dir: &SessionDir, offset: u64) {
 }
 
 /// Runs until `cancel` fires or the node stops.
-pub async fn follow(ctx: Follow, cancel: CancellationToken) {
+pub(crate) async fn follow(ctx: Follow, cancel: CancellationToken) {
     let session_dir = ctx.dir.clone();
     let ready = tokio::select! {
         () = cancel.cancelled() => return,

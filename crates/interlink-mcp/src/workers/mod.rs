@@ -26,12 +26,12 @@ use tracing::warn;
 
 use crate::context::{Context, ReadReceipt};
 
-pub mod channel;
-pub mod codex;
-pub mod follow;
-pub mod host_inbox;
-pub mod receipts;
-pub mod sent_log;
+pub(crate) mod channel;
+pub(crate) mod codex;
+pub(crate) mod follow;
+pub(crate) mod host_inbox;
+pub(crate) mod receipts;
+pub(crate) mod sent_log;
 
 /// Starts the receipts worker, which serves every session the process binds: it sends
 /// through whichever node is ready.

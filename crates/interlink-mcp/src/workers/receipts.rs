@@ -19,19 +19,19 @@ use crate::context::{NodeStatus, ReadReceipt, wait_ready};
 
 /// Most read receipts on their way at once (each waits for its recipient's answer or
 /// its move to the mailbox).
-pub const RECEIPTS_IN_FLIGHT: usize = 32;
+pub(crate) const RECEIPTS_IN_FLIGHT: usize = 32;
 
 /// How long the worker gathers receipts before sending them: under load, the receipts
 /// for many messages then leave together (the node packs what waits for one session
 /// into one request), instead of one round trip per message competing with the
 /// messages themselves.
-pub const RECEIPT_LINGER: Duration = Duration::from_millis(10);
+pub(crate) const RECEIPT_LINGER: Duration = Duration::from_millis(10);
 /// Most receipts gathered into one round.
-pub const RECEIPT_BATCH: usize = 64;
+pub(crate) const RECEIPT_BATCH: usize = 64;
 
 /// Sends queued read receipts through the node `node` follows until `cancel` fires or
 /// the channel closes. It needs nothing else of the session.
-pub async fn run(
+pub(crate) async fn run(
     node: watch::Receiver<NodeStatus>,
     mut rx: mpsc::Receiver<ReadReceipt>,
     cancel: CancellationToken,

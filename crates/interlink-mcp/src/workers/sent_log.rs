@@ -10,11 +10,11 @@ use tracing::warn;
 use crate::{context::SharedState, paths::SessionDir, sent_log::SentLog};
 
 /// How soon after a change the sent-messages log is saved.
-pub const SENT_FLUSH: Duration = Duration::from_millis(500);
+pub(crate) const SENT_FLUSH: Duration = Duration::from_millis(500);
 
 /// Saves the sent-messages log in `state` to `dir` a moment after it changed and once
 /// more when `cancel` fires.
-pub async fn flush(state: SharedState, dir: SessionDir, cancel: CancellationToken) {
+pub(crate) async fn flush(state: SharedState, dir: SessionDir, cancel: CancellationToken) {
     let mut tick = tokio::time::interval(SENT_FLUSH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -2,7 +2,7 @@
 //!
 //! The inbox (`inbox.jsonl`, written by the node) is append-only for its readers; this
 //! file records how far the agent has read it. It holds a logical `offset` (see
-//! `interlink_store::inbox`) — every line before it is consumed — and the ids of messages
+//! `crate::inbox`) — every line before it is consumed — and the ids of messages
 //! after the offset that were acknowledged out of order. Acknowledging moves the offset
 //! past the longest consumed prefix, so the id set stays small when messages are
 //! acknowledged roughly in order, and it is capped ([`MAX_CONSUMED_IDS`]) when they are
@@ -34,8 +34,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use crate::inbox::{InboxEntry, InboxError, read_hot_from, saved_index_has};
 use interlink_core::{IdentityKey, MsgId, wire::EnvelopeKind};
-use interlink_store::inbox::{InboxEntry, InboxError, read_hot_from, saved_index_has};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -376,7 +376,7 @@ impl ReadState {
         }
         let dir = self.inbox.parent().unwrap_or(Path::new("."));
         saved_index_has(dir, id).map_err(|source| ReadStateError::Io {
-            path: dir.join(interlink_store::inbox::INDEX_FILE),
+            path: dir.join(crate::inbox::INDEX_FILE),
             source,
         })
     }
@@ -404,6 +404,34 @@ impl ReadState {
             path: self.path.clone(),
             source,
         })
+    }
+}
+
+/// Inbox lines for the tests of the modules that read the inbox, here and above.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
+    use interlink_core::{MsgId, wire::EnvelopeKind};
+
+    use crate::inbox::InboxEntry;
+
+    /// An inbox line from a fixed sender, with text `text <id>`.
+    pub fn entry(id: MsgId, kind: EnvelopeKind) -> InboxEntry {
+        InboxEntry {
+            msg_id: id.to_string(),
+            sender: "aa".repeat(32),
+            sender_fingerprint: "0000-0000-0000".into(),
+            sender_session: "s".into(),
+            reply_to: format!("{}#s", "aa".repeat(32)),
+            kind,
+            task_id: None,
+            status: None,
+            in_reply_to: None,
+            sent_at: 1,
+            received_at: 2,
+            text: Some(format!("text {id}")),
+            name: None,
+            group: None,
+        }
     }
 }
 

@@ -109,16 +109,6 @@ pub struct HeldBy {
     pub peers_asked: usize,
 }
 
-impl From<interlink_net::HeldBy> for HeldBy {
-    fn from(h: interlink_net::HeldBy) -> Self {
-        Self {
-            outbox: h.outbox,
-            relays_asked: h.relays_asked,
-            peers_asked: h.peers_asked,
-        }
-    }
-}
-
 impl SentEntry {
     /// Keeps at most [`MAX_SENT_TEXT`] bytes of `text` (on a character boundary).
     pub fn set_text(&mut self, text: &str) {

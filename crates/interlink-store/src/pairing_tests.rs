@@ -110,7 +110,7 @@ fn a_knock_with_an_invite_of_ours_pairs_once_and_a_copy_goes_to_the_operator() {
         &SessionId::new("inv-1").unwrap(),
         60_000,
         1000,
-        &mut crate::session_node::os_rng(),
+        &mut rand_core::UnwrapErr(getrandom::SysRng),
     )
     .unwrap();
     let hex = interlink_core::identity::hex_encode(&secret);

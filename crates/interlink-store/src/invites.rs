@@ -164,7 +164,7 @@ mod tests {
     fn an_invite_is_redeemed_once_and_never_after_it_expires() {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::new(dir.path());
-        let mut rng = crate::session_node::os_rng();
+        let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
         let s = SessionId::new("inv-1").unwrap();
         let (secret, expires) = issue(&home, &s, 1000, 5000, &mut rng).unwrap();
         assert_eq!(expires, 6000);
@@ -185,7 +185,7 @@ mod tests {
     fn the_file_is_bounded_and_revocable() {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::new(dir.path());
-        let mut rng = crate::session_node::os_rng();
+        let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
         let a = SessionId::new("inv-a").unwrap();
         let b = SessionId::new("inv-b").unwrap();
         let (first, _) = issue(&home, &a, DEFAULT_TTL_MS, 0, &mut rng).unwrap();

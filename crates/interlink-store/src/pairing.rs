@@ -2,7 +2,7 @@
 //! sent, in `pairing.json` in the home directory.
 //!
 //! A stranger can only knock (identity + suggested name, no text). Its knock reaches one
-//! session, whose node holds it ([`interlink_store::knocks`]); the agent side records it
+//! session, whose node holds it ([`crate::knocks`]); the agent side records it
 //! here ([`record_knock`]) so it waits for
 //! the operator across restarts and is visible to every session and to the
 //! `interlink-p2p pair` command. Accepting ([`accept`]) pins the key in `peers.json`
@@ -16,13 +16,13 @@
 
 use std::{io, path::PathBuf};
 
+use crate::knocks::HeldKnock;
 use interlink_core::{
     IdentityKey, SessionId,
     limits::{KNOCK_QUEUE_CAPACITY, MAX_PENDING_PAIR_REQUESTS},
     trust::{KeyPattern, MIN_KEY_PREFIX, PeerPolicy, TrustError},
     wire::is_valid_name,
 };
-use interlink_store::knocks::HeldKnock;
 use serde::{Deserialize, Serialize};
 
 use crate::{
