@@ -140,7 +140,6 @@ impl std::fmt::Display for Output {
 /// started among them) when dropped, so no test leaves a process behind.
 #[allow(missing_debug_implementations)]
 pub struct Group {
-    /// The child.
     pub child: Child,
 }
 

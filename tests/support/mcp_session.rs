@@ -195,7 +195,6 @@ impl ClientHandler for Recorder {
 /// dropped.
 #[derive(Debug)]
 pub struct McpSession {
-    /// The client.
     pub client: RunningService<RoleClient, Recorder>,
     /// Custom notifications received, oldest first.
     pub notes: mpsc::Receiver<CustomNotification>,

@@ -60,7 +60,6 @@ enum HomeDir {
 /// A headless session (`interlink-p2p run`) with its home directory.
 #[derive(Debug)]
 pub struct Session {
-    /// The process.
     pub process: Guard,
     /// The session id.
     pub id: String,

@@ -27,7 +27,6 @@ pub fn free_port() -> u16 {
 /// A running relay (killed when dropped).
 #[derive(Debug)]
 pub struct Relay {
-    /// The process.
     pub process: Guard,
     /// Its address, ending in `/p2p/<relay id>`.
     pub addr: String,

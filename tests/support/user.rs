@@ -20,9 +20,7 @@ pub const LOOPBACK: &[&str] = &["--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"]
 pub struct Output {
     /// Its exit status.
     pub status: ExitStatus,
-    /// Its stdout.
     pub stdout: String,
-    /// Its stderr.
     pub stderr: String,
 }
 

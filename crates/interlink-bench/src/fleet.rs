@@ -176,7 +176,6 @@ const VISIBLE_POLL: Duration = Duration::from_millis(5);
 pub struct Peer {
     /// Owns the node (shut down on drop).
     pub fleet: Fleet,
-    /// Its handle.
     pub handle: Handle,
     /// Its identity key, hex.
     pub key: String,

@@ -23,7 +23,6 @@ use report::{Row, ScenarioReport};
 /// An `interlink-p2p` binary that has the `run` command.
 #[derive(Debug, Clone)]
 pub struct P2p {
-    /// Its path.
     pub path: PathBuf,
     /// The output of `interlink-p2p run --help` (to check for optional flags).
     pub run_help: String,

@@ -262,7 +262,6 @@ pub struct Sample {
     pub rss_file_kib: u64,
     /// Peak resident set size so far, KiB.
     pub hwm_kib: u64,
-    /// Threads.
     pub threads: u64,
     /// User + system CPU time, in clock ticks (`/proc/<pid>/stat`).
     pub cpu_ticks: u64,

@@ -18,7 +18,6 @@ pub struct Target {
 pub struct Measurement {
     /// What was measured, e.g. `converge`, `visible_p95`.
     pub name: String,
-    /// The value.
     pub value: f64,
     /// Its unit: `ms`, `MiB`, `%`, `count`.
     pub unit: &'static str,
@@ -55,7 +54,6 @@ impl Measurement {
         Self::new(name, d.as_secs_f64() * 1000.0, "ms")
     }
 
-    /// A count.
     pub fn count(name: impl Into<String>, n: usize) -> Self {
         // Counts here are far below 2^52, so the conversion is exact.
         #[allow(clippy::cast_precision_loss)]
@@ -78,7 +76,6 @@ pub enum Status {
 /// One case of a scenario (e.g. `50 nodes`) and what it measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
-    /// The case.
     pub case: String,
     /// How it ended.
     pub status: Status,

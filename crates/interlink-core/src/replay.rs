@@ -24,9 +24,9 @@ pub enum TimeError {
     /// Older than the window.
     #[error("timestamp is {age_ms} ms old; the window is {window_ms} ms")]
     Stale {
-        /// Its age.
+        #[allow(missing_docs)]
         age_ms: u64,
-        /// The window.
+        #[allow(missing_docs)]
         window_ms: u64,
     },
 }

@@ -51,7 +51,7 @@ pub enum TrustError {
     /// The petname already names another key.
     #[error("the name {name:?} is already used for key {key}")]
     NameTaken {
-        /// The name.
+        #[allow(missing_docs)]
         name: String,
         /// The fingerprint of the key it names.
         key: Fingerprint,

@@ -319,7 +319,7 @@ pub enum Event {
     Dropped {
         /// Its signed sender.
         from: SessionAddr,
-        /// Its id.
+        #[allow(missing_docs)]
         msg_id: MsgId,
         /// The recipient's refusal: a typed code and a detail.
         reason: Refusal,
@@ -337,7 +337,7 @@ pub enum Input {
     Send {
         /// The call to answer.
         caller: CallId,
-        /// The envelope.
+        #[allow(missing_docs)]
         envelope: Signed<Envelope>,
         /// The recipient's node, if known.
         route: Option<PeerRef>,
@@ -358,7 +358,7 @@ pub enum Input {
     },
     /// A collected-mail receipt arrived (PROTOCOL §8.6), signature verified.
     ReceiptCollected {
-        /// The receipt.
+        #[allow(missing_docs)]
         receipt: Signed<Receipt>,
     },
     /// A node showed life (connection, announcement, ping).
@@ -369,7 +369,7 @@ pub enum Input {
     /// A session's node is now known (an announcement), or no longer (`None`).
     /// Some is also a sign of life of that node.
     Route {
-        /// The session.
+        #[allow(missing_docs)]
         session: SessionAddr,
         /// Its node.
         peer: Option<PeerRef>,
@@ -435,7 +435,7 @@ pub enum Input {
 pub enum Output {
     /// Write this outbox entry durably, then answer [`Input::OutboxStored`].
     PersistOutbox {
-        /// The entry.
+        #[allow(missing_docs)]
         entry: OutboxEntry,
     },
     /// Delete this outbox entry (no answer needed; a lost delete only causes a retry).
@@ -489,7 +489,7 @@ pub enum Output {
         id: ReceiptId,
         /// The sending session's node.
         peer: PeerRef,
-        /// The receipt.
+        #[allow(missing_docs)]
         receipt: Signed<Receipt>,
     },
     /// Call [`Input::Timer`] at this time (ms since the epoch), replacing any earlier

@@ -81,7 +81,6 @@ pub(crate) enum Consent {
 /// tool again with the answer.
 #[derive(Debug)]
 pub(crate) enum Asked {
-    /// Decided.
     Decided(Consent),
     /// Return this to the client: it asks the human and retries the call.
     Ask(Box<InputRequiredResult>),

@@ -25,7 +25,7 @@ const POLL: Duration = Duration::from_millis(50);
 /// The identity a message goes to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
-    /// Its key.
+    #[allow(missing_docs)]
     pub key: IdentityKey,
     /// How to call it: its petname, `self`, or its fingerprint.
     pub name: String,

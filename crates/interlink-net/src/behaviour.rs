@@ -97,13 +97,11 @@ pub mod relay_limits {
 
     /// Reservations held at once.
     pub const MAX_RESERVATIONS: usize = 1024;
-    /// Reservations per peer.
     pub const MAX_RESERVATIONS_PER_PEER: usize = 4;
     /// How long a reservation lasts before the client renews it.
     pub const RESERVATION_DURATION: Duration = Duration::from_secs(3600);
     /// Circuits open at once.
     pub const MAX_CIRCUITS: usize = 256;
-    /// Circuits per peer.
     pub const MAX_CIRCUITS_PER_PEER: usize = 32;
     /// Longest life of one circuit (a new one is opened on the next dial).
     pub const MAX_CIRCUIT_DURATION: Duration = Duration::from_secs(3600);

@@ -27,7 +27,7 @@ pub enum Event {
     PeerDisconnected(PeerId),
     /// A message was written to this session's inbox (first time only).
     Delivered {
-        /// Its id.
+        #[allow(missing_docs)]
         msg_id: MsgId,
         /// The verified sender.
         from: IdentityKey,
@@ -40,7 +40,7 @@ pub enum Event {
     /// not checked against what this node sent (it forgets on restart): count it only
     /// for a message sent to `to`.
     Receipted {
-        /// Its id.
+        #[allow(missing_docs)]
         msg_id: MsgId,
         /// The recipient session that signed the receipt.
         to: SessionAddr,
@@ -49,7 +49,7 @@ pub enum Event {
     /// for good when it was retried, or it was not collected within the mailbox
     /// retention. It has left the outbox.
     NotKept {
-        /// Its id.
+        #[allow(missing_docs)]
         msg_id: MsgId,
         /// The recipient session it was for.
         to: SessionAddr,
@@ -60,7 +60,7 @@ pub enum Event {
     Knock {
         /// The stranger's identity.
         from: IdentityKey,
-        /// Its session.
+        #[allow(missing_docs)]
         session: SessionId,
     },
     /// A presence message or roster entry was refused.

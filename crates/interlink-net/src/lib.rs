@@ -115,7 +115,7 @@ pub enum SendOutcome {
     /// The recipient did not answer; the message waits in this session's outbox and
     /// in the recipient's mailbox.
     Queued {
-        /// Its id.
+        #[allow(missing_docs)]
         msg_id: interlink_core::MsgId,
         /// Where it is held at the moment of the answer.
         held_by: HeldBy,
@@ -164,7 +164,7 @@ pub struct Settled {
 /// names this message, this sender and the session below.
 #[derive(Clone, Debug)]
 pub struct Sent {
-    /// Its id.
+    #[allow(missing_docs)]
     pub msg_id: interlink_core::MsgId,
     /// The session that signed the receipt.
     pub to: interlink_core::wire::SessionAddr,

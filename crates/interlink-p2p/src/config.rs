@@ -36,7 +36,7 @@ pub const ENV_TEST_HEARTBEAT_MS: &str = interlink_core::env::TEST_HEARTBEAT_MS;
 /// Network settings given as flags; `None`/empty means "not given, use the environment".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Flags {
-    /// `--network`.
+    #[allow(missing_docs)]
     pub network: Option<String>,
     /// `--listen`, repeatable, each possibly comma-separated.
     pub listen: Vec<String>,
@@ -75,7 +75,7 @@ pub enum ConfigError {
     Value {
         /// The variable.
         var: String,
-        /// Its value.
+        #[allow(missing_docs)]
         value: String,
         /// What was expected.
         reason: String,

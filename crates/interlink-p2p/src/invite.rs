@@ -260,7 +260,7 @@ fn expires_text(expires: u64, now: u64) -> String {
 /// `join`'s options.
 #[derive(Clone, Debug)]
 pub struct JoinOptions {
-    /// The code.
+    #[allow(missing_docs)]
     pub code: String,
     /// The petname for the inviter [default: the name the code suggests].
     pub petname: Option<String>,

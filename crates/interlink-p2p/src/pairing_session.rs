@@ -34,7 +34,7 @@ const ROUTE_SETTLE: Duration = Duration::from_millis(300);
 /// A running pairing session.
 pub struct PairingSession {
     node: Node,
-    /// Its handle.
+    #[allow(missing_docs)]
     pub handle: Handle,
     /// Its address.
     pub own: SessionAddr,

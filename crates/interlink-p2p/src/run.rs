@@ -32,7 +32,7 @@ use crate::{paths::Home, policy};
 pub struct Options {
     /// `--session`; else `INTERLINK_SESSION`, `CLAUDE_CODE_SESSION_ID`, random.
     pub session: Option<String>,
-    /// `--summary`.
+    #[allow(missing_docs)]
     pub summary: String,
     /// The working directory announced (the current directory).
     pub cwd: PathBuf,

@@ -73,7 +73,7 @@ pub enum SettingsError {
     Key {
         /// The file.
         path: PathBuf,
-        /// The key.
+        #[allow(missing_docs)]
         key: String,
         /// What is wrong.
         reason: String,

@@ -147,7 +147,6 @@ pub type Line = (Instant, String);
 /// The answer of [`Child::try_next_line`].
 #[derive(Debug, PartialEq, Eq)]
 pub enum TryLine {
-    /// A line.
     Line(Line),
     /// No line yet.
     Empty,
@@ -352,9 +351,7 @@ impl Child {
 pub struct Output {
     /// Its exit status.
     pub status: ExitStatus,
-    /// Its stdout.
     pub stdout: String,
-    /// Its stderr.
     pub stderr: String,
 }
 

@@ -405,7 +405,6 @@ pub enum EditError {
     /// A member text does not parse.
     #[error("member {text:?}: {why}")]
     BadMember {
-        /// The text.
         text: String,
         /// What is wrong with it.
         why: String,
@@ -416,7 +415,6 @@ pub enum EditError {
          comes first (`interlink-p2p peer add NAME KEY`)"
     )]
     NotAPeer {
-        /// The text.
         text: String,
         /// Why the peers policy did not resolve it.
         reason: ResolveError,
@@ -426,12 +424,7 @@ pub enum EditError {
     Conflict(String),
     /// A removal names nothing in the group.
     #[error("{text:?} is not in group {group:?}")]
-    NotAMember {
-        /// The text.
-        text: String,
-        /// The group.
-        group: String,
-    },
+    NotAMember { text: String, group: String },
     /// The groups file could not be read or written.
     #[error(transparent)]
     File(#[from] GroupsFileError),

@@ -123,7 +123,6 @@ pub struct InboxGroup {
 pub struct InboxGroupMember {
     /// Its identity key, 64 hex digits.
     pub identity_key: String,
-    /// Its session id.
     pub session_id: String,
 }
 

@@ -21,7 +21,6 @@ pub const KNOCKS_FILE: &str = "knocks_held.json";
 pub struct HeldKnock {
     /// The identity asking to pair, 64 hex digits.
     pub sender: String,
-    /// Its fingerprint.
     pub sender_fingerprint: String,
     /// The session that knocked (where an acceptance goes).
     pub sender_session: String,

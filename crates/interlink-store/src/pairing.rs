@@ -47,7 +47,6 @@ const VERSION: u32 = 1;
 pub struct Incoming {
     /// The stranger's identity key (64 hex digits).
     pub identity_key: String,
-    /// Its fingerprint.
     pub fingerprint: String,
     /// The name it suggests for itself (unverified).
     pub name: Option<String>,
@@ -242,7 +241,6 @@ pub fn take_outgoing(home: &Home, key: &IdentityKey) -> Result<Option<Outgoing>,
 pub struct Accepted {
     /// The request accepted.
     pub request: Incoming,
-    /// Its key.
     pub key: IdentityKey,
     /// The petname it is pinned under.
     pub petname: String,

@@ -197,7 +197,6 @@ impl SessionDir {
         &self.0
     }
 
-    /// The inbox.
     pub fn inbox(&self) -> PathBuf {
         self.0.join(INBOX_FILE)
     }

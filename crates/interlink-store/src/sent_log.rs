@@ -64,7 +64,6 @@ pub struct SentEntry {
     pub to_session: String,
     /// Where it stands.
     pub state: State,
-    /// Its task.
     pub task_id: Option<String>,
     /// Its task status (`canceled`, …).
     pub status: Option<String>,

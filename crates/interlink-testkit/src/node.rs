@@ -64,7 +64,6 @@ pub fn session_role(
 /// A session node with its state directory (inbox, pins) and address.
 #[derive(Debug)]
 pub struct Peer {
-    /// The node.
     pub node: Node,
     /// Its identity and session.
     pub addr: SessionAddr,

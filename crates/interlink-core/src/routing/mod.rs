@@ -163,7 +163,7 @@ pub struct Candidate {
     pub cwd: String,
     /// Its git-root label, if any.
     pub git_label: Option<String>,
-    /// Its summary.
+    #[allow(missing_docs)]
     pub summary: String,
     /// Live or away.
     pub presence: Presence,

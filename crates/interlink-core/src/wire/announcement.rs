@@ -94,7 +94,7 @@ pub struct Announcement {
     pub identity: IdentityKey,
     /// Its sealing key, bound by signature.
     pub sealing: SealingBinding,
-    /// The session.
+    #[allow(missing_docs)]
     pub session_id: SessionId,
     /// The session's libp2p PeerId, as bytes (multihash).
     pub peer_id: ByteBuf,

@@ -205,7 +205,7 @@ impl<T: SignedBody> Signed<T> {
         &self.body_bytes
     }
 
-    /// The signature.
+    #[allow(missing_docs)]
     pub fn signature(&self) -> &[u8; 64] {
         &self.sig
     }

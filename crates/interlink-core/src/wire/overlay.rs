@@ -398,7 +398,7 @@ pub enum MailboxOp {
 pub struct MailboxResponse {
     /// Protocol version.
     pub v: u8,
-    /// The outcome.
+    #[allow(missing_docs)]
     pub outcome: MailboxOutcome,
 }
 

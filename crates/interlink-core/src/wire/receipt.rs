@@ -29,7 +29,7 @@ pub struct Receipt {
     pub v: u8,
     /// The recipient identity (the signer).
     pub recipient: IdentityKey,
-    /// The recipient session.
+    #[allow(missing_docs)]
     pub recipient_session: SessionId,
     /// The original sender the receipt is for.
     pub sender: IdentityKey,

@@ -57,7 +57,7 @@ impl Default for Params {
 pub enum Fault {
     /// The node is stopped (SIGSTOP) for a while.
     Pause {
-        /// Node.
+        #[allow(missing_docs)]
         node: usize,
         /// From.
         at: u64,
@@ -66,7 +66,7 @@ pub enum Fault {
     },
     /// The node crashes and restarts from its durable state.
     Crash {
-        /// Node.
+        #[allow(missing_docs)]
         node: usize,
         /// When.
         at: u64,
@@ -89,7 +89,7 @@ pub enum Fault {
     /// The node's wall clock steps back beyond the skew tolerance, then is corrected
     /// (NTP): mail to it looks future-dated meanwhile.
     ClockStep {
-        /// Node.
+        #[allow(missing_docs)]
         node: usize,
         /// From.
         at: u64,
@@ -100,7 +100,7 @@ pub enum Fault {
     },
     /// The node's disk is full: every write fails.
     DiskFull {
-        /// Node.
+        #[allow(missing_docs)]
         node: usize,
         /// From.
         at: u64,
@@ -181,7 +181,7 @@ pub struct Schedule {
     pub roster: Vec<Vec<bool>>,
     /// The sends, by time.
     pub sends: Vec<SendPlan>,
-    /// The faults.
+    #[allow(missing_docs)]
     pub faults: Vec<Fault>,
     /// The hostile node's actions.
     pub attacks: Vec<Attack>,

@@ -47,7 +47,7 @@ pub struct Sent {
     pub from: usize,
     /// Receiving node.
     pub to: usize,
-    /// Its id.
+    #[allow(missing_docs)]
     pub msg_id: MsgId,
     /// Its timestamp.
     pub ts: u64,

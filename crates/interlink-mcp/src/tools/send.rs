@@ -33,9 +33,7 @@ pub(crate) const ROUTE_WAIT: Duration = Duration::from_secs(3);
 /// What every copy of one `send_message` says, checked once.
 #[derive(Clone, Debug)]
 pub(crate) struct Fields {
-    /// The text.
     pub(crate) text: String,
-    /// Its task.
     pub(crate) task_id: Option<String>,
     /// Its task status.
     pub(crate) status: Option<TaskStatus>,
@@ -94,7 +92,6 @@ pub(crate) struct Recipient {
 /// A copy that went out: delivered, or queued (and where it is held).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Sent {
-    /// Its id.
     pub(crate) msg_id: MsgId,
     /// The recipient's node receipted it (else it is queued).
     pub(crate) delivered: bool,

@@ -41,7 +41,7 @@ pub struct IdentityReport {
 /// One session.
 #[derive(Clone, Debug, Serialize)]
 pub struct SessionReport {
-    /// Session id.
+    #[allow(missing_docs)]
     pub session_id: String,
     /// `live` or `away`.
     pub presence: String,
@@ -51,7 +51,7 @@ pub struct SessionReport {
     pub cwd: String,
     /// Git root label.
     pub git_label: Option<String>,
-    /// Summary.
+    #[allow(missing_docs)]
     pub summary: String,
     /// `claude`, `codex` or `other`.
     pub host: String,

@@ -51,7 +51,7 @@ impl fmt::Display for Protocol {
 pub enum HeartbeatRule {
     /// Every session re-announces every `interval_ms` (today: [`HEARTBEAT_MS`]).
     Fixed {
-        /// The interval, ms.
+        #[allow(missing_docs)]
         interval_ms: u64,
     },
     /// [`interval_for_rate`] of the sender's roster length: the overlay carries about

@@ -265,13 +265,13 @@ impl fmt::Display for Scenario {
 /// report.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
-    /// The scenario.
+    #[allow(missing_docs)]
     pub scenario: Scenario,
     /// The protocol version.
     pub protocol: Protocol,
     /// Nodes (sessions).
     pub nodes: usize,
-    /// The seed.
+    #[allow(missing_docs)]
     pub seed: u64,
     /// The heartbeat rule.
     pub heartbeat: HeartbeatRule,
