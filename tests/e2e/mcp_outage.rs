@@ -184,8 +184,20 @@ async fn queued_mail_survives_the_sender_being_killed_with_no_other_holder() {
             (&json!("queued"), &json!(true)),
             "{status}"
         );
-        // The sent log is saved half a second after a change; let it land, then crash.
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // The sent log is saved half a second after a change; crash once it holds all
+        // five.
+        let session = interlink_store::paths::Home::new(alice.home())
+            .session(&interlink_core::SessionId::new("a-killed").unwrap())
+            .unwrap();
+        let until = deadline();
+        while !ids.iter().all(|id| {
+            interlink_store::sent_log::SentLog::load(&session)
+                .get(id)
+                .is_some()
+        }) {
+            assert!(std::time::Instant::now() < until, "sent.json never saved");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         a.kill(deadline()).await.unwrap();
 
         let a = start_on_loopback(&alice, "a-killed", None, &[])

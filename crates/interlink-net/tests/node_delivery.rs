@@ -159,8 +159,20 @@ async fn messages_to_a_vanished_session_wait_in_the_dht_until_it_returns() {
     let bob = start_in(bob_dir, base + 3, 2, "bob-1", &[("alice", &alice_id)], boot);
     wait_inbox(&bob, &expected).await;
 
-    // He acked them: a second restart delivers nothing twice.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // He acked them: Carol, a holder, has the tombstones. A second restart then
+    // delivers nothing twice.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let held = carol.handle().held_mailbox(bob_addr.clone()).await.unwrap();
+        if held.map(|h| (h.pending, h.acked)) == Some((0, expected.len())) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Carol never held Bob's acks: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let Peer {
         node, dir: bob_dir, ..
     } = bob;
