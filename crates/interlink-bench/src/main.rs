@@ -24,7 +24,8 @@ struct Cli {
     #[arg(long, value_name = "PATH")]
     p2p_bin: Option<PathBuf>,
     /// Node counts for `roster-convergence`, each with its runs, e.g. `100:3,200:1`
-    /// [default: 10:5,50:3,100:2,200:1].
+    /// [default: 10:5,50:3,100:2,200:1]; for `presence-sim`, the simulated sessions
+    /// [default: 1000,10000].
     #[arg(long, value_name = "N:RUNS,...")]
     nodes: Option<String>,
 }

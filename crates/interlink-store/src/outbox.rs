@@ -253,7 +253,7 @@ mod tests {
     }
 
     /// The outbox's cost per message (docs/BENCHMARKS.md): `cargo test --release -p
-    /// interlink-net --lib outbox_bench -- --ignored --nocapture`.
+    /// interlink-store --lib outbox_bench -- --ignored --nocapture`.
     #[test]
     #[ignore = "benchmark; run by hand"]
     fn outbox_bench_cost_per_message() {

@@ -13,6 +13,7 @@ mod hostile_load;
 mod idle_cost;
 mod mailbox_dht;
 mod mcp;
+mod presence_sim;
 mod relay_latency;
 mod roster_convergence;
 mod visible_after_start;
@@ -40,6 +41,7 @@ pub const ALL: &[Scenario] = &[
     relay_latency::SCENARIO,
     mcp::SCENARIO,
     hostile_load::SCENARIO,
+    presence_sim::SCENARIO,
 ];
 
 /// Looks a scenario up by name.

@@ -549,7 +549,7 @@ fn a_full_disk_is_retryable_and_leaves_no_fragment() {
     drop(inbox);
 }
 
-/// `cargo test -p interlink-net --lib inbox_bench -- --ignored --nocapture`: opening
+/// `cargo test -p interlink-store --lib inbox_bench -- --ignored --nocapture`: opening
 /// and querying an inbox with 100,000 messages of history.
 #[test]
 #[ignore = "benchmark"]

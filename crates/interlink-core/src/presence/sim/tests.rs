@@ -173,42 +173,6 @@ fn steady_bytes_per_node_grow_linearly_not_quadratically() {
     );
 }
 
-/// The scenarios at 1,000 and 10,000 nodes, as the node is built (protocol 8, the
-/// adaptive heartbeat), with the heal and the steady state under the fixed 30 s
-/// heartbeat too. Run with
-/// `cargo test -p interlink-core --features sim --release --lib -- --ignored presence_sim_at_10k --nocapture`.
-/// The fixed heartbeat's steady state at 10,000 is measured over 60 s (two whole
-/// periods, phases spread evenly) rather than 300 s: it costs seconds of CPU per
-/// simulated second.
-#[test]
-#[ignore = "minutes in a release build"]
-fn presence_sim_at_10k() {
-    for nodes in [1_000, 10_000] {
-        let p = Params::default().with_nodes(nodes);
-        let fixed = p.clone().with_heartbeat(HeartbeatRule::FIXED);
-        let timed = |name: &str, run: &dyn Fn() -> Report| {
-            let t = Instant::now();
-            let r = run();
-            eprintln!("{name} at {nodes}: {:.1} s wall", t.elapsed().as_secs_f64());
-            r
-        };
-        let cold = timed("cold start", &|| cold_start(&p));
-        let heal = timed("partition heal", &|| partition_heal(&p));
-        let heal_fixed = timed("partition heal, fixed", &|| partition_heal(&fixed));
-        let fixed_ms = if nodes > 1_000 {
-            60 * SECOND_MS
-        } else {
-            p.steady_ms
-        };
-        let steady_fixed = timed("steady, fixed", &|| {
-            steady_state(&fixed.clone().with_steady_ms(fixed_ms))
-        });
-        let adaptive = timed("steady, adaptive", &|| steady_state(&p));
-        eprintln!("\n{}", table(&[cold, heal, heal_fixed]));
-        eprintln!("{}", table(&[steady_fixed, adaptive]));
-    }
-}
-
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()

@@ -1,0 +1,121 @@
+//! Two engines wired by hand, as a shell would, shared by the engine's tests and its
+//! benchmark.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use interlink_core::{
+    Identity, SessionId,
+    trust::PeerPolicy,
+    wire::{Envelope, SessionAddr, Signed},
+};
+use interlink_delivery::{CallId, Config, Engine, InboundId, Input, Outcome, Output, PeerRef};
+use interlink_testkit::{ids::msg_id_le, signed};
+
+pub(crate) const NOW: u64 = 1_790_000_000_000;
+
+pub(crate) struct Pair {
+    pub(crate) a: Engine,
+    pub(crate) b: Engine,
+    pub(crate) ida: Identity,
+    pub(crate) addr_a: SessionAddr,
+    pub(crate) addr_b: SessionAddr,
+}
+
+pub(crate) fn pair() -> Pair {
+    let (ida, idb) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let addr_a = SessionAddr {
+        key: ida.public(),
+        session: SessionId::new("a").unwrap(),
+    };
+    let addr_b = SessionAddr {
+        key: idb.public(),
+        session: SessionId::new("b").unwrap(),
+    };
+    let mut pa = PeerPolicy::new();
+    pa.add("b", idb.public()).unwrap();
+    let mut pb = PeerPolicy::new();
+    pb.add("a", ida.public()).unwrap();
+    let a = Engine::new(
+        Config::default().with_policy(pa),
+        Identity::from_seed(&[1; 32]),
+        addr_a.clone(),
+        NOW,
+    );
+    let b = Engine::new(Config::default().with_policy(pb), idb, addr_b.clone(), NOW);
+    Pair {
+        a,
+        b,
+        ida,
+        addr_a,
+        addr_b,
+    }
+}
+
+pub(crate) fn envelope(p: &mut Pair, n: u64, now: u64) -> Signed<Envelope> {
+    let ts = p.a.next_ts(now);
+    signed::envelope(p.addr_a.key, &p.addr_a.session, &p.addr_b, msg_id_le(n), ts)
+        .opaque_body()
+        .sign(&p.ida)
+}
+
+/// Carries every output of both engines until quiet, storing everything at once;
+/// returns the replies A's callers got.
+pub(crate) fn settle(p: &mut Pair, now: u64) -> Vec<(CallId, Outcome)> {
+    let mut replies = Vec::new();
+    let mut inbound = 0;
+    loop {
+        let mut moved = false;
+        while let Some(out) = p.a.poll_output() {
+            moved = true;
+            match out {
+                Output::PersistOutbox { entry } => p.a.handle(
+                    Input::OutboxStored {
+                        key: entry.key(),
+                        result: Ok(()),
+                    },
+                    now,
+                ),
+                Output::SendRequest { req, envelopes, .. } => {
+                    inbound += 1;
+                    let id = InboundId(inbound);
+                    p.b.handle(
+                        Input::DeliverRequest {
+                            from: PeerRef(1),
+                            req: id,
+                            envelopes,
+                        },
+                        now,
+                    );
+                    // B answers id; the pairing back to req is the shell's table.
+                    while let Some(o) = p.b.poll_output() {
+                        match o {
+                            Output::AppendInbox { token, .. } => p.b.handle(
+                                Input::InboxStored {
+                                    token,
+                                    result: Ok(()),
+                                    refused: Vec::new(),
+                                },
+                                now,
+                            ),
+                            Output::Respond { response, .. } => p.a.handle(
+                                Input::DeliverResponse {
+                                    req,
+                                    result: Ok(response),
+                                },
+                                now,
+                            ),
+                            _ => {}
+                        }
+                    }
+                }
+                Output::Reply { caller, outcome } => replies.push((caller, outcome.unwrap())),
+                _ => {}
+            }
+        }
+        while p.b.poll_output().is_some() {
+            moved = true;
+        }
+        if !moved {
+            return replies;
+        }
+    }
+}
