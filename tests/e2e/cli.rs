@@ -174,3 +174,64 @@ fn alone_on_the_network_commands_say_why_and_start_without_warnings() {
     ]);
     assert!(!ok && err.contains("\"..\" is never a session id"), "{err}");
 }
+
+/// A fixed listen port belongs to the session that took it: a second session given the
+/// same TCP or QUIC port fails at once, names the process holding it and exits non-zero
+/// (libp2p's TCP listener shares ports by `SO_REUSEPORT`; before, the second started
+/// and the kernel split incoming connections between the two, and on QUIC the error
+/// had no cause at all).
+#[test]
+fn a_second_session_on_a_taken_fixed_port_fails_naming_the_holder() {
+    use interlink_e2e::{process::Session, relays::free_port};
+    let (tcp, udp) = (free_port(), free_port());
+    let tcp_addr = format!("/ip4/127.0.0.1/tcp/{tcp}");
+    let quic_addr = format!("/ip4/127.0.0.1/udp/{udp}/quic-v1");
+    let first = Session::start(
+        "holder",
+        &["--no-mdns", "--listen", &tcp_addr, "--listen", &quic_addr],
+        &[],
+    )
+    .unwrap();
+    let pid = first.process.pid();
+    for (addr, what) in [
+        (&tcp_addr, format!("port {tcp}/tcp")),
+        (&quic_addr, format!("port {udp}/udp")),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        let out = p2p()
+            .arg("--home")
+            .arg(home.path())
+            .args(["run", "--session", "second", "--no-mdns", "--listen", addr])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "the second session must not start: {err}"
+        );
+        assert!(
+            err.contains(&format!("{what} is already in use by pid {pid}")),
+            "names the port and its holder: {err}"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+            "no address, no ready"
+        );
+    }
+    // A listen error that is not a taken port carries its cause.
+    let home = tempfile::tempdir().unwrap();
+    let out = p2p()
+        .arg("--home")
+        .arg(home.path())
+        .args([
+            "run",
+            "--no-mdns",
+            "--listen",
+            "/ip4/192.0.2.1/udp/4000/quic-v1",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("Cannot assign requested address"), "{err}");
+}

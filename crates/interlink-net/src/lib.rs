@@ -25,6 +25,7 @@ pub mod durable;
 pub mod gated;
 mod handle;
 mod node;
+mod ports;
 pub mod probe;
 mod swarm;
 

@@ -82,11 +82,15 @@ impl Node {
         role: Role,
     ) -> Result<Self, NetError> {
         for addr in &config.listen {
+            crate::ports::check_free(addr).map_err(|reason| NetError::Listen {
+                addr: addr.to_string(),
+                reason,
+            })?;
             swarm
                 .listen_on(addr.clone())
                 .map_err(|e| NetError::Listen {
                     addr: addr.to_string(),
-                    reason: e.to_string(),
+                    reason: error_chain(&e),
                 })?;
         }
         let topic = gossipsub::IdentTopic::new(config.network.announce_topic());
@@ -546,6 +550,20 @@ impl Actor {
 }
 
 /// The next answer of the store thread; never, for a node without one.
+/// `e` and its causes, `: `-separated: some transports' errors say nothing themselves
+/// (QUIC's listen error is an empty string around the `io::Error` that says why).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        parts.push(s.to_string());
+        source = s.source();
+    }
+    parts.retain(|p| !p.is_empty());
+    parts.dedup();
+    parts.join(": ")
+}
+
 /// The parts `role` runs: a session's delivery (its inbox and outbox opened) and the
 /// passes its peers issued it, a relay's store thread; sessions and observers, which
 /// hold copies for others, check them on a thread of their own (a relay's store thread
