@@ -5,6 +5,7 @@
 
 pub mod agent_cli;
 pub mod framing;
+pub mod lab;
 pub mod lan;
 pub mod mcp_session;
 pub mod npm;

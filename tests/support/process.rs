@@ -29,10 +29,25 @@ pub fn use_netns(name: &str) {
     let _ = NETNS.set(name.to_owned());
 }
 
+/// The namespace set by [`use_netns`], if any.
+pub fn netns() -> Option<&'static str> {
+    NETNS.get().map(String::as_str)
+}
+
 /// An `interlink-p2p` command with a scrubbed environment
 /// ([`harness::SCRUBBED_ENV`]), `home` as its `INTERLINK_HOME`, and `env` added.
 pub fn command(home: &Path, env: &[(&str, &str)]) -> anyhow::Result<Command> {
-    let mut cmd = match NETNS.get() {
+    command_in(netns(), home, env)
+}
+
+/// Like [`command`], run in the network namespace `netns` if given (tests with more
+/// than one namespace, [`crate::lab`]).
+pub fn command_in(
+    netns: Option<&str>,
+    home: &Path,
+    env: &[(&str, &str)],
+) -> anyhow::Result<Command> {
+    let mut cmd = match netns {
         // `ip netns exec` execs the binary, so the child's pid is the binary's.
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -55,6 +70,15 @@ pub fn command(home: &Path, env: &[(&str, &str)]) -> anyhow::Result<Command> {
 enum HomeDir {
     Own(tempfile::TempDir),
     Shared(PathBuf),
+}
+
+impl HomeDir {
+    fn path(&self) -> PathBuf {
+        match self {
+            Self::Own(dir) => dir.path().to_owned(),
+            Self::Shared(path) => path.clone(),
+        }
+    }
 }
 
 /// A headless session (`interlink-p2p run`) with its home directory.
@@ -86,18 +110,33 @@ impl Session {
         Self::start_with(HomeDir::Shared(home.to_owned()), id, args, env)
     }
 
+    /// Like [`Session::start_in`], in the network namespace `netns`.
+    pub fn start_in_netns(
+        netns: &str,
+        home: &Path,
+        id: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        let mut cmd = command_in(Some(netns), home, env)?;
+        cmd.args(["run", "--session", id]).args(args);
+        Self::spawn_ready(HomeDir::Shared(home.to_owned()), id, cmd)
+    }
+
     fn start_with(
         home: HomeDir,
         id: &str,
         args: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
-        let home_path = match &home {
-            HomeDir::Own(dir) => dir.path().to_owned(),
-            HomeDir::Shared(path) => path.clone(),
-        };
-        let mut cmd = command(&home_path, env)?;
+        let mut cmd = command(&home.path(), env)?;
         cmd.args(["run", "--session", id]).args(args);
+        Self::spawn_ready(home, id, cmd)
+    }
+
+    /// Spawns `cmd` (a `run`) and reads its stdout up to `ready`.
+    fn spawn_ready(home: HomeDir, id: &str, cmd: Command) -> anyhow::Result<Self> {
+        let home_path = home.path();
         // One log per start, so a restarted session keeps its predecessor's log.
         let log = home_path.join(format!("{id}.{}.stderr.log", unique_suffix()));
         let process = Guard::spawn(cmd, log)?;

@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::{Context as _, ensure};
 
-use crate::process::{DEADLINE, Session, command, run_with_input};
+use crate::process::{DEADLINE, Session, command_in, run_with_input};
 
 /// Flags that keep every node on loopback without mDNS.
 pub const LOOPBACK: &[&str] = &["--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"];
@@ -34,6 +34,9 @@ pub struct User {
     pub key: String,
     env: Vec<(String, String)>,
     home: tempfile::TempDir,
+    /// The network namespace its commands run in ([`crate::lab`]), if any; else the
+    /// test process's (`process::use_netns`).
+    netns: Option<String>,
 }
 
 impl User {
@@ -47,6 +50,7 @@ impl User {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             home: tempfile::tempdir()?,
+            netns: None,
         };
         let out = user.cli(&["id", "--json"], None)?;
         ensure!(out.status.success(), "{name}: id failed: {}", out.stderr);
@@ -63,14 +67,34 @@ impl User {
         self.home.path()
     }
 
-    /// Runs `interlink-p2p ARGS` in this home to completion, with `input` on stdin.
-    pub fn cli(&self, args: &[&str], input: Option<&str>) -> anyhow::Result<Output> {
-        let env: Vec<(&str, &str)> = self
-            .env
+    /// Runs this user's later commands in the network namespace `netns`.
+    pub fn set_netns(&mut self, netns: &str) {
+        self.netns = Some(netns.to_owned());
+    }
+
+    fn env(&self) -> Vec<(&str, &str)> {
+        self.env
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let mut cmd = command(self.home(), &env)?;
+            .collect()
+    }
+
+    /// Starts `interlink-p2p run --session <session> ARGS` in this home (and its
+    /// namespace).
+    pub fn start_with_args(&self, session: &str, args: &[&str]) -> anyhow::Result<Session> {
+        match &self.netns {
+            Some(ns) => Session::start_in_netns(ns, self.home(), session, args, &self.env()),
+            None => Session::start_in(self.home(), session, args, &self.env()),
+        }
+    }
+
+    /// Runs `interlink-p2p ARGS` in this home to completion, with `input` on stdin.
+    pub fn cli(&self, args: &[&str], input: Option<&str>) -> anyhow::Result<Output> {
+        let mut cmd = command_in(
+            self.netns.as_deref().or(crate::process::netns()),
+            self.home(),
+            &self.env(),
+        )?;
         cmd.args(args);
         let (status, stdout, stderr) = run_with_input(cmd, input, Instant::now() + DEADLINE)?;
         Ok(Output {
@@ -100,12 +124,7 @@ impl User {
         if let Some(b) = bootstrap {
             args.extend(["--bootstrap", b]);
         }
-        let env: Vec<(&str, &str)> = self
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        Session::start_in(self.home(), session, &args, &env)
+        self.start_with_args(session, &args)
     }
 
     /// `interlink-p2p send --to <to> ARGS` on loopback, bootstrapping to `bootstrap`.

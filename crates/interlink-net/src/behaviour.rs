@@ -352,7 +352,11 @@ impl Behaviour {
             gossipsub,
             kad,
             identify,
-            ping: ping::Behaviour::new(ping::Config::new()),
+            ping: ping::Behaviour::new(
+                ping::Config::new()
+                    .with_interval(crate::node::PING_INTERVAL)
+                    .with_timeout(crate::node::PING_TIMEOUT),
+            ),
             mdns: mdns.into(),
             roster,
             deliver,

@@ -35,6 +35,9 @@ pub struct Diagnostics {
     /// Connections closed for opening more mailbox streams at once than they may
     /// (`behaviour::MAILBOX_UNREAD_PER_CONNECTION`).
     pub mailbox_connections_closed: u64,
+    /// Connections closed as dead: a ping went unanswered, or the address they were
+    /// bound to went away (the host moved).
+    pub dead_connections_closed: u64,
     /// Relay nodes: peers holding a circuit reservation here.
     pub served_reservations: usize,
     /// Relay nodes: circuits open through here.

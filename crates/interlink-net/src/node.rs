@@ -17,6 +17,7 @@ mod presence;
 mod publishing;
 mod relay_store;
 mod relaying;
+mod roaming;
 mod roles;
 mod roster_sync;
 mod sealing;
@@ -61,6 +62,7 @@ const TICK: Duration = Duration::from_secs(1);
 const REPUBLISH: Duration = Duration::from_secs(300);
 /// After a retryable refusal, how long before the live path is tried again.
 const LIVE_RETRY: Duration = Duration::from_secs(5);
+pub(crate) use roaming::{PING_INTERVAL, PING_TIMEOUT};
 /// How long shutdown keeps driving the swarm so the goodbye leaves.
 const GOODBYE_FLUSH: Duration = Duration::from_millis(300);
 
@@ -161,6 +163,7 @@ impl Node {
             keys,
             last_tick: Instant::now(),
             started: Instant::now(),
+            dead_connections: 0,
         };
         actor.refresh_trusted();
         for addr in &actor.config.external_addrs {
@@ -213,6 +216,8 @@ impl Node {
 #[derive(Debug, Default)]
 struct PeerInfo {
     addr: Option<Multiaddr>,
+    /// Its connections and how each was made (bounded by the swarm's limits).
+    connections: HashMap<libp2p::swarm::ConnectionId, libp2p::core::ConnectedPoint>,
     rtt: Option<Duration>,
     agent: Option<String>,
 }
@@ -240,6 +245,9 @@ struct Actor {
     last_tick: Instant,
     /// When the node started.
     started: Instant,
+    /// Connections closed as dead: a ping unanswered, or bound to an address that
+    /// went away ([`roaming`]).
+    dead_connections: u64,
 }
 
 impl Actor {
@@ -402,14 +410,17 @@ impl Actor {
                         self.announce();
                     }
                 }
+                self.on_listen_addr_new(&address);
                 self.emit(Event::ListenAddr(address));
             }
             SwarmEvent::ExpiredListenAddr { address, .. } => {
                 self.listen_addrs.retain(|a| a != &address);
                 self.pace(PacerInput::AnnouncementChanged);
+                self.on_listen_addr_expired(&address);
             }
             SwarmEvent::ConnectionEstablished {
                 peer_id,
+                connection_id,
                 endpoint,
                 num_established,
                 ..
@@ -420,6 +431,7 @@ impl Actor {
                 self.pace(PacerInput::PeerConnected(peer_id));
                 let info = self.peers.entry(peer_id).or_default();
                 info.addr = Some(endpoint.get_remote_address().clone());
+                info.connections.insert(connection_id, endpoint);
                 self.peer_alive(peer_id);
                 self.on_relay_connected(peer_id);
                 if self.peers.len() == 1 {
@@ -440,9 +452,15 @@ impl Actor {
             }
             SwarmEvent::ConnectionClosed {
                 peer_id,
-                num_established: 0,
+                connection_id,
+                num_established,
                 ..
-            } => {
+            } if num_established > 0 => {
+                if let Some(info) = self.peers.get_mut(&peer_id) {
+                    info.connections.remove(&connection_id);
+                }
+            }
+            SwarmEvent::ConnectionClosed { peer_id, .. } => {
                 debug!(%peer_id, "disconnected");
                 self.peers.remove(&peer_id);
                 self.pace(PacerInput::PeerDisconnected(peer_id));
@@ -507,6 +525,7 @@ impl Actor {
             mailbox_requests_waiting: self.mailbox.calls.waiting(),
             holds_refused_network: self.relays.network_refused,
             mailbox_connections_closed: self.mailbox.blocking.closed,
+            dead_connections_closed: self.dead_connections,
             presence: self.presence.cost,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),

@@ -1,5 +1,5 @@
-//! Building the real swarm: TCP (dialling from fresh ports) and QUIC, noise, yamux, DNS
-//! and the relay client.
+//! Building the real swarm: TCP (dialling from fresh ports, dead connections closed by
+//! the kernel) and QUIC, noise, yamux, DNS and the relay client.
 //!
 //! The in-process memory transport (`/memory/<n>` addresses) is included too, with the
 //! same noise and yamux upgrades: it cannot be reached from outside the process, and it
@@ -9,7 +9,10 @@ use std::{
     io,
     pin::Pin,
     task::{Context, Poll},
+    time::Duration,
 };
+
+use futures::{TryFutureExt as _, future::MapOk};
 
 use libp2p::{
     Multiaddr, Swarm, Transport,
@@ -67,7 +70,27 @@ pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, Ne
     Ok(swarm)
 }
 
-/// TCP that dials from a fresh port, never from a listening one.
+/// How long data sent on a TCP connection may stay unacknowledged before the kernel
+/// closes it (`TCP_USER_TIMEOUT`, Linux). A peer that moved to another network leaves
+/// its connections ESTABLISHED, retransmitting into nothing for about 16 minutes; the
+/// node's pings every few seconds (`node::roaming`) give every connection data in
+/// flight, so a dead one is closed within this time. A slow link that still
+/// acknowledges is never closed by it, however long its queue.
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(5);
+
+type TcpStream = <tcp::tokio::Transport as Transport>::Output;
+
+/// `stream` with [`TCP_USER_TIMEOUT`] set where the system has it.
+fn with_user_timeout(stream: TcpStream) -> TcpStream {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Err(e) = socket2::SockRef::from(&stream.0).set_tcp_user_timeout(Some(TCP_USER_TIMEOUT)) {
+        tracing::debug!("TCP_USER_TIMEOUT not set: {e}");
+    }
+    stream
+}
+
+/// TCP that dials from a fresh port, never from a listening one, and whose connections
+/// carry [`TCP_USER_TIMEOUT`].
 ///
 /// libp2p's TCP binds a dial to the node's listening port by default (`PortUse::Reuse`,
 /// for NAT hole punching). Two nodes that dial each other at the same instant — a
@@ -80,10 +103,11 @@ pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, Ne
 struct FreshPortTcp(tcp::tokio::Transport);
 
 impl Transport for FreshPortTcp {
-    type Output = <tcp::tokio::Transport as Transport>::Output;
+    type Output = TcpStream;
     type Error = io::Error;
-    type ListenerUpgrade = <tcp::tokio::Transport as Transport>::ListenerUpgrade;
-    type Dial = <tcp::tokio::Transport as Transport>::Dial;
+    type ListenerUpgrade =
+        MapOk<<tcp::tokio::Transport as Transport>::ListenerUpgrade, fn(TcpStream) -> TcpStream>;
+    type Dial = MapOk<<tcp::tokio::Transport as Transport>::Dial, fn(TcpStream) -> TcpStream>;
 
     fn listen_on(
         &mut self,
@@ -102,19 +126,24 @@ impl Transport for FreshPortTcp {
         addr: Multiaddr,
         opts: DialOpts,
     ) -> Result<Self::Dial, TransportError<Self::Error>> {
-        self.0.dial(
+        let dial = self.0.dial(
             addr,
             DialOpts {
                 port_use: PortUse::New,
                 ..opts
             },
-        )
+        )?;
+        Ok(dial.map_ok(with_user_timeout as fn(TcpStream) -> TcpStream))
     }
 
     fn poll(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<TransportEvent<Self::ListenerUpgrade, Self::Error>> {
-        Pin::new(&mut self.0).poll(cx)
+        Pin::new(&mut self.0).poll(cx).map(|event| {
+            event.map_upgrade(|upgrade| {
+                upgrade.map_ok(with_user_timeout as fn(TcpStream) -> TcpStream)
+            })
+        })
     }
 }

@@ -117,6 +117,19 @@ impl Bootstrap {
         }
     }
 
+    /// The host's addresses changed: every bootstrap and mDNS peer not connected is
+    /// dialled at once, and the backoffs start over.
+    pub(super) fn redial_now(&mut self, now: Instant) {
+        for e in &mut self.entries {
+            e.next_dial = now;
+            e.backoff = MIN_BACKOFF;
+        }
+        for (_, next, backoff) in self.mdns.values_mut() {
+            *next = now;
+            *backoff = MIN_BACKOFF;
+        }
+    }
+
     pub(super) fn on_disconnected(&mut self, peer: PeerId, now: Instant) {
         for e in &mut self.entries {
             if e.peer == Some(peer) {
@@ -312,7 +325,11 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             actor.fetch_own_mailbox();
             actor.run_outputs();
         }
-        BehaviourEvent::Ping(ping::Event { peer, result, .. }) => match result {
+        BehaviourEvent::Ping(ping::Event {
+            peer,
+            connection,
+            result,
+        }) => match result {
             Ok(rtt) => {
                 // A ping answered is a sign of life too.
                 actor.peer_alive(peer);
@@ -320,7 +337,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                     p.rtt = Some(rtt);
                 }
             }
-            Err(e) => debug!(%peer, %e, "ping failed"),
+            Err(e) => actor.on_ping_failed(peer, connection, &e),
         },
         BehaviourEvent::RelayClient(ev) => debug!(?ev, "relay client"),
         BehaviourEvent::Dcutr(ev) => debug!(?ev, "dcutr"),

@@ -135,6 +135,18 @@ impl Actor {
         }
     }
 
+    /// Ends the own mailbox's fetch still waiting on the DHT, so the next starts at
+    /// once: after the host moved, the running query waits on peers it reached over
+    /// connections that are now dead, for as long as its timeout.
+    pub(super) fn abandon_own_fetch(&mut self) {
+        let Some(query) = self.parts.delivery_mut().and_then(|d| d.own_query.take()) else {
+            return;
+        };
+        if let Some(mut q) = self.swarm.behaviour_mut().kad.query_mut(&query) {
+            q.finish();
+        }
+    }
+
     /// Sends each of `holders` not asked yet by this fetch a signed fetch of `me`'s
     /// mailbox, addressed to it.
     fn fetch_from(&mut self, holders: Vec<PeerId>, me: &SessionAddr) {

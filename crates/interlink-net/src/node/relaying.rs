@@ -250,27 +250,35 @@ impl Actor {
                 let Some(calls) = self.end_call(id) else {
                     return;
                 };
+                // The connection it went on closed (a dead one, found by ping): the
+                // peer may still be reachable on another.
+                let connection_lost = matches!(
+                    result,
+                    Err(request_response::OutboundFailure::ConnectionClosed)
+                );
                 let outcome = result.ok().map(|r| r.outcome);
                 if let Some(MailboxOutcome::Refused { reason }) = &outcome {
                     debug!(%peer, %reason, "a peer refused a mailbox request");
                 }
                 for (call, purpose) in calls {
-                    self.on_mailbox_answer(call, purpose, outcome.as_ref());
+                    self.on_mailbox_answer(call, purpose, outcome.as_ref(), connection_lost);
                 }
             }
         }
     }
 
-    /// One of our mailbox requests was answered (`None`: it failed): handed to the
-    /// part of the node that made it.
+    /// One of our mailbox requests was answered (`None`: it failed, and
+    /// `connection_lost` when the connection it went on closed): handed to the part of
+    /// the node that made it.
     fn on_mailbox_answer(
         &mut self,
         call: CallId,
         purpose: Purpose,
         outcome: Option<&MailboxOutcome>,
+        connection_lost: bool,
     ) {
         match purpose {
-            Purpose::Push(key) => self.push_done(&key, outcome.is_some()),
+            Purpose::Push(key) => self.push_done(&key, outcome.is_some(), connection_lost),
             Purpose::Fetch => {
                 self.mailbox.fetching.answered();
                 if let Some(MailboxOutcome::Record {
@@ -294,8 +302,9 @@ impl Actor {
     /// here. A stopped owner reads the request the moment it resumes — before its wake
     /// detection or its next poll would fetch — like the predecessor's open long-poll.
     /// One push per mailbox is in flight; changes meanwhile are pushed when it is
-    /// answered (not after a failure: an owner that did not answer in time fetches on
-    /// waking).
+    /// answered, and the copy again when the connection it went on closed under it (a
+    /// dead connection beside a live one: the owner moved and dialled back) — not
+    /// after a timeout: an owner that did not answer in time fetches on waking.
     pub(super) fn push_to_owner(&mut self, owner: &SessionAddr, key: &RecordKey, record: Vec<u8>) {
         if let Some(dirty) = self.relays.pushing.get_mut(key) {
             *dirty = true;
@@ -331,9 +340,9 @@ impl Actor {
         }
     }
 
-    fn push_done(&mut self, key: &RecordKey, answered: bool) {
+    fn push_done(&mut self, key: &RecordKey, answered: bool, connection_lost: bool) {
         let dirty = self.relays.pushing.remove(key).unwrap_or(false);
-        if !(answered && dirty) {
+        if !(answered && dirty || connection_lost) {
             return;
         }
         let Some(mb) = self.held_mailbox(key).filter(|m| !m.is_empty()) else {
