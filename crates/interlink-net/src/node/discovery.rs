@@ -337,6 +337,8 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                     p.rtt = Some(rtt);
                 }
             }
+            // A peer that does not speak ping (the JS interop probe) is not dead.
+            Err(ping::Failure::Unsupported) => debug!(%peer, "peer does not answer pings"),
             Err(e) => actor.on_ping_failed(peer, connection, &e),
         },
         BehaviourEvent::RelayClient(ev) => debug!(?ev, "relay client"),
