@@ -178,6 +178,19 @@ async fn two_sessions_pair_discover_talk_and_acknowledge() {
         let (who_text, who) = b.ok("whoami", json!({})).await.unwrap();
         assert!(who_text.contains("1 unread message"), "{who_text}");
         assert_eq!(who["unread"], 1);
+        // And what it sees of its network: Alice's session, directly, over TCP.
+        assert!(who_text.contains("net alice/mcp-a: direct tcp"), "{who_text}");
+        let alice_peer = who["network"]["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["sessions"][0] == "alice/mcp-a")
+            .cloned();
+        assert_eq!(
+            alice_peer.map(|p| (p["route"].clone(), p["transport"].clone())),
+            Some((json!("direct"), json!("tcp"))),
+            "{who}"
+        );
 
         // The Stop hook wakes the agent with it (exit 2), labelled with the sender.
         let hook_input = json!({"session_id": "mcp-b", "hook_event_name": "Stop"}).to_string();

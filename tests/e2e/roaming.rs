@@ -114,4 +114,51 @@ fn mail_reaches_a_host_whose_address_changed_within_seconds() {
         ["before the move", "after the move"],
         "each once, in order"
     );
+
+    // Each running session shows what it sees of its network: the other's session,
+    // directly connected over TCP, with a round trip (`peers --session`, from the view
+    // the session keeps in its directory).
+    for (user, session, other) in [(&alice, "a-1", "bob/b-1"), (&bob, "b-1", "alice/a-1")] {
+        let until = Instant::now() + Duration::from_secs(20);
+        let shown = loop {
+            let out = user.cli(&["peers", "--session", session], None).unwrap();
+            let text = out.stdout.clone() + &out.stderr;
+            if out.status.success() && text.contains(&format!("{other}: direct tcp")) {
+                break text;
+            }
+            assert!(
+                Instant::now() < until,
+                "{session}'s view never showed {other}: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        assert!(
+            shown.starts_with(&format!("session {session} (running)")),
+            "{shown}"
+        );
+        assert!(shown.contains(" ms"), "a round trip: {shown}");
+        let out = user
+            .cli(&["peers", "--session", session, "--json"], None)
+            .unwrap();
+        let view: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        let peer = view["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["sessions"][0] == other)
+            .unwrap_or_else(|| panic!("{view}"));
+        assert_eq!(
+            (&peer["route"], &peer["transport"]),
+            (&serde_json::json!("direct"), &serde_json::json!("tcp"))
+        );
+    }
+    // After the move Bob's side closed what was bound to the old address.
+    let out = bob
+        .cli(&["peers", "--session", "b-1", "--json"], None)
+        .unwrap();
+    let view: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(
+        view["dead_connections_closed"].as_u64() >= Some(1),
+        "{view}"
+    );
 }

@@ -249,6 +249,11 @@ async fn run_node(
         Ok(p) => p,
         Err(e) => return fail(e.to_string()),
     };
+    let session_dir = config
+        .delivery
+        .inbox_dir
+        .as_deref()
+        .map(interlink_store::paths::SessionDir::at);
     config.delivery = Delivery {
         inbox_dir: config.delivery.inbox_dir.take(),
         policy,
@@ -279,7 +284,18 @@ async fn run_node(
                 early_events: std::sync::Mutex::new(early_events),
                 since: std::time::Instant::now(),
             })));
+            let network = session_dir.map(|dir| {
+                tokio::spawn(crate::network_view::keep_written(
+                    handle.clone(),
+                    home.clone(),
+                    dir,
+                    cancel.clone(),
+                ))
+            });
             session::follow_policy(watcher, handle, cancel.clone()).await;
+            if let Some(task) = network {
+                task.abort();
+            }
         }
     }
     node.shutdown().await;

@@ -44,6 +44,12 @@ pub struct Diagnostics {
     pub served_circuits: usize,
     /// What learning and keeping the roster has cost this node since start.
     pub presence: PresenceCost,
+    /// The addresses the swarm holds as this node's external ones (confirmed by
+    /// AutoNAT or identify, or configured).
+    pub external_addrs: Vec<Multiaddr>,
+    /// AutoNAT's verdict on this node's reachability (`public <addr>`, `private`,
+    /// `unknown`); `None` where AutoNAT does not run (no relay configured).
+    pub nat: Option<String>,
 }
 
 /// What presence has cost a node since start: messages and bytes received, and the
@@ -86,4 +92,29 @@ pub struct ConnectedPeer {
     pub agent: Option<String>,
     /// Its gossipsub peer score (negative after invalid presence messages).
     pub score: Option<f64>,
+    /// Open connections to it.
+    pub connections: usize,
+    /// Whether every connection to it goes through a relay (a circuit).
+    pub relayed: bool,
+    /// The transport of its best connection: `tcp`, `quic`, `memory` or `relay` when
+    /// only relayed.
+    pub transport: &'static str,
+}
+
+/// The transport a connection's remote address names, and whether it is relayed.
+pub(crate) fn transport_of(addr: &Multiaddr) -> (&'static str, bool) {
+    use libp2p::multiaddr::Protocol;
+    if addr.iter().any(|p| p == Protocol::P2pCircuit) {
+        return ("relay", true);
+    }
+    let transport = addr
+        .iter()
+        .find_map(|p| match p {
+            Protocol::QuicV1 => Some("quic"),
+            Protocol::Memory(_) => Some("memory"),
+            Protocol::Tcp(_) => Some("tcp"),
+            _ => None,
+        })
+        .unwrap_or("other");
+    (transport, false)
 }

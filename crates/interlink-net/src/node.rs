@@ -495,6 +495,12 @@ impl Actor {
             .peers
             .iter()
             .filter_map(|(peer_id, info)| {
+                // The best connection: a direct one if there is one.
+                let (transport, relayed) = info
+                    .connections
+                    .values()
+                    .map(|c| crate::diagnostics::transport_of(c.get_remote_address()))
+                    .min_by_key(|(_, relayed)| *relayed)?;
                 Some(ConnectedPeer {
                     score: gs.peer_score(peer_id),
                     peer_id: *peer_id,
@@ -503,6 +509,9 @@ impl Actor {
                         .rtt
                         .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
                     agent: info.agent.clone(),
+                    connections: info.connections.len(),
+                    relayed,
+                    transport,
                 })
             })
             .collect();
@@ -516,7 +525,19 @@ impl Actor {
             .cloned()
             .collect();
         let mailboxes_held = self.mailbox.copies.len();
+        let nat = self
+            .swarm
+            .behaviour()
+            .autonat
+            .as_ref()
+            .map(|a| match a.nat_status() {
+                libp2p::autonat::NatStatus::Public(addr) => format!("public {addr}"),
+                libp2p::autonat::NatStatus::Private => "private".to_owned(),
+                libp2p::autonat::NatStatus::Unknown => "unknown".to_owned(),
+            });
         Diagnostics {
+            external_addrs: self.swarm.external_addresses().cloned().collect(),
+            nat,
             served_reservations: self.relays.reservations.len(),
             served_circuits: self.relays.circuits,
             mailboxes_held,

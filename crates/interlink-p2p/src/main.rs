@@ -218,14 +218,20 @@ enum Command {
         #[arg(long, value_name = "SECS")]
         timeout: Option<f64>,
     },
-    /// Join the overlay as an observer and show the sessions and network state.
+    /// Join the overlay as an observer and show the sessions and network state; or,
+    /// with --session, what a running session of this user sees of its network.
     #[command(
-        after_help = "Examples:\n  interlink-p2p peers\n  interlink-p2p peers --watch\n  interlink-p2p peers --json --bootstrap /ip4/192.168.1.5/tcp/4001"
+        after_help = "Examples:\n  interlink-p2p peers\n  interlink-p2p peers --watch\n  interlink-p2p peers --json --bootstrap /ip4/192.168.1.5/tcp/4001\n  interlink-p2p peers --session reviewer"
     )]
     Peers {
         /// Print one JSON object (one per line with --watch); shape in docs/CLI.md.
         #[arg(long)]
         json: bool,
+        /// Show this running session's own connections (direct or relayed, transport,
+        /// round trip), NAT status and external addresses, from the view it keeps
+        /// current in its session directory.
+        #[arg(long, value_name = "ID", conflicts_with = "watch")]
+        session: Option<String>,
         /// Keep running and print again on every change, until Ctrl-C.
         #[arg(long)]
         watch: bool,
@@ -558,9 +564,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Peers {
             json,
+            session: Some(session),
+            ..
+        } => {
+            peers::session_view(&home()?, &session, json, &mut std::io::stdout())?;
+        }
+        Command::Peers {
+            json,
             watch,
             wait,
             ref net,
+            session: None,
         } => {
             let config = net.config(&settings)?;
             let wait = seconds("--wait", wait)?;

@@ -41,6 +41,52 @@ pub struct Options {
     pub wait: Duration,
 }
 
+/// How old a session's `network.json` may be while the session runs: it is rewritten
+/// when anything in it changed, and at least every
+/// [`interlink_mcp::network_view::REWRITE_AT_LEAST`].
+const VIEW_STALE_AFTER: Duration = Duration::from_secs(60);
+
+/// `peers --session <id>`: what a running session of this user sees of its network,
+/// from the view it keeps in its session directory.
+pub fn session_view(
+    home: &Home,
+    session: &str,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let id = interlink_core::SessionId::new(session)
+        .map_err(|e| crate::UsageError(format!("--session {session:?}: {e}")))?;
+    let dir = home.session(&id)?;
+    let bytes = match std::fs::read(dir.network()) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "session {session} has no network view: it has not run since this version, or \
+             is not a session of this home ({})",
+            home.path().display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.network().display())),
+    };
+    let view: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is damaged", dir.network().display()))?;
+    if json {
+        writeln!(out, "{view}")?;
+        return Ok(());
+    }
+    let age = view["updated_ms"]
+        .as_u64()
+        .map(|t| Duration::from_millis(interlink_net::now_ms().saturating_sub(t)));
+    let state = match age {
+        Some(a) if a <= VIEW_STALE_AFTER => "running".to_owned(),
+        Some(a) => format!("not running: as it saw it {}s ago", a.as_secs()),
+        None => "age unknown".to_owned(),
+    };
+    writeln!(out, "session {session} ({state})")?;
+    for line in interlink_mcp::network_view::lines(&view) {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}
+
 /// Runs `peers`: results to `out`, progress to `progress`.
 pub async fn peers(
     home: Option<&Home>,

@@ -100,6 +100,12 @@ pub async fn run(
     }
 
     let cancel = CancellationToken::new();
+    let network = tokio::spawn(interlink_mcp::network_view::keep_written(
+        handle.clone(),
+        home.clone(),
+        session_dir.clone(),
+        cancel.clone(),
+    ));
     tokio::select! {
         _ = term.recv() => info!("SIGTERM: shutting down"),
         _ = int.recv() => info!("SIGINT: shutting down"),
@@ -107,6 +113,7 @@ pub async fn run(
         () = follow_policy(watcher, handle, cancel.clone()) => {}
     }
     cancel.cancel();
+    let _ = network.await;
     node.shutdown().await;
     Ok(())
 }

@@ -60,6 +60,9 @@ pub const WOKEN_FILE: &str = "woken.json";
 /// File name of what was handed to the agent host's own inbox
 /// (`interlink_mcp::host_inbox::HandoverFile`).
 pub const HOST_INBOX_FILE: &str = "host_inbox.json";
+/// File name of a running session's view of its network
+/// (`interlink_mcp::network_view`).
+pub const NETWORK_FILE: &str = "network.json";
 
 /// Resolves the home directory from an explicit value and an environment lookup.
 fn resolve_home(
@@ -244,6 +247,11 @@ impl SessionDir {
     /// What was handed to the agent host's own inbox ([`HOST_INBOX_FILE`]).
     pub fn host_inbox(&self) -> PathBuf {
         self.0.join(HOST_INBOX_FILE)
+    }
+
+    /// The running session's view of its network ([`NETWORK_FILE`]).
+    pub fn network(&self) -> PathBuf {
+        self.0.join(NETWORK_FILE)
     }
 
     /// Claims the session for this process, which runs `command` (one process per

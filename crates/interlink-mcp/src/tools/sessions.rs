@@ -4,7 +4,7 @@
 use rmcp::{handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::{context::ToolError, policy, render, server::Server, session_node::check_summary};
 
@@ -54,12 +54,24 @@ impl Server {
     #[tool(annotations(read_only_hint = true))]
     async fn whoami(&self) -> CallToolResult {
         let ctx = &self.ctx;
-        let (listen, node) = match ctx.ready().await {
-            Ok(r) => (
-                r.listen.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "ready".to_owned(),
-            ),
-            Err(e) => (Vec::new(), e.0),
+        let (listen, node, network) = match ctx.ready().await {
+            Ok(r) => {
+                // What this session's node sees of its network: its peers, direct or
+                // relayed, and how it is reached.
+                let network = match (r.handle.diagnostics().await, r.handle.roster().await) {
+                    (Ok(diag), Ok(roster)) => {
+                        let names = crate::policy::load(&ctx.home).unwrap_or_default();
+                        crate::network_view::view(&diag, &roster, &names)
+                    }
+                    _ => Value::Null,
+                };
+                (
+                    r.listen.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "ready".to_owned(),
+                    network,
+                )
+            }
+            Err(e) => (Vec::new(), e.0, Value::Null),
         };
         let summary = ctx.shared().summary.clone();
         let key = ctx.key();
@@ -93,6 +105,11 @@ impl Server {
         for a in &listen {
             text.push_str(&format!("listen {a}\n"));
         }
+        if !network.is_null() {
+            for line in crate::network_view::lines(&network) {
+                text.push_str(&format!("net {line}\n"));
+            }
+        }
         ctx.ok(
             text.trim_end().to_owned(),
             json!({
@@ -107,6 +124,7 @@ impl Server {
                 "host_inbox": host_inbox,
                 "node": node,
                 "listen_addrs": listen,
+                "network": network,
                 "pairing": pairing,
             }),
         )
