@@ -6,12 +6,55 @@ use interlink_core::wire::SessionAddr;
 
 use crate::{config::ROUTES_CAPACITY, types::PeerRef};
 
-/// Session → node, and the nodes that are believed unreachable until they show life.
+/// The longest a live attempt may wait for its answer, however slow the link measured.
+pub(crate) const LIVE_TIMEOUT_CAP_MS: u64 = 8_000;
+/// Clock granularity added to the variance term (RFC 6298's G).
+const GRANULARITY_MS: u64 = 10;
+
+/// A node's measured answer time (RFC 6298: smoothed round trip and its variation),
+/// and how many live attempts in a row ran out since the last answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Rtt {
+    srtt: u64,
+    rttvar: u64,
+    timeouts: u32,
+}
+
+impl Rtt {
+    fn sample(&mut self, ms: u64) {
+        if self.srtt == 0 {
+            self.srtt = ms.max(1);
+            self.rttvar = ms / 2;
+        } else {
+            self.rttvar = (3 * self.rttvar + self.srtt.abs_diff(ms)) / 4;
+            self.srtt = (7 * self.srtt + ms) / 8;
+        }
+        self.timeouts = 0;
+    }
+
+    /// The live window: the measured answer time with its variation, never under
+    /// `floor`, doubled for each attempt in a row that ran out (Karn: a timed-out
+    /// attempt gives no sample), at most [`LIVE_TIMEOUT_CAP_MS`].
+    fn timeout(self, floor: u64) -> u64 {
+        let rto = if self.srtt == 0 {
+            floor
+        } else {
+            (self.srtt + (4 * self.rttvar).max(GRANULARITY_MS)).max(floor)
+        };
+        rto.saturating_mul(1 << self.timeouts.min(4))
+            .min(LIVE_TIMEOUT_CAP_MS.max(floor))
+    }
+}
+
+/// Session → node, the nodes that are believed unreachable until they show life, and
+/// each node's answer time.
 #[derive(Debug, Default)]
 pub(crate) struct Routes {
     map: BTreeMap<SessionAddr, PeerRef>,
     // Only nodes that are some session's route are marked, so this is bounded by `map`.
     unreachable: BTreeSet<PeerRef>,
+    // Likewise only for nodes that are some session's route.
+    rtt: BTreeMap<PeerRef, Rtt>,
 }
 
 impl Routes {
@@ -47,8 +90,9 @@ impl Routes {
             }
         }
         for d in dropped.into_iter().flatten() {
-            if self.unreachable.contains(&d) && !self.map.values().any(|p| *p == d) {
+            if !self.map.values().any(|p| *p == d) {
                 self.unreachable.remove(&d);
+                self.rtt.remove(&d);
             }
         }
     }
@@ -63,6 +107,30 @@ impl Routes {
         if self.map.values().any(|p| *p == peer) {
             self.unreachable.insert(peer);
         }
+    }
+
+    /// The node answered a live attempt `ms` after it was sent.
+    pub(crate) fn answered_in(&mut self, peer: PeerRef, ms: u64) {
+        if self.map.values().any(|p| *p == peer) {
+            self.rtt.entry(peer).or_default().sample(ms);
+        }
+    }
+
+    /// A live attempt to the node ran out: the next one waits longer.
+    pub(crate) fn timed_out(&mut self, peer: PeerRef) {
+        if let Some(r) = self.rtt.get_mut(&peer) {
+            r.timeouts = r.timeouts.saturating_add(1);
+        }
+    }
+
+    /// How long a live attempt to `peer` waits for its answer: what its answers took
+    /// so far (never under `floor`, the configured window).
+    pub(crate) fn live_timeout(&self, peer: PeerRef, floor: u64) -> u64 {
+        self.rtt
+            .get(&peer)
+            .copied()
+            .unwrap_or_default()
+            .timeout(floor)
     }
 
     /// The sessions on `peer`.
@@ -80,5 +148,41 @@ impl Routes {
     /// Number of routes held.
     pub(crate) fn len(&self) -> usize {
         self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_window_follows_the_answers_and_backs_off_after_a_timeout() {
+        let floor = 1_000;
+        let mut r = Rtt::default();
+        assert_eq!(
+            r.timeout(floor),
+            floor,
+            "nothing measured: the configured window"
+        );
+        for _ in 0..20 {
+            r.sample(50);
+        }
+        assert_eq!(r.timeout(floor), floor, "a fast link keeps the floor");
+        // A slow, jittery link (a WAN with loss): the window grows past the floor.
+        let mut slow = Rtt::default();
+        for ms in [400, 900, 300, 1_200, 500, 800] {
+            slow.sample(ms);
+        }
+        let t = slow.timeout(floor);
+        assert!(t > 1_500 && t <= LIVE_TIMEOUT_CAP_MS, "{t}");
+        // A timeout doubles the next window, up to the cap; an answer resets it.
+        slow.timeouts = 1;
+        assert_eq!(slow.timeout(floor), (2 * t).min(LIVE_TIMEOUT_CAP_MS));
+        slow.timeouts = 10;
+        assert_eq!(slow.timeout(floor), LIVE_TIMEOUT_CAP_MS);
+        slow.sample(600);
+        assert_eq!(slow.timeouts, 0);
+        // A configured window above the cap is kept.
+        assert_eq!(Rtt::default().timeout(20_000), 20_000);
     }
 }

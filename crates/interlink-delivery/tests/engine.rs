@@ -242,3 +242,142 @@ fn a_body_the_store_cannot_open_is_refused_for_good() {
     assert_eq!(p.b.sizes().inbox_index, 1);
     assert!(Refusal::Unopenable.is_final());
 }
+
+/// One slow answer does not leave the recipient's node marked unreachable: the first
+/// attempt runs out (its message goes on by the mailbox, `queued`), its answer comes
+/// late, and the live path is tried again at once instead of after the next sign of
+/// life — with a window that grew with what the answer took.
+#[test]
+fn a_late_answer_keeps_the_live_path_open_and_widens_the_window() {
+    let mut p = pair();
+    let to = p.addr_b.clone();
+    p.a.handle(
+        Input::Route {
+            session: to.clone(),
+            peer: Some(PeerRef(2)),
+        },
+        NOW,
+    );
+    let first = envelope(&mut p, 1, NOW);
+    p.a.handle(
+        Input::Send {
+            caller: CallId(1),
+            envelope: first,
+            route: Some(PeerRef(2)),
+        },
+        NOW,
+    );
+    let mut req = None;
+    let mut timer = None;
+    for out in outputs(&mut p.a) {
+        match out {
+            Output::SendRequest { req: r, .. } => req = Some(r),
+            Output::SetTimer { at } => timer = Some(at),
+            Output::PersistOutbox { entry } => p.a.handle(
+                Input::OutboxStored {
+                    key: entry.key(),
+                    result: Ok(()),
+                },
+                NOW,
+            ),
+            _ => {}
+        }
+    }
+    let req = req.expect("a live attempt");
+    assert_eq!(
+        timer,
+        Some(NOW + 1_000),
+        "nothing measured yet: the configured 1 s"
+    );
+    // The attempt runs out: queued.
+    let late = NOW + 1_000;
+    p.a.handle(Input::Timer, late);
+    let mut replies = Vec::new();
+    loop {
+        let outs = outputs(&mut p.a);
+        if outs.is_empty() {
+            break;
+        }
+        for out in outs {
+            match out {
+                Output::PersistOutbox { entry } => p.a.handle(
+                    Input::OutboxStored {
+                        key: entry.key(),
+                        result: Ok(()),
+                    },
+                    late,
+                ),
+                Output::Reply { outcome, .. } => replies.push(outcome),
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        matches!(replies.as_slice(), [Ok(Outcome::Queued { .. })]),
+        "{replies:?}"
+    );
+    // Its answer arrives 2.5 s after it was sent.
+    let answered = NOW + 2_500;
+    p.a.handle(
+        Input::DeliverResponse {
+            req,
+            result: Ok(interlink_delivery::Response {
+                receipt: None,
+                results: vec![None],
+            }),
+        },
+        answered,
+    );
+    // The node is alive: the queued message goes live again at once (rather than
+    // after the next sign of life).
+    let outs = outputs(&mut p.a);
+    let (retry, envelopes) = outs
+        .into_iter()
+        .find_map(|o| match o {
+            Output::SendRequest { req, envelopes, .. } => Some((req, envelopes)),
+            _ => None,
+        })
+        .expect("not marked unreachable by one slow answer");
+    // B answers it, this time after 2 s: past the configured 1 s window, within the
+    // one widened by the 2.5 s answer. The answer still counts: delivered, and the
+    // message leaves the outbox.
+    p.b.handle(
+        Input::DeliverRequest {
+            from: PeerRef(1),
+            req: InboundId(1),
+            envelopes,
+        },
+        answered,
+    );
+    let mut response = None;
+    while let Some(o) = p.b.poll_output() {
+        match o {
+            Output::AppendInbox { token, .. } => p.b.handle(
+                Input::InboxStored {
+                    token,
+                    result: Ok(()),
+                    refused: Vec::new(),
+                },
+                answered,
+            ),
+            Output::Respond { response: r, .. } => response = Some(r),
+            _ => {}
+        }
+    }
+    let later = answered + 2_000;
+    p.a.handle(Input::Timer, later);
+    let _ = outputs(&mut p.a);
+    p.a.handle(
+        Input::DeliverResponse {
+            req: retry,
+            result: Ok(response.expect("B answers")),
+        },
+        later,
+    );
+    let outs = outputs(&mut p.a);
+    assert!(
+        outs.iter()
+            .any(|o| matches!(o, Output::RemoveOutbox { .. })),
+        "the window follows the measured answer: {outs:?}"
+    );
+}

@@ -56,8 +56,14 @@ struct Flight {
     to: SessionAddr,
     peer: PeerRef,
     ids: Vec<MsgId>,
+    sent: u64,
     deadline: u64,
 }
+
+/// Live attempts that ran out, remembered so a late answer still counts as a sign of
+/// life and a measurement: one slow answer must not leave the node marked unreachable
+/// (and every later message queued) until something else shows it alive.
+const MAX_LATE_FLIGHTS: usize = 256;
 
 /// The sender side of one session.
 #[derive(Debug, Default)]
@@ -67,6 +73,9 @@ pub(crate) struct Sender {
     queues: BTreeMap<SessionAddr, VecDeque<MsgId>>,
     flights: BTreeMap<ReqId, Flight>,
     flight_of: BTreeMap<SessionAddr, ReqId>,
+    /// Attempts that ran out → their node and when they were sent (at most
+    /// [`MAX_LATE_FLIGHTS`], the oldest forgotten first).
+    late: BTreeMap<ReqId, (PeerRef, u64)>,
     /// After a retryable refusal: no live attempt to this session before then.
     backoff: BTreeMap<SessionAddr, u64>,
     last_ts: u64,
@@ -243,11 +252,30 @@ impl Sender {
         req: ReqId,
         result: Result<Response, SendFailure>,
     ) {
-        // A response after the engine's own timeout finds no flight: ignored.
         let at_cap = self.flights.len() >= REQUESTS_IN_FLIGHT;
         let Some(f) = self.flights.remove(&req) else {
+            // An answer after the engine's own timeout: its messages went on by the
+            // mailbox, but the node is alive and its answer time is known.
+            if let (Some((peer, sent)), Ok(_)) = (self.late.remove(&req), &result) {
+                ctx.routes.answered_in(peer, ctx.now.saturating_sub(sent));
+                ctx.routes.alive(peer);
+                self.alive(ctx, peer);
+            }
             return;
         };
+        match &result {
+            Ok(_) => ctx
+                .routes
+                .answered_in(f.peer, ctx.now.saturating_sub(f.sent)),
+            Err(SendFailure::Timeout) => {
+                ctx.routes.timed_out(f.peer);
+                if self.late.len() >= MAX_LATE_FLIGHTS {
+                    self.late.pop_first();
+                }
+                self.late.insert(req, (f.peer, f.sent));
+            }
+            Err(_) => {}
+        }
         if at_cap {
             // Others may have been waiting for a free slot, not for their own answer.
             for to in self.recipients() {
@@ -493,7 +521,8 @@ impl Sender {
                         to: to.clone(),
                         peer,
                         ids: batch,
-                        deadline: now + ctx.cfg.live_timeout_ms,
+                        sent: now,
+                        deadline: now + ctx.routes.live_timeout(peer, ctx.cfg.live_timeout_ms),
                     },
                 );
                 self.flight_of.insert(to.clone(), req);
