@@ -12,7 +12,7 @@ use std::{
 use anyhow::Context as _;
 use interlink_e2e::{
     process::Session,
-    relays::{Relay, free_port, start_relay, start_relay_at},
+    relays::{Relay, free_port, start_relay, start_relay_at, start_relay_with_quic},
     user::{User, outcomes},
 };
 
@@ -199,6 +199,58 @@ fn sessions_reachable_only_through_the_relay_talk_both_ways() {
         "{page}"
     );
     assert!(page.ends_with("# EOF\n"));
+}
+
+/// RELAY.md's recipe gives sessions the relay's TCP address; a session reaches it over
+/// QUIC as well (the relay listens on both), so hole punching has a UDP address to work
+/// with. Seen in the session's own network view.
+#[test]
+fn a_session_given_the_relays_tcp_address_reaches_it_over_quic_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start_relay_with_quic(dir.path(), free_port(), free_port(), free_port()).unwrap();
+    let (alice, _bob) = users(&relay.addr);
+    let mut env = KNOBS.to_vec();
+    env.push(("INTERLINK_RELAY", &relay.addr));
+    let _a = Session::start_in(
+        alice.home(),
+        "quic-a",
+        &[
+            "--listen",
+            "/ip4/127.0.0.1/tcp/0,/ip4/127.0.0.1/udp/0/quic-v1",
+            "--no-mdns",
+        ],
+        &env,
+    )
+    .unwrap();
+    let relay_id = relay.addr.rsplit('/').next().unwrap().to_owned();
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = alice
+            .cli(&["peers", "--session", "quic-a", "--json"], None)
+            .unwrap();
+        let view: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+        let transports = view["peers"].as_array().and_then(|peers| {
+            peers
+                .iter()
+                .find(|p| p["peer_id"] == relay_id.as_str())
+                .map(|p| p["transports"].clone())
+        });
+        if transports
+            .as_ref()
+            .and_then(|t| t.as_array())
+            .is_some_and(|t| {
+                t.contains(&serde_json::json!("quic")) && t.contains(&serde_json::json!("tcp"))
+            })
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the relay is not reached over QUIC too: {transports:?}\n{}",
+            out.stdout
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// `/probe` and `/metrics` answer with the documented shapes, and creating no session.

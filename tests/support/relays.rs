@@ -47,6 +47,27 @@ pub fn start_relay_at(
     metrics: u16,
     offset_ms: i64,
 ) -> anyhow::Result<Relay> {
+    spawn_relay(dir, port, None, metrics, offset_ms)
+}
+
+/// Like [`start_relay`], listening on QUIC port `quic` as well, as a relay does by
+/// default; the address returned is still the TCP one (RELAY.md's recipe).
+pub fn start_relay_with_quic(
+    dir: &Path,
+    port: u16,
+    quic: u16,
+    metrics: u16,
+) -> anyhow::Result<Relay> {
+    spawn_relay(dir, port, Some(quic), metrics, 0)
+}
+
+fn spawn_relay(
+    dir: &Path,
+    port: u16,
+    quic: Option<u16>,
+    metrics: u16,
+    offset_ms: i64,
+) -> anyhow::Result<Relay> {
     let mut cmd = Command::new(binary("interlink-relay")?);
     cmd.env("INTERLINK_TEST_CLOCK_OFFSET_MS", offset_ms.to_string());
     cmd.arg("--key")
@@ -54,13 +75,32 @@ pub fn start_relay_at(
         .arg("--db")
         .arg(dir.join("mailboxes.redb"))
         .args(["--listen", &format!("/ip4/127.0.0.1/tcp/{port}")])
+        .args(
+            quic.map(|q| {
+                [
+                    "--listen".to_owned(),
+                    format!("/ip4/127.0.0.1/udp/{q}/quic-v1"),
+                ]
+            })
+            .into_iter()
+            .flatten(),
+        )
         .args(["--metrics", &format!("127.0.0.1:{metrics}")])
         .env("RUST_LOG", "info");
     let log = dir.join(format!("relay.{}.log", std::process::id()));
     let process = Guard::spawn(cmd, log)?;
-    let addr = process
-        .next_line(Instant::now() + DEADLINE)?
-        .with_context(|| format!("relay printed no address: {}", process.stderr()))?;
+    // One line per listen address, in no fixed order: the TCP one is the relay's
+    // address in RELAY.md's recipe.
+    let deadline = Instant::now() + DEADLINE;
+    let mut addr = String::new();
+    for _ in 0..if quic.is_some() { 2 } else { 1 } {
+        addr = process
+            .next_line(deadline)?
+            .with_context(|| format!("relay printed no address: {}", process.stderr()))?;
+        if addr.contains("/tcp/") {
+            break;
+        }
+    }
     anyhow::ensure!(
         addr.starts_with("/ip4/127.0.0.1/tcp/") && addr.contains("/p2p/12D3KooW"),
         "unexpected relay address {addr:?}"

@@ -47,6 +47,7 @@ pub fn view(diag: &Diagnostics, roster: &[IdentityView], peers: &PeerPolicy) -> 
                 "sessions": sessions,
                 "route": if p.relayed { "relayed" } else { "direct" },
                 "transport": p.transport,
+                "transports": p.transports,
                 "connections": p.connections,
                 "rtt_ms": p.rtt_us.map(|us| (us as f64 / 100.0).round() / 10.0),
                 "addr": p.addr.to_string(),

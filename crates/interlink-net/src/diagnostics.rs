@@ -99,6 +99,8 @@ pub struct ConnectedPeer {
     /// The transport of its best connection: `tcp`, `quic`, `memory` or `relay` when
     /// only relayed.
     pub transport: &'static str,
+    /// The transports of all its connections, each once.
+    pub transports: Vec<&'static str>,
 }
 
 /// The transport a connection's remote address names, and whether it is relayed.

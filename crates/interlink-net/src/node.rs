@@ -512,6 +512,16 @@ impl Actor {
                     connections: info.connections.len(),
                     relayed,
                     transport,
+                    transports: {
+                        let mut all: Vec<&'static str> = info
+                            .connections
+                            .values()
+                            .map(|c| crate::diagnostics::transport_of(c.get_remote_address()).0)
+                            .collect();
+                        all.sort_unstable();
+                        all.dedup();
+                        all
+                    },
                 })
             })
             .collect();

@@ -248,6 +248,9 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             if let Some(p) = actor.peers.get_mut(&peer_id) {
                 p.agent = Some(info.agent_version.clone());
             }
+            if actor.relays.is_relay(&peer_id) {
+                actor.reach_relay_over_quic(peer_id, &info.listen_addrs);
+            }
             let kad_proto = actor.config.network.kad_protocol();
             if info.protocols.iter().any(|p| p.as_ref() == kad_proto) {
                 for addr in info

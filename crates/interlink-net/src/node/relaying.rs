@@ -97,11 +97,88 @@ impl Relays {
     }
 }
 
+/// The QUIC addresses to reach a relay at: the host of its `configured` address (IP or
+/// DNS name) with each QUIC port among its `listen` addresses (at most 2).
+fn quic_addrs(configured: &Multiaddr, listen: &[Multiaddr]) -> Vec<Multiaddr> {
+    let Some(host) = configured.iter().next().filter(|p| {
+        matches!(
+            p,
+            Protocol::Ip4(_)
+                | Protocol::Ip6(_)
+                | Protocol::Dns(_)
+                | Protocol::Dns4(_)
+                | Protocol::Dns6(_)
+        )
+    }) else {
+        return Vec::new();
+    };
+    let mut ports: Vec<u16> = listen
+        .iter()
+        .filter(|a| a.iter().any(|p| p == Protocol::QuicV1))
+        .filter(|a| a.iter().all(|p| p != Protocol::P2pCircuit))
+        .filter_map(|a| {
+            a.iter().find_map(|p| match p {
+                Protocol::Udp(port) => Some(port),
+                _ => None,
+            })
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+        .into_iter()
+        .take(2)
+        .map(|port| {
+            Multiaddr::empty()
+                .with(host.clone())
+                .with(Protocol::Udp(port))
+                .with(Protocol::QuicV1)
+        })
+        .collect()
+}
+
 impl Actor {
     /// Registers the relays' addresses so requests to them can dial.
     pub(super) fn register_relays(&mut self) {
         for (peer, addr) in &self.relays.configured {
             self.swarm.add_peer_address(*peer, addr.clone());
+        }
+    }
+
+    /// A relay told us its listen addresses (identify). A session that reached it over
+    /// TCP only — RELAY.md's recipe gives one TCP address — also dials it over QUIC,
+    /// at the configured host and the port the relay listens on for QUIC: hole punching
+    /// (DCUtR) needs a UDP address observed from outside, and this node's TCP dials
+    /// leave from fresh ports (`swarm`), so without a QUIC connection to someone
+    /// outside it has none.
+    pub(super) fn reach_relay_over_quic(&mut self, relay: PeerId, listen: &[Multiaddr]) {
+        if !matches!(self.role, Role::Session(_)) {
+            return;
+        }
+        let Some(info) = self.peers.get(&relay) else {
+            return;
+        };
+        let has_quic = info
+            .connections
+            .values()
+            .any(|c| crate::diagnostics::transport_of(c.get_remote_address()).0 == "quic");
+        let Some(configured) = self.relays.configured.get(&relay) else {
+            return;
+        };
+        if has_quic {
+            return;
+        }
+        let addrs = quic_addrs(configured, listen);
+        if addrs.is_empty() {
+            return;
+        }
+        debug!(%relay, ?addrs, "reaching the relay over QUIC too");
+        let opts = libp2p::swarm::dial_opts::DialOpts::peer_id(relay)
+            .addresses(addrs)
+            .condition(libp2p::swarm::dial_opts::PeerCondition::Always)
+            .build();
+        if let Err(e) = self.swarm.dial(opts) {
+            debug!(%relay, %e, "relay QUIC dial not started");
         }
     }
 
@@ -550,5 +627,46 @@ impl Actor {
             }
             other => debug!(?other, "relay server"),
         }
+    }
+}
+
+#[cfg(test)]
+mod quic_tests {
+    use super::*;
+
+    #[test]
+    fn a_relay_known_by_tcp_is_reached_over_quic_at_the_same_host() {
+        let listen: Vec<Multiaddr> = [
+            "/ip4/127.0.0.1/tcp/4001",
+            "/ip4/127.0.0.1/udp/4001/quic-v1",
+            "/ip4/10.0.0.5/udp/4001/quic-v1",
+            "/ip4/10.0.0.5/udp/4002/quic-v1",
+            "/ip4/10.0.0.5/udp/4003/quic-v1",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        let tcp: Multiaddr =
+            "/ip4/203.0.113.9/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN"
+                .parse()
+                .unwrap();
+        let got: Vec<String> = quic_addrs(&tcp, &listen)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "/ip4/203.0.113.9/udp/4001/quic-v1",
+                "/ip4/203.0.113.9/udp/4002/quic-v1"
+            ]
+        );
+        let dns: Multiaddr = "/dns4/relay.example.org/tcp/4001".parse().unwrap();
+        assert_eq!(
+            quic_addrs(&dns, &listen)[0].to_string(),
+            "/dns4/relay.example.org/udp/4001/quic-v1"
+        );
+        let tcp_only: Vec<Multiaddr> = vec!["/ip4/10.0.0.5/tcp/4001".parse().unwrap()];
+        assert!(quic_addrs(&tcp, &tcp_only).is_empty());
     }
 }
