@@ -35,6 +35,21 @@ pub fn private_file(path: &Path, truncate: bool) -> io::Result<File> {
     opts.open(path)
 }
 
+/// Makes `path` a file only its owner can read or write: created empty with mode 0600
+/// when missing, narrowed to 0600 when an earlier version left it wider. For files a
+/// library creates with the default mode (redb databases), called before it opens them.
+pub fn ensure_private_file(path: &Path) -> io::Result<()> {
+    drop(private_file(path, false)?);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if fs::metadata(path)?.permissions().mode() & 0o077 != 0 {
+            fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    Ok(())
+}
+
 /// A failed step on one of the shared JSON state files. Each file's own error type
 /// takes it into its `Io` and `Invalid` variants, so callers keep one error per file.
 #[derive(Debug)]

@@ -64,6 +64,11 @@ impl Outbox {
     /// Opens (creating) the outbox in `dir`.
     pub fn open(dir: &Path) -> Result<Self, OutboxError> {
         let path = dir.join(OUTBOX_FILE);
+        // Owner-only, like every file of the home (redb would create it 0644).
+        crate::files::ensure_private_file(&path).map_err(|e| OutboxError::Db {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
         let db = Database::create(&path).map_err(|e| db_error(&path, e))?;
         let txn = db.begin_write().map_err(|e| db_error(&path, e))?;
         let len = {
@@ -250,6 +255,22 @@ mod tests {
         drop(outbox);
         let mut outbox = Outbox::open(dir.path()).unwrap();
         assert_eq!(outbox.load(now).unwrap(), vec![b]);
+    }
+
+    /// The outbox holds sealed mail: only its owner may read it, also when an earlier
+    /// version left the file readable by others.
+    #[cfg(unix)]
+    #[test]
+    fn the_outbox_file_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().unwrap();
+        drop(Outbox::open(dir.path()).unwrap());
+        let file = dir.path().join(OUTBOX_FILE);
+        assert_eq!(mode(&file), 0o600);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(Outbox::open(dir.path()).unwrap());
+        assert_eq!(mode(&file), 0o600, "narrowed on open");
     }
 
     /// The outbox's cost per message (docs/BENCHMARKS.md): `cargo test --release -p

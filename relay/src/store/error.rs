@@ -168,6 +168,14 @@ pub enum OpenError {
     /// The capacities are inconsistent.
     #[error("invalid store caps: {0}")]
     Caps(&'static str),
+    /// The file could not be created or made owner-only.
+    #[error("mailbox database {}: {source}", path.display())]
+    Io {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// What the operating system reported.
+        source: std::io::Error,
+    },
 }
 
 /// A put was not stored.

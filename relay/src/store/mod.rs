@@ -200,6 +200,11 @@ impl MailboxStore {
     /// process (or another store in this one) has it open.
     pub fn open(path: &Path, caps: Caps) -> Result<Self, OpenError> {
         caps.validate()?;
+        // Owner-only (redb would create it 0644): it holds every user's sealed mail.
+        interlink_store::files::ensure_private_file(path).map_err(|source| OpenError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
         let db = Database::builder()
             .set_cache_size(caps.db_cache_bytes)
             .create(path)

@@ -176,6 +176,21 @@ fn survives_drop_and_reopen() {
     assert_eq!(store.put(key, &more, T0 + 2).unwrap().held, 2);
 }
 
+/// The store holds every user's sealed mail: owner-only, also when an earlier version
+/// created it readable by others.
+#[cfg(unix)]
+#[test]
+fn the_database_file_is_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let mode = || std::fs::metadata(f.path()).unwrap().permissions().mode() & 0o777;
+    drop(f.open(Caps::default()));
+    assert_eq!(mode(), 0o600);
+    std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    drop(f.open(Caps::default()));
+    assert_eq!(mode(), 0o600, "narrowed on open");
+}
+
 #[test]
 fn a_second_open_of_the_same_file_fails() {
     let f = Fixture::new();
