@@ -529,17 +529,24 @@ impl Context {
         self.receipts.queue(receipts);
     }
 
-    /// The number of unread messages (0 if the inbox cannot be read).
-    fn unread_count(&self) -> usize {
-        self.unread().map(|u| u.len()).unwrap_or(0)
+    /// The number of unread messages, or why it cannot be known (a read-state file or
+    /// inbox that cannot be read): said in every result, never taken for "none".
+    fn unread_count(&self) -> Result<usize, String> {
+        self.unread().map(|u| u.len()).map_err(|e| e.to_string())
     }
 
     /// A successful result: `text` for the model, `structured` as structuredContent
-    /// (with `unread` added), and the footer.
+    /// (with `unread` added, or `read_state_error`), and the footer.
     pub(crate) fn ok(&self, text: String, mut structured: Value) -> CallToolResult {
         let n = self.unread_count();
         if let Value::Object(map) = &mut structured {
-            map.insert("unread".into(), json!(n));
+            match &n {
+                Ok(n) => map.insert("unread".into(), json!(n)),
+                Err(e) => {
+                    map.insert("unread".into(), Value::Null);
+                    map.insert("read_state_error".into(), json!(e))
+                }
+            };
         }
         let text = with_footer(text, footer(n));
         let mut result = CallToolResult::success(vec![ContentBlock::text(with_footer(
@@ -695,14 +702,20 @@ pub(crate) async fn wait_ready(
     }
 }
 
-/// The footer line, if unread messages wait.
-fn footer(n: usize) -> Option<String> {
-    (n > 0).then(|| {
-        format!(
+/// The footer line, if unread messages wait, or why they cannot be known.
+fn footer(n: Result<usize, String>) -> Option<String> {
+    match n {
+        Ok(0) => None,
+        Ok(n) => Some(format!(
             "[interlink: {n} unread message{} waiting; call receive_messages]",
             if n == 1 { "" } else { "s" }
-        )
-    })
+        )),
+        Err(e) => Some(format!(
+            "[interlink: unread messages cannot be shown: {e}. Nothing is lost: the inbox \
+             keeps them; the operator can fix or remove that file (removed, the messages \
+             still in the inbox count as unread again)]"
+        )),
+    }
 }
 
 fn with_footer(text: String, footer: Option<String>) -> String {

@@ -227,4 +227,28 @@ mod tests {
         assert_eq!(h.server.ctx.shared().summary, "testing");
         drop(h.status);
     }
+
+    /// A damaged read.json is said in every result — the count unknown, not zero — and
+    /// the footer says what to do; nothing is taken for "no messages".
+    #[tokio::test]
+    async fn a_damaged_read_state_is_said_not_taken_for_no_messages() {
+        let home = tempfile::tempdir().unwrap();
+        let h = harness(home.path(), "s1");
+        let dir = interlink_store::paths::Home::new(home.path())
+            .session(&interlink_core::SessionId::new("s1").unwrap())
+            .unwrap();
+        std::fs::create_dir_all(dir.path()).unwrap();
+        std::fs::write(dir.read_state(), b"{not json").unwrap();
+        let r = h.server.whoami().await;
+        let v = r.structured_content.clone().unwrap();
+        assert_eq!(v["unread"], json!(null), "{v}");
+        let why = v["read_state_error"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("read.json") && why.contains("not valid"),
+            "{v}"
+        );
+        let text = crate::server::testing::text_of(&r);
+        assert!(text.contains("unread messages cannot be shown"), "{text}");
+        drop(h.status);
+    }
 }

@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, atomic::AtomicU64};
 
-use interlink_core::{IdentityKey, wire::EnvelopeKind};
+use interlink_core::{IdentityKey, bounded::LruMap, wire::EnvelopeKind};
 use interlink_net::Event;
 use interlink_store::inbox::InboxEntry;
 use rmcp::{
@@ -97,6 +97,47 @@ pub(crate) struct Channel {
     pub state: SharedState,
     /// Where pushed messages queue their hand-over receipts.
     pub receipts: ReceiptQueue,
+    /// Messages pushed whose mark as consumed failed (a full disk): not pushed again,
+    /// though the read state still calls them unread.
+    pub pushed: Arc<std::sync::Mutex<Pushed>>,
+}
+
+/// Most pushed-but-unmarked messages remembered; past it the oldest may be pushed
+/// again, once.
+const MAX_PUSHED_UNMARKED: usize = 4096;
+
+/// The messages pushed to the agent whose read-state mark has not been written yet,
+/// by (sender, id): the agent sees each message once whatever fails on disk.
+#[derive(Debug)]
+pub(crate) struct Pushed(LruMap<(String, String), ()>);
+
+impl Default for Pushed {
+    fn default() -> Self {
+        Self(LruMap::new(MAX_PUSHED_UNMARKED))
+    }
+}
+
+impl Pushed {
+    fn key(e: &InboxEntry) -> (String, String) {
+        (e.sender.clone(), e.msg_id.clone())
+    }
+
+    /// Whether `e` was pushed already.
+    fn contains(&self, e: &InboxEntry) -> bool {
+        self.0.contains_key(&Self::key(e))
+    }
+
+    /// `e` was pushed.
+    fn insert(&mut self, e: &InboxEntry) {
+        let _ = self.0.entry(Self::key(e), || ());
+    }
+
+    /// The mark of `entries` as consumed is written: they are no longer unread.
+    fn marked(&mut self, entries: &[&InboxEntry]) {
+        for e in entries {
+            self.0.remove(&Self::key(e));
+        }
+    }
 }
 
 impl Channel {
@@ -111,6 +152,7 @@ impl Channel {
             scanned: ctx.scanned.clone(),
             state: ctx.shared_state(),
             receipts: ctx.receipts.clone(),
+            pushed: Arc::default(),
         }
     }
 }
@@ -161,7 +203,16 @@ async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
     let policy = policy::load(&ctx.home).unwrap_or_default();
     let names = render::Names::new(&policy, &ctx.key);
     let mut pushed = Vec::new();
-    for e in &unread {
+    let mut sent: Vec<&InboxEntry> = Vec::new();
+    // Pushed before, and their mark failed: the agent has them.
+    let fresh: Vec<&InboxEntry> = {
+        let done = ctx
+            .pushed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        unread.iter().filter(|e| !done.contains(e)).collect()
+    };
+    for e in fresh {
         let n = notification(e, &names);
         if let Err(err) = peer
             .send_notification(ServerNotification::CustomNotification(n))
@@ -171,6 +222,7 @@ async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
             break;
         }
         debug!(msg_id = %e.msg_id, "pushed as a channel notification");
+        sent.push(e);
         if let Ok(id) = e.msg_id.parse() {
             // With its sender: another sender's unread message may share the id.
             pushed.push(crate::read_state::AckId {
@@ -183,8 +235,17 @@ async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
     if pushed.is_empty() {
         return;
     }
+    let mut remembered = ctx
+        .pushed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for e in &sent {
+        remembered.insert(e);
+    }
     match ReadState::load(&dir).map(|mut s| s.acknowledge_with(&pushed, Durability::Lazy)) {
-        Ok(Ok(_)) => {}
+        Ok(Ok(_)) => remembered.marked(&sent),
+        // Remembered as pushed: the next pass does not push them again, and the mark
+        // is written with the next one that succeeds (or by the agent's own ack).
         Ok(Err(e)) => warn!("channel mode: marking pushed messages consumed: {e}"),
         Err(e) => warn!("channel mode: marking pushed messages consumed: {e}"),
     }
@@ -195,6 +256,29 @@ mod tests {
     use interlink_core::wire::{EnvelopeKind, TaskStatus};
 
     use super::*;
+
+    /// A message pushed whose mark failed is not pushed again; once a mark is written
+    /// it is forgotten (no longer unread); another sender's message with the same id
+    /// is another message.
+    #[test]
+    fn a_pushed_message_whose_mark_failed_is_not_pushed_again() {
+        let id = interlink_core::MsgId::from_bytes([1; 16]);
+        let a = interlink_store::read_state::testing::entry(id, EnvelopeKind::Message);
+        let mut b = a.clone();
+        b.sender = "bb".repeat(32);
+        let mut pushed = Pushed::default();
+        pushed.insert(&a);
+        assert!(pushed.contains(&a));
+        assert!(!pushed.contains(&b), "(sender, id), not the bare id");
+        pushed.marked(&[&a]);
+        assert!(!pushed.contains(&a));
+        for n in 0..=MAX_PUSHED_UNMARKED {
+            let mut e = a.clone();
+            e.msg_id = format!("{n:032x}");
+            pushed.insert(&e);
+        }
+        assert_eq!(pushed.0.len(), MAX_PUSHED_UNMARKED, "bounded");
+    }
 
     #[test]
     fn meta_names_the_sender_and_leaves_absent_fields_out() {
