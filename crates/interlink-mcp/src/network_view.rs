@@ -111,6 +111,9 @@ pub async fn keep_written(handle: Handle, home: Home, dir: SessionDir, cancel: C
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last = Value::Null;
     let mut written = std::time::Instant::now();
+    // The petnames, read again only when peers.json changed (a stat per tick).
+    let mut watcher = policy::Watcher::new(&home);
+    let mut names = policy::load(&home).unwrap_or_default();
     loop {
         tokio::select! {
             () = cancel.cancelled() => return,
@@ -119,7 +122,9 @@ pub async fn keep_written(handle: Handle, home: Home, dir: SessionDir, cancel: C
         let (Ok(diag), Ok(roster)) = (handle.diagnostics().await, handle.roster().await) else {
             return;
         };
-        let names = policy::load(&home).unwrap_or_default();
+        if let Some(Ok(changed)) = watcher.poll() {
+            names = changed;
+        }
         let now = view(&diag, &roster, &names);
         if now == last && written.elapsed() < REWRITE_AT_LEAST {
             continue;

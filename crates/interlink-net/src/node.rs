@@ -51,6 +51,7 @@ use crate::{
     COMMAND_CHANNEL_CAPACITY, Config, ConnectedPeer, Diagnostics, EVENT_CHANNEL_CAPACITY, Event,
     Handle, NetError, Role,
     behaviour::{Behaviour, BehaviourEvent},
+    diagnostics,
     handle::Command,
 };
 use interlink_store::inbox::Inbox;
@@ -215,11 +216,32 @@ impl Node {
 /// What the node knows about a connected peer.
 #[derive(Debug, Default)]
 struct PeerInfo {
-    addr: Option<Multiaddr>,
     /// Its connections and how each was made (bounded by the swarm's limits).
     connections: HashMap<libp2p::swarm::ConnectionId, libp2p::core::ConnectedPoint>,
     rtt: Option<Duration>,
     agent: Option<String>,
+}
+
+impl PeerInfo {
+    /// The remote address of its best connection: a direct one if there is one.
+    fn addr(&self) -> Option<&Multiaddr> {
+        self.connections
+            .values()
+            .map(libp2p::core::ConnectedPoint::get_remote_address)
+            .min_by_key(|a| diagnostics::transport_of(a).1)
+    }
+
+    /// The transports of its connections, each once, in order.
+    fn transports(&self) -> Vec<&'static str> {
+        let mut all: Vec<&'static str> = self
+            .connections
+            .values()
+            .map(|c| diagnostics::transport_of(c.get_remote_address()).0)
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
 }
 
 /// The node task's state: the swarm, and the components that share it. Presence,
@@ -430,7 +452,6 @@ impl Actor {
                 self.presence.cost.connections += 1;
                 self.pace(PacerInput::PeerConnected(peer_id));
                 let info = self.peers.entry(peer_id).or_default();
-                info.addr = Some(endpoint.get_remote_address().clone());
                 info.connections.insert(connection_id, endpoint);
                 self.peer_alive(peer_id);
                 self.on_relay_connected(peer_id);
@@ -495,16 +516,12 @@ impl Actor {
             .peers
             .iter()
             .filter_map(|(peer_id, info)| {
-                // The best connection: a direct one if there is one.
-                let (transport, relayed) = info
-                    .connections
-                    .values()
-                    .map(|c| crate::diagnostics::transport_of(c.get_remote_address()))
-                    .min_by_key(|(_, relayed)| *relayed)?;
+                let addr = info.addr()?;
+                let (transport, relayed) = diagnostics::transport_of(addr);
                 Some(ConnectedPeer {
                     score: gs.peer_score(peer_id),
                     peer_id: *peer_id,
-                    addr: info.addr.clone()?,
+                    addr: addr.clone(),
                     rtt_us: info
                         .rtt
                         .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
@@ -512,16 +529,7 @@ impl Actor {
                     connections: info.connections.len(),
                     relayed,
                     transport,
-                    transports: {
-                        let mut all: Vec<&'static str> = info
-                            .connections
-                            .values()
-                            .map(|c| crate::diagnostics::transport_of(c.get_remote_address()).0)
-                            .collect();
-                        all.sort_unstable();
-                        all.dedup();
-                        all
-                    },
+                    transports: info.transports(),
                 })
             })
             .collect();

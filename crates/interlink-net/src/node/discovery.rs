@@ -24,6 +24,8 @@ const KAD_BOOTSTRAP_INTERVAL: Duration = Duration::from_secs(60);
 const MAX_DHT_PENDING: usize = 1024;
 /// How long a peer of another network stays connected after identify.
 const FOREIGN_GRACE: Duration = Duration::from_millis(500);
+/// Address changes closer together than this are one change of network.
+const NETWORK_CHANGE_SETTLE: Duration = Duration::from_secs(1);
 /// Most mDNS-discovered peers remembered for redialling.
 const MAX_MDNS_PEERS: usize = 256;
 
@@ -52,6 +54,8 @@ pub(super) struct Bootstrap {
     /// Peers identified before the node joined the DHT (the pacer decides when),
     /// added to the routing table when it does.
     dht_pending: Vec<(PeerId, Multiaddr)>,
+    /// When the host's addresses last changed ([`Bootstrap::redial_now`]).
+    last_change: Option<Instant>,
 }
 
 impl Bootstrap {
@@ -72,6 +76,7 @@ impl Bootstrap {
             mdns: Default::default(),
             foreign: Default::default(),
             dht_pending: Vec::new(),
+            last_change: None,
         }
     }
 
@@ -118,8 +123,17 @@ impl Bootstrap {
     }
 
     /// The host's addresses changed: every bootstrap and mDNS peer not connected is
-    /// dialled at once, and the backoffs start over.
-    pub(super) fn redial_now(&mut self, now: Instant) {
+    /// dialled at once, and the backoffs start over. `false` when that was done less
+    /// than [`NETWORK_CHANGE_SETTLE`] ago: one change reports several addresses (TCP
+    /// and QUIC, each interface), and is acted on once.
+    pub(super) fn redial_now(&mut self, now: Instant) -> bool {
+        if self
+            .last_change
+            .is_some_and(|at| now.duration_since(at) < NETWORK_CHANGE_SETTLE)
+        {
+            return false;
+        }
+        self.last_change = Some(now);
         for e in &mut self.entries {
             e.next_dial = now;
             e.backoff = MIN_BACKOFF;
@@ -128,6 +142,7 @@ impl Bootstrap {
             *next = now;
             *backoff = MIN_BACKOFF;
         }
+        true
     }
 
     pub(super) fn on_disconnected(&mut self, peer: PeerId, now: Instant) {

@@ -158,14 +158,10 @@ impl Actor {
         let Some(info) = self.peers.get(&relay) else {
             return;
         };
-        let has_quic = info
-            .connections
-            .values()
-            .any(|c| crate::diagnostics::transport_of(c.get_remote_address()).0 == "quic");
         let Some(configured) = self.relays.configured.get(&relay) else {
             return;
         };
-        if has_quic {
+        if info.transports().contains(&"quic") {
             return;
         }
         let addrs = quic_addrs(configured, listen);
@@ -210,7 +206,7 @@ impl Actor {
     fn source_network(&self, peer: &PeerId) -> Option<std::net::IpAddr> {
         self.peers
             .get(peer)
-            .and_then(|p| p.addr.as_ref())
+            .and_then(super::PeerInfo::addr)
             .and_then(super::budgets::source_network)
     }
 

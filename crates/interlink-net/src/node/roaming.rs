@@ -67,8 +67,22 @@ impl Actor {
         error: &dyn std::fmt::Display,
     ) {
         info!(%peer, %error, "a ping went unanswered: closing the connection");
-        self.dead_connections += 1;
-        self.swarm.close_connection(connection);
+        self.close_dead(peer, connection);
+    }
+
+    /// Closes a dead connection, once: forgotten at once, so a second reason to close it
+    /// (the TCP and QUIC listen addresses of one IP expire one after the other) neither
+    /// closes nor counts it again.
+    fn close_dead(&mut self, peer: libp2p::PeerId, connection: ConnectionId) {
+        if self
+            .peers
+            .get_mut(&peer)
+            .and_then(|p| p.connections.remove(&connection))
+            .is_some()
+        {
+            self.dead_connections += 1;
+            self.swarm.close_connection(connection);
+        }
     }
 
     /// A listen address appeared.
@@ -84,17 +98,16 @@ impl Actor {
         let Some(gone) = host_ip(address) else {
             return;
         };
-        let dead: Vec<ConnectionId> = self
+        let dead: Vec<(libp2p::PeerId, ConnectionId)> = self
             .peers
-            .values()
-            .flat_map(|p| p.connections.iter())
-            .filter(|(_, endpoint)| bound_to(endpoint, gone))
-            .map(|(id, _)| *id)
+            .iter()
+            .flat_map(|(peer, p)| p.connections.iter().map(move |c| (*peer, c)))
+            .filter(|(_, (_, endpoint))| bound_to(endpoint, gone))
+            .map(|(peer, (id, _))| (peer, *id))
             .collect();
         info!(%address, closed = dead.len(), "an address went away: closing its connections");
-        for id in dead {
-            self.dead_connections += 1;
-            self.swarm.close_connection(id);
+        for (peer, id) in dead {
+            self.close_dead(peer, id);
         }
         self.network_changed(Instant::now());
     }
@@ -103,8 +116,10 @@ impl Actor {
     /// peers too) now, fetch the own mailbox, and announce the addresses (the pacer
     /// already knows they changed).
     fn network_changed(&mut self, now: Instant) {
+        if !self.bootstrap.redial_now(now) {
+            return;
+        }
         self.abandon_own_fetch();
-        self.bootstrap.redial_now(now);
         self.bootstrap.dial_due(&mut self.swarm, now);
         debug!("network changed");
         self.drive(Input::Wake);
