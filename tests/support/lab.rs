@@ -40,7 +40,7 @@ pub struct Wan {
 }
 
 /// Runs `ip ARGS`, or says why it failed.
-fn ip(args: &[&str]) -> Result<(), String> {
+pub(crate) fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
         .args(args)
         .output()
@@ -159,27 +159,12 @@ impl Lab {
     /// The lab for test `test`: `None` after printing SKIPPED with the reason when it
     /// cannot be made — except under CI, where that is a failure.
     pub fn for_test(test: &str) -> Option<Self> {
-        Self::or_skip(test, Self::create())
+        or_skip(test, "network lab", Self::create())
     }
 
     /// Like [`Lab::for_test`], with a wide-area link.
     pub fn wan_for_test(test: &str, wan: Wan, seed: u64) -> Option<Self> {
-        Self::or_skip(test, Self::create_wan(wan, seed))
-    }
-
-    fn or_skip(test: &str, made: Result<Self, String>) -> Option<Self> {
-        match made {
-            Ok(lab) => Some(lab),
-            Err(reason)
-                if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false") =>
-            {
-                panic!("CI must run {test}: no network lab (network namespaces): {reason}")
-            }
-            Err(reason) => {
-                eprintln!("SKIPPED {test}: no network lab: {reason}");
-                None
-            }
-        }
+        or_skip(test, "network lab", Self::create_wan(wan, seed))
     }
 
     /// Host `host`'s address (`1` is A, `2` is B at first).
@@ -198,6 +183,21 @@ impl Lab {
     pub fn move_b(&self, from: u8, to: u8) -> Result<(), String> {
         ip(&["-n", &self.b, "addr", "del", &self.cidr(from), "dev", "b0"])?;
         ip(&["-n", &self.b, "addr", "add", &self.cidr(to), "dev", "b0"])
+    }
+}
+
+/// `made`, or `None` after printing SKIPPED with the reason `test` has no `what` —
+/// except under CI, where that is a failure.
+pub(crate) fn or_skip<T>(test: &str, what: &str, made: Result<T, String>) -> Option<T> {
+    match made {
+        Ok(made) => Some(made),
+        Err(reason) if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false") => {
+            panic!("CI must run {test}: no {what} (network namespaces): {reason}")
+        }
+        Err(reason) => {
+            eprintln!("SKIPPED {test}: no {what}: {reason}");
+            None
+        }
     }
 }
 

@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+use crate::lab::{ip, or_skip};
+
 /// The namespace, deleted on drop.
 #[derive(Debug)]
 pub struct Lan {
@@ -19,21 +21,6 @@ impl Lan {
     /// restricted sandbox).
     pub fn create() -> Result<Self, String> {
         let name = format!("illan{}", std::process::id());
-        let ip = |args: &[&str]| -> Result<(), String> {
-            let out = Command::new("ip")
-                .args(args)
-                .output()
-                .map_err(|e| format!("cannot run `ip`: {e}"))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "`ip {}` failed: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
-            }
-        };
         ip(&["netns", "add", &name])?;
         let lan = Self { name };
         let n = lan.name.as_str();
@@ -53,18 +40,7 @@ impl Lan {
     /// The LAN for test `test`: `None` after printing SKIPPED with the reason when it
     /// cannot be made — except under CI, where that is a failure.
     pub fn for_test(test: &str) -> Option<Self> {
-        match Self::create() {
-            Ok(lan) => Some(lan),
-            Err(reason)
-                if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false") =>
-            {
-                panic!("CI must run {test}: no private LAN (network namespaces): {reason}")
-            }
-            Err(reason) => {
-                eprintln!("SKIPPED {test}: no private LAN: {reason}");
-                None
-            }
-        }
+        or_skip(test, "private LAN", Self::create())
     }
 }
 

@@ -97,7 +97,7 @@ impl Session {
     /// directory, and reads its stdout up to `ready`, checking every line before it is
     /// a full multiaddr.
     pub fn start(id: &str, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Self> {
-        Self::start_with(HomeDir::Own(tempfile::tempdir()?), id, args, env)
+        Self::start_with(HomeDir::Own(tempfile::tempdir()?), netns(), id, args, env)
     }
 
     /// Like [`Session::start`], in an existing home directory (which the caller keeps).
@@ -107,7 +107,7 @@ impl Session {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
-        Self::start_with(HomeDir::Shared(home.to_owned()), id, args, env)
+        Self::start_with(HomeDir::Shared(home.to_owned()), netns(), id, args, env)
     }
 
     /// Like [`Session::start_in`], in the network namespace `netns`.
@@ -118,24 +118,19 @@ impl Session {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
-        let mut cmd = command_in(Some(netns), home, env)?;
-        cmd.args(["run", "--session", id]).args(args);
-        Self::spawn_ready(HomeDir::Shared(home.to_owned()), id, cmd)
+        Self::start_with(HomeDir::Shared(home.to_owned()), Some(netns), id, args, env)
     }
 
+    /// Spawns `run --session <id> ARGS` and reads its stdout up to `ready`.
     fn start_with(
         home: HomeDir,
+        netns: Option<&str>,
         id: &str,
         args: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
-        let mut cmd = command(&home.path(), env)?;
+        let mut cmd = command_in(netns, &home.path(), env)?;
         cmd.args(["run", "--session", id]).args(args);
-        Self::spawn_ready(home, id, cmd)
-    }
-
-    /// Spawns `cmd` (a `run`) and reads its stdout up to `ready`.
-    fn spawn_ready(home: HomeDir, id: &str, cmd: Command) -> anyhow::Result<Self> {
         let home_path = home.path();
         // One log per start, so a restarted session keeps its predecessor's log.
         let log = home_path.join(format!("{id}.{}.stderr.log", unique_suffix()));

@@ -6,7 +6,7 @@ mod pair;
 use interlink_core::Identity;
 use interlink_delivery::{CallId, Config, Engine, InboundId, Input, Outcome, Output, PeerRef};
 use interlink_testkit::signed;
-use pair::{NOW, envelope, pair, settle};
+use pair::{NOW, answer_at_b, envelope, pair, settle};
 
 #[test]
 fn live_delivery_is_receipted_in_order() {
@@ -341,29 +341,7 @@ fn a_late_answer_keeps_the_live_path_open_and_widens_the_window() {
     // B answers it, this time after 2 s: past the configured 1 s window, within the
     // one widened by the 2.5 s answer. The answer still counts: delivered, and the
     // message leaves the outbox.
-    p.b.handle(
-        Input::DeliverRequest {
-            from: PeerRef(1),
-            req: InboundId(1),
-            envelopes,
-        },
-        answered,
-    );
-    let mut response = None;
-    while let Some(o) = p.b.poll_output() {
-        match o {
-            Output::AppendInbox { token, .. } => p.b.handle(
-                Input::InboxStored {
-                    token,
-                    result: Ok(()),
-                    refused: Vec::new(),
-                },
-                answered,
-            ),
-            Output::Respond { response: r, .. } => response = Some(r),
-            _ => {}
-        }
-    }
+    let response = answer_at_b(&mut p, InboundId(1), envelopes, answered);
     let later = answered + 2_000;
     p.a.handle(Input::Timer, later);
     let _ = outputs(&mut p.a);

@@ -7,7 +7,9 @@ use interlink_core::{
     trust::PeerPolicy,
     wire::{Envelope, SessionAddr, Signed},
 };
-use interlink_delivery::{CallId, Config, Engine, InboundId, Input, Outcome, Output, PeerRef};
+use interlink_delivery::{
+    CallId, Config, Engine, InboundId, Input, Outcome, Output, PeerRef, Response,
+};
 use interlink_testkit::{ids::msg_id_le, signed};
 
 pub(crate) const NOW: u64 = 1_790_000_000_000;
@@ -57,6 +59,39 @@ pub(crate) fn envelope(p: &mut Pair, n: u64, now: u64) -> Signed<Envelope> {
         .sign(&p.ida)
 }
 
+/// B takes a live request from A, storing everything at once; returns its answer.
+pub(crate) fn answer_at_b(
+    p: &mut Pair,
+    req: InboundId,
+    envelopes: Vec<Signed<Envelope>>,
+    now: u64,
+) -> Option<Response> {
+    p.b.handle(
+        Input::DeliverRequest {
+            from: PeerRef(1),
+            req,
+            envelopes,
+        },
+        now,
+    );
+    let mut response = None;
+    while let Some(o) = p.b.poll_output() {
+        match o {
+            Output::AppendInbox { token, .. } => p.b.handle(
+                Input::InboxStored {
+                    token,
+                    result: Ok(()),
+                    refused: Vec::new(),
+                },
+                now,
+            ),
+            Output::Respond { response: r, .. } => response = Some(r),
+            _ => {}
+        }
+    }
+    response
+}
+
 /// Carries every output of both engines until quiet, storing everything at once;
 /// returns the replies A's callers got.
 pub(crate) fn settle(p: &mut Pair, now: u64) -> Vec<(CallId, Outcome)> {
@@ -76,35 +111,15 @@ pub(crate) fn settle(p: &mut Pair, now: u64) -> Vec<(CallId, Outcome)> {
                 ),
                 Output::SendRequest { req, envelopes, .. } => {
                     inbound += 1;
-                    let id = InboundId(inbound);
-                    p.b.handle(
-                        Input::DeliverRequest {
-                            from: PeerRef(1),
-                            req: id,
-                            envelopes,
-                        },
-                        now,
-                    );
-                    // B answers id; the pairing back to req is the shell's table.
-                    while let Some(o) = p.b.poll_output() {
-                        match o {
-                            Output::AppendInbox { token, .. } => p.b.handle(
-                                Input::InboxStored {
-                                    token,
-                                    result: Ok(()),
-                                    refused: Vec::new(),
-                                },
-                                now,
-                            ),
-                            Output::Respond { response, .. } => p.a.handle(
-                                Input::DeliverResponse {
-                                    req,
-                                    result: Ok(response),
-                                },
-                                now,
-                            ),
-                            _ => {}
-                        }
+                    // B answers its own id; the pairing back to req is the shell's table.
+                    if let Some(response) = answer_at_b(p, InboundId(inbound), envelopes, now) {
+                        p.a.handle(
+                            Input::DeliverResponse {
+                                req,
+                                result: Ok(response),
+                            },
+                            now,
+                        );
                     }
                 }
                 Output::Reply { caller, outcome } => replies.push((caller, outcome.unwrap())),
