@@ -11,6 +11,7 @@ pub mod mcp_session;
 pub mod npm;
 pub mod process;
 pub mod relays;
+pub mod sites;
 pub mod user;
 
 use std::path::PathBuf;

@@ -257,9 +257,34 @@ impl McpSession {
         human: Human,
         like_claude: bool,
     ) -> anyhow::Result<Self> {
-        let session = label;
         let mut cmd = command(home, env)?;
         cmd.arg("mcp").args(args);
+        Self::launch(cmd, home, label, client_name, human, like_claude).await
+    }
+
+    /// Like [`McpSession::start`], in the network namespace `netns` (a lab's host).
+    pub async fn start_in_netns(
+        netns: &str,
+        home: &Path,
+        session: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        let mut cmd = crate::process::command_in(Some(netns), home, env)?;
+        cmd.args(["mcp", "--session", session]).args(args);
+        Self::launch(cmd, home, session, None, Human::Approves, false).await
+    }
+
+    /// Spawns `cmd` (an `interlink-p2p mcp` command) and completes the handshake.
+    async fn launch(
+        mut cmd: std::process::Command,
+        home: &Path,
+        label: &str,
+        client_name: Option<&str>,
+        human: Human,
+        like_claude: bool,
+    ) -> anyhow::Result<Self> {
+        let session = label;
         let stderr_path = home.join(format!("mcp-{session}.{}.stderr.log", nanos()));
         cmd.stderr(std::fs::File::create(&stderr_path)?);
         let mut cmd = Command::from(cmd);

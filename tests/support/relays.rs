@@ -47,7 +47,7 @@ pub fn start_relay_at(
     metrics: u16,
     offset_ms: i64,
 ) -> anyhow::Result<Relay> {
-    spawn_relay(dir, port, None, metrics, offset_ms)
+    spawn_relay(dir, None, "127.0.0.1", port, None, metrics, offset_ms)
 }
 
 /// Like [`start_relay`], listening on QUIC port `quic` as well, as a relay does by
@@ -58,32 +58,49 @@ pub fn start_relay_with_quic(
     quic: u16,
     metrics: u16,
 ) -> anyhow::Result<Relay> {
-    spawn_relay(dir, port, Some(quic), metrics, 0)
+    spawn_relay(dir, None, "127.0.0.1", port, Some(quic), metrics, 0)
+}
+
+/// A relay on a lab's public host: in network namespace `netns`, on `ip` at TCP and
+/// QUIC port `port` (RELAY.md's defaults), its metrics on the namespace's loopback.
+pub fn start_relay_in_netns(
+    netns: &str,
+    dir: &Path,
+    ip: &str,
+    port: u16,
+    metrics: u16,
+) -> anyhow::Result<Relay> {
+    spawn_relay(dir, Some(netns), ip, port, Some(port), metrics, 0)
 }
 
 fn spawn_relay(
     dir: &Path,
+    netns: Option<&str>,
+    ip: &str,
     port: u16,
     quic: Option<u16>,
     metrics: u16,
     offset_ms: i64,
 ) -> anyhow::Result<Relay> {
-    let mut cmd = Command::new(binary("interlink-relay")?);
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns])
+                .arg(binary("interlink-relay")?);
+            c
+        }
+        None => Command::new(binary("interlink-relay")?),
+    };
     cmd.env("INTERLINK_TEST_CLOCK_OFFSET_MS", offset_ms.to_string());
     cmd.arg("--key")
         .arg(dir.join("relay.key"))
         .arg("--db")
         .arg(dir.join("mailboxes.redb"))
-        .args(["--listen", &format!("/ip4/127.0.0.1/tcp/{port}")])
+        .args(["--listen", &format!("/ip4/{ip}/tcp/{port}")])
         .args(
-            quic.map(|q| {
-                [
-                    "--listen".to_owned(),
-                    format!("/ip4/127.0.0.1/udp/{q}/quic-v1"),
-                ]
-            })
-            .into_iter()
-            .flatten(),
+            quic.map(|q| ["--listen".to_owned(), format!("/ip4/{ip}/udp/{q}/quic-v1")])
+                .into_iter()
+                .flatten(),
         )
         .args(["--metrics", &format!("127.0.0.1:{metrics}")])
         .env("RUST_LOG", "info");
@@ -102,7 +119,7 @@ fn spawn_relay(
         }
     }
     anyhow::ensure!(
-        addr.starts_with("/ip4/127.0.0.1/tcp/") && addr.contains("/p2p/12D3KooW"),
+        addr.starts_with(&format!("/ip4/{ip}/tcp/")) && addr.contains("/p2p/12D3KooW"),
         "unexpected relay address {addr:?}"
     );
     Ok(Relay {

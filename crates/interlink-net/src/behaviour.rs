@@ -362,12 +362,32 @@ impl Behaviour {
             deliver,
             relay_client: relay_client.into(),
             dcutr: has_relay.then(|| dcutr::Behaviour::new(peer_id)).into(),
-            autonat: has_relay
-                .then(|| autonat::Behaviour::new(peer_id, autonat::Config::default()))
+            // Relays serve AutoNAT probes (they are the peers outside a session's NAT);
+            // sessions with a relay ask.
+            autonat: (has_relay || config.relay_server)
+                .then(|| autonat::Behaviour::new(peer_id, nat_probe_config()))
                 .into(),
         })
     }
 }
+
+/// How AutoNAT probes: soon after start (the relay is dialled at once), and for private
+/// addresses too — a tailnet's 100.64/10 and a LAN's are the networks this runs on,
+/// and libp2p's default (global addresses only) would never confirm one. A server dials
+/// back only the address it saw the asker at, so this reaches nobody else.
+fn nat_probe_config() -> autonat::Config {
+    autonat::Config {
+        boot_delay: NAT_PROBE_BOOT_DELAY,
+        retry_interval: NAT_PROBE_RETRY,
+        only_global_ips: false,
+        ..autonat::Config::default()
+    }
+}
+
+/// When a node first asks whether it is reachable from outside.
+pub const NAT_PROBE_BOOT_DELAY: Duration = Duration::from_secs(5);
+/// How soon it asks again while unsure (once sure: every 15 minutes).
+pub const NAT_PROBE_RETRY: Duration = Duration::from_secs(60);
 
 /// Most peers in a node's gossip mesh before a heartbeat prunes it (see its use).
 pub const GOSSIP_MESH_N_HIGH: usize = 8;

@@ -1,6 +1,6 @@
 //! What `interlink-p2p peers` shows about the network itself.
 
-use libp2p::{Multiaddr, PeerId};
+use libp2p::{Multiaddr, PeerId, core::ConnectedPoint};
 
 /// A snapshot of the node's network state.
 #[derive(Clone, Debug, Default)]
@@ -103,13 +103,16 @@ pub struct ConnectedPeer {
     pub transports: Vec<&'static str>,
 }
 
-/// The transport a connection's remote address names, and whether it is relayed.
-pub(crate) fn transport_of(addr: &Multiaddr) -> (&'static str, bool) {
+/// The transport of a connection, and whether it is relayed. An inbound circuit's
+/// remote address is only `/p2p/<peer>` (the relay client knows no more), so a relayed
+/// connection is told by its endpoint, not by the remote address.
+pub(crate) fn transport_of(endpoint: &ConnectedPoint) -> (&'static str, bool) {
     use libp2p::multiaddr::Protocol;
-    if addr.iter().any(|p| p == Protocol::P2pCircuit) {
+    if endpoint.is_relayed() {
         return ("relay", true);
     }
-    let transport = addr
+    let transport = endpoint
+        .get_remote_address()
         .iter()
         .find_map(|p| match p {
             Protocol::QuicV1 => Some("quic"),
@@ -119,4 +122,41 @@ pub(crate) fn transport_of(addr: &Multiaddr) -> (&'static str, bool) {
         })
         .unwrap_or("other");
     (transport, false)
+}
+
+/// The address to show for a connection: the remote one, or for an inbound circuit
+/// (whose remote address names only the peer) the circuit it came in on.
+pub(crate) fn shown_addr(endpoint: &ConnectedPoint) -> &Multiaddr {
+    match endpoint {
+        ConnectedPoint::Listener { local_addr, .. } if endpoint.is_relayed() => local_addr,
+        _ => endpoint.get_remote_address(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use libp2p::core::{Endpoint, transport::PortUse};
+
+    use super::*;
+
+    #[test]
+    fn an_inbound_circuit_is_relayed_and_shown_by_its_circuit() {
+        // The relay client gives an inbound circuit only the peer as remote address.
+        let circuit: Multiaddr = "/ip4/198.51.100.1/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN/p2p-circuit"
+            .parse()
+            .unwrap();
+        let inbound = ConnectedPoint::Listener {
+            local_addr: circuit.clone(),
+            send_back_addr: Multiaddr::empty()
+                .with(libp2p::multiaddr::Protocol::P2p(PeerId::random())),
+        };
+        assert_eq!(transport_of(&inbound), ("relay", true));
+        assert_eq!(shown_addr(&inbound), &circuit);
+        let direct = ConnectedPoint::Dialer {
+            address: "/ip4/198.51.100.12/udp/4242/quic-v1".parse().unwrap(),
+            role_override: Endpoint::Listener,
+            port_use: PortUse::Reuse,
+        };
+        assert_eq!(transport_of(&direct), ("quic", false));
+    }
 }

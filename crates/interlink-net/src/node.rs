@@ -11,6 +11,7 @@ mod hold_check;
 mod inbound;
 mod mailbox;
 mod mailbox_calls;
+mod nat;
 mod pacing;
 mod pairing;
 mod presence;
@@ -223,12 +224,11 @@ struct PeerInfo {
 }
 
 impl PeerInfo {
-    /// The remote address of its best connection: a direct one if there is one.
-    fn addr(&self) -> Option<&Multiaddr> {
+    /// Its best connection: a direct one if there is one.
+    fn best(&self) -> Option<&libp2p::core::ConnectedPoint> {
         self.connections
             .values()
-            .map(libp2p::core::ConnectedPoint::get_remote_address)
-            .min_by_key(|a| diagnostics::transport_of(a).1)
+            .min_by_key(|c| diagnostics::transport_of(c).1)
     }
 
     /// The transports of its connections, each once, in order.
@@ -236,7 +236,7 @@ impl PeerInfo {
         let mut all: Vec<&'static str> = self
             .connections
             .values()
-            .map(|c| diagnostics::transport_of(c.get_remote_address()).0)
+            .map(|c| diagnostics::transport_of(c).0)
             .collect();
         all.sort_unstable();
         all.dedup();
@@ -435,6 +435,8 @@ impl Actor {
                 self.on_listen_addr_new(&address);
                 self.emit(Event::ListenAddr(address));
             }
+            SwarmEvent::ExternalAddrConfirmed { address } => self.on_external_addr(&address, true),
+            SwarmEvent::ExternalAddrExpired { address } => self.on_external_addr(&address, false),
             SwarmEvent::ExpiredListenAddr { address, .. } => {
                 self.listen_addrs.retain(|a| a != &address);
                 self.pace(PacerInput::AnnouncementChanged);
@@ -516,12 +518,12 @@ impl Actor {
             .peers
             .iter()
             .filter_map(|(peer_id, info)| {
-                let addr = info.addr()?;
-                let (transport, relayed) = diagnostics::transport_of(addr);
+                let best = info.best()?;
+                let (transport, relayed) = diagnostics::transport_of(best);
                 Some(ConnectedPeer {
                     score: gs.peer_score(peer_id),
                     peer_id: *peer_id,
-                    addr: addr.clone(),
+                    addr: diagnostics::shown_addr(best).clone(),
                     rtt_us: info
                         .rtt
                         .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),

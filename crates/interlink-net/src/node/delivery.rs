@@ -26,7 +26,8 @@ use interlink_delivery::{
     StoreError,
 };
 use libp2p::{
-    PeerId, kad,
+    Multiaddr, PeerId, kad,
+    multiaddr::Protocol,
     request_response::{OutboundRequestId, ResponseChannel},
 };
 use tokio::sync::{mpsc, oneshot};
@@ -410,8 +411,18 @@ impl Actor {
         }
         let peer = self.presence.roster.get(addr).and_then(|ann| {
             let peer = ann.body().peer_id()?;
+            let mut relayed = false;
             for a in &ann.body().addrs {
-                if let Ok(a) = a.parse() {
+                if let Ok(a) = a.parse::<Multiaddr>() {
+                    relayed |= a.iter().any(|p| p == Protocol::P2pCircuit);
+                    self.swarm.add_peer_address(peer, a);
+                }
+            }
+            // A session announces before its relay reservation is accepted, and behind a
+            // NAT nothing else of it is reachable: until it announces a circuit, try it
+            // through each of our relays (one that holds no reservation for it refuses).
+            if !relayed {
+                for a in self.relays.circuits_to(peer) {
                     self.swarm.add_peer_address(peer, a);
                 }
             }

@@ -361,7 +361,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
         },
         BehaviourEvent::RelayClient(ev) => debug!(?ev, "relay client"),
         BehaviourEvent::Dcutr(ev) => debug!(?ev, "dcutr"),
-        BehaviourEvent::Autonat(ev) => debug!(?ev, "autonat"),
+        BehaviourEvent::Autonat(ev) => actor.on_autonat(ev),
         BehaviourEvent::Gossipsub(_) | BehaviourEvent::Roster(_) | BehaviourEvent::Deliver(_) => {
             warn!("presence event routed to discovery")
         }

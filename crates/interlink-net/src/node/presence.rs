@@ -77,7 +77,7 @@ impl Actor {
         // receivers judge the session live by it.
         let heartbeat = self.heartbeat_interval_ms();
         let addrs = self
-            .listen_addrs
+            .announced_addrs()
             .iter()
             .map(|a| a.to_string())
             .filter(|a| a.len() <= interlink_core::limits::MAX_ADDR_BYTES)

@@ -95,6 +95,19 @@ impl Relays {
     pub(crate) fn is_relay(&self, peer: &PeerId) -> bool {
         self.configured.contains_key(peer)
     }
+
+    /// `target`'s address through each configured relay.
+    pub(crate) fn circuits_to(&self, target: PeerId) -> Vec<Multiaddr> {
+        self.configured
+            .values()
+            .map(|relay| {
+                relay
+                    .clone()
+                    .with(Protocol::P2pCircuit)
+                    .with(Protocol::P2p(target))
+            })
+            .collect()
+    }
 }
 
 /// The QUIC addresses to reach a relay at: the host of its `configured` address (IP or
@@ -206,8 +219,8 @@ impl Actor {
     fn source_network(&self, peer: &PeerId) -> Option<std::net::IpAddr> {
         self.peers
             .get(peer)
-            .and_then(super::PeerInfo::addr)
-            .and_then(super::budgets::source_network)
+            .and_then(super::PeerInfo::best)
+            .and_then(|c| super::budgets::source_network(c.get_remote_address()))
     }
 
     /// The relays this session uses.
@@ -664,5 +677,19 @@ mod quic_tests {
         );
         let tcp_only: Vec<Multiaddr> = vec!["/ip4/10.0.0.5/tcp/4001".parse().unwrap()];
         assert!(quic_addrs(&tcp, &tcp_only).is_empty());
+    }
+
+    #[test]
+    fn a_session_is_tried_through_each_relay_of_ours() {
+        let relay =
+            "/ip4/203.0.113.9/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN";
+        let relays = Relays::new(&[relay.parse().unwrap()]);
+        let target = PeerId::random();
+        let got: Vec<String> = relays
+            .circuits_to(target)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(got, [format!("{relay}/p2p-circuit/p2p/{target}")]);
     }
 }

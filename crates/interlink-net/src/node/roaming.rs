@@ -120,6 +120,7 @@ impl Actor {
             return;
         }
         self.abandon_own_fetch();
+        self.forget_confirmed_addrs();
         self.bootstrap.dial_due(&mut self.swarm, now);
         debug!("network changed");
         self.drive(Input::Wake);

@@ -1,0 +1,372 @@
+//! Two sites and the internet between them (`support/sites.rs`): hosts on LANs behind
+//! routers, each a network namespace, with the sessions run as an agent host runs them
+//! (`interlink-p2p mcp`, MCP over stdio). Three networks a team meets:
+//! - a routed one, as a tailnet is: no multicast between the sites, each session
+//!   given the other's address, and a partition that cuts a site off for longer than a
+//!   dead connection takes to be found — what was sent meanwhile arrives once, in order;
+//! - two home NATs with a relay on the internet (RELAY.md's recipe, the relay's TCP
+//!   address): the sessions meet through the relay, then punch through both NATs and
+//!   talk directly over QUIC;
+//! - a NAT with a forwarded port: the session learns from the relay (AutoNAT) that its
+//!   router's public address reaches it, and announces it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::time::{Duration, Instant};
+
+use interlink_e2e::{
+    mcp_session::McpSession,
+    relays::{Relay, start_relay_in_netns},
+    sites::{PUBLIC, Routers, Site, Sites},
+    user::User,
+};
+use serde_json::{Value, json};
+
+/// Far longer than anything here takes on a quiet machine: a failure, not a figure
+/// (the figures are docs/BENCHMARKS.md's).
+const WITHIN: Duration = Duration::from_secs(90);
+
+/// The relay's TCP and UDP port, as in RELAY.md.
+const RELAY_PORT: u16 = 4001;
+
+/// The environment every command of the test's users runs with. The overlay is the
+/// default one, as the relay's: the lab's namespaces keep it apart.
+fn env(relay: Option<&Relay>) -> Vec<(String, String)> {
+    let mut vars = vec![(
+        "RUST_LOG".to_owned(),
+        "interlink_net=debug,libp2p_dcutr=debug,libp2p_autonat=debug".to_owned(),
+    )];
+    if let Some(r) = relay {
+        vars.push(("INTERLINK_RELAY".to_owned(), r.addr.clone()));
+    }
+    vars
+}
+
+fn refs(vars: &[(String, String)]) -> Vec<(&str, &str)> {
+    vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+/// Alice on site A and Bob on site B, each a peer of the other.
+fn pair(sites: &Sites, vars: &[(String, String)]) -> (User, User) {
+    let mut alice = User::new("alice", &refs(vars)).unwrap();
+    let mut bob = User::new("bob", &refs(vars)).unwrap();
+    alice.pair_with(&bob).unwrap();
+    bob.pair_with(&alice).unwrap();
+    alice.set_netns(sites.host(Site::A));
+    bob.set_netns(sites.host(Site::B));
+    (alice, bob)
+}
+
+/// `user`'s MCP session `session` on its host.
+async fn start(
+    user: &User,
+    sites: &Sites,
+    site: Site,
+    vars: &[(String, String)],
+    session: &str,
+    args: &[&str],
+) -> McpSession {
+    McpSession::start_in_netns(sites.host(site), user.home(), session, args, &refs(vars))
+        .await
+        .unwrap_or_else(|e| panic!("{session}: {e:#}"))
+}
+
+/// Waits until `from` sees `to_session` live.
+async fn sees(from: &McpSession, to_session: &str) {
+    from.poll("discover", json!({}), Instant::now() + WITHIN, |v| {
+        v.to_string().contains(to_session)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{} never saw {to_session}: {e:#}\n{}",
+            from.session,
+            from.stderr()
+        )
+    });
+}
+
+/// `session`'s view of the peer that carries `other` (from `whoami`).
+async fn peer_view(session: &McpSession, other: &str) -> Option<Value> {
+    let (_, who) = session.ok("whoami", json!({})).await.ok()?;
+    who["network"]["peers"]
+        .as_array()?
+        .iter()
+        .find(|p| {
+            p["sessions"]
+                .as_array()
+                .is_some_and(|s| s.contains(&json!(other)))
+        })
+        .cloned()
+}
+
+/// The texts of `session`'s unread messages, oldest first, once at least `want` are
+/// there or the time is up (`receive_messages` does not consume them).
+async fn receive(session: &McpSession, want: usize) -> Vec<String> {
+    let until = Instant::now() + WITHIN;
+    loop {
+        let (_, got) = session
+            .ok("receive_messages", json!({"limit": 100}))
+            .await
+            .unwrap();
+        let texts: Vec<String> = got["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["text"].as_str().map(str::to_owned))
+            .collect();
+        if texts.len() >= want || Instant::now() >= until {
+            return texts;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_routed_network_loses_nothing_through_a_partition() {
+    let test = "a_routed_network_loses_nothing_through_a_partition";
+    let Some(sites) = Sites::for_test(test, Routers::Routed) else {
+        return;
+    };
+    let vars = env(None);
+    let (alice, bob) = pair(&sites, &vars);
+    let a = start(&alice, &sites, Site::A, &vars, "site-a", &[]).await;
+    let (_, who) = a.ok("whoami", json!({})).await.unwrap();
+    let a_addr = who["listen_addrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|x| x.starts_with(&format!("/ip4/{}/tcp/", sites.addr(Site::A))))
+        .unwrap_or_else(|| panic!("Alice listens on her LAN: {who}"))
+        .to_owned();
+    let b = start(
+        &bob,
+        &sites,
+        Site::B,
+        &vars,
+        "site-b",
+        &["--bootstrap", &a_addr],
+    )
+    .await;
+    sees(&a, "site-b").await;
+
+    let send = |i: usize| {
+        let a = &a;
+        async move {
+            let (_, sent) = a
+                .ok(
+                    "send_message",
+                    json!({"to": "bob", "session": "site-b", "text": format!("m{i}")}),
+                )
+                .await
+                .unwrap();
+            sent["status"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    for i in 0..5 {
+        assert_eq!(send(i).await, "delivered", "m{i} before the partition");
+    }
+    // Cut longer than a dead connection takes to be found (ping timeout, 15 s): the
+    // connection is closed and must be made again after the heal.
+    sites.cut(Site::A).unwrap();
+    let cut = Instant::now();
+    let mut during = Vec::new();
+    for i in 5..10 {
+        during.push(send(i).await);
+    }
+    tokio::time::sleep(Duration::from_secs(20).saturating_sub(cut.elapsed())).await;
+    sites.heal(Site::A).unwrap();
+    let healed = Instant::now();
+    receive(&b, 10).await;
+    eprintln!(
+        "all arrived {:?} after the heal; sent during the cut: {during:?}",
+        healed.elapsed()
+    );
+    // Nothing late arrives twice.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let texts = receive(&b, 10).await;
+    let want: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    assert_eq!(
+        texts,
+        want,
+        "each once, in order\nA: {}\nB: {}",
+        a.stderr(),
+        b.stderr()
+    );
+    for status in &during {
+        assert!(status != "delivered", "nothing crosses a cut: {during:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_behind_two_nats_punch_through_to_a_direct_connection() {
+    let test = "sessions_behind_two_nats_punch_through_to_a_direct_connection";
+    let Some(sites) = Sites::for_test(test, Routers::Nat { forward: None }) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start_relay_in_netns(&sites.public, dir.path(), PUBLIC, RELAY_PORT, 9464).unwrap();
+    let vars = env(Some(&relay));
+    let (alice, bob) = pair(&sites, &vars);
+    let a = start(&alice, &sites, Site::A, &vars, "nat-a", &["--no-mdns"]).await;
+    let b = start(&bob, &sites, Site::B, &vars, "nat-b", &["--no-mdns"]).await;
+    sees(&a, "nat-b").await;
+
+    let (_, sent) = a
+        .ok(
+            "send_message",
+            json!({"to": "bob", "text": "first, through the relay"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        sent["status"],
+        "delivered",
+        "{sent}\nA: {}\nB: {}",
+        a.stderr(),
+        b.stderr()
+    );
+    let started = Instant::now();
+    let direct = loop {
+        let view = peer_view(&a, "bob/nat-b").await;
+        if let Some(v) = view.filter(|v| v["route"] == "direct") {
+            break v;
+        }
+        assert!(
+            started.elapsed() < WITHIN,
+            "no direct connection to Bob\nA: {}\nB: {}\nrelay: {}",
+            a.stderr(),
+            b.stderr(),
+            relay.process.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    eprintln!("direct after {:?}: {direct}", started.elapsed());
+    // The hole punched is UDP: TCP dials leave from fresh ports, which a NAT maps anew.
+    assert_eq!(
+        direct["transport"],
+        "quic",
+        "{direct}\nA: {}\nB: {}",
+        a.stderr(),
+        b.stderr()
+    );
+    assert!(
+        direct["addr"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("/ip4/{}/udp/", sites.public_addr(Site::B))),
+        "Bob's router's public address: {direct}"
+    );
+
+    let (_, sent) = a
+        .ok(
+            "send_message",
+            json!({"to": "bob", "text": "second, directly"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent["status"], "delivered", "{sent}");
+    assert_eq!(
+        receive(&b, 2).await,
+        ["first, through the relay", "second, directly"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_behind_a_forwarded_port_announces_its_public_address() {
+    let test = "a_session_behind_a_forwarded_port_announces_its_public_address";
+    let port = 4001;
+    let Some(sites) = Sites::for_test(
+        test,
+        Routers::Nat {
+            forward: Some(port),
+        },
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start_relay_in_netns(&sites.public, dir.path(), PUBLIC, RELAY_PORT, 9464).unwrap();
+    let vars = env(Some(&relay));
+    let (alice, bob) = pair(&sites, &vars);
+    let tcp = format!("/ip4/0.0.0.0/tcp/{port}");
+    let a = start(
+        &alice,
+        &sites,
+        Site::A,
+        &vars,
+        "fwd-a",
+        &[
+            "--no-mdns",
+            "--listen",
+            &tcp,
+            "--listen",
+            "/ip4/0.0.0.0/udp/0/quic-v1",
+        ],
+    )
+    .await;
+    let public = format!("/ip4/{}/tcp/{port}", sites.public_addr(Site::A));
+    let started = Instant::now();
+    let who = a
+        .poll("whoami", json!({}), Instant::now() + WITHIN, |v| {
+            v["network"]["external_addrs"].as_array().is_some_and(|x| {
+                x.iter()
+                    .any(|x| x.as_str().is_some_and(|x| x.starts_with(&public)))
+            })
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{public} never confirmed: {e:#}\nA: {}", a.stderr()));
+    eprintln!(
+        "confirmed after {:?}: {}",
+        started.elapsed(),
+        who["network"]
+    );
+    assert!(
+        who["network"]["nat"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("public")),
+        "{who}"
+    );
+
+    // Bob, behind the other NAT, finds it in Alice's announcement, first.
+    let b = start(&bob, &sites, Site::B, &vars, "fwd-b", &["--no-mdns"]).await;
+    sees(&b, "fwd-a").await;
+    let out = bob
+        .cli(&["peers", "--json", "--no-mdns", "--wait", "10"], None)
+        .unwrap();
+    let roster: Value =
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    let announced = roster["identities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["identity_key"] == alice.key.as_str())
+        .flat_map(|i| i["sessions"].as_array().unwrap())
+        .find(|s| s["session_id"] == "fwd-a")
+        .map(|s| s["addrs"].clone())
+        .unwrap_or_else(|| panic!("no fwd-a: {roster}"));
+    assert!(
+        announced[0]
+            .as_str()
+            .is_some_and(|x| x.starts_with(&public)),
+        "the confirmed address comes first: {announced}"
+    );
+    let (_, sent) = b
+        .ok(
+            "send_message",
+            json!({"to": "alice", "text": "to the forwarded port"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent["status"], "delivered", "{sent}");
+    let view = peer_view(&b, "alice/fwd-a").await.unwrap();
+    assert_eq!(view["route"], "direct", "{view}");
+    assert!(
+        view["addr"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("/ip4/{}/", sites.public_addr(Site::A))),
+        "{view}"
+    );
+    assert_eq!(receive(&a, 1).await, ["to the forwarded port"]);
+}
