@@ -59,6 +59,7 @@ mod consent;
 mod context;
 pub mod group_route;
 pub mod host_inbox;
+mod jsonrpc_lines;
 pub mod network_view;
 pub mod peers;
 mod render;

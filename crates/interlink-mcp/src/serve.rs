@@ -159,7 +159,13 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
 
     let service_ct = shutdown.child_token();
     let served = Server::new(ctx.clone())
-        .serve_with_ct(crate::stdio::stdio(), service_ct)
+        .serve_with_ct(
+            {
+                let (input, output) = crate::stdio::stdio();
+                crate::jsonrpc_lines::LineTransport::new(input, output)
+            },
+            service_ct,
+        )
         .await;
     let result = match served {
         Ok(service) => {

@@ -1,0 +1,470 @@
+//! The MCP server's stdio transport: newline-delimited JSON-RPC, with an answer for every
+//! line that needs one and a cap on the requests the server works on at once.
+//!
+//! rmcp's own line transport drops input that is not JSON (logged at debug) and answers
+//! well-formed JSON of the wrong shape with an `Invalid Request` that carries no id, so
+//! a client whose request had bad `params` waits forever on its id. Here:
+//! - a line that is not JSON (or nests too deep, or is longer than [`MAX_LINE_BYTES`])
+//!   is answered `-32700 Parse error`;
+//! - JSON that is not a request object (`null`, `[]`, a batch, no `method`, not
+//!   `"jsonrpc": "2.0"`) is answered `-32600 Invalid Request`, with the line's id when it
+//!   has one;
+//! - a request whose method is known but whose params do not fit it is answered
+//!   `-32602 Invalid params` with its id;
+//! - a notification that does not parse gets no answer (JSON-RPC: notifications are
+//!   never answered), only a log line; nor does a response from the client.
+//!
+//! Every rejected line is logged at warn on stderr. Requests handed to the server are
+//! counted until their response or error goes out (or the client cancels them): at
+//! [`MAX_REQUESTS_IN_FLIGHT`] the transport stops reading stdin until one finishes, so a
+//! client that pipelines thousands of calls is held back by the pipe instead of the
+//! server buffering them all.
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+};
+
+use rmcp::{
+    RoleServer,
+    model::{ClientNotification, ErrorData, JsonRpcMessage, RequestId},
+    service::{RxJsonRpcMessage, TxJsonRpcMessage},
+    transport::Transport,
+};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
+    sync::Notify,
+};
+use tracing::warn;
+
+/// Longest input line taken (a tool call's arguments are far smaller: a message's text
+/// is at most 64 KiB). Longer ones are answered with a parse error and skipped without
+/// being buffered.
+pub(crate) const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Most client requests the server works on at once; beyond it stdin is not read.
+pub(crate) const MAX_REQUESTS_IN_FLIGHT: usize = 32;
+
+/// How much of a rejected line the log shows.
+const LOGGED_BYTES: usize = 120;
+
+/// The requests handed to the server and not yet answered, by id.
+#[derive(Debug, Default)]
+struct InFlight {
+    ids: Mutex<HashSet<RequestId>>,
+    finished: Notify,
+}
+
+impl InFlight {
+    fn len(&self) -> usize {
+        self.ids.lock().map_or(0, |ids| ids.len())
+    }
+
+    fn start(&self, id: &RequestId) {
+        if let Ok(mut ids) = self.ids.lock() {
+            ids.insert(id.clone());
+        }
+    }
+
+    fn finish(&self, id: &RequestId) {
+        let removed = self.ids.lock().is_ok_and(|mut ids| ids.remove(id));
+        if removed {
+            self.finished.notify_one();
+        }
+    }
+}
+
+/// What a line that rmcp cannot take gets.
+#[derive(Debug, PartialEq)]
+enum Rejection {
+    /// An error response.
+    Answer(ErrorData, Option<RequestId>),
+    /// Nothing but a log line (a notification or a client's response).
+    Ignore(String),
+}
+
+/// The transport over the server's stdin and stdout.
+pub(crate) struct LineTransport<R, W> {
+    read: BufReader<R>,
+    line: Vec<u8>,
+    /// Skipping the rest of an over-long line.
+    skipping: bool,
+    write: Arc<tokio::sync::Mutex<Option<W>>>,
+    in_flight: Arc<InFlight>,
+}
+
+impl<R, W> LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    pub(crate) fn new(read: R, write: W) -> Self {
+        Self {
+            read: BufReader::new(read),
+            line: Vec::new(),
+            skipping: false,
+            write: Arc::new(tokio::sync::Mutex::new(Some(write))),
+            in_flight: Arc::default(),
+        }
+    }
+
+    /// Reads one line into `self.line`, never holding more than [`MAX_LINE_BYTES`].
+    /// `Ok(false)` at the end of input; `Ok(true)` with an empty `line` for an over-long
+    /// line, which was skipped. Cancellation-safe: bytes are moved into `line` and
+    /// consumed with no await between, so a cancelled read resumes where it stopped.
+    async fn read_line(&mut self) -> std::io::Result<Option<bool>> {
+        loop {
+            let (used, outcome) = {
+                let buf = self.read.fill_buf().await?;
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+                let end = buf.iter().position(|b| *b == b'\n');
+                let used = end.map_or(buf.len(), |i| i + 1);
+                if self.skipping {
+                    self.skipping = end.is_none();
+                    (used, None)
+                } else if self.line.len() + used > MAX_LINE_BYTES + 1 {
+                    self.line.clear();
+                    self.skipping = end.is_none();
+                    (used, Some(false))
+                } else {
+                    self.line.extend_from_slice(&buf[..used]);
+                    (used, end.map(|_| true))
+                }
+            };
+            self.read.consume(used);
+            if let Some(fits) = outcome {
+                return Ok(Some(fits));
+            }
+        }
+    }
+}
+
+/// Writes an error response.
+async fn answer<W: AsyncWrite + Unpin>(
+    write: &tokio::sync::Mutex<Option<W>>,
+    error: ErrorData,
+    id: Option<RequestId>,
+) -> std::io::Result<()> {
+    write_message(write, &TxJsonRpcMessage::<RoleServer>::error(error, id)).await
+}
+
+async fn write_message<W: AsyncWrite + Unpin>(
+    write: &tokio::sync::Mutex<Option<W>>,
+    message: &TxJsonRpcMessage<RoleServer>,
+) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
+    let mut guard = write.lock().await;
+    let out = guard
+        .as_mut()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotConnected, "closed"))?;
+    out.write_all(&bytes).await?;
+    out.flush().await
+}
+
+/// Why `line` (not empty, without its newline) is not a message rmcp takes, and what
+/// the client gets for it.
+fn reject(line: &[u8], error: &serde_json::Error) -> Rejection {
+    let value: serde_json::Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => {
+            return Rejection::Answer(ErrorData::parse_error(format!("not JSON: {e}"), None), None);
+        }
+    };
+    let Some(object) = value.as_object() else {
+        let what = match &value {
+            serde_json::Value::Array(a) if a.is_empty() => "an empty batch",
+            serde_json::Value::Array(_) => "a batch (not supported)",
+            _ => "not a request object",
+        };
+        return Rejection::Answer(ErrorData::invalid_request(what.to_owned(), None), None);
+    };
+    let id = object
+        .get("id")
+        .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok());
+    let is_response = object.contains_key("result") || object.contains_key("error");
+    let Some(method) = object.get("method").and_then(serde_json::Value::as_str) else {
+        if is_response {
+            return Rejection::Ignore(format!("a response that does not parse: {error}"));
+        }
+        return Rejection::Answer(ErrorData::invalid_request("no method".to_owned(), None), id);
+    };
+    if object.get("jsonrpc").and_then(serde_json::Value::as_str) != Some("2.0") {
+        return Rejection::Answer(
+            ErrorData::invalid_request("\"jsonrpc\" must be \"2.0\"".to_owned(), None),
+            id,
+        );
+    }
+    match (object.get("id"), id) {
+        (None, _) => Rejection::Ignore(format!("notification {method:?}: {error}")),
+        (Some(_), None) => Rejection::Answer(
+            ErrorData::invalid_request("\"id\" must be a string or an integer".to_owned(), None),
+            None,
+        ),
+        (Some(_), Some(id)) => Rejection::Answer(
+            ErrorData::invalid_params(format!("{method}: {error}"), None),
+            Some(id),
+        ),
+    }
+}
+
+fn shown(line: &[u8]) -> String {
+    let cut = &line[..line.len().min(LOGGED_BYTES)];
+    let more = if line.len() > LOGGED_BYTES { "…" } else { "" };
+    format!("{}{more}", String::from_utf8_lossy(cut).escape_debug())
+}
+
+impl<R, W> Transport<RoleServer> for LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let write = self.write.clone();
+        let in_flight = self.in_flight.clone();
+        async move {
+            let answered = match &item {
+                JsonRpcMessage::Response(r) => Some(r.id.clone()),
+                JsonRpcMessage::Error(e) => e.id.clone(),
+                _ => None,
+            };
+            let sent = write_message(&write, &item).await;
+            if let Some(id) = answered {
+                in_flight.finish(&id);
+            }
+            sent
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            // At the cap, wait for an answer to go out before reading on. (The service
+            // loop sends while this waits: it polls both.)
+            while self.in_flight.len() >= MAX_REQUESTS_IN_FLIGHT {
+                self.in_flight.finished.notified().await;
+            }
+            let fits = match self.read_line().await {
+                Ok(Some(fits)) => fits,
+                Ok(None) => return None,
+                Err(e) => {
+                    warn!("cannot read stdin: {e}");
+                    return None;
+                }
+            };
+            if !fits {
+                warn!(max = MAX_LINE_BYTES, "input line too long; skipped");
+                let error = ErrorData::parse_error(
+                    format!("line longer than {MAX_LINE_BYTES} bytes"),
+                    None,
+                );
+                if answer(&self.write, error, None).await.is_err() {
+                    return None;
+                }
+                continue;
+            }
+            let (parsed, logged) = {
+                let text = trim(&self.line);
+                if text.is_empty() {
+                    (None, String::new())
+                } else {
+                    let parsed = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(text)
+                        .map_err(|e| reject(text, &e));
+                    let logged = if parsed.is_err() {
+                        shown(text)
+                    } else {
+                        String::new()
+                    };
+                    (Some(parsed), logged)
+                }
+            };
+            self.line.clear();
+            match parsed {
+                None => {}
+                Some(Ok(message)) => {
+                    match &message {
+                        JsonRpcMessage::Request(r) => self.in_flight.start(&r.id),
+                        JsonRpcMessage::Notification(n) => {
+                            if let ClientNotification::CancelledNotification(c) = &n.notification
+                                && let Some(id) = &c.params.request_id
+                            {
+                                // A cancelled request may never be answered.
+                                self.in_flight.finish(id);
+                            }
+                        }
+                        _ => {}
+                    }
+                    return Some(message);
+                }
+                Some(Err(Rejection::Ignore(why))) => {
+                    warn!(line = %logged, "input ignored: {why}");
+                }
+                Some(Err(Rejection::Answer(error, id))) => {
+                    warn!(line = %logged, code = error.code.0, "input refused: {}", error.message);
+                    if answer(&self.write, error, id).await.is_err() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        let mut write = self.write.lock().await;
+        if let Some(mut w) = write.take() {
+            w.shutdown().await?;
+        }
+        Ok(())
+    }
+}
+
+/// The line without its newline, a carriage return before it, or a UTF-8 byte order
+/// mark before it all.
+fn trim(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    line.strip_prefix(b"\xEF\xBB\xBF".as_slice())
+        .unwrap_or(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, duplex};
+
+    use super::*;
+
+    /// A transport over two in-memory pipes: (transport, client's writer, client's
+    /// reader of the server's lines).
+    fn pipes() -> (
+        LineTransport<DuplexStream, DuplexStream>,
+        DuplexStream,
+        tokio::io::Lines<BufReader<DuplexStream>>,
+    ) {
+        let (client_out, server_in) = duplex(1 << 20);
+        let (server_out, client_in) = duplex(1 << 20);
+        (
+            LineTransport::new(server_in, server_out),
+            client_out,
+            BufReader::new(client_in).lines(),
+        )
+    }
+
+    async fn next_json(lines: &mut tokio::io::Lines<BufReader<DuplexStream>>) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(5), lines.next_line())
+            .await
+            .expect("an answer")
+            .unwrap()
+            .unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_bad_line_that_needs_an_answer_gets_one_with_its_id() {
+        let (mut transport, mut client, mut lines) = pipes();
+        let deep = "[".repeat(200) + &"]".repeat(200);
+        let input = [
+            "{not json".to_owned(),
+            "\u{0}\u{1}binary\u{ff}".to_owned(),
+            "null".to_owned(),
+            "[]".to_owned(),
+            "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]".to_owned(),
+            deep,
+            r#"{"jsonrpc":"2.0","id":"m3","method":"tools/call","params":"str"}"#.to_owned(),
+            r#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":8}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#.to_owned(),
+            // A notification that does not parse: no answer.
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":"x"}"#.to_owned(),
+            // A good request after all that.
+            r#"{"jsonrpc":"2.0","id":"ok","method":"ping"}"#.to_owned(),
+        ];
+        for line in &input {
+            client.write_all(line.as_bytes()).await.unwrap();
+            client.write_all(b"\n").await.unwrap();
+        }
+        let received = tokio::time::timeout(Duration::from_secs(5), transport.receive())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(&received, JsonRpcMessage::Request(r) if r.id == RequestId::String("ok".into())),
+            "{received:?}"
+        );
+        let want = [
+            (-32700, Value::Null),
+            (-32700, Value::Null),
+            (-32600, Value::Null),
+            (-32600, Value::Null),
+            (-32600, Value::Null),
+            (-32700, Value::Null),
+            (-32602, json!("m3")),
+            (-32600, json!(7)),
+            (-32600, json!(8)),
+            (-32600, Value::Null),
+        ];
+        for (code, id) in want {
+            let got = next_json(&mut lines).await;
+            assert_eq!(got["jsonrpc"], "2.0", "{got}");
+            assert_eq!(got["error"]["code"], code, "{got}");
+            assert_eq!(got.get("id").cloned().unwrap_or(Value::Null), id, "{got}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_over_long_line_is_answered_and_skipped_without_being_kept() {
+        let (mut transport, mut client, mut lines) = pipes();
+        tokio::spawn(async move {
+            let chunk = vec![b'x'; 64 * 1024];
+            for _ in 0..(MAX_LINE_BYTES / chunk.len() + 2) {
+                client.write_all(&chunk).await.unwrap();
+            }
+            client
+                .write_all(b"\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n")
+                .await
+                .unwrap();
+            client
+        });
+        let received = tokio::time::timeout(Duration::from_secs(10), transport.receive())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(&received, JsonRpcMessage::Request(r) if r.id == RequestId::Number(2)));
+        assert!(transport.line.capacity() <= MAX_LINE_BYTES + 1);
+        let got = next_json(&mut lines).await;
+        assert_eq!(got["error"]["code"], -32700, "{got}");
+    }
+
+    #[tokio::test]
+    async fn reading_stops_at_the_cap_until_an_answer_goes_out() {
+        let (mut transport, mut client, _lines) = pipes();
+        for i in 0..MAX_REQUESTS_IN_FLIGHT + 1 {
+            let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"ping\"}}\n");
+            client.write_all(line.as_bytes()).await.unwrap();
+        }
+        for _ in 0..MAX_REQUESTS_IN_FLIGHT {
+            transport.receive().await.unwrap();
+        }
+        // The next request is there, but not read while the cap is reached.
+        let waited = tokio::time::timeout(Duration::from_millis(200), transport.receive()).await;
+        assert!(waited.is_err(), "read past the cap");
+        let response: TxJsonRpcMessage<RoleServer> =
+            serde_json::from_value(json!({"jsonrpc": "2.0", "id": 3, "result": {}})).unwrap();
+        transport.send(response).await.unwrap();
+        let next = tokio::time::timeout(Duration::from_secs(5), transport.receive())
+            .await
+            .expect("read again after an answer")
+            .unwrap();
+        assert!(
+            matches!(&next, JsonRpcMessage::Request(r) if r.id == RequestId::Number(MAX_REQUESTS_IN_FLIGHT as i64))
+        );
+    }
+}
