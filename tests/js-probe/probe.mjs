@@ -290,10 +290,13 @@ async function live (spec, a) {
     log(`gossiped beacon ok on ${topic}: of the fetched announcement, seq ${beacon.seq}, heartbeat ${beacon.heartbeat_ms} ms`)
 
     // §4.3, §5, §8.3: one sealed message, and the signed receipt.
-    // `spoil` makes a broken one: {extra: a key no table has, ts: a value, aad: other bytes}.
+    // `spoil` makes a broken one: {extra: a key no table has, ts: a value, aad: other bytes,
+    // members: a group tag's members}.
     const message = async (text, spoil = {}) => {
       const msgId = randomBytes(16)
-      const plaintext = encode({ text, task_id: 'js-probe', status: 'update', in_reply_to: null })
+      const body = { text, task_id: 'js-probe', status: 'update', in_reply_to: null }
+      if (spoil.members) body.group = { name: 'probe', thread: randomBytes(16), members: spoil.members }
+      const plaintext = encode(body)
       const aad = spoil.aad ?? S.sealAad(msgId, me, them)
       const sealed = await S.seal(ann.sealing.key, plaintext, aad, (n) => randomBytes(n))
       const fields = {
@@ -349,7 +352,12 @@ async function live (spec, a) {
     const broken = [
       [await message('an unknown key', { extra: true }), 'malformed'],
       [await message('a float ts', { ts: new S.Float64(Date.now()) }), 'malformed'],
-      [await message('sealed for another envelope', { aad: S.sealAad(randomBytes(16), me, them) }), 'unopenable']
+      [await message('sealed for another envelope', { aad: S.sealAad(randomBytes(16), me, them) }), 'unopenable'],
+      // §4.3: a group tag lists the copy's recipient session and never the sender's.
+      [await message('a group without the recipient', { members: [{ key: them, session: 'not-' + theirSession.slice(0, 40) }] }), 'unopenable'],
+      [await message('a group with the sender', {
+        members: [{ key: them, session: theirSession }, { key: me, session: mySession }]
+      }), 'unopenable']
     ]
     const spoilt = shape(decode(await request(node, peer, proto('deliver'),
       encode({ v: V, envelopes: broken.map(([m]) => m.envelope) }), 64 * 2048),

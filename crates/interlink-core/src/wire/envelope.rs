@@ -199,6 +199,9 @@ pub enum OpenError {
     /// The opened body is not a valid [`Body`].
     #[error("the opened body is not a valid sealed body (text, task id, status, reply)")]
     Malformed,
+    /// The body's group tag does not fit its envelope.
+    #[error("the group tag {0}")]
+    Group(&'static str),
 }
 
 impl Envelope {
@@ -257,14 +260,34 @@ impl Envelope {
     /// Opens the body with the recipient's sealing secret.
     pub fn open_body(&self, secret: &SealingSecret) -> Result<Body, OpenError> {
         let sealed = self.sealed.as_ref().ok_or(OpenError::NoBody)?;
-        Body::decode(&seal::open(sealed, secret, &self.seal_aad())?)
+        self.checked(Body::decode(&seal::open(
+            sealed,
+            secret,
+            &self.seal_aad(),
+        )?)?)
     }
 
     /// Opens the body with the context of its `enc` ([`Envelope::sealed_enc`]), set up
     /// once by the recipient for every body sealed in the same sender context.
     pub fn open_body_in(&self, ctx: &seal::OpenContext) -> Result<Body, OpenError> {
         let sealed = self.sealed.as_ref().ok_or(OpenError::NoBody)?;
-        Body::decode(&ctx.open(sealed, &self.seal_aad())?)
+        self.checked(Body::decode(&ctx.open(sealed, &self.seal_aad())?)?)
+    }
+
+    /// A group tag must fit the envelope it came in (PROTOCOL §4.3): it lists this
+    /// copy's recipient session and not the sending session. Otherwise a peer could
+    /// show the recipient a group it was never sent to, or a member list with the
+    /// sender posing as another recipient.
+    fn checked(&self, body: Body) -> Result<Body, OpenError> {
+        if let Some(group) = &body.group {
+            if !group.members.contains(&self.recipient_addr()) {
+                return Err(OpenError::Group("does not list the recipient session"));
+            }
+            if group.members.contains(&self.sender_addr()) {
+                return Err(OpenError::Group("lists the sending session"));
+            }
+        }
+        Ok(body)
     }
 
     /// The text of the body (see [`Envelope::open_body`]).

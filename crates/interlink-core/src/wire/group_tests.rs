@@ -87,7 +87,10 @@ fn bounds_of_a_tag() {
 /// task id and tag still fits an envelope.
 #[test]
 fn the_largest_tag_fits_beside_the_longest_text() {
-    let largest = largest_tag();
+    let (a, b) = (identity(1), identity(2));
+    let mut largest = largest_tag();
+    // The copy's recipient is among the members (a key is as long as any other).
+    largest.members[0].key = b.public();
     let encoded = super::super::encode(&largest).len();
     assert!(encoded <= MAX_GROUP_TAG_BYTES, "{encoded} bytes");
     assert_eq!(
@@ -95,9 +98,9 @@ fn the_largest_tag_fits_beside_the_longest_text() {
         "limits::MAX_GROUP_TAG_BYTES names this size"
     );
 
-    let (a, b) = (identity(1), identity(2));
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let mut env = bare_message(&a, &b, &mut rng);
+    env.recipient_session = largest.members[0].session.clone();
     let body = Body {
         text: "x".repeat(MAX_BODY_BYTES),
         task_id: Some("t".repeat(MAX_TASK_ID_BYTES)),
@@ -167,4 +170,40 @@ fn an_oversized_tag_does_not_open() {
         env.open_body(&b.sealing_secret()),
         Err(OpenError::Malformed)
     );
+}
+
+/// PROTOCOL §4.3: a copy's tag lists its recipient session and never the sending one.
+/// A paired peer that breaks either is refused (`unopenable`), so it cannot show the
+/// recipient a group the copy was not sent to, or pose as a fellow recipient.
+#[test]
+fn a_tag_must_list_the_recipient_and_not_the_sender() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(4);
+    let opened = |members: Vec<SessionAddr>, rng: &mut ChaCha20Rng| {
+        let body = Body {
+            group: Some(tag(members)),
+            ..Body::text("hi all")
+        };
+        let mut env = bare_message(&a, &b, rng);
+        env.seal_body(&body, &b.sealing_secret().public(), rng)
+            .unwrap();
+        env.open_body(&b.sealing_secret())
+    };
+    // The bare message goes from (1, s-a) to (2, s-b).
+    assert!(opened(vec![addr(2, "s-b"), addr(3, "c")], &mut rng).is_ok());
+    assert_eq!(
+        opened(vec![addr(3, "c")], &mut rng),
+        Err(OpenError::Group("does not list the recipient session"))
+    );
+    assert_eq!(
+        opened(vec![addr(2, "another-session")], &mut rng),
+        Err(OpenError::Group("does not list the recipient session"))
+    );
+    assert_eq!(
+        opened(vec![addr(2, "s-b"), addr(1, "s-a")], &mut rng),
+        Err(OpenError::Group("lists the sending session"))
+    );
+    // The sender's other sessions may be members (a group that includes its own
+    // identity's sessions).
+    assert!(opened(vec![addr(2, "s-b"), addr(1, "s-other")], &mut rng).is_ok());
 }
