@@ -69,6 +69,8 @@ pub struct PresenceCost {
     pub roster_bytes: u64,
     /// Bytes of the summaries (and away bitmaps) in roster requests it received.
     pub summary_bytes: u64,
+    /// Roster requests it left unanswered: the asking peer was over its budget.
+    pub roster_over_budget: u64,
     /// Announcements, beacons and goodbyes verified (gossip and roster fetches);
     /// copies recognised unverified as already held or older are not counted.
     pub verified: u64,

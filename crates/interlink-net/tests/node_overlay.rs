@@ -660,6 +660,62 @@ async fn one_peer_cannot_open_unbounded_connections() {
     a.shutdown().await;
 }
 
+/// Roster requests have a budget per peer like the other protocols: a peer that sends
+/// hundreds at once gets the burst answered and the rest closed unanswered at once
+/// (before: every one was answered, and a paired peer's deliveries slowed tenfold),
+/// and another peer is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roster_request_flood_is_answered_only_within_its_budget() {
+    const FLOOD: usize = 400;
+    let base = 25_000 + u64::from(std::process::id() % 1000) * 100;
+    let a = start(base, None, session_role(1, "budgeted"));
+    let a_peer = a.handle().peer_id();
+    let mut evil = Hostile::join(base + 1, (base, a_peer)).await;
+    for _ in 0..FLOOD {
+        evil.swarm
+            .behaviour_mut()
+            .roster
+            .send_request(&a_peer, RosterRequest::default());
+    }
+    let (mut answered, mut failed) = (0usize, 0usize);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while answered + failed < FLOOD && tokio::time::Instant::now() < deadline {
+        let Ok(ev) =
+            tokio::time::timeout(Duration::from_millis(200), evil.swarm.select_next_some()).await
+        else {
+            continue;
+        };
+        match ev {
+            SwarmEvent::Behaviour(BehaviourEvent::Roster(request_response::Event::Message {
+                message: request_response::Message::Response { .. },
+                ..
+            })) => answered += 1,
+            SwarmEvent::Behaviour(BehaviourEvent::Roster(
+                request_response::Event::OutboundFailure { .. },
+            )) => failed += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(answered + failed, FLOOD, "every request ended within 20 s");
+    // The burst (64) and what refilled while the flood ran (32 a second).
+    assert!(
+        (64..=160).contains(&answered),
+        "{answered} of {FLOOD} answered"
+    );
+    // Some fail before the node sees them (libp2p's cap on a connection's streams);
+    // the node refused the rest of what reached it.
+    let cost = a.handle().diagnostics().await.unwrap().presence;
+    assert!(
+        cost.roster_over_budget > 0 && cost.roster_over_budget <= failed as u64,
+        "{cost:?}, {failed} failed"
+    );
+
+    // Another peer is answered as before.
+    let mut other = Hostile::join(base + 2, (base, a_peer)).await;
+    assert!(!other.fetch_roster(a_peer).await.is_empty());
+    a.shutdown().await;
+}
+
 /// On a roster past 600 sessions a session announces less often, and says so in its
 /// announcement (`heartbeat_ms`, protocol v7), so receivers keep it live as long.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,7 +25,14 @@ pub(crate) enum Kind {
     Deliver,
     /// Fetches of a mailbox copy (the request's signature check and the copy sent).
     Fetch,
+    /// Roster requests: each is answered from the whole roster (a digest compared, a
+    /// summary matched, announcements and beacons encoded).
+    Roster,
 }
+
+/// What a roster request costs besides its summary's bytes: the answer's work, about a
+/// full response's worth of encoding.
+pub(crate) const ROSTER_REQUEST_COST: usize = 2048;
 
 impl Kind {
     /// (burst bytes, refill bytes per second) for a session node.
@@ -40,6 +47,13 @@ impl Kind {
             // seconds at most; 4 KiB per request bounds the signature checks to a few
             // hundred a second.
             Kind::Fetch => (8 << 20, 1 << 20),
+            // A peer's pacer asks for a digest about once a heartbeat and for a
+            // summary or a repair after a difference: a few a second at most. 64
+            // requests in a burst, then 32 a second.
+            Kind::Roster => (
+                64 * ROSTER_REQUEST_COST as u64,
+                32 * ROSTER_REQUEST_COST as u64,
+            ),
         }
     }
 }

@@ -82,8 +82,23 @@ impl Actor {
                 channel,
                 ..
             } => {
-                self.presence.cost.summary_bytes +=
-                    (request.have.len() + request.away.len()) as u64;
+                let summary = request.have.len() + request.away.len();
+                self.presence.cost.summary_bytes += summary as u64;
+                let cost = super::budgets::ROSTER_REQUEST_COST + summary;
+                if !self.mailbox.budgets.spend(
+                    peer,
+                    super::budgets::Kind::Roster,
+                    cost,
+                    crate::now_ms(),
+                ) {
+                    // Not answered: dropping the channel closes the stream, so the asker
+                    // fails at once and asks again on its next tick (the protocol has
+                    // no refusal; an empty answer would read as "you differ").
+                    self.presence.cost.roster_over_budget += 1;
+                    debug!(%peer, "roster request over budget; not answered");
+                    drop(channel);
+                    return;
+                }
                 // A refused request (a ragged summary, a bitmap that does not fit it)
                 // gets an empty answer: the codec's size limit already bounds what it
                 // can cost.
