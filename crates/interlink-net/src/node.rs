@@ -392,8 +392,11 @@ impl Actor {
             Command::SetPolicy(policy, tx) => {
                 self.drive(Input::SetPolicy(policy));
                 self.refresh_trusted();
-                // A key just admitted whose sessions are on the roster: pinned now.
+                // A key just admitted whose sessions are on the roster: pinned now, and
+                // offered this user's pass (they were not peers when they appeared, so
+                // nothing was offered then).
                 self.pin_roster_peers();
+                self.offer_pass_to_roster_peers();
                 let _ = tx.send(());
             }
             Command::Dial(addr, tx) => {

@@ -740,12 +740,20 @@ async fn a_full_outbox_refuses_and_a_returning_recipient_is_retried_live() {
     }
 }
 
-/// `settle` tells a sender about to exit whether any peer took its mailbox copy.
+/// `settle` tells a sender about to exit whether any peer it trusts (here Carol, a
+/// peer of Alice's) took its mailbox copy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settle_says_whether_a_peer_took_the_mailbox_copy() {
     let base = 51_000 + u64::from(std::process::id() % 1000) * 10;
     let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
-    let alice = start(base, 1, "alice-1", &[("bob", &bob_id)], None);
+    let carol_id = Identity::from_seed(&[9; 32]);
+    let alice = start(
+        base,
+        1,
+        "alice-1",
+        &[("bob", &bob_id), ("carol", &carol_id)],
+        None,
+    );
     let boot = Some((base, alice.handle().peer_id()));
     let bob = start(base + 1, 2, "bob-1", &[("alice", &alice_id)], boot);
     wait_roster(&[alice.handle(), bob.handle()], 2).await;
@@ -959,9 +967,9 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
         alice,
         bob,
         carol,
+        alice_id,
         bob_id,
         boot,
-        ..
     } = trio(base).await;
     let bob_addr = bob.addr.clone();
     bob.node.abort();
@@ -969,8 +977,15 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
     // (not Alice's: her long-lived session's own envelopes to Bob, its pass offer
     // among them, would share the quota).
     let identity = Arc::new(Identity::from_seed(&[0x0d; 32]));
+    // Dave is paired with Alice and Carol too: only the word of a holder he has reason
+    // to trust counts (a stranger's "kept" is checked at the end).
     let mut policy = PeerPolicy::new();
     policy.add("bob", bob_id.public()).unwrap();
+    let strangers = policy.clone();
+    policy.add("alice", alice_id.public()).unwrap();
+    policy
+        .add("carol", Identity::from_seed(&[9; 32]).public())
+        .unwrap();
     // Dave holds Bob's mailbox pass from an earlier exchange (in the home's file, as
     // every `send` of his reads it): his mail counts among Bob's admitted mail.
     let home = tempfile::tempdir().unwrap();
@@ -995,7 +1010,7 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
         },
         ..Config::default()
     };
-    let start = |session: SessionId, port: u64| {
+    let start = |session: SessionId, port: u64, config: &Config| {
         let mut config = config.clone();
         config.listen = vec![memory(port)];
         let key = identity.transport_keypair(&session).unwrap();
@@ -1022,8 +1037,8 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
     // With `replicated`, the session stays up until Alice and Carol each hold what it
     // queued: a closest-peer placement still in flight when a sender exits leaves the
     // copy at fewer holders, and this test is about what holders that have it do.
-    let run = async |session: &str, port: u64, n: usize, replicated: bool| {
-        let sender = start(SessionId::new(session).unwrap(), port);
+    let run = async |session: &str, port: u64, n: usize, replicated: bool, config: &Config| {
+        let sender = start(SessionId::new(session).unwrap(), port, config);
         // The sender learns Bob's session (away now) from the overlay.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
         loop {
@@ -1078,12 +1093,68 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
         (queued, not_kept)
     };
     assert_eq!(
-        run("send-1", base + 7, MAILBOX_SENDER_QUOTA + 6, true).await,
+        run("send-1", base + 7, MAILBOX_SENDER_QUOTA + 6, true, &config).await,
         (MAILBOX_SENDER_QUOTA, 6)
     );
     // Alice and Carol hold the quota's worth of Dave's mail for Bob already.
-    assert_eq!(run("send-2", base + 8, 5, false).await, (0, 5));
+    assert_eq!(run("send-2", base + 8, 5, false, &config).await, (0, 5));
+    // A sender paired with neither holder: their "kept" is a stranger's word (one that
+    // could drop the copy), so nothing is said queued — even for what they would keep.
+    let mut with_strangers = config.clone();
+    with_strangers.delivery.policy = strangers;
+    assert_eq!(
+        run("send-3", base + 9, 3, false, &with_strangers).await,
+        (0, 3)
+    );
     for p in [alice, carol] {
         p.node.shutdown().await;
     }
+}
+
+/// PROTOCOL §4.3: two sessions paired while both are online hold each other's mailbox
+/// passes without a message between them. Before, a session offered its pass only when
+/// a peer's session appeared on the roster, so a pairing made while both were up
+/// brought no pass until a new session appeared or a message was exchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_paired_while_both_are_online_exchange_passes() {
+    use interlink_core::trust::PeerPolicy;
+    use interlink_store::passes::{MailboxPasses, PASSES_FILE};
+
+    let base = 54_000 + u64::from(std::process::id() % 1000) * 10;
+    let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let alice = start(base, 1, "alice-1", &[], None);
+    let boot = Some((base, alice.handle().peer_id()));
+    let bob = start(base + 1, 2, "bob-1", &[], boot);
+    wait_roster(&[alice.handle(), bob.handle()], 2).await;
+    let only = |name: &str, id: &Identity| {
+        let mut p = PeerPolicy::new();
+        p.add(name, id.public()).unwrap();
+        p
+    };
+    alice
+        .handle()
+        .set_policy(only("bob", &bob_id))
+        .await
+        .unwrap();
+    bob.handle()
+        .set_policy(only("alice", &alice_id))
+        .await
+        .unwrap();
+    let holds = |p: &Peer, holder: &Identity, owner: &Identity| {
+        MailboxPasses::load(Some(p.dir.path().join(PASSES_FILE)), holder.public())
+            .get(&owner.public())
+            .is_some()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !(holds(&alice, &alice_id, &bob_id) && holds(&bob, &bob_id, &alice_id)) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no pass exchanged: Alice holds Bob's {}, Bob holds Alice's {}",
+            holds(&alice, &alice_id, &bob_id),
+            holds(&bob, &bob_id, &alice_id)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    alice.node.shutdown().await;
+    bob.node.shutdown().await;
 }

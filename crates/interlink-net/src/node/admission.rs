@@ -144,7 +144,26 @@ impl Actor {
             .send_request(&peer, request);
     }
 
-    fn is_peer(&self, key: &IdentityKey) -> bool {
+    /// Offers this user's pass to every session of a peer on the roster that was not
+    /// offered one yet this run: after the policy changed (pairing while both are
+    /// online).
+    pub(super) fn offer_pass_to_roster_peers(&mut self) {
+        let sessions: Vec<SessionAddr> = self
+            .presence
+            .roster
+            .announcements()
+            .map(|a| SessionAddr {
+                key: a.body().identity,
+                session: a.body().session_id.clone(),
+            })
+            .filter(|addr| self.is_peer(&addr.key) && !self.keys.offered.contains(addr))
+            .collect();
+        for addr in &sessions {
+            self.offer_pass(addr);
+        }
+    }
+
+    pub(super) fn is_peer(&self, key: &IdentityKey) -> bool {
         self.parts
             .delivery()
             .is_some_and(|d| d.engine().gate().policy().contains(key))

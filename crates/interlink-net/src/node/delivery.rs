@@ -484,9 +484,10 @@ fn not_kept_reason(why: NotKept) -> String {
              pass from it, which comes with the recipient's first receipt or message; this \
              command has no outbox to keep it — send it again once the recipient is back"
             .to_owned(),
-        NotKept::Unconfirmed => "the recipient is not reachable and no peer answered that it \
+        NotKept::Unconfirmed => "the recipient is not reachable and no holder you have reason \
+             to trust (a relay you use, a session of yours or of a peer) answered that it \
              keeps the message (their mailbox copies may be full of this sender's older mail, \
-             or no peer is connected); this command has no outbox to keep it — send it again \
+             or none is connected); this command has no outbox to keep it — send it again \
              once the recipient is back or has collected its mail"
             .to_owned(),
         other => format!("{other:?}"),

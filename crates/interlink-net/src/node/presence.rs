@@ -45,7 +45,7 @@ impl Actor {
         self.presence.seq
     }
 
-    fn session(&self) -> Option<&SessionSpec> {
+    pub(super) fn session(&self) -> Option<&SessionSpec> {
         match &self.role {
             Role::Session(s) => Some(s),
             Role::Observer | Role::Relay(_) => None,

@@ -347,10 +347,27 @@ impl Actor {
                     debug!(%peer, %reason, "a peer refused a mailbox request");
                 }
                 for (call, purpose) in calls {
-                    self.on_mailbox_answer(call, purpose, outcome.as_ref(), connection_lost);
+                    self.on_mailbox_answer(peer, call, purpose, outcome.as_ref(), connection_lost);
                 }
             }
         }
+    }
+
+    /// Whether `peer`'s word that it keeps a copy counts towards `queued`: a relay we
+    /// use, or a node of a session of our own identity or of a peer. Any node may be
+    /// handed a copy (the DHT's closest peers are strangers), but a stranger that
+    /// answers "kept" and drops the copy would make a session without an outbox promise
+    /// what nobody keeps.
+    fn trusts_holder(&self, peer: &PeerId) -> bool {
+        if self.relays.is_relay(peer) {
+            return true;
+        }
+        let own = self.session().map(|s| s.identity.public());
+        self.presence.roster.announcements().any(|a| {
+            let body = a.body();
+            body.peer_id() == Some(*peer)
+                && (Some(body.identity) == own || self.is_peer(&body.identity))
+        })
     }
 
     /// One of our mailbox requests was answered (`None`: it failed, and
@@ -358,6 +375,7 @@ impl Actor {
     /// the node that made it.
     fn on_mailbox_answer(
         &mut self,
+        peer: PeerId,
         call: CallId,
         purpose: Purpose,
         outcome: Option<&MailboxOutcome>,
@@ -376,7 +394,13 @@ impl Actor {
             }
             Purpose::Hold => {
                 let answer = match outcome {
-                    Some(MailboxOutcome::Held { kept }) => PutAnswer::Kept(kept.clone()),
+                    Some(MailboxOutcome::Held { kept }) if self.trusts_holder(&peer) => {
+                        PutAnswer::Kept(kept.clone())
+                    }
+                    Some(MailboxOutcome::Held { .. }) => {
+                        debug!(%peer, "a holder we have no reason to trust says it keeps a copy; not counted");
+                        PutAnswer::Ended
+                    }
                     _ => PutAnswer::Ended,
                 };
                 self.on_put_result(PutId::Hold(call), answer);
