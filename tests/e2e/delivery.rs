@@ -193,8 +193,12 @@ fn a_crashed_session_restarted_under_its_id_gets_its_mail_once() {
 #[test]
 fn mail_queued_by_a_sender_that_left_reaches_the_recipient_through_a_holder() {
     let (alice, bob) = pair("alice", "bob");
-    // Carol is nobody's peer: she only holds mailboxes, as every node does.
+    // Carol is not Bob's peer: she only holds mailboxes, as every node does. Alice has
+    // her in her peers (a teammate's always-on session), so Carol's word that she keeps
+    // the copy counts for Alice's `send`; a stranger's would not
+    // (`node_delivery::a_session_without_an_outbox_never_says_queued_for_what_nothing_holds`).
     let carol = User::new("carol", STEADY).unwrap();
+    alice.pair_with(&carol).unwrap();
     let c = carol.start("e2e-gone-c", None).unwrap();
     let boot = c.loopback_addr().unwrap().to_owned();
     let mut b = bob.start("e2e-gone-b", Some(&boot)).unwrap();

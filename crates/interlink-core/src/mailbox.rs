@@ -385,6 +385,28 @@ struct OwnerProbe {
     owner: IdentityKey,
 }
 
+// The owner session, ignoring other fields.
+#[derive(Deserialize)]
+struct AddressProbe {
+    owner: IdentityKey,
+    session: SessionId,
+}
+
+/// The owner session an encoded mailbox record names, without verifying anything (for
+/// a record this node verified when it was put: a relay pushing a copy it just
+/// committed to its connected owner).
+pub fn record_address(bytes: &[u8]) -> Option<SessionAddr> {
+    if bytes.len() > MAX_MAILBOX_RECORD_BYTES {
+        return None;
+    }
+    wire::decode_cbor::<AddressProbe>(RECORD_KIND, bytes)
+        .ok()
+        .map(|p| SessionAddr {
+            key: p.owner,
+            session: p.session,
+        })
+}
+
 /// The owner identity an encoded mailbox record names, without verifying anything
 /// (a relay counts its records per owner at open; every record in its store was
 /// verified when it was put).

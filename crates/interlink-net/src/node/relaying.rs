@@ -542,6 +542,19 @@ impl Actor {
                 }
                 // The store verified it; the decoded cache is filled again only if asked.
                 self.mailbox.copies.held.remove(&key);
+                // An owner connected here gets the committed copy at once, as from a
+                // session holder (`node::mailbox`), instead of on its next fetch.
+                // Not to the owner that handed it (its own acks).
+                if let Some(owner) = interlink_core::mailbox::record_address(&copy.record) {
+                    let owner_peer = self
+                        .presence
+                        .roster
+                        .get(&owner)
+                        .and_then(|a| a.body().peer_id());
+                    if owner_peer != Some(from.0) {
+                        self.push_to_owner(&owner, &key, copy.record.clone());
+                    }
+                }
                 self.store_record(&key, copy.record).map(|()| copy.kept)
             }
             Err(r) => Err(r.to_wire()),
