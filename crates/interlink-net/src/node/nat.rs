@@ -8,23 +8,36 @@
 //! change (a laptop that moved), the confirmed addresses are dropped — the configured
 //! ones (`Config::external_addrs`) are kept — and AutoNAT probes again.
 
-use libp2p::{Multiaddr, autonat};
+use libp2p::{Multiaddr, autonat, multiaddr::Protocol};
 use tracing::{debug, info};
 
 use super::Actor;
 use super::PacerInput;
 
 impl Actor {
-    /// The addresses to announce: confirmed external ones first (a cap on the count
-    /// must not cut them), then the listen addresses, each once.
+    /// The addresses to announce, each once and without this node's `/p2p/` suffix (the
+    /// PeerId travels beside them): confirmed external ones first (a cap on the count
+    /// must not cut them), then the listen addresses, then relay circuits.
     pub(super) fn announced_addrs(&self) -> Vec<Multiaddr> {
-        let mut all: Vec<Multiaddr> = Vec::new();
+        let me = *self.swarm.local_peer_id();
+        let mut direct: Vec<Multiaddr> = Vec::new();
+        let mut circuits: Vec<Multiaddr> = Vec::new();
         for a in self.swarm.external_addresses().chain(&self.listen_addrs) {
-            if !all.contains(a) {
-                all.push(a.clone());
+            let mut a = a.clone();
+            if a.iter().last() == Some(Protocol::P2p(me)) {
+                a.pop();
+            }
+            let list = if a.iter().any(|p| p == Protocol::P2pCircuit) {
+                &mut circuits
+            } else {
+                &mut direct
+            };
+            if !list.contains(&a) {
+                list.push(a);
             }
         }
-        all
+        direct.extend(circuits);
+        direct
     }
 
     pub(super) fn on_external_addr(&mut self, address: &Multiaddr, confirmed: bool) {
