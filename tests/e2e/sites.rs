@@ -86,6 +86,14 @@ async fn sees(from: &McpSession, to_session: &str) {
     });
 }
 
+/// `from` sends `args` (a `send_message` call); returns the result.
+async fn send(from: &McpSession, args: Value) -> Value {
+    from.ok("send_message", args)
+        .await
+        .unwrap_or_else(|e| panic!("{}: send_message: {e:#}", from.session))
+        .1
+}
+
 /// `session`'s view of the peer that carries `other` (from `whoami`).
 async fn peer_view(session: &McpSession, other: &str) -> Option<Value> {
     let (_, who) = session.ok("whoami", json!({})).await.ok()?;
@@ -154,13 +162,11 @@ async fn a_routed_network_loses_nothing_through_a_partition() {
     let send = |i: usize| {
         let a = &a;
         async move {
-            let (_, sent) = a
-                .ok(
-                    "send_message",
-                    json!({"to": "bob", "session": "site-b", "text": format!("m{i}")}),
-                )
-                .await
-                .unwrap();
+            let sent = send(
+                a,
+                json!({"to": "bob", "session": "site-b", "text": format!("m{i}")}),
+            )
+            .await;
             sent["status"].as_str().unwrap_or_default().to_owned()
         }
     };
@@ -213,13 +219,7 @@ async fn sessions_behind_two_nats_punch_through_to_a_direct_connection() {
     let b = start(&bob, &sites, Site::B, &vars, "nat-b", &["--no-mdns"]).await;
     sees(&a, "nat-b").await;
 
-    let (_, sent) = a
-        .ok(
-            "send_message",
-            json!({"to": "bob", "text": "first, through the relay"}),
-        )
-        .await
-        .unwrap();
+    let sent = send(&a, json!({"to": "bob", "text": "first, through the relay"})).await;
     assert_eq!(
         sent["status"],
         "delivered",
@@ -259,13 +259,7 @@ async fn sessions_behind_two_nats_punch_through_to_a_direct_connection() {
         "Bob's router's public address: {direct}"
     );
 
-    let (_, sent) = a
-        .ok(
-            "send_message",
-            json!({"to": "bob", "text": "second, directly"}),
-        )
-        .await
-        .unwrap();
+    let sent = send(&a, json!({"to": "bob", "text": "second, directly"})).await;
     assert_eq!(sent["status"], "delivered", "{sent}");
     assert_eq!(
         receive(&b, 2).await,
@@ -351,13 +345,7 @@ async fn a_session_behind_a_forwarded_port_announces_its_public_address() {
             .is_some_and(|x| x.starts_with(&public)),
         "the confirmed address comes first: {announced}"
     );
-    let (_, sent) = b
-        .ok(
-            "send_message",
-            json!({"to": "alice", "text": "to the forwarded port"}),
-        )
-        .await
-        .unwrap();
+    let sent = send(&b, json!({"to": "alice", "text": "to the forwarded port"})).await;
     assert_eq!(sent["status"], "delivered", "{sent}");
     let view = peer_view(&b, "alice/fwd-a").await.unwrap();
     assert_eq!(view["route"], "direct", "{view}");

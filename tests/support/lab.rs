@@ -41,16 +41,38 @@ pub struct Wan {
 
 /// Runs `ip ARGS`, or says why it failed.
 pub(crate) fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run `ip`: {e}"))?;
+    let mut cmd = Command::new("ip");
+    cmd.args(args);
+    run_checked(cmd, None, &format!("ip {}", args.join(" ")))
+}
+
+/// Runs `cmd` (with `input` on its stdin), or says why it failed: it could not start,
+/// or exited unsuccessfully with what it wrote to stderr. `what` names it.
+pub(crate) fn run_checked(mut cmd: Command, input: Option<&str>, what: &str) -> Result<(), String> {
+    use std::{io::Write as _, process::Stdio};
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run `{what}`: {e}"))?;
+    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin
+            .write_all(text.as_bytes())
+            .map_err(|e| format!("cannot write to `{what}`: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("`{what}` failed: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
         Err(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
+            "`{what}` failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     }

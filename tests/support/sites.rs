@@ -15,12 +15,9 @@
 //! site unless a port is forwarded). A site can also be cut off and healed, a partition
 //! neither host sees on its own interfaces. Deleted on drop.
 
-use std::{
-    io::Write as _,
-    process::{Command, Stdio},
-};
+use std::process::Command;
 
-use crate::lab::{ip, or_skip};
+use crate::lab::{ip, or_skip, run_checked};
 
 /// The public host's address on the internet segment.
 pub const PUBLIC: &str = "198.51.100.1";
@@ -248,17 +245,9 @@ impl Sites {
             "via",
             &format!("{lan_net}.1"),
         ])?;
-        let out = Command::new("ip")
-            .args(["netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
-            .output()
-            .map_err(|e| format!("cannot run sysctl: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "cannot turn on forwarding: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(())
+        let mut forwarding = Command::new("ip");
+        forwarding.args(["netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+        run_checked(forwarding, None, "sysctl net.ipv4.ip_forward=1")
     }
 }
 
@@ -294,27 +283,11 @@ fn router_public(site: Site) -> String {
 
 /// Loads nftables `rules` in namespace `ns` (`nft -f -`).
 fn nft(ns: &str, rules: &str) -> Result<(), String> {
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, "nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run nft: {e}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(rules.as_bytes())
-            .map_err(|e| format!("cannot write to nft: {e}"))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("nft failed: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "nft (is nftables installed?) refused {rules:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns, "nft", "-f", "-"]);
+    run_checked(
+        cmd,
+        Some(rules),
+        &format!("nft (is nftables installed?) {rules:?}"),
+    )
 }

@@ -379,12 +379,6 @@ struct RecordIn<'a> {
     acks: Vec<&'a serde_bytes::Bytes>,
 }
 
-// The owner alone, ignoring other fields: what a relay needs of each record at open.
-#[derive(Deserialize)]
-struct OwnerProbe {
-    owner: IdentityKey,
-}
-
 // The owner session, ignoring other fields.
 #[derive(Deserialize)]
 struct AddressProbe {
@@ -411,12 +405,7 @@ pub fn record_address(bytes: &[u8]) -> Option<SessionAddr> {
 /// (a relay counts its records per owner at open; every record in its store was
 /// verified when it was put).
 pub fn record_owner(bytes: &[u8]) -> Option<IdentityKey> {
-    if bytes.len() > MAX_MAILBOX_RECORD_BYTES {
-        return None;
-    }
-    wire::decode_cbor::<OwnerProbe>(RECORD_KIND, bytes)
-        .ok()
-        .map(|p| p.owner)
+    record_address(bytes).map(|a| a.key)
 }
 
 // Read first, ignoring other fields, so a newer record reports its version rather

@@ -401,7 +401,9 @@ impl Roster {
             .collect();
     }
 
-    fn is_trusted(&self, key: &IdentityKey) -> bool {
+    /// Whether `key` is among those [`Roster::set_trusted`] named (this user's and its
+    /// peers' identities).
+    pub fn is_trusted(&self, key: &IdentityKey) -> bool {
         self.trusted.contains(key)
     }
 

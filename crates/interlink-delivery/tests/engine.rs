@@ -6,19 +6,13 @@ mod pair;
 use interlink_core::Identity;
 use interlink_delivery::{CallId, Config, Engine, InboundId, Input, Outcome, Output, PeerRef};
 use interlink_testkit::signed;
-use pair::{NOW, answer_at_b, envelope, pair, settle};
+use pair::{NOW, answer_at_b, envelope, pair, route_b, settle, stored};
 
 #[test]
 fn live_delivery_is_receipted_in_order() {
     let mut p = pair();
     let to = p.addr_b.clone();
-    p.a.handle(
-        Input::Route {
-            session: to.clone(),
-            peer: Some(PeerRef(2)),
-        },
-        NOW,
-    );
+    route_b(&mut p, NOW);
     for n in 0..5 {
         let envelope = envelope(&mut p, n, NOW);
         p.a.handle(
@@ -132,13 +126,7 @@ fn a_failed_outbox_write_during_the_live_attempt_is_told_only_if_not_delivered()
                 .any(|o| matches!(o, Output::PersistOutbox { .. })),
             "no route: written before it is called queued: {out:?}"
         );
-        p.a.handle(
-            Input::Route {
-                session: to.clone(),
-                peer: Some(PeerRef(2)),
-            },
-            NOW,
-        );
+        route_b(&mut p, NOW);
         let req = outputs(&mut p.a)
             .iter()
             .find_map(|o| match o {
@@ -250,14 +238,7 @@ fn a_body_the_store_cannot_open_is_refused_for_good() {
 #[test]
 fn a_late_answer_keeps_the_live_path_open_and_widens_the_window() {
     let mut p = pair();
-    let to = p.addr_b.clone();
-    p.a.handle(
-        Input::Route {
-            session: to.clone(),
-            peer: Some(PeerRef(2)),
-        },
-        NOW,
-    );
+    route_b(&mut p, NOW);
     let first = envelope(&mut p, 1, NOW);
     p.a.handle(
         Input::Send {
@@ -273,13 +254,7 @@ fn a_late_answer_keeps_the_live_path_open_and_widens_the_window() {
         match out {
             Output::SendRequest { req: r, .. } => req = Some(r),
             Output::SetTimer { at } => timer = Some(at),
-            Output::PersistOutbox { entry } => p.a.handle(
-                Input::OutboxStored {
-                    key: entry.key(),
-                    result: Ok(()),
-                },
-                NOW,
-            ),
+            Output::PersistOutbox { entry } => stored(&mut p.a, &entry, NOW),
             _ => {}
         }
     }
@@ -300,13 +275,7 @@ fn a_late_answer_keeps_the_live_path_open_and_widens_the_window() {
         }
         for out in outs {
             match out {
-                Output::PersistOutbox { entry } => p.a.handle(
-                    Input::OutboxStored {
-                        key: entry.key(),
-                        result: Ok(()),
-                    },
-                    late,
-                ),
+                Output::PersistOutbox { entry } => stored(&mut p.a, &entry, late),
                 Output::Reply { outcome, .. } => replies.push(outcome),
                 _ => {}
             }

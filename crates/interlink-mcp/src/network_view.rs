@@ -6,7 +6,7 @@
 //! first thing one wants when a peer is unreachable, and what an observer node of its
 //! own cannot show.
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
 
 use interlink_core::{presence::IdentityView, trust::PeerPolicy};
 use interlink_net::{Diagnostics, Handle};
@@ -15,6 +15,7 @@ use interlink_store::{
     paths::{Home, SessionDir},
     policy,
 };
+use libp2p::PeerId;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -27,21 +28,24 @@ pub const REWRITE_AT_LEAST: Duration = Duration::from_secs(30);
 /// The view of `diag`, naming the sessions of `roster` behind each peer by the
 /// petnames of `peers` (else their fingerprints).
 pub fn view(diag: &Diagnostics, roster: &[IdentityView], peers: &PeerPolicy) -> Value {
+    // The sessions behind each node, in one pass over the roster.
+    let mut behind: HashMap<PeerId, Vec<String>> = HashMap::new();
+    for s in roster.iter().flat_map(|i| i.sessions.iter()) {
+        if let Some(peer) = s.announcement.peer_id() {
+            let who = peers
+                .name_of(&s.addr.key)
+                .map_or_else(|| s.addr.key.fingerprint().to_string(), str::to_owned);
+            behind
+                .entry(peer)
+                .or_default()
+                .push(format!("{who}/{}", s.addr.session));
+        }
+    }
     let peers: Vec<Value> = diag
         .connected
         .iter()
         .map(|p| {
-            let sessions: Vec<String> = roster
-                .iter()
-                .flat_map(|i| i.sessions.iter())
-                .filter(|s| s.announcement.peer_id() == Some(p.peer_id))
-                .map(|s| {
-                    let who = peers
-                        .name_of(&s.addr.key)
-                        .map_or_else(|| s.addr.key.fingerprint().to_string(), str::to_owned);
-                    format!("{who}/{}", s.addr.session)
-                })
-                .collect();
+            let sessions = behind.remove(&p.peer_id).unwrap_or_default();
             json!({
                 "peer_id": p.peer_id.to_string(),
                 "sessions": sessions,

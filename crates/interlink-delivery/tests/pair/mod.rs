@@ -8,11 +8,34 @@ use interlink_core::{
     wire::{Envelope, SessionAddr, Signed},
 };
 use interlink_delivery::{
-    CallId, Config, Engine, InboundId, Input, Outcome, Output, PeerRef, Response,
+    CallId, Config, Engine, InboundId, Input, OutboxEntry, Outcome, Output, PeerRef, Response,
 };
 use interlink_testkit::{ids::msg_id_le, signed};
 
 pub(crate) const NOW: u64 = 1_790_000_000_000;
+
+/// A learns from its roster that B's session is on node 2.
+pub(crate) fn route_b(p: &mut Pair, now: u64) {
+    p.a.handle(
+        Input::Route {
+            session: p.addr_b.clone(),
+            peer: Some(PeerRef(2)),
+        },
+        now,
+    );
+}
+
+/// `engine`'s outbox write of `entry` is done at once, as a shell's store thread
+/// answers.
+pub(crate) fn stored(engine: &mut Engine, entry: &OutboxEntry, now: u64) {
+    engine.handle(
+        Input::OutboxStored {
+            key: entry.key(),
+            result: Ok(()),
+        },
+        now,
+    );
+}
 
 pub(crate) struct Pair {
     pub(crate) a: Engine,
@@ -102,13 +125,7 @@ pub(crate) fn settle(p: &mut Pair, now: u64) -> Vec<(CallId, Outcome)> {
         while let Some(out) = p.a.poll_output() {
             moved = true;
             match out {
-                Output::PersistOutbox { entry } => p.a.handle(
-                    Input::OutboxStored {
-                        key: entry.key(),
-                        result: Ok(()),
-                    },
-                    now,
-                ),
+                Output::PersistOutbox { entry } => stored(&mut p.a, &entry, now),
                 Output::SendRequest { req, envelopes, .. } => {
                     inbound += 1;
                     // B answers its own id; the pairing back to req is the shell's table.

@@ -202,15 +202,14 @@ async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
     };
     let policy = policy::load(&ctx.home).unwrap_or_default();
     let names = render::Names::new(&policy, &ctx.key);
-    let mut pushed = Vec::new();
     let mut sent: Vec<&InboxEntry> = Vec::new();
-    // Pushed before, and their mark failed: the agent has them.
-    let fresh: Vec<&InboxEntry> = {
+    // Pushed before but their mark failed: the agent has them, and their mark is owed.
+    let (fresh, owed): (Vec<&InboxEntry>, Vec<&InboxEntry>) = {
         let done = ctx
             .pushed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        unread.iter().filter(|e| !done.contains(e)).collect()
+        unread.iter().partition(|e| !done.contains(e))
     };
     for e in fresh {
         let n = notification(e, &names);
@@ -223,31 +222,42 @@ async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
         }
         debug!(msg_id = %e.msg_id, "pushed as a channel notification");
         sent.push(e);
-        if let Ok(id) = e.msg_id.parse() {
-            // With its sender: another sender's unread message may share the id.
-            pushed.push(crate::read_state::AckId {
-                sender: e.sender.parse().ok(),
-                id,
-            });
-        }
         ctx.receipts.queue(ReadReceipt::host_queued(e));
     }
-    if pushed.is_empty() {
+    // With its sender: another sender's unread message may share the id.
+    let marks: Vec<crate::read_state::AckId> = sent
+        .iter()
+        .chain(&owed)
+        .filter_map(|e| {
+            Some(crate::read_state::AckId {
+                sender: e.sender.parse().ok(),
+                id: e.msg_id.parse().ok()?,
+            })
+        })
+        .collect();
+    if marks.is_empty() {
         return;
     }
+    let written = ReadState::load(&dir)
+        .map_err(|e| e.to_string())
+        .and_then(|mut s| {
+            s.acknowledge_with(&marks, Durability::Lazy)
+                .map_err(|e| e.to_string())
+        });
     let mut remembered = ctx
         .pushed
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for e in &sent {
-        remembered.insert(e);
-    }
-    match ReadState::load(&dir).map(|mut s| s.acknowledge_with(&pushed, Durability::Lazy)) {
-        Ok(Ok(_)) => remembered.marked(&sent),
-        // Remembered as pushed: the next pass does not push them again, and the mark
-        // is written with the next one that succeeds (or by the agent's own ack).
-        Ok(Err(e)) => warn!("channel mode: marking pushed messages consumed: {e}"),
-        Err(e) => warn!("channel mode: marking pushed messages consumed: {e}"),
+    match written {
+        Ok(_) => remembered.marked(&owed),
+        // Remembered as pushed: the next pass does not push them again and writes
+        // their mark with its own (or the agent's own ack does).
+        Err(e) => {
+            warn!("channel mode: marking pushed messages consumed: {e}");
+            for e in &sent {
+                remembered.insert(e);
+            }
+        }
     }
 }
 

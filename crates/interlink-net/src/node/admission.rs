@@ -156,8 +156,9 @@ impl Actor {
                 key: a.body().identity,
                 session: a.body().session_id.clone(),
             })
-            .filter(|addr| self.is_peer(&addr.key) && !self.keys.offered.contains(addr))
+            .filter(|addr| self.is_peer(&addr.key))
             .collect();
+        // `offer_pass` skips the sessions offered one already.
         for addr in &sessions {
             self.offer_pass(addr);
         }

@@ -40,12 +40,9 @@ impl Actor {
         direct
     }
 
+    /// An external address was confirmed or expired: the next announcement says so.
     pub(super) fn on_external_addr(&mut self, address: &Multiaddr, confirmed: bool) {
-        if confirmed {
-            info!(%address, "external address confirmed");
-        } else {
-            info!(%address, "external address expired");
-        }
+        info!(%address, confirmed, "external address changed");
         self.pace(PacerInput::AnnouncementChanged);
     }
 

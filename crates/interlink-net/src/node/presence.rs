@@ -45,7 +45,7 @@ impl Actor {
         self.presence.seq
     }
 
-    pub(super) fn session(&self) -> Option<&SessionSpec> {
+    fn session(&self) -> Option<&SessionSpec> {
         match &self.role {
             Role::Session(s) => Some(s),
             Role::Observer | Role::Relay(_) => None,

@@ -359,15 +359,11 @@ impl Actor {
     /// answers "kept" and drops the copy would make a session without an outbox promise
     /// what nobody keeps.
     fn trusts_holder(&self, peer: &PeerId) -> bool {
-        if self.relays.is_relay(peer) {
-            return true;
-        }
-        let own = self.session().map(|s| s.identity.public());
-        self.presence.roster.announcements().any(|a| {
-            let body = a.body();
-            body.peer_id() == Some(*peer)
-                && (Some(body.identity) == own || self.is_peer(&body.identity))
-        })
+        let roster = &self.presence.roster;
+        self.relays.is_relay(peer)
+            || roster
+                .announcements()
+                .any(|a| a.body().peer_id() == Some(*peer) && roster.is_trusted(&a.body().identity))
     }
 
     /// One of our mailbox requests was answered (`None`: it failed, and
