@@ -499,6 +499,70 @@ async fn channel_mode_pushes_each_message_once() {
     .expect("test deadline");
 }
 
+/// A damaged read state stops nothing in silence: the agent is told once why new
+/// messages cannot be pushed, every tool result says so, and once the file is removed
+/// the messages the inbox kept are pushed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channel_mode_says_why_a_damaged_read_state_stops_pushes() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let (_alice, bob, a, mut b) = paired("dr-a", "dr-b", &[("INTERLINK_CHANNELS", "1")]).await;
+        sees(&a, "dr-b").await;
+        let read_state = bob.home().join("sessions/dr-b/read.json");
+        std::fs::write(&read_state, b"{not json").unwrap();
+        for text in ["one", "two"] {
+            let (_, sent) = a
+                .ok("send_message", json!({"to": "bob", "text": text}))
+                .await
+                .unwrap();
+            assert_eq!(sent["status"], "delivered", "{sent}");
+        }
+        let note = tokio::time::timeout(Duration::from_secs(10), b.notes.recv())
+            .await
+            .expect("no notice of the damaged read state")
+            .unwrap();
+        let params = note.params.unwrap();
+        assert_eq!(params["meta"]["interlink"], "read_state_error", "{params}");
+        let content = params["content"].as_str().unwrap();
+        assert!(
+            content.contains("read.json") && content.contains("not valid"),
+            "{content}"
+        );
+        // Told once per cause: the second message brings no second notice.
+        assert!(
+            tokio::time::timeout(Duration::from_secs(2), b.notes.recv())
+                .await
+                .is_err(),
+            "a second notice"
+        );
+        let (text, who) = b.ok("whoami", json!({})).await.unwrap();
+        assert!(who["read_state_error"].as_str().is_some(), "{who}");
+        assert!(who["unread"].is_null(), "{who}");
+        assert!(text.contains("unread messages cannot be shown"), "{text}");
+        // Removed, the read state starts over and what the inbox kept is pushed.
+        std::fs::remove_file(&read_state).unwrap();
+        let (_, sent) = a
+            .ok("send_message", json!({"to": "bob", "text": "three"}))
+            .await
+            .unwrap();
+        assert_eq!(sent["status"], "delivered", "{sent}");
+        let mut bodies = Vec::new();
+        while bodies.len() < 3 {
+            let note = tokio::time::timeout(Duration::from_secs(10), b.notes.recv())
+                .await
+                .expect("the kept messages are pushed")
+                .unwrap();
+            let content = note.params.unwrap()["content"].as_str().unwrap().to_owned();
+            bodies.push(framing::only_block(&content).unwrap().body().to_owned());
+        }
+        // rmcp's client hands each notification to a task of its own, so the test
+        // sees them in any order.
+        bodies.sort();
+        assert_eq!(bodies, ["one", "three", "two"]);
+    })
+    .await
+    .expect("test deadline");
+}
+
 #[test]
 fn a_second_waiter_for_a_session_exits_at_once() {
     let user = User::new("waiter", &[]).unwrap();

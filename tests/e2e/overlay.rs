@@ -234,3 +234,50 @@ fn peers_watch_reprints_on_change_and_its_observer_has_no_session() {
         .unwrap();
     assert!(status.success(), "exit {status}: {}", watcher.stderr());
 }
+
+/// Two sessions that both listen on TCP and QUIC, the second given only the first's TCP
+/// address (as users give each other addresses): once identify tells it the first
+/// listens on QUIC, the second reaches it there and closes its TCP connection, so a
+/// lossy link does not stall it behind TCP's retransmissions (`node::quic_upgrade`).
+#[test]
+fn sessions_that_meet_over_tcp_move_to_quic() {
+    let both = [
+        "--listen",
+        "/ip4/127.0.0.1/tcp/0,/ip4/127.0.0.1/udp/0/quic-v1",
+        "--no-mdns",
+    ];
+    let first = Session::start("e2e-q1", &both, STEADY).unwrap();
+    let tcp = first
+        .addrs
+        .iter()
+        .find(|a| a.starts_with("/ip4/127.0.0.1/tcp/"))
+        .unwrap()
+        .clone();
+    let first_id = tcp.rsplit('/').next().unwrap().to_owned();
+    let mut args = both.to_vec();
+    args.extend(["--bootstrap", &tcp]);
+    let second = Session::start("e2e-q2", &args, STEADY).unwrap();
+    let until = Instant::now() + DEADLINE;
+    loop {
+        let mut cmd = command(second.home(), STEADY).unwrap();
+        cmd.args(["peers", "--session", "e2e-q2", "--json"]);
+        let (_, out, _) = run_to_end(cmd, Instant::now() + DEADLINE).unwrap();
+        let view: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        let peer = view["peers"]
+            .as_array()
+            .and_then(|p| p.iter().find(|p| p["peer_id"] == first_id.as_str()))
+            .cloned();
+        if let Some(p) = &peer
+            && p["transports"] == serde_json::json!(["quic"])
+            && view["tcp_moved_to_quic"].as_u64() >= Some(1)
+        {
+            assert_eq!(p["route"], "direct", "{p}");
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the peer met over TCP is not reached over QUIC alone: {peer:?}\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}

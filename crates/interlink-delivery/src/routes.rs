@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use interlink_core::wire::SessionAddr;
+use interlink_core::{limits::MAX_DELIVER_BATCH, wire::SessionAddr};
 
 use crate::{config::ROUTES_CAPACITY, types::PeerRef};
 
@@ -12,16 +12,34 @@ pub(crate) const LIVE_TIMEOUT_CAP_MS: u64 = 8_000;
 const GRANULARITY_MS: u64 = 10;
 
 /// A node's measured answer time (RFC 6298: smoothed round trip and its variation),
-/// and how many live attempts in a row ran out since the last answer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// how many live attempts in a row ran out since the last answer, and how many
+/// envelopes the next live request to it may carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Rtt {
     srtt: u64,
     rttvar: u64,
     timeouts: u32,
+    /// Envelopes per request: one after an attempt ran out, doubled by each answer, up
+    /// to [`MAX_DELIVER_BATCH`] — TCP's restart after a timeout (RFC 5681 §3.1). A
+    /// backlog that piled up behind a slow attempt otherwise went as one request of up
+    /// to 1 MiB, which on a slow link (1 Mbit/s) ran out on every attempt.
+    batch: usize,
+}
+
+impl Default for Rtt {
+    fn default() -> Self {
+        Self {
+            srtt: 0,
+            rttvar: 0,
+            timeouts: 0,
+            batch: MAX_DELIVER_BATCH,
+        }
+    }
 }
 
 impl Rtt {
     fn sample(&mut self, ms: u64) {
+        self.batch = self.batch.saturating_mul(2).min(MAX_DELIVER_BATCH);
         if self.srtt == 0 {
             self.srtt = ms.max(1);
             self.rttvar = ms / 2;
@@ -118,9 +136,18 @@ impl Routes {
 
     /// A live attempt to the node ran out: the next one waits longer.
     pub(crate) fn timed_out(&mut self, peer: PeerRef) {
-        if let Some(r) = self.rtt.get_mut(&peer) {
+        if self.map.values().any(|p| *p == peer) {
+            let r = self.rtt.entry(peer).or_default();
             r.timeouts = r.timeouts.saturating_add(1);
+            r.batch = 1;
         }
+    }
+
+    /// How many envelopes the next live request to `peer` may carry.
+    pub(crate) fn batch_limit(&self, peer: PeerRef) -> usize {
+        self.rtt
+            .get(&peer)
+            .map_or(MAX_DELIVER_BATCH, |r| r.batch.clamp(1, MAX_DELIVER_BATCH))
     }
 
     /// How long a live attempt to `peer` waits for its answer: what its answers took

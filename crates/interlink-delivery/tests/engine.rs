@@ -328,3 +328,87 @@ fn a_late_answer_keeps_the_live_path_open_and_widens_the_window() {
         "the window follows the measured answer: {outs:?}"
     );
 }
+
+/// A backlog that piled up behind an attempt that ran out goes one envelope at a
+/// time, then two, four… as answers come (TCP's restart after a timeout), not as one
+/// request of everything: on a 1 Mbit/s link fifty 4 KiB messages in one request ran
+/// out on every attempt and stayed queued for minutes (the network lab's lossy WAN).
+#[test]
+fn a_backlog_behind_an_attempt_that_ran_out_restarts_small() {
+    let mut p = pair();
+    route_b(&mut p, NOW);
+    let mut requests: Vec<(interlink_delivery::ReqId, Vec<_>)> = Vec::new();
+    let send = |p: &mut pair::Pair, n: u64, requests: &mut Vec<_>| {
+        let envelope = envelope(p, n, NOW);
+        p.a.handle(
+            Input::Send {
+                caller: CallId(n),
+                envelope,
+                route: Some(PeerRef(2)),
+            },
+            NOW,
+        );
+        for out in outputs(&mut p.a) {
+            match out {
+                Output::PersistOutbox { entry } => stored(&mut p.a, &entry, NOW),
+                Output::SendRequest { req, envelopes, .. } => requests.push((req, envelopes)),
+                _ => {}
+            }
+        }
+    };
+    for n in 0..20 {
+        send(&mut p, n, &mut requests);
+    }
+    assert_eq!(
+        requests.len(),
+        1,
+        "one request in flight, the rest behind it"
+    );
+    assert_eq!(requests[0].1.len(), 1);
+    // It runs out (its message goes on by the mailbox), and its answer comes late: a
+    // sign of life, so the backlog goes live again — starting with one envelope.
+    let late = NOW + 1_000;
+    p.a.handle(Input::Timer, late);
+    let (first, envelopes) = requests.remove(0);
+    let response = answer_at_b(&mut p, InboundId(100), envelopes, late).unwrap();
+    let late = late + 500;
+    p.a.handle(
+        Input::DeliverResponse {
+            req: first,
+            result: Ok(response),
+        },
+        late,
+    );
+    let mut sizes = Vec::new();
+    let next = |p: &mut pair::Pair, now: u64| {
+        let mut found = None;
+        for out in outputs(&mut p.a) {
+            match out {
+                Output::PersistOutbox { entry } => stored(&mut p.a, &entry, now),
+                Output::SendRequest { req, envelopes, .. } => found = Some((req, envelopes)),
+                _ => {}
+            }
+        }
+        found
+    };
+    let mut inbound = 0;
+    let mut now = late;
+    // B answers each at once; the batches grow 1, 2, 4, 8, then take the rest.
+    while let Some((req, envelopes)) = next(&mut p, now) {
+        sizes.push(envelopes.len());
+        inbound += 1;
+        now += 10;
+        let response = answer_at_b(&mut p, InboundId(inbound), envelopes, now).unwrap();
+        p.a.handle(
+            Input::DeliverResponse {
+                req,
+                result: Ok(response),
+            },
+            now,
+        );
+    }
+    // The late answer was a measurement too: the first batch after it has two (the
+    // late-answered message goes again, since its receipt came after it was queued).
+    assert_eq!(sizes, [2, 4, 8, 6], "{sizes:?}");
+    assert_eq!(p.b.sizes().inbox_index, 20, "every message, once");
+}

@@ -659,14 +659,13 @@ pub(crate) async fn running(node: &watch::Receiver<NodeStatus>) -> Option<Arc<Re
     }
 }
 
-/// Pushes `home`'s `peers.json` into the node `node` follows, if it runs (a node still
-/// starting reads the file itself).
+/// Pushes `home`'s `peers.json` into the node `node` follows, waiting for a node that
+/// is starting (at most [`NODE_WAIT`]): a pairing tool answers once the node admits the
+/// peer. A node that started without seeing the change would otherwise refuse the peer
+/// until its next look at the file. Unbound or failed: nothing to push to (a node that
+/// starts later reads the file).
 pub(crate) async fn refresh_policy(node: &watch::Receiver<NodeStatus>, home: &Home) {
-    let ready = match &*node.borrow() {
-        NodeStatus::Ready(r) => Some(r.clone()),
-        _ => None,
-    };
-    if let Some(r) = ready
+    if let Ok(r) = wait_ready(node).await
         && let Ok(policy) = crate::policy::load(home)
     {
         let _ = r.handle.set_policy(policy).await;

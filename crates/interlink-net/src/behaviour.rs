@@ -110,11 +110,19 @@ pub mod relay_limits {
 }
 
 /// How long a mailbox `hold` or `fetch` may take (a relay commits to disk first).
-pub const MAILBOX_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+pub const MAILBOX_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long one live delivery attempt may take. Short on purpose: a recipient that
 /// does not answer within it is treated as asleep and the message is queued instead.
 pub const LIVE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long a live delivery stream may stay open, on both ends. Not the live window:
+/// the engine gives up on an attempt after the measured answer time (at least
+/// [`LIVE_ATTEMPT_TIMEOUT`], at most 8 s) and queues its messages, but an answer that
+/// comes later still counts as a sign of life and a measurement, and a batch that
+/// takes seconds to cross a slow link must be read to its end. With the stream
+/// closed at 1 s, a 200 KiB batch on a 1 Mbit/s link failed on every attempt.
+pub const LIVE_STREAM_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a receipt for collected mail may take to reach its sender, dial included.
 /// Nobody waits for it; a request that fails is tried again at the sender's next sign
@@ -273,7 +281,7 @@ impl Behaviour {
                 request_response::ProtocolSupport::Full,
             )],
             request_response::Config::default()
-                .with_request_timeout(LIVE_ATTEMPT_TIMEOUT)
+                .with_request_timeout(LIVE_STREAM_TIMEOUT)
                 .with_max_concurrent_streams(config.deliver_streams_per_connection.max(1)),
         );
         let reads = MAILBOX_READS_AT_ONCE

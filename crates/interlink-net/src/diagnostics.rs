@@ -38,6 +38,9 @@ pub struct Diagnostics {
     /// Connections closed as dead: a ping went unanswered, or the address they were
     /// bound to went away (the host moved).
     pub dead_connections_closed: u64,
+    /// TCP connections closed because the peer was reached over QUIC as well
+    /// (`node::quic_upgrade`).
+    pub tcp_moved_to_quic: u64,
     /// Relay nodes: peers holding a circuit reservation here.
     pub served_reservations: usize,
     /// Relay nodes: circuits open through here.

@@ -16,6 +16,7 @@ mod pacing;
 mod pairing;
 mod presence;
 mod publishing;
+mod quic_upgrade;
 mod relay_store;
 mod relaying;
 mod roaming;
@@ -166,6 +167,7 @@ impl Node {
             last_tick: Instant::now(),
             started: Instant::now(),
             dead_connections: 0,
+            upgrades: Default::default(),
         };
         actor.refresh_trusted();
         for addr in &actor.config.external_addrs {
@@ -270,6 +272,8 @@ struct Actor {
     /// Connections closed as dead: a ping unanswered, or bound to an address that
     /// went away ([`roaming`]).
     dead_connections: u64,
+    /// Peers being moved from TCP to QUIC ([`quic_upgrade`]).
+    upgrades: quic_upgrade::QuicUpgrades,
 }
 
 impl Actor {
@@ -335,6 +339,7 @@ impl Actor {
         }
         self.last_tick = now;
         self.flush_tarpit(now);
+        self.advance_upgrades(now);
         self.lift_blocks();
         let removed = self.presence.roster.sweep(crate::now_ms());
         for addr in &removed {
@@ -460,6 +465,7 @@ impl Actor {
                 info.connections.insert(connection_id, endpoint);
                 self.peer_alive(peer_id);
                 self.on_relay_connected(peer_id);
+                self.on_upgrade_connected(peer_id);
                 if self.peers.len() == 1 {
                     // Back from having no peers: whatever was queued for us may be there,
                     // and what we queued has a peer to hold it now.
@@ -485,12 +491,14 @@ impl Actor {
                 if let Some(info) = self.peers.get_mut(&peer_id) {
                     info.connections.remove(&connection_id);
                 }
+                self.on_upgrade_closed(peer_id, connection_id);
             }
             SwarmEvent::ConnectionClosed { peer_id, .. } => {
                 debug!(%peer_id, "disconnected");
                 self.peers.remove(&peer_id);
                 self.pace(PacerInput::PeerDisconnected(peer_id));
                 self.on_relay_disconnected(&peer_id);
+                self.on_upgrade_disconnected(&peer_id);
                 self.bootstrap.on_disconnected(peer_id, Instant::now());
                 self.emit(Event::PeerDisconnected(peer_id));
             }
@@ -570,6 +578,7 @@ impl Actor {
             holds_refused_network: self.relays.network_refused,
             mailbox_connections_closed: self.mailbox.blocking.closed,
             dead_connections_closed: self.dead_connections,
+            tcp_moved_to_quic: self.upgrades.retired,
             presence: self.presence.cost,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use interlink_core::{
     MsgId, collected,
-    limits::{MAX_DELIVER_BATCH, MAX_DELIVER_REQUEST_BYTES, MAX_FUTURE_SKEW_MS},
+    limits::{MAX_DELIVER_REQUEST_BYTES, MAX_FUTURE_SKEW_MS},
     mailbox::{Inserted, Mailbox},
     wire::{Receipt, ReceiptState, SessionAddr, Signed},
 };
@@ -484,13 +484,14 @@ impl Sender {
         {
             let mut batch = Vec::new();
             let mut bytes = 0usize;
+            let limit = ctx.routes.batch_limit(peer);
             for id in queue {
                 let Some(p) = self.entries.get(id) else { break };
                 // FIFO: the batch is a prefix; an entry not for the live path stops it,
                 // so nothing overtakes it. An entry not durable yet may go: a receipt
                 // proves delivery whatever the outbox holds, and `queued` still waits
                 // for the write.
-                if p.write_failed.is_some() || !eligible(p) || batch.len() >= MAX_DELIVER_BATCH {
+                if p.write_failed.is_some() || !eligible(p) || batch.len() >= limit {
                     break;
                 }
                 let size = p.entry.envelope.to_bytes().len();

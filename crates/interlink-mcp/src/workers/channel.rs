@@ -100,6 +100,9 @@ pub(crate) struct Channel {
     /// Messages pushed whose mark as consumed failed (a full disk): not pushed again,
     /// though the read state still calls them unread.
     pub pushed: Arc<std::sync::Mutex<Pushed>>,
+    /// Why the unread messages cannot be read, as last told to the agent (told once
+    /// per cause, again after it cleared).
+    pub told: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// Most pushed-but-unmarked messages remembered; past it the oldest may be pushed
@@ -153,6 +156,7 @@ impl Channel {
             state: ctx.shared_state(),
             receipts: ctx.receipts.clone(),
             pushed: Arc::default(),
+            told: Arc::default(),
         }
     }
 }
@@ -194,9 +198,15 @@ async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
         return;
     };
     let unread = match unread_in(&dir, &ctx.scanned, &ctx.state) {
-        Ok(u) => u,
+        Ok(u) => {
+            *ctx.told
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            u
+        }
         Err(e) => {
             warn!("channel mode: reading the inbox: {e}");
+            tell_blocked(ctx, peer, &e.to_string()).await;
             return;
         }
     };
@@ -258,6 +268,44 @@ async fn push_unread(ctx: &Channel, peer: &Peer<RoleServer>) {
                 remembered.insert(e);
             }
         }
+    }
+}
+
+/// The notification that says why messages cannot be pushed (a read state that cannot
+/// be read or is damaged): without it, delivery to the agent would stop in silence.
+pub(crate) fn blocked_notification(why: &str) -> CustomNotification {
+    CustomNotification::new(
+        CHANNEL_METHOD,
+        Some(json!({
+            "content": format!(
+                "[interlink: new messages cannot be shown: {why}. Nothing is lost: the \
+                 inbox keeps them, and tool results say the same until it is fixed; the \
+                 operator can fix or remove that file (removed, the messages still in the \
+                 inbox count as unread again)]"
+            ),
+            "meta": {"interlink": "read_state_error"},
+        })),
+    )
+}
+
+/// Tells the agent once per cause why messages stop being pushed.
+async fn tell_blocked(ctx: &Channel, peer: &Peer<RoleServer>, why: &str) {
+    {
+        let mut told = ctx
+            .told
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if told.as_deref() == Some(why) {
+            return;
+        }
+        *told = Some(why.to_owned());
+    }
+    let n = blocked_notification(why);
+    if let Err(err) = peer
+        .send_notification(ServerNotification::CustomNotification(n))
+        .await
+    {
+        warn!("channel notification failed: {err}");
     }
 }
 

@@ -265,6 +265,8 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             }
             if actor.relays.is_relay(&peer_id) {
                 actor.reach_relay_over_quic(peer_id, &info.listen_addrs);
+            } else {
+                actor.upgrade_to_quic(peer_id, &info.listen_addrs);
             }
             let kad_proto = actor.config.network.kad_protocol();
             if info.protocols.iter().any(|p| p.as_ref() == kad_proto) {

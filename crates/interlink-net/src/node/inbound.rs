@@ -36,14 +36,14 @@ impl Actor {
         let Some(exchange) = Exchange::of(event, "deliver") else {
             return;
         };
-        let (id, result) = match exchange {
+        let (peer, id, result) = match exchange {
             Exchange::Asked {
                 peer,
                 request,
                 channel,
                 ..
             } => return self.on_deliver_request(peer, request, channel),
-            Exchange::Ended { id, result, .. } => (id, result),
+            Exchange::Ended { peer, id, result } => (peer, id, result),
         };
         // An undecodable or forged receipt proves nothing: without it the engine
         // treats every "held" as unproven and tries again.
@@ -60,6 +60,8 @@ impl Actor {
         let Some(req) = self.parts.delivery_mut().and_then(|d| d.live.remove(&id)) else {
             return;
         };
+        // Before the engine sends what waited behind this answer: TCP may be retired now.
+        self.on_upgrade_answered(peer);
         let result = match result {
             Ok((receipt, results)) => Ok(Response {
                 receipt,
@@ -70,7 +72,15 @@ impl Actor {
             }),
             Err(error) => Err(Actor::live_failure(&error)),
         };
+        // Lost with its connection while the peer is still connected by another (one
+        // was closed, say, for a QUIC one): not a sign the peer is gone, so its live
+        // path stays open rather than waiting for the next ping.
+        let connected_still =
+            matches!(result, Err(SendFailure::Unreachable)) && self.swarm.is_connected(&peer);
         self.drive(Input::DeliverResponse { req, result });
+        if connected_still {
+            self.peer_alive(peer);
+        }
     }
 
     fn on_deliver_request(
@@ -239,11 +249,17 @@ impl Actor {
                 .map(|e| ByteBuf::from(e.to_bytes()))
                 .collect(),
         };
+        if let Some((req, request)) = self.hold_live(peer_id, req, request) {
+            self.send_live_request(peer_id, req, request);
+        }
+    }
+
+    pub(super) fn send_live_request(&mut self, peer: PeerId, req: ReqId, request: DeliverRequest) {
         let id = self
             .swarm
             .behaviour_mut()
             .deliver
-            .send_request(&peer_id, request);
+            .send_request(&peer, request);
         if let Some(d) = self.parts.delivery_mut() {
             d.live.insert(id, req);
         }

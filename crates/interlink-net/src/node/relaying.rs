@@ -110,46 +110,6 @@ impl Relays {
     }
 }
 
-/// The QUIC addresses to reach a relay at: the host of its `configured` address (IP or
-/// DNS name) with each QUIC port among its `listen` addresses (at most 2).
-fn quic_addrs(configured: &Multiaddr, listen: &[Multiaddr]) -> Vec<Multiaddr> {
-    let Some(host) = configured.iter().next().filter(|p| {
-        matches!(
-            p,
-            Protocol::Ip4(_)
-                | Protocol::Ip6(_)
-                | Protocol::Dns(_)
-                | Protocol::Dns4(_)
-                | Protocol::Dns6(_)
-        )
-    }) else {
-        return Vec::new();
-    };
-    let mut ports: Vec<u16> = listen
-        .iter()
-        .filter(|a| a.iter().any(|p| p == Protocol::QuicV1))
-        .filter(|a| a.iter().all(|p| p != Protocol::P2pCircuit))
-        .filter_map(|a| {
-            a.iter().find_map(|p| match p {
-                Protocol::Udp(port) => Some(port),
-                _ => None,
-            })
-        })
-        .collect();
-    ports.sort_unstable();
-    ports.dedup();
-    ports
-        .into_iter()
-        .take(2)
-        .map(|port| {
-            Multiaddr::empty()
-                .with(host.clone())
-                .with(Protocol::Udp(port))
-                .with(Protocol::QuicV1)
-        })
-        .collect()
-}
-
 impl Actor {
     /// Registers the relays' addresses so requests to them can dial.
     pub(super) fn register_relays(&mut self) {
@@ -177,7 +137,7 @@ impl Actor {
         if info.transports().contains(&"quic") {
             return;
         }
-        let addrs = quic_addrs(configured, listen);
+        let addrs = super::quic_upgrade::quic_addrs_at(configured, listen);
         if addrs.is_empty() {
             return;
         }
@@ -673,44 +633,8 @@ impl Actor {
 }
 
 #[cfg(test)]
-mod quic_tests {
+mod tests {
     use super::*;
-
-    #[test]
-    fn a_relay_known_by_tcp_is_reached_over_quic_at_the_same_host() {
-        let listen: Vec<Multiaddr> = [
-            "/ip4/127.0.0.1/tcp/4001",
-            "/ip4/127.0.0.1/udp/4001/quic-v1",
-            "/ip4/10.0.0.5/udp/4001/quic-v1",
-            "/ip4/10.0.0.5/udp/4002/quic-v1",
-            "/ip4/10.0.0.5/udp/4003/quic-v1",
-        ]
-        .iter()
-        .map(|a| a.parse().unwrap())
-        .collect();
-        let tcp: Multiaddr =
-            "/ip4/203.0.113.9/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN"
-                .parse()
-                .unwrap();
-        let got: Vec<String> = quic_addrs(&tcp, &listen)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        assert_eq!(
-            got,
-            [
-                "/ip4/203.0.113.9/udp/4001/quic-v1",
-                "/ip4/203.0.113.9/udp/4002/quic-v1"
-            ]
-        );
-        let dns: Multiaddr = "/dns4/relay.example.org/tcp/4001".parse().unwrap();
-        assert_eq!(
-            quic_addrs(&dns, &listen)[0].to_string(),
-            "/dns4/relay.example.org/udp/4001/quic-v1"
-        );
-        let tcp_only: Vec<Multiaddr> = vec!["/ip4/10.0.0.5/tcp/4001".parse().unwrap()];
-        assert!(quic_addrs(&tcp, &tcp_only).is_empty());
-    }
 
     #[test]
     fn a_session_is_tried_through_each_relay_of_ours() {
