@@ -37,13 +37,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::{
     io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader},
-    net::{UnixListener, UnixStream},
     sync::{Semaphore, mpsc},
 };
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::{files::write_replacing, paths::SessionDir};
+
+mod sock;
 
 /// Longest wait for the host's socket to accept a connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -115,7 +116,7 @@ impl HostInbox {
         let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty());
         let socket = nonempty(CLAUDE_MESSAGING_SOCKET)
             .map(PathBuf::from)
-            .or_else(|| registry_socket(&env, std::os::unix::process::parent_id()))?;
+            .or_else(|| registry_socket(&env, sock::parent_pid()?))?;
         if !socket.is_absolute() {
             return None;
         }
@@ -139,11 +140,7 @@ impl HostInbox {
         let Ok(stream) = self.connect().await else {
             return false;
         };
-        self.host_pid = stream
-            .peer_cred()
-            .ok()
-            .and_then(|c| c.pid())
-            .and_then(|p| u32::try_from(p).ok());
+        self.host_pid = sock::peer_pid(&stream);
         true
     }
 
@@ -153,19 +150,16 @@ impl HostInbox {
         self.host_pid
     }
 
-    async fn connect(&self) -> Result<UnixStream, PostError> {
+    async fn connect(&self) -> Result<sock::Stream, PostError> {
         // Never through a symbolic link: the host's own senders refuse one too.
         let meta = std::fs::symlink_metadata(&self.socket).map_err(|source| PostError::Io {
             path: self.socket.clone(),
             source,
         })?;
-        {
-            use std::os::unix::fs::FileTypeExt as _;
-            if !meta.file_type().is_socket() {
-                return Err(PostError::NotASocket(self.socket.clone()));
-            }
+        if !sock::is_socket(&meta) {
+            return Err(PostError::NotASocket(self.socket.clone()));
         }
-        match tokio::time::timeout(CONNECT_TIMEOUT, UnixStream::connect(&self.socket)).await {
+        match tokio::time::timeout(CONNECT_TIMEOUT, sock::connect(&self.socket)).await {
             Err(_) => Err(PostError::Timeout(self.socket.clone())),
             Ok(Err(source)) => Err(PostError::Io {
                 path: self.socket.clone(),
@@ -368,7 +362,7 @@ pub fn parse_receipt(line: &str) -> Option<HostReceipt> {
 #[derive(Debug)]
 pub struct ReplySocket {
     path: PathBuf,
-    listener: Option<UnixListener>,
+    listener: Option<sock::Listener>,
 }
 
 impl ReplySocket {
@@ -387,15 +381,13 @@ impl ReplySocket {
         for name in names {
             let path = dir.join(name);
             if std::fs::symlink_metadata(&path).is_ok() {
-                if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+                if sock::accepts(&path) {
                     continue; // someone else's, alive
                 }
                 let _ = std::fs::remove_file(&path);
             }
-            match UnixListener::bind(&path) {
+            match sock::bind(&path) {
                 Ok(listener) => {
-                    use std::os::unix::fs::PermissionsExt as _;
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
                     return Ok(Self {
                         path,
                         listener: Some(listener),
@@ -438,11 +430,7 @@ impl ReplySocket {
                     continue;
                 }
             };
-            let from_host = stream
-                .peer_cred()
-                .ok()
-                .and_then(|c| c.pid())
-                .is_some_and(|p| u32::try_from(p).ok() == Some(host_pid));
+            let from_host = sock::peer_pid(&stream) == Some(host_pid);
             if !from_host {
                 // A probe (`interlink-p2p wait` checking we are alive) or a stranger
                 // process of this user: nothing it writes counts.
@@ -460,7 +448,7 @@ impl ReplySocket {
     }
 }
 
-async fn read_receipts(stream: UnixStream, tx: &mpsc::Sender<HostReceipt>) {
+async fn read_receipts(stream: sock::Stream, tx: &mpsc::Sender<HostReceipt>) {
     let mut lines = BufReader::new(stream.take(MAX_RECEIPT_BYTES as u64)).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let Some(r) = parse_receipt(&line) else {
@@ -520,7 +508,7 @@ impl HandoverFile {
     /// Whether the server that wrote it is still running (its reply socket accepts a
     /// connection) and still hands new messages to the host.
     pub fn handing_over(&self) -> bool {
-        self.active && std::os::unix::net::UnixStream::connect(&self.reply).is_ok()
+        self.active && sock::accepts(&self.reply)
     }
 
     /// Whether the hook should announce the unread message `key`: never one the host

@@ -69,6 +69,10 @@ pub mod serve;
 mod server;
 pub mod session_node;
 mod startup;
+#[cfg(unix)]
+mod stdio;
+#[cfg(not(unix))]
+#[path = "stdio_other.rs"]
 mod stdio;
 pub mod stop_hook;
 mod surface;

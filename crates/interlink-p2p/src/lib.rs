@@ -41,6 +41,7 @@ pub mod probe;
 pub mod run;
 pub mod send;
 pub mod settings;
+pub mod stop_signal;
 pub mod wait;
 
 pub use interlink_mcp::session_node::os_rng;

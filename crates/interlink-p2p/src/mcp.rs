@@ -19,7 +19,6 @@ use interlink_core::{
     wire::HostKind,
 };
 use interlink_mcp::{Options, codex::CodexConfig};
-use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -74,8 +73,8 @@ pub async fn run(
     config: interlink_net::Config,
     name: String,
 ) -> anyhow::Result<()> {
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut stop =
+        crate::stop_signal::StopSignals::install().context("installing the signal handlers")?;
     let (session, source) = session::resolve(
         session.as_deref(),
         |k| std::env::var(k).ok(),
@@ -120,10 +119,8 @@ pub async fn run(
     let signals = {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => info!("SIGTERM: shutting down"),
-                _ = int.recv() => info!("SIGINT: shutting down"),
-            }
+            let signal = stop.recv().await;
+            info!("{signal}: shutting down");
             shutdown.cancel();
         })
     };

@@ -17,10 +17,7 @@ use std::{
 use anyhow::Context as _;
 use interlink_core::{IdentityKey, keyfile, trust::PeerPolicy};
 use interlink_net::{Config, Event, Handle, Node, Role};
-use tokio::{
-    signal::unix::{SignalKind, signal},
-    sync::broadcast::error::RecvError,
-};
+use tokio::sync::broadcast::error::RecvError;
 
 use self::report::Report;
 use crate::paths::Home;
@@ -208,15 +205,14 @@ where
     F: Fn(Handle) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<Report>>,
 {
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut stop =
+        crate::stop_signal::StopSignals::install().context("installing the signal handlers")?;
     let mut shown = first.presence_signature();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let changed = tokio::select! {
-            _ = int.recv() => return Ok(()),
-            _ = term.recv() => return Ok(()),
+            _ = stop.recv() => return Ok(()),
             ev = events.recv() => match ev {
                 Ok(Event::RosterChanged) | Err(RecvError::Lagged(_)) => true,
                 Ok(_) => false,

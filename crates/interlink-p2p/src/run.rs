@@ -21,7 +21,6 @@ use interlink_mcp::session_node::{
     Describe, follow_policy, session_spec, start_node, wait_listening,
 };
 use interlink_net::{Config, Delivery};
-use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -51,8 +50,8 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     // Handlers first: a SIGTERM that arrives right after `ready` must reach us, not
     // the default action (which would skip the goodbye).
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut stop =
+        crate::stop_signal::StopSignals::install().context("installing the signal handlers")?;
 
     let (session, source) = session::resolve(
         options.session.as_deref(),
@@ -107,8 +106,7 @@ pub async fn run(
         cancel.clone(),
     ));
     tokio::select! {
-        _ = term.recv() => info!("SIGTERM: shutting down"),
-        _ = int.recv() => info!("SIGINT: shutting down"),
+        signal = stop.recv() => info!("{signal}: shutting down"),
         // Returns only if the node stopped on its own.
         () = follow_policy(watcher, handle, cancel.clone()) => {}
     }

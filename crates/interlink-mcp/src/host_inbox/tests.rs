@@ -1,6 +1,8 @@
+#![cfg(unix)] // the host's inbox is a Unix socket; elsewhere it is not built yet
+
 use std::os::unix::fs::PermissionsExt as _;
 
-use tokio::io::AsyncWriteExt as _;
+use tokio::{io::AsyncWriteExt as _, net::UnixStream};
 
 use super::*;
 
