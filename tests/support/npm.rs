@@ -46,17 +46,34 @@ pub fn node_dir() -> Option<PathBuf> {
     Some(node.parent().unwrap().to_path_buf())
 }
 
-/// A `PATH` with node and npm and the system's tools but no Rust toolchain (checked).
+/// A `PATH` with node and npm and the system's tools but no Rust toolchain: `cargo`,
+/// `rustc` and `rustup` are shadowed by commands that fail saying so (a distribution's
+/// own toolchain may sit in `/usr/bin`, as the cross-check's does), checked.
 pub fn path_without_rust(node_dir: &Path) -> String {
-    let path = format!("{}:/usr/bin:/bin", node_dir.display());
+    let shims = std::env::temp_dir().join(format!("interlink-no-rust-{}", std::process::id()));
+    std::fs::create_dir_all(&shims).unwrap();
+    for tool in ["cargo", "rustc", "rustup"] {
+        let shim = shims.join(tool);
+        std::fs::write(
+            &shim,
+            format!("#!/bin/sh\necho \"{tool}: no Rust toolchain on this route\" >&2\nexit 127\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            &shim,
+            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    let path = format!("{}:{}:/usr/bin:/bin", shims.display(), node_dir.display());
     let which = Command::new("sh")
-        .args(["-c", "command -v cargo rustc || true"])
+        .args(["-c", "cargo --version; rustc --version; true"])
         .env("PATH", &path)
         .output()
         .unwrap();
     assert!(
         which.stdout.is_empty(),
-        "a Rust toolchain is on {path}: {}",
+        "a Rust toolchain answers on {path}: {}",
         String::from_utf8_lossy(&which.stdout)
     );
     path

@@ -110,7 +110,7 @@ pub mod relay_limits {
 }
 
 /// How long a mailbox `hold` or `fetch` may take (a relay commits to disk first).
-pub const MAILBOX_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+pub const MAILBOX_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long one live delivery attempt may take. Short on purpose: a recipient that
 /// does not answer within it is treated as asleep and the message is queued instead.
