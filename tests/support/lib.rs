@@ -2,6 +2,10 @@
 //! guarded child processes ([`process`]), users with their own home directories
 //! driving the CLI ([`user`]), MCP sessions driven by an MCP client ([`mcp_session`]), and
 //! a strict reader of framed peer text ([`framing`]).
+//!
+//! The end-to-end tests run on Linux (network namespaces, nftables, Unix sockets);
+//! elsewhere this crate is empty.
+#![cfg(unix)]
 
 pub mod agent_cli;
 pub mod framing;

@@ -9,7 +9,6 @@ use std::{
     io,
     pin::Pin,
     task::{Context, Poll},
-    time::Duration,
 };
 
 use futures::{TryFutureExt as _, future::MapOk};
@@ -76,7 +75,8 @@ pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, Ne
 /// node's pings every few seconds (`node::roaming`) give every connection data in
 /// flight, so a dead one is closed within this time. A slow link that still
 /// acknowledges is never closed by it, however long its queue.
-const TCP_USER_TIMEOUT: Duration = Duration::from_secs(5);
+#[cfg(target_os = "linux")]
+const TCP_USER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 type TcpStream = <tcp::tokio::Transport as Transport>::Output;
 

@@ -26,7 +26,6 @@ use interlink_store::{
 };
 use libp2p::{Multiaddr, multiaddr::Protocol};
 use serde_bytes::ByteBuf;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::pairing_session::{PAIR_SESSION, PairingSession};
 
@@ -76,8 +75,8 @@ pub async fn invite(
     out: &mut impl Write,
     progress: &mut impl Write,
 ) -> anyhow::Result<bool> {
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut stop =
+        crate::stop_signal::StopSignals::install().context("installing the signal handlers")?;
     let session = SessionId::new(format!(
         "inv-{}",
         &SessionId::random(&mut crate::os_rng()).as_str()[..8]
@@ -153,8 +152,7 @@ pub async fn invite(
                     writeln!(progress, "invite: the code expired unused")?;
                     return Ok(false);
                 }
-                _ = term.recv() => break,
-                _ = int.recv() => break,
+                _ = stop.recv() => break,
             }
         }
         writeln!(
