@@ -44,6 +44,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = std::env::var_os(CHILD_ENV) {
         return child(Path::new(&path));
     }
+    if !cfg!(target_os = "linux") {
+        eprintln!("memory figures read /proc/self/status, which only Linux has: they show as ?");
+    }
     if std::env::var_os(FACTOR_ENV).is_some() {
         return decoded_size_factor();
     }

@@ -271,7 +271,18 @@ pub struct Sample {
     pub cpu_ns: Option<u64>,
 }
 
+/// Elsewhere than Linux there is no `/proc` to read: the cases that measure memory
+/// and CPU say so and stop.
+#[cfg(not(target_os = "linux"))]
+pub fn sample(pid: u32) -> anyhow::Result<Sample> {
+    anyhow::bail!(
+        "sampling process {pid} reads /proc, which only Linux has: \
+         the memory and CPU figures are measured on Linux"
+    )
+}
+
 /// Reads `/proc/<pid>/status` and `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
 pub fn sample(pid: u32) -> anyhow::Result<Sample> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
@@ -310,6 +321,7 @@ pub fn sample(pid: u32) -> anyhow::Result<Sample> {
     })
 }
 
+#[cfg(target_os = "linux")]
 fn thread_cpu_ns(pid: u32) -> Option<u64> {
     let mut total = 0u64;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
@@ -340,6 +352,9 @@ pub async fn clock_ticks_per_second() -> u64 {
 /// cases run only inside a network namespace without a default route — a LAN the
 /// operator built for the purpose (docs/BENCHMARKS.md shows how).
 pub fn private_multicast_interface() -> Result<String, String> {
+    if !cfg!(target_os = "linux") {
+        return Err("the mDNS cases run in a Linux network namespace".into());
+    }
     if has_default_route() {
         return Err("mDNS runs only inside a private network namespace \
                     (this one has a default route; see docs/BENCHMARKS.md)"
