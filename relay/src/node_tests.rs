@@ -1,4 +1,4 @@
-use std::{os::unix::fs::PermissionsExt, time::Duration};
+use std::time::Duration;
 
 use anyhow::Result;
 use tokio::{
@@ -37,10 +37,14 @@ async fn starts_serves_probe_and_metrics_and_stops_on_cancel() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let shutdown = CancellationToken::new();
         let relay = start(config(dir.path()), shutdown.clone()).await?;
-        let mode = std::fs::metadata(dir.path().join("relay.key"))?
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(dir.path().join("relay.key"))?
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
         let peer_id = relay.peer_id();
 
         // Something in the store shows in the metrics.

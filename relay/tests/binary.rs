@@ -1,6 +1,7 @@
 //! The `interlink-relay` binary, driven like an operator would: flags, stdout and
 //! stderr contracts, the metrics endpoint, SIGTERM and exit codes.
 
+#![cfg(unix)] // Sends SIGTERM and checks Unix file modes.
 use std::{
     io::{BufRead, BufReader, Read, Write},
     net::TcpStream,

@@ -13,7 +13,7 @@
 //!   hook wakes the agent, as before there was a socket.
 //!
 //! Unset `INTERLINK_TEST_CLAUDE_BIN`: SKIPPED, except under CI, where it fails.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

@@ -1,5 +1,5 @@
 //! The `interlink-p2p` binary as a user runs it.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{os::unix::fs::PermissionsExt, process::Command};

@@ -5,7 +5,7 @@
 //! others through `peer add`, as people would. Live sends are receipted; a recipient
 //! that is stopped, killed or restarted gets its mail from the DHT mailbox, exactly
 //! once; a stranger is refused with the reason.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

@@ -1,7 +1,7 @@
 //! `interlink-p2p install` / `uninstall` against a throwaway HOME (and CODEX_HOME):
 //! the entries are added once, running it again changes nothing, `--dry-run` writes
 //! nothing, the user's other entries survive, and uninstall removes only ours.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{path::Path, process::Command};

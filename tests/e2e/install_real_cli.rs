@@ -21,7 +21,7 @@
 //! The CLIs and the fake model API: [`interlink_e2e::agent_cli`]. Unset, a test says it
 //! was skipped — except under CI (`CI` set), where it fails; set to a binary that does
 //! not run, it fails with the reason.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

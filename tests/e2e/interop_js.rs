@@ -9,7 +9,7 @@
 //! Needs `node` and the probe's pinned packages (`npm ci --prefix tests/js-probe`, which
 //! `.ci/run` does): without them the tests print `SKIPPED` and pass, except under CI
 //! (`CI` set), where they fail.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

@@ -10,7 +10,7 @@
 //! And what an invite must refuse: a code used a second time admits nobody new, an
 //! expired or damaged code is refused with a reason before anything changes, and a
 //! user's own code is refused.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 //! (delivered, with the verified sender), acknowledging (also across a restart), bad
 //! input as tool errors, channel-mode notifications (and the sender's host_queued), the Stop hook's exit codes,
 //! shutdown on stdin close and SIGTERM, and that stdout carries only JSON-RPC.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

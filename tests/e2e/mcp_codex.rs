@@ -7,7 +7,7 @@
 //! queued into the thread as `codex queue --thread <id> --message <notice>`; a failing
 //! `codex` retried, saved, listed, retried automatically with backoff, kept across a
 //! restart, retried and discarded on request.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

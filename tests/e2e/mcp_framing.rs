@@ -4,7 +4,7 @@
 //! hook's `wait` — exactly one framed block per message, whose body holds the text
 //! verbatim with every hidden character made visible (docs/MCP.md, "How peer text is
 //! framed"). The structuredContent keeps the raw text.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::Duration;

@@ -12,7 +12,7 @@
 //! reason. A second test: a member running two sessions (neither narrowed nor sticky)
 //! gets a copy in each, and `interlink-p2p send --to group:<name>` from a shell reaches
 //! every member session the same way.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::Duration;

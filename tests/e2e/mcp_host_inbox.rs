@@ -5,7 +5,7 @@
 //! that is gone — each leaving the message to the Stop hook (`interlink-p2p wait`)
 //! exactly once: never a message the socket delivered, never one lost. The real Claude
 //! Code CLI is driven in `claude_inbox.rs`.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

@@ -12,7 +12,7 @@
 //! The forged envelope comes from a raw libp2p swarm speaking the deliver protocol, as
 //! an attacker's would: the production `Handle` cannot attach a forged hint, and the
 //! recipient verifies every envelope on its own, whatever connection it arrives on.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::Duration;

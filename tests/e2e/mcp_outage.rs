@@ -6,7 +6,7 @@
 //! and gets every message once, in order, when it comes back under that id; a sender
 //! killed with SIGKILL right after `queued`, with no relay and no other peer holding a
 //! copy, delivers everything once, in order, after it is restarted.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::Duration;

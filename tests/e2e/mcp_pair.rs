@@ -9,7 +9,7 @@
 //! elicitation (the client declares what Claude Code declares) and change nothing on a
 //! no; a client that cannot ask gets the operator's command and nothing changes;
 //! `INTERLINK_AGENT_PAIRING=1` lets the agent pair alone.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! request with bad `params` was answered without its id, so the client waited
 //! forever), and a client that pipelines thousands of calls is answered in full while
 //! the server works on a bounded number at once (docs/MCP.md, "Stdio").
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

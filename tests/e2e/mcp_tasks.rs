@@ -6,7 +6,7 @@
 //! as pending, and becomes delivered when the session resumes; the conversation history
 //! with filters; cancel_task; the sent log across a restart; the goodbye to a sticky
 //! peer at shutdown.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! interfaces, multicast on, private addresses), and runs every process inside it. Where
 //! namespaces cannot be made (not root, no `ip`, a restricted sandbox) it prints why and
 //! passes without running.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::Instant;

@@ -7,7 +7,7 @@
 //!
 //! Needs `node` and `npm`: without them the tests print `SKIPPED`, except under CI
 //! (`CI` set), where they fail.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

@@ -5,7 +5,7 @@
 //! Every process has its own temporary home and session id, listens on
 //! 127.0.0.1 port 0 with mDNS off, and is killed by its guard if a test fails. The
 //! test knobs shorten the presence windows (docs/CONFIG.md).
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::{Duration, Instant};

@@ -15,7 +15,7 @@
 //!   server is gone.
 //!
 //! The CLIs: [`interlink_e2e::agent_cli`] (SKIPPED unless set; failing under CI).
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

@@ -1,6 +1,6 @@
 //! The relay with real processes on loopback: `interlink-relay` and `interlink-p2p`
 //! sessions that know only the relay.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

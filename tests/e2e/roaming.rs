@@ -4,7 +4,7 @@
 //! network — and Alice's next message must still reach him. Before the node closed
 //! dead connections, both sides' TCP connections stayed ESTABLISHED retransmitting
 //! into nothing and the first message arrived after about 16 minutes.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! session with no flags and no `INTERLINK_*` variables: a session listens where the
 //! file says, a `send` from a shell finds it through the file's bootstrap and delivers,
 //! and a bad file or a bad value in it is refused with the file and key named.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use interlink_e2e::{process::Session, user::User};

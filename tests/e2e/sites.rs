@@ -9,7 +9,7 @@
 //!   talk directly over QUIC;
 //! - a NAT with a forwarded port: the session learns from the relay (AutoNAT) that its
 //!   router's public address reaches it, and announces it.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! (SIGSTOP) and killed (SIGKILL, then restarted under its id). Every message is
 //! accounted for at the end: the test counts the lost and the duplicated, and both must
 //! be zero.
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

@@ -6,7 +6,7 @@
 //! docs/BENCHMARKS.md. Before the live window followed the measured answer time, one
 //! attempt longer than the fixed 1 s marked Bob unreachable and every later message
 //! queued (p50 0.23–3.66 s between runs).
-
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::{Duration, Instant};

@@ -176,9 +176,12 @@ fn check_permissions(_path: &Path) -> Result<(), KeyFileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(unix)]
     use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
+    #[cfg(unix)]
     use std::os::unix::fs::PermissionsExt;
 
+    #[cfg(unix)]
     #[test]
     fn create_then_load_same_identity_with_0600() {
         let dir = tempfile::tempdir().unwrap();
@@ -193,6 +196,7 @@ mod tests {
         assert_eq!(a.public(), b.public());
     }
 
+    #[cfg(unix)]
     #[test]
     fn refuses_group_readable_key_with_fix() {
         let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-use std::{fs, path::Path};
+use std::fs;
 
 use interlink_core::Identity;
 
@@ -159,7 +159,7 @@ fn the_file_is_private_atomic_and_validated_when_read() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&home.groups()), 0o600);
         assert_eq!(mode(&home.groups_lock()), 0o600);
     }
