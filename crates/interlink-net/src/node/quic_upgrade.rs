@@ -90,7 +90,7 @@ pub(super) struct QuicUpgrades {
 
 /// The QUIC addresses to reach a node at: `host` (an IP or DNS component) with each
 /// QUIC port among its `listen` addresses (at most [`MAX_QUIC_ADDRS`], lowest first).
-pub(super) fn quic_addrs_at(host: &Multiaddr, listen: &[Multiaddr]) -> Vec<Multiaddr> {
+fn quic_addrs_at(host: &Multiaddr, listen: &[Multiaddr]) -> Vec<Multiaddr> {
     let Some(host) = host.iter().next().filter(|p| {
         matches!(
             p,
@@ -141,11 +141,42 @@ fn dialled_tcp(endpoint: &ConnectedPoint) -> Option<&Multiaddr> {
 }
 
 impl Actor {
+    /// Dials `peer` over QUIC at `host` with the QUIC ports among its `listen`
+    /// addresses, beside whatever connections it has; whether a dial started. A relay
+    /// reached by TCP is dialled so too (`relaying`).
+    pub(super) fn dial_quic(
+        &mut self,
+        peer: PeerId,
+        host: &Multiaddr,
+        listen: &[Multiaddr],
+    ) -> bool {
+        let addrs = quic_addrs_at(host, listen);
+        if addrs.is_empty() {
+            return false;
+        }
+        debug!(%peer, ?addrs, "dialling over QUIC too");
+        let opts = DialOpts::peer_id(peer)
+            .addresses(addrs)
+            .condition(PeerCondition::Always)
+            .build();
+        match self.swarm.dial(opts) {
+            Ok(()) => true,
+            Err(e) => {
+                debug!(%peer, %e, "QUIC dial not started");
+                false
+            }
+        }
+    }
+
+    /// Whether `peer` is one a session moves off TCP (relays keep theirs).
+    fn moves_to_quic(&self, peer: &PeerId) -> bool {
+        matches!(self.role, Role::Session(_)) && !self.relays.is_relay(peer)
+    }
+
     /// Identify told us `peer`'s listen addresses: if this session reaches it over TCP
     /// only, by a connection it dialled, and the peer listens on QUIC, dial QUIC too.
     pub(super) fn upgrade_to_quic(&mut self, peer: PeerId, listen: &[Multiaddr]) {
-        if !matches!(self.role, Role::Session(_))
-            || self.relays.is_relay(&peer)
+        if !self.moves_to_quic(&peer)
             || self.upgrades.steps.contains_key(&peer)
             || self.upgrades.steps.len() >= MAX_UPGRADES
         {
@@ -157,25 +188,13 @@ impl Actor {
         if info.transports() != ["tcp"] {
             return;
         }
-        let Some(host) = info.connections.values().find_map(dialled_tcp) else {
+        let Some(host) = info.connections.values().find_map(dialled_tcp).cloned() else {
             return;
         };
-        let addrs = quic_addrs_at(host, listen);
-        if addrs.is_empty() {
-            return;
-        }
-        debug!(%peer, ?addrs, "the peer listens on QUIC too: dialling it there");
-        let opts = DialOpts::peer_id(peer)
-            .addresses(addrs)
-            .condition(PeerCondition::Always)
-            .build();
-        match self.swarm.dial(opts) {
-            Ok(()) => {
-                self.upgrades
-                    .steps
-                    .insert(peer, Step::Dialling(Instant::now() + DIAL_WAIT));
-            }
-            Err(e) => debug!(%peer, %e, "QUIC dial not started"),
+        if self.dial_quic(peer, &host, listen) {
+            self.upgrades
+                .steps
+                .insert(peer, Step::Dialling(Instant::now() + DIAL_WAIT));
         }
     }
 
@@ -183,8 +202,7 @@ impl Actor {
     /// QUIC connection this node dialled, its direct TCP ones are retired — the one it was met on, and
     /// any made later (an AutoNAT dial-back, the peer dialling an announced address).
     pub(super) fn on_upgrade_connected(&mut self, peer: PeerId) {
-        if !matches!(self.role, Role::Session(_))
-            || self.relays.is_relay(&peer)
+        if !self.moves_to_quic(&peer)
             || matches!(self.upgrades.steps.get(&peer), Some(Step::Retiring(_)))
         {
             return;

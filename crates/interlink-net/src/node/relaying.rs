@@ -137,18 +137,8 @@ impl Actor {
         if info.transports().contains(&"quic") {
             return;
         }
-        let addrs = super::quic_upgrade::quic_addrs_at(configured, listen);
-        if addrs.is_empty() {
-            return;
-        }
-        debug!(%relay, ?addrs, "reaching the relay over QUIC too");
-        let opts = libp2p::swarm::dial_opts::DialOpts::peer_id(relay)
-            .addresses(addrs)
-            .condition(libp2p::swarm::dial_opts::PeerCondition::Always)
-            .build();
-        if let Err(e) = self.swarm.dial(opts) {
-            debug!(%relay, %e, "relay QUIC dial not started");
-        }
+        let configured = configured.clone();
+        self.dial_quic(relay, &configured, listen);
     }
 
     /// A connection to `peer` opened: if it is one of our relays, listen through it.
