@@ -1,7 +1,7 @@
 //! Claude Code's own cross-session inbox as this session's last mile.
 //!
 //! Since 2.1.224 every Claude Code session binds an inbox socket (a Unix socket, its
-//! user's only) and exports its path to the processes it starts, this MCP server among
+//! user's only; on Windows a named pipe, see `sock`) and exports its path to the processes it starts, this MCP server among
 //! them (`CLAUDE_CODE_MESSAGING_SOCKET`, with `CLAUDE_CODE_MESSAGING_TOKEN` proving a
 //! connection comes from the session's own child). A line written there is read by the
 //! model between tool calls of a busy turn, or starts a new turn when the session is
@@ -140,7 +140,7 @@ impl HostInbox {
         let Ok(stream) = self.connect().await else {
             return false;
         };
-        self.host_pid = sock::peer_pid(&stream);
+        self.host_pid = sock::server_pid(&stream);
         true
     }
 
@@ -151,21 +151,16 @@ impl HostInbox {
     }
 
     async fn connect(&self) -> Result<sock::Stream, PostError> {
-        // Never through a symbolic link: the host's own senders refuse one too.
-        let meta = std::fs::symlink_metadata(&self.socket).map_err(|source| PostError::Io {
+        let io_err = |source| PostError::Io {
             path: self.socket.clone(),
             source,
-        })?;
-        if !sock::is_socket(&meta) {
+        };
+        if !sock::check_address(&self.socket).map_err(io_err)? {
             return Err(PostError::NotASocket(self.socket.clone()));
         }
-        match tokio::time::timeout(CONNECT_TIMEOUT, sock::connect(&self.socket)).await {
-            Err(_) => Err(PostError::Timeout(self.socket.clone())),
-            Ok(Err(source)) => Err(PostError::Io {
-                path: self.socket.clone(),
-                source,
-            }),
-            Ok(Ok(s)) => Ok(s),
+        match sock::connect(&self.socket, CONNECT_TIMEOUT).await {
+            None => Err(PostError::Timeout(self.socket.clone())),
+            Some(connected) => connected.map_err(io_err),
         }
     }
 
@@ -190,19 +185,7 @@ impl HostInbox {
         bytes.push_str(frame);
         bytes.push('\n');
         stream.write_all(bytes.as_bytes()).await.map_err(io_err)?;
-        stream.shutdown().await.map_err(io_err)?;
-        // The host writes nothing here; EOF (or a reset) is its close.
-        let mut sink = [0u8; 256];
-        let closed = tokio::time::timeout(CLOSE_TIMEOUT, async {
-            loop {
-                match stream.read(&mut sink).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {}
-                }
-            }
-        })
-        .await;
-        if closed.is_err() {
+        if !sock::finish(stream, CLOSE_TIMEOUT).await.map_err(io_err)? {
             // It has the bytes; a late close is not a lost frame.
             debug!(socket = %self.socket.display(), "the host did not close the connection in time");
         }
@@ -226,7 +209,7 @@ fn registry_socket(env: &impl Fn(&str) -> Option<String>, pid: u32) -> Option<Pa
     let config = env("CLAUDE_CONFIG_DIR")
         .filter(|v| !v.trim().is_empty())
         .map(PathBuf::from)
-        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".claude")))?;
+        .or_else(|| interlink_core::env::user_home(env).map(|h| h.join(".claude")))?;
     let sessions = config.join("sessions");
     let read = |path: &Path| -> Option<Value> {
         let meta = std::fs::metadata(path).ok()?;
@@ -366,26 +349,12 @@ pub struct ReplySocket {
 }
 
 impl ReplySocket {
-    /// Binds beside `host_socket`: `<our pid>.sock`, or `<our pid>-<8 hex>.sock` if a
-    /// live socket has that name (a stale one is replaced).
+    /// Binds beside `host_socket`. Unix: `<our pid>.sock`, or `<our pid>-<8 hex>.sock`
+    /// if a live socket has that name (a stale one is replaced); Windows: a new
+    /// `cc-msg-<32 hex>` pipe in the host's namespace.
     pub fn bind_beside(host_socket: &Path) -> io::Result<Self> {
-        let dir = host_socket
-            .parent()
-            .ok_or_else(|| io::Error::other("the host's socket has no directory"))?;
-        let pid = std::process::id();
-        let mut names = vec![format!("{pid}.sock")];
-        let mut r = [0u8; 4];
-        let _ = getrandom::fill(&mut r);
-        names.push(format!("{pid}-{:08x}.sock", u32::from_be_bytes(r)));
         let mut last = io::Error::other("no name to bind");
-        for name in names {
-            let path = dir.join(name);
-            if std::fs::symlink_metadata(&path).is_ok() {
-                if sock::accepts(&path) {
-                    continue; // someone else's, alive
-                }
-                let _ = std::fs::remove_file(&path);
-            }
+        for path in sock::reply_names(host_socket)? {
             match sock::bind(&path) {
                 Ok(listener) => {
                     return Ok(Self {
@@ -413,7 +382,7 @@ impl ReplySocket {
         tx: mpsc::Sender<HostReceipt>,
         cancel: CancellationToken,
     ) {
-        let Some(listener) = self.listener.take() else {
+        let Some(mut listener) = self.listener.take() else {
             return;
         };
         let slots = std::sync::Arc::new(Semaphore::new(RECEIPT_CONNECTIONS));
@@ -423,14 +392,14 @@ impl ReplySocket {
                 a = listener.accept() => a,
             };
             let stream = match accepted {
-                Ok((s, _)) => s,
+                Ok(s) => s,
                 Err(e) => {
                     warn!("host inbox: accepting a receipt connection: {e}");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             };
-            let from_host = sock::peer_pid(&stream) == Some(host_pid);
+            let from_host = sock::client_pid(&stream) == Some(host_pid);
             if !from_host {
                 // A probe (`interlink-p2p wait` checking we are alive) or a stranger
                 // process of this user: nothing it writes counts.
@@ -448,7 +417,7 @@ impl ReplySocket {
     }
 }
 
-async fn read_receipts(stream: sock::Stream, tx: &mpsc::Sender<HostReceipt>) {
+async fn read_receipts(stream: sock::Incoming, tx: &mpsc::Sender<HostReceipt>) {
     let mut lines = BufReader::new(stream.take(MAX_RECEIPT_BYTES as u64)).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let Some(r) = parse_receipt(&line) else {
@@ -470,7 +439,7 @@ async fn read_receipts(stream: sock::Stream, tx: &mpsc::Sender<HostReceipt>) {
 
 impl Drop for ReplySocket {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        sock::unbind(&self.path);
     }
 }
 
