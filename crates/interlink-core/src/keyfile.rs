@@ -5,10 +5,12 @@
 //! # interlink-p2p identity key: keep secret (mode 0600)
 //! interlink-p2p-ed25519-v1 <64 hex digits of the Ed25519 secret seed>
 //! ```
-//! The file is created with mode 0600 (its directory 0700) and published atomically
-//! (written to a temporary file, fsynced, then hard-linked into place, which fails
-//! rather than overwrites), so two sessions starting at once agree on one identity.
-//! A key file readable or writable by group or others is refused.
+//! The file is created with mode 0600 (its directory 0700; on Windows an access list
+//! for the user and SYSTEM only, see `owner_only`) and published atomically (written
+//! to a temporary file, fsynced, then hard-linked into place, which fails rather than
+//! overwrites), so two sessions starting at once agree on one identity. A key file
+//! readable or writable by group or others (on Windows: by any other account) is
+//! refused.
 
 use std::{
     fs, io,
@@ -46,6 +48,17 @@ pub enum KeyFileError {
         path: PathBuf,
         /// Its permission bits.
         mode: u32,
+    },
+    /// The file's access list lets another account in (Windows).
+    #[error(
+        "key file {path} can be accessed by {who}, not only by you. Fix it with: \
+         icacls \"{path}\" /inheritance:r /grant:r \"%USERNAME%:F\""
+    )]
+    InsecureAccessList {
+        /// The file.
+        path: PathBuf,
+        /// The other trustees, as SDDL names them (`BU`, `WD`, a SID, …).
+        who: String,
     },
     /// The file's contents are not a key in the expected format.
     #[error("key file {path} is not an interlink-p2p key: {reason}")]
@@ -134,6 +147,9 @@ fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
         opts.mode(0o600);
     }
     let mut f = opts.open(path)?;
+    // Before the secret is in it.
+    #[cfg(windows)]
+    crate::owner_only::restrict(path, false)?;
     f.write_all(bytes)?;
     f.sync_all()
 }
@@ -148,7 +164,16 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
         builder.mode(0o700);
     }
-    builder.create(dir)
+    // As a mode applies only to directories it creates, so does the access list: a
+    // directory the user already had keeps its own.
+    #[cfg(windows)]
+    let existed = dir.exists();
+    builder.create(dir)?;
+    #[cfg(windows)]
+    if !existed {
+        crate::owner_only::restrict(dir, true)?;
+    }
+    Ok(())
 }
 
 #[cfg(unix)]
@@ -168,7 +193,22 @@ fn check_permissions(path: &Path) -> Result<(), KeyFileError> {
     Ok(())
 }
 
-#[cfg(not(unix))]
+#[cfg(windows)]
+fn check_permissions(path: &Path) -> Result<(), KeyFileError> {
+    match crate::owner_only::others_with_access(path) {
+        Ok(None) => Ok(()),
+        Ok(Some(who)) => Err(KeyFileError::InsecureAccessList {
+            path: path.to_owned(),
+            who,
+        }),
+        Err(source) => Err(KeyFileError::Io {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+#[cfg(not(any(unix, windows)))]
 fn check_permissions(_path: &Path) -> Result<(), KeyFileError> {
     Ok(())
 }
@@ -176,7 +216,7 @@ fn check_permissions(_path: &Path) -> Result<(), KeyFileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[cfg(unix)]
+    #[cfg(any(unix, windows))]
     use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
     #[cfg(unix)]
     use std::os::unix::fs::PermissionsExt;
@@ -211,6 +251,31 @@ mod tests {
             KeyFileError::InsecurePermissions { mode: 0o644, .. }
         ));
         assert!(msg.contains("chmod 600"), "{msg}");
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn a_new_key_lets_no_other_account_in_and_an_open_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("home").join("identity.key");
+        let (id, created) = load_or_create(&path, &mut ChaCha20Rng::seed_from_u64(7)).unwrap();
+        assert!(created);
+        assert_eq!(crate::owner_only::others_with_access(&path).unwrap(), None);
+        assert_eq!(
+            crate::owner_only::others_with_access(path.parent().unwrap()).unwrap(),
+            None
+        );
+        assert_eq!(load(&path).unwrap().public(), id.public());
+        // Readable by everyone: refused, with the command that fixes it. (Everyone:
+        // Wine keeps only what a Unix mode can say, so local users would not show.)
+        let me = crate::owner_only::current_user_sid().unwrap();
+        crate::owner_only::set_dacl(&path, &format!("D:P(A;;FA;;;{me})(A;;FR;;;WD)")).unwrap();
+        let err = load(&path).unwrap_err();
+        assert!(
+            matches!(err, KeyFileError::InsecureAccessList { ref who, .. } if who == "WD"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("icacls"), "{err}");
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod keyfile;
 pub mod limits;
 pub mod mailbox;
 pub mod names;
+mod owner_only;
 pub mod presence;
 pub mod replay;
 pub mod routing;
