@@ -3,7 +3,8 @@
 //! constants; nothing else spells an `INTERLINK_*` name.
 
 /// The home directory (identity key, peers, sessions); default
-/// `$XDG_CONFIG_HOME/interlink-p2p` or `~/.config/interlink-p2p`.
+/// `$XDG_CONFIG_HOME/interlink-p2p`, else `%APPDATA%\interlink-p2p` on Windows, else
+/// `~/.config/interlink-p2p`.
 pub const HOME: &str = "INTERLINK_HOME";
 /// Pins the session id (else the agent host's, or a fresh one).
 pub const SESSION: &str = "INTERLINK_SESSION";
@@ -80,3 +81,12 @@ pub const INHERITED_BY_ACCIDENT: &[&str] = &[
     TEST_AWAY_RETENTION_MS,
     TEST_HEARTBEAT_MS,
 ];
+
+/// The user's home directory: `HOME`, else (on Windows, where `HOME` is usually unset)
+/// `USERPROFILE`. Claude Code and Codex keep their files under it on every platform.
+pub fn user_home(env: impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+    let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    nonempty("HOME")
+        .or_else(|| cfg!(windows).then(|| nonempty("USERPROFILE")).flatten())
+        .map(std::path::PathBuf::from)
+}

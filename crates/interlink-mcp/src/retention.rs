@@ -14,7 +14,7 @@ use interlink_core::SessionId;
 use tracing::{debug, info};
 
 use crate::{
-    paths::{Home, SessionDir},
+    paths::{Home, SessionDir, session_of_dir_name},
     read_state::ReadState,
 };
 
@@ -33,7 +33,7 @@ pub(crate) fn sweep(home: &Home, keep: &SessionId, now: SystemTime) -> Vec<Strin
     for entry in entries.flatten().take(MAX_SWEPT) {
         let name = entry.file_name();
         let Some(id) = name.to_str() else { continue };
-        if id == keep.as_str() || !entry.path().is_dir() {
+        if session_of_dir_name(id).as_ref() == Some(keep) || !entry.path().is_dir() {
             continue;
         }
         if idle_since(&entry.path())

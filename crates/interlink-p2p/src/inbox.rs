@@ -14,7 +14,7 @@ use interlink_core::{IdentityKey, SessionId, keyfile, session, trust::PeerPolicy
 use interlink_store::inbox::{self, InboxEntry};
 
 use crate::{
-    paths::{Home, SessionDir},
+    paths::{Home, SessionDir, session_dir_name, session_of_dir_name},
     policy,
 };
 
@@ -105,7 +105,8 @@ fn others_hint(home: &Home) -> String {
         .flatten()
         .flatten()
         .filter(|e| e.path().join(INBOX_NAME).is_file())
-        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter_map(|e| e.file_name().to_str().and_then(session_of_dir_name))
+        .map(|id| id.as_str().to_owned())
         .collect();
     ids.sort();
     if ids.is_empty() {
@@ -139,10 +140,7 @@ fn resolve_session(
     if let Ok(read) = std::fs::read_dir(&dir) {
         for entry in read.flatten() {
             if SessionDir::at(entry.path()).inbox().is_file()
-                && let Some(id) = entry
-                    .file_name()
-                    .to_str()
-                    .and_then(|n| SessionId::new(n).ok())
+                && let Some(id) = entry.file_name().to_str().and_then(session_of_dir_name)
             {
                 found.push(id);
             }
@@ -150,9 +148,13 @@ fn resolve_session(
     }
     // The most recently written inbox first: the live session, or the latest one.
     found.sort_by_key(|id| {
-        let modified = std::fs::metadata(home.sessions().join(id.as_str()).join(INBOX_NAME))
-            .and_then(|m| m.modified())
-            .ok();
+        let modified = std::fs::metadata(
+            home.sessions()
+                .join(session_dir_name(id).as_ref())
+                .join(INBOX_NAME),
+        )
+        .and_then(|m| m.modified())
+        .ok();
         std::cmp::Reverse(modified)
     });
     match found.len() {

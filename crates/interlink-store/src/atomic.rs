@@ -55,7 +55,7 @@ fn replace(
         }
         fs::rename(&tmp, path)?;
         if sync {
-            File::open(dir)?.sync_all()?;
+            sync_dir(dir)?;
         }
         Ok(())
     })();
@@ -63,4 +63,15 @@ fn replace(
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Makes a rename in `dir` durable. Unix: fsync of the directory. Windows: nothing —
+/// std cannot open a directory to flush it. NTFS journals the rename, so a crash
+/// leaves the old file or the new one, but the newest rename may be lost with it.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    File::open(dir)?.sync_all()?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
 }

@@ -69,10 +69,34 @@ fn resolve_home(
     explicit: Option<PathBuf>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Option<PathBuf> {
+    resolve_home_on(cfg!(windows), explicit, env)
+}
+
+/// [`resolve_home`] as on Windows (`windows`) or elsewhere: Windows keeps a program's
+/// per-user settings under `%APPDATA%` (roaming), not in a dot directory.
+fn resolve_home_on(
+    windows: bool,
+    explicit: Option<PathBuf>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Option<PathBuf> {
     let nonempty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
     explicit
         .or_else(|| nonempty(env(ENV_HOME)).map(PathBuf::from))
         .or_else(|| nonempty(env("XDG_CONFIG_HOME")).map(|d| Path::new(&d).join("interlink-p2p")))
+        .or_else(|| {
+            // A host that passes on only a few variables (Codex) may drop APPDATA and
+            // keep USERPROFILE: the same directory either way.
+            let appdata = || {
+                nonempty(env("APPDATA")).map(PathBuf::from).or_else(|| {
+                    nonempty(env("USERPROFILE"))
+                        .map(|p| Path::new(&p).join("AppData").join("Roaming"))
+                })
+            };
+            windows
+                .then(appdata)
+                .flatten()
+                .map(|d| d.join("interlink-p2p"))
+        })
         .or_else(|| {
             nonempty(env("HOME")).map(|h| Path::new(&h).join(".config").join("interlink-p2p"))
         })
@@ -158,15 +182,45 @@ impl Home {
         self.0.join(SESSIONS_DIR)
     }
 
-    /// The state directory of `session`: `<home>/sessions/<session id>`. Session ids
-    /// are plain file names, except that `.` and `..` are valid ids but name no
-    /// directory of their own, so they are refused.
+    /// The state directory of `session`: `<home>/sessions/<session id>` (named by
+    /// [`session_dir_name`]). Session ids are plain file names, except that `.` and
+    /// `..` are valid ids but name no directory of their own, so they are refused.
     pub fn session(&self, session: &SessionId) -> Result<SessionDir, SessionDirError> {
         let id = session.as_str();
         if id == "." || id == ".." {
             return Err(SessionDirError(id.to_owned()));
         }
-        Ok(SessionDir(self.sessions().join(id)))
+        Ok(SessionDir(
+            self.sessions().join(session_dir_name(session).as_ref()),
+        ))
+    }
+}
+
+/// The name of a session's directory: its id, but on Windows with each `:` (which a
+/// Windows file name cannot hold: `a:b` is drive `a:`) written as `+`, a character no
+/// session id has, so names stay unique.
+pub fn session_dir_name(session: &SessionId) -> std::borrow::Cow<'_, str> {
+    dir_name_on(cfg!(windows), session.as_str())
+}
+
+/// The session whose directory is named `name` ([`session_dir_name`] undone).
+pub fn session_of_dir_name(name: &str) -> Option<SessionId> {
+    SessionId::new(id_of_dir_name_on(cfg!(windows), name)).ok()
+}
+
+fn dir_name_on(windows: bool, id: &str) -> std::borrow::Cow<'_, str> {
+    if windows && id.contains(':') {
+        id.replace(':', "+").into()
+    } else {
+        id.into()
+    }
+}
+
+fn id_of_dir_name_on(windows: bool, name: &str) -> String {
+    if windows {
+        name.replace('+', ":")
+    } else {
+        name.to_owned()
     }
 }
 
@@ -367,6 +421,44 @@ mod tests {
     }
 
     #[test]
+    fn a_colon_never_reaches_a_windows_file_name() {
+        assert_eq!(dir_name_on(true, "claude:1-2"), "claude+1-2");
+        assert_eq!(id_of_dir_name_on(true, "claude+1-2"), "claude:1-2");
+        assert_eq!(dir_name_on(false, "claude:1-2"), "claude:1-2");
+        assert_eq!(id_of_dir_name_on(false, "a+b"), "a+b");
+    }
+
+    #[test]
+    fn windows_keeps_the_home_under_appdata() {
+        let env = |k: &str| match k {
+            "APPDATA" => Some(r"C:\Users\u\AppData\Roaming".to_string()),
+            "HOME" => Some("/h".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            resolve_home_on(true, None, env),
+            Some(Path::new(r"C:\Users\u\AppData\Roaming").join("interlink-p2p"))
+        );
+        assert_eq!(
+            resolve_home_on(false, None, env),
+            Some(PathBuf::from("/h/.config/interlink-p2p"))
+        );
+        let profile = |k: &str| (k == "USERPROFILE").then(|| r"C:\Users\u".to_string());
+        assert_eq!(
+            resolve_home_on(true, None, profile),
+            Some(
+                Path::new(r"C:\Users\u")
+                    .join("AppData")
+                    .join("Roaming")
+                    .join("interlink-p2p")
+            )
+        );
+        // The variable still wins on Windows.
+        let env = |k: &str| (k == "INTERLINK_HOME").then(|| "/a".to_string());
+        assert_eq!(resolve_home_on(true, None, env), Some(PathBuf::from("/a")));
+    }
+
+    #[test]
     fn home_files() {
         let home = Home::new("/h");
         assert_eq!(home.path(), Path::new("/h"));
@@ -383,10 +475,13 @@ mod tests {
     fn session_dirs() {
         let id = |s: &str| SessionId::new(s).unwrap();
         let home = Home::new("/h");
+        let name = if cfg!(windows) { "a+b" } else { "a:b" };
         assert_eq!(
             home.session(&id("a:b")).unwrap().path(),
-            Path::new("/h/sessions/a:b")
+            Path::new("/h/sessions").join(name)
         );
+        assert_eq!(session_of_dir_name(name), Some(id("a:b")));
+        assert_eq!(session_of_dir_name("bad/name"), None);
         for refused in ["..", "."] {
             let err = home.session(&id(refused)).unwrap_err();
             assert_eq!(err.0, refused);

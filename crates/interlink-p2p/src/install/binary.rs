@@ -82,6 +82,8 @@ pub(super) fn stable_command(
         )?;
         if !dry_run {
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            #[cfg(windows)]
+            move_aside(&dir, &copy)?;
             // Written beside, then renamed over: a running session keeps its old binary.
             interlink_store::atomic::replace_with(&copy, |f| {
                 let mut from = std::fs::File::open(exe)?;
@@ -92,6 +94,30 @@ pub(super) fn stable_command(
         }
     }
     Ok(copy.to_string_lossy().into_owned())
+}
+
+/// Removes the old copies [`move_aside`] left that nothing runs any more.
+#[cfg(windows)]
+fn remove_old_copies(dir: &std::path::Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().ends_with(".old") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Windows cannot replace a running `.exe`, only rename it: the old copy moves to
+/// `<name>.<pid>.old` first, and old copies no session runs any more are removed
+/// (one still running refuses, and waits for the next install).
+#[cfg(windows)]
+fn move_aside(dir: &std::path::Path, copy: &std::path::Path) -> anyhow::Result<()> {
+    remove_old_copies(dir);
+    if copy.exists() {
+        let aside = dir.join(format!("{EXE}.{}.old", std::process::id()));
+        std::fs::rename(copy, &aside)
+            .with_context(|| format!("moving {} aside", copy.display()))?;
+    }
+    Ok(())
 }
 
 #[cfg(unix)]
@@ -138,6 +164,8 @@ pub(super) fn remove_unused_copy(
         return Ok(());
     }
     std::fs::remove_file(&copy).with_context(|| format!("removing {}", copy.display()))?;
+    #[cfg(windows)]
+    remove_old_copies(&dir);
     // The directories made for the copy, while nothing else is in them: up to the data
     // home the user set, else up to HOME (~/.local/share, ~/.local).
     let stop = locations.data_home.as_deref().unwrap_or(&locations.home);

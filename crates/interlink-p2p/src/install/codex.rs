@@ -50,6 +50,10 @@ pub const CODEX_ENV_VARS: &[&str] = &[
     env::CODEX_BIN,
     "CODEX_HOME",
     "RUST_LOG",
+    // Windows: where the home and the stable binary are (its default list has
+    // USERPROFILE but not these).
+    "APPDATA",
+    "LOCALAPPDATA",
 ];
 /// Printed when `install codex` adds hooks: Codex ignores hooks the user has not trusted.
 pub const CODEX_TRUST_NOTE: &str = "note: Codex runs these hooks only after you trust \

@@ -44,7 +44,7 @@ pub enum Host {
 /// Where the hosts keep their configuration.
 #[derive(Clone, Debug)]
 pub struct Locations {
-    /// The user's home directory (`HOME`).
+    /// The user's home directory (`HOME`, else `USERPROFILE` on Windows).
     pub home: PathBuf,
     /// `CLAUDE_CONFIG_DIR`, if set: Claude Code then keeps `.claude.json` and
     /// `settings.json` there instead of `~/.claude.json` and `~/.claude/settings.json`.
@@ -61,16 +61,18 @@ pub struct Locations {
 impl Locations {
     /// From `HOME`, `CLAUDE_CONFIG_DIR` and `CODEX_HOME`.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
-        let home = env("HOME")
-            .filter(|h| !h.trim().is_empty())
-            .context("HOME is not set")?;
+        let home = interlink_core::env::user_home(&env).context(if cfg!(windows) {
+            "neither HOME nor USERPROFILE is set"
+        } else {
+            "HOME is not set"
+        })?;
         let dir = |name: &str| {
             env(name)
                 .filter(|h| !h.trim().is_empty())
                 .map(PathBuf::from)
         };
         Ok(Self {
-            home: PathBuf::from(home),
+            home,
             claude_config_dir: dir("CLAUDE_CONFIG_DIR"),
             codex_home: dir("CODEX_HOME"),
             data_home: dir(if cfg!(windows) {
