@@ -45,6 +45,10 @@ fn json_at(path: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The plugin's launcher of npx: servers and hooks run `node <it> <npx args>`, never a
+/// bare `npx`, which hosts on Windows cannot start.
+const NPX_SCRIPT: &str = "${CLAUDE_PLUGIN_ROOT}/scripts/npx.cjs";
+
 /// The npx command the plugin's servers and hooks run, at this version.
 fn npx_args() -> Vec<String> {
     [
@@ -72,20 +76,27 @@ fn the_plugin_and_packages_carry_the_workspace_version() {
     for manifest in [".claude-plugin/plugin.json", ".codex-plugin/plugin.json"] {
         assert_eq!(json_at(&format!("{root}/{manifest}"))["version"], VERSION);
     }
-    let mut args = npx_args();
-    args.push("mcp".into());
+    let with = |last: &[&str]| {
+        let mut args = vec![NPX_SCRIPT.to_owned()];
+        args.extend(npx_args());
+        args.extend(last.iter().map(|a| (*a).to_owned()));
+        json!(args)
+    };
     let claude = json_at(&format!("{root}/.mcp.json"));
-    assert_eq!(claude["mcpServers"]["interlink"]["command"], "npx");
-    assert_eq!(claude["mcpServers"]["interlink"]["args"], json!(args));
+    assert_eq!(claude["mcpServers"]["interlink"]["command"], "node");
+    assert_eq!(claude["mcpServers"]["interlink"]["args"], with(&["mcp"]));
     let hooks = json_at(&format!("{root}/hooks/hooks.json"));
-    assert_eq!(
-        hooks["hooks"]["Stop"][0]["hooks"][0]["command"],
-        format!("npx {} wait", npx_args().join(" "))
-    );
+    let stop = &hooks["hooks"]["Stop"][0]["hooks"][0];
+    assert_eq!(stop["command"], "node");
+    assert_eq!(stop["args"], with(&["wait"]));
 
-    args.extend(["--host".into(), "codex".into()]);
+    // Codex expands no plugin root in a server's arguments (`${CLAUDE_PLUGIN_ROOT}`
+    // reached the script as it is, 0.171) and resolves the program itself: npx.
     let codex = json_at(&format!("{root}/.codex-plugin/mcp.json"));
     let server = &codex["mcpServers"]["interlink"];
+    assert_eq!(server["command"], "npx");
+    let mut args = npx_args();
+    args.extend(["mcp", "--host", "codex"].map(str::to_owned));
     assert_eq!(server["args"], json!(args));
     let vars: Vec<&str> = server["env_vars"]
         .as_array()
@@ -171,7 +182,8 @@ fn claude_installs_the_plugin_from_the_checkout_and_lists_its_server_connected()
         .find(|l| l.starts_with("plugin:interlink-p2p:interlink:"))
         .unwrap_or_else(|| panic!("claude mcp list does not show the plugin's server: {out}"));
     assert!(
-        line.contains(&format!("npx {} mcp", npx_args().join(" "))) && line.contains("✔ Connected"),
+        line.contains(&format!("scripts/npx.cjs {} mcp", npx_args().join(" ")))
+            && line.contains("✔ Connected"),
         "the plugin's server is not connected: {out}"
     );
     fetched_from(&registry);

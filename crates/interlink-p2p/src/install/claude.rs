@@ -5,8 +5,6 @@
 //! keep the server's session on the current conversation (`/clear`, resume). With `CLAUDE_CONFIG_DIR` set, Claude Code
 //! reads both from that directory instead (`.claude.json`, `settings.json`).
 
-use std::path::Path;
-
 use anyhow::Context as _;
 use serde_json::{Map, Value, json};
 
@@ -74,12 +72,53 @@ pub(super) fn server(
     }
 }
 
-/// Whether a hook command is this program's `wait` (any path to `interlink-p2p`).
-fn is_our_wait(command: &str) -> bool {
-    let mut words = command.split_whitespace();
-    let program = words.next().unwrap_or("");
-    Path::new(program).file_name().and_then(|n| n.to_str()) == Some("interlink-p2p")
-        && words.next() == Some("wait")
+/// Whether a hook is this program's `wait` (any path to `interlink-p2p`), in the
+/// shell form (`<path> wait`, the path maybe single-quoted) or the exec form
+/// (`command` plus `args`).
+fn is_our_wait(hook: &Value) -> bool {
+    let is_ours = |program: &str| {
+        let name = program.rsplit(['/', '\\']).next().unwrap_or(program);
+        name == "interlink-p2p" || name.eq_ignore_ascii_case("interlink-p2p.exe")
+    };
+    let Some(command) = hook["command"].as_str() else {
+        return false;
+    };
+    if let Some(args) = hook["args"].as_array() {
+        return is_ours(command) && args.first().and_then(Value::as_str) == Some("wait");
+    }
+    let (program, rest) = match command.strip_prefix('\'') {
+        Some(quoted) => match quoted.split_once('\'') {
+            Some((program, rest)) => (program, rest),
+            None => return false,
+        },
+        None => command.split_once(' ').unwrap_or((command, "")),
+    };
+    is_ours(program) && rest.split_whitespace().next() == Some("wait")
+}
+
+/// The Stop hook entry running `command wait`. On Windows in the exec form (`args`,
+/// no shell): Claude Code runs a hook's command string there through Git Bash or
+/// PowerShell, which read a `C:\…` path each their own way. Elsewhere in the shell
+/// form every Claude Code version runs, the path single-quoted when it needs it.
+fn wait_hook(command: &str) -> Value {
+    if cfg!(windows) {
+        json!({"type": "command", "command": command, "args": ["wait"], "async": true, "asyncRewake": true})
+    } else {
+        json!({"type": "command", "command": format!("{} wait", shell_quoted(command)), "async": true, "asyncRewake": true})
+    }
+}
+
+/// `s` as one POSIX shell word: as it is when it has nothing a shell reads, else in
+/// single quotes.
+fn shell_quoted(s: &str) -> std::borrow::Cow<'_, str> {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:,@%=".contains(&b));
+    if plain {
+        s.into()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''")).into()
+    }
 }
 
 /// What [`set_hook`] changed.
@@ -164,8 +203,8 @@ pub(super) fn hook(
     action: Action,
 ) -> anyhow::Result<Vec<String>> {
     let wait = format!("{command} wait");
-    let wanted = json!({"type": "command", "command": wait, "async": true, "asyncRewake": true});
-    let ours = |h: &Value| h["command"].as_str().is_some_and(is_our_wait);
+    let wanted = wait_hook(command);
+    let ours = is_our_wait;
     Ok(match set_hook(doc, "Stop", &wanted, ours, action)? {
         Some(HookChange::Added) => {
             vec![format!("added the Stop hook `{wait}` (async, asyncRewake)")]
@@ -290,12 +329,39 @@ mod tests {
 
     #[test]
     fn our_wait_command_is_recognised_by_program_name() {
-        assert!(is_our_wait("interlink-p2p wait"));
-        assert!(is_our_wait(
+        let shell = |c: &str| json!({"type": "command", "command": c});
+        assert!(is_our_wait(&shell("interlink-p2p wait")));
+        assert!(is_our_wait(&shell(
             "/home/u/.cargo/bin/interlink-p2p wait --timeout 5"
-        ));
-        assert!(!is_our_wait("other wait"));
-        assert!(!is_our_wait("interlink-p2p mcp"));
+        )));
+        assert!(is_our_wait(&shell("'/Users/a b/bin/interlink-p2p' wait")));
+        assert!(!is_our_wait(&shell("other wait")));
+        assert!(!is_our_wait(&shell("interlink-p2p mcp")));
+        assert!(!is_our_wait(&shell("'unterminated wait")));
+        let exec = |c: &str, a: &str| json!({"type": "command", "command": c, "args": [a]});
+        assert!(is_our_wait(&exec(
+            r"C:\Users\a b\AppData\Local\interlink-p2p\bin\interlink-p2p.exe",
+            "wait"
+        )));
+        assert!(!is_our_wait(&exec("interlink-p2p", "mcp")));
+        assert!(!is_our_wait(&json!({"type": "mcp_tool", "tool": "wait"})));
+    }
+
+    #[test]
+    fn the_wait_hook_survives_a_path_with_spaces_and_quotes() {
+        assert_eq!(
+            shell_quoted("/home/u/bin/interlink-p2p"),
+            "/home/u/bin/interlink-p2p"
+        );
+        assert_eq!(shell_quoted("/Users/a b/x"), "'/Users/a b/x'");
+        assert_eq!(shell_quoted("/it's"), r"'/it'\''s'");
+        let hook = wait_hook("/Users/a b/interlink-p2p");
+        assert!(is_our_wait(&hook), "{hook}");
+        if cfg!(windows) {
+            assert_eq!(hook["args"], json!(["wait"]));
+        } else {
+            assert_eq!(hook["command"], "'/Users/a b/interlink-p2p' wait");
+        }
     }
 
     #[test]
