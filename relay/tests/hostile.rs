@@ -77,6 +77,7 @@ async fn hostile_holds_are_refused_counted_and_leave_the_store_within_caps() {
     ];
 
     let config = interlink_net::Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
         mdns: false,
         ..interlink_net::Config::default()

@@ -182,7 +182,7 @@ mod tests {
     }
 
     #[test]
-    fn a_taken_port_is_refused_naming_this_process() {
+    fn a_taken_port_is_refused_naming_this_process_where_the_system_tells() {
         let taken = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = taken.local_addr().unwrap().port();
         let addr: Multiaddr = format!("/ip4/127.0.0.1/tcp/{port}").parse().unwrap();
@@ -191,10 +191,13 @@ mod tests {
             err.contains(&format!("port {port}/tcp is already in use")),
             "{err}"
         );
-        assert!(
-            err.contains(&format!("pid {}", std::process::id())),
-            "the holder is named: {err}"
-        );
+        // Named where the system says who holds a port: Linux's /proc.
+        if cfg!(target_os = "linux") {
+            assert!(
+                err.contains(&format!("pid {}", std::process::id())),
+                "the holder is named: {err}"
+            );
+        }
         drop(taken);
         assert_eq!(check_free(&addr), Ok(()));
 

@@ -88,6 +88,10 @@ pub async fn probe(addr: Multiaddr, network: &Network, timeout: Duration) -> Res
         listen: Vec::new(),
         bootstrap: Vec::new(),
         mdns: false,
+        // One connection, dialled by the probe itself: the memory cap guards a
+        // long-running node against connections others open, and would only refuse
+        // this one inside a process that is large for another reason (a test binary).
+        max_process_memory: Some(usize::MAX),
         ..Config::default()
     };
     let key = libp2p::identity::Keypair::generate_ed25519();

@@ -163,6 +163,7 @@ async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
     let taken = genuine.msg_id;
 
     let config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory(base + 2)],
         mdns: false,
         ..Config::default()

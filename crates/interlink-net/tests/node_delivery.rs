@@ -282,6 +282,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     ];
     let key = RecordKey::new(&record_key(&bob_addr.key, &bob_addr.session));
     let config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory(base + 5)],
         bootstrap: vec![memory(base).with(Protocol::P2p(carol.handle().peer_id()))],
         mdns: false,
@@ -998,6 +999,7 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
         interlink_core::wire::MailboxPass::issue(&bob_id, &identity.public()),
     );
     let config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory(base + 7)],
         bootstrap: boot
             .map(|(p, id)| vec![memory(p).with(Protocol::P2p(id))])

@@ -33,6 +33,7 @@ fn memory_addr(n: u64) -> Multiaddr {
 
 fn config(port: u64, bootstrap: Option<(u64, PeerId)>) -> Config {
     Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory_addr(port)],
         bootstrap: bootstrap
             .map(|(p, id)| vec![memory_addr(p).with(libp2p::multiaddr::Protocol::P2p(id))])

@@ -74,6 +74,7 @@ fn relay_node(port: u64, store: Arc<dyn DurableMailboxes>) -> (Node, Multiaddr) 
     let key = libp2p::identity::Keypair::generate_ed25519();
     let addr = memory(port).with(Protocol::P2p(key.public().to_peer_id()));
     let config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory(port)],
         mdns: false,
         relay_server: true,
@@ -230,6 +231,7 @@ async fn the_relay_refuses_hostile_holds() {
     let (relay, relay_addr) = relay_node(base, store.clone());
     let relay_peer: PeerId = relay.handle().peer_id();
     let config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory(base + 1)],
         mdns: false,
         ..Config::default()
@@ -342,6 +344,7 @@ async fn a_slow_relay_store_does_not_stall_the_relay_node() {
     let (relay, relay_addr) = relay_node(base, store.clone());
     let relay_peer = relay.handle().peer_id();
     let client_config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory(base + 1)],
         mdns: false,
         ..Config::default()
@@ -419,6 +422,7 @@ async fn a_peer_beyond_its_hold_budget_is_refused_before_decoding() {
     let node_peer = node.handle().peer_id();
     let node_addr = memory(base).with(Protocol::P2p(node_peer));
     let client_config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory(base + 1)],
         mdns: false,
         ..Config::default()
@@ -501,6 +505,7 @@ async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
     let identity = Arc::new(Identity::from_seed(&[11; 32]));
     let session = SessionId::new("holder").unwrap();
     let config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory(base)],
         mdns: false,
         max_held_bytes: 100 * 1024,
@@ -520,6 +525,7 @@ async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
     };
     let node = Node::spawn(swarm, config, Role::Session(Box::new(spec))).unwrap();
     let client_config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory(base + 1)],
         mdns: false,
         ..Config::default()
@@ -610,6 +616,7 @@ async fn an_open_relay_filled_from_one_network_still_takes_mail_from_another() {
     let key = libp2p::identity::Keypair::generate_ed25519();
     let relay_peer = key.public().to_peer_id();
     let config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![
             "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
             "/ip6/::1/tcp/0".parse().unwrap(),
@@ -642,6 +649,7 @@ async fn an_open_relay_filled_from_one_network_still_takes_mail_from_another() {
     let (v4, v6) = (listening("/ip4/").await, listening("/ip6/").await);
     let client_to = |addr: Multiaddr| {
         let config = Config {
+            max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
             listen: vec![],
             mdns: false,
             ..Config::default()
@@ -717,6 +725,7 @@ async fn a_peer_opening_too_many_mailbox_streams_at_once_is_disconnected() {
     let node_addr = memory(base).with(Protocol::P2p(node_peer));
     let client_at = |port: u64| {
         let config = Config {
+            max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
             listen: vec![memory(port)],
             mdns: false,
             // A hostile build: libp2p's own stream cap.
@@ -811,6 +820,7 @@ async fn a_peer_opening_too_many_deliver_streams_has_the_extra_ones_reset() {
     let node_peer = node.handle().peer_id();
     let node_addr = memory(base).with(Protocol::P2p(node_peer));
     let config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         listen: vec![memory(base + 1)],
         mdns: false,
         // A hostile build: libp2p's own stream cap.

@@ -16,6 +16,7 @@ const LIMIT: Duration = Duration::from_secs(10);
 
 fn loopback_config(network: &str) -> Config {
     Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
         network: Network::new(network).unwrap(),
         listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
         mdns: false,

@@ -74,6 +74,7 @@ fn side(
     rt.block_on(async move {
         let mut swarm = interlink_testkit::node::raw_swarm(&Config {
             mdns: false,
+            max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
             ..Config::default()
         });
         let addr = listening(&mut swarm).await;

@@ -1,5 +1,7 @@
 //! The harness against `sh`: lines, deadlines, exit, stderr, signals, runs to the end.
+//! Unix only: the children are `sh` scripts and the stop is SIGTERM.
 
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::{

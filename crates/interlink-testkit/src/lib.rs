@@ -26,5 +26,11 @@ pub mod signed;
 pub use interlink_process as process;
 // The builders used most, at the top (`interlink_testkit::message`, ...).
 pub use ids::{identity, msg_id, session};
+
+/// `interlink_net::Config::max_process_memory` for nodes an in-process test runs: a
+/// test process holds several nodes, and under Wine (the Windows test run) a process
+/// counts its whole mapped debug binary as working set (500 MB measured), which would
+/// leave every connection denied by a session's 256 MiB cap.
+pub const IN_PROCESS_MEMORY: Option<usize> = Some(8 << 30);
 pub use mailbox::{raw_record, record};
 pub use signed::{ack, forge, knock, message};

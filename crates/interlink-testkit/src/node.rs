@@ -137,6 +137,7 @@ pub fn start_with(
         policy.add(*name, id.public()).unwrap();
     }
     let config = Config {
+        max_process_memory: crate::IN_PROCESS_MEMORY,
         network: Network::default(),
         listen: vec![memory(port)],
         bootstrap: boot
