@@ -4,7 +4,8 @@
 //! `interlink-relay` binary sits next to this one; two real `interlink-p2p run`
 //! sessions; messages sent with `interlink-p2p send` both ways and read back from the
 //! receivers' inboxes; a stranger refused; bob's process stopped (SIGSTOP, a sleeping
-//! laptop) while alice's message is queued, then resumed to receive it. Every value
+//! laptop; on Windows his session closes) while alice's message is queued, then resumed
+//! (started again) to receive it. Every value
 //! printed comes from the processes; nothing is canned. Nothing leaves 127.0.0.1
 //! (mDNS is off).
 
@@ -210,7 +211,7 @@ fn ms(d: Duration) -> String {
 pub fn run(out: &mut impl Write) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("locating this binary")?;
     let dir = tempfile::tempdir().context("creating the demo's homes")?;
-    let relay_bin = exe.with_file_name("interlink-relay");
+    let relay_bin = exe.with_file_name(format!("interlink-relay{}", std::env::consts::EXE_SUFFIX));
     let mut demo = Demo { exe, relay: None };
     writeln!(
         out,
@@ -222,7 +223,7 @@ pub fn run(out: &mut impl Write) -> anyhow::Result<()> {
     let (alice, bob, mallory) = (alice?, bob?, mallory?);
     writeln!(
         out,
-        "1. identities (Ed25519; each home has its own 0600 key file)"
+        "1. identities (Ed25519; each home has its own owner-only key file)"
     )?;
     for p in [&alice, &bob, &mallory] {
         writeln!(out, "   {:<8} {}", p.name, p.fingerprint)?;
@@ -316,22 +317,43 @@ pub fn run(out: &mut impl Write) -> anyhow::Result<()> {
         }
     )?;
 
-    writeln!(
-        out,
-        "\n7. bob's laptop sleeps (SIGSTOP); alice sends anyway"
-    )?;
-    bob_run.signal("STOP")?;
-    let (ok, stdout, stderr) = demo.send(&alice, "bob", "ping me when you're back", &boot)?;
-    anyhow::ensure!(ok, "alice -> sleeping bob: {stderr}");
-    writeln!(out, "   alice: {stdout}")?;
-    bob_run.signal("CONT")?;
-    let (entry, took) = wait_inbox(&bob.home, "bob-1", 2)?;
-    writeln!(
-        out,
-        "   bob wakes (SIGCONT): {:?} is in his inbox {} later",
-        entry["text"].as_str().unwrap_or_default(),
-        ms(took)
-    )?;
+    let text = "ping me when you're back";
+    let bob_run = if cfg!(unix) {
+        writeln!(
+            out,
+            "\n7. bob's laptop sleeps (SIGSTOP); alice sends anyway"
+        )?;
+        bob_run.signal("STOP")?;
+        let (ok, stdout, stderr) = demo.send(&alice, "bob", text, &boot)?;
+        anyhow::ensure!(ok, "alice -> sleeping bob: {stderr}");
+        writeln!(out, "   alice: {stdout}")?;
+        bob_run.signal("CONT")?;
+        let (entry, took) = wait_inbox(&bob.home, "bob-1", 2)?;
+        writeln!(
+            out,
+            "   bob wakes (SIGCONT): {:?} is in his inbox {} later",
+            entry["text"].as_str().unwrap_or_default(),
+            ms(took)
+        )?;
+        bob_run
+    } else {
+        // No SIGSTOP on Windows: bob's session closes instead, and comes back.
+        writeln!(out, "\n7. bob's session closes; alice sends anyway")?;
+        drop(bob_run);
+        let (ok, stdout, stderr) = demo.send(&alice, "bob", text, &boot)?;
+        anyhow::ensure!(ok, "alice -> closed bob: {stderr}");
+        writeln!(out, "   alice: {stdout}")?;
+        let started = Instant::now();
+        let (bob_run, _) = demo.start_session(&bob, "bob-1", Some(&boot))?;
+        let (entry, _) = wait_inbox(&bob.home, "bob-1", 2)?;
+        writeln!(
+            out,
+            "   bob's session starts again: {:?} is in his inbox {} later",
+            entry["text"].as_str().unwrap_or_default(),
+            ms(started.elapsed())
+        )?;
+        bob_run
+    };
     drop((alice_run, bob_run));
     writeln!(out, "\ndone; the homes are removed.")?;
     Ok(())

@@ -332,6 +332,12 @@ impl Child {
     /// Stops the process: SIGTERM (so it can say goodbye), then SIGKILL if it has not
     /// exited after `grace`. Returns whether it exited on SIGTERM.
     pub fn stop(&mut self, grace: Duration) -> bool {
+        // Windows has no SIGTERM to send a child: it is killed at once.
+        if cfg!(not(unix)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            return false;
+        }
         let _ = self.signal("TERM");
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
