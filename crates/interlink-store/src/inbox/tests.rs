@@ -478,7 +478,8 @@ fn a_trimmed_archive_keeps_its_newest_half_and_cursors_resume_at_its_base() {
 }
 
 /// A real full file system: a 1 MiB tmpfs. Needs root (to mount); without it the test
-/// says so and passes, except under CI, where it fails.
+/// says so and passes, except under CI, where it fails. Linux only (tmpfs, mount).
+#[cfg(target_os = "linux")]
 #[test]
 fn a_full_disk_is_retryable_and_leaves_no_fragment() {
     let mnt = tempfile::tempdir().unwrap();
