@@ -369,6 +369,7 @@ struct RecordOut<'a> {
 #[serde(deny_unknown_fields)]
 struct RecordIn<'a> {
     // Already checked through `VersionProbe`; named here so the field is not unknown.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     #[serde(rename = "v")]
     _v: u8,
     owner: IdentityKey,
@@ -412,6 +413,7 @@ pub fn record_owner(bytes: &[u8]) -> Option<IdentityKey> {
 // than a confusing shape error.
 #[derive(Deserialize)]
 struct VersionProbe {
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     v: u8,
 }
 

@@ -38,6 +38,7 @@ impl Ack {
 #[serde(deny_unknown_fields)]
 pub struct Ack {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The mailbox owner's identity (the signer).
     pub owner: IdentityKey,

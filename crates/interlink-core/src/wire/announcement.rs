@@ -89,6 +89,7 @@ impl SealingBinding {
 #[serde(deny_unknown_fields)]
 pub struct Announcement {
     /// Protocol version, [`super::VERSION`].
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The announcing identity (the signer).
     pub identity: IdentityKey,

@@ -33,6 +33,7 @@ fn no_signer() -> IdentityKey {
 #[serde(deny_unknown_fields)]
 pub struct Beacon {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The tag of the announcement it keeps live ([`Tag::of_announcement`]).
     pub of: ByteArray<8>,

@@ -71,6 +71,7 @@ pub enum TaskStatus {
 #[serde(deny_unknown_fields)]
 pub struct Envelope {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The sender identity (the signer).
     pub sender: IdentityKey,

@@ -28,6 +28,7 @@ pub const MAX_PEER_ID_BYTES: usize = 64;
 #[serde(deny_unknown_fields)]
 pub struct MailboxFetch {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The mailbox owner's identity (the signer).
     pub owner: IdentityKey,

@@ -12,6 +12,7 @@ use crate::{
 #[serde(deny_unknown_fields)]
 pub struct Goodbye {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The identity (the signer).
     pub identity: IdentityKey,

@@ -38,6 +38,7 @@ pub const INVITE_VERSION: u8 = 1;
 #[serde(deny_unknown_fields)]
 pub struct Invite {
     /// Version of this map ([`INVITE_VERSION`]).
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The inviter's identity.
     pub key: IdentityKey,

@@ -390,6 +390,16 @@ impl<'de> Deserialize<'de> for SessionId {
     }
 }
 
+/// Reads a `v` field from an integer in any form, as every other `uint` is read (§1):
+/// decoded straight into a `u8`, `v` took only the one-byte forms, so `0x19 0x00 0x09`
+/// was malformed where `0x19 0x00 0x05` as a `seq` was fine. A value past 255 is no
+/// version any node speaks and is malformed.
+pub(crate) fn decode_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u8, D::Error> {
+    let n = u64::deserialize(d)?;
+    u8::try_from(n)
+        .map_err(|_| serde::de::Error::custom(format_args!("protocol version {n} is past 255")))
+}
+
 /// CBOR-encodes `value`. Encoding into a `Vec` cannot fail for this crate's types;
 /// should it ever, the result is empty and every decoder refuses it.
 pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {

@@ -137,6 +137,7 @@ impl UnverifiedPresence {
 #[serde(deny_unknown_fields)]
 pub struct RosterRequest {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The requester's summary, tags back to back.
     pub have: ByteBuf,
@@ -193,6 +194,7 @@ impl RosterRequest {
 #[serde(deny_unknown_fields)]
 pub struct RosterResponse {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// Signed announcement wrappers.
     pub announcements: Vec<ByteBuf>,
@@ -258,6 +260,7 @@ impl RosterResponse {
 #[serde(deny_unknown_fields)]
 pub struct DeliverRequest {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The signed envelope wrappers, oldest first.
     pub envelopes: Vec<ByteBuf>,
@@ -269,6 +272,7 @@ pub struct DeliverRequest {
 #[serde(deny_unknown_fields)]
 pub struct DeliverResponse {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The signed receipt wrapper (`delivered`) listing every stored message; absent
     /// when none was stored.
@@ -363,6 +367,7 @@ mod tests {
 #[serde(deny_unknown_fields)]
 pub struct MailboxRequest {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// What is asked.
     pub op: MailboxOp,
@@ -397,6 +402,7 @@ pub enum MailboxOp {
 #[serde(deny_unknown_fields)]
 pub struct MailboxResponse {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     #[allow(missing_docs)]
     pub outcome: MailboxOutcome,
@@ -436,6 +442,7 @@ pub enum MailboxOutcome {
 #[serde(deny_unknown_fields)]
 pub struct ReceiptRequest {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The signed receipt wrapper.
     pub receipt: ByteBuf,
@@ -447,6 +454,7 @@ pub struct ReceiptRequest {
 #[serde(deny_unknown_fields)]
 pub struct ReceiptResponse {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// Why the receipt was refused; `None` when it was taken.
     pub refused: Option<Refusal>,

@@ -26,6 +26,7 @@ pub enum ReceiptState {
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
     /// Protocol version.
+    #[serde(deserialize_with = "crate::wire::decode_version")]
     pub v: u8,
     /// The recipient identity (the signer).
     pub recipient: IdentityKey,

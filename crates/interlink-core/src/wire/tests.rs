@@ -616,17 +616,39 @@ fn cbor_form_the_decoders_hold_to() {
 
     // Let through (lenient, so never to be relied on by a sender): an integer not in
     // its shortest form, and keys in another order.
-    let long_v = [text("v"), vec![0x18, VERSION]].concat();
-    assert!(
+    let long_forms: [&[u8]; 4] = [
+        &[0x18, VERSION],
+        &[0x19, 0, VERSION],
+        &[0x1a, 0, 0, 0, VERSION],
+        &[0x1b, 0, 0, 0, 0, 0, 0, 0, VERSION],
+    ];
+    for form in long_forms {
+        let long_v = [text("v"), form.to_vec()].concat();
+        let long_seq = [text("seq"), form.to_vec()].concat();
+        assert!(
+            decode(map(&[
+                &long_v,
+                &field_id,
+                &field_session,
+                &field_ts,
+                &long_seq
+            ]))
+            .is_ok(),
+            "v and seq as {form:02x?} were refused"
+        );
+    }
+    // A `v` past a byte is no version at all.
+    let huge_v = [text("v"), vec![0x19, 1, VERSION]].concat();
+    assert!(matches!(
         decode(map(&[
-            &long_v,
+            &huge_v,
             &field_id,
             &field_session,
             &field_ts,
             &field_seq
-        ]))
-        .is_ok()
-    );
+        ])),
+        Err(WireError::Malformed { .. })
+    ));
     assert!(
         decode(map(&[
             &field_seq,
