@@ -110,8 +110,13 @@ pub(crate) async fn follow(ctx: Follow, cancel: CancellationToken) {
     // saving per receipt cost two fsyncs per message sent. The write runs off the
     // runtime's thread (the session runs on one), one at a time.
     let mut writing: Option<tokio::task::JoinHandle<()>> = None;
+    // Whether there may be lines to handle: after a tick, or an event that adds them.
+    let mut due = true;
     loop {
-        offset = step(&ctx, &session_dir, offset).await;
+        if due {
+            offset = step(&ctx, &session_dir, offset).await;
+        }
+        due = true;
         tokio::select! {
             () = cancel.cancelled() => break,
             _ = poll.tick() => {
@@ -125,6 +130,13 @@ pub(crate) async fn follow(ctx: Follow, cancel: CancellationToken) {
                 }
             }
             ev = events.recv() => match ev {
+                // A message or pass has nothing for this worker (the lines it handles
+                // come with events of their own, and the tick steps over the rest):
+                // reading the inbox for it cost a scan on every message's path.
+                Ok(Event::Delivered {
+                    kind: EnvelopeKind::Message | EnvelopeKind::Pass,
+                    ..
+                }) => due = false,
                 Ok(Event::Delivered { .. } | Event::Knock { .. }) | Err(RecvError::Lagged(_)) => {}
                 Ok(Event::Receipted { msg_id, to }) => {
                     // A queued message reached its recipient after all.
@@ -132,16 +144,16 @@ pub(crate) async fn follow(ctx: Follow, cancel: CancellationToken) {
                         .lock()
                         .sent
                         .mark_delivered(&msg_id.to_string(), &to, interlink_net::now_ms());
-                    continue;
+                    due = false;
                 }
                 Ok(Event::NotKept { msg_id, to, reason }) => {
                     ctx.state
                         .lock()
                         .sent
                         .mark_not_kept(&msg_id.to_string(), &to, &reason);
-                    continue;
+                    due = false;
                 }
-                Ok(_) => continue,
+                Ok(_) => due = false,
                 Err(RecvError::Closed) => break,
             },
         }

@@ -383,15 +383,18 @@ impl Actor {
                 refused,
                 new,
             } => {
-                // Durable now: the agent side may read them.
-                for (msg_id, from, kind) in new {
-                    self.emit(Event::Delivered { msg_id, from, kind });
-                }
+                // The engine answers first: its receipt goes to the connection's task
+                // before the agent side's tasks are woken to read the inbox, so a
+                // sender waiting for it does not wait for them too.
                 self.drive(Input::InboxStored {
                     token,
                     result,
                     refused,
                 });
+                // Durable now: the agent side may read them.
+                for (msg_id, from, kind) in new {
+                    self.emit(Event::Delivered { msg_id, from, kind });
+                }
             }
         }
     }
