@@ -283,6 +283,56 @@ async fn when_the_host_socket_is_gone_the_stop_hook_takes_over_without_a_double(
     .unwrap();
 }
 
+/// A damaged read state stops nothing in silence here either: the host's inbox gets
+/// one frame that says why new messages cannot be shown (not one per message), tool
+/// results say it too, and once the file is removed the kept message is framed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_read_state_is_told_through_the_host_socket_once() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let host = FakeHost::start();
+        let (alice, _bob, a, b) = alice_under(&host).await;
+        let first = send(&b, "FIRST").await;
+        let (_, frame) = tokio::task::block_in_place(|| host.next());
+        let content = frame["message"]["content"].as_str().unwrap();
+        assert!(content.contains(&first), "{content}");
+
+        let read_state = alice.home().join("sessions/a1/read.json");
+        std::fs::write(&read_state, b"{not json").unwrap();
+        let second = send(&b, "SECOND").await;
+        let notice = tokio::task::block_in_place(|| host.frames.recv_timeout(DEADLINE));
+        let notice = notice.unwrap_or_else(|_| panic!("no notice; alice:\n{}", a.stderr()));
+        let frame: Value = serde_json::from_str(notice.lines().nth(1).unwrap()).unwrap();
+        let content = frame["message"]["content"].as_str().unwrap();
+        assert!(
+            content.contains("new messages cannot be shown")
+                && content.contains("read.json")
+                && !content.contains(&second),
+            "{content}"
+        );
+        // Told once per cause: a third message brings no second notice.
+        let _third = send(&b, "THIRD").await;
+        let again =
+            tokio::task::block_in_place(|| host.frames.recv_timeout(Duration::from_secs(2)));
+        assert!(again.is_err(), "a second notice: {again:?}");
+        let (text, who) = a.ok("whoami", json!({})).await.unwrap();
+        assert!(who["read_state_error"].as_str().is_some(), "{who}");
+        assert!(text.contains("unread messages cannot be shown"), "{text}");
+
+        // Removed, the read state starts over: the messages kept are framed.
+        std::fs::remove_file(&read_state).unwrap();
+        let fourth = send(&b, "FOURTH").await;
+        let mut framed = String::new();
+        while !framed.contains(&fourth) {
+            let (_, frame) = tokio::task::block_in_place(|| host.next());
+            framed.push_str(frame["message"]["content"].as_str().unwrap());
+        }
+        assert!(framed.contains(&second), "{framed}");
+        drop((a, b));
+    })
+    .await
+    .unwrap();
+}
+
 /// `cargo nextest run -p interlink-e2e --test mcp_host_inbox --run-ignored only`
 /// (docs/BENCHMARKS.md, "Into Claude Code"): interlink's own share of the socket path,
 /// bob's `send_message` → the frame read at the host socket, 20 messages (within the

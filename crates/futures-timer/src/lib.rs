@@ -159,10 +159,7 @@ impl Fallback {
                         .0;
                 }
                 _ => {
-                    s = self
-                        .changed
-                        .wait(s)
-                        .unwrap_or_else(PoisonError::into_inner);
+                    s = self.changed.wait(s).unwrap_or_else(PoisonError::into_inner);
                 }
             }
         }

@@ -15,6 +15,17 @@ use interlink_core::{
 use interlink_store::inbox::{InboxEntry, InboxGroup, InboxGroupMember};
 use serde_json::{Value, json};
 
+/// What the agent is told, once per cause, when new messages cannot reach it because
+/// the read state cannot be read or is damaged (channel mode, the host's inbox): without
+/// it, delivery would stop in silence.
+pub(crate) fn read_state_blocked(why: &str) -> String {
+    format!(
+        "[interlink: new messages cannot be shown: {why}. Nothing is lost: the inbox keeps \
+         them, and tool results say the same until it is fixed; the operator can fix or \
+         remove that file (removed, the messages still in the inbox count as unread again)]"
+    )
+}
+
 /// How a sender or roster identity is named to the model: `self` for this user's own
 /// identity, its petname if paired, else nothing.
 pub(crate) fn petname(policy: &PeerPolicy, own: &IdentityKey, key: &IdentityKey) -> Option<String> {

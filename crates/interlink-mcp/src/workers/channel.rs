@@ -277,12 +277,7 @@ pub(crate) fn blocked_notification(why: &str) -> CustomNotification {
     CustomNotification::new(
         CHANNEL_METHOD,
         Some(json!({
-            "content": format!(
-                "[interlink: new messages cannot be shown: {why}. Nothing is lost: the \
-                 inbox keeps them, and tool results say the same until it is fixed; the \
-                 operator can fix or remove that file (removed, the messages still in the \
-                 inbox count as unread again)]"
-            ),
+            "content": render::read_state_blocked(why),
             "meta": {"interlink": "read_state_error"},
         })),
     )

@@ -126,6 +126,9 @@ struct Book {
     epoch: Instant,
     /// A round stopped for pacing: unread messages are still waiting.
     backlog: bool,
+    /// Why the unread messages cannot be read, as last told to the agent (told once
+    /// per cause, again after it cleared).
+    told: Option<String>,
 }
 
 /// Writes the session's messages into the host's socket until `cancel` fires, the
@@ -173,6 +176,7 @@ pub(crate) async fn forward(w: HostInboxWorker, cancel: CancellationToken) {
         pace: TokenBucket::full(PACE, 0),
         epoch: Instant::now(),
         backlog: false,
+        told: None,
     };
     // Subscribe before the first round, so nothing delivered in between is missed.
     let mut events = ready.handle.events();
@@ -248,10 +252,12 @@ async fn round(w: &HostInboxWorker, book: &mut Book, reply: &std::path::Path) {
             Ok(u) => u,
             Err(e) => {
                 warn!("host inbox: reading the inbox: {e}");
+                tell_blocked(w, book, reply, &e.to_string()).await;
                 return;
             }
         }
     };
+    book.told = None;
     // Acknowledged messages leave the lists, which so stay within the unread ones.
     let live: std::collections::HashSet<String> = unread.iter().map(key_of).collect();
     book.file.handed.retain(|k| live.contains(k));
@@ -318,6 +324,34 @@ async fn round(w: &HostInboxWorker, book: &mut Book, reply: &std::path::Path) {
         }
     }
     save(w, book);
+}
+
+/// Tells the agent through the host's inbox, once per cause, why new messages stop
+/// reaching it (as channel mode does). A frame the pace does not allow yet is written
+/// by a later round.
+async fn tell_blocked(w: &HostInboxWorker, book: &mut Book, reply: &std::path::Path, why: &str) {
+    if !book.file.active || book.told.as_deref() == Some(why) {
+        return;
+    }
+    if !refill(book) {
+        book.backlog = true;
+        return;
+    }
+    let text = frame(&crate::render::read_state_blocked(why), &frame_id(), reply);
+    match w.inbox.post(&text).await {
+        Ok(()) => {
+            book.pace.charge(1);
+            book.told = Some(why.to_owned());
+        }
+        Err(err) => {
+            stop_using(
+                w,
+                Some(&mut book.file),
+                format!("the host's socket failed: {err}"),
+            );
+            save(w, book);
+        }
+    }
 }
 
 fn remember(book: &mut Book, id: String, sent: Sent) {
@@ -516,6 +550,7 @@ mod tests {
             pace: TokenBucket::empty(0),
             epoch: Instant::now(),
             backlog: false,
+            told: None,
         };
         assert!(!refill(&mut book), "no frame before an interval passed");
         book.epoch = Instant::now().checked_sub(REFILL * 3).unwrap();
