@@ -73,9 +73,10 @@ impl Future for Delay {
             self.timer = arm(deadline);
         }
         match &mut self.timer {
-            Timer::Unarmed => Poll::Ready(()),
             Timer::Tokio(sleep) => sleep.as_mut().poll(cx),
             Timer::Thread(f) => f.poll(cx),
+            // Armed just above: not reached.
+            Timer::Unarmed => Poll::Ready(()),
         }
     }
 }
