@@ -152,11 +152,25 @@ fn mail_reaches_a_host_whose_address_changed_within_seconds() {
             (&serde_json::json!("direct"), &serde_json::json!("tcp"))
         );
     }
-    // After the move Bob's side closed what was bound to the old address.
-    let out = bob
-        .cli(&["peers", "--session", "b-1", "--json"], None)
-        .unwrap();
-    let view: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    // After the move Bob's side closed what was bound to the old address. The view is
+    // rewritten every 5 s (`network_view::REFRESH`), and the loop above can pass on one
+    // written before the move (it showed alice's session then too), so this waits for
+    // a view of Bob's new address.
+    let until = Instant::now() + Duration::from_secs(20);
+    let view = loop {
+        let out = bob
+            .cli(&["peers", "--session", "b-1", "--json"], None)
+            .unwrap();
+        let view: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        if view["listen_addrs"]
+            .to_string()
+            .contains(&format!("/ip4/{}/", lab.addr(3)))
+        {
+            break view;
+        }
+        assert!(Instant::now() < until, "no view after the move: {view}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
     assert!(
         view["dead_connections_closed"].as_u64() >= Some(1),
         "{view}"
