@@ -238,6 +238,23 @@ async function live (spec, a) {
     const roster = shape(decode(await request(node, peer, proto('roster'), encode({ v: V, have: none, away: none, digest: null }), 1024 * 1024 + 1024),
       'roster response'), sch.rosterResponse, 'roster response')
     ensure(roster.same === false, 'roster response to a full request says same')
+    // §8.2's empty response: to a digest request whose digest is not the session's
+    // (`same` false), and to a digest request that carries a summary; a digest of
+    // another length than 16 bytes is not answered at all.
+    const emptyTo = async (req, what) => {
+      const r = shape(decode(await request(node, peer, proto('roster'), encode(req), 1024), what), sch.rosterResponse, what)
+      ensure(r.announcements.length === 0 && r.beacons.length === 0 && r.same === false,
+        `${what}: not the empty response {v, announcements: [], beacons: [], same: false}`)
+    }
+    const otherDigest = new Uint8Array(16).fill(7)
+    await emptyTo({ v: V, have: none, away: none, digest: otherDigest }, 'roster response to another digest')
+    await emptyTo({ v: V, have: new Uint8Array(8), away: none, digest: otherDigest }, 'roster response to a digest request with a summary')
+    let short = none
+    try {
+      short = await request(node, peer, proto('roster'), encode({ v: V, have: none, away: none, digest: new Uint8Array(15) }), 1024)
+    } catch { /* the stream closed unanswered */ }
+    ensure(short.length === 0, 'a 15-byte digest was answered')
+    log('roster empty responses ok')
     const anns = roster.announcements.map((w, i) =>
       S.openSigned(w, 'announcement', sch.announcement, 'identity', sch, `roster announcement ${i}`).body)
     for (let i = 1; i < anns.length; i++) {
