@@ -293,37 +293,46 @@ async fn round(w: &HostInboxWorker, book: &mut Book, reply: &std::path::Path) {
         let batch: Vec<InboxEntry> = pending.drain(..take).collect();
         let id = frame_id();
         let text = frame(&notice(&batch, &policy, &w.key), &id, reply);
-        match w.inbox.post(&text).await {
-            Ok(()) => {
-                debug!(frame = %id, messages = batch.len(), "written to the host's inbox socket");
-                book.pace.charge(1);
-                let messages: Vec<(String, InboxEntry)> =
-                    batch.into_iter().map(|e| (key_of(&e), e)).collect();
-                for (key, _) in &messages {
-                    book.file.handed.insert(key.clone());
-                }
-                w.state.lock().host_inbox.handed += messages.len() as u64;
-                remember(
-                    book,
-                    id,
-                    Sent {
-                        messages,
-                        at: Instant::now(),
-                        settled: false,
-                    },
-                );
-            }
-            Err(err) => {
-                stop_using(
-                    w,
-                    Some(&mut book.file),
-                    format!("the host's socket failed: {err}"),
-                );
-                break;
-            }
+        if !post(w, book, &text).await {
+            break;
         }
+        debug!(frame = %id, messages = batch.len(), "written to the host's inbox socket");
+        let messages: Vec<(String, InboxEntry)> =
+            batch.into_iter().map(|e| (key_of(&e), e)).collect();
+        for (key, _) in &messages {
+            book.file.handed.insert(key.clone());
+        }
+        w.state.lock().host_inbox.handed += messages.len() as u64;
+        remember(
+            book,
+            id,
+            Sent {
+                messages,
+                at: Instant::now(),
+                settled: false,
+            },
+        );
     }
     save(w, book);
+}
+
+/// Writes one frame and charges the pace for it; a socket that fails is not used
+/// again (the Stop hook takes over). Whether it was written.
+async fn post(w: &HostInboxWorker, book: &mut Book, text: &str) -> bool {
+    match w.inbox.post(text).await {
+        Ok(()) => {
+            book.pace.charge(1);
+            true
+        }
+        Err(err) => {
+            stop_using(
+                w,
+                Some(&mut book.file),
+                format!("the host's socket failed: {err}"),
+            );
+            false
+        }
+    }
 }
 
 /// Tells the agent through the host's inbox, once per cause, why new messages stop
@@ -338,19 +347,10 @@ async fn tell_blocked(w: &HostInboxWorker, book: &mut Book, reply: &std::path::P
         return;
     }
     let text = frame(&crate::render::read_state_blocked(why), &frame_id(), reply);
-    match w.inbox.post(&text).await {
-        Ok(()) => {
-            book.pace.charge(1);
-            book.told = Some(why.to_owned());
-        }
-        Err(err) => {
-            stop_using(
-                w,
-                Some(&mut book.file),
-                format!("the host's socket failed: {err}"),
-            );
-            save(w, book);
-        }
+    if post(w, book, &text).await {
+        book.told = Some(why.to_owned());
+    } else {
+        save(w, book);
     }
 }
 
