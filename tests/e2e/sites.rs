@@ -3,7 +3,8 @@
 //! (`interlink-p2p mcp`, MCP over stdio). Three networks a team meets:
 //! - a routed one, as a tailnet is: no multicast between the sites, each session
 //!   given the other's address, and a partition that cuts a site off for longer than a
-//!   dead connection takes to be found — what was sent meanwhile arrives once, in order;
+//!   dead connection takes to be found — what was sent meanwhile arrives once, in order —
+//!   and a session moving from TCP to QUIC under the other's messages;
 //! - two home NATs with a relay on the internet (RELAY.md's recipe, the relay's TCP
 //!   address): the sessions meet through the relay, then punch through both NATs and
 //!   talk directly over QUIC;
@@ -203,6 +204,94 @@ async fn a_routed_network_loses_nothing_through_a_partition() {
     for status in &during {
         assert!(status != "delivered", "nothing crosses a cut: {during:?}");
     }
+}
+
+/// Bob dials Alice over TCP, learns she listens on QUIC too, and moves to QUIC: once
+/// his QUIC connection is up he closes the TCP one, under whatever Alice has in flight
+/// on it (only his own requests are his to protect). Site A's router holds UDP back
+/// until Alice is sending, so the move happens while she does; she sends through it,
+/// and a request lost with the closed connection goes again on the QUIC one: every
+/// message is `delivered`, none merely `queued` for a peer that is right there.
+#[tokio::test(flavor = "multi_thread")]
+async fn messages_sent_while_the_peer_moves_to_quic_are_all_delivered() {
+    let test = "messages_sent_while_the_peer_moves_to_quic_are_all_delivered";
+    let Some(sites) = Sites::for_test(test, Routers::Routed) else {
+        return;
+    };
+    let vars = env(None);
+    let (alice, bob) = pair(&sites, &vars);
+    sites.drop_udp(Site::A).unwrap();
+    let a = start(&alice, &sites, Site::A, &vars, "move-a", &[]).await;
+    let (_, who) = a.ok("whoami", json!({})).await.unwrap();
+    let a_tcp = who["listen_addrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|x| x.starts_with(&format!("/ip4/{}/tcp/", sites.addr(Site::A))))
+        .unwrap_or_else(|| panic!("Alice listens on her LAN: {who}"))
+        .to_owned();
+    let b = start(
+        &bob,
+        &sites,
+        Site::B,
+        &vars,
+        "move-b",
+        &["--bootstrap", &a_tcp],
+    )
+    .await;
+    sees(&a, "move-b").await;
+    let moved = |who: &Value| who["network"]["tcp_moved_to_quic"].as_u64().unwrap_or(0);
+    let (_, who) = b.ok("whoami", json!({})).await.unwrap();
+    assert_eq!(
+        moved(&who),
+        0,
+        "moved before Alice sent: {}",
+        who["network"]
+    );
+    let mut statuses: Vec<String> = Vec::new();
+    let started = Instant::now();
+    let mut moved_at = None;
+    // Until Bob reports the move, and a while after it.
+    while moved_at.is_none_or(|at: usize| statuses.len() < at + 20) {
+        for _ in 0..5 {
+            let sent = send(
+                &a,
+                json!({"to": "bob", "session": "move-b", "text": format!("m{}", statuses.len())}),
+            )
+            .await;
+            statuses.push(sent["status"].as_str().unwrap_or_default().to_owned());
+        }
+        if statuses.len() == 10 {
+            sites.pass_udp(Site::A).unwrap();
+        }
+        let (_, who) = b.ok("whoami", json!({})).await.unwrap();
+        if moved_at.is_none() && moved(&who) >= 1 {
+            moved_at = Some(statuses.len());
+        }
+        assert!(
+            started.elapsed() < WITHIN,
+            "Bob never moved to QUIC: {}",
+            who["network"]
+        );
+    }
+    eprintln!(
+        "{} sent in {:?}, Bob's move seen after {}",
+        statuses.len(),
+        started.elapsed(),
+        moved_at.unwrap_or_default()
+    );
+    let not: Vec<(usize, &String)> = statuses
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| *s != "delivered")
+        .collect();
+    assert!(
+        not.is_empty(),
+        "not delivered: {not:?}\nA: {}\nB: {}",
+        a.stderr(),
+        b.stderr()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -172,6 +172,20 @@ impl Sites {
         nft(self.router(site), "delete table inet cut\n")
     }
 
+    /// `site`'s router drops the UDP it would forward (QUIC), until
+    /// [`Sites::pass_udp`]; TCP still passes.
+    pub fn drop_udp(&self, site: Site) -> Result<(), String> {
+        nft(
+            self.router(site),
+            "table inet noudp {\n chain hold { type filter hook forward priority 0; meta l4proto udp drop; }\n}\n",
+        )
+    }
+
+    /// Undoes [`Sites::drop_udp`].
+    pub fn pass_udp(&self, site: Site) -> Result<(), String> {
+        nft(self.router(site), "delete table inet noudp\n")
+    }
+
     fn router(&self, site: Site) -> &str {
         match site {
             Site::A => &self.router_a,

@@ -79,6 +79,10 @@ pub enum SendFailure {
     /// No connection could be made.
     #[error("unreachable")]
     Unreachable,
+    /// The connection the request went on closed while the peer stays connected by
+    /// another (the peer moved it to QUIC, say): no sign the peer is gone.
+    #[error("connection closed, peer still connected")]
+    ConnectionLost,
     /// The stream failed or the answer did not decode.
     #[error("{0}")]
     Other(String),

@@ -412,3 +412,101 @@ fn a_backlog_behind_an_attempt_that_ran_out_restarts_small() {
     assert_eq!(sizes, [2, 4, 8, 6], "{sizes:?}");
     assert_eq!(p.b.sizes().inbox_index, 20, "every message, once");
 }
+
+/// A live attempt lost with its connection while the peer stays connected (the peer
+/// closed its TCP connection for QUIC under the request) goes again at once on what
+/// is left, and the caller hears `delivered` — not `queued` for a peer that is right
+/// there. The resends are bounded: a peer that keeps losing them is left to the
+/// mailbox path.
+#[test]
+fn a_request_lost_with_its_connection_goes_again_while_the_peer_stays_connected() {
+    use interlink_delivery::SendFailure;
+    let send_one = |p: &mut pair::Pair| {
+        route_b(p, NOW);
+        let envelope = envelope(p, 1, NOW);
+        p.a.handle(
+            Input::Send {
+                caller: CallId(1),
+                envelope,
+                route: Some(PeerRef(2)),
+            },
+            NOW,
+        );
+    };
+    let request = |out: &[Output]| {
+        out.iter().find_map(|o| match o {
+            Output::SendRequest { req, envelopes, .. } => Some((*req, envelopes.clone())),
+            _ => None,
+        })
+    };
+
+    // Lost twice, answered the third time.
+    let mut p = pair();
+    send_one(&mut p);
+    let (mut req, mut envelopes) = request(&outputs(&mut p.a)).expect("sent live");
+    for lost in 0..2 {
+        p.a.handle(
+            Input::DeliverResponse {
+                req,
+                result: Err(SendFailure::ConnectionLost),
+            },
+            NOW + 1,
+        );
+        let out = outputs(&mut p.a);
+        assert!(
+            !out.iter().any(|o| matches!(
+                o,
+                Output::Reply { .. } | Output::PersistOutbox { .. } | Output::DhtPut { .. }
+            )),
+            "lost {lost}: neither answered nor held: {out:?}"
+        );
+        (req, envelopes) = request(&out).unwrap_or_else(|| panic!("lost {lost}: sent again"));
+    }
+    let response = answer_at_b(&mut p, InboundId(1), envelopes, NOW + 2).expect("answered");
+    p.a.handle(
+        Input::DeliverResponse {
+            req,
+            result: Ok(response),
+        },
+        NOW + 2,
+    );
+    let reply = outputs(&mut p.a).into_iter().find_map(|o| match o {
+        Output::Reply { outcome, .. } => Some(outcome),
+        _ => None,
+    });
+    assert_eq!(
+        reply,
+        Some(Ok(Outcome::Delivered {
+            to: p.addr_b.clone()
+        }))
+    );
+
+    // Lost every time: after the bound it is written and held, not sent again.
+    let mut p = pair();
+    send_one(&mut p);
+    let (mut req, _) = request(&outputs(&mut p.a)).expect("sent live");
+    for _ in 0..2 {
+        p.a.handle(
+            Input::DeliverResponse {
+                req,
+                result: Err(SendFailure::ConnectionLost),
+            },
+            NOW + 1,
+        );
+        (req, _) = request(&outputs(&mut p.a)).expect("sent again");
+    }
+    p.a.handle(
+        Input::DeliverResponse {
+            req,
+            result: Err(SendFailure::ConnectionLost),
+        },
+        NOW + 1,
+    );
+    let out = outputs(&mut p.a);
+    assert!(request(&out).is_none(), "bounded: {out:?}");
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::PersistOutbox { .. })),
+        "kept for the mailbox path: {out:?}"
+    );
+}

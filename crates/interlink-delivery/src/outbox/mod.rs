@@ -49,7 +49,17 @@ struct Pending {
     /// keeps the message; this is the latest publication that carries it
     /// (`outbox::confirm`).
     awaiting: Option<PutToken>,
+    /// Live attempts of it lost with their connection while the peer stayed connected
+    /// ([`SendFailure::ConnectionLost`]), each sent again at once: at most
+    /// [`MAX_LOST_RESENDS`].
+    lost: u8,
 }
+
+/// How often a message's live attempt is sent again at once after its connection
+/// closed under it while the peer stayed connected. The peer moving from TCP to QUIC
+/// closes one under a request it did not know of; the bound keeps a peer that keeps
+/// opening and closing connections from holding a message off the mailbox path.
+const MAX_LOST_RESENDS: u8 = 2;
 
 #[derive(Debug)]
 struct Flight {
@@ -119,6 +129,7 @@ impl Sender {
                     in_flight: false,
                     mailbox_only: false,
                     write_failed: None,
+                    lost: 0,
                     awaiting: None,
                 },
             );
@@ -200,6 +211,7 @@ impl Sender {
                 in_flight: false,
                 mailbox_only: false,
                 write_failed: None,
+                lost: 0,
                 awaiting: None,
             },
         );
@@ -300,6 +312,12 @@ impl Sender {
                 self.fail_unwritten(ctx, &f.ids);
                 return self.settle(ctx, &f.to, false);
             }
+            Err(SendFailure::ConnectionLost) if self.resend_lost(&f.ids) => {
+                // Not a failure of the peer: the same batch goes again on the
+                // connection that is left (the recipient receipts a copy it stored).
+                self.fail_unwritten(ctx, &f.ids);
+                return self.settle(ctx, &f.to, false);
+            }
             Err(_) => {
                 ctx.routes.failed(f.peer);
                 self.publish(ctx, &f.to);
@@ -331,6 +349,24 @@ impl Sender {
         }
         self.fail_unwritten(ctx, &f.ids);
         self.settle(ctx, &f.to, false);
+    }
+
+    /// Whether a batch lost with its connection goes again at once: every message in
+    /// it has a resend left (each is counted).
+    fn resend_lost(&mut self, ids: &[MsgId]) -> bool {
+        let left = ids.iter().all(|id| {
+            self.entries
+                .get(id)
+                .is_none_or(|p| p.lost < MAX_LOST_RESENDS)
+        });
+        if left {
+            for id in ids {
+                if let Some(p) = self.entries.get_mut(id) {
+                    p.lost += 1;
+                }
+            }
+        }
+        left
     }
 
     /// Answers the callers of messages whose outbox write failed during their live

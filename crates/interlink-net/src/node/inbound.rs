@@ -70,17 +70,17 @@ impl Actor {
                     .map(|r| r.refused.as_ref().map(|x| EngineRefusal::from_code(x.code)))
                     .collect(),
             }),
+            // Lost with its connection while the peer is still connected by another
+            // (the peer closed its TCP one for QUIC under this request, say): not a
+            // sign the peer is gone; the engine sends it again on what is left.
+            Err(libp2p::request_response::OutboundFailure::ConnectionClosed)
+                if self.swarm.is_connected(&peer) =>
+            {
+                Err(SendFailure::ConnectionLost)
+            }
             Err(error) => Err(Actor::live_failure(&error)),
         };
-        // Lost with its connection while the peer is still connected by another (one
-        // was closed, say, for a QUIC one): not a sign the peer is gone, so its live
-        // path stays open rather than waiting for the next ping.
-        let connected_still =
-            matches!(result, Err(SendFailure::Unreachable)) && self.swarm.is_connected(&peer);
         self.drive(Input::DeliverResponse { req, result });
-        if connected_still {
-            self.peer_alive(peer);
-        }
     }
 
     fn on_deliver_request(

@@ -20,7 +20,8 @@
 //! still counts them among the peer's connections and would hand a new request to one
 //! of them, so new live deliveries to the peer wait for that report (at most
 //! [`CLOSE_WAIT`]). A request that the peer itself has in flight on a closed connection
-//! fails there and takes the peer's mailbox path: late, never lost.
+//! fails there; the peer being connected still, it is sent again at once
+//! (`SendFailure::ConnectionLost`, a bounded number of times).
 //!
 //! Relays are left alone: their reservation lives on the connection it was made on
 //! (`relaying` reaches them over QUIC as well, keeping TCP).
