@@ -13,6 +13,7 @@ use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    interlink_net::memory::return_large_buffers();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // Store calls run on blocking threads; they queue behind one write lock anyway,

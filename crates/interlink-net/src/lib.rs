@@ -24,6 +24,7 @@ mod diagnostics;
 pub mod durable;
 pub mod gated;
 mod handle;
+pub mod memory;
 mod node;
 mod ports;
 pub mod probe;

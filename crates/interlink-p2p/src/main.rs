@@ -429,6 +429,7 @@ const EXIT_USAGE: u8 = 64;
 const DEFAULT_LOG_FILTER: &str = "warn,libp2p_kad::behaviour=error";
 
 fn main() -> ExitCode {
+    interlink_net::memory::return_large_buffers();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
