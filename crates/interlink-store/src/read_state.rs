@@ -20,10 +20,11 @@
 //! the genuine message acknowledged unread). A bare `"<msg id>"` in the file (version 1)
 //! stands for that id from any sender.
 //!
-//! Only the MCP server writes the file (atomically: temporary file, fsync, rename —
-//! without the fsyncs for messages pushed to the agent host, see [`Durability`]);
+//! Only the MCP server writes the file (atomically: temporary file, fsync, rename);
 //! `interlink-p2p wait` reads it to know what is unread. A missing file means nothing
-//! was consumed yet.
+//! was consumed yet. Messages pushed to the agent host are marked in `read.lazy`
+//! instead ([`Durability::Lazy`], `lazy`): every state written carries a generation,
+//! and the newest whole one of the two files is the state.
 //!
 //! Only `message` entries are shown to the agent; other kinds (pairing and goodbye
 //! notices the node records) count as consumed when the offset moves past them.
@@ -42,6 +43,8 @@ use crate::{
     files::{write_atomically, write_replacing},
     paths::SessionDir,
 };
+
+mod lazy;
 /// Most message ids acknowledged ahead of an older unread message that the state
 /// remembers; an acknowledgement beyond it is refused until older messages are
 /// acknowledged.
@@ -55,9 +58,10 @@ pub enum Durability {
     /// Synced before returning: the agent acknowledged these messages, and they must
     /// never be shown again, also after a crash.
     Synced,
-    /// Replaced atomically but not synced: messages handed to the agent host (channel
-    /// notifications). A crash of the machine may hand them over again (at least
-    /// once), which is cheaper than two fsyncs per message on the hot path.
+    /// Written in place into `read.lazy`, not synced: messages handed to the agent
+    /// host (channel notifications). A crash of the machine may hand them over again
+    /// (at least once), which is cheaper than fsyncs, or a rename, per message on the
+    /// hot path.
     Lazy,
 }
 
@@ -152,6 +156,10 @@ pub struct Acked {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct File {
     version: u32,
+    /// Which write this is: of `read.json` and `read.lazy`'s slots, the highest is the
+    /// state (0 in a file written before `read.lazy` existed).
+    #[serde(default)]
+    generation: u64,
     offset: u64,
     consumed: BTreeSet<String>,
 }
@@ -161,8 +169,56 @@ struct File {
 pub struct ReadState {
     inbox: PathBuf,
     path: PathBuf,
+    lazy: PathBuf,
+    generation: u64,
     offset: u64,
     consumed: BTreeSet<Key>,
+}
+
+/// The newest state of `read.json` (`path`) and the `read.lazy` beside it.
+fn load_file(path: &Path, lazy: &Path) -> Result<File, ReadStateError> {
+    let mut file = match std::fs::read(path) {
+        Ok(bytes) => {
+            serde_json::from_slice::<File>(&bytes).map_err(|source| ReadStateError::Invalid {
+                path: path.to_owned(),
+                source,
+            })?
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => File::default(),
+        Err(source) => {
+            return Err(ReadStateError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let newest = lazy::newest(lazy).map_err(|source| ReadStateError::Io {
+        path: lazy.to_owned(),
+        source,
+    })?;
+    if let Some((generation, bytes)) = newest
+        && generation > file.generation
+    {
+        // Whole (its digest matched), so a state that does not parse is a bug or a
+        // forgery of the owner's own file: said, like a damaged read.json.
+        file =
+            serde_json::from_slice::<File>(&bytes).map_err(|source| ReadStateError::Invalid {
+                path: lazy.to_owned(),
+                source,
+            })?;
+        file.generation = generation;
+    }
+    Ok(file)
+}
+
+/// The inbox's consumed offset in `dir` for the node's compaction (0 when the state
+/// cannot be read: nothing moves).
+pub(crate) fn consumed_offset(dir: &Path) -> u64 {
+    load_file(
+        &dir.join(crate::inbox::CONSUMED_CURSOR_FILE),
+        &dir.join(lazy::LAZY_FILE),
+    )
+    .map_or(0, |f| f.offset)
 }
 
 /// A message of the inbox: its sender (`None`: any, a version 1 entry) and id.
@@ -195,16 +251,8 @@ impl ReadState {
     /// Loads the state of the inbox in `session_dir` (a missing file: nothing read).
     pub fn load(session_dir: &SessionDir) -> Result<Self, ReadStateError> {
         let path = session_dir.read_state();
-        let file = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<File>(&bytes).map_err(|source| {
-                ReadStateError::Invalid {
-                    path: path.clone(),
-                    source,
-                }
-            })?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => File::default(),
-            Err(source) => return Err(ReadStateError::Io { path, source }),
-        };
+        let lazy = path.with_file_name(lazy::LAZY_FILE);
+        let file = load_file(&path, &lazy)?;
         let consumed = file.consumed.iter().filter_map(|k| parse_key(k)).collect();
         // The offset is checked against the inbox when it is read (one open per call,
         // on the hot path of every tool's footer): an inbox ending before it was
@@ -214,6 +262,8 @@ impl ReadState {
         Ok(Self {
             inbox: session_dir.inbox(),
             path,
+            lazy,
+            generation: file.generation,
             offset: file.offset,
             consumed,
         })
@@ -382,13 +432,15 @@ impl ReadState {
     }
 
     fn save(
-        &self,
+        &mut self,
         offset: u64,
         consumed: &BTreeSet<Key>,
         durability: Durability,
     ) -> Result<(), ReadStateError> {
+        let generation = self.generation + 1;
         let file = File {
             version: VERSION,
+            generation,
             offset,
             consumed: consumed.iter().map(key_text).collect(),
         };
@@ -396,14 +448,21 @@ impl ReadState {
             path: self.path.clone(),
             source,
         })?;
-        let write = match durability {
-            Durability::Synced => write_atomically,
-            Durability::Lazy => write_replacing,
+        let io_error = |path: &Path| {
+            let path = path.to_owned();
+            move |source| ReadStateError::Io { path, source }
         };
-        write(&self.path, &bytes).map_err(|source| ReadStateError::Io {
-            path: self.path.clone(),
-            source,
-        })
+        let in_slot = durability == Durability::Lazy
+            && lazy::write(&self.lazy, generation, &bytes).map_err(io_error(&self.lazy))?;
+        if !in_slot {
+            let write = match durability {
+                Durability::Synced => write_atomically,
+                Durability::Lazy => write_replacing,
+            };
+            write(&self.path, &bytes).map_err(io_error(&self.path))?;
+        }
+        self.generation = generation;
+        Ok(())
     }
 }
 

@@ -286,3 +286,122 @@ fn a_lazy_acknowledgement_is_as_visible_as_a_synced_one() {
         .collect();
     assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
 }
+
+fn inbox_of(dir: &Path, n: u8) {
+    let mut inbox = Inbox::open(dir, now_ms()).unwrap();
+    for i in 1..=n {
+        inbox
+            .append(id(i), &entry(id(i), EnvelopeKind::Message))
+            .unwrap();
+    }
+}
+
+fn unread_ids(dir: &Path) -> Vec<String> {
+    ids(&ReadState::load(&SessionDir::at(dir))
+        .unwrap()
+        .unread()
+        .unwrap())
+}
+
+/// A lazy mark (a channel push) neither replaces nor touches `read.json`: it goes
+/// into `read.lazy`, which every reader (a restart, the Stop hook, the compactor)
+/// reads too, and the newer of the two is the state, whichever way they were written.
+#[test]
+fn a_lazy_mark_leaves_read_json_alone_and_the_newest_state_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    inbox_of(dir.path(), 4);
+    let session = SessionDir::at(dir.path());
+    let mut state = ReadState::load(&session).unwrap();
+    state.acknowledge(&[id(1)]).unwrap();
+    let json = session.read_state();
+    let synced = std::fs::read(&json).unwrap();
+
+    ReadState::load(&session)
+        .unwrap()
+        .acknowledge_with(&[id(2)], Durability::Lazy)
+        .unwrap();
+    assert_eq!(
+        std::fs::read(&json).unwrap(),
+        synced,
+        "read.json not rewritten"
+    );
+    assert_eq!(
+        unread_ids(dir.path()),
+        [id(3).to_string(), id(4).to_string()]
+    );
+    let offset = consumed_offset(dir.path());
+    assert!(offset > 0, "the compactor sees the lazy offset");
+
+    // A synced acknowledgement after it writes read.json, newer than the slot.
+    ReadState::load(&session)
+        .unwrap()
+        .acknowledge(&[id(3)])
+        .unwrap();
+    assert_eq!(unread_ids(dir.path()), [id(4).to_string()]);
+    // And a lazy one after that is newer again.
+    ReadState::load(&session)
+        .unwrap()
+        .acknowledge_with(&[id(4)], Durability::Lazy)
+        .unwrap();
+    assert!(unread_ids(dir.path()).is_empty());
+}
+
+/// The newest slot torn (a machine crash mid-write): the state before it is read, so
+/// the message pushed since is pushed again — at least once, never lost, no error.
+#[test]
+fn a_torn_lazy_slot_gives_the_state_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    inbox_of(dir.path(), 3);
+    let session = SessionDir::at(dir.path());
+    for n in 1..=2 {
+        ReadState::load(&session)
+            .unwrap()
+            .acknowledge_with(&[id(n)], Durability::Lazy)
+            .unwrap();
+    }
+    assert_eq!(unread_ids(dir.path()), [id(3).to_string()]);
+    let path = dir.path().join(lazy::LAZY_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Generation 2 is in slot 0; tear its last byte.
+    let end = bytes[..lazy::SLOT_BYTES]
+        .iter()
+        .rposition(|b| *b != 0)
+        .unwrap();
+    bytes[end] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(
+        unread_ids(dir.path()),
+        [id(2).to_string(), id(3).to_string()]
+    );
+    // Marking goes on from there.
+    ReadState::load(&session)
+        .unwrap()
+        .acknowledge_with(&[id(2)], Durability::Lazy)
+        .unwrap();
+    assert_eq!(unread_ids(dir.path()), [id(3).to_string()]);
+}
+
+/// A state too large for a slot (many messages consumed out of order) goes to
+/// `read.json`, and a file written before `read.lazy` existed (no generation) loads.
+#[test]
+fn a_large_lazy_state_goes_to_read_json_and_an_old_file_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    inbox_of(dir.path(), 100);
+    let session = SessionDir::at(dir.path());
+    // Every other one of 100, the first left unread: 50 ids of 32 hex digits with
+    // their senders (about 100 bytes each) do not fit in a slot.
+    let odd: Vec<MsgId> = (1..=50).map(|i| id(2 * i)).collect();
+    ReadState::load(&session)
+        .unwrap()
+        .acknowledge_with(&odd, Durability::Lazy)
+        .unwrap();
+    assert!(!dir.path().join(lazy::LAZY_FILE).exists());
+    assert_eq!(unread_ids(dir.path()).len(), 50);
+
+    std::fs::write(
+        session.read_state(),
+        br#"{"version":2,"offset":0,"consumed":[]}"#,
+    )
+    .unwrap();
+    assert_eq!(unread_ids(dir.path()).len(), 100);
+}

@@ -2,7 +2,7 @@
 //! into the archive, under the reader rule of [`super::segment`].
 
 use std::{
-    fs::{self, File, OpenOptions},
+    fs::{File, OpenOptions},
     io::{self, BufRead as _, BufReader, Read as _, Seek as _, SeekFrom, Write as _},
     path::Path,
 };
@@ -11,8 +11,7 @@ use serde::Deserialize;
 use tracing::warn;
 
 use super::{
-    CONSUMED_CURSOR_FILE, HOT_RETENTION_MS, INDEX_FILE, Inbox, InboxError, MAX_ARCHIVE_BYTES,
-    open_hot,
+    HOT_RETENTION_MS, INDEX_FILE, Inbox, InboxError, MAX_ARCHIVE_BYTES, open_hot,
     segment::{Segment, archive_path, header_line},
 };
 
@@ -87,7 +86,8 @@ impl Inbox {
     /// line before the consumed cursor, then past lines older than the retention.
     fn compaction_cut(&self, now: u64) -> io::Result<u64> {
         let end = self.base + (self.len - self.header_len);
-        let consumed = read_consumed_cursor(&self.dir).clamp(self.base, end);
+        // The agent side's consumed cursor (0 when unreadable: nothing moves).
+        let consumed = crate::read_state::consumed_offset(&self.dir).clamp(self.base, end);
         let expired_before = now.saturating_sub(HOT_RETENTION_MS);
         let mut src = &self.file;
         src.seek(SeekFrom::Start(self.header_len))?;
@@ -204,16 +204,4 @@ pub(super) fn trim_archive(path: &Path, max: u64) -> io::Result<()> {
         io::copy(&mut src.take(rest), f)?;
         Ok(())
     })
-}
-
-/// The agent side's consumed cursor (0 when missing or unreadable: nothing moves).
-fn read_consumed_cursor(dir: &Path) -> u64 {
-    #[derive(Deserialize)]
-    struct Cursor {
-        offset: u64,
-    }
-    fs::read(dir.join(CONSUMED_CURSOR_FILE))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Cursor>(&b).ok())
-        .map_or(0, |c| c.offset)
 }
