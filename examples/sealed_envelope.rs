@@ -66,6 +66,7 @@ fn main() -> anyhow::Result<()> {
         ts: now,
         kind: EnvelopeKind::Message,
         in_reply_to: None,
+        also_about: Vec::new(),
         name: None,
         sealed: None,
         pass: None,

@@ -47,6 +47,7 @@ def write(target, name, data):
 for kind in ["announcement", "envelope", "receipt", "ack", "goodbye"]:
     write(kind, "vector", raw[kind + ".wire"])
 write("envelope", "knock-invite", raw["knock_invite.wire"])
+write("envelope", "host-queued-three", raw["host_queued_three.wire"])
 write("invite", "vector", vectors["invite.code"].encode())
 write("presence", "announcement", head(5, 1) + tstr("announcement") + bstr(raw["announcement.wire"]))
 write("presence", "goodbye", head(5, 1) + tstr("goodbye") + bstr(raw["goodbye.wire"]))

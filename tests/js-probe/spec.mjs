@@ -219,7 +219,11 @@ export function schemas (V) {
     envelope: [['v', v], ['sender', t.b(32)], ['sender_session', sessionId], ['recipient', t.b(32)],
       ['recipient_session', sessionId], ['msg_id', t.b(16)], ['ts', t.uint],
       ['kind', t.oneOf('message', 'knock', 'pair_accept', 'goodbye', 'read', 'host_queued', 'pass')],
-      ['in_reply_to', t.orNull(t.b(16))], ['name', t.orNull((s) => /^[A-Za-z0-9._-]{1,32}$/.test(s))],
+      ['in_reply_to', t.orNull(t.b(16))],
+      // Since version 10, optional: a receipt's further messages (1 to 63, distinct).
+      ['also_about', (a) => t.array(t.b(16))(a) && a.length >= 1 && a.length <= 63 &&
+        new Set(a.map(hex)).size === a.length, true],
+      ['name', t.orNull((s) => /^[A-Za-z0-9._-]{1,32}$/.test(s))],
       ['sealed', t.orNull(t.map([['enc', t.b(32)], ['ct', t.bytes]]))],
       ['pass', t.orNull(t.b(64))], ['reply_pass', t.orNull(t.b(64))]],
     sealedBody: [['text', (s) => typeof s === 'string' && utf8(s).length >= 1 && utf8(s).length <= 65536],

@@ -111,6 +111,25 @@ export async function checkVectors ({ version: V, vectors }) {
     reply_pass: null
   }))
 
+  // §4.3 (version 10): a host_queued envelope about three messages; `also_about` is
+  // encoded after `in_reply_to`.
+  const hostQueuedWire = S.wrap('envelope', bob, encode({
+    v: V,
+    sender: B,
+    sender_session: 'session-b',
+    recipient: A,
+    recipient_session: 'session-a',
+    msg_id: fill(0x77, 16),
+    ts: ts + 6,
+    kind: 'host_queued',
+    in_reply_to: fill(0x44, 16),
+    also_about: [fill(0x45, 16), fill(0x46, 16)],
+    name: null,
+    sealed: null,
+    pass: null,
+    reply_pass: null
+  }))
+
   const expect = {
     'alice.seed': alice,
     'alice.identity_key': A,
@@ -157,6 +176,7 @@ export async function checkVectors ({ version: V, vectors }) {
     // §8.1: the beacon as published, and its gossipsub message id.
     'invite.code': inviteCode,
     'knock_invite.wire': knockWire,
+    'host_queued_three.wire': hostQueuedWire,
     'presence_beacon.msg': beaconMsg,
     'gossip_id(presence_beacon.msg)': S.gossipId(beaconMsg)
   }
@@ -183,6 +203,8 @@ export async function checkVectors ({ version: V, vectors }) {
   const knock = S.openSigned(w('knock_invite.wire'), 'envelope', sch.envelope, 'sender', sch, 'envelope')
   const opened = await S.open(aSeal.kp, knock.body.sealed, S.sealAad(knock.body.msg_id, B, A))
   ensure(hex(opened) === hex(secret), 'knock: the invite secret opens')
+  const hq = S.openSigned(w('host_queued_three.wire'), 'envelope', sch.envelope, 'sender', sch, 'envelope')
+  ensure(hq.body.kind === 'host_queued' && hq.body.also_about.length === 2, 'host_queued: about three messages')
   const rcpt = S.openSigned(w('receipt.wire'), 'receipt', sch.receipt, 'recipient', sch, 'receipt')
   ensure(S.passValid(B, A, rcpt.body.pass), 'receipt: pass')
   S.shape(S.decode(w('receipt_request.wire'), 'receipt_request'), sch.receiptRequest, 'receipt_request')

@@ -47,6 +47,7 @@ fn envelope(from: &Identity, f: &Fixture, n: u64, rng: &mut ChaCha20Rng) -> Enve
         ts: NOW - 1000 + n,
         kind: EnvelopeKind::Message,
         in_reply_to: None,
+        also_about: Vec::new(),
         name: None,
         sealed: None,
         pass: None,

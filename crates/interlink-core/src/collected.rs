@@ -144,6 +144,7 @@ mod tests {
             ts: NOW,
             kind,
             in_reply_to: kind.is_receipt().then(|| MsgId::from_bytes([0; 16])),
+            also_about: Vec::new(),
             name: None,
             sealed: None,
             pass: None,

@@ -124,5 +124,8 @@ pub const MAX_PEERS: usize = 4096;
 pub const MAX_ROSTER_RESPONSE_BYTES: usize = 1024 * 1024;
 /// Most envelopes in one live delivery request.
 pub const MAX_DELIVER_BATCH: usize = 64;
+/// Most messages one `read` or `host_queued` envelope is about (`in_reply_to` and
+/// `also_about` together, version 10).
+pub const MAX_RECEIPT_IDS: usize = 64;
 /// Most envelope bytes packed into one live delivery request (one envelope may exceed it).
 pub const MAX_DELIVER_REQUEST_BYTES: usize = 1024 * 1024;

@@ -71,6 +71,7 @@ fn envelope_classed(
         ts,
         kind,
         in_reply_to: None,
+        also_about: Vec::new(),
         name: None,
         sealed: None,
         pass: with_pass.then(|| wire::MailboxPass::issue(to, &from.public())),

@@ -42,6 +42,7 @@ fn envelope(
         ts,
         kind,
         in_reply_to: kind.is_receipt().then(|| MsgId::from_bytes([0xee; 16])),
+        also_about: Vec::new(),
         name: matches!(kind, EnvelopeKind::Knock | EnvelopeKind::PairAccept)
             .then(|| "bob".to_string()),
         sealed: None,

@@ -89,6 +89,7 @@ fn vectors() -> Vec<(&'static str, String)> {
         ts: TS,
         kind: EnvelopeKind::Message,
         in_reply_to: None,
+        also_about: Vec::new(),
         name: None,
         sealed: None,
         pass: Some(MailboxPass::issue(&bob, &alice.public())),
@@ -196,6 +197,7 @@ fn vectors() -> Vec<(&'static str, String)> {
         ts: TS + 5,
         kind: EnvelopeKind::Knock,
         in_reply_to: None,
+        also_about: Vec::new(),
         name: Some("bob".into()),
         sealed: None,
         pass: None,
@@ -209,6 +211,29 @@ fn vectors() -> Vec<(&'static str, String)> {
         )
         .unwrap();
     let knock = Signed::sign(knock, &bob).unwrap();
+
+    // Bob's agent was handed three of Alice's messages: one `host_queued` envelope
+    // about all three (version 10).
+    let host_queued = Signed::sign(
+        Envelope {
+            v: VERSION,
+            sender: bob.public(),
+            sender_session: sb.clone(),
+            recipient: alice.public(),
+            recipient_session: sa.clone(),
+            msg_id: MsgId::from_bytes([0x77; 16]),
+            ts: TS + 6,
+            kind: EnvelopeKind::HostQueued,
+            in_reply_to: Some(MsgId::from_bytes([0x44; 16])),
+            also_about: vec![MsgId::from_bytes([0x45; 16]), MsgId::from_bytes([0x46; 16])],
+            name: None,
+            sealed: None,
+            pass: None,
+            reply_pass: None,
+        },
+        &bob,
+    )
+    .unwrap();
 
     vec![
         ("alice.seed", hex(&[0x11; 32])),
@@ -340,6 +365,7 @@ fn vectors() -> Vec<(&'static str, String)> {
         ),
         ("invite.code", invite.encode()),
         ("knock_invite.wire", hex(&knock.to_bytes())),
+        ("host_queued_three.wire", hex(&host_queued.to_bytes())),
         ("presence_beacon.msg", hex(&beacon_msg)),
         (
             "gossip_id(presence_beacon.msg)",
@@ -426,6 +452,9 @@ fn spec_vectors_decode_and_verify() {
         env.body().open_text(&bob.sealing_secret()).unwrap(),
         "hello bob"
     );
+    let receipt = Signed::<Envelope>::decode(&get("host_queued_three.wire")).unwrap();
+    assert_eq!(receipt.body().kind, EnvelopeKind::HostQueued);
+    assert_eq!(receipt.body().also_about.len(), 2);
     let knock = Signed::<Envelope>::decode(&get("knock_invite.wire")).unwrap();
     let alice_id = Identity::from_seed(&[0x11; 32]);
     assert_eq!(

@@ -105,6 +105,7 @@ mod tests {
             task_id: None,
             status: None,
             in_reply_to: None,
+            also_about: Vec::new(),
             sent_at: 0,
             received_at: 1,
             text: Some("hi".into()),

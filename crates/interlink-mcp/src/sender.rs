@@ -244,6 +244,7 @@ pub async fn send_pairing_with(
             task_id: None,
             status: None,
             in_reply_to: None,
+            also_about: Vec::new(),
             name: Some(name.to_owned()),
             group: None,
             invite,

@@ -249,6 +249,7 @@ pub(crate) async fn say_goodbye(ctx: &Context) {
                 task_id: None,
                 status: None,
                 in_reply_to: None,
+                also_about: Vec::new(),
                 name: None,
                 group: None,
                 invite: None,

@@ -82,6 +82,9 @@ pub struct OutgoingMessage {
     pub status: Option<interlink_core::wire::TaskStatus>,
     /// The message it answers.
     pub in_reply_to: Option<interlink_core::MsgId>,
+    /// Receipts only: the further messages the receipt is about (at most
+    /// [`interlink_core::limits::MAX_RECEIPT_IDS`] with `in_reply_to`).
+    pub also_about: Vec<interlink_core::MsgId>,
     /// Knocks and accepts: the name suggested for this identity.
     pub name: Option<String>,
     /// Messages only: the group it was sent to, sealed with the text (protocol
@@ -102,6 +105,7 @@ impl OutgoingMessage {
             task_id: None,
             status: None,
             in_reply_to: None,
+            also_about: Vec::new(),
             name: None,
             group: None,
             invite: None,

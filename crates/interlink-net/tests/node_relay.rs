@@ -473,6 +473,7 @@ fn mailbox_with_one(owner: &Identity, from: &Identity, body_bytes: usize) -> ([u
         ts: now,
         kind: EnvelopeKind::Message,
         in_reply_to: None,
+        also_about: Vec::new(),
         name: None,
         sealed: Some(Sealed {
             enc: ByteArray::new([7; 32]),

@@ -195,8 +195,15 @@ fn render(e: &InboxEntry, sender: &str, unread: bool) -> String {
                 .unwrap_or_default()
         )),
         EnvelopeKind::Knock => Some("asked to pair again".to_owned()),
-        EnvelopeKind::Read => Some("read your message".to_owned()),
-        EnvelopeKind::HostQueued => Some("handed your message to its agent".to_owned()),
+        EnvelopeKind::Read if e.also_about.is_empty() => Some("read your message".to_owned()),
+        EnvelopeKind::Read => Some(format!("read {} of your messages", 1 + e.also_about.len())),
+        EnvelopeKind::HostQueued if e.also_about.is_empty() => {
+            Some("handed your message to its agent".to_owned())
+        }
+        EnvelopeKind::HostQueued => Some(format!(
+            "handed {} of your messages to its agent",
+            1 + e.also_about.len()
+        )),
         EnvelopeKind::Goodbye => Some("its session closed".to_owned()),
         EnvelopeKind::Pass => Some("handed over its mailbox pass".to_owned()),
     };
@@ -204,6 +211,9 @@ fn render(e: &InboxEntry, sender: &str, unread: bool) -> String {
         head.push_str(&format!("  [{what}]"));
         if let Some(re) = &e.in_reply_to {
             head.push_str(&format!("  re {re}"));
+            for more in &e.also_about {
+                head.push_str(&format!(", {more}"));
+            }
         }
         return format!("{head}\n");
     }
@@ -293,6 +303,7 @@ mod tests {
             task_id: Some("t1".into()),
             status: None,
             in_reply_to: None,
+            also_about: Vec::new(),
             sent_at: 0,
             received_at: 1,
             text: Some(text.into()),

@@ -296,6 +296,7 @@ async fn confirm(
                 task_id: None,
                 status: None,
                 in_reply_to: None,
+                also_about: Vec::new(),
                 name: Some(name.to_owned()),
                 group: None,
                 invite: None,

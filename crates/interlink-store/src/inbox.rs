@@ -90,6 +90,10 @@ pub struct InboxEntry {
     pub status: Option<TaskStatus>,
     /// The message it answers.
     pub in_reply_to: Option<String>,
+    /// A receipt's further messages (version 10: one `read` or `host_queued` envelope
+    /// may be about up to 64).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_about: Vec<String>,
     /// When the sender sent it (ms since the Unix epoch).
     pub sent_at: u64,
     /// When it was written here (ms since the Unix epoch).

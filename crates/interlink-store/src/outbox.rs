@@ -215,6 +215,7 @@ mod tests {
             ts,
             kind: EnvelopeKind::Goodbye,
             in_reply_to: None,
+            also_about: Vec::new(),
             name: None,
             sealed: None,
             pass: None,

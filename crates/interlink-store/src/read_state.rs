@@ -485,6 +485,7 @@ pub mod testing {
             task_id: None,
             status: None,
             in_reply_to: None,
+            also_about: Vec::new(),
             sent_at: 1,
             received_at: 2,
             text: Some(format!("text {id}")),

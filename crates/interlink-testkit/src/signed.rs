@@ -46,6 +46,7 @@ pub fn envelope(
             ts,
             kind: EnvelopeKind::Message,
             in_reply_to: None,
+            also_about: Vec::new(),
             name: None,
             sealed: None,
             pass: None,

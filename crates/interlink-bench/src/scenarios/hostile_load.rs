@@ -334,6 +334,7 @@ fn copies() -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
                             ts: now + i as u64,
                             kind: EnvelopeKind::Message,
                             in_reply_to: None,
+                            also_about: Vec::new(),
                             name: None,
                             // Holders never open a body: opaque bytes of the right shape.
                             sealed: Some(Sealed {

@@ -9,7 +9,10 @@ use super::{
 };
 use crate::{
     identity::{IdentityKey, SealingKey, SealingSecret},
-    limits::{MAX_BODY_BYTES, MAX_ENVELOPE_BYTES, MAX_SEALED_BODY_BYTES, MAX_TASK_ID_BYTES},
+    limits::{
+        MAX_BODY_BYTES, MAX_ENVELOPE_BYTES, MAX_RECEIPT_IDS, MAX_SEALED_BODY_BYTES,
+        MAX_TASK_ID_BYTES,
+    },
     seal::{self, NONCE_BYTES, SealError, Sealed, TAG_BYTES},
     session::SessionId,
     sign::Domain,
@@ -90,6 +93,11 @@ pub struct Envelope {
     /// Receipts only (`read`, `host_queued`): the message they are about. A message
     /// says what it answers inside its sealed body ([`Body::in_reply_to`]).
     pub in_reply_to: Option<MsgId>,
+    /// Receipts only (version 10): the further messages the receipt is about, so one
+    /// envelope answers a burst (at most [`MAX_RECEIPT_IDS`] in all, distinct). Left
+    /// out of the encoding when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_about: Vec<MsgId>,
     /// Knock and pair-accept only: the name the sender suggests for itself.
     pub name: Option<String>,
     /// Message only: the sealed [`Body`] (its text, task and status, what it answers),
@@ -415,6 +423,28 @@ impl SignedBody for Envelope {
                 ));
             }
             _ => {}
+        }
+        if !self.also_about.is_empty() {
+            if !self.kind.is_receipt() {
+                return Err(invalid::<Self>("also_about", "is only for receipts"));
+            }
+            if self.also_about.len() >= MAX_RECEIPT_IDS {
+                return Err(invalid::<Self>(
+                    "also_about",
+                    format!(
+                        "names {} messages; a receipt is about at most {MAX_RECEIPT_IDS}",
+                        self.also_about.len() + 1
+                    ),
+                ));
+            }
+            let mut seen: std::collections::BTreeSet<MsgId> =
+                self.in_reply_to.into_iter().collect();
+            if !self.also_about.iter().all(|id| seen.insert(*id)) {
+                return Err(invalid::<Self>(
+                    "also_about",
+                    "names a message twice (or the one in_reply_to names)",
+                ));
+            }
         }
         if self.sender == self.recipient && self.sender_session == self.recipient_session {
             return Err(invalid::<Self>(

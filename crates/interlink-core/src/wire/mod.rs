@@ -71,9 +71,11 @@ use crate::{
 /// on a signed fetch. Version 6: the `host_inbox` delivery mode. Version 7: a roster
 /// fetch carries the requester's summary and is answered with only what it lacks, and
 /// a message's sealed body may name the group it was sent to ([`GroupTag`])
-/// Version 8: between changes a session re-announces by a beacon. Version 9: a knock may carry an invite's secret, sealed ([`Invite`])
-/// (PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 9;
+/// Version 8: between changes a session re-announces by a beacon. Version 9: a knock may
+/// carry an invite's secret, sealed ([`Invite`]). Version 10: a `read` or `host_queued`
+/// envelope may be about up to 64 messages ([`Envelope::also_about`]) (PROTOCOL.md,
+/// "Versions").
+pub const VERSION: u8 = 10;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

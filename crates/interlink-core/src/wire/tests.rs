@@ -54,6 +54,7 @@ pub(crate) fn bare_message(from: &Identity, to: &Identity, rng: &mut ChaCha20Rng
         ts: NOW,
         kind: EnvelopeKind::Message,
         in_reply_to: None,
+        also_about: Vec::new(),
         name: None,
         sealed: None,
         pass: None,
@@ -425,6 +426,55 @@ fn oversized_body_rejected() {
     let signed = Signed::sign(ok, &a).unwrap();
     assert!(signed.to_bytes().len() <= limits::MAX_ENVELOPE_BYTES);
     Signed::<Envelope>::decode(&signed.to_bytes()).unwrap();
+}
+
+/// A `read` or `host_queued` envelope may be about up to 64 messages (version 10):
+/// `also_about` beside `in_reply_to`, distinct, on receipts only; one about a single
+/// message leaves the key out, as version 9 encoded it.
+#[test]
+fn a_receipt_envelope_is_about_at_most_64_distinct_messages() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let id = |n: u8| MsgId::from_bytes([n; 16]);
+    let receipt = |more: Vec<MsgId>| {
+        let mut env = message(&a, &b, "x", &mut rng.clone());
+        env.kind = EnvelopeKind::HostQueued;
+        env.sealed = None;
+        env.in_reply_to = Some(id(0));
+        env.also_about = more;
+        env
+    };
+    let decode = |env: Envelope| -> Result<Signed<Envelope>, String> {
+        let bytes = Signed::sign(env, &a).map_err(|e| e.to_string())?.to_bytes();
+        Signed::<Envelope>::decode(&bytes).map_err(|e| e.to_string())
+    };
+    let one = Signed::sign(receipt(Vec::new()), &a).unwrap();
+    assert!(
+        !one.body_bytes().windows(10).any(|w| w == b"also_about"),
+        "left out when empty"
+    );
+    let all: Vec<MsgId> = (1..64).map(id).collect();
+    let back = decode(receipt(all.clone())).unwrap();
+    assert_eq!(back.body().also_about, all);
+    for (more, why) in [
+        ((1..=64).map(id).collect::<Vec<_>>(), "65 messages"),
+        (vec![id(1), id(1)], "one named twice"),
+        (vec![id(0)], "in_reply_to named again"),
+    ] {
+        let err = Signed::sign(receipt(more), &a).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("also_about")),
+            "{why}: {err:?}"
+        );
+    }
+    let mut not_a_receipt = message(&a, &b, "x", &mut rng);
+    not_a_receipt.also_about = vec![id(1)];
+    let err = Signed::sign(not_a_receipt, &a).err().map(|e| e.to_string());
+    assert!(
+        err.as_deref()
+            .is_some_and(|e| e.contains("only for receipts")),
+        "{err:?}"
+    );
 }
 
 proptest! {

@@ -62,6 +62,7 @@ fn forge_as(
         ts,
         kind: EnvelopeKind::Message,
         in_reply_to: None,
+        also_about: Vec::new(),
         name: None,
         sealed: Some(dummy_sealed()),
         pass: None,

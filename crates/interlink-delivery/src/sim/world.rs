@@ -477,6 +477,7 @@ impl World {
             ts,
             kind: EnvelopeKind::Message,
             in_reply_to: None,
+            also_about: Vec::new(),
             name: None,
             sealed: Some(dummy_sealed()),
             // Every sender of the world is paired with its recipient and holds its

@@ -450,6 +450,7 @@ pub(crate) fn outgoing(
         task_id: fields.task_id.clone(),
         status: fields.status,
         in_reply_to: fields.in_reply_to,
+        also_about: Vec::new(),
         name: None,
         group,
         invite: None,

@@ -345,6 +345,7 @@ mod tests {
             task_id: Some("t".into()),
             status: Some(TaskStatus::NeedsInput),
             in_reply_to: None,
+            also_about: Vec::new(),
             sent_at: 1,
             received_at: 2,
             text: Some("hi".into()),

@@ -283,22 +283,19 @@ async fn confirm(ctx: &Follow, accepted: &pairing::Accepted) {
     }
 }
 
-/// A receipt: the message it names was read, or handed to the agent host — if it went
-/// to the receipt's signer.
+/// A receipt: the messages it names (`in_reply_to` and `also_about`) were read, or
+/// handed to the agent host — each if it went to the receipt's signer.
 fn on_receipt(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
-    let Some(id) = e.in_reply_to.as_deref() else {
-        return;
-    };
     let now = interlink_net::now_ms();
-    let moved = {
-        let log = &mut ctx.state.lock().sent;
-        match e.kind {
+    let log = &mut ctx.state.lock().sent;
+    for id in e.in_reply_to.iter().chain(&e.also_about) {
+        let moved = match e.kind {
             EnvelopeKind::Read => log.mark_read(id, &sender, now),
             _ => log.mark_host_queued(id, &sender, now),
+        };
+        if moved {
+            debug!(msg_id = %id, kind = ?e.kind, "receipt");
         }
-    };
-    if moved {
-        debug!(msg_id = id, kind = ?e.kind, "receipt");
     }
 }
 

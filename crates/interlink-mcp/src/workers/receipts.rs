@@ -8,8 +8,16 @@
 //! session no longer on the roster is dropped; one for a session that does not answer
 //! waits in its mailbox like any envelope.
 
-use std::time::Duration;
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
 
+use interlink_core::{
+    MsgId,
+    limits::MAX_RECEIPT_IDS,
+    wire::{EnvelopeKind, SessionAddr},
+};
 use interlink_net::OutgoingMessage;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -61,29 +69,125 @@ pub(crate) async fn run(
                 continue;
             }
         };
-        for r in batch.drain(..) {
-            let msg = OutgoingMessage {
-                to: r.to.clone(),
-                kind: r.kind,
-                text: None,
-                task_id: None,
-                status: None,
-                in_reply_to: Some(r.msg_id),
-                name: None,
-                group: None,
-                invite: None,
-            };
+        for msg in envelopes(batch.drain(..)) {
             // Not awaited inline: a receipt to a slow session must not hold up the rest.
             while in_flight.len() >= RECEIPTS_IN_FLIGHT {
                 in_flight.join_next().await;
             }
             let handle = ready.handle.clone();
             in_flight.spawn(async move {
+                let (to, first) = (msg.to.clone(), msg.in_reply_to);
                 if let Err(e) = handle.send(msg).await {
-                    debug!(to = %r.to, msg_id = %r.msg_id, "read receipt not sent: {e}");
+                    debug!(%to, msg_id = ?first, "read receipt not sent: {e}");
                 }
             });
         }
         while in_flight.try_join_next().is_some() {}
+    }
+}
+
+/// One envelope per session and kind for the receipts gathered, each about at most
+/// [`MAX_RECEIPT_IDS`] messages (protocol version 10): a burst of pushed or acknowledged
+/// messages costs its sender one envelope to verify and store, not one per message.
+/// The order of first appearance is kept, and an id listed twice is named once.
+fn envelopes(receipts: impl Iterator<Item = ReadReceipt>) -> Vec<OutgoingMessage> {
+    let mut out: Vec<OutgoingMessage> = Vec::new();
+    let mut open: HashMap<(SessionAddr, EnvelopeKind), usize> = HashMap::new();
+    let mut named: HashSet<(SessionAddr, EnvelopeKind, MsgId)> = HashSet::new();
+    for r in receipts {
+        if !named.insert((r.to.clone(), r.kind, r.msg_id)) {
+            continue;
+        }
+        let key = (r.to.clone(), r.kind);
+        if let Some(&i) = open.get(&key) {
+            let msg = &mut out[i];
+            if msg.also_about.len() + 1 < MAX_RECEIPT_IDS {
+                msg.also_about.push(r.msg_id);
+                continue;
+            }
+        }
+        open.insert(key, out.len());
+        out.push(OutgoingMessage {
+            to: r.to,
+            kind: r.kind,
+            text: None,
+            task_id: None,
+            status: None,
+            in_reply_to: Some(r.msg_id),
+            also_about: Vec::new(),
+            name: None,
+            group: None,
+            invite: None,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use interlink_core::{Identity, SessionId};
+
+    use super::*;
+
+    fn to(n: u8) -> SessionAddr {
+        SessionAddr {
+            key: Identity::from_seed(&[n; 32]).public(),
+            session: SessionId::new("s").unwrap(),
+        }
+    }
+
+    fn receipt(n: u8, id: u64, kind: EnvelopeKind) -> ReadReceipt {
+        let mut b = [0; 16];
+        b[..8].copy_from_slice(&id.to_le_bytes());
+        ReadReceipt {
+            to: to(n),
+            msg_id: MsgId::from_bytes(b),
+            kind,
+        }
+    }
+
+    #[test]
+    fn a_burst_becomes_one_envelope_per_session_and_kind_of_at_most_64_ids() {
+        use EnvelopeKind::{HostQueued, Read};
+        let mut all = Vec::new();
+        for id in 0..100 {
+            all.push(receipt(1, id, HostQueued));
+        }
+        all.push(receipt(2, 0, HostQueued));
+        all.push(receipt(1, 0, Read));
+        all.push(receipt(1, 5, HostQueued)); // twice: named once
+        let out = envelopes(all.into_iter());
+        let shape: Vec<(u8, EnvelopeKind, usize)> = out
+            .iter()
+            .map(|m| {
+                let n = if m.to == to(1) { 1 } else { 2 };
+                (n, m.kind, 1 + m.also_about.len())
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (1, HostQueued, 64),
+                (1, HostQueued, 36),
+                (2, HostQueued, 1),
+                (1, Read, 1)
+            ]
+        );
+        // Each id once, in order.
+        let ids: Vec<MsgId> = out
+            .iter()
+            .filter(|m| m.to == to(1) && m.kind == HostQueued)
+            .flat_map(|m| {
+                m.in_reply_to
+                    .into_iter()
+                    .chain(m.also_about.iter().copied())
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            (0..100)
+                .map(|i| receipt(1, i, HostQueued).msg_id)
+                .collect::<Vec<_>>()
+        );
     }
 }

@@ -120,6 +120,7 @@ impl Actor {
             task_id: None,
             status: None,
             in_reply_to: None,
+            also_about: Vec::new(),
             name: None,
             group: None,
             invite: None,

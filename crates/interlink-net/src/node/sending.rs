@@ -95,6 +95,11 @@ impl Actor {
             // Only a receipt names its message in the clear; a message says what it
             // answers, its task and status inside the sealed body.
             in_reply_to: msg.in_reply_to.filter(|_| msg.kind.is_receipt()),
+            also_about: if msg.kind.is_receipt() {
+                msg.also_about.clone()
+            } else {
+                Vec::new()
+            },
             name: msg.name.clone(),
             sealed: None,
             pass,

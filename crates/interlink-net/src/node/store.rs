@@ -315,6 +315,7 @@ fn inbox_entry(env: &Signed<Envelope>, body: Option<Body>) -> InboxEntry {
         task_id,
         status,
         in_reply_to: answers.map(|m| m.to_string()),
+        also_about: b.also_about.iter().map(ToString::to_string).collect(),
         sent_at: b.ts,
         received_at: crate::now_ms(),
         text,

@@ -29,6 +29,7 @@ fn entry_from(sender: &str, id: MsgId, text: &str) -> InboxEntry {
         task_id: None,
         status: None,
         in_reply_to: None,
+        also_about: Vec::new(),
         sent_at: 1,
         received_at: now_ms(),
         text: Some(text.into()),
