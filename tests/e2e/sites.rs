@@ -131,6 +131,30 @@ async fn receive(session: &McpSession, want: usize) -> Vec<String> {
     }
 }
 
+/// Alice's session `a_id` on site A, and Bob's `b_id` on site B given Alice's LAN TCP
+/// address (`--bootstrap`), once Alice sees Bob.
+async fn routed_pair(
+    sites: &Sites,
+    vars: &[(String, String)],
+    (alice, bob): (&User, &User),
+    a_id: &str,
+    b_id: &str,
+) -> (McpSession, McpSession) {
+    let a = start(alice, sites, Site::A, vars, a_id, &[]).await;
+    let (_, who) = a.ok("whoami", json!({})).await.unwrap();
+    let a_tcp = who["listen_addrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|x| x.starts_with(&format!("/ip4/{}/tcp/", sites.addr(Site::A))))
+        .unwrap_or_else(|| panic!("Alice listens on her LAN: {who}"))
+        .to_owned();
+    let b = start(bob, sites, Site::B, vars, b_id, &["--bootstrap", &a_tcp]).await;
+    sees(&a, b_id).await;
+    (a, b)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_routed_network_loses_nothing_through_a_partition() {
     let test = "a_routed_network_loses_nothing_through_a_partition";
@@ -139,26 +163,7 @@ async fn a_routed_network_loses_nothing_through_a_partition() {
     };
     let vars = env(None);
     let (alice, bob) = pair(&sites, &vars);
-    let a = start(&alice, &sites, Site::A, &vars, "site-a", &[]).await;
-    let (_, who) = a.ok("whoami", json!({})).await.unwrap();
-    let a_addr = who["listen_addrs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .find(|x| x.starts_with(&format!("/ip4/{}/tcp/", sites.addr(Site::A))))
-        .unwrap_or_else(|| panic!("Alice listens on her LAN: {who}"))
-        .to_owned();
-    let b = start(
-        &bob,
-        &sites,
-        Site::B,
-        &vars,
-        "site-b",
-        &["--bootstrap", &a_addr],
-    )
-    .await;
-    sees(&a, "site-b").await;
+    let (a, b) = routed_pair(&sites, &vars, (&alice, &bob), "site-a", "site-b").await;
 
     let send = |i: usize| {
         let a = &a;
@@ -221,26 +226,7 @@ async fn messages_sent_while_the_peer_moves_to_quic_are_all_delivered() {
     let vars = env(None);
     let (alice, bob) = pair(&sites, &vars);
     sites.drop_udp(Site::A).unwrap();
-    let a = start(&alice, &sites, Site::A, &vars, "move-a", &[]).await;
-    let (_, who) = a.ok("whoami", json!({})).await.unwrap();
-    let a_tcp = who["listen_addrs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .find(|x| x.starts_with(&format!("/ip4/{}/tcp/", sites.addr(Site::A))))
-        .unwrap_or_else(|| panic!("Alice listens on her LAN: {who}"))
-        .to_owned();
-    let b = start(
-        &bob,
-        &sites,
-        Site::B,
-        &vars,
-        "move-b",
-        &["--bootstrap", &a_tcp],
-    )
-    .await;
-    sees(&a, "move-b").await;
+    let (a, b) = routed_pair(&sites, &vars, (&alice, &bob), "move-a", "move-b").await;
     let moved = |who: &Value| who["network"]["tcp_moved_to_quic"].as_u64().unwrap_or(0);
     let (_, who) = b.ok("whoami", json!({})).await.unwrap();
     assert_eq!(

@@ -440,11 +440,8 @@ fn a_request_lost_with_its_connection_goes_again_while_the_peer_stays_connected(
         })
     };
 
-    // Lost twice, answered the third time.
-    let mut p = pair();
-    send_one(&mut p);
-    let (mut req, mut envelopes) = request(&outputs(&mut p.a)).expect("sent live");
-    for lost in 0..2 {
+    // The connection under request `req` closed; A's outputs.
+    let lose = |p: &mut pair::Pair, req| {
         p.a.handle(
             Input::DeliverResponse {
                 req,
@@ -452,7 +449,15 @@ fn a_request_lost_with_its_connection_goes_again_while_the_peer_stays_connected(
             },
             NOW + 1,
         );
-        let out = outputs(&mut p.a);
+        outputs(&mut p.a)
+    };
+
+    // Lost twice, answered the third time.
+    let mut p = pair();
+    send_one(&mut p);
+    let (mut req, mut envelopes) = request(&outputs(&mut p.a)).expect("sent live");
+    for lost in 0..2 {
+        let out = lose(&mut p, req);
         assert!(
             !out.iter().any(|o| matches!(
                 o,
@@ -486,23 +491,9 @@ fn a_request_lost_with_its_connection_goes_again_while_the_peer_stays_connected(
     send_one(&mut p);
     let (mut req, _) = request(&outputs(&mut p.a)).expect("sent live");
     for _ in 0..2 {
-        p.a.handle(
-            Input::DeliverResponse {
-                req,
-                result: Err(SendFailure::ConnectionLost),
-            },
-            NOW + 1,
-        );
-        (req, _) = request(&outputs(&mut p.a)).expect("sent again");
+        (req, _) = request(&lose(&mut p, req)).expect("sent again");
     }
-    p.a.handle(
-        Input::DeliverResponse {
-            req,
-            result: Err(SendFailure::ConnectionLost),
-        },
-        NOW + 1,
-    );
-    let out = outputs(&mut p.a);
+    let out = lose(&mut p, req);
     assert!(request(&out).is_none(), "bounded: {out:?}");
     assert!(
         out.iter()
