@@ -6,7 +6,7 @@ mod pair;
 use interlink_core::Identity;
 use interlink_delivery::{CallId, Config, Engine, InboundId, Input, Outcome, Output, PeerRef};
 use interlink_testkit::signed;
-use pair::{NOW, answer_at_b, envelope, pair, route_b, settle, stored};
+use pair::{NOW, answer_at_b, envelope, pair, route_b, send, settle, stored};
 
 #[test]
 fn live_delivery_is_receipted_in_order() {
@@ -80,15 +80,7 @@ fn outputs(e: &mut Engine) -> Vec<Output> {
 #[test]
 fn a_message_delivered_live_is_never_written_to_the_outbox() {
     let mut p = pair();
-    let envelope = envelope(&mut p, 1, NOW);
-    p.a.handle(
-        Input::Send {
-            caller: CallId(1),
-            envelope,
-            route: Some(PeerRef(2)),
-        },
-        NOW,
-    );
+    send(&mut p, 1, Some(PeerRef(2)), NOW);
     let out = outputs(&mut p.a);
     assert!(
         out.iter().any(|o| matches!(o, Output::SendRequest { .. })),
@@ -423,15 +415,7 @@ fn a_request_lost_with_its_connection_goes_again_while_the_peer_stays_connected(
     use interlink_delivery::SendFailure;
     let send_one = |p: &mut pair::Pair| {
         route_b(p, NOW);
-        let envelope = envelope(p, 1, NOW);
-        p.a.handle(
-            Input::Send {
-                caller: CallId(1),
-                envelope,
-                route: Some(PeerRef(2)),
-            },
-            NOW,
-        );
+        send(p, 1, Some(PeerRef(2)), NOW);
     };
     let request = |out: &[Output]| {
         out.iter().find_map(|o| match o {

@@ -40,7 +40,7 @@ use interlink_core::{IdentityKey, MsgId, wire::EnvelopeKind};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    files::{write_atomically, write_replacing},
+    files::{JsonFileError, load_json, write_atomically, write_replacing},
     paths::SessionDir,
 };
 
@@ -177,21 +177,10 @@ pub struct ReadState {
 
 /// The newest state of `read.json` (`path`) and the `read.lazy` beside it.
 fn load_file(path: &Path, lazy: &Path) -> Result<File, ReadStateError> {
-    let mut file = match std::fs::read(path) {
-        Ok(bytes) => {
-            serde_json::from_slice::<File>(&bytes).map_err(|source| ReadStateError::Invalid {
-                path: path.to_owned(),
-                source,
-            })?
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => File::default(),
-        Err(source) => {
-            return Err(ReadStateError::Io {
-                path: path.to_owned(),
-                source,
-            });
-        }
-    };
+    let mut file = load_json::<File>(path).map_err(|e| match e {
+        JsonFileError::Io { path, source, .. } => ReadStateError::Io { path, source },
+        JsonFileError::Invalid { path, source } => ReadStateError::Invalid { path, source },
+    })?;
     let newest = lazy::newest(lazy).map_err(|source| ReadStateError::Io {
         path: lazy.to_owned(),
         source,

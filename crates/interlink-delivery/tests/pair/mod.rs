@@ -25,6 +25,19 @@ pub(crate) fn route_b(p: &mut Pair, now: u64) {
     );
 }
 
+/// A's caller `n` sends B message `n`, with `route` known (or not) to the caller.
+pub(crate) fn send(p: &mut Pair, n: u64, route: Option<PeerRef>, now: u64) {
+    let envelope = envelope(p, n, now);
+    p.a.handle(
+        Input::Send {
+            caller: CallId(n),
+            envelope,
+            route,
+        },
+        now,
+    );
+}
+
 /// `engine`'s outbox write of `entry` is done at once, as a shell's store thread
 /// answers.
 pub(crate) fn stored(engine: &mut Engine, entry: &OutboxEntry, now: u64) {
