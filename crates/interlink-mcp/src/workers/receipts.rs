@@ -1,10 +1,12 @@
 //! Receipts to senders: when the agent acknowledges messages (`read`), or when a
 //! message was handed to the agent host (`host_queued`: a channel push, a Codex turn).
 //!
-//! `acknowledge_messages` queues one [`ReadReceipt`] per newly consumed message on a
-//! bounded channel ([`crate::context::RECEIPT_QUEUE`]); this worker sends each as a `read` envelope
-//! (docs/PROTOCOL.md §4.3) to the session the message came from (its `reply_to`), so
-//! acknowledging never waits for the network. Sending is best effort: a receipt for a
+//! `acknowledge_messages` (and the channel, host-inbox and Codex workers) queue one
+//! [`ReadReceipt`] per message on a bounded channel ([`crate::context::RECEIPT_QUEUE`]);
+//! this worker gathers them for [`RECEIPT_LINGER`] and sends one `read` or `host_queued`
+//! envelope per session and kind, about up to 64 of them (docs/PROTOCOL.md §4.3), to the
+//! session the messages came from (their `reply_to`), so acknowledging never waits for
+//! the network. Sending is best effort: a receipt for a
 //! session no longer on the roster is dropped; one for a session that does not answer
 //! waits in its mailbox like any envelope.
 
