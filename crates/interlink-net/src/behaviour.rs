@@ -156,15 +156,15 @@ pub struct Behaviour {
     /// LAN discovery.
     pub mdns: Toggle<mdns::tokio::Behaviour>,
     /// Roster fetch on connect.
-    pub roster: request_response::cbor::Behaviour<RosterRequest, RosterResponse>,
+    pub roster: crate::cbor::Behaviour<RosterRequest, RosterResponse>,
     /// Live delivery of envelopes, answered with signed receipts.
-    pub deliver: request_response::cbor::Behaviour<DeliverRequest, DeliverResponse>,
+    pub deliver: crate::cbor::Behaviour<DeliverRequest, DeliverResponse>,
     /// Mailbox copies handed to a holder directly, and fetched back (relays).
     pub mailbox: request_response::Behaviour<
-        crate::gated::Gated<request_response::cbor::codec::Codec<MailboxRequest, MailboxResponse>>,
+        crate::gated::Gated<crate::cbor::Codec<MailboxRequest, MailboxResponse>>,
     >,
     /// Signed receipts for mail collected from a mailbox, to the sessions that sent it.
-    pub receipts: request_response::cbor::Behaviour<ReceiptRequest, ReceiptResponse>,
+    pub receipts: crate::cbor::Behaviour<ReceiptRequest, ReceiptResponse>,
     /// Circuit relay server (relay nodes only).
     pub relay_server: Toggle<relay::Behaviour>,
     /// Circuit relay client.
@@ -260,22 +260,19 @@ impl Behaviour {
         } else {
             None
         };
-        let roster = request_response::cbor::Behaviour::with_codec(
-            request_response::cbor::codec::Codec::default()
-                .set_request_size_maximum(RosterRequest::MAX_BYTES as u64)
-                .set_response_size_maximum(MAX_ROSTER_RESPONSE_BYTES as u64 + 1024),
+        let roster = request_response::Behaviour::with_codec(
+            crate::cbor::Codec::new(RosterRequest::MAX_BYTES, MAX_ROSTER_RESPONSE_BYTES + 1024),
             [(
                 protocol(network.roster_protocol())?,
                 request_response::ProtocolSupport::Full,
             )],
             request_response::Config::default().with_request_timeout(Duration::from_secs(10)),
         );
-        let deliver = request_response::cbor::Behaviour::with_codec(
-            request_response::cbor::codec::Codec::default()
-                .set_request_size_maximum(
-                    (MAX_DELIVER_REQUEST_BYTES + MAX_ENVELOPE_BYTES + 64 * 1024) as u64,
-                )
-                .set_response_size_maximum((MAX_DELIVER_BATCH * 2048) as u64),
+        let deliver = request_response::Behaviour::with_codec(
+            crate::cbor::Codec::new(
+                MAX_DELIVER_REQUEST_BYTES + MAX_ENVELOPE_BYTES + 64 * 1024,
+                MAX_DELIVER_BATCH * 2048,
+            ),
             [(
                 protocol(network.deliver_protocol())?,
                 request_response::ProtocolSupport::Full,
@@ -292,9 +289,10 @@ impl Behaviour {
             };
         let mailbox = request_response::Behaviour::with_codec(
             crate::gated::Gated::new(
-                request_response::cbor::codec::Codec::default()
-                    .set_request_size_maximum((MAX_MAILBOX_RECORD_BYTES + 64 * 1024) as u64)
-                    .set_response_size_maximum((MAX_MAILBOX_RECORD_BYTES + 64 * 1024) as u64),
+                crate::cbor::Codec::new(
+                    MAX_MAILBOX_RECORD_BYTES + 64 * 1024,
+                    MAX_MAILBOX_RECORD_BYTES + 64 * 1024,
+                ),
                 reads,
                 MAILBOX_UNREAD_PER_CONNECTION,
             ),
@@ -306,10 +304,8 @@ impl Behaviour {
                 .with_request_timeout(MAILBOX_REQUEST_TIMEOUT)
                 .with_max_concurrent_streams(config.mailbox_streams_per_connection.max(1)),
         );
-        let receipts = request_response::cbor::Behaviour::with_codec(
-            request_response::cbor::codec::Codec::default()
-                .set_request_size_maximum(MAX_RECEIPT_REQUEST_BYTES as u64)
-                .set_response_size_maximum(MAX_RECEIPT_RESPONSE_BYTES as u64),
+        let receipts = request_response::Behaviour::with_codec(
+            crate::cbor::Codec::new(MAX_RECEIPT_REQUEST_BYTES, MAX_RECEIPT_RESPONSE_BYTES),
             [(
                 protocol(network.receipt_protocol())?,
                 request_response::ProtocolSupport::Full,

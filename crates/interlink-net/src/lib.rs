@@ -19,7 +19,9 @@
 #![warn(missing_docs)]
 
 pub mod behaviour;
+pub mod cbor;
 pub mod config;
+mod corked;
 mod diagnostics;
 pub mod durable;
 pub mod gated;

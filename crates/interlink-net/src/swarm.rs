@@ -20,13 +20,13 @@ use libp2p::{
         transport::{
             DialOpts, ListenerId, MemoryTransport, PortUse, TransportError, TransportEvent,
         },
-        upgrade::Version,
+        upgrade::{NegotiationError, Version},
     },
     identity::Keypair,
     noise, tcp, yamux,
 };
 
-use crate::{Config, NetError, behaviour::Behaviour};
+use crate::{Config, NetError, behaviour::Behaviour, corked::Corked};
 
 /// Builds the swarm a session or observer runs on.
 pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, NetError> {
@@ -37,10 +37,11 @@ pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, Ne
         .with_other_transport(|key| {
             // The upgrade libp2p's own `with_tcp` builds (V1Lazy: the dialler sends its
             // first message with the protocol proposal, saving a round trip), over TCP
-            // that dials from fresh ports.
+            // that dials from fresh ports and sends each burst of frames at once.
             let tcp = FreshPortTcp(tcp::tokio::Transport::new(
                 tcp::Config::default().nodelay(true),
             ))
+            .map(|stream, _| Corked::new(stream))
             .upgrade(Version::V1Lazy)
             .authenticate(noise::Config::new(key)?)
             .multiplex(yamux::Config::default())
@@ -64,9 +65,39 @@ pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, Ne
                 .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
         })
         .map_err(|e| setup(&e))?
-        .with_swarm_config(|c| c.with_idle_connection_timeout(config.idle_connection_timeout))
+        .with_swarm_config(|c| {
+            c.with_idle_connection_timeout(config.idle_connection_timeout)
+                // Every stream the node opens proposes one protocol (gossipsub proposes
+                // its versions in turn, and only the last lazily), so the dialler can send
+                // its first message with the proposal instead of waiting a round trip
+                // for the confirmation: a live delivery is one round trip, not two.
+                .with_substream_upgrade_protocol_override(Version::V1Lazy)
+        })
         .build();
     Ok(swarm)
+}
+
+/// Whether a stream failed because the peer declined its protocol. With lazy
+/// negotiation the dialler learns it only when it reads the answer, so libp2p reports it
+/// as an I/O error (request-response: `OutboundFailure::Io`, not
+/// `UnsupportedProtocols`; ping: `Failure::Other`, not `Unsupported`).
+pub(crate) fn protocol_declined(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(NegotiationError::Failed) = error.downcast_ref::<NegotiationError>() {
+            return true;
+        }
+        // An `io::Error` made from another error hides it from `source()`.
+        if let Some(inner) = error
+            .downcast_ref::<io::Error>()
+            .and_then(|e| e.get_ref())
+            .and_then(|e| e.downcast_ref::<NegotiationError>())
+        {
+            return matches!(inner, NegotiationError::Failed);
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// How long data sent on a TCP connection may stay unacknowledged before the kernel

@@ -18,7 +18,9 @@ use interlink_net::{
     Config, DurableMailboxes, HeldCopy, Node, OutgoingMessage, Refusal, RelaySpec, Role,
     SendOutcome,
 };
-use interlink_testkit::node::{Peer, memory, raw_swarm, start, start_with, swarm, wait_roster};
+use interlink_testkit::node::{
+    Peer, memory, raw_swarm, raw_swarm_negotiating_first, start, start_with, swarm, wait_roster,
+};
 use libp2p::{Multiaddr, PeerId, multiaddr::Protocol};
 
 /// A durable store kept in memory: verifies and merges exactly as a relay must.
@@ -828,7 +830,9 @@ async fn a_peer_opening_too_many_deliver_streams_has_the_extra_ones_reset() {
         deliver_streams_per_connection: 100,
         ..Config::default()
     };
-    let mut greedy = raw_swarm(&config);
+    // All 40 streams stand open before any request arrives (a node's own swarm sends
+    // each request with its stream's proposal, so the victim would take them one by one).
+    let mut greedy = raw_swarm_negotiating_first(&config);
     greedy.add_peer_address(node_peer, node_addr);
     let sent = 40;
     for i in 0..sent {

@@ -36,6 +36,35 @@ pub fn raw_swarm(config: &Config) -> Swarm<Behaviour> {
     swarm(libp2p::identity::Keypair::generate_ed25519(), config)
 }
 
+/// [`raw_swarm`] on the in-process memory transport alone, negotiating each stream it
+/// opens before writing to it (multistream-select V1, where the node's own swarm sends
+/// its request with the proposal): a peer whose streams all stand open, negotiated,
+/// before the first request arrives.
+pub fn raw_swarm_negotiating_first(config: &Config) -> Swarm<Behaviour> {
+    use libp2p::{
+        Transport as _,
+        core::{muxing::StreamMuxerBox, transport::MemoryTransport, upgrade::Version},
+        noise, yamux,
+    };
+    libp2p::SwarmBuilder::with_new_identity()
+        .with_tokio()
+        .with_other_transport(|key| {
+            Ok(MemoryTransport::default()
+                .upgrade(Version::V1)
+                .authenticate(noise::Config::new(key)?)
+                .multiplex(yamux::Config::default())
+                .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer))))
+        })
+        .unwrap()
+        .with_behaviour(|key| Behaviour::new(key, config, None).unwrap())
+        .unwrap()
+        .with_swarm_config(|c| {
+            c.with_substream_upgrade_protocol_override(Version::V1)
+                .with_idle_connection_timeout(config.idle_connection_timeout)
+        })
+        .build()
+}
+
 /// A node of `role` under `config`, with the key [`key_for`] gives it.
 pub fn spawn(config: Config, role: Role) -> Node {
     let swarm = swarm(key_for(&role), &config);

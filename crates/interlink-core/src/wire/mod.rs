@@ -21,6 +21,7 @@ mod fetch;
 mod goodbye;
 mod group;
 mod invite;
+mod item;
 mod overlay;
 mod pass;
 mod receipt;
@@ -44,6 +45,7 @@ pub use invite::{
     INVITE_PREFIX, INVITE_SECRET_BYTES, INVITE_VERSION, Invite, InviteError, MAX_INVITE_ADDR_BYTES,
     MAX_INVITE_ADDRS, MAX_INVITE_CODE_CHARS,
 };
+pub use item::{ItemError, MAX_ITEM_DEPTH, item_len};
 pub use overlay::{
     DeliverRequest, DeliverResponse, DeliverResult, GOSSIP_ID_BYTES, MAX_PRESENCE_MESSAGE_BYTES,
     MAX_RECEIPT_REQUEST_BYTES, MAX_RECEIPT_RESPONSE_BYTES, MailboxOp, MailboxOutcome,

@@ -63,6 +63,7 @@ impl<Req, Resp> Exchange<Req, Resp> {
                 error,
                 ..
             } => {
+                let error = declined_as_unsupported(error);
                 debug!(%peer, %error, protocol, "request failed");
                 Some(Self::Ended {
                     peer,
@@ -76,5 +77,16 @@ impl<Req, Resp> Exchange<Req, Resp> {
             }
             request_response::Event::ResponseSent { .. } => None,
         }
+    }
+}
+
+/// A request the peer declined by protocol, as `UnsupportedProtocols` whichever way
+/// libp2p reported it (`crate::swarm::protocol_declined`).
+pub(crate) fn declined_as_unsupported(error: OutboundFailure) -> OutboundFailure {
+    match error {
+        OutboundFailure::Io(e) if crate::swarm::protocol_declined(&e) => {
+            OutboundFailure::UnsupportedProtocols
+        }
+        other => other,
     }
 }
