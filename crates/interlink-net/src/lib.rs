@@ -21,7 +21,6 @@
 pub mod behaviour;
 pub mod cbor;
 pub mod config;
-mod corked;
 mod diagnostics;
 pub mod durable;
 pub mod gated;

@@ -26,7 +26,7 @@ use libp2p::{
     noise, tcp, yamux,
 };
 
-use crate::{Config, NetError, behaviour::Behaviour, corked::Corked};
+use crate::{Config, NetError, behaviour::Behaviour};
 
 /// Builds the swarm a session or observer runs on.
 pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, NetError> {
@@ -37,11 +37,10 @@ pub fn build_swarm(key: Keypair, config: &Config) -> Result<Swarm<Behaviour>, Ne
         .with_other_transport(|key| {
             // The upgrade libp2p's own `with_tcp` builds (V1Lazy: the dialler sends its
             // first message with the protocol proposal, saving a round trip), over TCP
-            // that dials from fresh ports and sends each burst of frames at once.
+            // that dials from fresh ports.
             let tcp = FreshPortTcp(tcp::tokio::Transport::new(
                 tcp::Config::default().nodelay(true),
             ))
-            .map(|stream, _| Corked::new(stream))
             .upgrade(Version::V1Lazy)
             .authenticate(noise::Config::new(key)?)
             .multiplex(yamux::Config::default())
