@@ -12,6 +12,7 @@
 use std::{
     fs, io,
     path::{Path, PathBuf},
+    sync::{Mutex, PoisonError},
 };
 
 use interlink_core::trust::PeerPolicy;
@@ -54,8 +55,42 @@ from_json_file_error!(PolicyError);
 
 /// Reads the policy from `home`: a missing file is an empty policy; a file that cannot
 /// be read or parsed is an error naming it.
+///
+/// A session reads it on every send and every message it pushes to its agent, and it
+/// changes only when someone pairs or edits it: the last file read is kept, and taken
+/// again while the file's [`Stamp`] is the one it had before that read. (A change
+/// during the read leaves a newer stamp, so the next call reads again.) Editors replace
+/// the file, so its inode number tells a new version even within one timestamp tick;
+/// without one (Windows) every call reads.
 pub fn load(home: &Home) -> Result<PeerPolicy, PolicyError> {
-    Ok(load_json(&path(home))?)
+    let path = path(home);
+    let before = stamp(&path).filter(|s| s.inode != 0);
+    if let (Some(now), Some(read)) = (&before, last_read().as_ref())
+        && read.path == path
+        && read.stamp == *now
+    {
+        return Ok(read.policy.clone());
+    }
+    let policy: PeerPolicy = load_json(&path)?;
+    *last_read() = before.map(|stamp| LastRead {
+        path,
+        stamp,
+        policy: policy.clone(),
+    });
+    Ok(policy)
+}
+
+/// The peers file [`load`] read last, and its stamp before that read.
+struct LastRead {
+    path: PathBuf,
+    stamp: Stamp,
+    policy: PeerPolicy,
+}
+
+static LAST_READ: Mutex<Option<LastRead>> = Mutex::new(None);
+
+fn last_read() -> std::sync::MutexGuard<'static, Option<LastRead>> {
+    LAST_READ.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Changes the policy in `home` under the editors' lock: reads the current file, lets
@@ -139,6 +174,33 @@ mod tests {
             err.contains("peers.json") && err.contains("not a valid"),
             "{err}"
         );
+    }
+
+    /// The kept copy is taken only while the file is the one read: an edit, a write
+    /// in place, a broken file and a removed one are each seen at the next load.
+    #[test]
+    fn every_change_of_the_file_is_seen_at_the_next_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::new(dir.path());
+        edit::<_, Box<dyn std::error::Error>>(&home, |p| Ok(p.add("alice", KEY_A.parse()?)?))
+            .unwrap();
+        assert!(load(&home).unwrap().get("alice").is_some());
+        assert!(load(&home).unwrap().get("alice").is_some(), "kept");
+        edit::<_, Box<dyn std::error::Error>>(&home, |p| Ok(p.rename("alice", "al")?)).unwrap();
+        let again = load(&home).unwrap();
+        assert!(again.get("alice").is_none() && again.get("al").is_some());
+        let text = fs::read_to_string(path(&home))
+            .unwrap()
+            .replace("\"al\"", "\"bob\"");
+        fs::write(path(&home), text).unwrap();
+        assert!(load(&home).unwrap().get("bob").is_some(), "written in place");
+        fs::write(path(&home), "{not json").unwrap();
+        assert!(
+            load(&home).is_err(),
+            "a broken file is an error, not the kept copy"
+        );
+        fs::remove_file(path(&home)).unwrap();
+        assert!(load(&home).unwrap().is_empty());
     }
 
     #[test]
