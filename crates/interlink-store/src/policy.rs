@@ -193,7 +193,10 @@ mod tests {
             .unwrap()
             .replace("\"al\"", "\"bob\"");
         fs::write(path(&home), text).unwrap();
-        assert!(load(&home).unwrap().get("bob").is_some(), "written in place");
+        assert!(
+            load(&home).unwrap().get("bob").is_some(),
+            "written in place"
+        );
         fs::write(path(&home), "{not json").unwrap();
         assert!(
             load(&home).is_err(),
