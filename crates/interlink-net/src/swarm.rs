@@ -215,7 +215,10 @@ mod tests {
             network: Network::new(network).unwrap(),
             listen: vec![format!("/memory/{listen}").parse().unwrap()],
             mdns: false,
-            max_process_memory: None,
+            // Under Wine a process counts its mapped debug binary (~500 MB) as working
+            // set, and a session's 256 MiB cap would deny the connection
+            // (interlink_testkit::IN_PROCESS_MEMORY, which this crate cannot use).
+            max_process_memory: Some(8 << 30),
             ..Config::default()
         };
         let mut theirs =
