@@ -75,8 +75,7 @@ where
     where
         T: AsyncWrite + Unpin + Send,
     {
-        let bytes = encode(&req)?;
-        io.write_all(&bytes).await
+        write_item(io, req).await
     }
 
     async fn write_response<T>(
@@ -88,8 +87,7 @@ where
     where
         T: AsyncWrite + Unpin + Send,
     {
-        let bytes = encode(&resp)?;
-        io.write_all(&bytes).await
+        write_item(io, resp).await
     }
 }
 
@@ -139,8 +137,10 @@ fn decode<T: DeserializeOwned>(item: &[u8]) -> io::Result<T> {
     cbor4ii::serde::from_slice(item).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-fn encode<T: Serialize>(value: &T) -> io::Result<Vec<u8>> {
-    cbor4ii::serde::to_vec(Vec::new(), value).map_err(io::Error::other)
+/// Writes `value` as one CBOR item.
+async fn write_item<T: Serialize, W: AsyncWrite + Unpin>(io: &mut W, value: T) -> io::Result<()> {
+    let bytes = cbor4ii::serde::to_vec(Vec::new(), &value).map_err(io::Error::other)?;
+    io.write_all(&bytes).await
 }
 
 #[cfg(test)]

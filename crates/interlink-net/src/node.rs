@@ -65,7 +65,6 @@ const TICK: Duration = Duration::from_secs(1);
 const REPUBLISH: Duration = Duration::from_secs(300);
 /// After a retryable refusal, how long before the live path is tried again.
 const LIVE_RETRY: Duration = Duration::from_secs(5);
-pub(crate) use exchange::declined_as_unsupported;
 pub(crate) use roaming::{PING_INTERVAL, PING_TIMEOUT};
 /// How long shutdown keeps driving the swarm so the goodbye leaves.
 const GOODBYE_FLUSH: Duration = Duration::from_millis(300);

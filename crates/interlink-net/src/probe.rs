@@ -260,7 +260,7 @@ fn on_roster(
         request_response::Event::OutboundFailure { peer, error, .. }
             if state.target == Some(peer) =>
         {
-            Some(Err(match crate::node::declined_as_unsupported(error) {
+            Some(Err(match crate::swarm::declined_as_unsupported(error) {
                 request_response::OutboundFailure::UnsupportedProtocols => {
                     Error::NotInterlink(format!(
                         "{peer} identifies as {:?} but does not serve the roster",

@@ -99,6 +99,28 @@ pub(crate) fn protocol_declined(error: &(dyn std::error::Error + 'static)) -> bo
     false
 }
 
+/// A request the peer declined by protocol, as `UnsupportedProtocols` whichever way
+/// libp2p reported it.
+pub(crate) fn declined_as_unsupported(
+    error: libp2p::request_response::OutboundFailure,
+) -> libp2p::request_response::OutboundFailure {
+    use libp2p::request_response::OutboundFailure;
+    match error {
+        OutboundFailure::Io(e) if protocol_declined(&e) => OutboundFailure::UnsupportedProtocols,
+        other => other,
+    }
+}
+
+/// Whether a ping failed because the peer does not speak ping, whichever way libp2p
+/// reported it.
+pub(crate) fn ping_unsupported(failure: &libp2p::ping::Failure) -> bool {
+    match failure {
+        libp2p::ping::Failure::Unsupported => true,
+        libp2p::ping::Failure::Other { error } => protocol_declined(&**error),
+        _ => false,
+    }
+}
+
 /// How long data sent on a TCP connection may stay unacknowledged before the kernel
 /// closes it (`TCP_USER_TIMEOUT`, Linux). A peer that moved to another network leaves
 /// its connections ESTABLISHED, retransmitting into nothing for about 16 minutes; the
@@ -261,7 +283,7 @@ mod tests {
         );
         assert!(
             matches!(
-                crate::node::declined_as_unsupported(failure),
+                declined_as_unsupported(failure),
                 request_response::OutboundFailure::UnsupportedProtocols
             ),
             "a declined protocol"

@@ -358,8 +358,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                 }
             }
             // A peer that does not speak ping (the JS interop probe) is not dead.
-            Err(ping::Failure::Unsupported) => debug!(%peer, "peer does not answer pings"),
-            Err(ping::Failure::Other { error }) if crate::swarm::protocol_declined(&*error) => {
+            Err(e) if crate::swarm::ping_unsupported(&e) => {
                 debug!(%peer, "peer does not answer pings")
             }
             Err(e) => actor.on_ping_failed(peer, connection, &e),

@@ -63,7 +63,7 @@ impl<Req, Resp> Exchange<Req, Resp> {
                 error,
                 ..
             } => {
-                let error = declined_as_unsupported(error);
+                let error = crate::swarm::declined_as_unsupported(error);
                 debug!(%peer, %error, protocol, "request failed");
                 Some(Self::Ended {
                     peer,
@@ -77,16 +77,5 @@ impl<Req, Resp> Exchange<Req, Resp> {
             }
             request_response::Event::ResponseSent { .. } => None,
         }
-    }
-}
-
-/// A request the peer declined by protocol, as `UnsupportedProtocols` whichever way
-/// libp2p reported it (`crate::swarm::protocol_declined`).
-pub(crate) fn declined_as_unsupported(error: OutboundFailure) -> OutboundFailure {
-    match error {
-        OutboundFailure::Io(e) if crate::swarm::protocol_declined(&e) => {
-            OutboundFailure::UnsupportedProtocols
-        }
-        other => other,
     }
 }
