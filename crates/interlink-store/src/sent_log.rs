@@ -10,7 +10,10 @@
 //! cheap, so the server saves it in the background a moment after a change
 //! ([`crate::serve`]) rather than on every send.
 
-use std::{collections::VecDeque, io};
+use std::{
+    collections::{HashSet, VecDeque},
+    io,
+};
 
 use interlink_core::{IdentityKey, wire::SessionAddr};
 use serde::{Deserialize, Serialize};
@@ -130,6 +133,9 @@ struct File {
 #[derive(Debug, Default)]
 pub struct SentLog {
     entries: VecDeque<SentEntry>,
+    /// The ids in `entries`: every send records one, and a scan of the whole log to
+    /// find it absent was most of what recording cost.
+    ids: HashSet<String>,
     dirty: bool,
 }
 
@@ -141,10 +147,14 @@ impl SentLog {
             .and_then(|b| serde_json::from_slice::<File>(&b).ok())
             .map(|f| f.sent)
             .unwrap_or_default();
-        Self {
-            entries,
-            dirty: false,
+        // Recorded one by one, so the file is held to the log's rules (one entry per id,
+        // at most MAX_SENT) whatever wrote it.
+        let mut log = Self::default();
+        for entry in entries {
+            log.record(entry);
         }
+        log.dirty = false;
+        log
     }
 
     /// Writes the log if it changed since the last save.
@@ -188,12 +198,32 @@ impl SentLog {
 
     /// Adds a sent message, dropping the oldest beyond [`MAX_SENT`].
     pub fn record(&mut self, entry: SentEntry) {
-        self.entries.retain(|e| e.msg_id != entry.msg_id);
+        if !self.ids.insert(entry.msg_id.clone()) {
+            self.entries.retain(|e| e.msg_id != entry.msg_id);
+        }
         self.entries.push_back(entry);
         while self.entries.len() > MAX_SENT {
-            self.entries.pop_front();
+            if let Some(oldest) = self.entries.pop_front() {
+                self.ids.remove(&oldest.msg_id);
+            }
         }
         self.dirty = true;
+    }
+
+    /// The entry of `msg_id` that `matches`, searched newest first: receipts come
+    /// for what was sent last.
+    fn newest_mut(
+        &mut self,
+        msg_id: &str,
+        matches: impl Fn(&SentEntry) -> bool,
+    ) -> Option<&mut SentEntry> {
+        if !self.ids.contains(msg_id) {
+            return None;
+        }
+        self.entries
+            .iter_mut()
+            .rev()
+            .find(|e| e.msg_id == msg_id && matches(e))
     }
 
     /// The recipient session `by` receipted `msg_id` (after it was queued): marks it
@@ -201,11 +231,9 @@ impl SentLog {
     /// signer holds the id, so one from any other session does not count.
     pub fn mark_delivered(&mut self, msg_id: &str, by: &SessionAddr, now: u64) -> bool {
         let key = by.key.to_hex();
-        match self
-            .entries
-            .iter_mut()
-            .find(|e| e.msg_id == msg_id && e.to_key == key && e.to_session == by.session.as_str())
-        {
+        match self.newest_mut(msg_id, |e| {
+            e.to_key == key && e.to_session == by.session.as_str()
+        }) {
             Some(e) if e.state <= State::NotKept => {
                 e.state = State::Delivered;
                 e.delivered_at = Some(now);
@@ -220,11 +248,9 @@ impl SentLog {
     /// marks it `not_kept` with `reason` if it is still only queued.
     pub fn mark_not_kept(&mut self, msg_id: &str, to: &SessionAddr, reason: &str) -> bool {
         let key = to.key.to_hex();
-        match self
-            .entries
-            .iter_mut()
-            .find(|e| e.msg_id == msg_id && e.to_key == key && e.to_session == to.session.as_str())
-        {
+        match self.newest_mut(msg_id, |e| {
+            e.to_key == key && e.to_session == to.session.as_str()
+        }) {
             Some(e) if e.state == State::Queued => {
                 e.state = State::NotKept;
                 e.not_kept = Some(reason.to_owned());
@@ -240,11 +266,7 @@ impl SentLog {
     /// whose delivered receipt never came (or comes later) gets its delivery time now.
     pub fn mark_host_queued(&mut self, msg_id: &str, by: &IdentityKey, now: u64) -> bool {
         let by = by.to_hex();
-        match self
-            .entries
-            .iter_mut()
-            .find(|e| e.msg_id == msg_id && e.to_key == by)
-        {
+        match self.newest_mut(msg_id, |e| e.to_key == by) {
             Some(e) if e.state < State::HostQueued => {
                 e.delivered_at.get_or_insert(now);
                 e.state = State::HostQueued;
@@ -259,11 +281,7 @@ impl SentLog {
     /// Read implies delivered: the delivery time is set too if it was never marked.
     pub fn mark_read(&mut self, msg_id: &str, by: &IdentityKey, now: u64) -> bool {
         let by = by.to_hex();
-        match self
-            .entries
-            .iter_mut()
-            .find(|e| e.msg_id == msg_id && e.to_key == by)
-        {
+        match self.newest_mut(msg_id, |e| e.to_key == by) {
             Some(e) if e.state != State::Read => {
                 e.delivered_at.get_or_insert(now);
                 e.state = State::Read;
@@ -277,7 +295,10 @@ impl SentLog {
 
     /// The entry for `msg_id`.
     pub fn get(&self, msg_id: &str) -> Option<&SentEntry> {
-        self.entries.iter().find(|e| e.msg_id == msg_id)
+        if !self.ids.contains(msg_id) {
+            return None;
+        }
+        self.entries.iter().rev().find(|e| e.msg_id == msg_id)
     }
 
     /// The copies this session sent in group thread `thread`, oldest first: every
@@ -428,5 +449,49 @@ mod tests {
         let mut e = entry(9, &bob);
         e.set_text(&"é".repeat(MAX_SENT_TEXT));
         assert!(e.truncated && e.text.len() <= MAX_SENT_TEXT);
+    }
+
+    #[test]
+    fn an_id_recorded_again_replaces_its_entry_and_an_evicted_id_is_forgotten() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SessionDir::at(tmp.path());
+        let bob = Identity::from_seed(&[2; 32]).public();
+        let mut log = SentLog::default();
+        for i in 0..MAX_SENT {
+            log.record(entry(i, &bob));
+        }
+        // Recorded again (a queued copy receipted, say): one entry, now the newest.
+        let mut again = entry(3, &bob);
+        again.state = State::Delivered;
+        log.record(again);
+        assert_eq!(log.iter().count(), MAX_SENT);
+        assert_eq!(log.iter().filter(|e| e.sent_at == 3).count(), 1);
+        assert_eq!(log.iter().last().unwrap().state, State::Delivered);
+        // The oldest is pushed out by the next one, and with it every way to find it.
+        let oldest = format!("{:032x}", 0);
+        log.record(entry(MAX_SENT, &bob));
+        assert!(log.get(&oldest).is_none());
+        assert!(!log.mark_delivered(&oldest, &addr(&bob, "s"), 1));
+        // Sent again under the same id after it was pushed out: found again.
+        log.record(entry(0, &bob));
+        assert!(log.mark_delivered(&oldest, &addr(&bob, "s"), 1));
+        // The index holds what the log holds, no more: it is bounded with it.
+        assert_eq!(log.ids.len(), MAX_SENT);
+        assert!(log.entries.iter().all(|e| log.ids.contains(&e.msg_id)));
+        // A file that holds an id twice (written by hand, say) loads as one entry each,
+        // the later one kept.
+        let mut twice: VecDeque<SentEntry> = [entry(7, &bob), entry(8, &bob)].into();
+        let mut later = entry(7, &bob);
+        later.state = State::Read;
+        twice.push_back(later);
+        let file = File {
+            version: VERSION,
+            sent: twice,
+        };
+        SentLog::write(&dir, &serde_json::to_vec(&file).unwrap()).unwrap();
+        let loaded = SentLog::load(&dir);
+        assert_eq!(loaded.iter().count(), 2);
+        assert_eq!(loaded.get(&format!("{:032x}", 7)).unwrap().state, State::Read);
+        assert!(!loaded.is_dirty());
     }
 }
