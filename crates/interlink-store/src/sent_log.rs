@@ -491,7 +491,10 @@ mod tests {
         SentLog::write(&dir, &serde_json::to_vec(&file).unwrap()).unwrap();
         let loaded = SentLog::load(&dir);
         assert_eq!(loaded.iter().count(), 2);
-        assert_eq!(loaded.get(&format!("{:032x}", 7)).unwrap().state, State::Read);
+        assert_eq!(
+            loaded.get(&format!("{:032x}", 7)).unwrap().state,
+            State::Read
+        );
         assert!(!loaded.is_dirty());
     }
 }
