@@ -54,6 +54,12 @@ impl Network {
         format!("/interlink-p2p/{}/deliver/{VERSION}", self.0)
     }
 
+    /// Stream protocol carrying live delivery requests and their answers one after
+    /// another on one kept stream (PROTOCOL §8.3).
+    pub fn deliver_stream_protocol(&self) -> String {
+        format!("/interlink-p2p/{}/deliver-stream/{VERSION}", self.0)
+    }
+
     /// Request-response protocol for handing a mailbox copy to a holder directly (relays)
     /// and fetching one back.
     pub fn mailbox_protocol(&self) -> String {

@@ -112,6 +112,13 @@ pub mod relay_limits {
 /// How long a mailbox `hold` or `fetch` may take (a relay commits to disk first).
 pub const MAILBOX_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Most bytes of one encoded live delivery request: the envelopes' limit, one envelope
+/// over it (a single large one goes alone), and the wrapping.
+pub const MAX_DELIVER_REQUEST_ITEM_BYTES: usize =
+    MAX_DELIVER_REQUEST_BYTES + MAX_ENVELOPE_BYTES + 64 * 1024;
+/// Most bytes of one encoded live delivery response.
+pub const MAX_DELIVER_RESPONSE_ITEM_BYTES: usize = MAX_DELIVER_BATCH * 2048;
+
 /// How long one live delivery attempt may take. Short on purpose: a recipient that
 /// does not answer within it is treated as asleep and the message is queued instead.
 pub const LIVE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -159,6 +166,9 @@ pub struct Behaviour {
     pub roster: crate::cbor::Behaviour<RosterRequest, RosterResponse>,
     /// Live delivery of envelopes, answered with signed receipts.
     pub deliver: crate::cbor::Behaviour<DeliverRequest, DeliverResponse>,
+    /// Live delivery on one kept stream per peer (`node::live_stream`); `deliver` is
+    /// the way for what that stream cannot carry.
+    pub streams: libp2p_stream::Behaviour,
     /// Mailbox copies handed to a holder directly, and fetched back (relays).
     pub mailbox: request_response::Behaviour<
         crate::gated::Gated<crate::cbor::Codec<MailboxRequest, MailboxResponse>>,
@@ -270,8 +280,8 @@ impl Behaviour {
         );
         let deliver = request_response::Behaviour::with_codec(
             crate::cbor::Codec::new(
-                MAX_DELIVER_REQUEST_BYTES + MAX_ENVELOPE_BYTES + 64 * 1024,
-                MAX_DELIVER_BATCH * 2048,
+                MAX_DELIVER_REQUEST_ITEM_BYTES,
+                MAX_DELIVER_RESPONSE_ITEM_BYTES,
             ),
             [(
                 protocol(network.deliver_protocol())?,
@@ -364,6 +374,7 @@ impl Behaviour {
             mdns: mdns.into(),
             roster,
             deliver,
+            streams: libp2p_stream::Behaviour::new(),
             relay_client: relay_client.into(),
             dcutr: has_relay.then(|| dcutr::Behaviour::new(peer_id)).into(),
             // Relays serve AutoNAT probes (they are the peers outside a session's NAT);

@@ -97,40 +97,107 @@ where
     T: DeserializeOwned,
     R: AsyncRead + Unpin,
 {
-    // `buf[..filled]` has been read; the rest of `buf` is room for the next read,
-    // zeroed once when the buffer grows (doubling, up to the limit).
-    let mut buf = Vec::new();
-    let mut filled = 0;
-    loop {
-        if filled == buf.len() {
-            if filled == limit {
+    ItemReader::default().next(io, limit).await
+}
+
+/// Reads CBOR items one after another from a stream, keeping what a read brought past
+/// the end of one item for the next.
+#[derive(Debug, Default)]
+pub(crate) struct ItemReader {
+    /// `buf[..filled]` has been read; the rest of `buf` is room for the next read,
+    /// zeroed once when the buffer grows (doubling, up to the limit).
+    buf: Vec<u8>,
+    filled: usize,
+}
+
+impl ItemReader {
+    /// The next item, of at most `limit` bytes.
+    pub(crate) async fn next<T, R>(&mut self, io: &mut R, limit: usize) -> io::Result<T>
+    where
+        T: DeserializeOwned,
+        R: AsyncRead + Unpin,
+    {
+        loop {
+            if self.filled > 0 {
+                match item_len(&self.buf[..self.filled]) {
+                    Ok(None) => {}
+                    Ok(Some(len)) if len > limit => return Err(too_large(limit)),
+                    Ok(Some(len)) => {
+                        let item = decode(&self.buf[..len]);
+                        self.buf.copy_within(len..self.filled, 0);
+                        self.filled -= len;
+                        return item;
+                    }
+                    Err(e @ (ItemError::Malformed(_) | ItemError::TooDeep)) => {
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                    }
+                }
+            }
+            if self.filled == self.buf.len() {
+                if self.filled >= limit {
+                    return Err(too_large(limit));
+                }
+                let grow = self.filled.max(FIRST_READ).min(limit - self.filled);
+                self.buf.resize(self.filled + grow, 0);
+            }
+            let read = io.read(&mut self.buf[self.filled..]).await?;
+            if read == 0 {
                 return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("message larger than {limit} bytes"),
+                    io::ErrorKind::UnexpectedEof,
+                    if self.filled == 0 {
+                        "the stream ended with no message".to_owned()
+                    } else {
+                        format!("the stream ended {} bytes into a message", self.filled)
+                    },
                 ));
             }
-            buf.resize(filled + filled.max(FIRST_READ).min(limit - filled), 0);
-        }
-        let read = io.read(&mut buf[filled..]).await?;
-        if read == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                if filled == 0 {
-                    "the stream ended with no message".to_owned()
-                } else {
-                    format!("the stream ended {filled} bytes into a message")
-                },
-            ));
-        }
-        filled += read;
-        match item_len(&buf[..filled]) {
-            Ok(None) => continue,
-            Ok(Some(len)) => return decode(&buf[..len]),
-            Err(e @ (ItemError::Malformed(_) | ItemError::TooDeep)) => {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
-            }
+            self.filled += read;
         }
     }
+}
+
+impl ItemReader {
+    /// The next item, of at most `limit` bytes, however long the stream stays quiet
+    /// before it begins, and within `within` once it has.
+    pub(crate) async fn next_within<T, R>(
+        &mut self,
+        io: &mut R,
+        limit: usize,
+        within: std::time::Duration,
+    ) -> io::Result<T>
+    where
+        T: DeserializeOwned,
+        R: AsyncRead + Unpin,
+    {
+        if self.filled == 0 {
+            if self.buf.is_empty() {
+                self.buf.resize(FIRST_READ.min(limit.max(1)), 0);
+            }
+            let read = io.read(&mut self.buf).await?;
+            if read == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the stream ended with no message",
+                ));
+            }
+            self.filled = read;
+        }
+        tokio::time::timeout(within, self.next(io, limit))
+            .await
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("a message not complete within {within:?}"),
+                )
+            })?
+    }
+}
+
+fn too_large(limit: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("message larger than {limit} bytes"),
+    )
 }
 
 fn decode<T: DeserializeOwned>(item: &[u8]) -> io::Result<T> {
@@ -138,7 +205,10 @@ fn decode<T: DeserializeOwned>(item: &[u8]) -> io::Result<T> {
 }
 
 /// Writes `value` as one CBOR item.
-async fn write_item<T: Serialize, W: AsyncWrite + Unpin>(io: &mut W, value: T) -> io::Result<()> {
+pub(crate) async fn write_item<T: Serialize, W: AsyncWrite + Unpin>(
+    io: &mut W,
+    value: T,
+) -> io::Result<()> {
     let bytes = cbor4ii::serde::to_vec(Vec::new(), &value).map_err(io::Error::other)?;
     io.write_all(&bytes).await
 }

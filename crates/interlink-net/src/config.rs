@@ -97,6 +97,10 @@ pub struct Config {
     /// ([`crate::behaviour::DELIVER_STREAMS_PER_CONNECTION`]; a test's attacker raises
     /// it, as a hostile build would).
     pub deliver_streams_per_connection: usize,
+    /// Whether live delivery uses a kept stream per peer (`node::live_stream`) where
+    /// the peer speaks it; off, every delivery is a request, as an older node sends
+    /// (tests of the fallback turn it off).
+    pub live_streams: bool,
     /// Relays: what copies from one source network may add to the store at once before
     /// only the hourly refill is left (`node::budgets::NETWORK_GROWTH_BURST`).
     pub network_growth_burst: u64,
@@ -158,6 +162,7 @@ impl Default for Config {
             max_process_memory: None,
             mailbox_streams_per_connection: crate::behaviour::MAILBOX_STREAMS_PER_CONNECTION,
             deliver_streams_per_connection: crate::behaviour::DELIVER_STREAMS_PER_CONNECTION,
+            live_streams: true,
             network_growth_burst: crate::behaviour::NETWORK_GROWTH_BURST,
             max_held_bytes: crate::behaviour::MAX_HELD_BYTES,
             swarm_metrics: None,

@@ -9,6 +9,7 @@ mod exchange;
 mod fetching;
 mod hold_check;
 mod inbound;
+mod live_stream;
 mod mailbox;
 mod mailbox_calls;
 mod nat;
@@ -170,6 +171,7 @@ impl Node {
             upgrades: Default::default(),
         };
         actor.refresh_trusted();
+        actor.start_live_streams();
         for addr in &actor.config.external_addrs {
             actor.swarm.add_external_address(addr.clone());
         }
@@ -303,6 +305,7 @@ impl Actor {
                 done = self.parts.next_done() => match done {
                     roles::WorkDone::Store(done) => self.on_store_done(done),
                     roles::WorkDone::Held(held) => self.on_relay_held(held),
+                    roles::WorkDone::Live(event) => self.on_live_stream(event),
                     roles::WorkDone::Checked(checked) => {
                         self.on_hold_checked(checked);
                         self.run_outputs();
@@ -499,6 +502,9 @@ impl Actor {
                 self.pace(PacerInput::PeerDisconnected(peer_id));
                 self.on_relay_disconnected(&peer_id);
                 self.on_upgrade_disconnected(&peer_id);
+                if let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams.as_mut()) {
+                    streams.forget(&peer_id);
+                }
                 self.bootstrap.on_disconnected(peer_id, Instant::now());
                 self.emit(Event::PeerDisconnected(peer_id));
             }

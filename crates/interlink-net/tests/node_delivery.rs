@@ -10,7 +10,7 @@ use interlink_core::{
 };
 use interlink_net::{Config, Event, OutgoingMessage, SendError, SendOutcome};
 use interlink_testkit::node::{
-    Peer, Trio, delivered, memory, start, start_in, trio, wait_inbox, wait_roster,
+    Peer, Trio, delivered, memory, start, start_in, start_tuned, trio, wait_inbox, wait_roster,
 };
 use libp2p::multiaddr::Protocol;
 
@@ -117,6 +117,82 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
     assert_eq!(alice.inbox_texts(), ["hello alice", "from my sibling"]);
 
     for p in [alice, bob, mallory, alice2] {
+        p.node.shutdown().await;
+    }
+}
+
+/// A node without kept streams (an older one) and one with them deliver to each other
+/// live, every message once and in order: the newer one finds its stream declined and
+/// sends requests instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_kept_streams_and_one_with_them_deliver_both_ways() {
+    let base = 33_000 + u64::from(std::process::id() % 1000) * 10;
+    let (old_id, new_id) = (
+        Identity::from_seed(&[41; 32]),
+        Identity::from_seed(&[42; 32]),
+    );
+    let old = start_tuned(
+        tempfile::tempdir().unwrap(),
+        base,
+        41,
+        "old-1",
+        &[("new", &new_id)],
+        None,
+        &[],
+        |c| c.live_streams = false,
+    );
+    let boot = Some((base, old.handle().peer_id()));
+    let new = start(base + 1, 42, "new-1", &[("old", &old_id)], boot);
+    wait_roster(&[old.handle(), new.handle()], 2).await;
+    for i in 0..10 {
+        delivered(
+            new.handle()
+                .send(OutgoingMessage::text(
+                    old.addr.clone(),
+                    format!("to old {i}"),
+                ))
+                .await
+                .unwrap(),
+        );
+        delivered(
+            old.handle()
+                .send(OutgoingMessage::text(
+                    new.addr.clone(),
+                    format!("to new {i}"),
+                ))
+                .await
+                .unwrap(),
+        );
+    }
+    let want = |to: &str| (0..10).map(|i| format!("to {to} {i}")).collect::<Vec<_>>();
+    assert_eq!(old.inbox_texts(), want("old"));
+    assert_eq!(new.inbox_texts(), want("new"));
+    for p in [old, new] {
+        p.node.shutdown().await;
+    }
+}
+
+/// Two nodes with kept streams: messages sent at once all arrive, once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_sent_at_once_on_a_kept_stream_arrive_once_in_order() {
+    let base = 34_000 + u64::from(std::process::id() % 1000) * 10;
+    let (a_id, b_id) = (
+        Identity::from_seed(&[43; 32]),
+        Identity::from_seed(&[44; 32]),
+    );
+    let a = start(base, 43, "a-1", &[("b", &b_id)], None);
+    let boot = Some((base, a.handle().peer_id()));
+    let b = start(base + 1, 44, "b-1", &[("a", &a_id)], boot);
+    wait_roster(&[a.handle(), b.handle()], 2).await;
+    let handle = a.handle();
+    let sends =
+        (0..40).map(|i| handle.send(OutgoingMessage::text(b.addr.clone(), format!("m{i}"))));
+    for r in futures::future::join_all(sends).await {
+        delivered(r.unwrap());
+    }
+    let want: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+    assert_eq!(b.inbox_texts(), want);
+    for p in [a, b] {
         p.node.shutdown().await;
     }
 }

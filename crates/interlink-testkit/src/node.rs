@@ -159,13 +159,28 @@ pub fn start_with(
     boot: Option<(u64, PeerId)>,
     relays: &[Multiaddr],
 ) -> Peer {
+    start_tuned(dir, port, seed, session, peers, boot, relays, |_| {})
+}
+
+/// Like `start_with`, with `tune` applied to the node's config last.
+#[allow(clippy::too_many_arguments)] // start_with's, and the one it adds
+pub fn start_tuned(
+    dir: tempfile::TempDir,
+    port: u64,
+    seed: u8,
+    session: &str,
+    peers: &[(&str, &Identity)],
+    boot: Option<(u64, PeerId)>,
+    relays: &[Multiaddr],
+    tune: impl FnOnce(&mut Config),
+) -> Peer {
     let identity = Arc::new(Identity::from_seed(&[seed; 32]));
     let session = SessionId::new(session).unwrap();
     let mut policy = PeerPolicy::new();
     for (name, id) in peers {
         policy.add(*name, id.public()).unwrap();
     }
-    let config = Config {
+    let mut config = Config {
         max_process_memory: crate::IN_PROCESS_MEMORY,
         network: Network::default(),
         listen: vec![memory(port)],
@@ -181,6 +196,7 @@ pub fn start_with(
         },
         ..Config::default()
     };
+    tune(&mut config);
     let key = identity.transport_keypair(&session).unwrap();
     let swarm = interlink_net::build_swarm(key, &config).unwrap();
     let addr = SessionAddr {

@@ -57,10 +57,18 @@ struct Call {
 /// by the engine's inbound limits, which answer `busy` beyond them at once).
 #[derive(Debug)]
 pub(super) struct Inbound {
-    pub(super) channel: ResponseChannel<interlink_core::wire::DeliverResponse>,
+    pub(super) channel: Answer,
     /// Per envelope of the request: refused before the engine saw it, or `None` for
     /// the engine's answer (in order).
     pub(super) pre: Vec<Option<interlink_core::wire::Refusal>>,
+}
+
+/// Where the answer to an inbound live request goes: its request-response stream, or
+/// the kept stream it came on (`node::live_stream`).
+#[derive(Debug)]
+pub(super) enum Answer {
+    Request(ResponseChannel<interlink_core::wire::DeliverResponse>),
+    Stream(tokio::sync::oneshot::Sender<interlink_core::wire::DeliverResponse>),
 }
 
 /// PeerId ↔ PeerRef, both ways.
@@ -104,6 +112,10 @@ pub(crate) struct Delivery {
     next_call: u64,
     /// Live requests on their way → the engine's id.
     pub(super) live: HashMap<OutboundRequestId, ReqId>,
+    /// The kept live-delivery streams (none when the config turns them off).
+    pub(super) streams: Option<super::live_stream::Streams>,
+    /// Live requests on their way on a kept stream → the engine's id.
+    pub(super) live_streamed: HashMap<u64, ReqId>,
     /// Inbound live requests waiting for the engine (bounded by the engine).
     pub(super) inbound: HashMap<InboundId, Inbound>,
     pub(super) next_inbound: u64,
@@ -135,6 +147,8 @@ impl Delivery {
             calls: HashMap::new(),
             next_call: 0,
             live: HashMap::new(),
+            streams: None,
+            live_streamed: HashMap::new(),
             inbound: HashMap::new(),
             next_inbound: 0,
             receipts: HashMap::new(),

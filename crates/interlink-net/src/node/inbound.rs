@@ -20,12 +20,17 @@ use interlink_delivery::{
 };
 use libp2p::{
     PeerId,
-    request_response::{self, OutboundFailure, ResponseChannel},
+    request_response::{self, OutboundFailure},
 };
 use serde_bytes::ByteBuf;
 use tracing::debug;
 
-use super::{Actor, delivery::Inbound, exchange::Exchange};
+use super::{
+    Actor,
+    delivery::{Answer, Inbound},
+    exchange::Exchange,
+    live_stream::{LiveEvent, Lost, Streams},
+};
 use crate::Role;
 
 impl Actor {
@@ -42,9 +47,31 @@ impl Actor {
                 request,
                 channel,
                 ..
-            } => return self.on_deliver_request(peer, request, channel),
+            } => return self.on_deliver_request(peer, request, Answer::Request(channel)),
             Exchange::Ended { peer, id, result } => (peer, id, result),
         };
+        let req = self.parts.delivery_mut().and_then(|d| d.live.remove(&id));
+        let result = match result {
+            Ok(response) => Ok(response),
+            // Lost with its connection while the peer is still connected by another
+            // (the peer closed its TCP one for QUIC under this request, say): not a
+            // sign the peer is gone; the engine sends it again on what is left.
+            Err(OutboundFailure::ConnectionClosed) if self.swarm.is_connected(&peer) => {
+                Err(SendFailure::ConnectionLost)
+            }
+            Err(error) => Err(Actor::live_failure(&error)),
+        };
+        self.on_live_answer(peer, req, result);
+    }
+
+    /// The answer to a live request, from either way it went (`req`: the engine's id,
+    /// none for a request the engine did not make).
+    fn on_live_answer(
+        &mut self,
+        peer: PeerId,
+        req: Option<ReqId>,
+        result: Result<DeliverResponse, SendFailure>,
+    ) {
         // An undecodable or forged receipt proves nothing: without it the engine
         // treats every "held" as unproven and tries again.
         let result = result.map(|response| {
@@ -57,38 +84,84 @@ impl Actor {
         if let Ok((Some(r), _)) = &result {
             self.learn_receipt_pass(r);
         }
-        let Some(req) = self.parts.delivery_mut().and_then(|d| d.live.remove(&id)) else {
+        let Some(req) = req else {
             return;
         };
         // Before the engine sends what waited behind this answer: TCP may be retired now.
         self.on_upgrade_answered(peer);
-        let result = match result {
-            Ok((receipt, results)) => Ok(Response {
-                receipt,
-                results: results
-                    .iter()
-                    .map(|r| r.refused.as_ref().map(|x| EngineRefusal::from_code(x.code)))
-                    .collect(),
-            }),
-            // Lost with its connection while the peer is still connected by another
-            // (the peer closed its TCP one for QUIC under this request, say): not a
-            // sign the peer is gone; the engine sends it again on what is left.
-            Err(libp2p::request_response::OutboundFailure::ConnectionClosed)
-                if self.swarm.is_connected(&peer) =>
-            {
-                Err(SendFailure::ConnectionLost)
-            }
-            Err(error) => Err(Actor::live_failure(&error)),
-        };
+        let result = result.map(|(receipt, results)| Response {
+            receipt,
+            results: results
+                .iter()
+                .map(|r| r.refused.as_ref().map(|x| EngineRefusal::from_code(x.code)))
+                .collect(),
+        });
         self.drive(Input::DeliverResponse { req, result });
     }
 
-    fn on_deliver_request(
-        &mut self,
-        peer: PeerId,
-        request: DeliverRequest,
-        channel: ResponseChannel<DeliverResponse>,
-    ) {
+    /// Starts the kept live-delivery streams of a session (unless the config turns
+    /// them off): inbound ones are served when it has an inbox.
+    pub(super) fn start_live_streams(&mut self) {
+        if !self.config.live_streams {
+            return;
+        }
+        let Ok(protocol) =
+            libp2p::StreamProtocol::try_from_owned(self.config.network.deliver_stream_protocol())
+        else {
+            return;
+        };
+        let control = self.swarm.behaviour().streams.new_control();
+        if let Some(d) = self.parts.delivery_mut() {
+            let accept = d.has_store();
+            d.streams = Some(Streams::new(control, protocol, accept));
+        }
+    }
+
+    /// What a kept stream's task reports.
+    pub(super) fn on_live_stream(&mut self, event: LiveEvent) {
+        match event {
+            LiveEvent::Request {
+                peer,
+                request,
+                answer,
+            } => self.on_deliver_request(peer, request, Answer::Stream(answer)),
+            LiveEvent::Answered { peer, id, result } => {
+                let req = self
+                    .parts
+                    .delivery_mut()
+                    .and_then(|d| d.live_streamed.remove(&id));
+                let result = result.map_err(|lost| match lost {
+                    Lost::Timeout => SendFailure::Timeout,
+                    Lost::Stream if self.swarm.is_connected(&peer) => SendFailure::ConnectionLost,
+                    Lost::Stream => SendFailure::Unreachable,
+                });
+                self.on_live_answer(peer, req, result);
+            }
+            LiveEvent::Unsent {
+                peer,
+                requests,
+                declined,
+            } => {
+                if declined
+                    && let Some(streams) =
+                        self.parts.delivery_mut().and_then(|d| d.streams.as_mut())
+                {
+                    streams.note_declined(peer);
+                }
+                for (id, request) in requests {
+                    let req = self
+                        .parts
+                        .delivery_mut()
+                        .and_then(|d| d.live_streamed.remove(&id));
+                    if let Some(req) = req {
+                        self.send_live_as_request(peer, req, request);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_deliver_request(&mut self, peer: PeerId, request: DeliverRequest, channel: Answer) {
         let n = request.envelopes.len();
         if n == 0 {
             // A request carries 1 to 64 envelopes (PROTOCOL §8.3); one with none has no
@@ -198,7 +271,7 @@ impl Actor {
 
     fn send_deliver_response(
         &mut self,
-        channel: ResponseChannel<DeliverResponse>,
+        channel: Answer,
         pre: Vec<Option<Refusal>>,
         engine: Vec<Option<EngineRefusal>>,
         receipt: Option<ByteBuf>,
@@ -222,14 +295,17 @@ impl Actor {
             receipt,
             results,
         };
-        if self
-            .swarm
-            .behaviour_mut()
-            .deliver
-            .send_response(channel, response)
-            .is_err()
-        {
-            debug!("delivery response not sent: connection closed");
+        let sent = match channel {
+            Answer::Request(channel) => self
+                .swarm
+                .behaviour_mut()
+                .deliver
+                .send_response(channel, response)
+                .is_ok(),
+            Answer::Stream(answer) => answer.send(response).is_ok(),
+        };
+        if !sent {
+            debug!("delivery response not sent: its stream is gone");
         }
     }
 
@@ -254,7 +330,26 @@ impl Actor {
         }
     }
 
+    /// Sends a live request on the peer's kept stream, or as a request where that
+    /// cannot carry it.
     pub(super) fn send_live_request(&mut self, peer: PeerId, req: ReqId, request: DeliverRequest) {
+        let Some(d) = self.parts.delivery_mut() else {
+            return;
+        };
+        let request = match d.streams.as_mut() {
+            Some(streams) => match streams.send(peer, request) {
+                Ok(id) => {
+                    d.live_streamed.insert(id, req);
+                    return;
+                }
+                Err(request) => request,
+            },
+            None => request,
+        };
+        self.send_live_as_request(peer, req, request);
+    }
+
+    fn send_live_as_request(&mut self, peer: PeerId, req: ReqId, request: DeliverRequest) {
         let id = self
             .swarm
             .behaviour_mut()

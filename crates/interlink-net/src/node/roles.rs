@@ -38,6 +38,8 @@ pub(super) enum WorkDone {
     Checked(Checked),
     /// The relay's durable store committed (or refused) a hold.
     Held(Held),
+    /// A kept live-delivery stream brought a request or an answer.
+    Live(super::live_stream::LiveEvent),
 }
 
 impl Parts {
@@ -101,9 +103,16 @@ impl Parts {
                         None => std::future::pending().await,
                     }
                 };
+                let live = async {
+                    match delivery.streams.as_mut() {
+                        Some(streams) => streams.events.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     biased;
                     Some(done) = store => WorkDone::Store(done),
+                    Some(event) = live => WorkDone::Live(event),
                     Some(checked) = hold_checker.done.recv() => WorkDone::Checked(checked),
                     else => std::future::pending().await,
                 }
