@@ -494,6 +494,11 @@ impl Actor {
                 if let Some(info) = self.peers.get_mut(&peer_id) {
                     info.connections.remove(&connection_id);
                 }
+                // The kept stream may have been on it: the next delivery opens one on
+                // what is left (what is in flight is answered or reported lost).
+                if let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams.as_mut()) {
+                    streams.reopen(&peer_id);
+                }
                 self.on_upgrade_closed(peer_id, connection_id);
             }
             SwarmEvent::ConnectionClosed { peer_id, .. } => {

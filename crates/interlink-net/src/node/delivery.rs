@@ -114,8 +114,8 @@ pub(crate) struct Delivery {
     pub(super) live: HashMap<OutboundRequestId, ReqId>,
     /// The kept live-delivery streams (none when the config turns them off).
     pub(super) streams: Option<super::live_stream::Streams>,
-    /// Live requests on their way on a kept stream → the engine's id.
-    pub(super) live_streamed: HashMap<u64, ReqId>,
+    /// Live requests on their way on a kept stream → the peer and the engine's id.
+    pub(super) live_streamed: HashMap<u64, (PeerId, ReqId)>,
     /// Inbound live requests waiting for the engine (bounded by the engine).
     pub(super) inbound: HashMap<InboundId, Inbound>,
     pub(super) next_inbound: u64,

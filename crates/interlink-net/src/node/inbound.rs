@@ -129,7 +129,8 @@ impl Actor {
                 let req = self
                     .parts
                     .delivery_mut()
-                    .and_then(|d| d.live_streamed.remove(&id));
+                    .and_then(|d| d.live_streamed.remove(&id))
+                    .map(|(_, req)| req);
                 let result = result.map_err(|lost| match lost {
                     Lost::Timeout => SendFailure::Timeout,
                     Lost::Stream if self.swarm.is_connected(&peer) => SendFailure::ConnectionLost,
@@ -153,7 +154,7 @@ impl Actor {
                         .parts
                         .delivery_mut()
                         .and_then(|d| d.live_streamed.remove(&id));
-                    if let Some(req) = req {
+                    if let Some((_, req)) = req {
                         self.send_live_as_request(peer, req, request);
                     }
                 }
@@ -339,7 +340,7 @@ impl Actor {
         let request = match d.streams.as_mut() {
             Some(streams) => match streams.send(peer, request) {
                 Ok(id) => {
-                    d.live_streamed.insert(id, req);
+                    d.live_streamed.insert(id, (peer, req));
                     return;
                 }
                 Err(request) => request,

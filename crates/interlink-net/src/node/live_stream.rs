@@ -181,6 +181,12 @@ impl Streams {
         self.declined.insert(peer);
     }
 
+    /// One of `peer`'s connections closed: its next request opens a new stream (on a
+    /// connection that is still there) instead of finding out on this one.
+    pub(crate) fn reopen(&mut self, peer: &PeerId) {
+        self.outbound.remove(peer);
+    }
+
     /// `peer` disconnected: its stream's task ends once what it sent is answered or
     /// lost, and a new connection may speak the protocol after all.
     pub(crate) fn forget(&mut self, peer: &PeerId) {

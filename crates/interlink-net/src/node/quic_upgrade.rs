@@ -245,7 +245,7 @@ impl Actor {
                     .behaviour()
                     .deliver
                     .is_pending_outbound(&peer, id)
-            })
+            }) || d.live_streamed.values().any(|(to, _)| *to == peer)
         });
         if waiting && now < *deadline {
             return;
