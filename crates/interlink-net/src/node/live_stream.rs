@@ -66,8 +66,10 @@ pub(crate) enum LiveEvent {
         id: u64,
         result: Result<DeliverResponse, Lost>,
     },
-    /// Requests that never reached the peer's handling of them: the stream could not
-    /// be opened, or the peer declined the protocol (`declined`). They go as requests.
+    /// Requests that go as requests instead: the stream could not be opened, or the
+    /// peer declined the protocol or closed the stream before its first answer
+    /// (`declined`: its requests go as requests while it stays connected). A request
+    /// the peer did take is receipted again, not stored twice.
     Unsent {
         peer: PeerId,
         requests: Vec<(u64, DeliverRequest)>,
@@ -260,6 +262,7 @@ async fn send_on_stream(
         (None, false)
     };
     let read = async {
+        let mut answered_any = false;
         while let Some((id, request)) = written.recv().await {
             let answer = tokio::time::timeout(
                 crate::behaviour::LIVE_STREAM_TIMEOUT,
@@ -271,12 +274,21 @@ async fn send_on_stream(
                 Ok(Err(e)) if crate::swarm::protocol_declined(&e) => {
                     return Some(((id, request), true));
                 }
+                // Closed before its first answer: the peer served no stream of ours
+                // (all its places taken, say). Requests it is, while it stays
+                // connected; a request-response stream is not taken from a shared
+                // pool.
+                Ok(Err(e)) if !answered_any => {
+                    debug!(%peer, error = %e, "live stream closed before its first answer");
+                    return Some(((id, request), true));
+                }
                 Ok(Err(e)) => {
                     debug!(%peer, error = %e, "live stream read failed");
                     Err(Lost::Stream)
                 }
                 Err(_) => Err(Lost::Timeout),
             };
+            answered_any |= result.is_ok();
             let failed = result.is_err();
             if events
                 .send(LiveEvent::Answered { peer, id, result })
