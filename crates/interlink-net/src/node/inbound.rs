@@ -51,17 +51,21 @@ impl Actor {
             Exchange::Ended { peer, id, result } => (peer, id, result),
         };
         let req = self.parts.delivery_mut().and_then(|d| d.live.remove(&id));
-        let result = match result {
-            Ok(response) => Ok(response),
+        let result = result.map_err(|error| self.live_failure_from(peer, &error));
+        self.on_live_answer(peer, req, result);
+    }
+
+    /// What a live request's failure tells the engine, whichever way it went.
+    fn live_failure_from(&self, peer: PeerId, error: &OutboundFailure) -> SendFailure {
+        match error {
             // Lost with its connection while the peer is still connected by another
             // (the peer closed its TCP one for QUIC under this request, say): not a
             // sign the peer is gone; the engine sends it again on what is left.
-            Err(OutboundFailure::ConnectionClosed) if self.swarm.is_connected(&peer) => {
-                Err(SendFailure::ConnectionLost)
+            OutboundFailure::ConnectionClosed if self.swarm.is_connected(&peer) => {
+                SendFailure::ConnectionLost
             }
-            Err(error) => Err(Actor::live_failure(&error)),
-        };
-        self.on_live_answer(peer, req, result);
+            error => Actor::live_failure(error),
+        }
     }
 
     /// The answer to a live request, from either way it went (`req`: the engine's id,
@@ -131,10 +135,14 @@ impl Actor {
                     .delivery_mut()
                     .and_then(|d| d.live_streamed.remove(&id))
                     .map(|(_, req)| req);
-                let result = result.map_err(|lost| match lost {
-                    Lost::Timeout => SendFailure::Timeout,
-                    Lost::Stream if self.swarm.is_connected(&peer) => SendFailure::ConnectionLost,
-                    Lost::Stream => SendFailure::Unreachable,
+                let result = result.map_err(|lost| {
+                    self.live_failure_from(
+                        peer,
+                        &match lost {
+                            Lost::Timeout => OutboundFailure::Timeout,
+                            Lost::Stream => OutboundFailure::ConnectionClosed,
+                        },
+                    )
                 });
                 self.on_live_answer(peer, req, result);
             }

@@ -19,7 +19,7 @@
 //! to the node task through one bounded channel of [`LiveEvent`]s.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, hash_map::Entry},
     sync::Arc,
 };
 
@@ -138,42 +138,42 @@ impl Streams {
         if self.declined.contains(&peer) {
             return Err(request);
         }
-        let id = self.next_id;
-        let mut item = (id, request);
-        if let Some(tx) = self.outbound.get(&peer) {
-            match tx.try_send(item) {
-                Ok(()) => {
-                    self.next_id += 1;
-                    return Ok(id);
-                }
-                // Enough unanswered on that stream already.
-                Err(mpsc::error::TrySendError::Full((_, request))) => return Err(request),
-                // Its task ended (the stream failed): open another.
-                Err(mpsc::error::TrySendError::Closed(back)) => {
-                    self.outbound.remove(&peer);
-                    item = back;
-                }
+        // A stream whose task ended (it failed) is replaced by a new one.
+        if self
+            .outbound
+            .get(&peer)
+            .is_some_and(mpsc::Sender::is_closed)
+        {
+            self.outbound.remove(&peer);
+        }
+        let full = self.outbound.len() >= MAX_OUTBOUND_STREAMS;
+        let tx = match self.outbound.entry(peer) {
+            Entry::Occupied(open) => open.into_mut(),
+            Entry::Vacant(_) if full => return Err(request),
+            Entry::Vacant(slot) => {
+                let (tx, rx) = mpsc::channel(PIPELINE);
+                tokio::spawn(send_on_stream(
+                    self.control.clone(),
+                    peer,
+                    self.protocol.clone(),
+                    rx,
+                    self.events_tx.clone(),
+                ));
+                slot.insert(tx)
             }
+        };
+        let id = self.next_id;
+        match tx.try_send((id, request)) {
+            Ok(()) => {
+                self.next_id += 1;
+                Ok(id)
+            }
+            // Enough unanswered on that stream already (or it ended just now).
+            Err(
+                mpsc::error::TrySendError::Full((_, request))
+                | mpsc::error::TrySendError::Closed((_, request)),
+            ) => Err(request),
         }
-        if self.outbound.len() >= MAX_OUTBOUND_STREAMS {
-            return Err(item.1);
-        }
-        let (tx, rx) = mpsc::channel(PIPELINE);
-        if let Err(e) = tx.try_send(item) {
-            let (mpsc::error::TrySendError::Full((_, request))
-            | mpsc::error::TrySendError::Closed((_, request))) = e;
-            return Err(request);
-        }
-        tokio::spawn(send_on_stream(
-            self.control.clone(),
-            peer,
-            self.protocol.clone(),
-            rx,
-            self.events_tx.clone(),
-        ));
-        self.outbound.insert(peer, tx);
-        self.next_id += 1;
-        Ok(id)
     }
 
     /// `peer` declined the protocol: its requests go as requests while it stays
