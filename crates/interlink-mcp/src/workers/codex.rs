@@ -99,7 +99,9 @@ pub(crate) async fn deliver(w: Codex, cancel: CancellationToken) {
             () = cancel.cancelled() => return,
             _ = tick.tick() => {}
             ev = events.recv() => match ev {
-                Ok(Event::Delivered { .. }) | Err(RecvError::Lagged(_)) => {}
+                Ok(Event::Delivered { .. }) | Err(RecvError::Lagged(_)) => {
+                    super::after_the_network().await;
+                }
                 Ok(_) => {}
                 Err(RecvError::Closed) => return,
             },

@@ -193,7 +193,10 @@ pub(crate) async fn forward(w: HostInboxWorker, cancel: CancellationToken) {
             () = cancel.cancelled() => break,
             ev = events.recv() => match ev {
                 Ok(Event::Delivered { kind: EnvelopeKind::Message, .. })
-                | Err(RecvError::Lagged(_)) => round(&w, &mut book, &reply_path).await,
+                | Err(RecvError::Lagged(_)) => {
+                    super::after_the_network().await;
+                    round(&w, &mut book, &reply_path).await;
+                }
                 Ok(_) => {}
                 Err(RecvError::Closed) => break,
             },
