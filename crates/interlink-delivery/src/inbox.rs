@@ -44,6 +44,10 @@ struct Waiting {
     from: PeerRef,
     sender: Option<IdentityKey>,
     items: Vec<(MsgId, Item)>,
+    /// The receipt signed while the append it waits on was being written
+    /// ([`Input::Spare`](crate::Input::Spare)): used if it lists what is held at the
+    /// answer, else signed again.
+    presigned: Option<Signed<Receipt>>,
 }
 
 #[derive(Debug)]
@@ -219,6 +223,7 @@ impl Recipient {
             from,
             sender: first.map(|a| a.key),
             items,
+            presigned: None,
         });
         self.flush(ctx);
         self.answer_ready(ctx);
@@ -479,30 +484,14 @@ impl Recipient {
             .partition(|w| !w.items.iter().any(|(_, i)| matches!(i, Item::Wait(_))));
         self.waiting = rest;
         for w in ready {
-            let mut held: Vec<MsgId> = Vec::new();
-            for (id, item) in &w.items {
-                if *item == Item::Held && !held.contains(id) {
-                    held.push(*id);
-                }
-            }
-            let passes = &mut self.passes;
-            let receipt = w.sender.filter(|_| !held.is_empty()).and_then(|sender| {
-                let pass = Some(passes.get(ctx.identity, &sender));
-                Signed::sign(
-                    Receipt {
-                        v: VERSION,
-                        recipient: ctx.me.key,
-                        recipient_session: ctx.me.session.clone(),
-                        sender,
-                        msg_ids: held,
-                        state: ReceiptState::Delivered,
-                        ts: ctx.now,
-                        pass,
-                    },
-                    ctx.identity,
-                )
-                .ok()
-            });
+            let held = held_ids(w.items.iter().map(|(id, item)| (*id, *item == Item::Held)));
+            let receipt = match w.presigned {
+                Some(r) if r.body().msg_ids == held => Some(r),
+                _ => w
+                    .sender
+                    .filter(|_| !held.is_empty())
+                    .and_then(|sender| self.sign_receipt(ctx, sender, held)),
+            };
             // Without a receipt nothing counts as held: the sender retries.
             let results = w
                 .items
@@ -518,6 +507,59 @@ impl Recipient {
                 response: Response { receipt, results },
             });
         }
+    }
+
+    /// Signs, for each request waiting on the append being written and on nothing
+    /// else, the receipt it gets if that append is durable ([`Input::Spare`]).
+    ///
+    /// [`Input::Spare`]: crate::Input::Spare
+    pub(crate) fn presign(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(app) = &self.appending else {
+            return;
+        };
+        let writing: BTreeSet<EntryKey> = app.items.iter().map(|q| q.key).collect();
+        let mut waiting = std::mem::take(&mut self.waiting);
+        for w in waiting.iter_mut().filter(|w| w.presigned.is_none()) {
+            let Some(sender) = w.sender else { continue };
+            let mut after_this_append = true;
+            let held = held_ids(w.items.iter().map(|(id, item)| match item {
+                Item::Held => (*id, true),
+                Item::Wait(k) if writing.contains(k) => (*id, true),
+                Item::Wait(_) => {
+                    after_this_append = false;
+                    (*id, false)
+                }
+                Item::Refused(_) => (*id, false),
+            }));
+            if after_this_append && !held.is_empty() {
+                w.presigned = self.sign_receipt(ctx, sender, held);
+            }
+        }
+        self.waiting = waiting;
+    }
+
+    /// The signed receipt of a live request: `held` reached this inbox from `sender`.
+    fn sign_receipt(
+        &mut self,
+        ctx: &Ctx<'_>,
+        sender: IdentityKey,
+        held: Vec<MsgId>,
+    ) -> Option<Signed<Receipt>> {
+        let pass = Some(self.passes.get(ctx.identity, &sender));
+        Signed::sign(
+            Receipt {
+                v: VERSION,
+                recipient: ctx.me.key,
+                recipient_session: ctx.me.session.clone(),
+                sender,
+                msg_ids: held,
+                state: ReceiptState::Delivered,
+                ts: ctx.now,
+                pass,
+            },
+            ctx.identity,
+        )
+        .ok()
     }
 
     fn publish_acks(&mut self, ctx: &mut Ctx<'_>, keys: &[EntryKey]) {
@@ -614,4 +656,15 @@ impl Recipient {
             self.index.remove(&key);
         }
     }
+}
+
+/// The ids of the items held, each once, in the request's order.
+fn held_ids(items: impl Iterator<Item = (MsgId, bool)>) -> Vec<MsgId> {
+    let mut held: Vec<MsgId> = Vec::new();
+    for (id, is_held) in items {
+        if is_held && !held.contains(&id) {
+            held.push(id);
+        }
+    }
+    held
 }

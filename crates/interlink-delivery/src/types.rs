@@ -402,6 +402,13 @@ pub enum Input {
         /// (a sealed body that does not open); every other entry is durable.
         refused: Vec<(EntryKey, Refusal)>,
     },
+    /// The shell has the thread to itself while the store writes (fed after it handed
+    /// [`Output::AppendInbox`] to the store, never before): the engine signs the
+    /// receipts the requests waiting on that append get if it is durable. They leave
+    /// only with [`Input::InboxStored`]'s success, and a request whose outcome changes
+    /// gets a receipt signed then; the signature is off the path from the disk's
+    /// answer to the sender.
+    Spare,
     /// A collected-mail receipt of [`Output::SendReceipt`] went out, or not.
     ReceiptSent {
         /// The receipt.

@@ -485,3 +485,122 @@ fn a_request_lost_with_its_connection_goes_again_while_the_peer_stays_connected(
         "kept for the mailbox path: {out:?}"
     );
 }
+
+/// Hands `envelopes` to B as one live request; the token of the append it asks for.
+fn deliver_to_b(
+    p: &mut pair::Pair,
+    envelopes: Vec<interlink_core::wire::Signed<interlink_core::wire::Envelope>>,
+    now: u64,
+) -> interlink_delivery::StoreToken {
+    p.b.handle(
+        Input::DeliverRequest {
+            from: PeerRef(1),
+            req: InboundId(7),
+            envelopes,
+        },
+        now,
+    );
+    outputs(&mut p.b)
+        .into_iter()
+        .find_map(|o| match o {
+            Output::AppendInbox { token, .. } => Some(token),
+            _ => None,
+        })
+        .unwrap()
+}
+
+/// B's answer to the request of [`deliver_to_b`], if it gave one.
+fn response_of_b(p: &mut pair::Pair) -> Option<interlink_delivery::Response> {
+    outputs(&mut p.b).into_iter().find_map(|o| match o {
+        Output::Respond { req, response } => {
+            assert_eq!(req, InboundId(7));
+            Some(response)
+        }
+        _ => None,
+    })
+}
+
+/// The receipt is signed while the disk writes (`Input::Spare`), and leaves only once
+/// the append is durable: what the disk's answer waits for is the wire, not a signature.
+#[test]
+fn a_receipt_signed_while_the_disk_writes_leaves_once_the_append_is_durable() {
+    let mut p = pair();
+    let envelopes = vec![envelope(&mut p, 1, NOW), envelope(&mut p, 2, NOW)];
+    let ids: Vec<_> = envelopes.iter().map(|e| e.body().msg_id).collect();
+    let token = deliver_to_b(&mut p, envelopes, NOW);
+    p.b.handle(Input::Spare, NOW + 1);
+    assert!(
+        response_of_b(&mut p).is_none(),
+        "answered before the disk did"
+    );
+    p.b.handle(
+        Input::InboxStored {
+            token,
+            result: Ok(()),
+            refused: Vec::new(),
+        },
+        NOW + 5,
+    );
+    let response = response_of_b(&mut p).unwrap();
+    assert_eq!(response.results, vec![None, None]);
+    let receipt = response.receipt.unwrap();
+    assert_eq!(receipt.body().msg_ids, ids);
+    assert_eq!(receipt.body().ts, NOW + 1, "signed while the disk wrote");
+    let bytes = receipt.to_bytes();
+    let back = interlink_core::wire::Signed::<interlink_core::wire::Receipt>::decode(&bytes);
+    assert!(back.is_ok(), "{back:?}");
+}
+
+/// A receipt signed ahead for an append that fails never leaves: the request is
+/// refused as not stored, and its sender tries again.
+#[test]
+fn a_receipt_signed_ahead_of_a_failed_append_is_dropped() {
+    let mut p = pair();
+    let envelopes = vec![envelope(&mut p, 1, NOW), envelope(&mut p, 2, NOW)];
+    let token = deliver_to_b(&mut p, envelopes, NOW);
+    p.b.handle(Input::Spare, NOW + 1);
+    p.b.handle(
+        Input::InboxStored {
+            token,
+            result: Err(interlink_delivery::StoreError::Other("disk full".into())),
+            refused: Vec::new(),
+        },
+        NOW + 5,
+    );
+    let response = response_of_b(&mut p).unwrap();
+    assert!(response.receipt.is_none());
+    assert_eq!(
+        response.results,
+        vec![
+            Some(interlink_delivery::Refusal::StoreFailed),
+            Some(interlink_delivery::Refusal::StoreFailed)
+        ]
+    );
+    assert_eq!(p.b.sizes().inbox_index, 0);
+}
+
+/// A receipt signed ahead that would list a message the store then refused is signed
+/// again with what was kept.
+#[test]
+fn a_receipt_signed_ahead_is_signed_again_when_the_store_refuses_a_message() {
+    use interlink_delivery::Refusal;
+    let mut p = pair();
+    let bad = envelope(&mut p, 1, NOW);
+    let good = envelope(&mut p, 2, NOW);
+    let (bad_key, good_id) = ((bad.body().sender, bad.body().msg_id), good.body().msg_id);
+    let token = deliver_to_b(&mut p, vec![bad, good], NOW);
+    p.b.handle(Input::Spare, NOW + 1);
+    p.b.handle(
+        Input::InboxStored {
+            token,
+            result: Ok(()),
+            refused: vec![(bad_key, Refusal::Unopenable)],
+        },
+        NOW + 5,
+    );
+    let response = response_of_b(&mut p).unwrap();
+    assert_eq!(response.results, vec![Some(Refusal::Unopenable), None]);
+    let receipt = response.receipt.unwrap();
+    assert_eq!(receipt.body().msg_ids, vec![good_id]);
+    assert_eq!(receipt.body().ts, NOW + 5);
+}

@@ -331,14 +331,21 @@ impl World {
                     refused: Vec::new(),
                 },
             ),
-            Output::AppendInbox { token, entries } => self.push(
-                self.now + disk,
-                Ev::Store {
-                    node,
-                    inc,
-                    op: StoreOp::Inbox(token, entries),
-                },
-            ),
+            Output::AppendInbox { token, entries } => {
+                self.push(
+                    self.now + disk,
+                    Ev::Store {
+                        node,
+                        inc,
+                        op: StoreOp::Inbox(token, entries),
+                    },
+                );
+                // The node's shell signs receipts while its disk writes; most of the
+                // time here too, so both ways of answering are checked.
+                if chance(&mut self.rng, 75) {
+                    self.feed(node, Input::Spare);
+                }
+            }
             Output::Respond { req, response } => {
                 if let Some((from, from_inc, req)) = self.nodes[node].inbound.remove(&req)
                     && self.link_up(node, from)

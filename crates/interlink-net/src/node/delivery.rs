@@ -134,6 +134,9 @@ pub(crate) struct Delivery {
     /// The owed fetch already asked the connected peers and relays (the DHT had no
     /// peer yet); the closest peers are still to be asked.
     pub(super) fetch_started: bool,
+    /// An inbox append went to the store thread in this drain: the engine may sign
+    /// its receipts while the disk writes ([`Input::Spare`]).
+    spare: bool,
 }
 
 impl Delivery {
@@ -157,6 +160,7 @@ impl Delivery {
             own_query: None,
             fetch_due: false,
             fetch_started: false,
+            spare: false,
         }
     }
 
@@ -236,14 +240,24 @@ impl Actor {
         }
     }
 
-    /// Carries out the engine's outputs until there are none.
+    /// Carries out the engine's outputs until there are none; then, if an inbox append
+    /// went to the store thread, lets the engine use the time the disk takes.
     pub(super) fn run_outputs(&mut self) {
-        while let Some(out) = self
-            .parts
-            .delivery_mut()
-            .and_then(|d| d.engine.poll_output())
-        {
-            self.on_output(out);
+        loop {
+            while let Some(out) = self
+                .parts
+                .delivery_mut()
+                .and_then(|d| d.engine.poll_output())
+            {
+                self.on_output(out);
+            }
+            match self.parts.delivery_mut() {
+                Some(d) if d.spare => {
+                    d.spare = false;
+                    d.engine.handle(Input::Spare, crate::now_ms());
+                }
+                _ => return,
+            }
         }
     }
 
@@ -293,10 +307,11 @@ impl Actor {
                 }
             }
             Output::AppendInbox { token, entries } => {
-                let queued = self
-                    .parts
-                    .delivery()
-                    .map(|d| d.store(Op::Append { token, entries }).map_err(|_| ()));
+                let queued = self.parts.delivery_mut().map(|d| {
+                    let queued = d.store(Op::Append { token, entries }).map_err(|_| ());
+                    d.spare |= queued.is_ok();
+                    queued
+                });
                 if let Some(Err(())) = queued {
                     self.feed(Input::InboxStored {
                         token,
