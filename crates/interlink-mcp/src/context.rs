@@ -535,10 +535,42 @@ impl Context {
         self.unread().map(|u| u.len()).map_err(|e| e.to_string())
     }
 
+    /// What every result ends with, read now.
+    pub(crate) fn status(&self) -> Status {
+        Status {
+            unread: self.unread_count(),
+            pairs_waiting: crate::pairing::current(&self.home, interlink_net::now_ms())
+                .map(|p| p.incoming.len())
+                .unwrap_or(0),
+        }
+    }
+
+    /// The status, read once the message just handed to the node is on the wire
+    /// (the node's tasks run first): a send reads it while the recipient stores the
+    /// message, not after the receipt, where it cost every `send_message` its file
+    /// reads. A message arriving in the meantime is in the next result's count.
+    pub(crate) async fn status_in_flight(&self) -> Status {
+        crate::workers::after_the_network().await;
+        self.status()
+    }
+
     /// A successful result: `text` for the model, `structured` as structuredContent
     /// (with `unread` added, or `read_state_error`), and the footer.
-    pub(crate) fn ok(&self, text: String, mut structured: Value) -> CallToolResult {
-        let n = self.unread_count();
+    pub(crate) fn ok(&self, text: String, structured: Value) -> CallToolResult {
+        self.ok_with(None, text, structured)
+    }
+
+    /// [`Context::ok`] with the status if it was read before (else it is read now).
+    pub(crate) fn ok_with(
+        &self,
+        status: Option<Status>,
+        text: String,
+        mut structured: Value,
+    ) -> CallToolResult {
+        let Status {
+            unread: n,
+            pairs_waiting,
+        } = status.unwrap_or_else(|| self.status());
         if let Value::Object(map) = &mut structured {
             match &n {
                 Ok(n) => map.insert("unread".into(), json!(n)),
@@ -551,7 +583,7 @@ impl Context {
         let text = with_footer(text, footer(n));
         let mut result = CallToolResult::success(vec![ContentBlock::text(with_footer(
             text,
-            self.pair_footer(),
+            pair_footer(pairs_waiting),
         ))]);
         result.structured_content = Some(structured);
         result
@@ -567,20 +599,25 @@ impl Context {
         result.structured_content = Some(json!({ "error": e.0 }));
         result
     }
+}
 
-    /// A footer line when pair requests wait for the operator.
-    fn pair_footer(&self) -> Option<String> {
-        let n = crate::pairing::current(&self.home, interlink_net::now_ms())
-            .map(|p| p.incoming.len())
-            .unwrap_or(0);
-        (n > 0).then(|| {
-            format!(
-                "[interlink: {n} pair request{} waiting for your operator's decision; see \
-                 list_pair_requests]",
-                if n == 1 { "" } else { "s" }
-            )
-        })
-    }
+/// What ends every tool result: the unread count, or why it cannot be known, and the
+/// pair requests waiting for the operator.
+#[derive(Debug)]
+pub(crate) struct Status {
+    unread: Result<usize, String>,
+    pairs_waiting: usize,
+}
+
+/// A footer line when pair requests wait for the operator.
+fn pair_footer(n: usize) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "[interlink: {n} pair request{} waiting for your operator's decision; see \
+             list_pair_requests]",
+            if n == 1 { "" } else { "s" }
+        )
+    })
 }
 
 /// A handle to the one lock over the session's mutable state ([`Shared`]): what the

@@ -24,7 +24,9 @@ use interlink_core::{
 use interlink_store::inbox::{InboxEntry, read_newest};
 use serde_json::{Value, json};
 
-use super::send::{Fields, ROUTE_WAIT, Recipient, Sent, gone_warning, outgoing, route_error};
+use super::send::{
+    Answer, Fields, ROUTE_WAIT, Recipient, Sent, gone_warning, outgoing, route_error,
+};
 use crate::{
     context::{Ready, ToolError},
     group_route,
@@ -128,7 +130,7 @@ impl Server {
         name: &str,
         fields: Fields,
         thread: Option<(String, MsgId)>,
-    ) -> Result<(String, Value), ToolError> {
+    ) -> Result<Answer, ToolError> {
         let ctx = &self.ctx;
         let groups = groups::load(&ctx.home)?;
         let Some(group) = groups.get(name) else {
@@ -197,7 +199,7 @@ impl Server {
         &self,
         fields: Fields,
         replied: Option<Replied>,
-    ) -> Result<(String, Value), ToolError> {
+    ) -> Result<Answer, ToolError> {
         let ctx = &self.ctx;
         let id = fields.in_reply_to.ok_or_else(|| {
             ToolError("reply_all needs in_reply_to: the group message to answer".into())
@@ -256,7 +258,7 @@ impl Server {
         recipients: Vec<Recipient>,
         skipped: Vec<Skipped>,
         fields: Fields,
-    ) -> Result<(String, Value), ToolError> {
+    ) -> Result<Answer, ToolError> {
         let skipped_text = || {
             skipped
                 .iter()
@@ -288,6 +290,11 @@ impl Server {
             let msg = outgoing(&r.to, &fields, Some(tag.clone()));
             pending.push(ready.handle.submit(msg).await);
         }
+        let status = if pending.iter().any(Result::is_ok) {
+            Some(self.ctx.status_in_flight().await)
+        } else {
+            None
+        };
         let mut copies: Vec<(Recipient, Result<Sent, ToolError>)> = Vec::new();
         for (r, submitted) in recipients.into_iter().zip(pending) {
             let outcome = match submitted {
@@ -315,7 +322,7 @@ impl Server {
             .iter()
             .filter(|(_, s)| s.as_ref().is_ok_and(|s| s.delivered))
             .count();
-        let status = if ok < copies.len() || !skipped.is_empty() {
+        let outcome = if ok < copies.len() || !skipped.is_empty() {
             "partial"
         } else if delivered == copies.len() {
             "delivered"
@@ -377,17 +384,18 @@ impl Server {
                 })
             })
             .collect();
-        Ok((
+        Ok(Answer {
             text,
-            json!({
-                "status": status,
+            structured: json!({
+                "status": outcome,
                 "group": group,
                 "thread": thread.to_string(),
                 "to": format!("{GROUP_PREFIX}{group}"),
                 "recipients": items,
                 "skipped": skipped_json,
             }),
-        ))
+            status,
+        })
     }
 }
 

@@ -111,7 +111,7 @@ impl Server {
     #[tool]
     async fn send_message(&self, Parameters(args): Parameters<SendMessageArgs>) -> CallToolResult {
         match self.send(args).await {
-            Ok((text, value)) => self.ctx.ok(text, value),
+            Ok(a) => self.ctx.ok_with(a.status, a.text, a.structured),
             Err(e) => self.ctx.error(e),
         }
     }

@@ -18,7 +18,7 @@ use interlink_net::{OutgoingMessage, SendError, SendOutcome};
 use serde_json::json;
 
 use crate::{
-    context::ToolError,
+    context::{Status, ToolError},
     groups::GROUP_PREFIX,
     policy, sender,
     sent_log::{HeldBy, SentEntry, State},
@@ -109,13 +109,19 @@ impl Sent {
     }
 }
 
+/// What a send tells the agent: the text, its structuredContent, and the session's
+/// status as read while the message was on its way (`None`: the result reads it).
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) text: String,
+    pub(crate) structured: serde_json::Value,
+    pub(crate) status: Option<Status>,
+}
+
 impl Server {
     /// Sends one message (or one copy per recipient session of a group); the readable
     /// result and its structuredContent.
-    pub(crate) async fn send(
-        &self,
-        args: SendMessageArgs,
-    ) -> Result<(String, serde_json::Value), ToolError> {
+    pub(crate) async fn send(&self, args: SendMessageArgs) -> Result<Answer, ToolError> {
         let fields = Fields::check(&args)?;
         let replied = match fields.in_reply_to {
             Some(id) => self.replied_to(id)?,
@@ -166,7 +172,7 @@ impl Server {
         session: Option<&str>,
         fields: Fields,
         thread: Option<(String, MsgId)>,
-    ) -> Result<(String, serde_json::Value), ToolError> {
+    ) -> Result<Answer, ToolError> {
         let ctx = &self.ctx;
         let own = ctx.own()?;
         let policy = policy::load(&ctx.home)?;
@@ -195,14 +201,21 @@ impl Server {
         recipient: Recipient,
         fields: Fields,
         thread: Option<(String, MsgId)>,
-    ) -> Result<(String, serde_json::Value), ToolError> {
+    ) -> Result<Answer, ToolError> {
         let group = thread.map(|(name, thread)| GroupTag {
             name,
             thread,
             members: vec![recipient.to.clone()],
         });
         let msg = outgoing(&recipient.to, &fields, group.clone());
-        let sent = self.finish_copy(&recipient, handle.send(msg).await, &fields, group.as_ref())?;
+        let (outcome, status) = match handle.submit(msg).await {
+            Ok(outcome) => {
+                let status = self.ctx.status_in_flight().await;
+                (outcome.await, Some(status))
+            }
+            Err(e) => (Err(e), None),
+        };
+        let sent = self.finish_copy(&recipient, outcome, &fields, group.as_ref())?;
         let Recipient { name, route, .. } = &recipient;
         let msg_id = sent.msg_id;
         let text = if sent.delivered {
@@ -230,9 +243,9 @@ impl Server {
                 g.thread, g.name
             ));
         }
-        Ok((
+        Ok(Answer {
             text,
-            json!({
+            structured: json!({
                 "status": sent.status(),
                 "msg_id": msg_id.to_string(),
                 "to": name,
@@ -245,7 +258,8 @@ impl Server {
                 "group": group.as_ref().map(|g| g.name.clone()),
                 "thread": group.as_ref().map(|g| g.thread.to_string()),
             }),
-        ))
+            status,
+        })
     }
 
     /// Routes to a session of `target` as a direct message would be ([`ROUTE_WAIT`]
@@ -390,7 +404,7 @@ impl Server {
         &self,
         fields: Fields,
         replied: Option<Replied>,
-    ) -> Result<(String, serde_json::Value), ToolError> {
+    ) -> Result<Answer, ToolError> {
         let ctx = &self.ctx;
         let Some(id) = fields.in_reply_to else {
             return Err(ToolError(

@@ -150,7 +150,9 @@ impl Server {
             reply_all: None,
         };
         match self.send(send).await {
-            Ok((text, value)) => self.ctx.ok(format!("cancel {text}"), value),
+            Ok(a) => self
+                .ctx
+                .ok_with(a.status, format!("cancel {}", a.text), a.structured),
             Err(e) => self.ctx.error(e),
         }
     }
