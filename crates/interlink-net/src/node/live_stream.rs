@@ -46,8 +46,14 @@ pub(crate) const MAX_INBOUND_STREAMS: usize = 64;
 /// Events from the stream tasks waiting for the node task.
 const EVENT_QUEUE: usize = 64;
 
-/// Most bytes of one request item, as on the `deliver` protocol.
-pub(crate) const MAX_REQUEST_BYTES: usize = crate::behaviour::MAX_DELIVER_REQUEST_ITEM_BYTES;
+/// Most bytes of one request item on a kept stream; a larger request (a batch past it)
+/// goes on the `deliver` protocol instead. So the inbound streams hold at most
+/// [`MAX_INBOUND_STREAMS`] × this (8 MiB) while they read, where the `deliver`
+/// protocol's item limit (1.1 MB) would let 64 strangers' streams hold 70 MB, on top of
+/// what the `deliver` and `hold` budgets already let strangers fill. The largest
+/// envelope fits.
+pub(crate) const MAX_REQUEST_BYTES: usize = 128 * 1024;
+const _: () = assert!(interlink_core::limits::MAX_ENVELOPE_BYTES + 1024 <= MAX_REQUEST_BYTES);
 /// Most bytes of one response item, as on the `deliver` protocol.
 pub(crate) const MAX_RESPONSE_BYTES: usize = crate::behaviour::MAX_DELIVER_RESPONSE_ITEM_BYTES;
 
@@ -135,7 +141,7 @@ impl Streams {
         peer: PeerId,
         request: DeliverRequest,
     ) -> Result<u64, DeliverRequest> {
-        if self.declined.contains(&peer) {
+        if self.declined.contains(&peer) || encoded_len_bound(&request) > MAX_REQUEST_BYTES {
             return Err(request);
         }
         // A stream whose task ended (it failed) is replaced by a new one.
@@ -195,6 +201,12 @@ impl Streams {
         self.outbound.remove(peer);
         self.declined.remove(peer);
     }
+}
+
+/// At least the length of `request`'s CBOR item: the map with its two keys and the
+/// version, and each envelope behind a byte-string head of at most 9 bytes.
+fn encoded_len_bound(request: &DeliverRequest) -> usize {
+    32 + request.envelopes.iter().map(|e| e.len() + 9).sum::<usize>()
 }
 
 impl std::fmt::Debug for Streams {

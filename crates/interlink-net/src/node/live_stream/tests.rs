@@ -11,7 +11,7 @@ use serde_bytes::ByteBuf;
 use tokio::sync::mpsc;
 use tokio_util::compat::TokioAsyncReadCompatExt as _;
 
-use super::{LiveEvent, PIPELINE, serve};
+use super::{LiveEvent, MAX_REQUEST_BYTES, PIPELINE, Streams, encoded_len_bound, serve};
 use crate::cbor::{ItemReader, write_item};
 
 fn request(n: u8) -> DeliverRequest {
@@ -121,7 +121,17 @@ async fn garbage_or_an_oversized_item_ends_the_stream_unanswered() {
         vec![0; 2 << 20],
     ]
     .concat();
-    for bad in [vec![0xff_u8; 64], oversized] {
+    // A well-formed request larger than a kept stream takes (it goes on `deliver`).
+    let too_large = cbor4ii::serde::to_vec(
+        Vec::new(),
+        &DeliverRequest {
+            v: VERSION,
+            envelopes: vec![ByteBuf::from(vec![7; 70 * 1024]); 2],
+        },
+    )
+    .unwrap();
+    assert!(too_large.len() > MAX_REQUEST_BYTES);
+    for bad in [vec![0xff_u8; 64], oversized, too_large] {
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (events_tx, mut events) = mpsc::channel(64);
         let server = tokio::spawn(serve(PeerId::random(), theirs.compat(), events_tx));
@@ -158,4 +168,36 @@ async fn a_request_the_node_drops_unanswered_ends_the_stream() {
         .await
         .expect("the stream did not end")
         .unwrap();
+}
+
+#[test]
+fn the_length_bound_is_never_below_the_encoding() {
+    for sizes in [
+        vec![],
+        vec![0],
+        vec![23, 24, 255, 256],
+        vec![65_535, 65_536],
+        vec![1; 64],
+    ] {
+        let request = DeliverRequest {
+            v: VERSION,
+            envelopes: sizes.iter().map(|n| ByteBuf::from(vec![1; *n])).collect(),
+        };
+        let bytes = cbor4ii::serde::to_vec(Vec::new(), &request).unwrap();
+        assert!(encoded_len_bound(&request) >= bytes.len(), "{sizes:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_request_larger_than_a_kept_stream_takes_is_given_back_to_go_as_a_request() {
+    let control = libp2p_stream::Behaviour::new().new_control();
+    let protocol = libp2p::StreamProtocol::new("/interlink-p2p/test/deliver-stream/10");
+    let mut streams = Streams::new(control, protocol, false);
+    let peer = PeerId::random();
+    let large = DeliverRequest {
+        v: VERSION,
+        envelopes: vec![ByteBuf::from(vec![7; 70 * 1024]); 2],
+    };
+    assert_eq!(streams.send(peer, large.clone()), Err(large));
+    assert!(streams.send(peer, request(1)).is_ok());
 }
