@@ -1,7 +1,9 @@
 //! `hostile-load`: a session process (`interlink-p2p run`) flooded with mailbox copies
 //! by strangers that follow the wire rules — first one peer at full speed, then a
-//! Sybil swarm of fresh peers (2, then 16 requests in flight each) — while a paired session sends it 1 KiB messages one at
-//! a time. Measured: the victim's RSS above its idle level, the paired live path's
+//! Sybil swarm of fresh peers (2, then 16 requests in flight each), then 64 strangers
+//! each holding a kept live-delivery stream with a large request item half written,
+//! then the same writing items too large for a stream — while a paired session sends
+//! it 1 KiB messages one at a time. Measured: the victim's RSS above its idle level, the paired live path's
 //! p50/p99 before and during each flood, and what the victim answered the floods.
 //! Targets (issue 13): RSS ≤ 64 MiB above idle, paired p99 ≤ 10 ms.
 //!
@@ -56,11 +58,29 @@ const RECORDS: usize = 48;
 const ENVELOPES: usize = 30;
 const BODY_BYTES: usize = 60_000;
 const SYBILS: usize = 32;
+/// The kept-stream places a recipient serves (`live_stream::MAX_INBOUND_STREAMS`).
+const STREAM_PLACES: usize = 64;
+/// A request item just under what a kept stream takes (128 KiB): the most an attacker
+/// makes the victim hold per place.
+const HELD_ITEM_BYTES: usize = 127 * 1024;
+/// A request item past what a kept stream takes: the victim ends each such stream, and
+/// the attacker opens the next at once.
+const OVERSIZED_ITEM_BYTES: usize = 2 * 1024 * 1024;
 const FLOOD: Duration = Duration::from_secs(15);
 const QUICK_FLOOD: Duration = Duration::from_secs(5);
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 const BASELINE_SENDS: usize = 200;
 const READY: Duration = Duration::from_secs(20);
+
+/// What the attackers of one case do.
+#[derive(Clone, Copy, Debug)]
+enum Attack {
+    /// Keep `in_flight` mailbox holds of the costliest copies going.
+    Holds { in_flight: usize },
+    /// Keep a kept live-delivery stream open with a request item of this many bytes
+    /// written but for its last byte; open another when the victim ends it.
+    StreamPlaces { item_bytes: usize },
+}
 
 /// What the victim answered one flood.
 #[derive(Debug, Default, Clone, Copy)]
@@ -188,14 +208,46 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
         .concat(),
     )];
 
-    for (case, peers, in_flight) in [
-        ("one stranger at full speed", 1, 8),
-        ("Sybil swarm: 32 fresh strangers", SYBILS, 2),
+    for (case, peers, attack) in [
+        (
+            "one stranger at full speed",
+            1,
+            Attack::Holds { in_flight: 8 },
+        ),
+        (
+            "Sybil swarm: 32 fresh strangers",
+            SYBILS,
+            Attack::Holds { in_flight: 2 },
+        ),
         // A swarm that keeps more requests open instead of waiting for answers: the
         // late refusals then bound less (libp2p lets a connection open 100 streams).
-        ("Sybil swarm, 16 in flight each", SYBILS, 16),
+        (
+            "Sybil swarm, 16 in flight each",
+            SYBILS,
+            Attack::Holds { in_flight: 16 },
+        ),
+        // Every kept-stream place taken, each with a request item the victim holds
+        // while it waits for the last byte (never sent). Measured also from the RSS
+        // at its start: the hold floods before it leave the victim's heap grown.
+        (
+            "64 strangers in every kept-stream place",
+            STREAM_PLACES,
+            Attack::StreamPlaces {
+                item_bytes: HELD_ITEM_BYTES,
+            },
+        ),
+        // The same strangers writing items too large for a stream as fast as the victim
+        // ends their streams: what it costs to read and refuse them.
+        (
+            "64 strangers writing oversized stream items",
+            STREAM_PLACES,
+            Attack::StreamPlaces {
+                item_bytes: OVERSIZED_ITEM_BYTES,
+            },
+        ),
     ] {
         progress(format_args!("hostile-load: {case} for {flood:?}"));
+        let at_start_kib = process::sample(pid).map(|s| s.rss_kib).unwrap_or(idle_kib);
         let until = Instant::now() + flood;
         // The attackers run on a thread and runtime of their own, as another process
         // would: a swarm spinning on refusals and reconnects must compete with the
@@ -211,7 +263,15 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
                         let records = records_for.clone();
                         let addr = addr_for.clone();
                         tokio::spawn(async move {
-                            flood_holds(victim_peer, addr, records, i, in_flight, until).await
+                            match attack {
+                                Attack::Holds { in_flight } => {
+                                    flood_holds(victim_peer, addr, records, i, in_flight, until)
+                                        .await
+                                }
+                                Attack::StreamPlaces { item_bytes } => {
+                                    hold_stream_places(victim_peer, addr, item_bytes, until).await
+                                }
+                            }
                         })
                     })
                     .collect();
@@ -273,6 +333,11 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             .at_most(TARGET_RSS_GROWTH_MIB),
         );
         m.push(Measurement::new("victim_rss_peak", kib_to_mib(peak), "MiB"));
+        m.push(Measurement::new(
+            "victim_rss_growth_in_case",
+            kib_to_mib(peak.saturating_sub(at_start_kib)),
+            "MiB",
+        ));
         m.push(Measurement::count("copies_held", answers.held));
         m.push(Measurement::count("copies_refused", answers.refused));
         m.push(Measurement::count("requests_failed", answers.failed));
@@ -448,5 +513,74 @@ async fn flood_holds(
             send(&mut swarm, &mut next);
         }
     }
+    answers
+}
+
+/// One attacker: a bare swarm with a fresh key that keeps one kept live-delivery
+/// stream to the victim open, each time writing all but the last byte of a request
+/// item of `item_bytes`, and opens the next when the victim ends it.
+async fn hold_stream_places(
+    victim: PeerId,
+    addr: Multiaddr,
+    item_bytes: usize,
+    until: Instant,
+) -> Answers {
+    let config = Config {
+        listen: vec![],
+        bootstrap: vec![],
+        mdns: false,
+        max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
+        ..Config::default()
+    };
+    let mut swarm: Swarm<Behaviour> = interlink_testkit::node::raw_swarm(&config);
+    let mut control = swarm.behaviour().streams.new_control();
+    let mut answers = Answers::default();
+    swarm.add_peer_address(victim, addr.clone());
+    if swarm.dial(addr).is_err() {
+        answers.failed += 1;
+        return answers;
+    }
+    let Ok(protocol) =
+        libp2p::StreamProtocol::try_from_owned(config.network.deliver_stream_protocol())
+    else {
+        answers.failed += 1;
+        return answers;
+    };
+    // `{v: 10, envelopes: [bytes(item_bytes)]}`, cut one byte short.
+    let mut item = vec![0xa2, 0x61, b'v', VERSION, 0x69];
+    item.extend_from_slice(b"envelopes");
+    item.extend_from_slice(&[0x81, 0x5a]);
+    item.extend_from_slice(&u32::try_from(item_bytes).unwrap_or(u32::MAX).to_be_bytes());
+    item.resize(item.len() + item_bytes.saturating_sub(1), 0);
+    let connections = std::sync::atomic::AtomicUsize::new(0);
+    let drive = async {
+        loop {
+            if let SwarmEvent::ConnectionEstablished { .. } = swarm.select_next_some().await {
+                connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    };
+    let attack = async {
+        while Instant::now() < until {
+            let Ok(mut stream) = control.open_stream(victim, protocol.clone()).await else {
+                answers.failed += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            // Written, the item waits for its last byte until the victim gives up on
+            // it (10 s) or refuses it as too large, ending the stream.
+            let _ = futures::AsyncWriteExt::write_all(&mut stream, &item).await;
+            let mut byte = [0u8; 1];
+            let left = until.saturating_duration_since(Instant::now());
+            let _ = tokio::time::timeout(left, futures::AsyncReadExt::read(&mut stream, &mut byte))
+                .await;
+            answers.refused += 1;
+        }
+    };
+    tokio::select! {
+        () = drive => {}
+        () = attack => {}
+    }
+    answers.connections = connections.into_inner();
     answers
 }
