@@ -424,6 +424,19 @@ fn copies() -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         .collect()
 }
 
+/// An attacker's node: it dials out only, and has its own process's memory guard, not
+/// the bench's (earlier scenarios left this process past the session budget, and every
+/// attacker dial was refused).
+fn attacker_config() -> Config {
+    Config {
+        listen: vec![],
+        bootstrap: vec![],
+        mdns: false,
+        max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
+        ..Config::default()
+    }
+}
+
 /// One attacker: a bare swarm with a fresh key that dials the victim and keeps
 /// `in_flight` holds of the copies going until `until`.
 async fn flood_holds(
@@ -435,15 +448,9 @@ async fn flood_holds(
     until: Instant,
 ) -> Answers {
     let config = Config {
-        listen: vec![],
-        bootstrap: vec![],
-        mdns: false,
         // libp2p's default: an attacker's own build does not hold itself to our cap.
         mailbox_streams_per_connection: 100,
-        // Its own process's guard, not the bench's: earlier scenarios left this
-        // process past the session budget, and every attacker dial was refused.
-        max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
-        ..Config::default()
+        ..attacker_config()
     };
     let mut swarm: Swarm<Behaviour> = interlink_testkit::node::raw_swarm(&config);
     let mut answers = Answers::default();
@@ -525,13 +532,7 @@ async fn hold_stream_places(
     item_bytes: usize,
     until: Instant,
 ) -> Answers {
-    let config = Config {
-        listen: vec![],
-        bootstrap: vec![],
-        mdns: false,
-        max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
-        ..Config::default()
-    };
+    let config = attacker_config();
     let mut swarm: Swarm<Behaviour> = interlink_testkit::node::raw_swarm(&config);
     let mut control = swarm.behaviour().streams.new_control();
     let mut answers = Answers::default();
