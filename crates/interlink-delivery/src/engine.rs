@@ -178,7 +178,7 @@ impl Engine {
                 result,
                 refused,
             } => recipient.inbox_stored(&mut ctx, token, result, &refused),
-            Input::Spare => recipient.presign(&mut ctx),
+            Input::Spare => recipient.presign(&ctx),
             Input::ReceiptSent { id, result } => recipient.receipt_sent(id, result),
             Input::PutAnswered { put, kept } => sender.put_answered(&mut ctx, put, &kept),
             Input::PutEnded { put } => sender.put_ended(&mut ctx, put),

@@ -490,7 +490,7 @@ impl Recipient {
                 _ => w
                     .sender
                     .filter(|_| !held.is_empty())
-                    .and_then(|sender| self.sign_receipt(ctx, sender, held)),
+                    .and_then(|sender| sign_receipt(&mut self.passes, ctx, sender, held)),
             };
             // Without a receipt nothing counts as held: the sender retries.
             let results = w
@@ -513,53 +513,29 @@ impl Recipient {
     /// else, the receipt it gets if that append is durable ([`Input::Spare`]).
     ///
     /// [`Input::Spare`]: crate::Input::Spare
-    pub(crate) fn presign(&mut self, ctx: &mut Ctx<'_>) {
+    pub(crate) fn presign(&mut self, ctx: &Ctx<'_>) {
         let Some(app) = &self.appending else {
             return;
         };
         let writing: BTreeSet<EntryKey> = app.items.iter().map(|q| q.key).collect();
-        let mut waiting = std::mem::take(&mut self.waiting);
-        for w in waiting.iter_mut().filter(|w| w.presigned.is_none()) {
+        for w in self.waiting.iter_mut().filter(|w| w.presigned.is_none()) {
             let Some(sender) = w.sender else { continue };
-            let mut after_this_append = true;
-            let held = held_ids(w.items.iter().map(|(id, item)| match item {
-                Item::Held => (*id, true),
-                Item::Wait(k) if writing.contains(k) => (*id, true),
-                Item::Wait(_) => {
-                    after_this_append = false;
-                    (*id, false)
-                }
-                Item::Refused(_) => (*id, false),
-            }));
-            if after_this_append && !held.is_empty() {
-                w.presigned = self.sign_receipt(ctx, sender, held);
+            // Also waiting on a later append: this one's outcome does not settle it.
+            if w.items
+                .iter()
+                .any(|(_, i)| matches!(i, Item::Wait(k) if !writing.contains(k)))
+            {
+                continue;
+            }
+            let held = held_ids(
+                w.items
+                    .iter()
+                    .map(|(id, i)| (*id, matches!(i, Item::Held | Item::Wait(_)))),
+            );
+            if !held.is_empty() {
+                w.presigned = sign_receipt(&mut self.passes, ctx, sender, held);
             }
         }
-        self.waiting = waiting;
-    }
-
-    /// The signed receipt of a live request: `held` reached this inbox from `sender`.
-    fn sign_receipt(
-        &mut self,
-        ctx: &Ctx<'_>,
-        sender: IdentityKey,
-        held: Vec<MsgId>,
-    ) -> Option<Signed<Receipt>> {
-        let pass = Some(self.passes.get(ctx.identity, &sender));
-        Signed::sign(
-            Receipt {
-                v: VERSION,
-                recipient: ctx.me.key,
-                recipient_session: ctx.me.session.clone(),
-                sender,
-                msg_ids: held,
-                state: ReceiptState::Delivered,
-                ts: ctx.now,
-                pass,
-            },
-            ctx.identity,
-        )
-        .ok()
     }
 
     fn publish_acks(&mut self, ctx: &mut Ctx<'_>, keys: &[EntryKey]) {
@@ -656,6 +632,31 @@ impl Recipient {
             self.index.remove(&key);
         }
     }
+}
+
+/// The signed receipt of a live request: `held` reached this inbox from `sender`, with
+/// this session's mailbox pass for it.
+fn sign_receipt(
+    passes: &mut IssuedPasses,
+    ctx: &Ctx<'_>,
+    sender: IdentityKey,
+    held: Vec<MsgId>,
+) -> Option<Signed<Receipt>> {
+    let pass = Some(passes.get(ctx.identity, &sender));
+    Signed::sign(
+        Receipt {
+            v: VERSION,
+            recipient: ctx.me.key,
+            recipient_session: ctx.me.session.clone(),
+            sender,
+            msg_ids: held,
+            state: ReceiptState::Delivered,
+            ts: ctx.now,
+            pass,
+        },
+        ctx.identity,
+    )
+    .ok()
 }
 
 /// The ids of the items held, each once, in the request's order.
