@@ -131,7 +131,7 @@ fn outcome(response: DeliverResponse) -> Result<Vec<MsgId>, Refusal> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_deliveries_are_refused_or_stored_under_the_signed_sender() {
-    let base = 70_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let alice_id = Identity::from_seed(&[1; 32]);
     let bob_id = Identity::from_seed(&[2; 32]);
     let mallory_id = Identity::from_seed(&[3; 32]);

@@ -16,7 +16,7 @@ use libp2p::multiaddr::Protocol;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_messages_are_receipted_stored_in_order_and_gated() {
-    let base = 30_000 + u64::from(std::process::id() % 1000) * 100;
+    let base = interlink_testkit::node::memory_base();
     let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
     let alice = start(base, 1, "alice-1", &[("bob", &bob_id)], None);
     let boot = Some((base, alice.handle().peer_id()));
@@ -126,7 +126,7 @@ async fn live_messages_are_receipted_stored_in_order_and_gated() {
 /// sends requests instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_without_kept_streams_and_one_with_them_deliver_both_ways() {
-    let base = 33_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let (old_id, new_id) = (
         Identity::from_seed(&[41; 32]),
         Identity::from_seed(&[42; 32]),
@@ -175,7 +175,7 @@ async fn a_node_without_kept_streams_and_one_with_them_deliver_both_ways() {
 /// Two nodes with kept streams: messages sent at once all arrive, once, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_sent_at_once_on_a_kept_stream_arrive_once_in_order_large_ones_as_requests() {
-    let base = 34_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let (a_id, b_id) = (
         Identity::from_seed(&[43; 32]),
         Identity::from_seed(&[44; 32]),
@@ -212,7 +212,7 @@ async fn messages_sent_at_once_on_a_kept_stream_arrive_once_in_order_large_ones_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_to_a_vanished_session_wait_in_the_dht_until_it_returns() {
-    let base = 40_000 + u64::from(std::process::id() % 1000) * 100;
+    let base = interlink_testkit::node::memory_base();
     let Trio {
         alice,
         bob,
@@ -298,7 +298,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     };
     use libp2p::kad::{Quorum, Record, RecordKey};
 
-    let base = 50_000 + u64::from(std::process::id() % 1000) * 100;
+    let base = interlink_testkit::node::memory_base();
     let Trio {
         alice,
         bob,
@@ -732,7 +732,7 @@ async fn fetch_answer(
 async fn a_full_outbox_refuses_and_a_returning_recipient_is_retried_live() {
     let quota = interlink_core::limits::MAILBOX_SENDER_QUOTA;
     let limit = interlink_delivery::config::OUTBOX_PER_RECIPIENT;
-    let base = 50_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let Trio {
         alice,
         bob,
@@ -834,7 +834,7 @@ async fn a_full_outbox_refuses_and_a_returning_recipient_is_retried_live() {
 /// peer of Alice's) took its mailbox copy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settle_says_whether_a_peer_took_the_mailbox_copy() {
-    let base = 51_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
     let carol_id = Identity::from_seed(&[9; 32]);
     let alice = start(
@@ -887,7 +887,7 @@ async fn settle_says_whether_a_peer_took_the_mailbox_copy() {
 /// sealing key is its identity's, known from another of its sessions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_not_on_the_roster_is_queued_for_and_gets_it_on_start() {
-    let base = 52_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let Trio {
         alice,
         bob,
@@ -950,7 +950,7 @@ async fn receipted(
 /// message was sent, or the sender restarted since (its retry list is in memory).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mail_collected_from_a_mailbox_is_receipted_to_its_sender() {
-    let base = 53_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let Trio {
         alice,
         bob,
@@ -1052,7 +1052,7 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
     };
     use interlink_net::{Delivery, Node, Role, SessionSpec};
 
-    let base = 52_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let Trio {
         alice,
         bob,
@@ -1211,7 +1211,7 @@ async fn sessions_paired_while_both_are_online_exchange_passes() {
     use interlink_core::trust::PeerPolicy;
     use interlink_store::passes::{MailboxPasses, PASSES_FILE};
 
-    let base = 54_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
     let alice = start(base, 1, "alice-1", &[], None);
     let boot = Some((base, alice.handle().peer_id()));

@@ -106,7 +106,7 @@ async fn twenty_nodes_converge_to_the_same_roster() {
         .with_test_writer()
         .try_init();
     const N: u64 = 20;
-    let base = 10_000 + u64::from(std::process::id() % 1000) * 100;
+    let base = interlink_testkit::node::memory_base();
     let mut nodes: Vec<Node> = Vec::new();
     for i in 0..N {
         // A tree: node i bootstraps to node (i-1)/2, so most pairs are not directly
@@ -316,7 +316,7 @@ impl Hostile {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_presence_is_rejected_not_forwarded_and_capped() {
-    let base = 20_000 + u64::from(std::process::id() % 1000) * 100;
+    let base = interlink_testkit::node::memory_base();
     let a = start(base, None, session_role(1, "honest-a"));
     let a_peer = a.handle().peer_id();
     // B hears about the overlay only through A: whatever A does not forward, B never sees.
@@ -533,7 +533,7 @@ async fn hostile_presence_is_rejected_not_forwarded_and_capped() {
 /// routed to).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_presence_flood_never_evicts_a_paired_identity() {
-    let base = 23_000 + u64::from(std::process::id() % 1000) * 100;
+    let base = interlink_testkit::node::memory_base();
     let friend = Identity::from_seed(&[2; 32]);
     let mut a_config = config(base, None);
     a_config.presence.max_identities = 4;
@@ -607,7 +607,7 @@ async fn one_peer_cannot_open_unbounded_connections() {
     use interlink_net::behaviour::connection_caps::PER_PEER;
     use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 
-    let base = 24_000 + u64::from(std::process::id() % 1000) * 100;
+    let base = interlink_testkit::node::memory_base();
     let a = start(base, None, session_role(1, "capped"));
     let a_peer = a.handle().peer_id();
     let mut evil = node::raw_swarm(&config(base + 1, None));
@@ -668,7 +668,7 @@ async fn one_peer_cannot_open_unbounded_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_roster_request_flood_is_answered_only_within_its_budget() {
     const FLOOD: usize = 400;
-    let base = 25_000 + u64::from(std::process::id() % 1000) * 100;
+    let base = interlink_testkit::node::memory_base();
     let a = start(base, None, session_role(1, "budgeted"));
     let a_peer = a.handle().peer_id();
     let mut evil = Hostile::join(base + 1, (base, a_peer)).await;
@@ -722,7 +722,7 @@ async fn a_roster_request_flood_is_answered_only_within_its_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_roster_stretches_the_heartbeat_and_the_beacon_says_so() {
     use interlink_core::presence::heartbeat_interval_ms;
-    let base = 26_000 + u64::from(std::process::id() % 1000) * 100;
+    let base = interlink_testkit::node::memory_base();
     let mut cfg = config(base, None);
     cfg.heartbeat = Duration::from_millis(300);
     let a = node::spawn(cfg, session_role(1, "big-roster"));
@@ -784,7 +784,7 @@ async fn a_large_roster_stretches_the_heartbeat_and_the_beacon_says_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beacons_keep_a_session_live_and_a_fetch_brings_them_to_a_node_that_missed_them() {
     use interlink_core::presence::{Presence, sync::Summary};
-    let base = 27_000 + u64::from(std::process::id() % 1000) * 100;
+    let base = interlink_testkit::node::memory_base();
     // A short live window, so a few seconds cover several windows: A beacons every
     // 300 ms, and B judges a session silent for 1 s away.
     let mut cfg = config(base, None);

@@ -114,7 +114,7 @@ fn session(
 /// hold; the sender leaves; the recipient, knowing only the relay, gets it from there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_holds_mail_durably_and_hands_it_to_the_returning_recipient() {
-    let base = 60_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let store = Arc::new(MemoryDurable::default());
     let (relay, relay_addr) = relay_node(base, store.clone());
     let (alice_id, bob_id) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
@@ -228,7 +228,7 @@ async fn the_relay_refuses_hostile_holds() {
     use interlink_net::behaviour::BehaviourEvent;
     use libp2p::{request_response, swarm::SwarmEvent};
 
-    let base = 61_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let store = Arc::new(MemoryDurable::default());
     let (relay, relay_addr) = relay_node(base, store.clone());
     let relay_peer: PeerId = relay.handle().peer_id();
@@ -336,7 +336,7 @@ async fn a_slow_relay_store_does_not_stall_the_relay_node() {
     use interlink_net::behaviour::BehaviourEvent;
     use libp2p::{request_response, swarm::SwarmEvent};
 
-    let base = 62_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let (release, gate) = std::sync::mpsc::sync_channel(1);
     let store = Arc::new(GatedDurable {
         inner: MemoryDurable::default(),
@@ -418,7 +418,7 @@ async fn a_slow_relay_store_does_not_stall_the_relay_node() {
 async fn a_peer_beyond_its_hold_budget_is_refused_before_decoding() {
     use interlink_core::wire::{MailboxOutcome, RefusalCode};
 
-    let base = 63_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     // A session node (a relay's budgets are larger by design).
     let node = start(base, 5, "budgeted", &[], None);
     let node_peer = node.handle().peer_id();
@@ -504,7 +504,7 @@ fn mailbox_with_one(owner: &Identity, from: &Identity, body_bytes: usize) -> ([u
 async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
     use interlink_core::wire::{MailboxOutcome, RefusalCode};
 
-    let base = 64_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let identity = Arc::new(Identity::from_seed(&[11; 32]));
     let session = SessionId::new("holder").unwrap();
     let config = Config {
@@ -722,7 +722,7 @@ async fn a_peer_opening_too_many_mailbox_streams_at_once_is_disconnected() {
     use interlink_net::behaviour::MAILBOX_UNREAD_PER_CONNECTION;
     use libp2p::swarm::SwarmEvent;
 
-    let base = 65_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let node = start(base, 6, "victim", &[], None);
     let node_peer = node.handle().peer_id();
     let node_addr = memory(base).with(Protocol::P2p(node_peer));
@@ -818,7 +818,7 @@ async fn a_peer_opening_too_many_deliver_streams_has_the_extra_ones_reset() {
     use interlink_net::behaviour::{BehaviourEvent, DELIVER_STREAMS_PER_CONNECTION};
     use libp2p::{request_response, swarm::SwarmEvent};
 
-    let base = 66_000 + u64::from(std::process::id() % 1000) * 10;
+    let base = interlink_testkit::node::memory_base();
     let node = start(base, 6, "victim", &[], None);
     let node_peer = node.handle().peer_id();
     let node_addr = memory(base).with(Protocol::P2p(node_peer));

@@ -113,6 +113,14 @@ impl Peer {
     }
 }
 
+/// A block of 1,000 `/memory` ports no other caller in this process gets: the memory
+/// transport's ports are one registry per process, which every test of a test binary
+/// shares while they run in parallel.
+pub fn memory_base() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(100_000);
+    NEXT.fetch_add(1_000, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// `/memory/<port>`.
 pub fn memory(port: u64) -> Multiaddr {
     format!("/memory/{port}").parse().unwrap()
