@@ -52,9 +52,11 @@ fn inbox_lines(user: &User, session: &str) -> Vec<Value> {
         .join("sessions")
         .join(session)
         .join("inbox.jsonl");
+    // The data ends where the padding (spaces) starts (docs/DELIVERY.md).
     std::fs::read_to_string(path)
         .unwrap_or_default()
-        .lines()
+        .split_inclusive('\n')
+        .take_while(|l| l.ends_with('\n') && !l.starts_with(' '))
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }

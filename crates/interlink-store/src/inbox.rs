@@ -20,6 +20,12 @@
 //! cuts it off (the message it held was never receipted, so its sender still has it
 //! queued and will deliver it again).
 //!
+//! Padding: once messages arrive, the writer keeps spaces after the last line (topped
+//! up by [`Inbox::pad`] when the node is idle, from [`MIN_PADDING`] to [`MAX_PADDING`]
+//! as the inbox gets busy), so an append overwrites bytes the file has and its
+//! `fdatasync` need not write a new file length and block map (`segment` has the rule
+//! readers follow). A clean close cuts the padding off.
+//!
 //! Compaction: lines the agent has consumed (the offset in `read.json`), and lines
 //! older than the mailbox retention, move from `inbox.jsonl` to the archive once they
 //! amount to [`COMPACT_MIN_BYTES`]; the archive keeps the newest [`MAX_ARCHIVE_BYTES`]
@@ -31,7 +37,7 @@ mod segment;
 
 use std::{
     fs::{File, OpenOptions},
-    io::{self, BufRead as _, BufReader, Seek as _, SeekFrom, Write as _},
+    io::{self, BufReader, Read as _, Seek as _, SeekFrom, Write as _},
     path::{Path, PathBuf},
 };
 
@@ -48,9 +54,9 @@ use interlink_core::{
 pub use segment::{
     ARCHIVE_FILE, bounds, read_from, read_hot_from, read_newest, read_positioned_from,
 };
-use segment::{Segment, archive_path};
+use segment::{PADDING, Segment, archive_path, next_line};
 use serde::{Deserialize, Serialize};
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// File name of the (hot) inbox inside a session's directory.
 pub const INBOX_FILE: &str = "inbox.jsonl";
@@ -66,6 +72,18 @@ pub const COMPACT_MIN_BYTES: u64 = 1024 * 1024;
 pub const COMPACT_CHECK_EVERY: u32 = 64;
 /// Largest archive kept; past it the older half is dropped.
 pub const MAX_ARCHIVE_BYTES: u64 = 64 * 1024 * 1024;
+/// Padding an inbox that receives gets after its last line at first (about 45
+/// messages of 1 KiB). [`Inbox::pad`] tops it up once less than half is left.
+pub const MIN_PADDING: u64 = 64 * 1024;
+/// Most padding: an inbox whose padding ran low twice within [`PADDING_GROWS_WITHIN_MS`]
+/// gets twice as much, up to this. Each top-up is a write and sync of its own, which
+/// a busy inbox should pay rarely (and a reader of the whole file reads past).
+pub const MAX_PADDING: u64 = 1024 * 1024;
+/// See [`MAX_PADDING`].
+pub const PADDING_GROWS_WITHIN_MS: u64 = 10_000;
+/// Largest tail past the last line that opening the inbox reads to tell padding from
+/// a torn line; a longer tail is cut off.
+const MAX_TAIL_CHECKED: u64 = 2 * MAX_PADDING;
 /// Age after which a line leaves the hot file even if it was never consumed.
 pub const HOT_RETENTION_MS: u64 = MAILBOX_RETENTION_MS;
 /// One delivered message as the agent side reads it.
@@ -234,7 +252,7 @@ pub(crate) struct Fault {
 pub struct Inbox {
     dir: PathBuf,
     path: PathBuf,
-    /// The hot file, opened for appending (and reading, for compaction).
+    /// The hot file, opened for reading and writing: lines are written at `len`.
     file: File,
     /// Logical offset of the hot file's first line.
     base: u64,
@@ -242,6 +260,12 @@ pub struct Inbox {
     header_len: u64,
     /// File length up to the end of the last good line.
     len: u64,
+    /// File length: `len` and the padding after it.
+    allocated: u64,
+    /// Padding the next top-up leaves after `len`; 0 until a message is appended.
+    padding: u64,
+    /// When the padding was last topped up (ms since the epoch).
+    padded_at: u64,
     /// A failed append left bytes after `len` that could not be cut off yet.
     dirty: bool,
     index: Index,
@@ -266,12 +290,15 @@ impl Inbox {
             path: dir.to_owned(),
             source,
         })?;
-        let file = open_hot(&path).map_err(io_err)?;
+        let file = open_rw(&path).map_err(io_err)?;
         let seg = Segment::from_file(file.try_clone().map_err(io_err)?).map_err(io_err)?;
         let (hot, complete_len) = scan(&file, seg.header_len).map_err(io_err)?;
-        if complete_len < seg.len {
+        let mut allocated = seg.len;
+        if complete_len < seg.len && !padding_only(&file, complete_len, seg.len).map_err(io_err)? {
+            // A torn line, or what a crash left past the padding.
             file.set_len(complete_len).map_err(io_err)?;
             file.sync_all().map_err(io_err)?;
+            allocated = complete_len;
         }
         repair_archive(&path, seg.base).map_err(|source| InboxError::Io {
             path: archive_path(&path),
@@ -293,6 +320,9 @@ impl Inbox {
             base: seg.base,
             header_len: seg.header_len,
             len: complete_len,
+            allocated,
+            padding: 0,
+            padded_at: 0,
             dirty: false,
             index,
             appends_since_check: 0,
@@ -348,6 +378,9 @@ impl Inbox {
                 continue;
             }
             durable |= !entry.kind.is_receipt();
+            if durable && self.padding == 0 {
+                self.padding = MIN_PADDING;
+            }
             serde_json::to_writer(&mut buf, entry)?;
             buf.push(b'\n');
             if let Some(s) = sender {
@@ -372,6 +405,7 @@ impl Inbox {
             });
         }
         self.len += buf.len() as u64;
+        self.allocated = self.allocated.max(self.len);
         for (s, id, at) in new_keys {
             self.index.insert(s, id, at);
         }
@@ -392,24 +426,56 @@ impl Inbox {
         }
     }
 
+    /// Once a message was appended, tops the padding after the last line up once less
+    /// than half of it is left, and syncs it; `now` is ms since the epoch. The node's
+    /// store thread calls it when it has nothing else to do, so the sync that writes
+    /// the file's new length happens between deliveries rather than inside one. A
+    /// failure (a full disk) is logged and leaves the file as it was: appends work
+    /// without padding.
+    pub fn pad(&mut self, now: u64) {
+        if self.dirty || self.padding == 0 || self.allocated - self.len >= self.padding / 2 {
+            return;
+        }
+        if self.padded_at != 0 && now.saturating_sub(self.padded_at) < PADDING_GROWS_WITHIN_MS {
+            self.padding = (self.padding * 2).min(MAX_PADDING);
+        }
+        let from = self.allocated;
+        let to = self.len + self.padding;
+        let spaces = vec![PADDING; usize::try_from(to - from).unwrap_or(0)];
+        let padded = write_at(&self.file, &spaces, from).and_then(|()| self.file.sync_data());
+        match padded {
+            Ok(()) => {
+                self.allocated = to;
+                self.padded_at = now;
+            }
+            Err(e) => {
+                debug!("padding the inbox: {e}");
+                // Spaces past the last line are padding whatever their length; cutting
+                // them gives a full disk its space back.
+                let _ = self.file.set_len(from);
+            }
+        }
+    }
+
     fn write_batch(&mut self, buf: &[u8], durable: bool) -> io::Result<()> {
         #[cfg(test)]
         if let Some(f) = self.fault.take() {
-            self.file.write_all(&buf[..f.after.min(buf.len())])?;
+            write_at(&self.file, &buf[..f.after.min(buf.len())], self.len)?;
             return Err(io::Error::from(f.kind));
         }
-        self.file.write_all(buf)?;
+        write_at(&self.file, buf, self.len)?;
         if durable {
             self.file.sync_data()?;
         }
         Ok(())
     }
 
-    /// Cuts the file back to its last good line, durably.
+    /// Cuts the file back to its last good line, durably (the padding goes too).
     fn rollback(&mut self) -> io::Result<()> {
         self.dirty = true;
         self.file.set_len(self.len)?;
         self.file.sync_all()?;
+        self.allocated = self.len;
         self.dirty = false;
         Ok(())
     }
@@ -455,10 +521,20 @@ impl Inbox {
     }
 }
 
-/// Opens the hot file for reading and appending (creating it, mode 0600).
-fn open_hot(path: &Path) -> io::Result<File> {
+impl Drop for Inbox {
+    /// A clean close gives the padding's space back (a crash leaves it, and the next
+    /// open keeps it).
+    fn drop(&mut self) {
+        if !self.dirty && self.allocated > self.len {
+            let _ = self.file.set_len(self.len);
+        }
+    }
+}
+
+/// Opens a file for reading and writing at any position (creating it, mode 0600).
+fn open_rw(path: &Path) -> io::Result<File> {
     let mut opts = OpenOptions::new();
-    opts.read(true).append(true).create(true);
+    opts.read(true).write(true).create(true).truncate(false);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -467,11 +543,31 @@ fn open_hot(path: &Path) -> io::Result<File> {
     opts.open(path)
 }
 
+/// Writes all of `buf` at position `pos` of `file`.
+fn write_at(file: &File, buf: &[u8], pos: u64) -> io::Result<()> {
+    let mut f = file;
+    f.seek(SeekFrom::Start(pos))?;
+    f.write_all(buf)
+}
+
+/// Whether the bytes of `file` from `from` to `to` are all padding (reads at most
+/// [`MAX_TAIL_CHECKED`]; a longer tail is not).
+fn padding_only(file: &File, from: u64, to: u64) -> io::Result<bool> {
+    if to - from > MAX_TAIL_CHECKED {
+        return Ok(false);
+    }
+    let mut tail = vec![0; usize::try_from(to - from).unwrap_or(0)];
+    let mut f = file;
+    f.seek(SeekFrom::Start(from))?;
+    f.read_exact(&mut tail)?;
+    Ok(tail.iter().all(|b| *b == PADDING))
+}
+
 /// A stored message's sender, id and arrival time (ms).
 type Arrival = (IdentityKey, MsgId, u64);
 
 /// The (sender, id, arrival) of the hot file's complete lines from `header_len` on,
-/// and the file length up to the last complete line.
+/// and the file length up to the last complete line (before any padding).
 fn scan(file: &File, header_len: u64) -> io::Result<(Vec<Arrival>, u64)> {
     let mut src = file;
     src.seek(SeekFrom::Start(header_len))?;
@@ -479,13 +575,8 @@ fn scan(file: &File, header_len: u64) -> io::Result<(Vec<Arrival>, u64)> {
     let mut keys = Vec::new();
     let mut complete = header_len;
     let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 || line.last() != Some(&b'\n') {
-            break;
-        }
-        complete += n as u64;
+    while let Some(n) = next_line(&mut reader, &mut line)? {
+        complete += n;
         #[derive(Deserialize)]
         struct Key {
             msg_id: String,

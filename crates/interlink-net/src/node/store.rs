@@ -149,7 +149,20 @@ struct Worker {
 impl Worker {
     fn run(&mut self, mut rx: mpsc::Receiver<Op>) {
         let mut batch = Vec::with_capacity(BATCH);
-        while let Some(first) = rx.blocking_recv() {
+        loop {
+            let first = match rx.try_recv() {
+                Ok(op) => op,
+                Err(mpsc::error::TryRecvError::Disconnected) => return,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    // Nothing waits: the time to grow the inbox's padding, whose sync
+                    // would otherwise fall inside an append.
+                    self.inbox.pad(crate::now_ms());
+                    match rx.blocking_recv() {
+                        Some(op) => op,
+                        None => return,
+                    }
+                }
+            };
             batch.push(first);
             while batch.len() < BATCH {
                 match rx.try_recv() {

@@ -2,7 +2,7 @@
 //! into the archive, under the reader rule of [`super::segment`].
 
 use std::{
-    fs::{File, OpenOptions},
+    fs::OpenOptions,
     io::{self, BufRead as _, BufReader, Read as _, Seek as _, SeekFrom, Write as _},
     path::Path,
 };
@@ -11,7 +11,7 @@ use serde::Deserialize;
 use tracing::warn;
 
 use super::{
-    HOT_RETENTION_MS, INDEX_FILE, Inbox, InboxError, MAX_ARCHIVE_BYTES, open_hot,
+    HOT_RETENTION_MS, INDEX_FILE, Inbox, InboxError, MAX_ARCHIVE_BYTES, open_rw,
     segment::{Segment, archive_path, header_line},
 };
 
@@ -66,11 +66,13 @@ impl Inbox {
             Ok(())
         })
         .map_err(io_err(&self.path))?;
-        let file = open_hot(&self.path).map_err(io_err(&self.path))?;
+        let file = open_rw(&self.path).map_err(io_err(&self.path))?;
         let seg = Segment::from_file(file.try_clone().map_err(io_err(&self.path))?)
             .map_err(io_err(&self.path))?;
         (self.file, self.base, self.header_len, self.len) =
             (file, seg.base, seg.header_len, seg.len);
+        // The new file has no padding yet: the next `pad` gives it some.
+        self.allocated = seg.len;
         if let Err(e) = trim_archive(&archive, MAX_ARCHIVE_BYTES) {
             warn!("trimming the inbox archive: {e}");
         }
@@ -121,7 +123,7 @@ impl Inbox {
     /// syncs it; the archive ends at this hot file's base first (anything past it is
     /// a crashed compaction's, and is also in the hot file).
     fn append_to_archive(&self, archive: &Path, moved: u64) -> io::Result<()> {
-        let mut out = private_rw(archive)?;
+        let mut out = open_rw(archive)?;
         let seg = Segment::from_file(out.try_clone()?)?;
         if seg.len == 0 || seg.base > self.base || seg.end() < self.base {
             // New, or not continuous with the hot file (lost): start it over here.
@@ -151,18 +153,6 @@ impl Inbox {
         }
         result
     }
-}
-
-/// Opens a file for reading and writing at any position (creating it, mode 0600).
-fn private_rw(path: &Path) -> io::Result<File> {
-    let mut opts = OpenOptions::new();
-    opts.read(true).write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    opts.open(path)
 }
 
 /// Cuts archive lines past the hot base `base`: a compaction that crashed after

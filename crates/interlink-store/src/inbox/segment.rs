@@ -17,10 +17,18 @@
 //! generation of the hot segment a reader opened, the archive it opens next has every
 //! line before that generation's base, and lines the archive holds past that base are
 //! also in the hot segment the reader has open.
+//!
+//! The padding: the writer keeps a run of spaces (no newline) after the hot segment's
+//! last line, so an append overwrites bytes the file already has. The file's length
+//! and block map then stay put, and `fdatasync` need not write them (docs/DELIVERY.md
+//! has the measurements). Every line the writer produces starts with `{`, so the data ends
+//! at the first line that starts with a space (or a NUL, which a crash can leave where
+//! the file grew); readers stop there. To a reader that does not know the rule, the
+//! padding is a last line still being written, which it already waits for.
 
 use std::{
     fs::File,
-    io::{self, BufRead as _, BufReader, Read as _, Seek as _, SeekFrom},
+    io::{self, BufRead, BufReader, Read as _, Seek as _, SeekFrom},
     path::{Path, PathBuf},
 };
 
@@ -36,6 +44,27 @@ const HEADER_PREFIX: &[u8] = b"{\"inbox_base\":";
 const MAX_HEADER_LEN: usize = 64;
 /// Bytes read per step when a segment is read from its end.
 const BACK_CHUNK: u64 = 64 * 1024;
+/// The byte the writer pads the hot segment with.
+pub(super) const PADDING: u8 = b' ';
+
+/// Whether a line starting with `byte` is past the data: the padding, or zeros.
+pub(super) fn ends_data(byte: u8) -> bool {
+    byte == PADDING || byte == 0
+}
+
+/// Reads the next complete line into `line` (cleared first) and returns its length;
+/// `None` at the end of the data: the end of the file, a line still being written (no
+/// newline yet) or the padding. A line of padding is not read through.
+pub(super) fn next_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> io::Result<Option<u64>> {
+    line.clear();
+    match reader.fill_buf()?.first() {
+        None => return Ok(None),
+        Some(b) if ends_data(*b) => return Ok(None),
+        Some(_) => {}
+    }
+    let n = reader.read_until(b'\n', line)?;
+    Ok((line.last() == Some(&b'\n')).then_some(n as u64))
+}
 
 #[derive(Serialize, Deserialize)]
 struct Header {
@@ -62,7 +91,7 @@ pub(super) struct Segment {
     pub(super) base: u64,
     /// Bytes of the header line (0 without one).
     pub(super) header_len: u64,
-    /// File length when opened.
+    /// File length when opened (the hot segment's padding included).
     pub(super) len: u64,
 }
 
@@ -78,7 +107,10 @@ impl Segment {
 
     /// Reads the header of an open file.
     pub(super) fn from_file(mut file: File) -> io::Result<Self> {
-        let len = file.metadata()?.len();
+        // The length from a seek, not a `stat`: on Linux since 6.13 a `stat` that
+        // asks for the change time makes the writer's next write stamp a fine-grained
+        // one, which `fdatasync` then writes too (docs/DELIVERY.md).
+        let len = file.seek(SeekFrom::End(0))?;
         let (base, header_len) = read_header(&mut file)?;
         Ok(Self {
             file,
@@ -88,9 +120,50 @@ impl Segment {
         })
     }
 
-    /// Logical offset of the file's end (a torn last line included).
+    /// Logical offset of the file's end (a torn last line included); for the archive,
+    /// which has no padding.
     pub(super) fn end(&self) -> u64 {
         self.base + self.len.saturating_sub(self.header_len)
+    }
+
+    /// Logical offset of the end of the data: the file's end without the padding (a
+    /// torn last line included). Reads the padding from the end.
+    pub(super) fn data_end(&mut self) -> io::Result<u64> {
+        let mut pos = self.len;
+        let mut chunk = Vec::new();
+        while pos > self.header_len {
+            let n = BACK_CHUNK.min(pos - self.header_len);
+            chunk.resize(usize::try_from(n).unwrap_or(0), 0);
+            // Short if the padding was cut off meanwhile: what is missing was padding.
+            let got = read_at_most(&mut self.file, pos - n, &mut chunk)?;
+            chunk.truncate(got);
+            if let Some(i) = chunk.iter().rposition(|b| !ends_data(*b)) {
+                pos = pos - n + i as u64 + 1;
+                break;
+            }
+            pos -= n;
+        }
+        Ok(self.base + pos.max(self.header_len) - self.header_len)
+    }
+
+    /// Whether logical offset `logical` is within the data (its end included): past
+    /// the base, not beyond the file, and not after a byte of padding. A cursor that is
+    /// not belongs to a file that was replaced.
+    pub(super) fn reaches(&mut self, logical: u64) -> io::Result<bool> {
+        if logical < self.base {
+            return Ok(false);
+        }
+        let phys = self.phys(logical);
+        if phys == self.header_len {
+            return Ok(true);
+        }
+        if phys > self.len {
+            return Ok(false);
+        }
+        let mut before = [0u8];
+        // Nothing there: the file shrank since it was opened (its padding was cut off).
+        let got = read_at_most(&mut self.file, phys - 1, &mut before)?;
+        Ok(got == 1 && !ends_data(before[0]))
     }
 
     /// File position of logical offset `logical` (at least the base).
@@ -111,11 +184,9 @@ impl Segment {
         let mut reader = BufReader::new(&self.file);
         let mut pos = start;
         let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line)? as u64;
-            if n == 0 || line.last() != Some(&b'\n') || pos + n > limit {
-                break; // end, a line still being written, or past the limit
+        while let Some(n) = next_line(&mut reader, &mut line)? {
+            if pos + n > limit {
+                break;
             }
             pos += n;
             // A line that does not parse is skipped rather than blocking every later one.
@@ -125,6 +196,22 @@ impl Segment {
         }
         Ok(pos)
     }
+}
+
+/// Reads from position `pos` until `buf` is full or the file ends; returns how much
+/// it read.
+fn read_at_most(file: &mut File, pos: u64, buf: &mut [u8]) -> io::Result<usize> {
+    file.seek(SeekFrom::Start(pos))?;
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 /// `(base, header length)` of a segment: `(0, 0)` without a header.
@@ -149,7 +236,7 @@ fn read_header(file: &mut File) -> io::Result<(u64, u64)> {
 }
 
 /// The logical offsets the hot inbox `path` covers: `(base, end)`, the end being that
-/// of its last complete line or of a torn one being written. A missing file is
+/// of its last complete line or of a torn one being written (the padding left out). A missing file is
 /// `(0, 0)`. A cursor below `base` reads from the archive; one above `end` belongs to
 /// an inbox that was replaced.
 pub fn bounds(path: &Path) -> Result<(u64, u64), InboxError> {
@@ -157,9 +244,10 @@ pub fn bounds(path: &Path) -> Result<(u64, u64), InboxError> {
         path: path.to_owned(),
         source,
     };
-    Ok(Segment::open(path)
-        .map_err(io_err)?
-        .map_or((0, 0), |s| (s.base, s.end())))
+    match Segment::open(path).map_err(io_err)? {
+        Some(mut s) => Ok((s.base, s.data_end().map_err(io_err)?)),
+        None => Ok((0, 0)),
+    }
 }
 
 /// Reads the entries after logical offset `offset` of an inbox; returns them and the
@@ -221,10 +309,10 @@ pub fn read_hot_from(
     let Some(mut hot) = Segment::open(path).map_err(io_err)? else {
         return Ok((Vec::new(), 0, 0));
     };
-    let start = if offset < hot.base || offset > hot.end() {
-        hot.base
-    } else {
+    let start = if hot.reaches(offset).map_err(io_err)? {
         offset
+    } else {
+        hot.base
     };
     let mut entries = Vec::new();
     let end = hot
@@ -312,7 +400,7 @@ fn from_sender(line: &[u8], want: &str) -> bool {
 
 /// Hands `visit` the complete lines of `file` between positions `lo` and `hi`, newest
 /// first (a torn line at `hi` is left out); returns false once `visit` asked to stop.
-fn scan_back(
+pub(super) fn scan_back(
     file: &mut File,
     lo: u64,
     hi: u64,
@@ -326,8 +414,18 @@ fn scan_back(
         let n = BACK_CHUNK.min(pos - lo);
         pos -= n;
         let mut chunk = vec![0; usize::try_from(n).unwrap_or(0)];
-        file.seek(SeekFrom::Start(pos))?;
-        file.read_exact(&mut chunk)?;
+        let got = read_at_most(file, pos, &mut chunk)?;
+        if got < chunk.len() {
+            // The file shrank since it was opened: its padding was cut off, or a
+            // failed append. Only the end may be missing.
+            if tail_checked {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "inbox shrank while read",
+                ));
+            }
+            chunk.truncate(got);
+        }
         chunk.extend_from_slice(&carry);
         carry = chunk;
         if !tail_checked {
@@ -336,7 +434,11 @@ fn scan_back(
                     carry.truncate(i + 1);
                     tail_checked = true;
                 }
-                None => continue,
+                None => {
+                    // Padding, or a line still being written: never handed out.
+                    carry.clear();
+                    continue;
+                }
             }
         }
         // The bytes before the first '\n' may continue a line of the previous chunk,

@@ -187,6 +187,269 @@ fn a_torn_last_line_is_cut_off_on_open() {
     assert_eq!(fs::metadata(&path).unwrap().len(), whole_len);
 }
 
+/// Everything a reader can ask of an inbox, to compare a padded one with a plain one.
+fn readers_view(path: &Path) -> impl PartialEq + std::fmt::Debug {
+    let (all, end) = read_positioned_from(path, 0).unwrap();
+    // From some cursors: every 37th line end, and the last two.
+    let cursors = all.iter().step_by(37).chain(all.iter().rev().take(2));
+    let from_each: Vec<_> = cursors
+        .map(|(_, at)| read_positioned_from(path, *at).unwrap().1)
+        .collect();
+    let (hot, start, hot_end) = read_hot_from(path, end).unwrap();
+    let (newest, more) = read_newest(path, 5, 1000, None, |_| true).unwrap();
+    (
+        all,
+        from_each,
+        (hot, start, hot_end),
+        (newest, more),
+        bounds(path).unwrap(),
+    )
+}
+
+#[test]
+fn the_padding_is_invisible_to_every_reader() {
+    let (plain_dir, padded_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let open = |dir: &Path| {
+        Inbox::open(dir, now_ms())
+            .unwrap()
+            .with_compact_min_bytes(32 * 1024)
+    };
+    let (mut plain, mut padded) = (open(plain_dir.path()), open(padded_dir.path()));
+    // No padding before the first message.
+    padded.pad(now_ms());
+    assert_eq!(fs::metadata(padded.path()).unwrap().len(), 0);
+    let mut grew = 0;
+    // Batches of one line, of many, and of one line longer than the padding; a
+    // compaction halfway; a reopen at the end.
+    for step in 0u32..60 {
+        let n = [1, 7, 1, 30][step as usize % 4];
+        let size = if step == 18 || step == 44 {
+            100_000
+        } else {
+            300
+        };
+        let text = "t".repeat(size);
+        let batch: Vec<(MsgId, InboxEntry)> = (0..n)
+            .map(|k| id(step * 100 + k))
+            .map(|i| (i, entry(i, &format!("{i} {text}"))))
+            .collect();
+        for inbox in [&mut plain, &mut padded] {
+            inbox
+                .append_many(batch.iter().map(|(i, e)| (*i, e)))
+                .unwrap();
+        }
+        let before = fs::metadata(padded.path()).unwrap().len();
+        padded.pad(now_ms());
+        grew += u32::from(fs::metadata(padded.path()).unwrap().len() > before);
+        if step == 30 {
+            let (_, end) = read_from(plain.path(), 0).unwrap();
+            set_consumed(plain_dir.path(), end / 2);
+            set_consumed(padded_dir.path(), end / 2);
+            assert!(plain.compact(now_ms()).unwrap());
+            assert!(padded.compact(now_ms()).unwrap());
+            padded.pad(now_ms());
+        }
+        assert_eq!(
+            readers_view(padded.path()),
+            readers_view(plain.path()),
+            "step {step}"
+        );
+    }
+    assert!(grew >= 4, "the padding was topped up {grew} times");
+    let (_, end) = read_from(padded.path(), 0).unwrap();
+    let padded_len = fs::metadata(padded.path()).unwrap().len();
+    // Topped up in quick succession, it grew to the most there is.
+    assert!(padded_len > end + MAX_PADDING / 2, "{padded_len} {end}");
+    assert!(padded_len <= end + MAX_PADDING, "{padded_len} {end}");
+    // After a crash (no close), reopening keeps clean padding as it is...
+    std::mem::forget(padded);
+    drop(plain);
+    let (plain, padded) = (open(plain_dir.path()), open(padded_dir.path()));
+    assert_eq!(fs::metadata(padded.path()).unwrap().len(), padded_len);
+    assert_eq!(readers_view(padded.path()), readers_view(plain.path()));
+    assert_eq!(padded.len(), plain.len());
+    // ...and a clean close cuts it off.
+    let path = padded.path().to_owned();
+    drop(padded);
+    assert_eq!(
+        fs::metadata(&path).unwrap().len(),
+        fs::metadata(plain.path()).unwrap().len()
+    );
+}
+
+#[test]
+fn an_append_within_the_padding_leaves_the_file_length_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
+    inbox.append(id(100), &entry(id(100), "first")).unwrap();
+    let first = fs::metadata(inbox.path()).unwrap().len();
+    inbox.pad(now_ms());
+    let padded = fs::metadata(inbox.path()).unwrap().len();
+    assert_eq!(padded, first + MIN_PADDING);
+    for i in 0..10 {
+        inbox.append(id(i), &entry(id(i), "within")).unwrap();
+        // No new length for `fdatasync` to commit.
+        assert_eq!(fs::metadata(inbox.path()).unwrap().len(), padded);
+    }
+    let bytes = fs::read(inbox.path()).unwrap();
+    let (_, end) = read_from(inbox.path(), 0).unwrap();
+    let data = usize::try_from(end).unwrap();
+    assert_eq!(bytes[..data].iter().filter(|b| **b == b'\n').count(), 11);
+    assert!(
+        bytes[data..].iter().all(|b| *b == b' '),
+        "spaces, no newline"
+    );
+    // The padding is topped up only once less than half of it is left.
+    inbox.pad(now_ms());
+    assert_eq!(fs::metadata(inbox.path()).unwrap().len(), padded);
+}
+
+#[test]
+fn the_padding_grows_only_while_the_inbox_is_busy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
+    let text = "q".repeat(40 * 1024);
+    let padding = |inbox: &Inbox| {
+        let (_, end) = read_from(inbox.path(), 0).unwrap();
+        fs::metadata(inbox.path()).unwrap().len() - end
+    };
+    // Each 40 KiB message leaves less than half of the padding: a top-up each time.
+    let mut t = 1_000_000;
+    for i in 0..4 {
+        inbox.append(id(i), &entry(id(i), &text)).unwrap();
+        t += PADDING_GROWS_WITHIN_MS + 1;
+        inbox.pad(t);
+        assert_eq!(padding(&inbox), MIN_PADDING, "a quiet inbox, message {i}");
+    }
+    let mut want = MIN_PADDING;
+    for i in 4..40 {
+        inbox.append(id(i), &entry(id(i), &text)).unwrap();
+        let before = padding(&inbox);
+        t += 100;
+        inbox.pad(t);
+        if before < want / 2 {
+            want = (want * 2).min(MAX_PADDING);
+            assert_eq!(padding(&inbox), want, "a busy inbox, message {i}");
+        } else {
+            assert_eq!(padding(&inbox), before, "enough left, message {i}");
+        }
+    }
+    assert_eq!(want, MAX_PADDING);
+}
+
+#[test]
+fn a_cursor_in_the_padding_belongs_to_a_replaced_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
+    inbox.append(id(1), &entry(id(1), "one")).unwrap();
+    inbox.pad(now_ms());
+    let (_, end) = read_from(inbox.path(), 0).unwrap();
+    // At the end of the data: nothing new, and the cursor stays.
+    let (none, start, same) = read_hot_from(inbox.path(), end).unwrap();
+    assert_eq!((none.len(), start, same), (0, end, end));
+    // Past it, inside the padding or beyond the file: read from the base, as for a
+    // cursor past the end of an unpadded file.
+    for past in [end + 1, end + 100, end + 2 * MIN_PADDING] {
+        let (all, start, _) = read_hot_from(inbox.path(), past).unwrap();
+        assert_eq!(
+            (texts_of(&all), start),
+            (vec!["one".to_owned()], 0),
+            "{past}"
+        );
+    }
+    assert_eq!(bounds(inbox.path()).unwrap(), (0, end));
+}
+
+/// A reader that opened the file before a clean close cut its padding off reads on
+/// as if it had opened it after.
+#[test]
+fn a_reader_opened_before_the_padding_is_cut_off_reads_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
+    for i in 0..3 {
+        inbox
+            .append(id(i), &entry(id(i), &format!("m{i}")))
+            .unwrap();
+        inbox.pad(now_ms() + u64::from(i) * 100);
+    }
+    let path = inbox.path().to_owned();
+    let (_, end) = read_from(&path, 0).unwrap();
+    let mut seg = Segment::open(&path).unwrap().unwrap();
+    assert!(seg.len > end + MIN_PADDING / 2);
+    drop(inbox);
+    assert_eq!(fs::metadata(&path).unwrap().len(), end);
+    assert_eq!(seg.data_end().unwrap(), end);
+    assert!(seg.reaches(end).unwrap());
+    assert!(!seg.reaches(end + 1).unwrap());
+    let mut lines = Vec::new();
+    let (lo, hi) = (seg.header_len, seg.len);
+    segment::scan_back(&mut seg.file, lo, hi, &mut |l: &[u8]| {
+        lines.push(String::from_utf8_lossy(l).into_owned());
+        true
+    })
+    .unwrap();
+    assert_eq!(lines.len(), 3);
+    assert!(lines[0].contains("\"m2\""), "{lines:?}");
+}
+
+fn texts_of(positioned: &[(InboxEntry, u64)]) -> Vec<String> {
+    positioned
+        .iter()
+        .filter_map(|(e, _)| e.text.clone())
+        .collect()
+}
+
+/// What a crash can leave in or past the padding: a line torn mid-write, bytes of a
+/// later page that reached the disk before an earlier one, zeros where the file grew.
+/// Readers stop at the data's end; opening the inbox cuts the rest off, and the next
+/// line lands right after the last good one.
+#[test]
+fn what_a_crash_leaves_in_the_padding_is_cut_off_on_open() {
+    let torn = br#"{"msg_id":"0202"#.to_vec();
+    let late_page = [
+        b" ".repeat(300),
+        br#"x":1}"#.to_vec(),
+        b"\n".to_vec(),
+        serde_json::to_vec(&entry(id(9), "late")).unwrap(),
+        b"\n".to_vec(),
+    ]
+    .concat();
+    let zeros = vec![0u8; 5000];
+    for (name, tail) in [("torn", torn), ("late page", late_page), ("zeros", zeros)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
+        inbox.append(id(1), &entry(id(1), "whole")).unwrap();
+        inbox.pad(now_ms());
+        let path = inbox.path().to_owned();
+        std::mem::forget(inbox); // a crash: no close
+        let (_, whole) = read_from(&path, 0).unwrap();
+        assert!(fs::metadata(&path).unwrap().len() > whole + 5000);
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        write_at(&f, &tail, whole).unwrap();
+        drop(f);
+        let (entries, end) = read_from(&path, 0).unwrap();
+        assert_eq!(
+            (texts(&entries), end),
+            (vec!["whole".to_owned()], whole),
+            "{name}"
+        );
+        let (newest, _) = read_newest(&path, 10, 100, None, |_| true).unwrap();
+        if name != "late page" {
+            // (Until the writer reopens, history may show a line from the late page.)
+            assert_eq!(texts(&newest), ["whole"], "{name}");
+        }
+        let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
+        assert_eq!(inbox.len(), 1, "{name}");
+        assert_eq!(fs::metadata(&path).unwrap().len(), whole, "{name}: cut off");
+        inbox.append(id(2), &entry(id(2), "next")).unwrap();
+        inbox.pad(now_ms());
+        let (entries, _) = read_from(&path, 0).unwrap();
+        assert_eq!(texts(&entries), ["whole", "next"], "{name}");
+        let (newest, _) = read_newest(&path, 10, 100, None, |_| true).unwrap();
+        assert_eq!(texts(&newest), ["whole", "next"], "{name}");
+    }
+}
+
 #[test]
 fn a_failed_append_leaves_no_fragment() {
     let cases = [
@@ -481,12 +744,13 @@ fn a_trimmed_archive_keeps_its_newest_half_and_cursors_resume_at_its_base() {
 /// A real full file system: a 1 MiB tmpfs. Needs root (to mount); without it the test
 /// says so and passes, except under CI, where it fails. Linux only (tmpfs, mount).
 #[cfg(target_os = "linux")]
-#[test]
-fn a_full_disk_is_retryable_and_leaves_no_fragment() {
-    let mnt = tempfile::tempdir().unwrap();
+/// A 1 MiB tmpfs, unmounted on drop; `None` (SKIPPED) where it cannot be mounted,
+/// which fails under CI.
+fn small_tmpfs() -> Option<Tmpfs> {
+    let dir = tempfile::tempdir().unwrap();
     let mounted = std::process::Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(mnt.path())
+        .arg(dir.path())
         .output();
     let ok = mounted.as_ref().is_ok_and(|o| o.status.success());
     if !ok {
@@ -499,31 +763,54 @@ fn a_full_disk_is_retryable_and_leaves_no_fragment() {
             "CI must run the tmpfs test: mount failed: {why}"
         );
         eprintln!("SKIPPED: cannot mount a tmpfs: {why}");
-        return;
+        return None;
     }
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(self.0).status();
+    Some(Tmpfs(dir))
+}
+
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Fills the file system with `filler`.
+    fn fill(&self) {
+        let mut f = File::create(self.path().join("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        loop {
+            match f.write(&block) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::StorageFull => break,
+                Err(e) => panic!("filling: {e}"),
+            }
         }
     }
-    let _unmount = Unmount(mnt.path());
+
+    fn free(&self) {
+        fs::remove_file(self.path().join("filler")).unwrap();
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_retryable_and_leaves_no_fragment() {
+    let Some(mnt) = small_tmpfs() else {
+        return;
+    };
     let dir = mnt.path().join("session");
     let mut inbox = Inbox::open(&dir, now_ms()).unwrap();
     inbox.append(id(0), &entry(id(0), "before")).unwrap();
-    // Fill the file system.
-    let filler = mnt.path().join("filler");
-    let mut f = File::create(&filler).unwrap();
-    let block = vec![0u8; 4096];
-    loop {
-        match f.write(&block) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::StorageFull => break,
-            Err(e) => panic!("filling: {e}"),
-        }
-    }
-    drop(f);
+    mnt.fill();
     let len = fs::metadata(inbox.path()).unwrap().len();
     // A batch larger than any free page left in the inbox's last block.
     let big = "z".repeat(20_000);
@@ -537,7 +824,7 @@ fn a_full_disk_is_retryable_and_leaves_no_fragment() {
     let (lines, _) = read_from(inbox.path(), 0).unwrap();
     assert_eq!(texts(&lines), ["before"]);
     // Space again: the retry goes through, every line readable.
-    fs::remove_file(&filler).unwrap();
+    mnt.free();
     assert_eq!(
         inbox.append(id(1), &entry(id(1), &big)).unwrap(),
         Appended::New
@@ -547,6 +834,53 @@ fn a_full_disk_is_retryable_and_leaves_no_fragment() {
     assert_eq!(
         texts(&lines),
         ["before".to_owned(), big, "after".to_owned()]
+    );
+    drop(inbox);
+}
+
+/// The padding on a full disk: growing it fails and leaves the file as it was; the
+/// padding already there is room the next small lines need no new space for; a batch
+/// larger than it fails like an append, and is cut off with the padding.
+#[test]
+fn on_a_full_disk_the_padding_gives_up_cleanly_and_still_takes_small_lines() {
+    let Some(mnt) = small_tmpfs() else {
+        return;
+    };
+    let dir = mnt.path().join("session");
+    let mut inbox = Inbox::open(&dir, now_ms()).unwrap();
+    inbox.append(id(0), &entry(id(0), "before")).unwrap();
+    let data = fs::metadata(inbox.path()).unwrap().len();
+    mnt.fill();
+    inbox.pad(now_ms());
+    assert_eq!(
+        fs::metadata(inbox.path()).unwrap().len(),
+        data,
+        "no half padding"
+    );
+    mnt.free();
+    inbox.pad(now_ms());
+    let padded = fs::metadata(inbox.path()).unwrap().len();
+    assert_eq!(padded, data + MIN_PADDING);
+    mnt.fill();
+    inbox.append(id(1), &entry(id(1), "within")).unwrap();
+    assert_eq!(fs::metadata(inbox.path()).unwrap().len(), padded);
+    let big = "z".repeat(100_000);
+    let err = inbox.append(id(2), &entry(id(2), &big)).unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    let (lines, end) = read_from(inbox.path(), 0).unwrap();
+    assert_eq!(texts(&lines), ["before", "within"]);
+    assert_eq!(
+        fs::metadata(inbox.path()).unwrap().len(),
+        end,
+        "no fragment"
+    );
+    mnt.free();
+    inbox.append(id(2), &entry(id(2), &big)).unwrap();
+    inbox.pad(now_ms());
+    let (lines, _) = read_from(inbox.path(), 0).unwrap();
+    assert_eq!(
+        texts(&lines),
+        ["before".to_owned(), "within".to_owned(), big]
     );
     drop(inbox);
 }
