@@ -741,148 +741,151 @@ fn a_trimmed_archive_keeps_its_newest_half_and_cursors_resume_at_its_base() {
     assert_eq!(newest.len(), expected.len());
 }
 
-/// A real full file system: a 1 MiB tmpfs. Needs root (to mount); without it the test
-/// says so and passes, except under CI, where it fails. Linux only (tmpfs, mount).
+/// A real full file system: Linux only (tmpfs, mount).
 #[cfg(target_os = "linux")]
-/// A 1 MiB tmpfs, unmounted on drop; `None` (SKIPPED) where it cannot be mounted,
-/// which fails under CI.
-fn small_tmpfs() -> Option<Tmpfs> {
-    let dir = tempfile::tempdir().unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(dir.path())
-        .output();
-    let ok = mounted.as_ref().is_ok_and(|o| o.status.success());
-    if !ok {
-        let why = match &mounted {
-            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_owned(),
-            Err(e) => e.to_string(),
-        };
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run the tmpfs test: mount failed: {why}"
-        );
-        eprintln!("SKIPPED: cannot mount a tmpfs: {why}");
-        return None;
-    }
-    Some(Tmpfs(dir))
-}
+mod full_disk {
+    use super::*;
 
-struct Tmpfs(tempfile::TempDir);
-
-impl Tmpfs {
-    fn path(&self) -> &Path {
-        self.0.path()
+    /// A 1 MiB tmpfs, unmounted on drop; `None` (SKIPPED) where it cannot be mounted
+    /// (it needs root), which fails under CI.
+    fn small_tmpfs() -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(dir.path())
+            .output();
+        let ok = mounted.as_ref().is_ok_and(|o| o.status.success());
+        if !ok {
+            let why = match &mounted {
+                Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the tmpfs test: mount failed: {why}"
+            );
+            eprintln!("SKIPPED: cannot mount a tmpfs: {why}");
+            return None;
+        }
+        Some(Tmpfs(dir))
     }
 
-    /// Fills the file system with `filler`.
-    fn fill(&self) {
-        let mut f = File::create(self.path().join("filler")).unwrap();
-        let block = vec![0u8; 4096];
-        loop {
-            match f.write(&block) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::StorageFull => break,
-                Err(e) => panic!("filling: {e}"),
+    struct Tmpfs(tempfile::TempDir);
+
+    impl Tmpfs {
+        fn path(&self) -> &Path {
+            self.0.path()
+        }
+
+        /// Fills the file system with `filler`.
+        fn fill(&self) {
+            let mut f = File::create(self.path().join("filler")).unwrap();
+            let block = vec![0u8; 4096];
+            loop {
+                match f.write(&block) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::StorageFull => break,
+                    Err(e) => panic!("filling: {e}"),
+                }
             }
+        }
+
+        fn free(&self) {
+            fs::remove_file(self.path().join("filler")).unwrap();
         }
     }
 
-    fn free(&self) {
-        fs::remove_file(self.path().join("filler")).unwrap();
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg(self.path())
+                .status();
+        }
     }
-}
 
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(self.path())
-            .status();
+    #[test]
+    fn a_full_disk_is_retryable_and_leaves_no_fragment() {
+        let Some(mnt) = small_tmpfs() else {
+            return;
+        };
+        let dir = mnt.path().join("session");
+        let mut inbox = Inbox::open(&dir, now_ms()).unwrap();
+        inbox.append(id(0), &entry(id(0), "before")).unwrap();
+        mnt.fill();
+        let len = fs::metadata(inbox.path()).unwrap().len();
+        // A batch larger than any free page left in the inbox's last block.
+        let big = "z".repeat(20_000);
+        let err = inbox.append(id(1), &entry(id(1), &big)).unwrap_err();
+        assert!(err.is_retryable(), "{err}");
+        assert_eq!(
+            fs::metadata(inbox.path()).unwrap().len(),
+            len,
+            "no fragment"
+        );
+        let (lines, _) = read_from(inbox.path(), 0).unwrap();
+        assert_eq!(texts(&lines), ["before"]);
+        // Space again: the retry goes through, every line readable.
+        mnt.free();
+        assert_eq!(
+            inbox.append(id(1), &entry(id(1), &big)).unwrap(),
+            Appended::New
+        );
+        inbox.append(id(2), &entry(id(2), "after")).unwrap();
+        let (lines, _) = read_from(inbox.path(), 0).unwrap();
+        assert_eq!(
+            texts(&lines),
+            ["before".to_owned(), big, "after".to_owned()]
+        );
+        drop(inbox);
     }
-}
 
-#[test]
-fn a_full_disk_is_retryable_and_leaves_no_fragment() {
-    let Some(mnt) = small_tmpfs() else {
-        return;
-    };
-    let dir = mnt.path().join("session");
-    let mut inbox = Inbox::open(&dir, now_ms()).unwrap();
-    inbox.append(id(0), &entry(id(0), "before")).unwrap();
-    mnt.fill();
-    let len = fs::metadata(inbox.path()).unwrap().len();
-    // A batch larger than any free page left in the inbox's last block.
-    let big = "z".repeat(20_000);
-    let err = inbox.append(id(1), &entry(id(1), &big)).unwrap_err();
-    assert!(err.is_retryable(), "{err}");
-    assert_eq!(
-        fs::metadata(inbox.path()).unwrap().len(),
-        len,
-        "no fragment"
-    );
-    let (lines, _) = read_from(inbox.path(), 0).unwrap();
-    assert_eq!(texts(&lines), ["before"]);
-    // Space again: the retry goes through, every line readable.
-    mnt.free();
-    assert_eq!(
-        inbox.append(id(1), &entry(id(1), &big)).unwrap(),
-        Appended::New
-    );
-    inbox.append(id(2), &entry(id(2), "after")).unwrap();
-    let (lines, _) = read_from(inbox.path(), 0).unwrap();
-    assert_eq!(
-        texts(&lines),
-        ["before".to_owned(), big, "after".to_owned()]
-    );
-    drop(inbox);
-}
-
-/// The padding on a full disk: growing it fails and leaves the file as it was; the
-/// padding already there is room the next small lines need no new space for; a batch
-/// larger than it fails like an append, and is cut off with the padding.
-#[test]
-fn on_a_full_disk_the_padding_gives_up_cleanly_and_still_takes_small_lines() {
-    let Some(mnt) = small_tmpfs() else {
-        return;
-    };
-    let dir = mnt.path().join("session");
-    let mut inbox = Inbox::open(&dir, now_ms()).unwrap();
-    inbox.append(id(0), &entry(id(0), "before")).unwrap();
-    let data = fs::metadata(inbox.path()).unwrap().len();
-    mnt.fill();
-    inbox.pad(now_ms());
-    assert_eq!(
-        fs::metadata(inbox.path()).unwrap().len(),
-        data,
-        "no half padding"
-    );
-    mnt.free();
-    inbox.pad(now_ms());
-    let padded = fs::metadata(inbox.path()).unwrap().len();
-    assert_eq!(padded, data + MIN_PADDING);
-    mnt.fill();
-    inbox.append(id(1), &entry(id(1), "within")).unwrap();
-    assert_eq!(fs::metadata(inbox.path()).unwrap().len(), padded);
-    let big = "z".repeat(100_000);
-    let err = inbox.append(id(2), &entry(id(2), &big)).unwrap_err();
-    assert!(err.is_retryable(), "{err}");
-    let (lines, end) = read_from(inbox.path(), 0).unwrap();
-    assert_eq!(texts(&lines), ["before", "within"]);
-    assert_eq!(
-        fs::metadata(inbox.path()).unwrap().len(),
-        end,
-        "no fragment"
-    );
-    mnt.free();
-    inbox.append(id(2), &entry(id(2), &big)).unwrap();
-    inbox.pad(now_ms());
-    let (lines, _) = read_from(inbox.path(), 0).unwrap();
-    assert_eq!(
-        texts(&lines),
-        ["before".to_owned(), "within".to_owned(), big]
-    );
-    drop(inbox);
+    /// The padding on a full disk: growing it fails and leaves the file as it was; the
+    /// padding already there is room the next small lines need no new space for; a batch
+    /// larger than it fails like an append, and is cut off with the padding.
+    #[test]
+    fn on_a_full_disk_the_padding_gives_up_cleanly_and_still_takes_small_lines() {
+        let Some(mnt) = small_tmpfs() else {
+            return;
+        };
+        let dir = mnt.path().join("session");
+        let mut inbox = Inbox::open(&dir, now_ms()).unwrap();
+        inbox.append(id(0), &entry(id(0), "before")).unwrap();
+        let data = fs::metadata(inbox.path()).unwrap().len();
+        mnt.fill();
+        inbox.pad(now_ms());
+        assert_eq!(
+            fs::metadata(inbox.path()).unwrap().len(),
+            data,
+            "no half padding"
+        );
+        mnt.free();
+        inbox.pad(now_ms());
+        let padded = fs::metadata(inbox.path()).unwrap().len();
+        assert_eq!(padded, data + MIN_PADDING);
+        mnt.fill();
+        inbox.append(id(1), &entry(id(1), "within")).unwrap();
+        assert_eq!(fs::metadata(inbox.path()).unwrap().len(), padded);
+        let big = "z".repeat(100_000);
+        let err = inbox.append(id(2), &entry(id(2), &big)).unwrap_err();
+        assert!(err.is_retryable(), "{err}");
+        let (lines, end) = read_from(inbox.path(), 0).unwrap();
+        assert_eq!(texts(&lines), ["before", "within"]);
+        assert_eq!(
+            fs::metadata(inbox.path()).unwrap().len(),
+            end,
+            "no fragment"
+        );
+        mnt.free();
+        inbox.append(id(2), &entry(id(2), &big)).unwrap();
+        inbox.pad(now_ms());
+        let (lines, _) = read_from(inbox.path(), 0).unwrap();
+        assert_eq!(
+            texts(&lines),
+            ["before".to_owned(), "within".to_owned(), big]
+        );
+        drop(inbox);
+    }
 }
 
 /// `cargo test -p interlink-store --lib inbox_bench -- --ignored --nocapture`: opening
