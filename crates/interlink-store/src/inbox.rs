@@ -37,7 +37,7 @@ mod segment;
 
 use std::{
     fs::{File, OpenOptions},
-    io::{self, BufReader, Read as _, Seek as _, SeekFrom, Write as _},
+    io::{self, BufReader, Seek as _, SeekFrom, Write as _},
     path::{Path, PathBuf},
 };
 
@@ -54,7 +54,7 @@ use interlink_core::{
 pub use segment::{
     ARCHIVE_FILE, bounds, read_from, read_hot_from, read_newest, read_positioned_from,
 };
-use segment::{PADDING, Segment, archive_path, next_line};
+use segment::{PADDING, Segment, archive_path, next_line, read_at_most};
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
@@ -378,9 +378,6 @@ impl Inbox {
                 continue;
             }
             durable |= !entry.kind.is_receipt();
-            if durable && self.padding == 0 {
-                self.padding = MIN_PADDING;
-            }
             serde_json::to_writer(&mut buf, entry)?;
             buf.push(b'\n');
             if let Some(s) = sender {
@@ -390,6 +387,9 @@ impl Inbox {
         }
         if buf.is_empty() {
             return Ok(outcome);
+        }
+        if durable && self.padding == 0 {
+            self.padding = MIN_PADDING;
         }
         if let Err(source) = self.write_batch(&buf, durable) {
             return Err(match self.rollback() {
@@ -433,14 +433,7 @@ impl Inbox {
     /// failure (a full disk) is logged and leaves the file as it was: appends work
     /// without padding.
     pub fn pad(&mut self, now: u64) {
-        // Not on Windows: there (under Wine) compacting a padded inbox failed to
-        // replace the file ("Access denied"), not yet understood; appends there grow
-        // the file as before.
-        if cfg!(windows)
-            || self.dirty
-            || self.padding == 0
-            || self.allocated - self.len >= self.padding / 2
-        {
+        if self.dirty || self.padding == 0 || self.allocated - self.len >= self.padding / 2 {
             return;
         }
         if self.padded_at != 0 && now.saturating_sub(self.padded_at) < PADDING_GROWS_WITHIN_MS {
@@ -564,10 +557,8 @@ fn padding_only(file: &File, from: u64, to: u64) -> io::Result<bool> {
         return Ok(false);
     }
     let mut tail = vec![0; usize::try_from(to - from).unwrap_or(0)];
-    let mut f = file;
-    f.seek(SeekFrom::Start(from))?;
-    f.read_exact(&mut tail)?;
-    Ok(tail.iter().all(|b| *b == PADDING))
+    let got = read_at_most(file, from, &mut tail)?;
+    Ok(tail[..got].iter().all(|b| *b == PADDING))
 }
 
 /// A stored message's sender, id and arrival time (ms).

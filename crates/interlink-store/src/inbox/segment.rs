@@ -135,7 +135,7 @@ impl Segment {
             let n = BACK_CHUNK.min(pos - self.header_len);
             chunk.resize(usize::try_from(n).unwrap_or(0), 0);
             // Short if the padding was cut off meanwhile: what is missing was padding.
-            let got = read_at_most(&mut self.file, pos - n, &mut chunk)?;
+            let got = read_at_most(&self.file, pos - n, &mut chunk)?;
             chunk.truncate(got);
             if let Some(i) = chunk.iter().rposition(|b| !ends_data(*b)) {
                 pos = pos - n + i as u64 + 1;
@@ -162,7 +162,7 @@ impl Segment {
         }
         let mut before = [0u8];
         // Nothing there: the file shrank since it was opened (its padding was cut off).
-        let got = read_at_most(&mut self.file, phys - 1, &mut before)?;
+        let got = read_at_most(&self.file, phys - 1, &mut before)?;
         Ok(got == 1 && !ends_data(before[0]))
     }
 
@@ -200,7 +200,7 @@ impl Segment {
 
 /// Reads from position `pos` until `buf` is full or the file ends; returns how much
 /// it read.
-fn read_at_most(file: &mut File, pos: u64, buf: &mut [u8]) -> io::Result<usize> {
+pub(super) fn read_at_most(mut file: &File, pos: u64, buf: &mut [u8]) -> io::Result<usize> {
     file.seek(SeekFrom::Start(pos))?;
     let mut got = 0;
     while got < buf.len() {
@@ -236,9 +236,9 @@ fn read_header(file: &mut File) -> io::Result<(u64, u64)> {
 }
 
 /// The logical offsets the hot inbox `path` covers: `(base, end)`, the end being that
-/// of its last complete line or of a torn one being written (the padding left out). A missing file is
-/// `(0, 0)`. A cursor below `base` reads from the archive; one above `end` belongs to
-/// an inbox that was replaced.
+/// of its last complete line or of a torn one being written (the padding left out). A
+/// missing file is `(0, 0)`. A cursor below `base` reads from the archive; one above
+/// `end` belongs to an inbox that was replaced.
 pub fn bounds(path: &Path) -> Result<(u64, u64), InboxError> {
     let io_err = |source| InboxError::Io {
         path: path.to_owned(),

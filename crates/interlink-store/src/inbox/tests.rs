@@ -188,7 +188,6 @@ fn a_torn_last_line_is_cut_off_on_open() {
 }
 
 /// Everything a reader can ask of an inbox, to compare a padded one with a plain one.
-#[cfg(not(windows))]
 fn readers_view(path: &Path) -> impl PartialEq + std::fmt::Debug {
     let (all, end) = read_positioned_from(path, 0).unwrap();
     // From some cursors: every 37th line end, and the last two.
@@ -208,7 +207,6 @@ fn readers_view(path: &Path) -> impl PartialEq + std::fmt::Debug {
 }
 
 #[test]
-#[cfg(not(windows))] // no padding there (`Inbox::pad`)
 fn the_padding_is_invisible_to_every_reader() {
     let (plain_dir, padded_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let open = |dir: &Path| {
@@ -280,7 +278,6 @@ fn the_padding_is_invisible_to_every_reader() {
 }
 
 #[test]
-#[cfg(not(windows))] // no padding there (`Inbox::pad`)
 fn an_append_within_the_padding_leaves_the_file_length_alone() {
     let dir = tempfile::tempdir().unwrap();
     let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
@@ -308,7 +305,6 @@ fn an_append_within_the_padding_leaves_the_file_length_alone() {
 }
 
 #[test]
-#[cfg(not(windows))] // no padding there (`Inbox::pad`)
 fn the_padding_grows_only_while_the_inbox_is_busy() {
     let dir = tempfile::tempdir().unwrap();
     let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
@@ -342,7 +338,6 @@ fn the_padding_grows_only_while_the_inbox_is_busy() {
 }
 
 #[test]
-#[cfg(not(windows))] // no padding there (`Inbox::pad`)
 fn a_cursor_in_the_padding_belongs_to_a_replaced_file() {
     let dir = tempfile::tempdir().unwrap();
     let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
@@ -368,7 +363,6 @@ fn a_cursor_in_the_padding_belongs_to_a_replaced_file() {
 /// A reader that opened the file before a clean close cut its padding off reads on
 /// as if it had opened it after.
 #[test]
-#[cfg(not(windows))] // no padding there (`Inbox::pad`)
 fn a_reader_opened_before_the_padding_is_cut_off_reads_on() {
     let dir = tempfile::tempdir().unwrap();
     let mut inbox = Inbox::open(dir.path(), now_ms()).unwrap();
@@ -398,7 +392,6 @@ fn a_reader_opened_before_the_padding_is_cut_off_reads_on() {
     assert!(lines[0].contains("\"m2\""), "{lines:?}");
 }
 
-#[cfg(not(windows))]
 fn texts_of(positioned: &[(InboxEntry, u64)]) -> Vec<String> {
     positioned
         .iter()
@@ -411,7 +404,6 @@ fn texts_of(positioned: &[(InboxEntry, u64)]) -> Vec<String> {
 /// Readers stop at the data's end; opening the inbox cuts the rest off, and the next
 /// line lands right after the last good one.
 #[test]
-#[cfg(not(windows))] // no padding there (`Inbox::pad`)
 fn what_a_crash_leaves_in_the_padding_is_cut_off_on_open() {
     let torn = br#"{"msg_id":"0202"#.to_vec();
     let late_page = [
@@ -785,6 +777,13 @@ mod full_disk {
             self.0.path()
         }
 
+        /// An inbox on it holding one line, "before".
+        fn inbox_with_one_line(&self) -> Inbox {
+            let mut inbox = Inbox::open(&self.path().join("session"), now_ms()).unwrap();
+            inbox.append(id(0), &entry(id(0), "before")).unwrap();
+            inbox
+        }
+
         /// Fills the file system with `filler`.
         fn fill(&self) {
             let mut f = File::create(self.path().join("filler")).unwrap();
@@ -817,9 +816,7 @@ mod full_disk {
         let Some(mnt) = small_tmpfs() else {
             return;
         };
-        let dir = mnt.path().join("session");
-        let mut inbox = Inbox::open(&dir, now_ms()).unwrap();
-        inbox.append(id(0), &entry(id(0), "before")).unwrap();
+        let mut inbox = mnt.inbox_with_one_line();
         mnt.fill();
         let len = fs::metadata(inbox.path()).unwrap().len();
         // A batch larger than any free page left in the inbox's last block.
@@ -856,9 +853,7 @@ mod full_disk {
         let Some(mnt) = small_tmpfs() else {
             return;
         };
-        let dir = mnt.path().join("session");
-        let mut inbox = Inbox::open(&dir, now_ms()).unwrap();
-        inbox.append(id(0), &entry(id(0), "before")).unwrap();
+        let mut inbox = mnt.inbox_with_one_line();
         let data = fs::metadata(inbox.path()).unwrap().len();
         mnt.fill();
         inbox.pad(now_ms());
