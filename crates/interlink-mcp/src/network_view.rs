@@ -66,6 +66,7 @@ pub fn view(diag: &Diagnostics, roster: &[IdentityView], peers: &PeerPolicy) -> 
         "relay_reservations": diag.relay_reservations.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "dead_connections_closed": diag.dead_connections_closed,
         "tcp_moved_to_quic": diag.tcp_moved_to_quic,
+        "circuits_to_punch_again": diag.circuits_to_punch_again,
         "peers": peers,
     })
 }

@@ -77,9 +77,10 @@ pub mod connection_caps {
     pub const PENDING_INCOMING: u32 = 64;
     /// Established connections in all (sessions; relays × 8).
     pub const ESTABLISHED: u32 = 256;
-    /// Established connections with one peer (a simultaneous dial, a relayed and a
-    /// direct one, and a spare).
-    pub const PER_PEER: u32 = 4;
+    /// Established connections with one peer: a simultaneous dial, a relayed one each
+    /// way and a fresh one to punch through again (`node::hole_punch`), a direct one,
+    /// and a spare.
+    pub const PER_PEER: u32 = 6;
     /// Process memory above which new connections are denied: sessions.
     pub const SESSION_MEMORY_BYTES: usize = 256 * 1024 * 1024;
     /// The same for relays.

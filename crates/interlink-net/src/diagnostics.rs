@@ -41,6 +41,9 @@ pub struct Diagnostics {
     /// TCP connections closed because the peer was reached over QUIC as well
     /// (`node::quic_upgrade`).
     pub tcp_moved_to_quic: u64,
+    /// Circuits opened afresh to a peer reached only through relays, so the hole punch
+    /// carries a UDP address learnt since (`node::hole_punch`).
+    pub circuits_to_punch_again: u64,
     /// Relay nodes: peers holding a circuit reservation here.
     pub served_reservations: usize,
     /// Relay nodes: circuits open through here.

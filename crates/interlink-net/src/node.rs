@@ -8,6 +8,7 @@ mod discovery;
 mod exchange;
 mod fetching;
 mod hold_check;
+mod hole_punch;
 mod inbound;
 mod live_stream;
 mod mailbox;
@@ -169,6 +170,7 @@ impl Node {
             started: Instant::now(),
             dead_connections: 0,
             upgrades: Default::default(),
+            hole_punch: Default::default(),
         };
         actor.refresh_trusted();
         actor.start_live_streams();
@@ -276,6 +278,8 @@ struct Actor {
     dead_connections: u64,
     /// Peers being moved from TCP to QUIC ([`quic_upgrade`]).
     upgrades: quic_upgrade::QuicUpgrades,
+    /// The UDP addresses this node was observed at ([`hole_punch`]).
+    hole_punch: hole_punch::HolePunch,
 }
 
 impl Actor {
@@ -343,6 +347,7 @@ impl Actor {
         self.last_tick = now;
         self.flush_tarpit(now);
         self.advance_upgrades(now);
+        self.retry_relay_quic(now);
         self.lift_blocks();
         let removed = self.presence.roster.sweep(crate::now_ms());
         for addr in &removed {
@@ -446,6 +451,7 @@ impl Actor {
                 self.on_listen_addr_new(&address);
                 self.emit(Event::ListenAddr(address));
             }
+            SwarmEvent::NewExternalAddrCandidate { address } => self.on_addr_candidate(&address),
             SwarmEvent::ExternalAddrConfirmed { address } => self.on_external_addr(&address, true),
             SwarmEvent::ExternalAddrExpired { address } => self.on_external_addr(&address, false),
             SwarmEvent::ExpiredListenAddr { address, .. } => {
@@ -590,6 +596,7 @@ impl Actor {
             mailbox_connections_closed: self.mailbox.blocking.closed,
             dead_connections_closed: self.dead_connections,
             tcp_moved_to_quic: self.upgrades.retired,
+            circuits_to_punch_again: self.hole_punch.again,
             presence: self.presence.cost,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),

@@ -9,7 +9,10 @@
 //! mailbox whenever it fetches it. A relay node runs the circuit relay server and
 //! counts the reservations and circuits it serves.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    time::{Duration, Instant},
+};
 
 use interlink_core::wire::{
     AckEntry, MailboxOp, MailboxOutcome, MailboxRequest, MailboxResponse, Refusal, RefusalCode,
@@ -37,7 +40,7 @@ use crate::Role;
 /// Most relays a session uses.
 pub(crate) const MAX_RELAYS: usize = 8;
 /// How late a mailbox request refused `over_budget` is answered.
-const TARPIT_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+const TARPIT_DELAY: Duration = Duration::from_secs(2);
 /// Most late refusals waiting at once.
 const MAX_TARPIT: usize = 1024;
 /// Most mailboxes being pushed to their owners at once.
@@ -45,6 +48,20 @@ const MAX_PUSHES: usize = 256;
 /// Peers counted as holding a reservation or circuit on this relay (each bounded by
 /// the relay server's own limits; these sets only mirror them).
 const MAX_SERVED: usize = 4096;
+/// The first wait before a relay still reached over TCP only is dialled over QUIC
+/// again…
+const QUIC_RETRY_FIRST: Duration = Duration::from_secs(10);
+/// …doubled after each dial that brought no QUIC connection, up to this.
+const QUIC_RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// A relay this session reaches over TCP only, to be dialled over QUIC again.
+#[derive(Debug)]
+struct QuicRetry {
+    /// The relay's listen addresses, as identify gave them.
+    listen: Vec<Multiaddr>,
+    next: Instant,
+    wait: Duration,
+}
 
 /// Relay state of a node.
 #[derive(Debug, Default)]
@@ -53,6 +70,8 @@ pub(crate) struct Relays {
     configured: HashMap<PeerId, Multiaddr>,
     /// Relays a circuit listener was opened through.
     listening: HashSet<PeerId>,
+    /// Relays reached over TCP only, to dial over QUIC again (at most the configured).
+    quic_retry: HashMap<PeerId, QuicRetry>,
     /// Mailboxes with a push in flight, and whether they changed since it left.
     pushing: HashMap<RecordKey, bool>,
     /// Server side: peers holding a reservation here.
@@ -67,7 +86,7 @@ pub(crate) struct Relays {
     next_hold: u64,
     /// `over_budget` refusals waiting to be sent, oldest (soonest due) first.
     tarpit: VecDeque<(
-        std::time::Instant,
+        Instant,
         PeerId,
         ResponseChannel<MailboxResponse>,
         MailboxOutcome,
@@ -135,10 +154,63 @@ impl Actor {
             return;
         };
         if info.transports().contains(&"quic") {
+            self.relays.quic_retry.remove(&relay);
             return;
         }
         let configured = configured.clone();
         self.dial_quic(relay, &configured, listen);
+        // A dial that fails (UDP blocked for a while, a handshake lost on a busy
+        // machine) is tried again on a timer: identify runs again only every few
+        // minutes, and until this node has a QUIC connection outside it cannot punch
+        // through a NAT.
+        let listen = listen
+            .iter()
+            .take(interlink_core::limits::MAX_LISTEN_ADDRS)
+            .cloned()
+            .collect();
+        let retry = self.relays.quic_retry.entry(relay).or_insert(QuicRetry {
+            listen: Vec::new(),
+            next: Instant::now() + QUIC_RETRY_FIRST,
+            wait: QUIC_RETRY_FIRST,
+        });
+        retry.listen = listen;
+    }
+
+    /// Every tick: dials over QUIC again the relays still reached over TCP only whose
+    /// wait is over.
+    pub(super) fn retry_relay_quic(&mut self, now: Instant) {
+        let due: Vec<PeerId> = self
+            .relays
+            .quic_retry
+            .iter()
+            .filter(|(_, r)| now >= r.next)
+            .map(|(p, _)| *p)
+            .collect();
+        for relay in due {
+            let has_quic = self
+                .peers
+                .get(&relay)
+                .map(|info| info.transports().contains(&"quic"));
+            let Some(configured) = self.relays.configured.get(&relay).cloned() else {
+                continue;
+            };
+            match has_quic {
+                // Gone: the retry starts again when it is reached (identify).
+                None | Some(true) => {
+                    self.relays.quic_retry.remove(&relay);
+                }
+                Some(false) => {
+                    let Some(retry) = self.relays.quic_retry.get_mut(&relay) else {
+                        continue;
+                    };
+                    retry.wait = (retry.wait * 2).min(QUIC_RETRY_MAX);
+                    retry.next = now + retry.wait;
+                    let listen = retry.listen.clone();
+                    debug!(%relay, "relay still reached over TCP only");
+                    self.dial_quic(relay, &configured, &listen);
+                }
+            }
+        }
     }
 
     /// A connection to `peer` opened: if it is one of our relays, listen through it.
@@ -163,6 +235,7 @@ impl Actor {
     /// opened again on the next connection.
     pub(super) fn on_relay_disconnected(&mut self, peer: &PeerId) {
         self.relays.listening.remove(peer);
+        self.relays.quic_retry.remove(peer);
     }
 
     /// The network `peer` is connected from (`node::budgets::source_network`).
@@ -538,7 +611,7 @@ impl Actor {
             MailboxOutcome::Refused { reason } if reason.code == RefusalCode::OverBudget
         );
         if over && self.relays.tarpit.len() < MAX_TARPIT {
-            let due = std::time::Instant::now() + TARPIT_DELAY;
+            let due = Instant::now() + TARPIT_DELAY;
             self.relays.tarpit.push_back((due, peer, channel, outcome));
             return;
         }
@@ -546,7 +619,7 @@ impl Actor {
     }
 
     /// Sends the late refusals that are due (on the housekeeping tick).
-    pub(super) fn flush_tarpit(&mut self, now: std::time::Instant) {
+    pub(super) fn flush_tarpit(&mut self, now: Instant) {
         while self
             .relays
             .tarpit
