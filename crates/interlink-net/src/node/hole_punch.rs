@@ -68,7 +68,11 @@ impl Actor {
     /// A peer observed this node at `addr` (identify): if it is a QUIC address this
     /// node did not have, peers reached only through relays are reached afresh.
     pub(super) fn on_addr_candidate(&mut self, addr: &Multiaddr) {
-        if !matches!(self.role, crate::Role::Session(_)) || !self.hole_punch.is_new_quic(addr) {
+        // Without DCUtR (no relays configured) a fresh circuit would punch nothing.
+        if !matches!(self.role, crate::Role::Session(_))
+            || !self.swarm.behaviour().dcutr.is_enabled()
+            || !self.hole_punch.is_new_quic(addr)
+        {
             return;
         }
         let mut dials: Vec<(PeerId, Vec<Multiaddr>)> = Vec::new();
