@@ -158,7 +158,10 @@ impl Actor {
             return;
         }
         let configured = configured.clone();
-        self.dial_quic(relay, &configured, listen);
+        if !self.dial_quic(relay, &configured, listen) {
+            // It does not listen on QUIC (or the dial could not start): nothing to retry.
+            return;
+        }
         // A dial that fails (UDP blocked for a while, a handshake lost on a busy
         // machine) is tried again on a timer: identify runs again only every few
         // minutes, and until this node has a QUIC connection outside it cannot punch
