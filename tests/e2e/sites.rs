@@ -177,7 +177,14 @@ async fn a_routed_network_loses_nothing_through_a_partition() {
         }
     };
     for i in 0..5 {
-        assert_eq!(send(i).await, "delivered", "m{i} before the partition");
+        let status = send(i).await;
+        assert_eq!(
+            status,
+            "delivered",
+            "m{i} before the partition\nA: {}\nB: {}",
+            a.stderr(),
+            b.stderr()
+        );
     }
     // Cut longer than a dead connection takes to be found (ping timeout, 15 s): the
     // connection is closed and must be made again after the heal.
@@ -278,6 +285,73 @@ async fn messages_sent_while_the_peer_moves_to_quic_are_all_delivered() {
         a.stderr(),
         b.stderr()
     );
+}
+
+/// Bob's QUIC connection to Alice comes up on his side only: his router lets the first
+/// datagram of the flow through (his hello; Alice's answer completes the handshake for
+/// him) and drops the rest (his last handshake flight, so Alice's side stays open). A
+/// busy machine gives the same gap for a moment. Bob must not take the connection for
+/// one Alice holds: he keeps the TCP connection until her identify comes over QUIC,
+/// and every message Alice sends meanwhile is `delivered` (closing TCP at once left
+/// Alice no connection: her requests failed as unreachable and went `queued`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_quic_connection_up_on_one_side_only_does_not_replace_tcp() {
+    let test = "a_quic_connection_up_on_one_side_only_does_not_replace_tcp";
+    let Some(sites) = Sites::for_test(test, Routers::Routed) else {
+        return;
+    };
+    let vars = env(None);
+    let (alice, bob) = pair(&sites, &vars);
+    sites.hold_udp_flows_after(Site::B, 1).unwrap();
+    let (a, b) = routed_pair(&sites, &vars, (&alice, &bob), "half-a", "half-b").await;
+    // Bob's side of the QUIC connection is up.
+    let until = Instant::now() + WITHIN;
+    loop {
+        let view = peer_view(&b, "alice/half-a").await;
+        if view
+            .as_ref()
+            .is_some_and(|v| v["transports"].to_string().contains("quic"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "Bob never had QUIC to Alice: {view:?}\nB: {}",
+            b.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut statuses = Vec::new();
+    for i in 0..20 {
+        let sent = send(
+            &a,
+            json!({"to": "bob", "session": "half-b", "text": format!("m{i}")}),
+        )
+        .await;
+        statuses.push(sent["status"].as_str().unwrap_or_default().to_owned());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let not: Vec<(usize, &String)> = statuses
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| *s != "delivered")
+        .collect();
+    assert!(
+        not.is_empty(),
+        "not delivered: {not:?}\nA: {}\nB: {}",
+        a.stderr(),
+        b.stderr()
+    );
+    let (_, who) = b.ok("whoami", json!({})).await.unwrap();
+    assert_eq!(
+        who["network"]["tcp_moved_to_quic"].as_u64(),
+        Some(0),
+        "Bob closed TCP for a QUIC connection Alice does not hold: {}",
+        who["network"]
+    );
+    sites.pass_udp_flows(Site::B).unwrap();
+    let want: Vec<String> = (0..20).map(|i| format!("m{i}")).collect();
+    assert_eq!(receive(&b, 20).await, want);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -181,6 +181,37 @@ impl Sites {
         )
     }
 
+    /// `site`'s router lets the first `n` UDP datagrams of each flow its host starts
+    /// through and drops the rest, until [`Sites::pass_udp_flows`]: a QUIC client's
+    /// first flight (its hello) reaches the other side, whose answer completes the
+    /// handshake on the client's side, while the client's last handshake flight never
+    /// does — the other side's handshake stays open.
+    pub fn hold_udp_flows_after(&self, site: Site, n: u32) -> Result<(), String> {
+        let mut sysctl = Command::new("ip");
+        sysctl.args([
+            "netns",
+            "exec",
+            self.router(site),
+            "sysctl",
+            "-qw",
+            "net.netfilter.nf_conntrack_acct=1",
+        ]);
+        run_checked(sysctl, None, "sysctl net.netfilter.nf_conntrack_acct=1")?;
+        nft(
+            self.router(site),
+            &format!(
+                "table inet holdudp {{\n chain hold {{ type filter hook forward priority 0; \
+                 ip saddr {} meta l4proto udp ct original packets > {n} drop; }}\n}}\n",
+                host_addr(site)
+            ),
+        )
+    }
+
+    /// Undoes [`Sites::hold_udp_flows_after`].
+    pub fn pass_udp_flows(&self, site: Site) -> Result<(), String> {
+        nft(self.router(site), "delete table inet holdudp\n")
+    }
+
     /// Undoes [`Sites::drop_udp`].
     pub fn pass_udp(&self, site: Site) -> Result<(), String> {
         nft(self.router(site), "delete table inet noudp\n")

@@ -507,12 +507,16 @@ impl Actor {
                 }
                 self.on_upgrade_closed(peer_id, connection_id);
             }
-            SwarmEvent::ConnectionClosed { peer_id, .. } => {
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                connection_id,
+                ..
+            } => {
                 debug!(%peer_id, "disconnected");
                 self.peers.remove(&peer_id);
                 self.pace(PacerInput::PeerDisconnected(peer_id));
                 self.on_relay_disconnected(&peer_id);
-                self.on_upgrade_disconnected(&peer_id);
+                self.on_upgrade_disconnected(&peer_id, connection_id);
                 if let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams.as_mut()) {
                     streams.forget(&peer_id);
                 }

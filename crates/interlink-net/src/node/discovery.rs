@@ -242,7 +242,11 @@ fn dial_discovered(actor: &mut Actor, peer: PeerId, addrs: Vec<Multiaddr>) {
 
 pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
     match event {
-        BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. }) => {
+        BehaviourEvent::Identify(identify::Event::Received {
+            peer_id,
+            info,
+            connection_id,
+        }) => {
             let expected = actor.config.network.identify_version();
             if info.protocol_version != expected {
                 // Another overlay (or not interlink at all): presence and mailboxes
@@ -267,6 +271,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                 actor.reach_relay_over_quic(peer_id, &info.listen_addrs);
             } else {
                 actor.upgrade_to_quic(peer_id, &info.listen_addrs);
+                actor.on_upgrade_identified(peer_id, connection_id);
             }
             let kad_proto = actor.config.network.kad_protocol();
             if info.protocols.iter().any(|p| p.as_ref() == kad_proto) {

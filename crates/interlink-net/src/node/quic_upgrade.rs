@@ -13,7 +13,12 @@
 //! Only the dialling side upgrades, so two sessions do not race each other into two
 //! QUIC connections, and only that side closes TCP: while a peer has a direct QUIC
 //! connection this node dialled, its direct TCP connections to the peer are closed,
-//! also those made later (an AutoNAT dial-back, a dial to an announced address). The TCP connections are closed when none of this node's live
+//! also those made later (an AutoNAT dial-back, a dial to an announced address). The
+//! QUIC connection counts once the peer's identify came over it: the dialler's side of
+//! a QUIC handshake completes first, and a peer whose side had not yet completed when
+//! its TCP connection closed had no connection left to send its requests again on —
+//! they failed as unreachable and went to the mailbox (`queued` where `delivered` was
+//! due: seen in the two-site lab on a loaded machine). The TCP connections are closed when none of this node's live
 //! deliveries is waiting on the peer (libp2p's request-response would fail them with
 //! `ConnectionClosed`, and their messages would go to the mailbox), or after
 //! [`RETIRE_WAIT`] regardless. Until the swarm reports them closed, request-response
@@ -27,7 +32,7 @@
 //! (`relaying` reaches them over QUIC as well, keeping TCP).
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     time::{Duration, Instant},
 };
 
@@ -85,6 +90,9 @@ enum Step {
 pub(super) struct QuicUpgrades {
     steps: HashMap<PeerId, Step>,
     closing: HashMap<PeerId, Closing>,
+    /// QUIC connections this node dialled over which the peer's identify came: the
+    /// peer holds them too (bounded by the swarm's connections; removed on close).
+    heard_on: HashSet<ConnectionId>,
     /// TCP connections closed because QUIC took over (shown in the diagnostics).
     pub(super) retired: u64,
 }
@@ -214,9 +222,11 @@ impl Actor {
         // Only the side that dialled QUIC retires TCP: the other side's requests on it
         // are this side's to protect.
         let (mut quic, mut tcp) = (false, false);
-        for c in info.connections.values() {
+        for (id, c) in &info.connections {
             match diagnostics::transport_of(c) {
-                ("quic", false) if c.is_dialer() => quic = true,
+                ("quic", false) if c.is_dialer() && self.upgrades.heard_on.contains(id) => {
+                    quic = true;
+                }
                 ("tcp", false) => tcp = true,
                 _ => {}
             }
@@ -299,9 +309,23 @@ impl Actor {
         }
     }
 
+    /// `peer`'s identify came over `connection`: if it is a QUIC connection this node
+    /// dialled, the peer holds it too, and TCP may be retired.
+    pub(super) fn on_upgrade_identified(&mut self, peer: PeerId, connection: ConnectionId) {
+        let dialled_quic = self
+            .peers
+            .get(&peer)
+            .and_then(|info| info.connections.get(&connection))
+            .is_some_and(|c| c.is_dialer() && diagnostics::transport_of(c) == ("quic", false));
+        if dialled_quic && self.upgrades.heard_on.insert(connection) {
+            self.on_upgrade_connected(peer);
+        }
+    }
+
     /// A connection to `peer` closed: when it was the last retired one, what was held
     /// back goes out.
     pub(super) fn on_upgrade_closed(&mut self, peer: PeerId, connection: ConnectionId) {
+        self.upgrades.heard_on.remove(&connection);
         let Some(c) = self.upgrades.closing.get_mut(&peer) else {
             return;
         };
@@ -363,7 +387,8 @@ impl Actor {
 
     /// `peer` disconnected altogether: nothing left to move; what was held back is sent
     /// (request-response dials the peer again, or reports it unreachable).
-    pub(super) fn on_upgrade_disconnected(&mut self, peer: &PeerId) {
+    pub(super) fn on_upgrade_disconnected(&mut self, peer: &PeerId, connection: ConnectionId) {
+        self.upgrades.heard_on.remove(&connection);
         self.upgrades.steps.remove(peer);
         self.release_held(*peer);
     }
