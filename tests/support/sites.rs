@@ -187,16 +187,8 @@ impl Sites {
     /// handshake on the client's side, while the client's last handshake flight never
     /// does — the other side's handshake stays open.
     pub fn hold_udp_flows_after(&self, site: Site, n: u32) -> Result<(), String> {
-        let mut sysctl = Command::new("ip");
-        sysctl.args([
-            "netns",
-            "exec",
-            self.router(site),
-            "sysctl",
-            "-qw",
-            "net.netfilter.nf_conntrack_acct=1",
-        ]);
-        run_checked(sysctl, None, "sysctl net.netfilter.nf_conntrack_acct=1")?;
+        // The rule loads connection tracking into the namespace; its packet counts
+        // are kept once accounting is on (before the flow starts).
         nft(
             self.router(site),
             &format!(
@@ -204,7 +196,17 @@ impl Sites {
                  ip saddr {} meta l4proto udp ct original packets > {n} drop; }}\n}}\n",
                 host_addr(site)
             ),
-        )
+        )?;
+        let mut acct = Command::new("ip");
+        acct.args([
+            "netns",
+            "exec",
+            self.router(site),
+            "sh",
+            "-c",
+            "echo 1 > /proc/sys/net/netfilter/nf_conntrack_acct",
+        ]);
+        run_checked(acct, None, "nf_conntrack_acct=1 in the router's namespace")
     }
 
     /// Undoes [`Sites::hold_udp_flows_after`].
