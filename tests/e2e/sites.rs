@@ -131,6 +131,21 @@ async fn receive(session: &McpSession, want: usize) -> Vec<String> {
     }
 }
 
+/// Every send's status is `delivered` (else the failure shows both sessions' logs).
+fn all_delivered(statuses: &[String], a: &McpSession, b: &McpSession) {
+    let not: Vec<(usize, &String)> = statuses
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| *s != "delivered")
+        .collect();
+    assert!(
+        not.is_empty(),
+        "not delivered: {not:?}\nA: {}\nB: {}",
+        a.stderr(),
+        b.stderr()
+    );
+}
+
 /// Alice's session `a_id` on site A, and Bob's `b_id` on site B given Alice's LAN TCP
 /// address (`--bootstrap`), once Alice sees Bob.
 async fn routed_pair(
@@ -274,17 +289,7 @@ async fn messages_sent_while_the_peer_moves_to_quic_are_all_delivered() {
         started.elapsed(),
         moved_at.unwrap_or_default()
     );
-    let not: Vec<(usize, &String)> = statuses
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| *s != "delivered")
-        .collect();
-    assert!(
-        not.is_empty(),
-        "not delivered: {not:?}\nA: {}\nB: {}",
-        a.stderr(),
-        b.stderr()
-    );
+    all_delivered(&statuses, &a, &b);
 }
 
 /// Bob's QUIC connection to Alice comes up on his side only: his router lets the first
@@ -331,17 +336,7 @@ async fn a_quic_connection_up_on_one_side_only_does_not_replace_tcp() {
         statuses.push(sent["status"].as_str().unwrap_or_default().to_owned());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let not: Vec<(usize, &String)> = statuses
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| *s != "delivered")
-        .collect();
-    assert!(
-        not.is_empty(),
-        "not delivered: {not:?}\nA: {}\nB: {}",
-        a.stderr(),
-        b.stderr()
-    );
+    all_delivered(&statuses, &a, &b);
     let (_, who) = b.ok("whoami", json!({})).await.unwrap();
     assert_eq!(
         who["network"]["tcp_moved_to_quic"].as_u64(),

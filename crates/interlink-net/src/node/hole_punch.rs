@@ -84,16 +84,10 @@ impl Actor {
             }
             // The circuit this node dialled, else one through each of its relays (the
             // peer came in through one of them).
-            let mut circuits: Vec<Multiaddr> = info
-                .connections
-                .values()
-                .filter_map(dialled_circuit)
-                .take(1)
-                .cloned()
-                .collect();
-            if circuits.is_empty() {
-                circuits = self.relays.circuits_to(*peer);
-            }
+            let circuits = match info.connections.values().find_map(dialled_circuit) {
+                Some(circuit) => vec![circuit.clone()],
+                None => self.relays.circuits_to(*peer),
+            };
             if !circuits.is_empty() {
                 dials.push((*peer, circuits));
             }

@@ -190,29 +190,26 @@ impl Actor {
             .map(|(p, _)| *p)
             .collect();
         for relay in due {
-            let has_quic = self
+            let tcp_only = self
                 .peers
                 .get(&relay)
-                .map(|info| info.transports().contains(&"quic"));
-            let Some(configured) = self.relays.configured.get(&relay).cloned() else {
+                .is_some_and(|info| !info.transports().contains(&"quic"));
+            let configured = self.relays.configured.get(&relay).cloned();
+            let (Some(configured), true, Some(retry)) = (
+                configured,
+                tcp_only,
+                self.relays.quic_retry.get_mut(&relay),
+            ) else {
+                // Reached over QUIC, or gone (identify starts it again on the next
+                // connection).
+                self.relays.quic_retry.remove(&relay);
                 continue;
             };
-            match has_quic {
-                // Gone: the retry starts again when it is reached (identify).
-                None | Some(true) => {
-                    self.relays.quic_retry.remove(&relay);
-                }
-                Some(false) => {
-                    let Some(retry) = self.relays.quic_retry.get_mut(&relay) else {
-                        continue;
-                    };
-                    retry.wait = (retry.wait * 2).min(QUIC_RETRY_MAX);
-                    retry.next = now + retry.wait;
-                    let listen = retry.listen.clone();
-                    debug!(%relay, "relay still reached over TCP only");
-                    self.dial_quic(relay, &configured, &listen);
-                }
-            }
+            retry.wait = (retry.wait * 2).min(QUIC_RETRY_MAX);
+            retry.next = now + retry.wait;
+            let listen = retry.listen.clone();
+            debug!(%relay, "relay still reached over TCP only");
+            self.dial_quic(relay, &configured, &listen);
         }
     }
 
