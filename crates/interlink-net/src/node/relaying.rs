@@ -195,11 +195,9 @@ impl Actor {
                 .get(&relay)
                 .is_some_and(|info| !info.transports().contains(&"quic"));
             let configured = self.relays.configured.get(&relay).cloned();
-            let (Some(configured), true, Some(retry)) = (
-                configured,
-                tcp_only,
-                self.relays.quic_retry.get_mut(&relay),
-            ) else {
+            let (Some(configured), true, Some(retry)) =
+                (configured, tcp_only, self.relays.quic_retry.get_mut(&relay))
+            else {
                 // Reached over QUIC, or gone (identify starts it again on the next
                 // connection).
                 self.relays.quic_retry.remove(&relay);
