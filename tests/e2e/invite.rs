@@ -73,7 +73,7 @@ fn invite(user: &User, args: &[&str]) -> (Guard, String) {
         .next_line(Instant::now() + DEADLINE)
         .unwrap()
         .unwrap_or_else(|| panic!("no code: {}", process.stderr()));
-    assert!(code.starts_with("interlink1"), "{code}");
+    assert!(code.starts_with("interlink2"), "{code}");
     (process, code)
 }
 
@@ -101,7 +101,9 @@ async fn two_people_pair_by_invite_over_a_relay_and_talk() {
 
     // Alice invites; Bob joins with the code she sent him.
     let (mut inviting, code) = invite(alice, &[]);
+    let started = Instant::now();
     let joined = bob.cli(&["join", &code], None).unwrap();
+    eprintln!("join through the relay took {:?}", started.elapsed());
     assert!(joined.status.success(), "join: {}", joined.stderr);
     assert!(
         joined.stdout.starts_with("paired alice "),
@@ -199,11 +201,12 @@ async fn an_invite_admits_one_key_once_and_bad_codes_change_nothing() {
     assert!(damaged.stderr.contains("damaged"), "{}", damaged.stderr);
     let foreign = bob.cli(&["join", "hello"], None).unwrap();
     assert!(
-        foreign.stderr.contains("not an interlink invite"),
+        foreign.stderr.contains("not an interlink-p2p invite"),
         "{}",
         foreign.stderr
     );
     assert!(!bob.home().join("peers.json").exists());
+    bad_codes_change_nothing(alice, bob, &code);
 
     // Bob joins; Eve, who saw the code too, gets nowhere with it afterwards.
     let joined = bob.cli(&["join", &code], None).unwrap();
@@ -214,6 +217,9 @@ async fn an_invite_admits_one_key_once_and_bad_codes_change_nothing() {
     let late = eve.cli(&["join", &code, "--wait", "4"], None).unwrap();
     assert!(!late.status.success(), "{}", late.stdout);
     assert!(late.stderr.contains("no confirmation"), "{}", late.stderr);
+    // Nothing is pinned on her side until Alice confirms; her request waits.
+    let eve_peers = eve.cli(&["peer", "list"], None).unwrap().stdout;
+    assert!(!eve_peers.contains(&alice.key), "{eve_peers}");
     let alice_peers = alice.cli(&["peer", "list"], None).unwrap().stdout;
     assert!(!alice_peers.contains(&eve.key), "{alice_peers}");
     // Her knock waits for Alice, like any stranger's.
@@ -257,6 +263,90 @@ async fn an_invite_admits_one_key_once_and_bad_codes_change_nothing() {
     let expired = eve.cli(&["join", &expiring], None).unwrap();
     assert!(expired.stderr.contains("expired"), "{}", expired.stderr);
     a.close(deadline()).await.unwrap();
+}
+
+/// What `join` must refuse before it changes anything or starts a node, each with a
+/// sentence (issue 48): a typo, a code altered after signing (its relay swapped for an
+/// attacker's, or its key for one off the curve — the check recomputed, as anyone can),
+/// and codes the real inviter signed against the rules (an address of random bytes, a
+/// relay without its peer id).
+fn bad_codes_change_nothing(alice: &User, bob: &User, code: &str) {
+    use interlink_testkit::invite::{altered, resigned, typo};
+    let alice_identity = interlink_core::keyfile::load(&alice.home().join("identity.key")).unwrap();
+    let decoded = interlink_core::wire::Invite::decode(code).unwrap();
+    let relay = decoded.relays[0].clone();
+    let attacker_relay = {
+        let peer = interlink_testkit::identity(0xee)
+            .transport_keypair(&interlink_core::SessionId::new("relay").unwrap())
+            .unwrap()
+            .public()
+            .to_peer_id();
+        let a: libp2p::Multiaddr = format!("/ip4/127.0.0.1/tcp/1/p2p/{peer}").parse().unwrap();
+        serde_bytes::ByteBuf::from(a.to_vec())
+    };
+    let bare_relay = {
+        let mut a = libp2p::Multiaddr::try_from(relay.to_vec()).unwrap();
+        a.pop();
+        serde_bytes::ByteBuf::from(a.to_vec())
+    };
+    // Inside the key: the code's bytes from about the 4th onwards are the body's.
+    let key_at = "interlink2".len() + 20;
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "a character of the key changed",
+            typo(code, key_at),
+            "damaged",
+        ),
+        (
+            "the relay swapped for an attacker's",
+            altered(code, |i| i.relays = vec![attacker_relay.clone()]),
+            "altered",
+        ),
+        (
+            "a key that is not an Ed25519 point",
+            altered(code, |i| {
+                let mut k = [0u8; 32];
+                k[0] = 2;
+                i.key = interlink_core::IdentityKey::from_bytes(k);
+            }),
+            "altered",
+        ),
+        (
+            "an address of 40 random bytes",
+            resigned(code, &alice_identity, |i| {
+                i.addrs = vec![serde_bytes::ByteBuf::from(
+                    (0u8..40).map(|b| b.wrapping_mul(73)).collect::<Vec<_>>(),
+                )];
+            }),
+            "not a multiaddr",
+        ),
+        (
+            "a relay without /p2p/<id>",
+            resigned(code, &alice_identity, |i| {
+                i.relays = vec![bare_relay.clone()]
+            }),
+            "does not end in /p2p/",
+        ),
+    ];
+    let snapshot = |u: &User| {
+        ["peers.json", "config.toml", "pairing.json"].map(|f| std::fs::read(u.home().join(f)).ok())
+    };
+    let before = snapshot(bob);
+    for (case, bad, says) in cases {
+        let started = Instant::now();
+        let out = bob.cli(&["join", &bad], None).unwrap();
+        assert!(!out.status.success(), "{case}: joined: {}", out.stdout);
+        assert!(out.stderr.contains(says), "{case}: {}", out.stderr);
+        // Refused before any node started: no search on the overlay, no debug text.
+        assert!(
+            !out.stderr.contains("looking for"),
+            "{case}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains(" {"), "{case}: {}", out.stderr);
+        assert_eq!(snapshot(bob), before, "{case}: bob's home changed");
+        eprintln!("{case}: refused in {:?}", started.elapsed());
+    }
 }
 
 /// On a LAN, with mDNS off and no relay or bootstrap in either settings file, the code

@@ -259,7 +259,7 @@ const sessionId = (s) => typeof s === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.tes
 // ---- §2 keys, §3 signatures, §4.7 passes, §6 identifiers ----
 
 export const TAG = Object.fromEntries(['announcement', 'goodbye', 'envelope', 'receipt', 'ack',
-  'sealing-key', 'mailbox-pass', 'mailbox-fetch', 'beacon'].map((d) => [d, utf8(`interlink-p2p/v1/${d}\0`)]))
+  'sealing-key', 'mailbox-pass', 'mailbox-fetch', 'beacon', 'invite'].map((d) => [d, utf8(`interlink-p2p/v1/${d}\0`)]))
 
 export const H = (...parts) => sha256(concat(...parts))
 export const identityKey = (seed) => ed25519.getPublicKey(seed)
@@ -292,6 +292,43 @@ export function wrap (domain, seed, body, replyTo) {
   const w = { body, sig: sign(domain, seed, body) }
   if (replyTo) w.reply_to = replyTo
   return encode(w)
+}
+
+// §4.10: an invite code is `interlink2` and the base32 of the signed wrapper and its
+// 4-byte check.
+export const inviteCheck = (wrapper) => sha256(concat(utf8('interlink-p2p/v1/invite-check\0'), wrapper)).slice(0, 4)
+export const inviteCode = (seed, body) => {
+  const w = wrap('invite', seed, body)
+  return 'interlink2' + base32(concat(w, inviteCheck(w)))
+}
+export const unbase32 = (text) => {
+  const abc = 'abcdefghijklmnopqrstuvwxyz234567'
+  const out = []
+  let bits = 0
+  let acc = 0
+  for (const c of text.toLowerCase()) {
+    const v = abc.indexOf(c)
+    ensure(v >= 0, `base32: ${c}`)
+    acc = (acc << 5) | v
+    bits += 5
+    if (bits >= 8) { out.push((acc >>> (bits - 8)) & 255); bits -= 8; acc &= (1 << bits) - 1 }
+  }
+  return Uint8Array.from(out)
+}
+/** Reads a code as §4.10 says: prefix, check, wrapper, map, signature under `key`.
+ * Returns the invite map; throws on any failure. */
+export function readInvite (code) {
+  ensure(code.startsWith('interlink2'), 'invite: prefix')
+  const bytes = unbase32(code.slice('interlink2'.length))
+  ensure(bytes.length > 4, 'invite: too short')
+  const w = bytes.subarray(0, bytes.length - 4)
+  ensure(equal(bytes.subarray(bytes.length - 4), inviteCheck(w)), 'invite: check')
+  const wrapper = decode(w, 'invite wrapper')
+  ensure(Object.keys(wrapper).join() === 'body,sig', 'invite: wrapper keys')
+  const body = decode(wrapper.body, 'invite body')
+  ensure(Object.keys(body).join() === 'v,key,name,session,secret,expires,relays,addrs' && body.v === 2, 'invite: map')
+  ensure(verify('invite', body.key, wrapper.body, wrapper.sig), 'invite: signature')
+  return body
 }
 
 /** Decodes a wrapper and its body, checks both tables, then the signature under the

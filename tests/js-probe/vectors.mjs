@@ -83,15 +83,18 @@ export async function checkVectors ({ version: V, vectors }) {
   // §4.10: Alice's invite, and Bob's knock joining by it (its secret sealed to Alice
   // with the same fixed randomness as the envelope).
   const secret = fill(0x55, 16)
-  const inviteCode = 'interlink1' + S.base32(encode({
-    v: 1,
+  // The waiting session's address, `/ip4/127.0.0.1/tcp/4001/p2p/<session-a's PeerId>`.
+  const aPeerBytes = aPeer.toMultihash().bytes
+  const inviteAddr = S.concat(Uint8Array.of(0x04, 127, 0, 0, 1, 0x06, 0x0f, 0xa1, 0xa5, 0x03, aPeerBytes.length), aPeerBytes)
+  const inviteCode = S.inviteCode(alice, encode({
+    v: 2,
     key: A,
     name: 'alice',
     session: 'session-a',
     secret,
     expires: ts + 3600000,
     relays: [],
-    addrs: [Uint8Array.of(0x04, 127, 0, 0, 1, 0x06, 0x0f, 0xa1)]
+    addrs: [inviteAddr]
   }))
   const knockId = fill(0x66, 16)
   const knockSealed = await S.seal(aSeal.pub, secret, S.sealAad(knockId, B, A), (n) => fill(0x33, n))
@@ -203,6 +206,23 @@ export async function checkVectors ({ version: V, vectors }) {
   const knock = S.openSigned(w('knock_invite.wire'), 'envelope', sch.envelope, 'sender', sch, 'envelope')
   const opened = await S.open(aSeal.kp, knock.body.sealed, S.sealAad(knock.body.msg_id, B, A))
   ensure(hex(opened) === hex(secret), 'knock: the invite secret opens')
+  // The code as a joiner reads it; one character changed fails its check, and an
+  // altered map under a recomputed check fails the signature.
+  const inv = S.readInvite(vectors.get('invite.code'))
+  ensure(S.equal(inv.key, A) && S.equal(inv.secret, secret), 'invite: key and secret')
+  const code = vectors.get('invite.code')
+  const typo = code.slice(0, 40) + (code[40] === 'a' ? 'b' : 'a') + code.slice(41)
+  let caught = false
+  try { S.readInvite(typo) } catch { caught = true }
+  ensure(caught, 'invite: a mistyped code was read')
+  const raw = S.unbase32(code.slice('interlink2'.length))
+  const wrapper = S.decode(raw.subarray(0, raw.length - 4), 'invite wrapper')
+  const altered = S.decode(wrapper.body, 'invite body')
+  altered.name = 'mallory'
+  const forgedWrapper = encode({ body: encode(altered), sig: wrapper.sig })
+  caught = false
+  try { S.readInvite('interlink2' + S.base32(S.concat(forgedWrapper, S.inviteCheck(forgedWrapper)))) } catch { caught = true }
+  ensure(caught, 'invite: an altered code with a recomputed check was read')
   const hq = S.openSigned(w('host_queued_three.wire'), 'envelope', sch.envelope, 'sender', sch, 'envelope')
   ensure(hq.body.kind === 'host_queued' && hq.body.also_about.length === 2, 'host_queued: about three messages')
   const rcpt = S.openSigned(w('receipt.wire'), 'receipt', sch.receipt, 'recipient', sch, 'receipt')

@@ -102,10 +102,10 @@ mod tests {
     #[test]
     fn names_embed_the_network() {
         let n = Network::default();
-        assert_eq!(n.announce_topic(), "interlink-p2p/v10/default/announce");
-        assert_eq!(n.deliver_protocol(), "/interlink-p2p/default/deliver/10");
-        assert_eq!(n.receipt_protocol(), "/interlink-p2p/default/receipt/10");
-        assert_eq!(n.mailbox_protocol(), "/interlink-p2p/default/mailbox/10");
+        assert_eq!(n.announce_topic(), "interlink-p2p/v11/default/announce");
+        assert_eq!(n.deliver_protocol(), "/interlink-p2p/default/deliver/11");
+        assert_eq!(n.receipt_protocol(), "/interlink-p2p/default/receipt/11");
+        assert_eq!(n.mailbox_protocol(), "/interlink-p2p/default/mailbox/11");
         assert_ne!(
             Network::new("lab").unwrap().kad_protocol(),
             n.kad_protocol()

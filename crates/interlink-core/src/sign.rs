@@ -56,11 +56,13 @@ pub enum Domain {
     MailboxFetch,
     /// A session's sign of life between announcements ([`crate::wire::Beacon`]).
     Beacon,
+    /// What an invite code carries, signed by the inviter ([`crate::wire::Invite`]).
+    Invite,
 }
 
 impl Domain {
     /// All domains, for documentation and tests.
-    pub const ALL: [Domain; 9] = [
+    pub const ALL: [Domain; 10] = [
         Domain::Announcement,
         Domain::Goodbye,
         Domain::Envelope,
@@ -70,6 +72,7 @@ impl Domain {
         Domain::MailboxPass,
         Domain::MailboxFetch,
         Domain::Beacon,
+        Domain::Invite,
     ];
 
     /// The tag prefixed to the payload before signing.
@@ -84,6 +87,7 @@ impl Domain {
             Domain::MailboxPass => b"interlink-p2p/v1/mailbox-pass\0",
             Domain::MailboxFetch => b"interlink-p2p/v1/mailbox-fetch\0",
             Domain::Beacon => b"interlink-p2p/v1/beacon\0",
+            Domain::Invite => b"interlink-p2p/v1/invite\0",
         }
     }
 }

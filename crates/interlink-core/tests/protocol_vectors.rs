@@ -185,7 +185,14 @@ fn vectors() -> Vec<(&'static str, String)> {
         secret: serde_bytes::ByteArray::new([0x55; INVITE_SECRET_BYTES]),
         expires: TS + 3_600_000,
         relays: Vec::new(),
-        addrs: vec![ByteBuf::from(vec![0x04, 127, 0, 0, 1, 0x06, 0x0f, 0xa1])],
+        // `/ip4/127.0.0.1/tcp/4001/p2p/<session-a's PeerId>`.
+        addrs: vec![ByteBuf::from({
+            let mut a = vec![0x04, 127, 0, 0, 1, 0x06, 0x0f, 0xa1, 0xa5, 0x03];
+            let peer = alice_peer.to_bytes();
+            a.push(u8::try_from(peer.len()).unwrap());
+            a.extend_from_slice(&peer);
+            a
+        })],
     };
     let mut knock = Envelope {
         v: VERSION,
@@ -363,7 +370,7 @@ fn vectors() -> Vec<(&'static str, String)> {
             )
             .unwrap()),
         ),
-        ("invite.code", invite.encode()),
+        ("invite.code", invite.encode(&alice).unwrap()),
         ("knock_invite.wire", hex(&knock.to_bytes())),
         ("host_queued_three.wire", hex(&host_queued.to_bytes())),
         ("presence_beacon.msg", hex(&beacon_msg)),

@@ -10,12 +10,15 @@
 //! any running session of the inviter's, until the code expires — admits that one
 //! knock and confirms, so each side ends up with the other as a peer.
 
-use std::{io::Write, time::Duration};
+use std::{collections::HashSet, io::Write, time::Duration};
 
 use anyhow::Context as _;
 use interlink_core::{
     IdentityKey, SessionId,
-    wire::{EnvelopeKind, INVITE_VERSION, Invite, MAX_INVITE_ADDRS, SessionAddr},
+    limits::KNOCK_QUEUE_CAPACITY,
+    wire::{
+        EnvelopeKind, INVITE_VERSION, Invite, MAX_INVITE_ADDR_BYTES, MAX_INVITE_ADDRS, SessionAddr,
+    },
 };
 use interlink_net::Config;
 use interlink_store::{
@@ -96,6 +99,7 @@ pub async fn invite(
             expires,
             relays: relays
                 .iter()
+                .filter(|a| a.len() <= MAX_INVITE_ADDR_BYTES)
                 .take(MAX_INVITE_ADDRS)
                 .map(|a| ByteBuf::from(a.to_vec()))
                 .collect(),
@@ -111,9 +115,13 @@ pub async fn invite(
         writeln!(
             progress,
             "invite: this code pairs one person with you, once, until {until}. Send it to them \
-             over a channel you trust; they run:\n\n    interlink-p2p join <code>\n"
+             over a channel you trust; they run:\n\n    interlink-p2p join <code>\n\n\
+             The code is signed by your key, fingerprint {} — `join` shows them the \
+             fingerprint of the key that signed it.\n",
+            ps.own.key.fingerprint()
         )?;
-        writeln!(out, "{}", invite.encode())?;
+        let (identity, _) = crate::load_identity(home)?;
+        writeln!(out, "{}", invite.encode(&identity)?)?;
         out.flush()?;
         if relays.is_empty() {
             writeln!(
@@ -135,8 +143,11 @@ pub async fn invite(
              still admit the code until {until})"
         )?;
         let deadline = tokio::time::Instant::now() + options.expires;
+        let mut handled = HashSet::new();
         loop {
-            if let Some((name, key)) = admit_held(home, &ps, &options.name, progress).await? {
+            if let Some((name, key)) =
+                admit_held(home, &ps, &options.name, &mut handled, progress).await?
+            {
                 writeln!(out, "paired {name} {}", key.fingerprint())?;
                 writeln!(
                     progress,
@@ -169,17 +180,31 @@ pub async fn invite(
     result
 }
 
-/// Decides the knocks the invite's session holds: one with an invite of this user's
-/// pairs and is confirmed (returns the new peer); any other waits for the operator in
-/// `pairing.json`, as it would at any session.
+/// Decides the knocks the invite's session holds that it has not decided before (ids
+/// in `handled`, which keeps only the knocks still held, at most
+/// [`KNOCK_QUEUE_CAPACITY`]): one with an invite of this user's pairs and is confirmed
+/// (returns the new peer); any other waits for the operator in `pairing.json`, as it
+/// would at any session. So each knock costs its file work once, not on every poll.
 async fn admit_held(
     home: &Home,
     ps: &PairingSession,
     own_name: &str,
+    handled: &mut HashSet<String>,
     progress: &mut impl Write,
 ) -> anyhow::Result<Option<(String, IdentityKey)>> {
+    let held = ps.held_knocks();
+    handled.retain(|id| held.iter().any(|k| k.msg_id == *id));
+    let fresh: Vec<_> = held
+        .into_iter()
+        .filter(|k| !handled.contains(&k.msg_id))
+        .take(KNOCK_QUEUE_CAPACITY)
+        .collect();
+    if fresh.is_empty() {
+        return Ok(None);
+    }
     let policy = policy::load(home)?;
-    for k in ps.held_knocks() {
+    for k in fresh {
+        handled.insert(k.msg_id.clone());
         let Ok(key) = k.sender.parse::<IdentityKey>() else {
             continue;
         };
@@ -268,9 +293,14 @@ pub struct JoinOptions {
     pub name: String,
 }
 
-/// Runs `join`: pins the inviter, keeps its relays in the settings file, knocks with
-/// the code's secret and waits for the confirmation. Prints `paired <name>
+/// Runs `join`: verifies the code whole, knocks with its secret through the addresses
+/// and relays it carries, and waits for the confirmation; only then pins the inviter
+/// and keeps its signed relays in the settings file. Prints `paired <name>
 /// <fingerprint>` on `out` once confirmed; returns whether it was.
+///
+/// A code that fails any check changes nothing in the home. A genuine code whose
+/// inviter does not answer in time leaves what `pair request` leaves: a request sent
+/// (`interlink-p2p pair list`), which lets their later confirmation in.
 pub async fn join(
     home: &Home,
     mut config: Config,
@@ -278,7 +308,7 @@ pub async fn join(
     out: &mut impl Write,
     progress: &mut impl Write,
 ) -> anyhow::Result<bool> {
-    let invite = Invite::decode(&options.code).context("reading the invite code")?;
+    let invite = Invite::decode(&options.code).map_err(|e| anyhow::anyhow!("{e}"))?;
     let now = interlink_net::now_ms();
     if invite.expires <= now {
         anyhow::bail!(
@@ -299,38 +329,21 @@ pub async fn join(
         ))
         .into());
     }
-    let (name, pinned) = policy::edit(home, |p| {
-        if let Some(existing) = p.name_of(&key) {
-            return Ok::<_, anyhow::Error>((existing.to_owned(), false));
-        }
-        let name = pairing::free_name(p, Some(petname), &key);
-        p.add(name.clone(), key)?;
-        Ok((name, true))
-    })?;
-    if pinned {
+    let peer_already = policy::load(home)?.name_of(&key).map(str::to_owned);
+    let name = peer_already.clone().unwrap_or_else(|| petname.to_owned());
+    writeln!(
+        progress,
+        "join: the code is signed by {} (fingerprint {}); if it reached you over a channel          you do not trust, compare that fingerprint with theirs",
+        invite.name,
+        key.fingerprint()
+    )?;
+    if peer_already.is_some() {
         writeln!(
             progress,
-            "join: added {name} ({}) to your peers",
-            key.fingerprint()
-        )?;
-    } else {
-        writeln!(
-            progress,
-            "join: {name} ({}) is a peer already; asking it to confirm again",
-            key.fingerprint()
+            "join: {name} is a peer already; asking it to confirm again"
         )?;
     }
-    let relays: Vec<Multiaddr> = invite
-        .relays
-        .iter()
-        .filter_map(|a| Multiaddr::try_from(a.to_vec()).ok())
-        .collect();
-    let direct: Vec<Multiaddr> = invite
-        .addrs
-        .iter()
-        .filter_map(|a| Multiaddr::try_from(a.to_vec()).ok())
-        .collect();
-    keep_relays(home, &relays, progress)?;
+    let relays = invite.relay_addrs();
     for r in &relays {
         if !config.relays.contains(r) {
             config.relays.push(r.clone());
@@ -338,7 +351,7 @@ pub async fn join(
     }
     // The waiting session's addresses are dialled for this run only: they change with
     // every start of the inviter's.
-    config.bootstrap.extend(direct);
+    config.bootstrap.extend(invite.direct_addrs());
     let ps = PairingSession::start(
         home,
         config,
@@ -348,15 +361,14 @@ pub async fn join(
     .await?;
     let result = async {
         writeln!(progress, "join: looking for {name} on the overlay…")?;
+        let left = |now: u64| invite.expires.saturating_sub(now) / 60_000;
         let session = ps
             .live_session(key, Some(&invite.session), options.wait)
             .await
             .map_err(|e| {
                 anyhow::anyhow!(
-                    "{e:#}. {name} stays in your peers; run this again when `interlink-p2p \
-                     invite` or one of their sessions is running (the code is valid for {} \
-                     more minutes)",
-                    invite.expires.saturating_sub(interlink_net::now_ms()) / 60_000
+                    "{e:#}. Nothing was changed; run this again when `interlink-p2p invite` or                      one of {name}'s sessions is running (the code is valid for {} more                      minutes)",
+                    left(interlink_net::now_ms())
                 )
             })?;
         pairing::record_outgoing(
@@ -379,6 +391,7 @@ pub async fn join(
         )?;
         match ps.wait_accept(&key, options.wait).await? {
             Some(confirmed) => {
+                keep_relays(home, &relays, progress)?;
                 writeln!(out, "paired {confirmed} {}", key.fingerprint())?;
                 writeln!(
                     progress,
@@ -389,10 +402,12 @@ pub async fn join(
             None => {
                 writeln!(
                     progress,
-                    "join: no confirmation within {:?}. {name} stays in your peers; its side \
-                     admits you when one of its sessions takes the knock (before the code \
-                     expires). Run this command again to check.",
-                    options.wait
+                    "join: no confirmation within {} s. {name} is not in your peers yet: your \
+                     request waits (interlink-p2p pair list), and their side admits you when \
+                     one of its sessions takes the knock. Run this command again to finish \
+                     (the code is valid for {} more minutes).",
+                    options.wait.as_secs(),
+                    left(interlink_net::now_ms())
                 )?;
                 Ok::<_, anyhow::Error>(false)
             }
@@ -403,8 +418,9 @@ pub async fn join(
     result
 }
 
-/// Adds the invite's relays to the `relay` list of the settings file (keeping the
-/// ones there), so every later command and session reaches the inviter's overlay.
+/// Adds the invite's relays — the inviter's signed choice — to the `relay` list of
+/// the settings file (keeping the ones there), so every later command and session
+/// reaches the inviter's overlay; says which were added.
 fn keep_relays(home: &Home, relays: &[Multiaddr], progress: &mut impl Write) -> anyhow::Result<()> {
     let settings = crate::settings::Settings::load(home.path())?;
     let mut list: Vec<String> = settings
@@ -428,7 +444,14 @@ fn keep_relays(home: &Home, relays: &[Multiaddr], progress: &mut impl Write) -> 
     }
     let value = toml_edit::value(toml_edit::Array::from_iter(list.iter().map(String::as_str)));
     for note in crate::settings::write(home.path(), &[("relay", Some(value))], false)? {
-        writeln!(progress, "join: {note} (the inviter's relay)")?;
+        writeln!(progress, "join: {note}")?;
+    }
+    for added in &list[before..] {
+        writeln!(
+            progress,
+            "join: your sessions now also use {added}, the relay the inviter signed into the \
+             code (delete it from the relay list of the settings file to stop)"
+        )?;
     }
     Ok(())
 }

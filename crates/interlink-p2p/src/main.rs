@@ -346,15 +346,17 @@ enum Command {
     },
     /// Pair with the person whose invite code you were given.
     ///
-    /// Adds them to your peers, keeps their relay in your settings file, knocks with
-    /// the code's secret and waits for their side to confirm.
+    /// Verifies the code (its check and the inviter's signature), knocks with its
+    /// secret and waits for their side to confirm; only then adds them to your peers
+    /// and keeps the relays they signed into the code in your settings file.
     #[command(
-        after_help = "Examples:\n  interlink-p2p join interlink1…\n  interlink-p2p \
-                            join interlink1… --name alice-laptop\n\nExit status: 0 when \
-                            confirmed, 1 when no confirmation came within --wait."
+        after_help = "Examples:\n  interlink-p2p join interlink2…\n  interlink-p2p \
+                            join interlink2… --name alice-laptop\n\nExit status: 0 when \
+                            confirmed; 1 when the code is refused (nothing changed) or no \
+                            confirmation came within --wait."
     )]
     Join {
-        /// The code (starts with interlink1).
+        /// The code (starts with interlink2).
         code: String,
         /// The name to give them here [default: the name in the code]
         #[arg(long, value_name = "NAME")]

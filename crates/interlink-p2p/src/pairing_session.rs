@@ -178,16 +178,17 @@ impl PairingSession {
                     sticky: None,
                     remembered: None,
                 };
-                let wait = sender::Wait {
+                let settle = sender::Wait {
                     until: tokio::time::Instant::now() + ROUTE_SETTLE,
                     settle: ROUTE_SETTLE,
                 };
-                match sender::route_when_seen(&self.handle, &req, wait).await {
+                match sender::route_when_seen(&self.handle, &req, settle).await {
                     Ok(r) if r.presence != Presence::Gone => return Ok(r.session),
                     _ if tokio::time::Instant::now() < until => {}
                     _ => anyhow::bail!(
-                        "no session of {} showed on the overlay within {wait:?}",
-                        key.fingerprint()
+                        "no session of {} showed on the overlay within {} s",
+                        key.fingerprint(),
+                        wait.as_secs()
                     ),
                 }
             }

@@ -5,6 +5,7 @@
 //! - [`signed`]: signed envelopes, announcements, receipts and acks as a real node makes
 //!   them, and the hostile variants a real node never makes (wrong signer, backdated,
 //!   future-dated, copied id, oversized, forged signature);
+//! - [`invite`]: invite codes altered after signing, or signed against the rules;
 //! - [`mailbox`]: mailbox records, normalised as an honest sender puts them or raw;
 //! - `node` (feature `node`): complete session nodes on the in-process memory transport,
 //!   and bounded waits on their rosters and inboxes;
@@ -18,6 +19,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod ids;
+pub mod invite;
 pub mod mailbox;
 #[cfg(feature = "node")]
 pub mod node;

@@ -1,24 +1,37 @@
 //! Invites: a one-line code one user hands another out of band (chat, mail, a call)
 //! so the two pair without copying keys, across a relay or a tailnet where mDNS
-//! cannot help (PROTOCOL.md, "Invites").
+//! cannot help (PROTOCOL.md §4.10).
 //!
 //! The code names the inviter's identity, the name it suggests, the session waiting
 //! for the join, how to reach it (relay and listen addresses), an expiry and a
-//! one-time secret. The joiner pins the inviter from the code (pasting it is the
-//! joiner's human decision) and knocks with the secret sealed to the inviter; the
+//! one-time secret. The joiner knocks with the secret sealed to the inviter; the
 //! inviter admits the first knock carrying an unexpired, unused secret it issued. So
 //! a leaked code admits one key, once, before it expires — and nothing else.
 //!
-//! The code is not signed: it is only as trustworthy as the channel it was passed
-//! over, which is the threat model of every invite link. It is `interlink1` followed
-//! by the unpadded lowercase base32 of a CBOR map, so a double click selects it whole
-//! and case does not matter.
+//! What the code carries is signed by the inviter's identity (the `invite` domain), so
+//! nobody who handles it on the way can swap its addresses or relays for their own and
+//! keep the inviter's key and fingerprint; and the code ends in a checksum, so a
+//! mistyped or truncated copy is told apart from an altered one. Whoever replaces the
+//! key too makes a code of their own: the fingerprint `join` prints is then theirs,
+//! which is what the fingerprint check is for. [`Invite::decode`] verifies all of it
+//! but the expiry (which needs a clock) before anything else may look at the code.
+//!
+//! The text is `interlink2` followed by the unpadded lowercase base32 of the signed
+//! wrapper and its 4-byte check, so a double click selects it whole and case does not
+//! matter.
 
+use libp2p_identity::PeerId;
+use multiaddr::{Multiaddr, Protocol};
 use serde::{Deserialize, Serialize};
 use serde_bytes::{ByteArray, ByteBuf};
+use sha2::{Digest as _, Sha256};
 
 use super::is_valid_name;
-use crate::{identity::IdentityKey, session::SessionId};
+use crate::{
+    identity::{Identity, IdentityKey},
+    session::SessionId,
+    sign::{self, Domain},
+};
 
 /// Bytes of an invite's one-time secret.
 pub const INVITE_SECRET_BYTES: usize = 16;
@@ -28,19 +41,22 @@ pub const MAX_INVITE_ADDRS: usize = 6;
 pub const MAX_INVITE_ADDR_BYTES: usize = 160;
 /// Longest code accepted, in characters (a longer one is not decoded).
 pub const MAX_INVITE_CODE_CHARS: usize = 2048;
-/// What every code starts with.
-pub const INVITE_PREFIX: &str = "interlink1";
-/// The version of the code's map (its `v`).
-pub const INVITE_VERSION: u8 = 1;
+/// What every code of this format starts with: `interlink` and the format's version.
+pub const INVITE_PREFIX: &str = "interlink2";
+/// The version of the code's format (its prefix's digit and its map's `v`).
+pub const INVITE_VERSION: u8 = 2;
+/// Bytes of the check that ends a code.
+pub const INVITE_CHECK_BYTES: usize = 4;
+/// The domain of the check: SHA-256 over it and the signed wrapper.
+const CHECK_DOMAIN: &[u8] = b"interlink-p2p/v1/invite-check\0";
 
-/// An invite, as its code carries it.
+/// An invite, as its code carries it (signed by `key`).
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Invite {
-    /// Version of this map ([`INVITE_VERSION`]).
-    #[serde(deserialize_with = "crate::wire::decode_version")]
+    /// Version of the code's format ([`INVITE_VERSION`]).
     pub v: u8,
-    /// The inviter's identity.
+    /// The inviter's identity, which signs the code.
     pub key: IdentityKey,
     /// The name the inviter suggests for itself.
     pub name: String,
@@ -55,8 +71,8 @@ pub struct Invite {
     /// Binary multiaddrs of the relays the inviter uses (each ending in `/p2p/<id>`):
     /// the joiner keeps them in its settings, a lasting way onto the same overlay.
     pub relays: Vec<ByteBuf>,
-    /// Binary multiaddrs of the waiting session (each ending in `/p2p/<id>`), dialled
-    /// once to join; they change with every start, so they are not kept.
+    /// Binary multiaddrs of the waiting session (each ending in `/p2p/<its peer
+    /// id>`), dialled to join.
     pub addrs: Vec<ByteBuf>,
 }
 
@@ -74,31 +90,67 @@ impl std::fmt::Debug for Invite {
     }
 }
 
-/// Why a code was refused.
+/// The signed wrapper of a code: the encoded [`Invite`] and the inviter's signature
+/// over `tag || body` in the `invite` domain (the shape of PROTOCOL.md §3.1).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wrapper {
+    body: ByteBuf,
+    sig: ByteArray<64>,
+}
+
+/// Why a code was refused. Each message is a sentence a person can act on.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum InviteError {
-    /// It does not start with [`INVITE_PREFIX`].
-    #[error("not an interlink invite: a code starts with {INVITE_PREFIX}")]
+    /// It does not start with `interlink`.
+    #[error("this is not an interlink-p2p invite code (a code starts with {INVITE_PREFIX})")]
     Prefix,
+    /// A code of another format version (`interlink1`, or a newer one).
+    #[error(
+        "this code is in invite format {0}, and this interlink-p2p reads format \
+         {INVITE_VERSION}: both of you need a current interlink-p2p; then they run \
+         `interlink-p2p invite` again"
+    )]
+    Format(u8),
     /// Longer than [`MAX_INVITE_CODE_CHARS`].
-    #[error("the code is {0} characters; the limit is {MAX_INVITE_CODE_CHARS}")]
+    #[error("the code is {0} characters; an invite code is at most {MAX_INVITE_CODE_CHARS}")]
     TooLong(usize),
-    /// Not base32, or cut short (a copy that lost characters).
-    #[error("the code is damaged (was it copied whole?)")]
+    /// Not base32, cut short, or a character changed: the check does not match.
+    #[error(
+        "the code is damaged: a character is wrong, missing or extra (its check does not \
+         match). Copy it again whole"
+    )]
     Damaged,
-    /// A newer or unknown version.
-    #[error("invite version {0} is not supported here (this build reads {INVITE_VERSION})")]
-    Version(u8),
-    /// A field is out of bounds.
-    #[error("the code's {0} is invalid")]
-    Invalid(&'static str),
+    /// The check matches but the signature does not: altered after it was made.
+    #[error(
+        "the code was altered after the inviter made it (its signature does not verify \
+         under the key it names). Do not use it: ask them for a new code over a channel \
+         you trust"
+    )]
+    Forged,
+    /// The check matches but what it carries breaks a rule: made by a faulty program.
+    #[error("the code is not a valid invite: {0}")]
+    Invalid(String),
 }
 
 impl Invite {
-    /// The one-line code.
-    pub fn encode(&self) -> String {
-        let bytes = super::encode(self);
+    /// The one-line code, signed by `identity` (which must be the invite's `key`).
+    pub fn encode(&self, identity: &Identity) -> Result<String, InviteError> {
+        if identity.public() != self.key {
+            return Err(InviteError::Invalid(
+                "it must be signed by the identity it names".into(),
+            ));
+        }
+        self.check()?;
+        let body = super::encode(self);
+        let sig = identity.sign(Domain::Invite, &body);
+        let mut bytes = super::encode(&Wrapper {
+            body: ByteBuf::from(body),
+            sig: ByteArray::new(sig),
+        });
+        let check = check_of(&bytes);
+        bytes.extend_from_slice(&check);
         let mut code = String::with_capacity(INVITE_PREFIX.len() + bytes.len() * 8 / 5 + 1);
         code.push_str(INVITE_PREFIX);
         code.push_str(
@@ -106,119 +158,134 @@ impl Invite {
                 .encode(&bytes)
                 .to_ascii_lowercase(),
         );
-        code
+        Ok(code)
     }
 
-    /// Reads a code (surrounding whitespace ignored, any case), checking every bound.
+    /// Reads a code (surrounding whitespace ignored, any case) and verifies all of it
+    /// but the expiry: the check, the shape, every field and address, and the
+    /// signature under the key it names.
     pub fn decode(text: &str) -> Result<Self, InviteError> {
         let text = text.trim();
         if text.len() > MAX_INVITE_CODE_CHARS {
             return Err(InviteError::TooLong(text.len()));
         }
-        let body = text
-            .get(..INVITE_PREFIX.len())
-            .filter(|p| p.eq_ignore_ascii_case(INVITE_PREFIX))
-            .map(|_| &text[INVITE_PREFIX.len()..])
+        let rest = text
+            .get(.."interlink".len())
+            .filter(|p| p.eq_ignore_ascii_case("interlink"))
+            .map(|_| &text["interlink".len()..])
             .ok_or(InviteError::Prefix)?;
+        let digit = rest.chars().next().ok_or(InviteError::Prefix)?;
+        let format = digit
+            .to_digit(10)
+            .and_then(|d| u8::try_from(d).ok())
+            .ok_or(InviteError::Prefix)?;
+        if format != INVITE_VERSION {
+            return Err(InviteError::Format(format));
+        }
         let bytes = data_encoding::BASE32_NOPAD
-            .decode(body.to_ascii_uppercase().as_bytes())
+            .decode(rest[1..].to_ascii_uppercase().as_bytes())
             .map_err(|_| InviteError::Damaged)?;
-        let invite: Invite =
-            super::decode_cbor("invite", &bytes).map_err(|_| InviteError::Damaged)?;
+        let split = bytes
+            .len()
+            .checked_sub(INVITE_CHECK_BYTES)
+            .ok_or(InviteError::Damaged)?;
+        let (signed, check) = bytes.split_at(split);
+        if check != check_of(signed) {
+            return Err(InviteError::Damaged);
+        }
+        let wrapper: Wrapper = super::decode_cbor("invite", signed)
+            .map_err(|e| InviteError::Invalid(format!("its wrapper does not decode ({e})")))?;
+        let invite: Invite = super::decode_cbor("invite", &wrapper.body)
+            .map_err(|e| InviteError::Invalid(format!("its body does not decode ({e})")))?;
+        if invite.v != INVITE_VERSION {
+            return Err(InviteError::Format(invite.v));
+        }
         invite.check()?;
+        sign::verify(
+            &invite.key,
+            Domain::Invite,
+            &wrapper.body,
+            wrapper.sig.as_ref(),
+        )
+        .map_err(|_| InviteError::Forged)?;
         Ok(invite)
     }
 
+    /// The relays the inviter signed, each ending in `/p2p/<relay id>`.
+    pub fn relay_addrs(&self) -> Vec<Multiaddr> {
+        self.relays.iter().filter_map(|a| parse(a).ok()).collect()
+    }
+
+    /// The waiting session's addresses, each ending in `/p2p/<its peer id>`.
+    pub fn direct_addrs(&self) -> Vec<Multiaddr> {
+        self.addrs.iter().filter_map(|a| parse(a).ok()).collect()
+    }
+
     fn check(&self) -> Result<(), InviteError> {
+        let invalid = |what: &str| Err(InviteError::Invalid(what.to_owned()));
         if self.v != INVITE_VERSION {
-            return Err(InviteError::Version(self.v));
+            return Err(InviteError::Format(self.v));
         }
         if !is_valid_name(&self.name) {
-            return Err(InviteError::Invalid("name"));
+            return invalid("its name is not 1-32 characters of A-Z a-z 0-9 . _ -");
         }
         if self.relays.len() + self.addrs.len() > MAX_INVITE_ADDRS {
-            return Err(InviteError::Invalid("address list"));
+            return invalid("it carries more than 6 addresses");
         }
-        if self
-            .relays
+        if self.addrs.is_empty() && self.relays.is_empty() {
+            return invalid("it carries no address to reach the inviter");
+        }
+        for (list, what) in [(&self.relays, "relay"), (&self.addrs, "address")] {
+            for a in list {
+                if a.is_empty() || a.len() > MAX_INVITE_ADDR_BYTES {
+                    return invalid(&format!("a {what} is not 1-{MAX_INVITE_ADDR_BYTES} bytes"));
+                }
+                let addr = parse(a).map_err(|e| {
+                    InviteError::Invalid(format!("a {what} is not a multiaddr ({e})"))
+                })?;
+                if peer_of(&addr).is_none() {
+                    return invalid(&format!("{what} {addr} does not end in /p2p/<peer id>"));
+                }
+                if addr.iter().any(|p| matches!(p, Protocol::P2pCircuit)) && what == "relay" {
+                    return invalid(&format!("relay {addr} is a relayed address itself"));
+                }
+            }
+        }
+        // The direct addresses name one session: one node.
+        let mut peers = self
+            .addrs
             .iter()
-            .chain(&self.addrs)
-            .any(|a| a.is_empty() || a.len() > MAX_INVITE_ADDR_BYTES)
+            .filter_map(|a| parse(a).ok().and_then(|a| peer_of(&a)));
+        if let Some(first) = peers.next()
+            && peers.any(|p| p != first)
         {
-            return Err(InviteError::Invalid("address"));
+            return invalid("its addresses name different nodes");
         }
         Ok(())
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Identity;
+fn parse(bytes: &[u8]) -> Result<Multiaddr, multiaddr::Error> {
+    Multiaddr::try_from(bytes.to_vec())
+}
 
-    fn invite() -> Invite {
-        Invite {
-            v: INVITE_VERSION,
-            key: Identity::from_seed(&[7; 32]).public(),
-            name: "alice".into(),
-            session: SessionId::new("inv-1a2b3c").unwrap(),
-            secret: ByteArray::new([9; INVITE_SECRET_BYTES]),
-            expires: 1_800_000_000_000,
-            relays: Vec::new(),
-            addrs: vec![ByteBuf::from(vec![4, 127, 0, 0, 1, 6, 0x10, 0x00])],
-        }
-    }
-
-    #[test]
-    fn a_code_round_trips_in_any_case_and_with_spaces() {
-        let code = invite().encode();
-        assert!(code.starts_with(INVITE_PREFIX));
-        assert!(code.chars().all(|c| c.is_ascii_alphanumeric()), "{code}");
-        assert!(code.len() < 260, "{} characters", code.len());
-        assert_eq!(Invite::decode(&code).unwrap(), invite());
-        assert_eq!(
-            Invite::decode(&format!("  {}\n", code.to_ascii_uppercase())).unwrap(),
-            invite()
-        );
-    }
-
-    #[test]
-    fn damaged_foreign_and_oversized_codes_are_refused_with_a_reason() {
-        let code = invite().encode();
-        assert_eq!(Invite::decode("hello"), Err(InviteError::Prefix));
-        assert_eq!(
-            Invite::decode(&code[..code.len() - 7]),
-            Err(InviteError::Damaged)
-        );
-        assert_eq!(
-            Invite::decode(&format!("{code}!")),
-            Err(InviteError::Damaged)
-        );
-        let long = format!("{INVITE_PREFIX}{}", "a".repeat(MAX_INVITE_CODE_CHARS));
-        assert!(matches!(
-            Invite::decode(&long),
-            Err(InviteError::TooLong(_))
-        ));
-        let mut bad = invite();
-        bad.v = 2;
-        assert_eq!(Invite::decode(&bad.encode()), Err(InviteError::Version(2)));
-        let mut bad = invite();
-        bad.name = "a b".into();
-        assert_eq!(
-            Invite::decode(&bad.encode()),
-            Err(InviteError::Invalid("name"))
-        );
-        let mut bad = invite();
-        bad.addrs = vec![ByteBuf::from(vec![1; 4]); MAX_INVITE_ADDRS + 1];
-        assert_eq!(
-            Invite::decode(&bad.encode()),
-            Err(InviteError::Invalid("address list"))
-        );
-    }
-
-    #[test]
-    fn the_secret_stays_out_of_debug_output() {
-        let shown = format!("{:?}", invite());
-        assert!(!shown.contains("9, 9"), "{shown}");
+fn peer_of(addr: &Multiaddr) -> Option<PeerId> {
+    match addr.iter().last() {
+        Some(Protocol::P2p(peer)) => Some(peer),
+        _ => None,
     }
 }
+
+fn check_of(signed: &[u8]) -> [u8; INVITE_CHECK_BYTES] {
+    let digest = Sha256::new()
+        .chain_update(CHECK_DOMAIN)
+        .chain_update(signed)
+        .finalize();
+    let mut check = [0; INVITE_CHECK_BYTES];
+    check.copy_from_slice(&digest[..INVITE_CHECK_BYTES]);
+    check
+}
+
+#[cfg(test)]
+#[path = "invite_tests.rs"]
+mod tests;

@@ -42,8 +42,8 @@ pub use fetch::{MAX_PEER_ID_BYTES, MailboxFetch};
 pub use goodbye::Goodbye;
 pub use group::GroupTag;
 pub use invite::{
-    INVITE_PREFIX, INVITE_SECRET_BYTES, INVITE_VERSION, Invite, InviteError, MAX_INVITE_ADDR_BYTES,
-    MAX_INVITE_ADDRS, MAX_INVITE_CODE_CHARS,
+    INVITE_CHECK_BYTES, INVITE_PREFIX, INVITE_SECRET_BYTES, INVITE_VERSION, Invite, InviteError,
+    MAX_INVITE_ADDR_BYTES, MAX_INVITE_ADDRS, MAX_INVITE_CODE_CHARS,
 };
 pub use item::{ItemError, MAX_ITEM_DEPTH, item_len};
 pub use overlay::{
@@ -77,7 +77,7 @@ use crate::{
 /// carry an invite's secret, sealed ([`Invite`]). Version 10: a `read` or `host_queued`
 /// envelope may be about up to 64 messages ([`Envelope::also_about`]) (PROTOCOL.md,
 /// "Versions").
-pub const VERSION: u8 = 10;
+pub const VERSION: u8 = 11;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
