@@ -7,13 +7,14 @@
 //                       --session ID [--network NAME] [--text TEXT] [--me SESSION]
 //                       [--gossip-wait MS]
 //
-// `live` checks the vectors, dials the session (TCP, Noise, Yamux, identify), fetches
-// its roster and verifies its announcement (and the beacon it gossips on the presence
+// `live` checks the vectors, dials the session (TCP, Noise, Yamux, identify), sends it
+// the largest roster request §8.2 allows (answered) and one tag more (the empty
+// response), fetches its roster and verifies its announcement (and the beacon it gossips on the presence
 // topic, unsigned by gossipsub, signed by its identity), answers its roster fetch with an
 // announcement of its own, takes the session's `pass` envelope, delivers one sealed
 // `message` and verifies the signed receipt, then checks refusals: a request of another
-// version, one with no envelopes, and envelopes with an unknown key, a float `ts` or a
-// body sealed for another envelope. Progress goes to stderr; the last stdout line is
+// version, one with no envelopes, envelopes with an unknown key, a float `ts` or a
+// body sealed for another envelope, and a receipt with `also_about: []`. Progress goes to stderr; the last stdout line is
 // `delivered <msg_id hex>`. Any mismatch exits 1 with the reason.
 import './node20.mjs'
 import { fileURLToPath } from 'node:url'
@@ -233,6 +234,38 @@ async function live (spec, a) {
     }
     log(`identify ok: ${id.protocolVersion}, ${id.agentVersion}`)
 
+    // §8.2 at its boundary, before any other roster request, so this probe is a fresh
+    // peer (§8 "Budgets": the reference implementation's roster burst is exactly the
+    // largest request): 16,384 tags, every one marked away, is answered — none of the
+    // made-up tags names the session's announcement, so it is sent — and a summary one
+    // tag over gets the empty response. Both fit the request limit (§8).
+    const rosterLimit = 8 * 16384 + 16384 / 8 + 96
+    const allAway = (n) => {
+      const have = new Uint8Array(8 * n)
+      const dv = new DataView(have.buffer)
+      for (let i = 0; i < n; i++) dv.setUint32(8 * i + 4, i + 1)
+      return encode({ v: V, have, away: new Uint8Array(Math.ceil(n / 8)).fill(0xff), digest: null })
+    }
+    const ask = async (req, what) => {
+      ensure(req.length <= rosterLimit, `${what}: ${req.length} bytes, over the roster request limit (§8)`)
+      let answer
+      try {
+        answer = await request(node, peer, proto('roster'), req, 1024 * 1024 + 1024)
+      } catch (e) { fail(`${what} was not answered (§8.2): ${e.message}`) }
+      ensure(answer.length > 0, `${what} was not answered (§8.2): the stream closed empty`)
+      return shape(decode(answer, what), sch.rosterResponse, what)
+    }
+    const largest = await ask(allAway(16384), 'the largest roster request (16,384 tags, all away)')
+    ensure(largest.same === false && largest.announcements.length >= 1,
+      `the largest roster request: ${largest.announcements.length} announcements, same ${largest.same}`)
+    // The largest request spent the whole burst; the refill (64 KiB/s) covers the few
+    // small requests below after half a second.
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    const over = await ask(allAway(16385), 'a roster request of 16,385 tags')
+    ensure(over.announcements.length === 0 && over.beacons.length === 0 && over.same === false,
+      'a summary of 16,385 tags: not the empty response {v, announcements: [], beacons: [], same: false}')
+    log('roster boundary ok: 16,384 tags all away answered, 16,385 tags the empty response')
+
     // §8.2 roster fetch, and the session's announcement verified per §3, §4.1, §7.
     const none = new Uint8Array(0)
     const roster = shape(decode(await request(node, peer, proto('roster'), encode({ v: V, have: none, away: none, digest: null }), 1024 * 1024 + 1024),
@@ -385,6 +418,37 @@ async function live (spec, a) {
       `broken envelope ${i}: refused ${JSON.stringify(spoilt.results[i].refused)}, expected ${code}`))
     log(`refusals ok: unsupported_version; an empty request ${answered === null ? 'failed' : 'got an empty stream'}; ` +
       spoilt.results.map((r) => `${r.refused.code} (${r.refused.detail})`).join('; '))
+    // §4.3: `also_about` is left out when empty, so a `host_queued` receipt carrying
+    // `also_about: []` is malformed; the same receipt about one further message is
+    // taken (so the refusal is the empty array's).
+    const hostQueued = (alsoAbout) => S.wrap('envelope', seed, encode({
+      v: V,
+      sender: me,
+      sender_session: mySession,
+      recipient: them,
+      recipient_session: theirSession,
+      msg_id: randomBytes(16),
+      ts: Date.now(),
+      kind: 'host_queued',
+      in_reply_to: randomBytes(16),
+      also_about: alsoAbout,
+      name: null,
+      sealed: null,
+      pass: theirPass,
+      reply_pass: myPassForThem
+    }), { key: me, session: mySession })
+    const refusalOf = async (alsoAbout, what) => {
+      const r = shape(decode(await request(node, peer, proto('deliver'),
+        encode({ v: V, envelopes: [hostQueued(alsoAbout)] }), 64 * 2048), what), sch.deliverResponse, what)
+      ensure(r.results.length === 1, `${what}: ${r.results.length} results for 1 envelope`)
+      return r.results[0].refused
+    }
+    const emptyAbout = await refusalOf([], 'deliver response to also_about: []')
+    ensure(emptyAbout?.code === 'malformed',
+      `a receipt with also_about: [] was not refused malformed: ${JSON.stringify(emptyAbout)}`)
+    const oneAbout = await refusalOf([randomBytes(16)], 'deliver response to also_about of one id')
+    ensure(oneAbout === null, `a receipt about two messages was refused: ${JSON.stringify(oneAbout)}`)
+    log(`also_about ok: [] refused malformed (${emptyAbout.detail}), one id taken`)
 
     // §4.8, §8.5: a mailbox is handed to its owner only. The probe asks for the
     // session's own mailbox under its own signature (refused), for its own mailbox at

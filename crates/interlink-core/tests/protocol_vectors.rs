@@ -219,6 +219,10 @@ fn vectors() -> Vec<(&'static str, String)> {
         .unwrap();
     let knock = Signed::sign(knock, &bob).unwrap();
 
+    // Bob's knock carries no passes and no reply_to (PROTOCOL.md says so): a real
+    // `join` knock also carries Bob's pass for Alice as its reply_pass (the joiner
+    // adds the inviter to its peers first), which the vector leaves out.
+
     // Bob's agent was handed three of Alice's messages: one `host_queued` envelope
     // about all three (version 10).
     let host_queued = Signed::sign(
@@ -463,6 +467,16 @@ fn spec_vectors_decode_and_verify() {
     assert_eq!(receipt.body().kind, EnvelopeKind::HostQueued);
     assert_eq!(receipt.body().also_about.len(), 2);
     let knock = Signed::<Envelope>::decode(&get("knock_invite.wire")).unwrap();
+    // What PROTOCOL.md says these two carry, so an implementer can re-derive them:
+    // no passes and no reply_to (as a real join's knock: the joiner pins the inviter
+    // only once it confirmed).
+    for e in [&receipt, &knock] {
+        assert_eq!(e.body().pass, None);
+        assert_eq!(e.body().reply_pass, None);
+        assert_eq!(e.raw_reply_to(), None);
+    }
+    assert_eq!(receipt.body().sealed, None);
+    assert_eq!(knock.body().in_reply_to, None);
     let alice_id = Identity::from_seed(&[0x11; 32]);
     assert_eq!(
         interlink_core::trust::Knock::from_envelope(knock.body())

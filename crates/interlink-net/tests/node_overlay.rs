@@ -248,6 +248,39 @@ impl Hostile {
             .await
     }
 
+    /// Sends `peer` this roster request: its answer, or why there was none (the stream
+    /// closed unanswered, or nothing came within 10 s).
+    async fn try_ask_roster(
+        &mut self,
+        peer: PeerId,
+        request: RosterRequest,
+    ) -> Result<RosterResponse, String> {
+        let id = self
+            .swarm
+            .behaviour_mut()
+            .roster
+            .send_request(&peer, request);
+        let answer = self.swarm.wait(|e| match e {
+            SwarmEvent::Behaviour(BehaviourEvent::Roster(request_response::Event::Message {
+                message:
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            })) if request_id == id => Some(Ok(response)),
+            SwarmEvent::Behaviour(BehaviourEvent::Roster(
+                request_response::Event::OutboundFailure {
+                    request_id, error, ..
+                },
+            )) if request_id == id => Some(Err(format!("not answered: {error}"))),
+            _ => None,
+        });
+        tokio::time::timeout(Duration::from_secs(10), answer)
+            .await
+            .unwrap_or_else(|_| Err("no answer within 10 s".into()))
+    }
+
     /// Drives the hostile swarm until it hears an announcement of `key` on the topic.
     async fn next_announcement_of(&mut self, key: &interlink_core::IdentityKey) -> Announcement {
         let key = *key;
@@ -714,6 +747,50 @@ async fn a_roster_request_flood_is_answered_only_within_its_budget() {
     // Another peer is answered as before.
     let mut other = Hostile::join(base + 2, (base, a_peer)).await;
     assert!(!other.fetch_roster(a_peer).await.is_empty());
+    a.shutdown().await;
+}
+
+/// A full roster request of `tags` distinct tags, every one marked away.
+fn all_away(tags: usize) -> RosterRequest {
+    let have: Vec<u8> = (0..tags as u64).flat_map(u64::to_be_bytes).collect();
+    RosterRequest {
+        have: serde_bytes::ByteBuf::from(have),
+        away: serde_bytes::ByteBuf::from(vec![0xff; tags.div_ceil(8)]),
+        ..RosterRequest::default()
+    }
+}
+
+/// PROTOCOL §8.2 at its boundary, each from a fresh peer: the largest request it
+/// allows (16,384 tags, all marked away) is answered (before: it cost more than the
+/// whole roster budget and the stream was closed unanswered, for ever), and one tag
+/// more is answered with the empty response (before: not answered either).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_roster_request_is_answered_and_one_tag_more_gets_the_empty_response() {
+    use interlink_core::presence::sync::MAX_SUMMARY_TAGS;
+    let base = interlink_testkit::node::memory_base();
+    let a = start(base, None, session_role(1, "boundary"));
+    let a_peer = a.handle().peer_id();
+
+    let mut fresh = Hostile::join(base + 1, (base, a_peer)).await;
+    let answer = fresh
+        .try_ask_roster(a_peer, all_away(MAX_SUMMARY_TAGS))
+        .await
+        .expect("the largest allowed request is answered");
+    // None of the made-up tags is A's: A sends its own announcement.
+    assert_eq!(answer.announcements.len(), 1, "{answer:?}");
+    let own = Signed::<Announcement>::decode(&answer.announcements[0]).unwrap();
+    assert_eq!(own.body().session_id.as_str(), "boundary");
+    assert!(!answer.same);
+
+    let mut other = Hostile::join(base + 2, (base, a_peer)).await;
+    let answer = other
+        .try_ask_roster(a_peer, all_away(MAX_SUMMARY_TAGS + 1))
+        .await
+        .expect("an oversized summary is answered");
+    assert_eq!(answer, RosterResponse::empty());
+    // Neither was refused for its budget.
+    let cost = a.handle().diagnostics().await.unwrap().presence;
+    assert_eq!(cost.roster_over_budget, 0, "{cost:?}");
     a.shutdown().await;
 }
 

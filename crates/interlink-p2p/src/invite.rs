@@ -133,13 +133,14 @@ pub async fn invite(
         if options.no_wait {
             writeln!(
                 progress,
-                "invite: not waiting; your running sessions admit the join until {until}"
+                "invite: not waiting; your running agent sessions (Claude Code, Codex) admit the \
+                 join until {until}: keep one running until they have joined"
             )?;
             return Ok(true);
         }
         writeln!(
             progress,
-            "invite: waiting for them to join (Ctrl-C stops waiting; your running sessions \
+            "invite: waiting for them to join (Ctrl-C stops waiting; your running agent sessions \
              still admit the code until {until})"
         )?;
         let deadline = tokio::time::Instant::now() + options.expires;
@@ -168,7 +169,7 @@ pub async fn invite(
         }
         writeln!(
             progress,
-            "invite: stopped waiting; your running sessions admit the code until {until}"
+            "invite: stopped waiting; your running agent sessions admit the code until {until}"
         )?;
         Ok::<_, anyhow::Error>(true)
     }

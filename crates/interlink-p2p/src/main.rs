@@ -325,8 +325,9 @@ enum Command {
     ///
     /// The code carries your identity and name, your relays, this command's addresses,
     /// an expiry and a one-time secret; they run `interlink-p2p join <code>`. Until it
-    /// expires, your running sessions admit it too. The code goes to stdout, alone on
-    /// its line; `paired <name> <fingerprint>` follows when they joined.
+    /// expires, your running MCP (agent) sessions admit it too; a headless `run`
+    /// session holds the knock instead. The code goes to stdout, alone on its line;
+    /// `paired <name> <fingerprint>` follows when they joined.
     #[command(
         after_help = "Examples:\n  interlink-p2p invite\n  interlink-p2p invite \
                             --expires 1d --no-wait\n  interlink-p2p invite --relay \
@@ -338,7 +339,8 @@ enum Command {
         /// How long the code admits: 90s, 30m, 1h, 2d (at most 7 days).
         #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = invite::parse_duration)]
         expires: Duration,
-        /// Print the code and exit (your running sessions admit the join).
+        /// Print the code and exit (your running MCP sessions admit the join; `run`
+        /// sessions do not).
         #[arg(long)]
         no_wait: bool,
         #[command(flatten)]

@@ -50,6 +50,9 @@ pub const MAX_SUMMARY_TAGS: usize = 16_384;
 /// Largest encoded summary, in bytes.
 pub const MAX_SUMMARY_BYTES: usize = MAX_SUMMARY_TAGS * TAG_BYTES;
 
+/// Largest away bitmap a responder reads: one bit per tag of the largest summary.
+pub const MAX_AWAY_BYTES: usize = MAX_SUMMARY_TAGS.div_ceil(8);
+
 /// Bytes of a roster digest ([`Roster::digest`]).
 pub const DIGEST_BYTES: usize = 16;
 
@@ -111,6 +114,52 @@ pub enum SummaryError {
     DigestWithSummary,
 }
 
+/// Checks a summary's shape from its lengths alone (`have` and `away` bytes): a whole
+/// number of tags, at most [`MAX_SUMMARY_TAGS`], and a bitmap empty or one bit per
+/// tag. Returns the number of tags.
+fn check_lengths(have: usize, away: usize) -> Result<usize, SummaryError> {
+    if have > MAX_SUMMARY_BYTES {
+        return Err(SummaryError::Oversized(have));
+    }
+    if !have.is_multiple_of(TAG_BYTES) {
+        return Err(SummaryError::Ragged(have));
+    }
+    let tags = have / TAG_BYTES;
+    let want = tags.div_ceil(8);
+    if away != 0 && away != want {
+        return Err(SummaryError::Bitmap {
+            got: away,
+            tags,
+            want,
+        });
+    }
+    Ok(tags)
+}
+
+/// Checks a roster request's shape (PROTOCOL §8.2) without reading a tag: a digest
+/// request carries no summary, a full one a summary [`Summary::decode`] takes. A
+/// request refused here is answered with an empty response.
+pub fn check_request(request: &RosterRequest) -> Result<(), SummaryError> {
+    if request.digest.is_some() {
+        if !request.have.is_empty() || !request.away.is_empty() {
+            return Err(SummaryError::DigestWithSummary);
+        }
+        return Ok(());
+    }
+    check_lengths(request.have.len(), request.away.len()).map(drop)
+}
+
+/// The bytes of `request`'s summary and bitmap a responder reads to answer it: all of
+/// them for a request it processes, none for one refused by its shape
+/// ([`check_request`]), which is answered empty before a tag is read. What a peer's
+/// roster budget is charged besides the fixed cost of any request.
+pub fn summary_bytes_read(request: &RosterRequest) -> usize {
+    match check_request(request) {
+        Ok(()) => request.have.len() + request.away.len(),
+        Err(_) => 0,
+    }
+}
+
 /// The set of announcement versions a requester holds, and which of them it judges
 /// away or overdue.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -149,21 +198,7 @@ impl Summary {
     /// Decodes the packed wire form: tags back to back, and the away bitmap over them
     /// (empty: none marked).
     pub fn decode(bytes: &[u8], away: &[u8]) -> Result<Self, SummaryError> {
-        if bytes.len() > MAX_SUMMARY_BYTES {
-            return Err(SummaryError::Oversized(bytes.len()));
-        }
-        if !bytes.len().is_multiple_of(TAG_BYTES) {
-            return Err(SummaryError::Ragged(bytes.len()));
-        }
-        let count = bytes.len() / TAG_BYTES;
-        let want = count.div_ceil(8);
-        if !away.is_empty() && away.len() != want {
-            return Err(SummaryError::Bitmap {
-                got: away.len(),
-                tags: count,
-                want,
-            });
-        }
+        check_lengths(bytes.len(), away.len())?;
         let mut summary = Self::default();
         for (i, c) in bytes.chunks_exact(TAG_BYTES).enumerate() {
             let mut t = [0u8; TAG_BYTES];
@@ -246,10 +281,8 @@ impl Roster {
     /// digest is the same; to a full one, what its summary lacks with their beacons,
     /// and the beacons of the sessions it marked away that are live here.
     pub fn answer(&self, request: &RosterRequest, now: u64) -> Result<Answer<'_>, SummaryError> {
+        check_request(request)?;
         if let Some(digest) = &request.digest {
-            if !request.have.is_empty() || !request.away.is_empty() {
-                return Err(SummaryError::DigestWithSummary);
-            }
             return Ok(Answer {
                 same: digest.into_array() == self.digest(),
                 ..Answer::default()
@@ -396,6 +429,62 @@ mod tests {
                 want: 1
             })
         );
+    }
+
+    /// A full request of `tags` distinct tags, every one marked away.
+    fn all_away(tags: usize) -> RosterRequest {
+        let have: Vec<u8> = (0..tags as u64).flat_map(u64::to_be_bytes).collect();
+        RosterRequest {
+            have: serde_bytes::ByteBuf::from(have),
+            away: serde_bytes::ByteBuf::from(vec![0xff; tags.div_ceil(8)]),
+            ..RosterRequest::default()
+        }
+    }
+
+    #[test]
+    fn every_request_section_8_2_allows_is_answered_and_an_oversized_one_answered_empty() {
+        let responder = roster_of(&[ann(1, "a", T0, 1)]);
+        // The largest allowed: 16,384 tags, all away. Processed: the responder's own
+        // announcement is not among them, so it is sent.
+        let largest = all_away(MAX_SUMMARY_TAGS);
+        assert_eq!(largest.away.len(), MAX_AWAY_BYTES);
+        assert_eq!(check_request(&largest), Ok(()));
+        assert_eq!(responder.answer(&largest, T0).unwrap().entries.len(), 1);
+        assert_eq!(
+            summary_bytes_read(&largest),
+            MAX_SUMMARY_BYTES + MAX_AWAY_BYTES
+        );
+        // One tag over: refused by its length, so answered empty, and nothing of it
+        // is read.
+        let over = all_away(MAX_SUMMARY_TAGS + 1);
+        assert_eq!(
+            responder.answer(&over, T0).unwrap_err(),
+            SummaryError::Oversized(MAX_SUMMARY_BYTES + TAG_BYTES)
+        );
+        assert_eq!(summary_bytes_read(&over), 0);
+        // Both fit the codec's request limit (PROTOCOL §8), so both reach the
+        // responder: the oversized one is read and answered, not dropped.
+        assert_eq!(
+            crate::wire::encode(&largest).len(),
+            MAX_SUMMARY_BYTES + MAX_AWAY_BYTES + 30
+        );
+        let over_bytes = crate::wire::encode(&over).len();
+        assert_eq!(over_bytes, MAX_SUMMARY_BYTES + MAX_AWAY_BYTES + 39);
+        assert!(over_bytes <= RosterRequest::MAX_BYTES, "{over_bytes} bytes");
+        // Other shapes refused are not read either; a digest request costs nothing
+        // beyond its fixed cost.
+        let ragged = RosterRequest {
+            have: serde_bytes::ByteBuf::from(vec![0u8; 9]),
+            ..RosterRequest::default()
+        };
+        assert_eq!(summary_bytes_read(&ragged), 0);
+        let misfit = RosterRequest {
+            away: serde_bytes::ByteBuf::from(vec![0u8; 3]),
+            ..all_away(16)
+        };
+        assert_eq!(summary_bytes_read(&misfit), 0);
+        assert_eq!(summary_bytes_read(&all_away(16)), 16 * TAG_BYTES + 2);
+        assert_eq!(summary_bytes_read(&RosterRequest::with_digest([0; 16])), 0);
     }
 
     #[test]

@@ -96,7 +96,11 @@ pub struct Envelope {
     /// Receipts only (version 10): the further messages the receipt is about, so one
     /// envelope answers a burst (at most [`MAX_RECEIPT_IDS`] in all, distinct). Left
     /// out of the encoding when empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "decode_also_about"
+    )]
     pub also_about: Vec<MsgId>,
     /// Knock and pair-accept only: the name the sender suggests for itself.
     pub name: Option<String>,
@@ -111,6 +115,19 @@ pub struct Envelope {
     /// mailboxes, when the sender admits it: how a recipient gets what it needs to
     /// write back while the sender sleeps.
     pub reply_pass: Option<MailboxPass>,
+}
+
+/// Decodes `also_about`, refusing an empty array: the key is left out when empty
+/// (PROTOCOL §4.3), so `also_about: []` is a second encoding of an envelope that has
+/// one canonical form, and a receipt breaking the rules is malformed.
+fn decode_also_about<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<MsgId>, D::Error> {
+    let ids = Vec::<MsgId>::deserialize(d)?;
+    if ids.is_empty() {
+        return Err(serde::de::Error::custom(
+            "also_about is present but empty (the key is left out when empty)",
+        ));
+    }
+    Ok(ids)
 }
 
 /// What a message's sealed part holds: everything its recipient needs and no holder

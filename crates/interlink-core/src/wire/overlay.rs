@@ -182,9 +182,13 @@ impl RosterRequest {
         }
     }
 
-    /// Largest encoded request: the summary, its bitmap and the map around them.
+    /// Largest encoded request read: the largest summary, its bitmap and the map
+    /// around them (30 bytes), with room to spare for a summary a few tags over the
+    /// limit: one of 16,385 tags and its bitmap encodes in 39 bytes more than the
+    /// largest summary and bitmap, so it is read and answered empty (PROTOCOL §8.2)
+    /// rather than dropped unanswered.
     pub const MAX_BYTES: usize =
-        crate::presence::sync::MAX_SUMMARY_BYTES + crate::presence::sync::MAX_SUMMARY_TAGS / 8 + 96;
+        crate::presence::sync::MAX_SUMMARY_BYTES + crate::presence::sync::MAX_AWAY_BYTES + 96;
 }
 
 /// Roster fetch response: the signed announcements the requester's summary did not

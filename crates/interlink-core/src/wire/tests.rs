@@ -477,6 +477,56 @@ fn a_receipt_envelope_is_about_at_most_64_distinct_messages() {
     );
 }
 
+/// `also_about` is left out when empty (PROTOCOL §4.3): an envelope whose CBOR
+/// carries the key with an empty array is malformed, even correctly signed. The
+/// bytes are built by hand, splicing the key into a genuine receipt's body, and the
+/// same splice with one id decodes (so the refusal is the empty array's, not the
+/// splice's).
+#[test]
+fn a_receipt_with_also_about_present_but_empty_is_malformed() {
+    let (a, b) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(4);
+    let mut env = bare_message(&a, &b, &mut rng);
+    env.kind = EnvelopeKind::Read;
+    env.in_reply_to = Some(MsgId::from_bytes([9; 16]));
+    let genuine = Signed::sign(env, &a).unwrap();
+    let body = genuine.body_bytes().to_vec();
+    // 13 keys, no also_about: a map header of 0xa0 + 13.
+    assert_eq!(body[0], 0xad);
+    let name_key = b"\x64name";
+    let at = body
+        .windows(name_key.len())
+        .position(|w| w == name_key)
+        .unwrap();
+    // Re-signs `value` spliced in as `also_about` before `name` (its place, §4.3).
+    let spliced = |value: &[u8]| -> Vec<u8> {
+        let mut body = body.clone();
+        body[0] = 0xae; // 14 keys
+        let mut key = vec![0x6a];
+        key.extend_from_slice(b"also_about");
+        key.extend_from_slice(value);
+        body.splice(at..at, key);
+        #[derive(serde::Serialize)]
+        struct Outer {
+            body: ByteBuf,
+            sig: serde_bytes::ByteArray<64>,
+        }
+        encode(&Outer {
+            sig: serde_bytes::ByteArray::new(a.sign(crate::sign::Domain::Envelope, &body)),
+            body: ByteBuf::from(body),
+        })
+    };
+    let mut one = vec![0x81, 0x50];
+    one.extend_from_slice(&[7; 16]);
+    let back = Signed::<Envelope>::decode(&spliced(&one)).unwrap();
+    assert_eq!(back.body().also_about, vec![MsgId::from_bytes([7; 16])]);
+    let err = Signed::<Envelope>::decode(&spliced(&[0x80])).unwrap_err();
+    assert!(
+        err.to_string().contains("also_about is present but empty"),
+        "{err}"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 

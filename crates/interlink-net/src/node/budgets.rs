@@ -34,6 +34,22 @@ pub(crate) enum Kind {
 /// full response's worth of encoding.
 pub(crate) const ROSTER_REQUEST_COST: usize = 2048;
 
+/// The roster burst: exactly the largest request PROTOCOL §8.2 allows (16,384 tags and
+/// their bitmap, plus the fixed cost), so a fresh peer's biggest summary is answered.
+/// A smaller burst left a large roster's full request unanswered for ever, however
+/// long its asker waited (a bucket never holds more than its burst).
+pub(crate) const ROSTER_BURST: usize = ROSTER_REQUEST_COST
+    + interlink_core::presence::sync::MAX_SUMMARY_BYTES
+    + interlink_core::presence::sync::MAX_AWAY_BYTES;
+
+/// What answering `request` is charged: the fixed cost, plus the summary and bitmap
+/// bytes the answer reads. A request refused by its shape (an oversized or ragged
+/// summary, a misfit bitmap) is answered empty before any tag is read, so it costs
+/// only the fixed part.
+pub(crate) fn roster_cost(request: &interlink_core::wire::RosterRequest) -> usize {
+    ROSTER_REQUEST_COST + interlink_core::presence::sync::summary_bytes_read(request)
+}
+
 impl Kind {
     /// (burst bytes, refill bytes per second) for a session node.
     fn session_rates(self) -> (u64, u64) {
@@ -48,12 +64,10 @@ impl Kind {
             // hundred a second.
             Kind::Fetch => (8 << 20, 1 << 20),
             // A peer's pacer asks for a digest about once a heartbeat and for a
-            // summary or a repair after a difference: a few a second at most. 64
-            // requests in a burst, then 32 a second.
-            Kind::Roster => (
-                64 * ROSTER_REQUEST_COST as u64,
-                32 * ROSTER_REQUEST_COST as u64,
-            ),
+            // summary or a repair after a difference: a few a second at most. The
+            // largest request in a burst (or 66 digest requests), then 32 digest
+            // requests a second.
+            Kind::Roster => (ROSTER_BURST as u64, 32 * ROSTER_REQUEST_COST as u64),
         }
     }
 }
@@ -192,6 +206,35 @@ mod tests {
             usize::try_from(burst + 1).unwrap(),
             10_000_000
         ));
+    }
+
+    /// A fresh peer's largest allowed roster request (16,384 tags, all away) fits its
+    /// burst, and one more byte of anything does not; an oversized summary, answered
+    /// empty unread, costs only the fixed part.
+    #[test]
+    fn the_largest_roster_request_fits_a_fresh_burst_and_an_oversized_one_costs_the_fixed_part() {
+        use interlink_core::{presence::sync::MAX_SUMMARY_TAGS, wire::RosterRequest};
+        let all_away = |tags: usize| RosterRequest {
+            have: serde_bytes::ByteBuf::from(vec![0u8; tags * 8]),
+            away: serde_bytes::ByteBuf::from(vec![0xff; tags.div_ceil(8)]),
+            ..RosterRequest::default()
+        };
+        let largest = all_away(MAX_SUMMARY_TAGS);
+        assert_eq!(roster_cost(&largest), ROSTER_BURST);
+        let mut b = Budgets::new(1);
+        let p = PeerId::random();
+        assert!(b.spend(p, Kind::Roster, roster_cost(&largest), 0));
+        assert!(!b.spend(p, Kind::Roster, 1, 0), "the burst is exactly that");
+        let over = all_away(MAX_SUMMARY_TAGS + 1);
+        assert_eq!(roster_cost(&over), ROSTER_REQUEST_COST);
+        // A digest request costs the fixed part too: 66 in a burst.
+        let q = PeerId::random();
+        let digest = RosterRequest::with_digest([0; 16]);
+        let mut answered = 0;
+        while b.spend(q, Kind::Roster, roster_cost(&digest), 0) {
+            answered += 1;
+        }
+        assert_eq!(answered, 66);
     }
 
     #[test]

@@ -84,7 +84,9 @@ impl Actor {
             } => {
                 let summary = request.have.len() + request.away.len();
                 self.presence.cost.summary_bytes += summary as u64;
-                let cost = super::budgets::ROSTER_REQUEST_COST + summary;
+                // Only what the answer reads is charged: a summary refused by its
+                // shape is answered empty unread (PROTOCOL §8.2, §8 "Budgets").
+                let cost = super::budgets::roster_cost(&request);
                 if !self.mailbox.budgets.spend(
                     peer,
                     super::budgets::Kind::Roster,
@@ -99,9 +101,9 @@ impl Actor {
                     drop(channel);
                     return;
                 }
-                // A refused request (a ragged summary, a bitmap that does not fit it)
-                // gets an empty answer: the codec's size limit already bounds what it
-                // can cost.
+                // A refused request (a ragged or oversized summary, a bitmap that does
+                // not fit it) gets an empty answer (PROTOCOL §8.2): the codec's size
+                // limit already bounds what it can cost.
                 let response = match self.presence.roster.answer(&request, crate::now_ms()) {
                     Ok(answer) => RosterResponse::new(&answer),
                     Err(e) => {
