@@ -1249,3 +1249,169 @@ async fn sessions_paired_while_both_are_online_exchange_passes() {
     alice.node.shutdown().await;
     bob.node.shutdown().await;
 }
+
+/// Sends `to` one live-delivery request carrying `envelopes` and waits for its results.
+async fn deliver_answer(
+    evil: &mut libp2p::Swarm<interlink_net::behaviour::Behaviour>,
+    to: libp2p::PeerId,
+    envelopes: Vec<Vec<u8>>,
+) -> Vec<Option<interlink_core::wire::Refusal>> {
+    use futures::StreamExt as _;
+    use interlink_core::wire::DeliverRequest;
+    use libp2p::request_response::{Event as Rr, Message};
+    let request = DeliverRequest {
+        v: interlink_core::wire::VERSION,
+        envelopes: envelopes
+            .into_iter()
+            .map(serde_bytes::ByteBuf::from)
+            .collect(),
+    };
+    let id = evil.behaviour_mut().deliver.send_request(&to, request);
+    let wait = async {
+        loop {
+            match evil.select_next_some().await {
+                libp2p::swarm::SwarmEvent::Behaviour(
+                    interlink_net::behaviour::BehaviourEvent::Deliver(Rr::Message {
+                        message:
+                            Message::Response {
+                                request_id,
+                                response,
+                            },
+                        ..
+                    }),
+                ) if request_id == id => {
+                    return response.results.into_iter().map(|r| r.refused).collect();
+                }
+                libp2p::swarm::SwarmEvent::Behaviour(
+                    interlink_net::behaviour::BehaviourEvent::Deliver(Rr::OutboundFailure {
+                        request_id,
+                        error,
+                        ..
+                    }),
+                ) if request_id == id => panic!("delivery request failed: {error}"),
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .expect("delivery request not answered")
+}
+
+/// Strangers' knocks are charged a knock budget (per remote peer, per source network,
+/// per node) from their CBOR alone, before their signature is checked: one peer
+/// knocking as fresh identities over and over is refused `over_budget` unverified — a
+/// forged knock past the budget is refused `over_budget`, not `bad_signature`, so no
+/// verification ran — while within the budget a forged knock is refused as forged and
+/// a genuine one is held, and a paired peer's message is delivered all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_knock_flood_is_refused_over_budget_before_verification_and_peers_still_deliver() {
+    use interlink_testkit::{ids::random_msg_id, signed};
+
+    let base = interlink_testkit::node::memory_base();
+    let Trio {
+        alice, bob, carol, ..
+    } = trio(base).await;
+    let bob_peer = bob.handle().peer_id();
+    let config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
+        listen: vec![memory(base + 5)],
+        mdns: false,
+        ..Config::default()
+    };
+    let mut evil = interlink_testkit::node::raw_swarm(&config);
+    let mut bob_events = bob.handle().events();
+    let knock_from = |who: &Identity| {
+        signed::knock(
+            who,
+            &bob.addr.key,
+            &bob.addr.session,
+            random_msg_id(),
+            interlink_net::now_ms(),
+        )
+    };
+    let forged = || {
+        let k = knock_from(&Identity::from_seed(&[77; 32]));
+        signed::forge(k.to_bytes(), k.signature())
+    };
+    evil.dial(memory(base + 2).with(Protocol::P2p(bob_peer)))
+        .unwrap();
+    let code = |r: &Option<interlink_core::wire::Refusal>| r.as_ref().map(|r| r.code);
+
+    // Within the budget: a forged knock is verified and refused as forged.
+    let first = deliver_answer(&mut evil, bob_peer, vec![forged()]).await;
+    assert_eq!(
+        code(&first[0]),
+        Some(RefusalCode::BadSignature),
+        "{first:?}"
+    );
+
+    // Fresh identities knocking from the one peer: a few are held, then every knock
+    // is refused over budget, each with a detail for its sender.
+    let mut held = Vec::new();
+    let mut over = 0;
+    for i in 0..40u8 {
+        let stranger = Identity::from_seed(&[100 + i; 32]);
+        let r = deliver_answer(&mut evil, bob_peer, vec![knock_from(&stranger).to_bytes()]).await;
+        match &r[0] {
+            None => {
+                assert_eq!(over, 0, "a knock held after one was refused over budget");
+                held.push(stranger.public());
+            }
+            Some(refusal) => {
+                assert_eq!(refusal.code, RefusalCode::OverBudget, "{refusal:?}");
+                assert!(refusal.detail.contains("knock again later"), "{refusal:?}");
+                over += 1;
+            }
+        }
+    }
+    assert!(!held.is_empty() && held.len() < 8, "held {}", held.len());
+    assert_eq!(held.len() + over, 40);
+
+    // Past the budget a forged knock is refused over budget: it was not verified.
+    let late = deliver_answer(&mut evil, bob_peer, vec![forged(), forged()]).await;
+    assert_eq!(
+        late.iter().map(code).collect::<Vec<_>>(),
+        vec![Some(RefusalCode::OverBudget); 2]
+    );
+
+    // The paired peer is served as before.
+    delivered(
+        alice
+            .handle()
+            .send(OutgoingMessage::text(bob.addr.clone(), "still here"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(bob.inbox_texts(), ["still here"]);
+
+    // The held knocks reached the operator's file (written coalesced, soon after).
+    let mut knocked = Vec::new();
+    while knocked.len() < held.len() {
+        match tokio::time::timeout(Duration::from_secs(5), bob_events.recv()).await {
+            Ok(Ok(Event::Knock { from, .. })) => knocked.push(from),
+            Ok(_) => {}
+            Err(_) => panic!("knock events: {knocked:?} of {held:?}"),
+        }
+    }
+    assert_eq!(knocked, held);
+    let file = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let f = interlink_store::knocks::load(bob.dir.path());
+            if f.len() == held.len() {
+                return f;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the held knocks were not written");
+    assert_eq!(
+        file.iter().map(|k| k.sender.clone()).collect::<Vec<_>>(),
+        held.iter().map(|k| k.to_hex()).collect::<Vec<_>>()
+    );
+
+    for p in [alice, bob, carol] {
+        p.node.shutdown().await;
+    }
+}

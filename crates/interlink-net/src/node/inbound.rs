@@ -11,8 +11,8 @@ use interlink_core::{
     collected,
     limits::MAX_DELIVER_BATCH,
     wire::{
-        DeliverRequest, DeliverResponse, DeliverResult, Envelope, Receipt, ReceiptRequest,
-        ReceiptResponse, Refusal, RefusalCode, Signed, VERSION,
+        DeliverRequest, DeliverResponse, DeliverResult, Envelope, EnvelopeKind, Receipt,
+        ReceiptRequest, ReceiptResponse, Refusal, RefusalCode, Signed, Unverified, VERSION,
     },
 };
 use interlink_delivery::{
@@ -225,8 +225,35 @@ impl Actor {
         let mut sender = None;
         let mut pre = Vec::with_capacity(n);
         let mut envelopes: Vec<Signed<Envelope>> = Vec::with_capacity(n);
+        let network = self.source_network(&peer);
+        let me = match &self.role {
+            Role::Session(spec) => Some(spec.identity.public()),
+            _ => None,
+        };
+        let now = crate::now_ms();
         for bytes in &request.envelopes {
-            match Signed::<Envelope>::decode(bytes) {
+            // Decoded (CBOR only) before it is verified: a stranger's knock is charged
+            // its knock budgets first, and one past them is refused unverified.
+            let checked = Unverified::<Envelope>::decode(bytes).map(|env| {
+                let claimed = env.claimed();
+                let charged = match (claimed.kind, &me, self.parts.delivery_mut()) {
+                    (EnvelopeKind::Knock, Some(me), Some(d)) => {
+                        d.charge_knock(me, &claimed.sender, peer, network, now)
+                    }
+                    _ => Ok(()),
+                };
+                charged.map(|()| env.verify())
+            });
+            let checked = match checked {
+                Ok(Ok(verified)) => verified,
+                Ok(Err(over)) => {
+                    debug!(%peer, ?over, "a stranger's knock past its budget: refused unverified");
+                    pre.push(Some(Refusal::new(RefusalCode::OverBudget, over.detail())));
+                    continue;
+                }
+                Err(e) => Err(e),
+            };
+            match checked {
                 Err(e) => pre.push(Some(Refusal::from(&e))),
                 Ok(env) if *sender.get_or_insert(env.body().sender) != env.body().sender => {
                     pre.push(Some(Refusal::new(
