@@ -363,6 +363,7 @@ impl Actor {
         }
         self.last_tick = now;
         self.flush_tarpit(now);
+        self.flush_knock_tarpit(now);
         self.advance_upgrades(now);
         self.retry_relay_quic(now);
         self.lift_blocks();

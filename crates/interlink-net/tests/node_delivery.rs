@@ -1250,25 +1250,32 @@ async fn sessions_paired_while_both_are_online_exchange_passes() {
     bob.node.shutdown().await;
 }
 
-/// Sends `to` one live-delivery request carrying `envelopes` and waits for its results.
-async fn deliver_answer(
+/// Sends `to` one live-delivery request for each of `requests` at once (each a list of
+/// envelopes) and waits for all their results, in order.
+async fn deliver_answers(
     evil: &mut libp2p::Swarm<interlink_net::behaviour::Behaviour>,
     to: libp2p::PeerId,
-    envelopes: Vec<Vec<u8>>,
-) -> Vec<Option<interlink_core::wire::Refusal>> {
+    requests: Vec<Vec<Vec<u8>>>,
+) -> Vec<Vec<Option<interlink_core::wire::Refusal>>> {
     use futures::StreamExt as _;
     use interlink_core::wire::DeliverRequest;
     use libp2p::request_response::{Event as Rr, Message};
-    let request = DeliverRequest {
-        v: interlink_core::wire::VERSION,
-        envelopes: envelopes
-            .into_iter()
-            .map(serde_bytes::ByteBuf::from)
-            .collect(),
-    };
-    let id = evil.behaviour_mut().deliver.send_request(&to, request);
+    let ids: Vec<_> = requests
+        .into_iter()
+        .map(|envelopes| {
+            let request = DeliverRequest {
+                v: interlink_core::wire::VERSION,
+                envelopes: envelopes
+                    .into_iter()
+                    .map(serde_bytes::ByteBuf::from)
+                    .collect(),
+            };
+            evil.behaviour_mut().deliver.send_request(&to, request)
+        })
+        .collect();
+    let mut answers = std::collections::HashMap::new();
     let wait = async {
-        loop {
+        while answers.len() < ids.len() {
             match evil.select_next_some().await {
                 libp2p::swarm::SwarmEvent::Behaviour(
                     interlink_net::behaviour::BehaviourEvent::Deliver(Rr::Message {
@@ -1279,23 +1286,35 @@ async fn deliver_answer(
                             },
                         ..
                     }),
-                ) if request_id == id => {
-                    return response.results.into_iter().map(|r| r.refused).collect();
+                ) => {
+                    let results: Vec<_> = response.results.into_iter().map(|r| r.refused).collect();
+                    answers.insert(request_id, results);
                 }
                 libp2p::swarm::SwarmEvent::Behaviour(
                     interlink_net::behaviour::BehaviourEvent::Deliver(Rr::OutboundFailure {
-                        request_id,
                         error,
                         ..
                     }),
-                ) if request_id == id => panic!("delivery request failed: {error}"),
+                ) => panic!("delivery request failed: {error}"),
                 _ => {}
             }
         }
     };
-    tokio::time::timeout(Duration::from_secs(10), wait)
+    tokio::time::timeout(Duration::from_secs(15), wait)
         .await
-        .expect("delivery request not answered")
+        .expect("delivery requests not answered");
+    ids.iter()
+        .map(|id| answers.remove(id).unwrap_or_default())
+        .collect()
+}
+
+/// [`deliver_answers`] for one request.
+async fn deliver_answer(
+    evil: &mut libp2p::Swarm<interlink_net::behaviour::Behaviour>,
+    to: libp2p::PeerId,
+    envelopes: Vec<Vec<u8>>,
+) -> Vec<Option<interlink_core::wire::Refusal>> {
+    deliver_answers(evil, to, vec![envelopes]).await.remove(0)
 }
 
 /// Strangers' knocks are charged a knock budget (per remote peer, per source network,
@@ -1346,27 +1365,53 @@ async fn a_knock_flood_is_refused_over_budget_before_verification_and_peers_stil
         "{first:?}"
     );
 
-    // Fresh identities knocking from the one peer: a few are held, then every knock
-    // is refused over budget, each with a detail for its sender.
+    // Fresh identities knocking from the one peer, one request at a time: a few are
+    // held, then a knock is refused over budget.
     let mut held = Vec::new();
-    let mut over = 0;
-    for i in 0..40u8 {
-        let stranger = Identity::from_seed(&[100 + i; 32]);
+    let mut seed = 100u8;
+    let over = loop {
+        let stranger = Identity::from_seed(&[seed; 32]);
+        seed += 1;
         let r = deliver_answer(&mut evil, bob_peer, vec![knock_from(&stranger).to_bytes()]).await;
-        match &r[0] {
-            None => {
-                assert_eq!(over, 0, "a knock held after one was refused over budget");
-                held.push(stranger.public());
-            }
-            Some(refusal) => {
-                assert_eq!(refusal.code, RefusalCode::OverBudget, "{refusal:?}");
-                assert!(refusal.detail.contains("knock again later"), "{refusal:?}");
-                over += 1;
-            }
+        match r[0].clone() {
+            None => held.push(stranger.public()),
+            Some(refusal) => break refusal,
         }
+        assert!(held.len() < 8, "held {} knocks of one peer", held.len());
+    };
+    assert!(!held.is_empty());
+    assert_eq!(over.code, RefusalCode::OverBudget, "{over:?}");
+    assert!(over.detail.contains("knock again later"), "{over:?}");
+    // More at once are all refused over budget, answered late (each costs the knocker
+    // the delay), while the paired peer's message goes through at once.
+    let flood: Vec<Vec<Vec<u8>>> = (0..6)
+        .map(|_| {
+            let stranger = Identity::from_seed(&[seed; 32]);
+            seed += 1;
+            vec![knock_from(&stranger).to_bytes()]
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let (answers, sent) = tokio::join!(deliver_answers(&mut evil, bob_peer, flood), async {
+        // Sent while the flood waits for its answers.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let sent = alice
+            .handle()
+            .send(OutgoingMessage::text(bob.addr.clone(), "during the flood"))
+            .await;
+        (sent, started.elapsed())
+    });
+    for a in &answers {
+        assert_eq!(
+            a.iter().map(code).collect::<Vec<_>>(),
+            [Some(RefusalCode::OverBudget)]
+        );
     }
-    assert!(!held.is_empty() && held.len() < 8, "held {}", held.len());
-    assert_eq!(held.len() + over, 40);
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "over-budget knocks were answered at once"
+    );
+    delivered(sent.0.unwrap());
 
     // Past the budget a forged knock is refused over budget: it was not verified.
     let late = deliver_answer(&mut evil, bob_peer, vec![forged(), forged()]).await;
@@ -1375,15 +1420,7 @@ async fn a_knock_flood_is_refused_over_budget_before_verification_and_peers_stil
         vec![Some(RefusalCode::OverBudget); 2]
     );
 
-    // The paired peer is served as before.
-    delivered(
-        alice
-            .handle()
-            .send(OutgoingMessage::text(bob.addr.clone(), "still here"))
-            .await
-            .unwrap(),
-    );
-    assert_eq!(bob.inbox_texts(), ["still here"]);
+    assert_eq!(bob.inbox_texts(), ["during the flood"]);
 
     // The held knocks reached the operator's file (written coalesced, soon after).
     let mut knocked = Vec::new();

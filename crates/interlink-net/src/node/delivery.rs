@@ -141,6 +141,12 @@ pub(crate) struct Delivery {
     knock_budgets: super::knock_budget::KnockBudgets,
     /// The held-knocks file: opened invites, and when it is next written.
     pub(super) held_file: super::pairing::HeldKnocksFile,
+    /// Requests of knocks refused by their budgets, answered late (`node::inbound`).
+    pub(super) knock_tarpit: std::collections::VecDeque<(
+        std::time::Instant,
+        Answer,
+        Vec<Option<interlink_core::wire::Refusal>>,
+    )>,
 }
 
 impl Delivery {
@@ -167,6 +173,7 @@ impl Delivery {
             spare: false,
             knock_budgets: super::knock_budget::KnockBudgets::new(crate::now_ms()),
             held_file: super::pairing::HeldKnocksFile::default(),
+            knock_tarpit: std::collections::VecDeque::new(),
         }
     }
 
