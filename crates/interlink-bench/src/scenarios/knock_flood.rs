@@ -8,7 +8,9 @@
 //! idle, under 1 ms of victim CPU per knock.
 //!
 //! Every knock is a well-formed, validly signed knock of a fresh identity (10 per
-//! swarm, in turn, each knock with a new id): what a stranger may send a session.
+//! swarm, in turn, each knock with a new id): what a stranger may send a session. Every
+//! other identity's knocks carry a random invite secret sealed to the victim (as a
+//! joiner's do, but a secret the victim never issued): each costs it an HPKE open.
 
 use std::{
     sync::Arc,
@@ -19,8 +21,12 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use interlink_core::{
     Identity, IdentityKey, MsgId, SessionId,
+    identity::SealingKey,
     trust::PeerPolicy,
-    wire::{DeliverRequest, RefusalCode, SessionAddr, VERSION},
+    wire::{
+        DeliverRequest, Envelope, EnvelopeKind, INVITE_SECRET_BYTES, RefusalCode, SessionAddr,
+        Signed, VERSION,
+    },
 };
 use interlink_net::{
     Config, Delivery, OutgoingMessage, SendOutcome,
@@ -145,7 +151,8 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     )
     .await
     .context("the victim never appeared on the sender's roster")?;
-    let (victim_peer, addr) = victim_address(&handle, &victim_identity, &victim_session).await?;
+    let (victim_peer, addr, sealing) =
+        victim_address(&handle, &victim_identity, &victim_session).await?;
     let to = SessionAddr {
         key: victim_identity,
         session: victim_session.clone(),
@@ -189,7 +196,7 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     let until = Instant::now() + flood;
     let started = Instant::now();
     // The attackers run on a thread and runtime of their own, as another process would.
-    let (to_for, addr_for) = (to.clone(), addr.clone());
+    let (to_for, addr_for, sealing_for) = (to.clone(), addr.clone(), sealing);
     let attackers = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -199,10 +206,16 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             let tasks: Vec<_> = (0..SWARMS)
                 .map(|i| {
                     let ids = identities.clone();
-                    let (to, addr) = (to_for.clone(), addr_for.clone());
-                    tokio::spawn(async move {
-                        knock(victim_peer, addr, to, ids, i * per..(i + 1) * per, until).await
-                    })
+                    let (to, addr, sealing) = (to_for.clone(), addr_for.clone(), sealing_for);
+                    let target = Target {
+                        peer: victim_peer,
+                        addr,
+                        to,
+                        sealing,
+                    };
+                    tokio::spawn(
+                        async move { knock(target, ids, i * per..(i + 1) * per, until).await },
+                    )
                 })
                 .collect();
             let mut answers = Answers::default();
@@ -285,12 +298,12 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// The victim's PeerId and a loopback address, from its announcement.
+/// The victim's PeerId, a loopback address and its sealing key, from its announcement.
 async fn victim_address(
     handle: &interlink_net::Handle,
     key: &IdentityKey,
     session: &SessionId,
-) -> anyhow::Result<(PeerId, Multiaddr)> {
+) -> anyhow::Result<(PeerId, Multiaddr, SealingKey)> {
     let roster = handle.roster().await?;
     let a = roster
         .iter()
@@ -306,19 +319,63 @@ async fn victim_address(
         .find(|a| a.contains("127.0.0.1") && a.contains("/tcp/"))
         .context("the victim announced no loopback TCP address")?
         .parse()?;
-    Ok((peer, addr))
+    Ok((peer, addr, a.sealing.key))
 }
 
-/// One attacking swarm (a fresh transport key): knocks at `to` as the identities
-/// `mine` of `ids` in turn, [`IN_FLIGHT`] requests unanswered, until `until`.
-async fn knock(
-    victim: PeerId,
+/// Where the attackers knock.
+struct Target {
+    peer: PeerId,
     addr: Multiaddr,
     to: SessionAddr,
+    sealing: SealingKey,
+}
+
+/// A signed knock from `who` to `to`, with a random invite secret sealed to `sealing`
+/// when `with_invite`.
+fn knock_envelope(
+    who: &Identity,
+    to: &SessionAddr,
+    sealing: &SealingKey,
+    with_invite: bool,
+) -> Signed<Envelope> {
+    let mut rng = interlink_testkit::ids::sys_rng();
+    let mut env = interlink_testkit::signed::envelope(
+        who.public(),
+        &SessionId::new("out").unwrap_or_else(|_| unreachable!("a valid session id")),
+        to,
+        MsgId::random(&mut rng),
+        interlink_net::now_ms(),
+    )
+    .kind(EnvelopeKind::Knock)
+    .name("knocker")
+    .body();
+    if with_invite {
+        // Random bytes by way of two random ids (the bench has no RNG crate of its own).
+        let mut secret = [0u8; INVITE_SECRET_BYTES];
+        for chunk in secret.chunks_mut(16) {
+            let id = MsgId::random(&mut rng);
+            chunk.copy_from_slice(&id.as_bytes()[..chunk.len()]);
+        }
+        // A failed seal leaves a plain knock: still a knock to count.
+        let _ = env.seal_invite(&secret, sealing, &mut rng);
+    }
+    interlink_testkit::signed::sign(env, who)
+}
+
+/// One attacking swarm (a fresh transport key): knocks at the target as the
+/// identities `mine` of `ids` in turn, [`IN_FLIGHT`] requests unanswered, until `until`.
+async fn knock(
+    target: Target,
     ids: Arc<Vec<Identity>>,
     mine: std::ops::Range<usize>,
     until: Instant,
 ) -> Answers {
+    let Target {
+        peer: victim,
+        addr,
+        to,
+        sealing,
+    } = target;
     let config = Config {
         listen: vec![],
         bootstrap: vec![],
@@ -335,15 +392,9 @@ async fn knock(
     }
     let mut next = 0usize;
     let mut send = |swarm: &mut Swarm<Behaviour>| {
-        let who = &ids[mine.start + next % mine.len().max(1)];
+        let i = mine.start + next % mine.len().max(1);
         next += 1;
-        let knock = interlink_testkit::signed::knock(
-            who,
-            &to.key,
-            &to.session,
-            MsgId::random(&mut interlink_testkit::ids::sys_rng()),
-            interlink_net::now_ms(),
-        );
+        let knock = knock_envelope(&ids[i], &to, &sealing, i % 2 == 1);
         swarm.behaviour_mut().deliver.send_request(
             &victim,
             DeliverRequest {
