@@ -115,6 +115,11 @@ pub const MAILBOX_MAX_ACKS: usize = 64;
 pub const REPLAY_SET_CAPACITY: usize = 65_536;
 /// Most pending knocks a session keeps.
 pub const KNOCK_QUEUE_CAPACITY: usize = 64;
+/// How long a held knock is safe from being displaced: a full knock queue refuses new
+/// strangers' knocks until its oldest has been held this long, so a flood of fresh
+/// identities cannot push out a knock before the operator (or the agent side, which
+/// copies it within a second) has seen it.
+pub const KNOCK_MIN_HOLD_MS: u64 = 10 * 60 * 1000;
 /// Most identities a session remembers having sent a pair request to; beyond it the
 /// oldest request is forgotten and a late acceptance from it is dropped.
 pub const MAX_PENDING_PAIR_REQUESTS: usize = 64;

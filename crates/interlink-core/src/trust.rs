@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 use crate::{
     identity::{Fingerprint, IdentityKey, KeyError, SealingSecret, hex_encode},
     limits::{
-        KNOCK_QUEUE_CAPACITY, MAILBOX_RETENTION_MS, MAX_FUTURE_SKEW_MS, MAX_PEERS,
-        MAX_PENDING_PAIR_REQUESTS, REPLAY_SET_CAPACITY,
+        KNOCK_MIN_HOLD_MS, KNOCK_QUEUE_CAPACITY, MAILBOX_RETENTION_MS, MAX_FUTURE_SKEW_MS,
+        MAX_PEERS, MAX_PENDING_PAIR_REQUESTS, REPLAY_SET_CAPACITY,
     },
     replay::{ReplaySet, TimeError, check_time},
     session::SessionId,
@@ -388,17 +388,26 @@ pub enum Queued {
     Added,
     /// Replaced an older knock from the same identity.
     Replaced,
-    /// Added; the queue was full, so its oldest knock was dropped.
+    /// Added; the queue was full, so its oldest knock, held at least
+    /// [`KNOCK_MIN_HOLD_MS`], was dropped.
     Evicted(Knock),
     /// Not added: a newer knock from the same identity is already held.
     Ignored,
+    /// Not added: the queue is full of knocks held less than [`KNOCK_MIN_HOLD_MS`].
+    Full,
 }
 
 /// Pending knocks, at most one per identity, oldest first, bounded.
+///
+/// When full, a new identity's knock displaces the oldest only once that one has been
+/// held [`KNOCK_MIN_HOLD_MS`]; until then it is refused. So a flood of fresh
+/// identities cannot flush a waiting knock out within seconds: it is refused instead,
+/// and (refused as retryable) its sender knocks again later.
 #[derive(Clone, Debug)]
 pub struct KnockQueue {
     capacity: usize,
-    knocks: VecDeque<Knock>,
+    /// Each knock with when it was held (ms since the epoch, this node's clock).
+    knocks: VecDeque<(Knock, u64)>,
 }
 
 impl Default for KnockQueue {
@@ -416,40 +425,60 @@ impl KnockQueue {
         }
     }
 
-    /// Holds `knock`. A knock from an identity already queued replaces the held one
-    /// unless the held one is newer; a full queue drops its oldest knock.
-    pub fn push(&mut self, knock: Knock) -> Queued {
+    /// Whether [`KnockQueue::push`] would refuse `knock` at `now_ms` as [`Queued::Full`].
+    pub fn is_full_for(&self, knock: &Knock, now_ms: u64) -> bool {
+        self.knocks.len() >= self.capacity
+            && self.position(&knock.sender).is_none()
+            && self
+                .knocks
+                .front()
+                .is_some_and(|(_, at)| now_ms < at.saturating_add(KNOCK_MIN_HOLD_MS))
+    }
+
+    /// Holds `knock`, arriving at `now_ms`. A knock from an identity already queued
+    /// replaces the held one unless the held one is newer; a full queue drops its
+    /// oldest knock if that was held at least [`KNOCK_MIN_HOLD_MS`], and else refuses
+    /// this one ([`Queued::Full`]).
+    pub fn push(&mut self, knock: Knock, now_ms: u64) -> Queued {
         if let Some(i) = self.position(&knock.sender) {
-            if self.knocks[i].ts > knock.ts {
+            if self.knocks[i].0.ts > knock.ts {
                 return Queued::Ignored;
             }
             self.knocks.remove(i);
-            self.knocks.push_back(knock);
+            self.knocks.push_back((knock, now_ms));
             return Queued::Replaced;
         }
+        if self.is_full_for(&knock, now_ms) {
+            return Queued::Full;
+        }
         let evicted = if self.knocks.len() >= self.capacity {
-            self.knocks.pop_front()
+            self.knocks.pop_front().map(|(k, _)| k)
         } else {
             None
         };
-        self.knocks.push_back(knock);
+        self.knocks.push_back((knock, now_ms));
         evicted.map_or(Queued::Added, Queued::Evicted)
+    }
+
+    /// Drops the knocks `keep` says no to (from identities that became peers).
+    pub fn retain(&mut self, mut keep: impl FnMut(&Knock) -> bool) {
+        self.knocks.retain(|(k, _)| keep(k));
     }
 
     /// Held knocks, oldest first.
     pub fn list(&self) -> impl ExactSizeIterator<Item = &Knock> + '_ {
-        self.knocks.iter()
+        self.knocks.iter().map(|(k, _)| k)
     }
 
     /// The knock held from `sender`.
     pub fn get(&self, sender: &IdentityKey) -> Option<&Knock> {
-        self.knocks.iter().find(|k| k.sender == *sender)
+        self.list().find(|k| k.sender == *sender)
     }
 
     /// Removes and returns the knock from `sender` (to accept it).
     pub fn take(&mut self, sender: &IdentityKey) -> Option<Knock> {
         let i = self.position(sender)?;
-        self.knocks.remove(i)
+        self.knocks.remove(i).map(|(k, _)| k)
     }
 
     /// Discards the knock from `sender` (to reject it); true if one was held.
@@ -462,11 +491,7 @@ impl KnockQueue {
     pub fn find_by_fingerprint(&self, text: &str) -> Result<&Knock, ResolveError> {
         let text = text.trim();
         let candidates = match KeyPattern::parse(text) {
-            Some(p) => self
-                .knocks
-                .iter()
-                .filter(|k| p.matches(&k.sender))
-                .collect(),
+            Some(p) => self.list().filter(|k| p.matches(&k.sender)).collect(),
             None => Vec::new(),
         };
         exactly_one(text, candidates, |k| match &k.name {
@@ -486,7 +511,7 @@ impl KnockQueue {
     }
 
     fn position(&self, sender: &IdentityKey) -> Option<usize> {
-        self.knocks.iter().position(|k| k.sender == *sender)
+        self.knocks.iter().position(|(k, _)| k.sender == *sender)
     }
 }
 
@@ -512,6 +537,9 @@ pub enum DropReason {
     /// A pairing acceptance nobody asked for.
     #[error("pair acceptance from {0}, to whom no pair request was sent")]
     UnsolicitedAccept(Fingerprint),
+    /// A stranger's knock while the knock queue is full of recent knocks (retryable).
+    #[error("this session already holds {0} knocks for its operator; knock again later")]
+    KnocksFull(usize),
 }
 
 impl DropReason {
@@ -524,6 +552,7 @@ impl DropReason {
             Self::Replayed(_) => RefusalCode::Replayed,
             Self::NotPaired(_) => RefusalCode::NotPaired,
             Self::UnsolicitedAccept(_) => RefusalCode::UnsolicitedAccept,
+            Self::KnocksFull(_) => RefusalCode::OverBudget,
         }
     }
 
@@ -596,6 +625,9 @@ impl Gate {
     /// that are now peers are settled and forgotten.
     pub fn set_policy(&mut self, policy: PeerPolicy) {
         self.pair_requests.retain(|k| !policy.contains(k));
+        // A knock from an identity admitted since waits for nobody: its room goes to
+        // the next stranger.
+        self.knocks.retain(|k| !policy.contains(&k.sender));
         self.policy = policy;
     }
 
@@ -668,12 +700,16 @@ impl Gate {
             }
             Ok(None) => Decision::Deliver,
             Ok(Some(knock)) => {
+                // Refused before its id is recorded, so its sender may knock again.
+                if self.knocks.is_full_for(&knock, now) {
+                    return Decision::Drop(DropReason::KnocksFull(self.knocks.len()));
+                }
                 if self.replay.insert(id, now).is_err() {
                     return Decision::Drop(DropReason::Replayed(body.msg_id));
                 }
                 // An older duplicate is not queued, but the knock is held either way:
                 // the newer one from the same identity is waiting.
-                self.knocks.push(knock.clone());
+                self.knocks.push(knock.clone(), now);
                 Decision::HoldKnock(knock)
             }
         }

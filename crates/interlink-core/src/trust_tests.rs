@@ -3,7 +3,7 @@ use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
 use super::*;
 use crate::{
     Identity,
-    limits::{LIVE_FRESHNESS_MS, MINUTE_MS},
+    limits::{KNOCK_MIN_HOLD_MS, LIVE_FRESHNESS_MS, MINUTE_MS},
     wire::{self, WireError},
 };
 
@@ -236,34 +236,49 @@ fn knock(sender: u8, ts: u64) -> Knock {
 }
 
 #[test]
-fn knock_queue_is_bounded_drop_oldest() {
+fn knock_queue_is_bounded_and_refuses_newcomers_until_its_oldest_was_held_long_enough() {
     let mut q = KnockQueue::new(3);
     for n in 1..=3 {
-        assert_eq!(q.push(knock(n, 10)), Queued::Added);
+        assert_eq!(q.push(knock(n, 10), n.into()), Queued::Added);
     }
-    assert_eq!(q.push(knock(4, 10)), Queued::Evicted(knock(1, 10)));
-    assert_eq!(q.push(knock(5, 10)), Queued::Evicted(knock(2, 10)));
+    // A flood of new identities does not push out knocks held a moment ago.
+    for n in 10..50 {
+        assert!(q.is_full_for(&knock(n, 10), 100));
+        assert_eq!(q.push(knock(n, 10), 100), Queued::Full);
+    }
+    // A queued identity still replaces its own knock (and is held anew).
+    assert!(!q.is_full_for(&knock(3, 11), 100));
+    assert_eq!(q.push(knock(3, 11), 3), Queued::Replaced);
+    // Once the oldest was held long enough, newcomers displace the oldest.
+    let later = 1 + KNOCK_MIN_HOLD_MS;
+    assert_eq!(q.push(knock(4, 10), later), Queued::Evicted(knock(1, 10)));
+    assert_eq!(
+        q.push(knock(5, 10), later + 1),
+        Queued::Evicted(knock(2, 10))
+    );
     assert_eq!(q.len(), 3);
     let senders: Vec<_> = q.list().map(|k| k.sender).collect();
     assert_eq!(senders, [3, 4, 5].map(|n| ident(n).public()));
+    // The oldest now held since `3`: full again until `3 + KNOCK_MIN_HOLD_MS`.
+    assert_eq!(q.push(knock(6, 10), later + 1), Queued::Full);
     assert_eq!(KnockQueue::default().capacity, KNOCK_QUEUE_CAPACITY);
 }
 
 #[test]
 fn knock_queue_dedupes_by_identity() {
     let mut q = KnockQueue::new(3);
-    q.push(knock(1, 10));
-    q.push(knock(2, 10));
-    assert_eq!(q.push(knock(1, 20)), Queued::Replaced);
+    q.push(knock(1, 10), 0);
+    q.push(knock(2, 10), 0);
+    assert_eq!(q.push(knock(1, 20), 0), Queued::Replaced);
     assert_eq!(q.len(), 2);
     assert_eq!(q.get(&ident(1).public()).map(|k| k.ts), Some(20));
     // The refreshed knock moved to the back, so it is evicted last.
     assert_eq!(q.list().last().map(|k| k.ts), Some(20));
-    assert_eq!(q.push(knock(1, 15)), Queued::Ignored);
+    assert_eq!(q.push(knock(1, 15), 0), Queued::Ignored);
     assert_eq!(q.get(&ident(1).public()).map(|k| k.ts), Some(20));
     // Many knocks from one identity occupy one slot and never evict anyone.
     for ts in 21..100 {
-        q.push(knock(1, ts));
+        q.push(knock(1, ts), 0);
     }
     assert_eq!(q.len(), 2);
     assert!(q.get(&ident(2).public()).is_some());
@@ -272,8 +287,8 @@ fn knock_queue_dedupes_by_identity() {
 #[test]
 fn knock_queue_take_remove_and_find() {
     let mut q = KnockQueue::default();
-    q.push(knock(1, 10));
-    q.push(knock(2, 10));
+    q.push(knock(1, 10), 0);
+    q.push(knock(2, 10), 0);
     let k1 = ident(1).public();
     let fp = k1.fingerprint().to_string();
     assert_eq!(q.find_by_fingerprint(&fp).map(|k| k.sender), Ok(k1));
@@ -420,6 +435,45 @@ fn stranger_message_dropped_and_id_not_consumed() {
     policy.add("now-a-friend", stranger.public()).unwrap();
     gate.set_policy(policy);
     assert_eq!(gate.decide(&e, &me, W, NOW), Decision::Deliver);
+}
+
+#[test]
+fn a_full_knock_queue_refuses_strangers_retryably_and_frees_the_room_of_new_peers() {
+    let (mut gate, me, _, _) = setup();
+    let strangers: Vec<Identity> = (100..=u8::try_from(99 + KNOCK_QUEUE_CAPACITY).unwrap())
+        .map(ident)
+        .collect();
+    for (i, s) in strangers.iter().enumerate() {
+        let e = envelope(s, "s", &me, EnvelopeKind::Knock, 1, NOW + i as u64);
+        assert!(matches!(
+            gate.decide(&e, &me, W, NOW),
+            Decision::HoldKnock(_)
+        ));
+    }
+    let late = ident(250);
+    let e = envelope(&late, "s", &me, EnvelopeKind::Knock, 1, NOW);
+    let refused = gate.decide(&e, &me, W, NOW);
+    assert_eq!(
+        refused,
+        Decision::Drop(DropReason::KnocksFull(KNOCK_QUEUE_CAPACITY))
+    );
+    let Decision::Drop(reason) = refused else {
+        unreachable!()
+    };
+    assert_eq!(reason.code(), RefusalCode::OverBudget);
+    assert!(reason.to_string().contains("knock again later"));
+    // The first knock is still held, and the refused one's id was not recorded.
+    assert!(gate.knocks().get(&strangers[0].public()).is_some());
+    // One of them is admitted: its room goes to the next stranger, whose same knock
+    // is then held (not refused as a replay).
+    let mut policy = gate.policy().clone();
+    policy.add("admitted", strangers[0].public()).unwrap();
+    gate.set_policy(policy);
+    assert_eq!(gate.knocks().len(), KNOCK_QUEUE_CAPACITY - 1);
+    assert!(matches!(
+        gate.decide(&e, &me, W, NOW),
+        Decision::HoldKnock(_)
+    ));
 }
 
 #[test]

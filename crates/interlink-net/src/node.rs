@@ -10,6 +10,7 @@ mod fetching;
 mod hold_check;
 mod hole_punch;
 mod inbound;
+mod knock_budget;
 mod live_stream;
 mod mailbox;
 mod mailbox_calls;
@@ -301,7 +302,20 @@ impl Actor {
                 .chain(self.pacer_deadline())
                 .min()
                 .map(tokio::time::Instant::from_std);
-            let deadline = engine_at.into_iter().chain(settle_at).min();
+            // The held-knocks file's coalesced write (`node::pairing`).
+            let knocks_at = self
+                .parts
+                .delivery()
+                .and_then(|d| d.held_file.due_at())
+                .map(|at| {
+                    let wait = Duration::from_millis(at.saturating_sub(crate::now_ms()));
+                    tokio::time::Instant::now() + wait
+                });
+            let deadline = engine_at
+                .into_iter()
+                .chain(settle_at)
+                .chain(knocks_at)
+                .min();
             let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + TICK);
             tokio::select! {
                 biased;
@@ -325,9 +339,12 @@ impl Actor {
                     self.on_engine_timer();
                     self.answer_settle_waiters(Instant::now());
                     self.pace_timeout();
+                    self.save_held_knocks(false);
                 }
             }
         }
+        // A write the interval was still holding back.
+        self.save_held_knocks(true);
         self.goodbye().await;
     }
 
@@ -346,6 +363,7 @@ impl Actor {
         }
         self.last_tick = now;
         self.flush_tarpit(now);
+        self.flush_knock_tarpit(now);
         self.advance_upgrades(now);
         self.retry_relay_quic(now);
         self.lift_blocks();

@@ -1249,3 +1249,206 @@ async fn sessions_paired_while_both_are_online_exchange_passes() {
     alice.node.shutdown().await;
     bob.node.shutdown().await;
 }
+
+/// Sends `to` one live-delivery request for each of `requests` at once (each a list of
+/// envelopes) and waits for all their results, in order.
+async fn deliver_answers(
+    evil: &mut libp2p::Swarm<interlink_net::behaviour::Behaviour>,
+    to: libp2p::PeerId,
+    requests: Vec<Vec<Vec<u8>>>,
+) -> Vec<Vec<Option<interlink_core::wire::Refusal>>> {
+    use futures::StreamExt as _;
+    use interlink_core::wire::DeliverRequest;
+    use libp2p::request_response::{Event as Rr, Message};
+    let ids: Vec<_> = requests
+        .into_iter()
+        .map(|envelopes| {
+            let request = DeliverRequest {
+                v: interlink_core::wire::VERSION,
+                envelopes: envelopes
+                    .into_iter()
+                    .map(serde_bytes::ByteBuf::from)
+                    .collect(),
+            };
+            evil.behaviour_mut().deliver.send_request(&to, request)
+        })
+        .collect();
+    let mut answers = std::collections::HashMap::new();
+    let wait = async {
+        while answers.len() < ids.len() {
+            match evil.select_next_some().await {
+                libp2p::swarm::SwarmEvent::Behaviour(
+                    interlink_net::behaviour::BehaviourEvent::Deliver(Rr::Message {
+                        message:
+                            Message::Response {
+                                request_id,
+                                response,
+                            },
+                        ..
+                    }),
+                ) => {
+                    let results: Vec<_> = response.results.into_iter().map(|r| r.refused).collect();
+                    answers.insert(request_id, results);
+                }
+                libp2p::swarm::SwarmEvent::Behaviour(
+                    interlink_net::behaviour::BehaviourEvent::Deliver(Rr::OutboundFailure {
+                        error,
+                        ..
+                    }),
+                ) => panic!("delivery request failed: {error}"),
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(15), wait)
+        .await
+        .expect("delivery requests not answered");
+    ids.iter()
+        .map(|id| answers.remove(id).unwrap_or_default())
+        .collect()
+}
+
+/// [`deliver_answers`] for one request.
+async fn deliver_answer(
+    evil: &mut libp2p::Swarm<interlink_net::behaviour::Behaviour>,
+    to: libp2p::PeerId,
+    envelopes: Vec<Vec<u8>>,
+) -> Vec<Option<interlink_core::wire::Refusal>> {
+    deliver_answers(evil, to, vec![envelopes]).await.remove(0)
+}
+
+/// Strangers' knocks are charged a knock budget (per remote peer, per source network,
+/// per node) from their CBOR alone, before their signature is checked: one peer
+/// knocking as fresh identities over and over is refused `over_budget` unverified — a
+/// forged knock past the budget is refused `over_budget`, not `bad_signature`, so no
+/// verification ran — while within the budget a forged knock is refused as forged and
+/// a genuine one is held, and a paired peer's message is delivered all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_knock_flood_is_refused_over_budget_before_verification_and_peers_still_deliver() {
+    use interlink_testkit::{ids::random_msg_id, signed};
+
+    let base = interlink_testkit::node::memory_base();
+    let Trio {
+        alice, bob, carol, ..
+    } = trio(base).await;
+    let bob_peer = bob.handle().peer_id();
+    let config = Config {
+        max_process_memory: interlink_testkit::IN_PROCESS_MEMORY,
+        listen: vec![memory(base + 5)],
+        mdns: false,
+        ..Config::default()
+    };
+    let mut evil = interlink_testkit::node::raw_swarm(&config);
+    let mut bob_events = bob.handle().events();
+    let knock_from = |who: &Identity| {
+        signed::knock(
+            who,
+            &bob.addr.key,
+            &bob.addr.session,
+            random_msg_id(),
+            interlink_net::now_ms(),
+        )
+    };
+    let forged = || {
+        let k = knock_from(&Identity::from_seed(&[77; 32]));
+        signed::forge(k.to_bytes(), k.signature())
+    };
+    evil.dial(memory(base + 2).with(Protocol::P2p(bob_peer)))
+        .unwrap();
+    let code = |r: &Option<interlink_core::wire::Refusal>| r.as_ref().map(|r| r.code);
+
+    // Within the budget: a forged knock is verified and refused as forged.
+    let first = deliver_answer(&mut evil, bob_peer, vec![forged()]).await;
+    assert_eq!(
+        code(&first[0]),
+        Some(RefusalCode::BadSignature),
+        "{first:?}"
+    );
+
+    // Fresh identities knocking from the one peer, one request at a time: a few are
+    // held, then a knock is refused over budget.
+    let mut held = Vec::new();
+    let mut seed = 100u8;
+    let over = loop {
+        let stranger = Identity::from_seed(&[seed; 32]);
+        seed += 1;
+        let r = deliver_answer(&mut evil, bob_peer, vec![knock_from(&stranger).to_bytes()]).await;
+        match r[0].clone() {
+            None => held.push(stranger.public()),
+            Some(refusal) => break refusal,
+        }
+        assert!(held.len() < 8, "held {} knocks of one peer", held.len());
+    };
+    assert!(!held.is_empty());
+    assert_eq!(over.code, RefusalCode::OverBudget, "{over:?}");
+    assert!(over.detail.contains("knock again later"), "{over:?}");
+    // More at once are all refused over budget, answered late (each costs the knocker
+    // the delay), while the paired peer's message goes through at once.
+    let flood: Vec<Vec<Vec<u8>>> = (0..6)
+        .map(|_| {
+            let stranger = Identity::from_seed(&[seed; 32]);
+            seed += 1;
+            vec![knock_from(&stranger).to_bytes()]
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let (answers, sent) = tokio::join!(deliver_answers(&mut evil, bob_peer, flood), async {
+        // Sent while the flood waits for its answers.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let sent = alice
+            .handle()
+            .send(OutgoingMessage::text(bob.addr.clone(), "during the flood"))
+            .await;
+        (sent, started.elapsed())
+    });
+    for a in &answers {
+        assert_eq!(
+            a.iter().map(code).collect::<Vec<_>>(),
+            [Some(RefusalCode::OverBudget)]
+        );
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "over-budget knocks were answered at once"
+    );
+    delivered(sent.0.unwrap());
+
+    // Past the budget a forged knock is refused over budget: it was not verified.
+    let late = deliver_answer(&mut evil, bob_peer, vec![forged(), forged()]).await;
+    assert_eq!(
+        late.iter().map(code).collect::<Vec<_>>(),
+        vec![Some(RefusalCode::OverBudget); 2]
+    );
+
+    assert_eq!(bob.inbox_texts(), ["during the flood"]);
+
+    // The held knocks reached the operator's file (written coalesced, soon after).
+    let mut knocked = Vec::new();
+    while knocked.len() < held.len() {
+        match tokio::time::timeout(Duration::from_secs(5), bob_events.recv()).await {
+            Ok(Ok(Event::Knock { from, .. })) => knocked.push(from),
+            Ok(_) => {}
+            Err(_) => panic!("knock events: {knocked:?} of {held:?}"),
+        }
+    }
+    assert_eq!(knocked, held);
+    let file = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let f = interlink_store::knocks::load(bob.dir.path());
+            if f.len() == held.len() {
+                return f;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the held knocks were not written");
+    assert_eq!(
+        file.iter().map(|k| k.sender.clone()).collect::<Vec<_>>(),
+        held.iter().map(|k| k.to_hex()).collect::<Vec<_>>()
+    );
+
+    for p in [alice, bob, carol] {
+        p.node.shutdown().await;
+    }
+}

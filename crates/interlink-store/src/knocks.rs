@@ -5,8 +5,9 @@
 //! A knock carries no text: who is asking (verified), from which session, and the
 //! name it suggests (unverified). The file mirrors the gate's bounded knock queue
 //! ([`interlink_core::limits::KNOCK_QUEUE_CAPACITY`], at most one knock per identity)
-//! and is replaced atomically whenever a knock is held, so a stranger knocking over
-//! and over rewrites a bounded file rather than growing the inbox.
+//! and is replaced atomically (at most every quarter second: the node coalesces the
+//! writes of a burst of knocks), so a stranger knocking over and over rewrites a
+//! bounded file rather than growing the inbox.
 
 use std::path::Path;
 
@@ -66,14 +67,19 @@ pub fn load(dir: &Path) -> Vec<HeldKnock> {
         .unwrap_or_default()
 }
 
-/// Replaces the file with `knocks` (a temporary file renamed over it).
+/// Replaces the file with `knocks` (a temporary file renamed over it, not synced).
+///
+/// Not synced: the file mirrors the gate's queue and is rewritten as knocks arrive; a
+/// held knock lost to a machine crash (before the agent side copied it) only means its
+/// stranger has to knock again, while syncing cost every knock an fsync on the node's
+/// thread — which a flood of strangers turned into everyone's latency.
 pub fn save(dir: &Path, knocks: &[HeldKnock]) -> std::io::Result<()> {
     let file = File {
         version: 1,
         knocks: knocks.to_vec(),
     };
     let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
-    crate::atomic::write_file(&dir.join(KNOCKS_FILE), &bytes)
+    crate::atomic::write_file_unsynced(&dir.join(KNOCKS_FILE), &bytes)
 }
 
 #[cfg(test)]

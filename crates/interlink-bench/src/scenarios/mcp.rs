@@ -78,16 +78,20 @@ impl ClientHandler for Host {
     }
 }
 
-struct Session {
+pub(super) struct Session {
     client: RunningService<RoleClient, Host>,
     notes: mpsc::Receiver<CustomNotification>,
-    pid: u32,
+    pub(super) pid: u32,
     /// Owns the process (killed on drop).
     _child: tokio::process::Child,
 }
 
 impl Session {
-    async fn start(bin: &Path, home: &Path, args: &[&str]) -> anyhow::Result<(Self, Duration)> {
+    pub(super) async fn start(
+        bin: &Path,
+        home: &Path,
+        args: &[&str],
+    ) -> anyhow::Result<(Self, Duration)> {
         let mut cmd = Command::new(bin);
         cmd.arg("mcp")
             .args(args)
@@ -122,7 +126,7 @@ impl Session {
         ))
     }
 
-    async fn call(&self, tool: &str, args: Value) -> anyhow::Result<Value> {
+    pub(super) async fn call(&self, tool: &str, args: Value) -> anyhow::Result<Value> {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Value::Object(map) = args {
             params = params.with_arguments(map);

@@ -11,6 +11,7 @@ use crate::{Context, report::Row};
 mod delivery_latency;
 mod hostile_load;
 mod idle_cost;
+mod knock_flood;
 mod mailbox_dht;
 mod mcp;
 mod presence_sim;
@@ -41,6 +42,7 @@ pub const ALL: &[Scenario] = &[
     relay_latency::SCENARIO,
     mcp::SCENARIO,
     hostile_load::SCENARIO,
+    knock_flood::SCENARIO,
     presence_sim::SCENARIO,
 ];
 

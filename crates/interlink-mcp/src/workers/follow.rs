@@ -11,14 +11,18 @@
 //! without a pending request, a receipt for an unknown or further-on message are
 //! ignored).
 
-use std::time::Duration;
+use std::{collections::HashSet, time::Duration};
 
 use interlink_core::{
     IdentityKey, SessionId,
+    limits::KNOCK_QUEUE_CAPACITY,
     wire::{EnvelopeKind, SessionAddr},
 };
 use interlink_net::Event;
-use interlink_store::inbox::{InboxEntry, read_positioned_from};
+use interlink_store::{
+    inbox::{InboxEntry, read_positioned_from},
+    knocks::HeldKnock,
+};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast::error::RecvError, watch};
 use tokio_util::sync::CancellationToken;
@@ -34,6 +38,44 @@ use crate::{
 
 /// How often the inbox is checked without a delivery event.
 const FOLLOW_POLL: Duration = Duration::from_secs(1);
+
+/// Held knocks remembered as handled: the node's file holds at most
+/// [`KNOCK_QUEUE_CAPACITY`], and the set keeps only knocks still in it.
+const HANDLED_KNOCKS: usize = KNOCK_QUEUE_CAPACITY;
+
+/// The held knocks this follower already decided — admitted, recorded for the
+/// operator, or found to be a peer's or this user's — by (sender, knock id), so each
+/// costs its file work (policy, invites, `pairing.json`) once, not again on every knock
+/// that arrives while it is held. Soft state: after a restart each held knock is
+/// decided once more, which every step allows (it is idempotent).
+#[derive(Debug, Default)]
+struct Handled {
+    knocks: HashSet<(String, String)>,
+}
+
+impl Handled {
+    /// Forgets the knocks no longer held (`held`), so the set stays within the file's
+    /// bound; `true` if any of `held` is still to be decided.
+    fn prune(&mut self, held: &[HeldKnock]) -> bool {
+        let key = |k: &HeldKnock| (k.sender.clone(), k.msg_id.clone());
+        let live: HashSet<(String, String)> = held.iter().map(key).collect();
+        self.knocks.retain(|k| live.contains(k));
+        held.iter().any(|k| !self.knocks.contains(&key(k)))
+    }
+
+    fn contains(&self, k: &HeldKnock) -> bool {
+        self.knocks.contains(&(k.sender.clone(), k.msg_id.clone()))
+    }
+
+    fn insert(&mut self, k: &HeldKnock) {
+        // The file is bounded, so this is only reached with a file breaking its bound
+        // (written by something else): then decide its knocks again rather than grow.
+        if self.knocks.len() >= HANDLED_KNOCKS {
+            return;
+        }
+        self.knocks.insert((k.sender.clone(), k.msg_id.clone()));
+    }
+}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Position {
@@ -112,9 +154,10 @@ pub(crate) async fn follow(ctx: Follow, cancel: CancellationToken) {
     let mut writing: Option<tokio::task::JoinHandle<()>> = None;
     // Whether there may be lines to handle: after a tick, or an event that adds them.
     let mut due = true;
+    let mut handled = Handled::default();
     loop {
         if due {
-            offset = step(&ctx, &session_dir, offset).await;
+            offset = step(&ctx, &session_dir, offset, &mut handled).await;
         }
         due = true;
         tokio::select! {
@@ -167,7 +210,7 @@ pub(crate) async fn follow(ctx: Follow, cancel: CancellationToken) {
 }
 
 /// Handles the lines after `offset`; returns the new offset.
-async fn step(ctx: &Follow, dir: &SessionDir, offset: u64) -> u64 {
+async fn step(ctx: &Follow, dir: &SessionDir, offset: u64, handled: &mut Handled) -> u64 {
     let (entries, end) = match read_positioned_from(&dir.inbox(), offset) {
         Ok(r) => r,
         Err(e) => {
@@ -175,7 +218,7 @@ async fn step(ctx: &Follow, dir: &SessionDir, offset: u64) -> u64 {
             return offset;
         }
     };
-    record_held_knocks(ctx, dir).await;
+    record_held_knocks(ctx, dir, handled).await;
     for (e, _) in &entries {
         let Ok(sender) = e.sender.parse::<IdentityKey>() else {
             continue;
@@ -229,34 +272,51 @@ async fn on_knock(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
 /// only: a peer's knock is answered, see [`on_knock`]) — except a knock that needs no
 /// operator ([`pairing::auto_admit`]: it carries an invite of this user's, or this user
 /// knocked that identity too), which pairs at once and is confirmed.
-async fn record_held_knocks(ctx: &Follow, dir: &SessionDir) {
+///
+/// Each held knock is decided once ([`Handled`]): a knock arriving while 63 others are
+/// held costs reading the knocks file and its own decision, not 64 decisions' file
+/// work. A knock whose decision failed (a file error) is tried again on the next step.
+async fn record_held_knocks(ctx: &Follow, dir: &SessionDir, handled: &mut Handled) {
     let held = interlink_store::knocks::load(dir.path());
-    if held.is_empty() {
+    if !handled.prune(&held) {
         return;
     }
     let via = &ctx.own.session;
     let policy = policy::load(&ctx.home).unwrap_or_default();
     for k in &held {
+        if handled.contains(k) {
+            continue;
+        }
         let stranger = k
             .sender
             .parse::<IdentityKey>()
             .is_ok_and(|key| key != ctx.key() && !policy.contains(&key));
         if !stranger {
+            handled.insert(k);
             continue;
         }
+        let mut decided = false;
         match pairing::auto_admit(&ctx.home, k, interlink_net::now_ms()) {
             Ok(Some((accepted, why))) => {
                 info!(peer = %k.sender_fingerprint, ?why, "pair request admitted without the operator");
+                handled.insert(k);
                 confirm(ctx, &accepted).await;
                 continue;
             }
-            Ok(None) => {}
+            Ok(None) => decided = true,
+            // Still for the operator, and decided again next step (as before the set).
             Err(err) => warn!("deciding a pair request: {err}"),
         }
         match pairing::record_knock(&ctx.home, k, via) {
             Ok(true) => info!(from = %k.sender_fingerprint, "pair request held for the operator"),
             Ok(false) => {}
-            Err(err) => warn!("recording a pair request: {err}"),
+            Err(err) => {
+                warn!("recording a pair request: {err}");
+                decided = false;
+            }
+        }
+        if decided {
+            handled.insert(k);
         }
     }
 }
@@ -329,6 +389,43 @@ async fn on_accept(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
 mod tests {
     use super::*;
     use crate::server::testing::harness;
+
+    fn held(sender: u8, id: u8) -> HeldKnock {
+        HeldKnock {
+            sender: format!("{sender:02x}").repeat(32),
+            sender_fingerprint: String::new(),
+            sender_session: "s".into(),
+            name: None,
+            msg_id: format!("{id:02x}").repeat(16),
+            ts: 1,
+            invite: None,
+        }
+    }
+
+    #[test]
+    fn a_held_knock_is_decided_once_while_it_is_held() {
+        let mut h = Handled::default();
+        let (a, b) = (held(1, 1), held(2, 1));
+        assert!(
+            h.prune(std::slice::from_ref(&a)),
+            "a new knock is to be decided"
+        );
+        h.insert(&a);
+        assert!(
+            !h.prune(std::slice::from_ref(&a)),
+            "then it is not, on every later step"
+        );
+        assert!(h.prune(&[a.clone(), b.clone()]), "another knock is");
+        assert!(h.contains(&a) && !h.contains(&b));
+        // A newer knock of the same sender is another knock.
+        assert!(h.prune(&[held(1, 2)]));
+        // A knock no longer held is forgotten: the set follows the file's bound.
+        assert!(!h.contains(&a));
+        for i in 0..=u8::try_from(HANDLED_KNOCKS).unwrap_or(u8::MAX) {
+            h.insert(&held(i, 9));
+        }
+        assert_eq!(h.knocks.len(), HANDLED_KNOCKS);
+    }
 
     #[test]
     fn the_follower_gets_the_bound_session() {

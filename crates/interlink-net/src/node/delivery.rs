@@ -137,6 +137,16 @@ pub(crate) struct Delivery {
     /// An inbox append went to the store thread in this drain: the engine may sign
     /// its receipts while the disk writes ([`Input::Spare`]).
     spare: bool,
+    /// Strangers' knock budgets, charged before a knock is verified.
+    knock_budgets: super::knock_budget::KnockBudgets,
+    /// The held-knocks file: opened invites, and when it is next written.
+    pub(super) held_file: super::pairing::HeldKnocksFile,
+    /// Requests of knocks refused by their budgets, answered late (`node::inbound`).
+    pub(super) knock_tarpit: std::collections::VecDeque<(
+        std::time::Instant,
+        Answer,
+        Vec<Option<interlink_core::wire::Refusal>>,
+    )>,
 }
 
 impl Delivery {
@@ -161,7 +171,27 @@ impl Delivery {
             fetch_due: false,
             fetch_started: false,
             spare: false,
+            knock_budgets: super::knock_budget::KnockBudgets::new(crate::now_ms()),
+            held_file: super::pairing::HeldKnocksFile::default(),
+            knock_tarpit: std::collections::VecDeque::new(),
         }
+    }
+
+    /// Charges a knock claiming to be from `sender`, arriving from `peer` on `network`,
+    /// to the knock budgets if `sender` is a stranger: neither `me` nor a peer in the
+    /// gate's policy (a peer's knock is mail, bounded by its byte budget).
+    pub(super) fn charge_knock(
+        &mut self,
+        me: &interlink_core::IdentityKey,
+        sender: &interlink_core::IdentityKey,
+        peer: PeerId,
+        network: Option<std::net::IpAddr>,
+        now: u64,
+    ) -> Result<(), super::knock_budget::Over> {
+        if sender == me || self.engine.gate().policy().contains(sender) {
+            return Ok(());
+        }
+        self.knock_budgets.spend(peer, network, now)
     }
 
     /// The engine's handle for `peer` (none past [`MAX_PEER_REFS`]).
@@ -392,11 +422,11 @@ impl Actor {
                 reason: format!("refused by the recipient: {reason}"),
             }),
             EngineEvent::KnockHeld(knock) => {
+                self.on_knock_held(&knock);
                 self.emit(Event::Knock {
                     from: knock.sender,
                     session: knock.sender_session,
                 });
-                self.save_held_knocks();
             }
             EngineEvent::Dropped {
                 from,

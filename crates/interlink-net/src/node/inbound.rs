@@ -11,8 +11,8 @@ use interlink_core::{
     collected,
     limits::MAX_DELIVER_BATCH,
     wire::{
-        DeliverRequest, DeliverResponse, DeliverResult, Envelope, Receipt, ReceiptRequest,
-        ReceiptResponse, Refusal, RefusalCode, Signed, VERSION,
+        DeliverRequest, DeliverResponse, DeliverResult, Envelope, EnvelopeKind, Receipt,
+        ReceiptRequest, ReceiptResponse, Refusal, RefusalCode, Signed, Unverified, VERSION,
     },
 };
 use interlink_delivery::{
@@ -32,6 +32,12 @@ use super::{
     live_stream::{LiveEvent, Lost, Streams},
 };
 use crate::Role;
+
+/// How late a request of knocks refused by their knock budgets is answered.
+const KNOCK_TARPIT_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+/// Most late knock refusals waiting at once (each holds a response channel and its
+/// refusals, a few hundred bytes).
+const MAX_KNOCK_TARPIT: usize = 1024;
 
 impl Actor {
     pub(super) fn on_deliver(
@@ -225,8 +231,38 @@ impl Actor {
         let mut sender = None;
         let mut pre = Vec::with_capacity(n);
         let mut envelopes: Vec<Signed<Envelope>> = Vec::with_capacity(n);
+        let network = self.source_network(&peer);
+        let me = match &self.role {
+            Role::Session(spec) => Some(spec.identity.public()),
+            _ => None,
+        };
+        let now = crate::now_ms();
+        // Envelopes refused by a knock budget: a request of nothing else is answered late.
+        let mut knocks_over = 0usize;
         for bytes in &request.envelopes {
-            match Signed::<Envelope>::decode(bytes) {
+            // Decoded (CBOR only) before it is verified: a stranger's knock is charged
+            // its knock budgets first, and one past them is refused unverified.
+            let checked = Unverified::<Envelope>::decode(bytes).map(|env| {
+                let claimed = env.claimed();
+                let charged = match (claimed.kind, &me, self.parts.delivery_mut()) {
+                    (EnvelopeKind::Knock, Some(me), Some(d)) => {
+                        d.charge_knock(me, &claimed.sender, peer, network, now)
+                    }
+                    _ => Ok(()),
+                };
+                charged.map(|()| env.verify())
+            });
+            let checked = match checked {
+                Ok(Ok(verified)) => verified,
+                Ok(Err(over)) => {
+                    debug!(%peer, ?over, "a stranger's knock past its budget: refused unverified");
+                    pre.push(Some(Refusal::new(RefusalCode::OverBudget, over.detail())));
+                    knocks_over += 1;
+                    continue;
+                }
+                Err(e) => Err(e),
+            };
+            match checked {
                 Err(e) => pre.push(Some(Refusal::from(&e))),
                 Ok(env) if *sender.get_or_insert(env.body().sender) != env.body().sender => {
                     pre.push(Some(Refusal::new(
@@ -239,6 +275,10 @@ impl Actor {
                     envelopes.push(env);
                 }
             }
+        }
+        if knocks_over == n {
+            self.answer_knocks_late(channel, pre);
+            return;
         }
         let from = self.parts.delivery_mut().and_then(|d| d.peer_ref(peer));
         let (Some(from), false) = (from, envelopes.is_empty()) else {
@@ -263,6 +303,42 @@ impl Actor {
             req,
             envelopes,
         });
+    }
+
+    /// Answers a request of knocks all refused by their knock budgets only after
+    /// [`KNOCK_TARPIT_DELAY`] (at most [`MAX_KNOCK_TARPIT`] waiting; past it at once).
+    /// A refusal is cheap, but answered at once it lets the knocker send the next at
+    /// once: a few swarms kept this node's one thread answering 10,000 knocks a second,
+    /// and its peers' messages waited behind them. Answered late, each request a
+    /// knocker keeps in flight costs it the delay, and a connection has at most
+    /// [`crate::behaviour::DELIVER_STREAMS_PER_CONNECTION`] in flight.
+    fn answer_knocks_late(&mut self, channel: Answer, pre: Vec<Option<Refusal>>) {
+        let Some(d) = self.parts.delivery_mut() else {
+            return;
+        };
+        if d.knock_tarpit.len() < MAX_KNOCK_TARPIT {
+            let due = std::time::Instant::now() + KNOCK_TARPIT_DELAY;
+            d.knock_tarpit.push_back((due, channel, pre));
+            return;
+        }
+        self.send_deliver_response(channel, pre, Vec::new(), None);
+    }
+
+    /// Sends the late knock refusals that are due (on the housekeeping tick, so 2–3 s
+    /// after the request).
+    pub(super) fn flush_knock_tarpit(&mut self, now: std::time::Instant) {
+        loop {
+            let Some(d) = self.parts.delivery_mut() else {
+                return;
+            };
+            if d.knock_tarpit.front().is_none_or(|(due, ..)| *due > now) {
+                return;
+            }
+            let Some((_, channel, pre)) = d.knock_tarpit.pop_front() else {
+                return;
+            };
+            self.send_deliver_response(channel, pre, Vec::new(), None);
+        }
     }
 
     /// The engine's answer to an inbound delivery request.

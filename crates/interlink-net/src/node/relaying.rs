@@ -237,7 +237,7 @@ impl Actor {
     }
 
     /// The network `peer` is connected from (`node::budgets::source_network`).
-    fn source_network(&self, peer: &PeerId) -> Option<std::net::IpAddr> {
+    pub(super) fn source_network(&self, peer: &PeerId) -> Option<std::net::IpAddr> {
         self.peers
             .get(peer)
             .and_then(super::PeerInfo::best)
