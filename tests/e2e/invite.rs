@@ -105,6 +105,12 @@ async fn two_people_pair_by_invite_over_a_relay_and_talk() {
     let joined = bob.cli(&["join", &code], None).unwrap();
     eprintln!("join through the relay took {:?}", started.elapsed());
     assert!(joined.status.success(), "join: {}", joined.stderr);
+    // Sentences, not a string continuation's indentation or debug text.
+    assert!(
+        !joined.stderr.contains("   ") && !joined.stderr.contains(" {"),
+        "{}",
+        joined.stderr
+    );
     assert!(
         joined.stdout.starts_with("paired alice "),
         "{}",

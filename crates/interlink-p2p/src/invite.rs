@@ -334,7 +334,8 @@ pub async fn join(
     let name = peer_already.clone().unwrap_or_else(|| petname.to_owned());
     writeln!(
         progress,
-        "join: the code is signed by {} (fingerprint {}); if it reached you over a channel          you do not trust, compare that fingerprint with theirs",
+        "join: the code is signed by {} (fingerprint {}); if it reached you over a channel \
+         you do not trust, compare that fingerprint with theirs",
         invite.name,
         key.fingerprint()
     )?;
@@ -368,7 +369,9 @@ pub async fn join(
             .await
             .map_err(|e| {
                 anyhow::anyhow!(
-                    "{e:#}. Nothing was changed; run this again when `interlink-p2p invite` or                      one of {name}'s sessions is running (the code is valid for {} more                      minutes)",
+                    "{e:#}. Nothing was changed; run this again when `interlink-p2p invite` or \
+                     one of {name}'s sessions is running (the code is valid for {} more \
+                     minutes)",
                     left(interlink_net::now_ms())
                 )
             })?;
