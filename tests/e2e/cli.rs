@@ -157,7 +157,35 @@ fn alone_on_the_network_commands_say_why_and_start_without_warnings() {
     let (ok, err) = run(&["send", "--to", "self", "--wait", "1", "hello"]);
     assert!(!ok);
     assert!(
-        err.contains("cannot route to self") && err.contains("mDNS is off"),
+        err.contains("cannot route to self")
+            && err.contains("no other session of yours is running, or none this command")
+            && err.contains("mDNS is off"),
+        "{err}"
+    );
+    // A peer with no session seen: the error names the way to queue for one anyway.
+    let bob = tempfile::tempdir().unwrap();
+    let out = p2p()
+        .arg("--home")
+        .arg(bob.path())
+        .arg("id")
+        .output()
+        .unwrap();
+    let bob_key = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|w| w.len() == 64)
+        .unwrap()
+        .to_owned();
+    let added = p2p()
+        .arg("--home")
+        .arg(home.path())
+        .args(["peer", "add", "bob", &bob_key])
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let (ok, err) = run(&["send", "--to", "bob", "--wait", "1", "hello"]);
+    assert!(!ok);
+    assert!(
+        err.contains("cannot route to bob") && err.contains("pass --session ID"),
         "{err}"
     );
     assert!(!err.contains("WARN"), "{err}");

@@ -20,7 +20,7 @@ use interlink_core::{
     IdentityKey, MsgId, SessionId,
     limits::MAX_GROUP_RECIPIENTS,
     presence::Presence,
-    routing::{Hints, Route, RouteRequest},
+    routing::{Hints, Route, RouteError, RouteRequest},
     trust::PeerPolicy,
     wire::{DeliveryMode, EnvelopeKind, GroupTag, HostKind, SessionAddr, TaskStatus},
 };
@@ -29,7 +29,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
 use interlink_mcp::{
     group_route,
-    sender::{self, Target, TargetError},
+    sender::{self, RouteWaitError, Target, TargetError},
     session_node::{Describe, session_spec, start_node},
 };
 use interlink_store::groups::GROUP_PREFIX;
@@ -132,8 +132,23 @@ pub async fn send<R: AsyncBufRead + Unpin>(
                 } else {
                     String::new()
                 };
+                // The next step the user can take from here, not only what failed.
+                let what = match e {
+                    RouteWaitError::Route(RouteError::NoSession) if target == own.key => {
+                        "no other session of yours is running, or none this command could \
+                         reach: start one (an agent session, or `interlink-p2p run`) and send \
+                         again"
+                            .to_owned()
+                    }
+                    RouteWaitError::Route(RouteError::NoSession) => format!(
+                        "{e}; if you know the id of a session of theirs that was on the \
+                         overlay before, pass --session ID: the message waits in its mailbox \
+                         until it comes back"
+                    ),
+                    e => e.to_string(),
+                };
                 anyhow::bail!(
-                    "cannot route to {target_name} ({}): {e}{why}",
+                    "cannot route to {target_name} ({}): {what}{why}",
                     target.fingerprint()
                 );
             }

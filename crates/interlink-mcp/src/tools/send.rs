@@ -502,7 +502,8 @@ pub(crate) fn route_error(
         ),
         RouteError::NoSession => ToolError(format!(
             "{name} has no session on the overlay and none was written to before; see \
-             discover"
+             discover, or pass `session` with the id of a session of theirs that was on the \
+             overlay before: the message waits in its mailbox until it comes back"
         )),
         other => ToolError(format!("cannot route to {name}: {other}")),
     }
@@ -531,5 +532,26 @@ fn send_error(e: SendError, name: &str, route: &Route, own: IdentityKey) -> Tool
             crate::render::framing::inline(&reason.detail)
         )),
         other => ToolError(format!("message to {name} not sent: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No session to route to: the error names the step that still works (a session id
+    /// of theirs seen before queues the message), and `self` says that none of this
+    /// user's other sessions is running.
+    #[test]
+    fn a_peer_without_sessions_is_answered_with_the_next_step() {
+        let own = interlink_core::Identity::from_seed(&[1; 32]).public();
+        let bob = interlink_core::Identity::from_seed(&[2; 32]).public();
+        let ToolError(peer) = route_error(RouteError::NoSession, bob, "bob", own);
+        assert!(
+            peer.contains("bob has no session") && peer.contains("pass `session`"),
+            "{peer}"
+        );
+        let ToolError(own_text) = route_error(RouteError::NoSession, own, "self", own);
+        assert!(own_text.contains("no other session"), "{own_text}");
     }
 }
