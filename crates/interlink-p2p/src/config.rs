@@ -215,9 +215,13 @@ fn addr_list(
             value: item.into(),
             reason,
         };
-        let addr = item
-            .parse::<Multiaddr>()
-            .map_err(|e| refuse(e.to_string()))?;
+        let addr = item.parse::<Multiaddr>().map_err(|e| {
+            refuse(format!(
+                "{e}; the form is /ip4/ADDRESS/tcp/PORT (or /ip6/…, /dns4/NAME/…, \
+                     …/udp/PORT/quic-v1), ending in /p2p/PEER_ID to name the node, e.g. \
+                     /ip4/192.0.2.1/tcp/4001/p2p/12D3KooW…"
+            ))
+        })?;
         check(&addr).map_err(|e| refuse(e.to_owned()))?;
         out.push(addr);
     }
@@ -468,7 +472,8 @@ mod tests {
             ),
             (
                 &[(ENV_BOOTSTRAP, "/ip4/1.2.3.4/tcp/x")],
-                &[ENV_BOOTSTRAP, "/ip4/1.2.3.4/tcp/x"],
+                // A value that does not parse shows the form expected.
+                &[ENV_BOOTSTRAP, "/ip4/1.2.3.4/tcp/x", "/ip4/ADDRESS/tcp/PORT"],
             ),
             (
                 &[(

@@ -109,8 +109,10 @@ fn list(
     if peers.is_empty() {
         writeln!(
             progress,
-            "no peers yet: add one with `interlink-p2p peer add NAME KEY` (the other side \
-             prints its KEY with `interlink-p2p id`)"
+            "no peers yet: pair with someone by `interlink-p2p invite` (they run \
+             `interlink-p2p join CODE` with the code it prints), or add one with \
+             `interlink-p2p peer add NAME KEY` (the other side prints its KEY with \
+             `interlink-p2p id`)"
         )?;
         return Ok(());
     }

@@ -96,8 +96,10 @@ pub async fn send<R: AsyncBufRead + Unpin>(
         name: target_name,
     } = sender::resolve_among_peers(&options.to, &peers, own_key).map_err(|e| match e {
         TargetError::NotAPeer { .. } => anyhow::anyhow!(
-            "--to {:?} is not a peer ({e}; see `interlink-p2p peer list`; pair with \
-             `interlink-p2p peer add NAME KEY`, KEY from `interlink-p2p id` on their side)",
+            "--to {:?} is not a peer ({e}; see `interlink-p2p peer list`). To pair: one of \
+             you runs `interlink-p2p invite` and sends the code, the other runs \
+             `interlink-p2p join CODE`; or both run `interlink-p2p peer add NAME KEY`, KEY from \
+             `interlink-p2p id` on the other side",
             options.to
         ),
         e => anyhow::anyhow!("--to {:?}: {e}", options.to),

@@ -412,7 +412,7 @@ pub enum EditError {
     /// A member to add is not a peer.
     #[error(
         "member {text:?}: {reason}; only peers (peers.json) can be in a group — pairing \
-         comes first (`interlink-p2p peer add NAME KEY`)"
+         comes first (`interlink-p2p invite` and `join`, or `interlink-p2p peer add NAME KEY`)"
     )]
     NotAPeer {
         text: String,

@@ -385,9 +385,10 @@ impl Server {
             ))),
             Err(sender::TargetError::NotAPeer { reason, .. }) => Err(ToolError(format!(
                 "{reason}. Known peers: {}. To pair with someone new, the operator runs \
-                 `interlink-p2p peer add NAME KEY` on both sides (KEY from \
-                 `interlink-p2p id` or whoami there). A group is named group:<name> \
-                 (list_groups).",
+                 `interlink-p2p invite` and sends them the code, which they pass to \
+                 `interlink-p2p join`; or `interlink-p2p peer add NAME KEY` on both sides \
+                 (KEY from `interlink-p2p id` or whoami there). A group is named \
+                 group:<name> (list_groups).",
                 if policy.is_empty() {
                     "none".to_owned()
                 } else {
