@@ -247,3 +247,54 @@ pub async fn wait_gone(on: &Handle, key_hex: &str, limit: Duration) {
         }
     }
 }
+
+/// A paired sender's live path to `to`: `count` messages of `body`, one at a time; the
+/// latencies of those delivered, sorted.
+pub async fn live_latencies(
+    handle: &Handle,
+    to: &interlink_core::wire::SessionAddr,
+    body: &str,
+    count: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut latency = Vec::with_capacity(count);
+    for _ in 0..count {
+        let start = Instant::now();
+        if let interlink_net::SendOutcome::Delivered(_) = handle
+            .send(interlink_net::OutgoingMessage::text(
+                to.clone(),
+                body.to_owned(),
+            ))
+            .await?
+        {
+            latency.push(start.elapsed());
+        }
+    }
+    latency.sort();
+    Ok(latency)
+}
+
+/// The same path under load: messages one at a time until `until`; the latencies of
+/// those delivered (unsorted) and how many were not.
+pub async fn live_until(
+    handle: &Handle,
+    to: &interlink_core::wire::SessionAddr,
+    body: &str,
+    until: Instant,
+) -> (Vec<Duration>, usize) {
+    let mut latency = Vec::new();
+    let mut not_delivered = 0usize;
+    while Instant::now() < until {
+        let start = Instant::now();
+        match handle
+            .send(interlink_net::OutgoingMessage::text(
+                to.clone(),
+                body.to_owned(),
+            ))
+            .await
+        {
+            Ok(interlink_net::SendOutcome::Delivered(_)) => latency.push(start.elapsed()),
+            _ => not_delivered += 1,
+        }
+    }
+    (latency, not_delivered)
+}

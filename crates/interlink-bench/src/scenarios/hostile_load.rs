@@ -28,7 +28,7 @@ use interlink_core::{
     },
 };
 use interlink_net::{
-    Config, Delivery, OutgoingMessage, SendOutcome,
+    Config, Delivery, OutgoingMessage,
     behaviour::{Behaviour, BehaviourEvent},
 };
 use libp2p::{Multiaddr, PeerId, Swarm, multiaddr::Protocol, request_response, swarm::SwarmEvent};
@@ -184,17 +184,7 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle_kib = process::sample(pid)?.rss_kib;
-    let mut baseline = Vec::with_capacity(BASELINE_SENDS);
-    for _ in 0..BASELINE_SENDS {
-        let start = Instant::now();
-        if let SendOutcome::Delivered(_) = handle
-            .send(OutgoingMessage::text(to.clone(), body.clone()))
-            .await?
-        {
-            baseline.push(start.elapsed());
-        }
-    }
-    baseline.sort();
+    let baseline = fleet::live_latencies(&handle, &to, &body, BASELINE_SENDS).await?;
     let mut rows = vec![Row::ok(
         "paired live path, no load",
         [
@@ -296,18 +286,7 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             }
             peak
         });
-        let mut latency = Vec::new();
-        let mut not_delivered = 0usize;
-        while Instant::now() < until {
-            let start = Instant::now();
-            match handle
-                .send(OutgoingMessage::text(to.clone(), body.clone()))
-                .await
-            {
-                Ok(SendOutcome::Delivered(_)) => latency.push(start.elapsed()),
-                _ => not_delivered += 1,
-            }
-        }
+        let (mut latency, not_delivered) = fleet::live_until(&handle, &to, &body, until).await;
         let answers = tokio::task::spawn_blocking(move || attackers.join())
             .await?
             .map_err(|_| anyhow::anyhow!("an attacker thread panicked"))??;
@@ -427,7 +406,7 @@ fn copies() -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
 /// An attacker's node: it dials out only, and has its own process's memory guard, not
 /// the bench's (earlier scenarios left this process past the session budget, and every
 /// attacker dial was refused).
-fn attacker_config() -> Config {
+pub(super) fn attacker_config() -> Config {
     Config {
         listen: vec![],
         bootstrap: vec![],

@@ -29,7 +29,7 @@ use interlink_core::{
     },
 };
 use interlink_net::{
-    Config, Delivery, OutgoingMessage, SendOutcome,
+    Config, Delivery, OutgoingMessage,
     behaviour::{Behaviour, BehaviourEvent},
 };
 use libp2p::{Multiaddr, PeerId, Swarm, multiaddr::Protocol, request_response, swarm::SwarmEvent};
@@ -166,17 +166,7 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             .await?;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut baseline = Vec::with_capacity(BASELINE_SENDS);
-    for _ in 0..BASELINE_SENDS {
-        let start = Instant::now();
-        if let SendOutcome::Delivered(_) = handle
-            .send(OutgoingMessage::text(to.clone(), body.clone()))
-            .await?
-        {
-            baseline.push(start.elapsed());
-        }
-    }
-    baseline.sort();
+    let baseline = fleet::live_latencies(&handle, &to, &body, BASELINE_SENDS).await?;
     let idle_p50 = stats::quantile(&baseline, 0.5).context("no paired send delivered idle")?;
     let mut rows = vec![Row::ok(
         "paired live path, no load",
@@ -212,18 +202,11 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             &identities,
             until,
         );
-        let mut latency = Vec::new();
-        let mut not_delivered = 0usize;
-        while paired && Instant::now() < until {
-            let start = Instant::now();
-            match handle
-                .send(OutgoingMessage::text(to.clone(), body.clone()))
-                .await
-            {
-                Ok(SendOutcome::Delivered(_)) => latency.push(start.elapsed()),
-                _ => not_delivered += 1,
-            }
-        }
+        let (mut latency, not_delivered) = if paired {
+            fleet::live_until(&handle, &to, &body, until).await
+        } else {
+            (Vec::new(), 0)
+        };
         let answers = tokio::task::spawn_blocking(move || attackers.join())
             .await?
             .map_err(|_| anyhow::anyhow!("an attacker thread panicked"))??;
@@ -403,13 +386,7 @@ async fn knock(
         to,
         sealing,
     } = target;
-    let config = Config {
-        listen: vec![],
-        bootstrap: vec![],
-        mdns: false,
-        max_process_memory: fleet::IN_BENCH_PROCESS_MEMORY,
-        ..Config::default()
-    };
+    let config = super::hostile_load::attacker_config();
     let mut swarm: Swarm<Behaviour> = interlink_testkit::node::raw_swarm(&config);
     let mut answers = Answers::default();
     swarm.add_peer_address(victim, addr.clone());

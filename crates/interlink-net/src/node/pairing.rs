@@ -53,22 +53,26 @@ impl HeldKnocksFile {
     }
 }
 
+/// The invite secret `knock` carries, opened with the session's sealing key (hex), if
+/// it carries one that opens: one HPKE open.
+fn open_invite(role: &crate::Role, knock: &Knock) -> Option<String> {
+    let crate::Role::Session(spec) = role else {
+        return None;
+    };
+    knock
+        .open_invite(&spec.identity.sealing_secret())
+        .map(|secret| interlink_core::identity::hex_encode(&secret))
+}
+
 impl Actor {
     /// A knock was held: its invite secret is opened now (once), and the held knocks
     /// are written now or, after a write within the last [`KNOCKS_WRITE_EVERY_MS`],
     /// when that interval is over (the run loop wakes for it).
     pub(super) fn on_knock_held(&mut self, knock: &Knock) {
-        let sealing = match &self.role {
-            crate::Role::Session(spec) => Some(spec.identity.sealing_secret()),
-            _ => None,
-        };
+        let invite = open_invite(&self.role, knock);
         let Some(d) = self.parts.delivery_mut() else {
             return;
         };
-        let invite = sealing
-            .as_ref()
-            .and_then(|s| knock.open_invite(s))
-            .map(|secret| interlink_core::identity::hex_encode(&secret));
         d.held_file
             .opened
             .entry((knock.sender, knock.msg_id), || invite);
@@ -83,10 +87,6 @@ impl Actor {
         let Some(dir) = self.config.delivery.inbox_dir.clone() else {
             return;
         };
-        let sealing = match &self.role {
-            crate::Role::Session(spec) => Some(spec.identity.sealing_secret()),
-            _ => None,
-        };
         let Some(d) = self.parts.delivery_mut() else {
             return;
         };
@@ -95,24 +95,22 @@ impl Actor {
             _ => return,
         }
         let knocks: Vec<Knock> = d.engine().gate().knocks().list().cloned().collect();
-        let file = &mut d.held_file;
         // Only the knocks still held keep their opened secrets.
-        file.opened.retain(|(sender, id), _| {
+        d.held_file.opened.retain(|(sender, id), _| {
             knocks
                 .iter()
                 .any(|k| k.sender == *sender && k.msg_id == *id)
         });
+        let role = &self.role;
+        let file = &mut d.held_file;
         let held: Vec<interlink_store::knocks::HeldKnock> = knocks
             .iter()
             .map(|k| {
                 // Opened when it was held; a knock held before this state existed (none
                 // should be) is opened here, once.
-                let (invite, _) = file.opened.entry((k.sender, k.msg_id), || {
-                    sealing
-                        .as_ref()
-                        .and_then(|s| k.open_invite(s))
-                        .map(|secret| interlink_core::identity::hex_encode(&secret))
-                });
+                let (invite, _) = file
+                    .opened
+                    .entry((k.sender, k.msg_id), || open_invite(role, k));
                 interlink_store::knocks::HeldKnock {
                     invite: invite.clone(),
                     ..k.into()
