@@ -11,6 +11,12 @@ use interlink_core::{
 };
 use libp2p::Multiaddr;
 
+/// The port (TCP and QUIC) one session of each host holds, so that an address
+/// remembered yesterday still reaches the host today whatever sessions run there
+/// (`node::well_known`). Below every common ephemeral range (Linux 32768–60999,
+/// Windows and macOS 49152–65535), so a session's random port never takes it.
+pub const WELL_KNOWN_PORT: u16 = 7385;
+
 /// What a node is on the overlay.
 #[derive(Clone, Debug)]
 pub enum Role {

@@ -5,13 +5,15 @@
 //! durable inbox and outbox ([`inbox`], [`outbox`]), what its agent has read
 //! ([`read_state`]) and what it sent ([`sent_log`]); the sealing keys and mailbox passes
 //! kept per peer ([`pins`], [`passes`]); the knocks a session holds for its operator
-//! ([`knocks`]) and the ones it sent ([`pair_requests`]); the lock that gives a session
+//! ([`knocks`]) and the ones it sent ([`pair_requests`]); where paired peers' and the
+//! user's own sessions were reached ([`address_book`]); the lock that gives a session
 //! id to one process ([`session_lock`]).
 //!
 //! The node (`interlink-net`), the MCP server (`interlink-mcp`) and the command line
 //! read and write these files through this crate only. Nothing here runs a network or
 //! reads the clock: times are passed in.
 
+pub mod address_book;
 pub mod atomic;
 pub mod files;
 pub mod groups;
