@@ -20,6 +20,11 @@ pub const BOOTSTRAP: &str = "INTERLINK_BOOTSTRAP";
 pub const RELAY: &str = "INTERLINK_RELAY";
 /// `0` (or `false`, `off`, `no`) turns mDNS off.
 pub const MDNS: &str = "INTERLINK_MDNS";
+/// `0` turns tailnet discovery (probing the online devices `tailscale status` lists)
+/// off.
+pub const TAILNET: &str = "INTERLINK_TAILNET";
+/// The Tailscale CLI tailnet discovery runs (default: `tailscale` on `PATH`).
+pub const TAILSCALE: &str = "INTERLINK_TAILSCALE";
 /// `1` turns channel mode on (messages pushed as MCP channel notifications).
 pub const CHANNELS: &str = "INTERLINK_CHANNELS";
 /// `0` (or `false`, `off`, `no`) keeps messages out of Claude Code's own inbox socket:
@@ -77,6 +82,8 @@ pub const INHERITED_BY_ACCIDENT: &[&str] = &[
     LISTEN,
     BOOTSTRAP,
     MDNS,
+    TAILNET,
+    TAILSCALE,
     TEST_LIVE_WINDOW_MS,
     TEST_AWAY_RETENTION_MS,
     TEST_HEARTBEAT_MS,

@@ -117,6 +117,20 @@ pub struct Config {
     /// libp2p's own metrics (connections, gossipsub, Kademlia, identify, ping, relay),
     /// recorded from the swarm's events when set (the relay sets it).
     pub swarm_metrics: Option<SwarmMetrics>,
+    /// Tailnet discovery ([`crate::tailnet`]): the online devices `tailscale status
+    /// --json` lists are probed at the well-known port. `None` (the library's default;
+    /// the `interlink-p2p` commands turn it on unless the settings say `tailnet =
+    /// false`): never.
+    pub tailnet: Option<Tailnet>,
+}
+
+/// Tailnet discovery's settings.
+#[derive(Clone, Debug, Default)]
+pub struct Tailnet {
+    /// The Tailscale CLI to run; `None`: `tailscale` found on `PATH` at each read.
+    pub cli: Option<PathBuf>,
+    /// The bounds and timers of the probes.
+    pub probes: crate::tailnet::Config,
 }
 
 /// Where a session's delivered messages go and whom it accepts them from.
@@ -172,6 +186,7 @@ impl Default for Config {
             network_growth_burst: crate::behaviour::NETWORK_GROWTH_BURST,
             max_held_bytes: crate::behaviour::MAX_HELD_BYTES,
             swarm_metrics: None,
+            tailnet: None,
         }
     }
 }

@@ -15,7 +15,8 @@
 //! - fetches a peer's roster as soon as it joins the presence topic, so a new session
 //!   sees the overlay at once instead of after a heartbeat, and paces heartbeats,
 //!   anti-entropy and joining the DHT by the core's IO-free presence pacer;
-//! - discovers peers by mDNS, bootstrap addresses (redialled with backoff) and Kademlia.
+//! - discovers peers by mDNS, bootstrap addresses (redialled with backoff), Kademlia,
+//!   and the online devices of a tailnet probed at the well-known port ([`tailnet`]).
 #![warn(missing_docs)]
 
 pub mod behaviour;
@@ -30,8 +31,9 @@ mod node;
 mod ports;
 pub mod probe;
 mod swarm;
+pub mod tailnet;
 
-pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec, SwarmMetrics};
+pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec, SwarmMetrics, Tailnet};
 pub use diagnostics::{ConnectedPeer, Diagnostics, PresenceCost};
 pub use durable::{DurableMailboxes, HeldCopy, Refusal};
 pub use handle::{Event, Handle, HeldMailbox, Outcome};

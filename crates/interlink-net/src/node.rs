@@ -28,6 +28,7 @@ mod roster_sync;
 mod sealing;
 mod sending;
 mod store;
+mod tailnet;
 mod worker;
 
 use std::{
@@ -172,7 +173,9 @@ impl Node {
             dead_connections: 0,
             upgrades: Default::default(),
             hole_punch: Default::default(),
+            tailnet: None,
         };
+        actor.tailnet = tailnet::Tailnet::new(actor.config.tailnet.as_ref());
         actor.refresh_trusted();
         actor.start_live_streams();
         for addr in &actor.config.external_addrs {
@@ -184,6 +187,8 @@ impl Node {
         // has a peer), the restored outbox's copies, the timer.
         actor.run_outputs();
         actor.bootstrap.dial_due(&mut actor.swarm, Instant::now());
+        // The first read of the tailnet's status, at once rather than on the first tick.
+        actor.tailnet_tick();
         let task = tokio::spawn(async move { actor.run().await });
         Ok(Self {
             handle,
@@ -281,6 +286,8 @@ struct Actor {
     upgrades: quic_upgrade::QuicUpgrades,
     /// The UDP addresses this node was observed at ([`hole_punch`]).
     hole_punch: hole_punch::HolePunch,
+    /// Tailnet discovery, if on ([`tailnet`]).
+    tailnet: Option<tailnet::Tailnet>,
 }
 
 impl Actor {
@@ -330,6 +337,7 @@ impl Actor {
                     }
                 },
                 Some(cmd) = self.commands.recv() => self.on_command(cmd),
+                read = tailnet::next_read(&mut self.tailnet) => self.on_tailnet_read(read),
                 // Before the swarm: a busy swarm is always ready, and a tick polled
                 // after it starved (heartbeats and anti-entropy went late, and a tick
                 // seconds late reads as the process having been stopped).
@@ -382,6 +390,7 @@ impl Actor {
         self.publish_announcement();
         self.bootstrap.dial_due(&mut self.swarm, now);
         discovery::periodic(self, now);
+        self.tailnet_tick();
         self.fetch_own_mailbox();
         self.on_engine_timer();
         self.run_outputs();
@@ -486,6 +495,7 @@ impl Actor {
             } => {
                 self.bootstrap
                     .on_connected(peer_id, endpoint.get_remote_address());
+                self.tailnet_connected(peer_id, connection_id, &endpoint);
                 self.presence.cost.connections += 1;
                 self.pace(PacerInput::PeerConnected(peer_id));
                 let info = self.peers.entry(peer_id).or_default();
@@ -539,10 +549,16 @@ impl Actor {
                     streams.forget(&peer_id);
                 }
                 self.bootstrap.on_disconnected(peer_id, Instant::now());
+                self.tailnet_disconnected(&peer_id);
                 self.emit(Event::PeerDisconnected(peer_id));
             }
-            SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
+            SwarmEvent::OutgoingConnectionError {
+                peer_id,
+                error,
+                connection_id,
+            } => {
                 debug!(?peer_id, %error, "dial failed");
+                self.tailnet_dial_failed(connection_id);
             }
             _ => {}
         }

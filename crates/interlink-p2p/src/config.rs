@@ -24,6 +24,10 @@ pub const ENV_RELAY: &str = interlink_core::env::RELAY;
 pub const LISTEN_NONE: &str = "none";
 /// `0` (or `false`, `off`, `no`) turns mDNS off.
 pub const ENV_MDNS: &str = interlink_core::env::MDNS;
+/// `0` (or `false`, `off`, `no`) turns tailnet discovery off.
+pub const ENV_TAILNET: &str = interlink_core::env::TAILNET;
+/// The Tailscale CLI tailnet discovery runs (default: `tailscale` on `PATH`).
+pub const ENV_TAILSCALE: &str = interlink_core::env::TAILSCALE;
 /// Test only: the live window in milliseconds (default 90 s).
 pub const ENV_TEST_LIVE_WINDOW_MS: &str = interlink_core::env::TEST_LIVE_WINDOW_MS;
 /// Test only: how long a silent session stays away, in milliseconds (default 3 days).
@@ -166,7 +170,13 @@ pub fn build(
         check_bootstrap,
     )?
     .unwrap_or_default();
-    config.mdns = !flags.no_mdns && mdns_on(env(ENV_MDNS))?;
+    config.mdns = !flags.no_mdns && switch_on(ENV_MDNS, env(ENV_MDNS))?;
+    // On by default: with no `tailscale` on PATH it costs a look at PATH every few
+    // minutes and nothing else.
+    config.tailnet = switch_on(ENV_TAILNET, env(ENV_TAILNET))?.then(|| interlink_net::Tailnet {
+        cli: env(ENV_TAILSCALE).map(|p| std::path::PathBuf::from(p.trim())),
+        ..interlink_net::Tailnet::default()
+    });
     apply_test_knobs(&mut config, env)?;
     Ok(config)
 }
@@ -256,7 +266,8 @@ fn check_listen(addr: &Multiaddr) -> Result<(), &'static str> {
     Ok(())
 }
 
-fn mdns_on(value: Option<String>) -> Result<bool, ConfigError> {
+/// An on/off variable `var` that is on unless set otherwise.
+fn switch_on(var: &str, value: Option<String>) -> Result<bool, ConfigError> {
     let Some(value) = value else {
         return Ok(true);
     };
@@ -264,7 +275,7 @@ fn mdns_on(value: Option<String>) -> Result<bool, ConfigError> {
         "1" | "true" | "on" | "yes" => Ok(true),
         "0" | "false" | "off" | "no" => Ok(false),
         _ => Err(ConfigError::Value {
-            var: ENV_MDNS.into(),
+            var: var.into(),
             value,
             reason: "expected 0 or 1 (also false/true, off/on, no/yes)".into(),
         }),
@@ -394,6 +405,8 @@ mod tests {
         assert_eq!(c.listen, interlink_net::config::default_listen());
         assert!(c.bootstrap.is_empty());
         assert!(c.mdns);
+        let tailnet = c.tailnet.expect("tailnet discovery is on by default");
+        assert_eq!(tailnet.cli, None, "the CLI is looked for on PATH");
         assert_eq!(c.presence.live_window_ms, LIVE_WINDOW_MS);
         assert_eq!(c.presence.away_retention_ms, AWAY_RETENTION_MS);
         assert_eq!(c.heartbeat, Duration::from_millis(HEARTBEAT_MS));
@@ -418,6 +431,26 @@ mod tests {
         assert_eq!(c.listen.len(), 2);
         assert_eq!(c.bootstrap.len(), 2);
         assert!(!c.mdns);
+    }
+
+    #[test]
+    fn tailnet_discovery_is_turned_off_or_given_a_cli() {
+        let c = build(&Flags::default(), env(&[(ENV_TAILNET, "off")])).unwrap();
+        assert!(c.tailnet.is_none());
+        let c = build(
+            &Flags::default(),
+            env(&[(ENV_TAILNET, "1"), (ENV_TAILSCALE, "/opt/ts/tailscale")]),
+        )
+        .unwrap();
+        assert_eq!(
+            c.tailnet.unwrap().cli,
+            Some(std::path::PathBuf::from("/opt/ts/tailscale"))
+        );
+        let err = build(&Flags::default(), env(&[(ENV_TAILNET, "maybe")])).unwrap_err();
+        assert!(
+            err.to_string().starts_with("INTERLINK_TAILNET=\"maybe\""),
+            "{err}"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! bootstrap = ["/dns4/box.tailnet/tcp/4001/p2p/12D3KooW…"]
 //! relay = ["/dns4/relay.example/tcp/4002/p2p/12D3KooW…"]
 //! mdns = false
+//! tailnet = false
 //! name = "alice"
 //! ```
 //!
@@ -34,6 +35,7 @@ pub const KEYS: &[(&str, &str, Kind)] = &[
     ("bootstrap", env::BOOTSTRAP, Kind::List),
     ("relay", env::RELAY, Kind::List),
     ("mdns", env::MDNS, Kind::Bool),
+    ("tailnet", env::TAILNET, Kind::Bool),
     ("name", env::NAME, Kind::Text),
 ];
 
@@ -251,9 +253,11 @@ mod tests {
     fn keys_become_the_variables_they_stand_for() {
         let s = parse(
             "network = \"team\"\nbootstrap = [\"/ip4/1.2.3.4/tcp/1\", \"/ip4/5.6.7.8/tcp/2\"]\n\
-             relay = \"/ip4/9.9.9.9/tcp/3/p2p/x\"\nmdns = false\nname = \"alice\"\n",
+             relay = \"/ip4/9.9.9.9/tcp/3/p2p/x\"\nmdns = false\nname = \"alice\"\n\
+             tailnet = false\n",
         )
         .unwrap();
+        assert_eq!(s.get(env::TAILNET), Some("0"));
         assert_eq!(s.get(env::NETWORK), Some("team"));
         assert_eq!(
             s.get(env::BOOTSTRAP),

@@ -122,6 +122,7 @@ impl Actor {
         self.abandon_own_fetch();
         self.forget_confirmed_addrs();
         self.bootstrap.dial_due(&mut self.swarm, now);
+        self.tailnet_network_changed();
         debug!("network changed");
         self.drive(Input::Wake);
     }
