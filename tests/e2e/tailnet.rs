@@ -210,3 +210,173 @@ async fn a_persons_two_machines_on_a_tailnet_find_each_other_with_nothing_typed(
         b.close(Instant::now() + WITHIN).await,
     );
 }
+
+/// Runs `nft ARGS` in namespace `ns`; its stdout.
+fn nft(ns: &str, args: &[&str], input: Option<&str>) -> String {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "nft"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = input {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "nft {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The packets and bytes of the counter named `name` in `table`'s listing.
+fn counter(listing: &str, name: &str) -> (u64, u64) {
+    let line = listing
+        .lines()
+        .find(|l| l.contains(&format!("comment \"{name}\"")))
+        .unwrap_or_else(|| panic!("no counter {name} in {listing}"));
+    let word = |w: &str| -> u64 {
+        let mut it = line.split_whitespace();
+        it.find(|x| *x == w);
+        it.next().unwrap().parse().unwrap()
+    };
+    (word("packets"), word("bytes"))
+}
+
+/// The cost of the probes, for docs/BENCHMARKS.md: host A's stand-in lists 20 online
+/// devices: host B (a session at the well-known port), site B's router (nothing
+/// listens there: it answers a probe with a TCP reset), 9 addresses nobody holds on
+/// site B's LAN (the router answers with ICMP host unreachable after its ARP fails) and
+/// 9 that silently drop everything (A's own firewall drops the packets after counting
+/// them, as a device behind a dropping ACL would). nftables counters in A's namespace
+/// count what crosses its interface, per kind of peer, every minute for 3 minutes;
+/// the probes are counted from A's log. Run with
+/// `cargo test -p interlink-e2e --test tailnet -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "benchmark"]
+async fn probe_cost_in_the_lab() {
+    let test = "probe_cost_in_the_lab";
+    let Some(sites) = Sites::for_test(test, Routers::Routed) else {
+        return;
+    };
+    let b_ip = sites.addr(Site::B);
+    let unreachable: Vec<String> = (10..19).map(|i| format!("10.2.0.{i}")).collect();
+    let dropping: Vec<String> = (30..39).map(|i| format!("10.2.0.{i}")).collect();
+    let mut peers = serde_json::Map::new();
+    let listed = std::iter::once(b_ip.clone())
+        .chain([SILENT.to_owned()])
+        .chain(unreachable.iter().cloned())
+        .chain(dropping.iter().cloned());
+    for (i, ip) in listed.enumerate() {
+        peers.insert(
+            format!("nodekey:{i:04}"),
+            json!({"HostName": format!("h{i}"), "TailscaleIPs": [ip], "Online": true}),
+        );
+    }
+    let status = json!({
+        "BackendState": "Running",
+        "Self": {"HostName": "host-a", "TailscaleIPs": [sites.addr(Site::A)], "Online": true},
+        "Peer": peers,
+    })
+    .to_string();
+    let bin = tempfile::tempdir().unwrap();
+    stand_in(bin.path(), &status);
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // The default presence timers, as a real session runs.
+    let env_a = [("RUST_LOG", "interlink_net=debug"), ("PATH", path.as_str())];
+    let env_b = [("RUST_LOG", "interlink_net=debug")];
+    let mut me_a = User::new("me", &env_a).unwrap();
+    let mut me_b = User::new("me", &env_b).unwrap();
+    let key = interlink_store::paths::IDENTITY_FILE;
+    std::fs::copy(me_a.home().join(key), me_b.home().join(key)).unwrap();
+    me_a.set_netns(sites.host(Site::A));
+    me_b.set_netns(sites.host(Site::B));
+
+    let ns = sites.host(Site::A);
+    let others = "10.2.0.0/24";
+    nft(
+        ns,
+        &["-f", "-"],
+        Some(&format!(
+            "table inet cost {{\n\
+             chain out {{ type filter hook output priority 0;\n\
+               ip daddr {b_ip} counter comment \"b_out\"\n\
+               ip daddr != {b_ip} ip daddr {others} tcp flags & (syn | ack) == syn counter comment \"syn_out\"\n\
+               ip daddr != {b_ip} ip daddr {others} counter comment \"others_out\"\n\
+               ip daddr {{ {drop} }} drop\n\
+             }}\n\
+             chain in {{ type filter hook input priority 0;\n\
+               ip saddr {b_ip} counter comment \"b_in\"\n\
+               ip saddr != {b_ip} ip saddr {others} counter comment \"others_in\"\n\
+             }}\n}}\n",
+            drop = dropping.join(", ")
+        )),
+    );
+
+    // TODO(well-known): as in the test above.
+    let tcp = format!("/ip4/0.0.0.0/tcp/{WELL_KNOWN_PORT}");
+    let quic = format!("/ip4/0.0.0.0/udp/{WELL_KNOWN_PORT}/quic-v1");
+    let b = McpSession::start_in_netns(
+        sites.host(Site::B),
+        me_b.home(),
+        "machine-b",
+        &["--listen", &tcp, "--listen", &quic],
+        &env_b,
+    )
+    .await
+    .unwrap();
+    let a = McpSession::start_in_netns(ns, me_a.home(), "machine-a", &[], &env_a)
+        .await
+        .unwrap();
+    let mut before = ((0, 0), (0, 0), (0, 0), (0, 0), (0, 0), 0);
+    println!(
+        "minute | probes | SYNs to non-answering | bytes to / from non-answering | bytes to / from B"
+    );
+    for minute in 1..=3 {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let listing = nft(ns, &["list", "table", "inet", "cost"], None);
+        let probes = a.stderr().matches("probing a tailnet peer").count();
+        let now = (
+            counter(&listing, "syn_out"),
+            counter(&listing, "others_out"),
+            counter(&listing, "others_in"),
+            counter(&listing, "b_out"),
+            counter(&listing, "b_in"),
+            probes,
+        );
+        println!(
+            "{minute} | {} | {} | {} / {} | {} / {}",
+            now.5 - before.5,
+            now.0.0 - before.0.0,
+            now.1.1 - before.1.1,
+            now.2.1 - before.2.1,
+            now.3.1 - before.3.1,
+            now.4.1 - before.4.1,
+        );
+        if minute == 1 {
+            // Every listed peer probed once in the first minute (20 < the burst), and
+            // B found.
+            assert_eq!(probes, 20, "{}", a.stderr());
+            assert!(a.stderr().contains("a tailnet peer answered"));
+        }
+        before = now;
+    }
+    let _ = (
+        a.close(Instant::now() + WITHIN).await,
+        b.close(Instant::now() + WITHIN).await,
+    );
+}
