@@ -268,15 +268,14 @@ fn the_count_is_capped_and_the_rate_budgeted() {
     let mut probed = dials(&drain(&mut p));
     assert_eq!(probed.len(), 4);
     // Then one every 15 s: within the first minute four more.
-    let mut at = t0;
-    loop {
-        at = p.poll_timeout().unwrap();
-        if at > t0 + Duration::from_secs(60) {
-            break;
+    let mut at = loop {
+        let next = p.poll_timeout().unwrap();
+        if next > t0 + Duration::from_secs(60) {
+            break next;
         }
-        p.handle_timeout(at);
+        p.handle_timeout(next);
         probed.extend(dials(&drain(&mut p)));
-    }
+    };
     assert_eq!(probed.len(), 8, "in the first minute: {probed:?}");
     // Unanswered, they are probed again; but never any beyond the first ten.
     while at < t0 + Duration::from_secs(3600) {
