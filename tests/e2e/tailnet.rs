@@ -264,8 +264,8 @@ fn counter(listing: &str, name: &str) -> (u64, u64) {
 /// `cargo test -p interlink-e2e --test tailnet -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "benchmark"]
-async fn probe_cost_in_the_lab() {
-    let test = "probe_cost_in_the_lab";
+async fn bench_probe_cost_in_the_lab() {
+    let test = "bench_probe_cost_in_the_lab";
     let Some(sites) = Sites::for_test(test, Routers::Routed) else {
         return;
     };
