@@ -42,7 +42,7 @@ type ReadResult = Result<Vec<u8>, String>;
 pub(super) struct Tailnet {
     probes: Probes,
     cli: Option<PathBuf>,
-    /// Probes in flight, by their connection: at most one per tracked peer.
+    /// Probes in flight, by their connection: at most one per tracked peer (the newest).
     dialing: HashMap<ConnectionId, IpAddr>,
     /// Peers connected at a tracked address: at most one per tracked peer.
     answered: HashMap<PeerId, IpAddr>,
@@ -175,6 +175,12 @@ impl Actor {
         match self.swarm.dial(opts) {
             Ok(()) => {
                 debug!(%addr, "probing a tailnet peer");
+                // An earlier probe of `ip` the component gave up on (after its probe
+                // timeout) may still be dialling — the kernel retries a SYN for about
+                // two minutes — and its late failure must not count against this one.
+                // Forgotten here, a late success still counts: the connection's
+                // address is a tracked one.
+                t.dialing.retain(|_, probed| *probed != ip);
                 t.dialing.insert(id, ip);
             }
             Err(e) => {
