@@ -125,6 +125,7 @@ impl Node {
         let parts = role_parts(&config, &role)?;
         let config_relay_server = config.relay_server;
         let pacer = pacing::new(&config, &role, swarm.local_peer_id());
+        let tailnet = tailnet::Tailnet::new(config.tailnet.as_ref());
         let mailbox = mailbox::Service {
             copies: mailbox::Mailboxes::new(config.max_mailbox_records),
             fetching: fetching::Fetching::default(),
@@ -173,9 +174,8 @@ impl Node {
             dead_connections: 0,
             upgrades: Default::default(),
             hole_punch: Default::default(),
-            tailnet: None,
+            tailnet,
         };
-        actor.tailnet = tailnet::Tailnet::new(actor.config.tailnet.as_ref());
         actor.refresh_trusted();
         actor.start_live_streams();
         for addr in &actor.config.external_addrs {
