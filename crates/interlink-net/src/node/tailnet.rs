@@ -31,8 +31,12 @@ use crate::tailnet::{self, Input, MAX_STATUS_BYTES, Output, Probes};
 /// How long `tailscale status --json` may run before it is killed (it answers from
 /// the local daemon in milliseconds; a hung daemon must not hold a read forever).
 const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
-/// The CLI's name on `PATH`.
-const CLI_NAME: &str = "tailscale";
+/// The CLI's file name on `PATH`.
+const CLI_NAME: &str = if cfg!(windows) {
+    "tailscale.exe"
+} else {
+    "tailscale"
+};
 
 /// What a read of the status gave: the CLI's stdout, or why there is none.
 type ReadResult = Result<Vec<u8>, String>;
