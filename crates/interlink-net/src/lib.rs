@@ -31,7 +31,7 @@ mod ports;
 pub mod probe;
 mod swarm;
 
-pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec, SwarmMetrics};
+pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec, SwarmMetrics, Visibility};
 pub use diagnostics::{ConnectedPeer, Diagnostics, PresenceCost};
 pub use durable::{DurableMailboxes, HeldCopy, Refusal};
 pub use handle::{Event, Handle, HeldMailbox, Outcome};
