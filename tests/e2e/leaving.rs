@@ -320,6 +320,16 @@ fn a_mistyped_session_id_fails_and_names_the_sessions_there_are() {
     let boot = s.loopback_addr().unwrap().to_owned();
     let (out, _) = user.send(&boot, "self", &["note"], None).unwrap();
     assert!(out.status.success(), "{}", out.stderr);
+    // No reply-to session: it says where replies wait, in one sentence.
+    let replies = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("send: replies wait in the mailbox of send-"))
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    assert!(
+        replies.contains("--reply-to SESSION") && !replies.contains("  "),
+        "{replies}"
+    );
 
     for args in [
         &["inbox", "--session", "lv-rael"][..],

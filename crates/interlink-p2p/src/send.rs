@@ -367,7 +367,8 @@ fn join(
         None => {
             let _ = writeln!(
                 progress,
-                "send: replies wait in the mailbox of {} (`interlink-p2p run --session {}`                  collects them); --reply-to SESSION sends them to a session of yours",
+                "send: replies wait in the mailbox of {} (`interlink-p2p run --session {}` \
+                 collects them); --reply-to SESSION sends them to a session of yours",
                 own.session, own.session
             );
         }
