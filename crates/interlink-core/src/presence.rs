@@ -626,6 +626,18 @@ impl Roster {
             .map(|h| h.body().sealing)
     }
 
+    /// The sessions of `key` that said goodbye and are remembered (their tombstones,
+    /// bounded by the per-identity cap), most recent goodbye first, with its time.
+    pub fn departed(&self, key: &IdentityKey) -> Vec<(SessionId, u64)> {
+        let mut out: Vec<(SessionId, u64)> = self
+            .groups
+            .get(key)
+            .map(|g| g.tombstones.iter().map(|(s, t)| (s.clone(), t.0)).collect())
+            .unwrap_or_default();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out
+    }
+
     /// The live and away sessions of `key` at `now`, in session-id order.
     pub fn sessions_of(&self, key: &IdentityKey, now: u64) -> Vec<SessionView> {
         self.groups

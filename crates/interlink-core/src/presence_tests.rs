@@ -156,6 +156,32 @@ fn goodbye_is_gone_immediately() {
     assert_bounded(&r);
 }
 
+/// The sessions that said goodbye are what a sender can still queue for: newest first.
+#[test]
+fn departed_sessions_are_listed_newest_goodbye_first() {
+    let mut r = Roster::default();
+    for (i, s) in ["a", "b", "c"].into_iter().enumerate() {
+        r.apply_announcement(ann(1, s, T0, 1), T0).unwrap();
+        r.apply_goodbye(bye(1, s, T0 + 10 - i as u64, 2), T0 + 10)
+            .unwrap();
+    }
+    r.apply_announcement(ann(1, "live", T0, 1), T0).unwrap();
+    let departed: Vec<(String, u64)> = r
+        .departed(&addr(1, "a").key)
+        .into_iter()
+        .map(|(s, ts)| (s.as_str().to_owned(), ts))
+        .collect();
+    assert_eq!(
+        departed,
+        [
+            ("a".into(), T0 + 10),
+            ("b".into(), T0 + 9),
+            ("c".into(), T0 + 8)
+        ]
+    );
+    assert!(r.departed(&addr(2, "a").key).is_empty());
+}
+
 #[test]
 fn reannouncing_after_away_is_live_again() {
     let mut r = Roster::default();

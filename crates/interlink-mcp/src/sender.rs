@@ -259,3 +259,131 @@ pub async fn send_pairing_with(
         }
     }
 }
+
+/// Most session ids a "no session to route to" error names.
+pub const MAX_SEEN_NAMED: usize = 3;
+/// Most session directories of the home whose sent logs are read for them (the most
+/// recently changed): an error path must not walk a home of thousands of sessions.
+pub const MAX_SENT_LOGS_READ: usize = 32;
+
+/// The session ids of `key` known to this user, most recent first, at most
+/// [`MAX_SEEN_NAMED`]: those the node saw say goodbye (`handle`, if any) and those
+/// the home's sessions wrote to (their sent logs). What a "no session" error offers as
+/// `--session` / `session`: a message queued for one of them waits in its mailbox
+/// until that session comes back.
+pub async fn seen_sessions(
+    home: &crate::paths::Home,
+    handle: Option<&Handle>,
+    key: IdentityKey,
+) -> Vec<interlink_core::SessionId> {
+    seen_sessions_up_to(home, handle, key, MAX_SEEN_NAMED).await
+}
+
+/// Most session ids [`is_seen`] compares with.
+pub const MAX_SEEN_CHECKED: usize = 64;
+
+/// Whether `session` of `key` is among the ids known to this user ([`seen_sessions`],
+/// up to [`MAX_SEEN_CHECKED`] of them): an id given by hand that is not may be a typo.
+pub async fn is_seen(
+    home: &crate::paths::Home,
+    handle: Option<&Handle>,
+    key: IdentityKey,
+    session: &interlink_core::SessionId,
+) -> bool {
+    seen_sessions_up_to(home, handle, key, MAX_SEEN_CHECKED)
+        .await
+        .contains(session)
+}
+
+/// [`seen_sessions`], at most `limit`.
+async fn seen_sessions_up_to(
+    home: &crate::paths::Home,
+    handle: Option<&Handle>,
+    key: IdentityKey,
+    limit: usize,
+) -> Vec<interlink_core::SessionId> {
+    let mut seen: Vec<(interlink_core::SessionId, u64)> = match handle {
+        Some(h) => h.departed(key).await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let sessions = home.sessions();
+    let written = tokio::task::spawn_blocking(move || written_to(&sessions, &key, limit))
+        .await
+        .unwrap_or_default();
+    seen.extend(written);
+    seen.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let mut out: Vec<interlink_core::SessionId> = Vec::with_capacity(limit);
+    for (session, _) in seen {
+        if !out.contains(&session) {
+            out.push(session);
+            if out.len() == limit {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The sessions of `key` the sent logs under `sessions` (a home's `sessions/`) name,
+/// at most `limit` per log, each with when it was last written to. Unreadable files
+/// count as empty.
+fn written_to(
+    sessions: &std::path::Path,
+    key: &IdentityKey,
+    limit: usize,
+) -> Vec<(interlink_core::SessionId, u64)> {
+    let Ok(dirs) = std::fs::read_dir(sessions) else {
+        return Vec::new();
+    };
+    let mut logs: Vec<(std::time::SystemTime, std::path::PathBuf)> = dirs
+        .flatten()
+        .filter_map(|d| {
+            let path = d.path();
+            let changed = std::fs::metadata(path.join(interlink_store::paths::SENT_FILE))
+                .and_then(|m| m.modified())
+                .ok()?;
+            Some((changed, path))
+        })
+        .collect();
+    logs.sort_by_key(|l| std::cmp::Reverse(l.0));
+    logs.truncate(MAX_SENT_LOGS_READ);
+    let hex = key.to_hex();
+    let mut out = Vec::new();
+    for (_, dir) in logs {
+        let log =
+            interlink_store::sent_log::SentLog::load(&interlink_store::paths::SessionDir::at(dir));
+        // Newest first, one per session: the log keeps at most MAX_SENT entries.
+        let mut named: Vec<&str> = Vec::new();
+        for e in log.iter().rev().filter(|e| e.to_key == hex) {
+            if named.len() == limit {
+                break;
+            }
+            if named.contains(&e.to_session.as_str()) {
+                continue;
+            }
+            named.push(&e.to_session);
+            if let Ok(s) = interlink_core::SessionId::new(e.to_session.as_str()) {
+                out.push((s, e.sent_at));
+            }
+        }
+    }
+    out
+}
+
+/// The sentence a "no session" error ends with: the ids [`seen_sessions`] found, or
+/// that none is known here.
+pub fn seen_sentence(seen: &[interlink_core::SessionId]) -> String {
+    if seen.is_empty() {
+        "no session id of theirs is known here (ask them for one: `interlink-p2p peers` \
+         or whoami on their side shows it)"
+            .to_owned()
+    } else {
+        format!(
+            "their session ids seen last: {}",
+            seen.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}

@@ -188,6 +188,10 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         }
         Err(e) => Err(ServeError::Handshake(e.to_string())),
     };
+    // The presence goodbye first: it is what takes the session off every roster, and
+    // a host that closes stdin may kill the process soon after. The goodbyes to
+    // sticky peers, the flusher and the node's own shutdown follow.
+    leave_rosters(&ctx).await;
     say_goodbye(&ctx).await;
     workers_cancel.cancel();
     let (node_task, flusher) = {
@@ -218,6 +222,24 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     }
     drop(ctx.shared().tasks.lock.take());
     result
+}
+
+/// How long asking the node for its goodbye may take at shutdown (it only queues it).
+const LEAVE_BUDGET: Duration = Duration::from_millis(100);
+
+/// Has the node publish this session's goodbye on the presence topic now, ahead of
+/// the rest of the shutdown ([`interlink_net::Handle::say_goodbye`]).
+async fn leave_rosters(ctx: &Context) {
+    let ready = match &*ctx.node.borrow() {
+        NodeStatus::Ready(r) => r.clone(),
+        _ => return,
+    };
+    match tokio::time::timeout(LEAVE_BUDGET, ready.handle.say_goodbye()).await {
+        Ok(Ok(true)) => info!("goodbye published"),
+        Ok(Ok(false)) => info!("no goodbye published (no peer subscribed)"),
+        Ok(Err(e)) => warn!("goodbye not published: {e}"),
+        Err(_) => warn!("the node did not publish the goodbye within {LEAVE_BUDGET:?}"),
+    }
 }
 
 /// Most sticky peers told that this session closed.

@@ -2,8 +2,9 @@
 //! the loop that keeps the node's peers policy in step with `peers.json`.
 //!
 //! Shared by every command that runs a session — `interlink-p2p run` (headless),
-//! `interlink-p2p send` (a short-lived session) and `interlink-p2p mcp` — so they
-//! announce and take messages the same way.
+//! `interlink-p2p send` (a short-lived sender, which never announces: it sets
+//! [`interlink_net::Visibility::Sender`] on the spec) and `interlink-p2p mcp` — so
+//! they sign, announce and take messages the same way.
 
 use std::{
     path::{Path, PathBuf},
@@ -131,6 +132,7 @@ pub fn session_spec(
         summary: describe.summary,
         host: describe.host,
         delivery: describe.delivery,
+        visibility: interlink_net::Visibility::Announced,
     })
 }
 

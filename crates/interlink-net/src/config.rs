@@ -55,6 +55,29 @@ pub struct SessionSpec {
     pub host: HostKind,
     /// Delivery mode.
     pub delivery: DeliveryMode,
+    /// Whether the session is on the rosters.
+    pub visibility: Visibility,
+}
+
+/// Whether a session node is on the rosters: a routable session, or a short-lived
+/// sender that nobody should pick as a recipient.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Visibility {
+    /// Announces itself, beacons while it runs and says goodbye when it stops: on
+    /// every roster, in `discover`, a candidate recipient.
+    #[default]
+    Announced,
+    /// Never announces, beacons or says goodbye, like an observer, but signs and
+    /// sends messages as its session (the shell `send`). Nothing about it reaches a
+    /// roster, so it is never a candidate recipient, never in `discover` or a
+    /// "several sessions" choice, and leaves nothing behind when it exits. Its
+    /// messages carry the unsigned reply-to hint (PROTOCOL.md §3.1) naming
+    /// `reply_to`, a session of the same identity, when there is one: replies and
+    /// read receipts go there rather than to a session id nobody collects.
+    Sender {
+        /// The session of this identity that replies go to.
+        reply_to: Option<SessionId>,
+    },
 }
 
 /// Configuration of a node.

@@ -87,6 +87,8 @@ pub(crate) enum Command {
     SetPolicy(PeerPolicy, oneshot::Sender<()>),
     HeldMailbox(SessionAddr, oneshot::Sender<Option<HeldMailbox>>),
     Settle(std::time::Duration, oneshot::Sender<Settled>),
+    Goodbye(oneshot::Sender<bool>),
+    Departed(IdentityKey, oneshot::Sender<Vec<(SessionId, u64)>>),
 }
 
 /// What a node holds of one session's mailbox.
@@ -183,6 +185,21 @@ impl Handle {
     /// known to be held only here. A short-lived sender calls it before exiting.
     pub async fn settle(&self, timeout: std::time::Duration) -> Result<Settled, NetError> {
         self.request(|tx| Command::Settle(timeout, tx)).await
+    }
+
+    /// The sessions of `key` this node saw say goodbye (still remembered), most recent
+    /// first, with the time of each goodbye: ids a message can still be queued for.
+    pub async fn departed(&self, key: IdentityKey) -> Result<Vec<(SessionId, u64)>, NetError> {
+        self.request(|tx| Command::Departed(key, tx)).await
+    }
+
+    /// Publishes the session's goodbye now, ahead of the rest of a shutdown, so peers
+    /// drop the session at once even if the process is killed before it finishes
+    /// closing; from then on the node never announces the session again. Returns
+    /// whether a goodbye went to gossipsub (false: not a session, said already, or no
+    /// peer to publish to). [`crate::Node::shutdown`] gives it time to leave.
+    pub async fn say_goodbye(&self) -> Result<bool, NetError> {
+        self.request(Command::Goodbye).await
     }
 
     /// Asks the node to shut down (publishing its goodbye first). Returns at once; await

@@ -33,7 +33,9 @@ pub mod probe;
 mod swarm;
 pub mod tailnet;
 
-pub use config::{Config, Delivery, RelaySpec, Role, SessionSpec, SwarmMetrics, Tailnet};
+pub use config::{
+    Config, Delivery, RelaySpec, Role, SessionSpec, SwarmMetrics, Tailnet, Visibility,
+};
 pub use diagnostics::{ConnectedPeer, Diagnostics, PresenceCost};
 pub use durable::{DurableMailboxes, HeldCopy, Refusal};
 pub use handle::{Event, Handle, HeldMailbox, Outcome};

@@ -151,6 +151,8 @@ impl Node {
                 unpublished: None,
                 asks: roster_sync::RosterAsks::default(),
                 cost: Default::default(),
+                left: false,
+                goodbye_at: None,
             },
             // Relays are bootstrap peers too: a session that knows only a relay sees
             // the whole overlay through it.
@@ -424,6 +426,12 @@ impl Actor {
                 }
                 let _ = tx.send(());
             }
+            Command::Departed(key, tx) => {
+                let _ = tx.send(self.presence.roster.departed(&key));
+            }
+            Command::Goodbye(tx) => {
+                let _ = tx.send(self.publish_goodbye());
+            }
             Command::Send(msg, tx) => self.send_message(*msg, tx),
             Command::Settle(timeout, tx) => self.settle(timeout, tx),
             Command::HeldMailbox(addr, tx) => {
@@ -646,12 +654,20 @@ impl Actor {
         }
     }
 
-    /// Publishes the goodbye and keeps the swarm running briefly so it leaves.
+    /// Publishes the goodbye (unless [`Handle::say_goodbye`] did already) and keeps the
+    /// swarm running until it has had [`GOODBYE_FLUSH`] to leave: gossipsub only queues
+    /// it, and a process that exits at once closes its connections with the goodbye
+    /// still in the queue. A goodbye said earlier has had part of that time already.
     async fn goodbye(&mut self) {
-        if !self.publish_goodbye() && self.mailbox.calls.is_idle() {
-            return;
-        }
-        let deadline = tokio::time::sleep(GOODBYE_FLUSH);
+        self.publish_goodbye();
+        let flush_until = self.presence.goodbye_at.map(|at| at + GOODBYE_FLUSH);
+        let until = match flush_until {
+            Some(at) if at > Instant::now() => at,
+            // Copies published just before leaving still reach their holders.
+            _ if !self.mailbox.calls.is_idle() => Instant::now() + GOODBYE_FLUSH,
+            _ => return,
+        };
+        let deadline = tokio::time::sleep_until(tokio::time::Instant::from_std(until));
         tokio::pin!(deadline);
         loop {
             tokio::select! {

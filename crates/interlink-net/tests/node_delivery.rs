@@ -1114,6 +1114,7 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
             summary: String::new(),
             host: HostKind::Other,
             delivery: DeliveryMode::Poll,
+            visibility: interlink_net::Visibility::Announced,
         }));
         Node::spawn(swarm, config, role).unwrap()
     };

@@ -525,6 +525,7 @@ async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
         summary: String::new(),
         host: interlink_core::wire::HostKind::Other,
         delivery: interlink_core::wire::DeliveryMode::Poll,
+        visibility: interlink_net::Visibility::Announced,
     };
     let node = Node::spawn(swarm, config, Role::Session(Box::new(spec))).unwrap();
     let client_config = Config {

@@ -52,6 +52,7 @@ fn session(seed: u8, id: &str) -> (Role, Arc<Identity>) {
         summary: "probe target".into(),
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,
+        visibility: interlink_net::Visibility::Announced,
     }));
     (role, identity)
 }

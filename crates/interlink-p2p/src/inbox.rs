@@ -98,24 +98,6 @@ pub fn run(
     Ok(())
 }
 
-/// ` (sessions with an inbox: a, b)`, or nothing when there is none.
-fn others_hint(home: &Home) -> String {
-    let mut ids: Vec<String> = std::fs::read_dir(home.sessions())
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.path().join(INBOX_NAME).is_file())
-        .filter_map(|e| e.file_name().to_str().and_then(session_of_dir_name))
-        .map(|id| id.as_str().to_owned())
-        .collect();
-    ids.sort();
-    if ids.is_empty() {
-        String::new()
-    } else {
-        format!(" (sessions with an inbox: {})", ids.join(", "))
-    }
-}
-
 /// The session whose inbox is read — the flag, the environment, else the session
 /// whose inbox was written last — and, in that last case, the other sessions with an
 /// inbox.
@@ -128,9 +110,9 @@ fn resolve_session(
     if source.is_pinned() {
         if !home.session(&id)?.inbox().is_file() {
             bail!(
-                "session {id} has no inbox under {}{}",
+                "session {id} has no inbox under {}: {}",
                 home.sessions().display(),
-                others_hint(home)
+                crate::session_ids::named(home, Some(INBOX_NAME), "an inbox")
             );
         }
         return Ok((id, Vec::new()));

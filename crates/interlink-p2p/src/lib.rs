@@ -40,6 +40,7 @@ pub mod peers;
 pub mod probe;
 pub mod run;
 pub mod send;
+pub mod session_ids;
 pub mod settings;
 pub mod stop_signal;
 pub mod wait;

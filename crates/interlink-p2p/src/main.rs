@@ -275,6 +275,10 @@ enum Command {
         /// Longest wait for the recipient to appear on the overlay, in seconds.
         #[arg(long, value_name = "SECS", default_value_t = 5.0)]
         wait: f64,
+        /// The session of yours that replies go to [default: $INTERLINK_SESSION, else
+        /// $CLAUDE_CODE_SESSION_ID, else none: replies wait in a mailbox nothing reads]
+        #[arg(long, value_name = "ID")]
+        reply_to: Option<String>,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -601,6 +605,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             task,
             status,
             wait,
+            reply_to,
             ref net,
         } => {
             let config = net.config(&settings)?;
@@ -610,6 +615,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 task_id: task,
                 status,
                 wait: seconds("--wait", wait)?,
+                reply_to: send::reply_to(reply_to.as_deref(), |k| std::env::var(k).ok())?,
                 cwd: std::env::current_dir().context("reading the current directory")?,
             };
             let home = home()?;
@@ -617,7 +623,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 (Some(text), false) => send::Messages::One(text),
                 _ => send::Messages::Lines(tokio::io::BufReader::new(tokio::io::stdin())),
             };
-            runtime()?.block_on(send::send(
+            let finished = runtime()?.block_on(send::send(
                 &home,
                 config,
                 options,
@@ -625,6 +631,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 &mut std::io::stdout(),
                 &mut std::io::stderr(),
             ))?;
+            if finished == send::Finished::UnseenSession {
+                return Ok(ExitCode::from(send::EXIT_UNSEEN_SESSION));
+            }
         }
         Command::Inbox {
             session,

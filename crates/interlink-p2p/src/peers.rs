@@ -58,8 +58,13 @@ pub fn session_view(
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
             "session {session} has no network view: it has not run since this version, or \
-             is not a session of this home ({})",
-            home.path().display()
+             is not a session of this home ({}); {}",
+            home.path().display(),
+            crate::session_ids::named(
+                home,
+                Some(interlink_store::paths::NETWORK_FILE),
+                "a network view"
+            )
         ),
         Err(e) => return Err(e).with_context(|| format!("reading {}", dir.network().display())),
     };

@@ -1,9 +1,14 @@
-//! `interlink-p2p send`: a message from a shell, as a short-lived session.
+//! `interlink-p2p send`: a message from a shell, as a short-lived sender.
 //!
-//! The command runs its own session node under the user's identity, with a fresh
-//! session id (`send-<uuid>`, never the id of a running session: two nodes with one
-//! PeerId would steal each other's connections, and this one's goodbye would drop the
-//! real session from everyone's roster). It joins the overlay, resolves the target and
+//! The command runs its own node under the user's identity, with a fresh session id
+//! (`send-<uuid>`, never the id of a running session: two nodes with one PeerId would
+//! steal each other's connections). The node is a **sender**
+//! ([`interlink_net::Visibility::Sender`]): it signs and sends as that session but never
+//! announces it, so it is on nobody's roster — never a candidate recipient, in
+//! `discover`, in a hint or a "several sessions" choice — and leaves nothing behind
+//! when it exits. Its messages name a reply-to session of the user (`--reply-to`, else
+//! `INTERLINK_SESSION`, else `CLAUDE_CODE_SESSION_ID`), so replies go to a session that
+//! reads them. It joins the overlay, resolves the target and
 //! waits until its sessions are on the roster and settled, then picks one by the
 //! routing rules — all through `interlink_mcp::sender`, as `send_message` does — and
 //! sends each message in order. Every message gets one stdout
@@ -20,11 +25,13 @@ use interlink_core::{
     IdentityKey, MsgId, SessionId,
     limits::MAX_GROUP_RECIPIENTS,
     presence::Presence,
-    routing::{Hints, Route, RouteError, RouteRequest},
+    routing::{Hints, Route, RouteError, RouteReason, RouteRequest},
     trust::PeerPolicy,
     wire::{DeliveryMode, EnvelopeKind, GroupTag, HostKind, SessionAddr, TaskStatus},
 };
-use interlink_net::{Config, Delivery, Node, Outcome, OutgoingMessage, SendError, SendOutcome};
+use interlink_net::{
+    Config, Delivery, Node, Outcome, OutgoingMessage, SendError, SendOutcome, Visibility,
+};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
 use interlink_mcp::{
@@ -41,6 +48,20 @@ use crate::{paths::Home, policy};
 const SETTLE: Duration = Duration::from_millis(300);
 /// Most messages handed to the node whose outcome is not printed yet.
 const MAX_IN_FLIGHT: usize = 64;
+
+/// Exit status of a `send` whose messages were queued for a `--session` id that
+/// matched nothing on the roster and that no session of this user saw before: queued
+/// as asked, but a typo is likely, so it is no plain success.
+pub const EXIT_UNSEEN_SESSION: u8 = 3;
+
+/// How a `send` that sent every message ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finished {
+    /// Every message delivered or queued, to a session seen before.
+    Sent,
+    /// Queued for a session id nobody here has seen ([`EXIT_UNSEEN_SESSION`]).
+    UnseenSession,
+}
 
 /// The messages to send.
 #[derive(Debug)]
@@ -64,8 +85,32 @@ pub struct Options {
     pub status: Option<TaskStatus>,
     /// The longest wait for the target to appear on the roster.
     pub wait: Duration,
-    /// The working directory announced (the current directory).
+    /// The working directory (the current directory).
     pub cwd: PathBuf,
+    /// The session of this user that replies go to ([`reply_to`]).
+    pub reply_to: Option<SessionId>,
+}
+
+/// The session replies to a shell `send` go to: `--reply-to`, else the session the
+/// shell runs in (`INTERLINK_SESSION`, then `CLAUDE_CODE_SESSION_ID`: an agent's shell
+/// tool), else none. A flag that is no session id is an error; an environment value
+/// that is none is ignored.
+pub fn reply_to(
+    flag: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<Option<SessionId>> {
+    if let Some(text) = flag {
+        return SessionId::new(text.trim())
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("--reply-to {text:?} is not a session id: {e}"));
+    }
+    Ok([
+        interlink_core::env::SESSION,
+        interlink_core::env::CLAUDE_SESSION,
+    ]
+    .into_iter()
+    .filter_map(env)
+    .find_map(|v| SessionId::new(v.trim()).ok()))
 }
 
 /// Parses a `--status` value.
@@ -83,9 +128,10 @@ pub async fn send<R: AsyncBufRead + Unpin>(
     messages: Messages<R>,
     out: &mut impl Write,
     progress: &mut impl Write,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Finished> {
     if let Some(group) = options.to.strip_prefix(GROUP_PREFIX) {
-        return send_group(home, config, &options, group, messages, out, progress).await;
+        send_group(home, config, &options, group, messages, out, progress).await?;
+        return Ok(Finished::Sent);
     }
     let (identity, _) = crate::load_identity(home)?;
     let own_key = identity.public();
@@ -110,6 +156,7 @@ pub async fn send<R: AsyncBufRead + Unpin>(
 
     let mut queued = 0usize;
     let mut not_kept = 0usize;
+    let mut unseen: Option<SessionId> = None;
     let result = async {
         let req = RouteRequest {
             target,
@@ -145,7 +192,10 @@ pub async fn send<R: AsyncBufRead + Unpin>(
                     RouteWaitError::Route(RouteError::NoSession) => format!(
                         "{e}; if you know the id of a session of theirs that was on the \
                          overlay before, pass --session ID: the message waits in its mailbox \
-                         until it comes back"
+                         until it comes back; {}",
+                        sender::seen_sentence(
+                            &sender::seen_sessions(home, Some(&handle), target).await
+                        )
                     ),
                     e => e.to_string(),
                 };
@@ -156,6 +206,14 @@ pub async fn send<R: AsyncBufRead + Unpin>(
             }
         };
         describe_route(progress, &target_name, &target, &chosen);
+        // An id given by hand that matches nothing on the roster is queued as asked
+        // (it may be a session that is offline), but one nobody here has seen may be a
+        // typo: the exit status says so.
+        if chosen.reason == RouteReason::Literal
+            && !sender::is_seen(home, Some(&handle), target, &chosen.session).await
+        {
+            unseen = Some(chosen.session.clone());
+        }
         if chosen.presence == Presence::Gone {
             // Sealed with the identity's key from another of its sessions and queued in
             // the session's mailbox; the node refuses if it knows no such key.
@@ -245,7 +303,17 @@ pub async fn send<R: AsyncBufRead + Unpin>(
                  has no outbox, and no peer took them; send them again later"
             );
         }
-        Ok(())
+        if let Some(session) = &unseen {
+            let _ = writeln!(
+                progress,
+                "send: warning: session {session} of {target_name} is on no roster and \
+                 none of your sessions saw it before: if it is a typo, the message waits \
+                 for a session that never comes (exit status {EXIT_UNSEEN_SESSION}); \
+                 check the id with them or `interlink-p2p peers`"
+            );
+            return Ok(Finished::UnseenSession);
+        }
+        Ok(Finished::Sent)
     });
     node.shutdown().await;
     result
@@ -280,14 +348,31 @@ fn join(
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,
     };
-    let spec = session_spec(home, session, describe)?;
+    let mut spec = session_spec(home, session, describe)?;
+    // Never on a roster: the command leaves in seconds and takes no messages.
+    spec.visibility = Visibility::Sender {
+        reply_to: options.reply_to.clone(),
+    };
     let node = start_node(spec, config)?;
     let _ = writeln!(
         progress,
-        "send: joining overlay {} as {}…",
+        "send: joining overlay {} as {} (a sender: on no roster)…",
         config.network.as_str(),
         own.session
     );
+    match &options.reply_to {
+        Some(r) => {
+            let _ = writeln!(progress, "send: replies go to your session {r}");
+        }
+        None => {
+            let _ = writeln!(
+                progress,
+                "send: replies wait in the mailbox of {} (`interlink-p2p run --session {}` \
+                 collects them); --reply-to SESSION sends them to a session of yours",
+                own.session, own.session
+            );
+        }
+    }
     Ok((node, own))
 }
 
@@ -480,6 +565,43 @@ fn describe_route(progress: &mut impl Write, name: &str, key: &IdentityKey, rout
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replies_go_to_the_flag_else_the_shells_session() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let id = |s: &str| Some(SessionId::new(s).unwrap());
+        let both: &[(&str, &str)] = &[
+            ("INTERLINK_SESSION", "mine"),
+            ("CLAUDE_CODE_SESSION_ID", "claude-1"),
+        ];
+        assert_eq!(reply_to(Some("flag"), env(both)).unwrap(), id("flag"));
+        assert_eq!(reply_to(None, env(both)).unwrap(), id("mine"));
+        assert_eq!(
+            reply_to(None, env(&[("CLAUDE_CODE_SESSION_ID", "claude-1")])).unwrap(),
+            id("claude-1")
+        );
+        assert_eq!(reply_to(None, env(&[])).unwrap(), None);
+        // A bad flag is an error; a bad environment value is passed over.
+        assert!(reply_to(Some("a b"), env(&[])).is_err());
+        assert_eq!(
+            reply_to(
+                None,
+                env(&[
+                    ("INTERLINK_SESSION", "a b"),
+                    ("CLAUDE_CODE_SESSION_ID", "c")
+                ])
+            )
+            .unwrap(),
+            id("c")
+        );
+    }
 
     #[test]
     fn statuses() {

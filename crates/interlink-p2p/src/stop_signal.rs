@@ -1,5 +1,8 @@
-//! What stops a long-running command from outside: SIGTERM and SIGINT on Unix; Ctrl-C,
-//! Ctrl-Break and the console closing on Windows. Installed first thing, so a signal
+//! What stops a long-running command from outside: SIGTERM, SIGINT and SIGHUP on Unix;
+//! Ctrl-C, Ctrl-Break and the console closing on Windows. SIGHUP is the terminal
+//! closing (and an agent host that dies with its terminal passes it on to its MCP
+//! servers): left to its default action it killed the process before its goodbye, so
+//! peers kept the session live for a whole live window, then away for days (issue 49). Installed first thing, so a signal
 //! that comes right after start reaches the command (and its goodbye goes out) rather
 //! than the default action.
 
@@ -11,6 +14,7 @@ use std::io;
 pub struct StopSignals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 /// The installed handlers.
@@ -31,6 +35,7 @@ impl StopSignals {
             Ok(Self {
                 term: signal(SignalKind::terminate())?,
                 int: signal(SignalKind::interrupt())?,
+                hup: signal(SignalKind::hangup())?,
             })
         }
         #[cfg(windows)]
@@ -51,6 +56,7 @@ impl StopSignals {
             tokio::select! {
                 _ = self.term.recv() => "SIGTERM",
                 _ = self.int.recv() => "SIGINT",
+                _ = self.hup.recv() => "SIGHUP",
             }
         }
         #[cfg(windows)]

@@ -21,7 +21,20 @@ pub fn run(
     timeout: Option<Duration>,
 ) -> anyhow::Result<ExitCode> {
     let session = match session {
-        Some(s) => SessionId::new(s)?,
+        // Given by hand: an id with no state directory here is a typo or another
+        // home's, and waiting on it would time out as if all were well. (The hook's
+        // id is the host's; its session may not have started its server yet.)
+        Some(s) => {
+            let id = SessionId::new(s)?;
+            if !home.session(&id)?.path().is_dir() {
+                anyhow::bail!(
+                    "session {id} has no state directory under {}: {}",
+                    home.sessions().display(),
+                    crate::session_ids::named(home, None, "a state directory")
+                );
+            }
+            id
+        }
         None => {
             let mut input = String::new();
             std::io::stdin()

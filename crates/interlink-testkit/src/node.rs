@@ -87,6 +87,7 @@ pub fn session_role(
         summary: summary.into(),
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,
+        visibility: interlink_net::Visibility::Announced,
     }))
 }
 
@@ -219,6 +220,7 @@ pub fn start_tuned(
         summary: String::new(),
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,
+        visibility: interlink_net::Visibility::Announced,
     }));
     Peer {
         node: Node::spawn(swarm, config, role).unwrap(),

@@ -178,10 +178,15 @@ impl Server {
         let policy = policy::load(&ctx.home)?;
         let ready = ctx.ready().await?;
         let (target, name) = self.resolve_target(to, &policy, &ready.handle).await?;
-        let route = self
-            .route_for(&ready, target, session, &own)
-            .await?
-            .map_err(|e| route_error(e, target, &name, ctx.key()))?;
+        let route = match self.route_for(&ready, target, session, &own).await? {
+            Ok(route) => route,
+            // The next step names the ids a message could still be queued for.
+            Err(RouteError::NoSession) if target != own.key => {
+                let seen = sender::seen_sessions(&ctx.home, Some(&ready.handle), target).await;
+                return Err(no_session_error(&name, &seen));
+            }
+            Err(e) => return Err(route_error(e, target, &name, ctx.key())),
+        };
         let recipient = Recipient {
             to: SessionAddr {
                 key: target,
@@ -501,13 +506,20 @@ pub(crate) fn route_error(
              user's other sessions)"
                 .into(),
         ),
-        RouteError::NoSession => ToolError(format!(
-            "{name} has no session on the overlay and none was written to before; see \
-             discover, or pass `session` with the id of a session of theirs that was on the \
-             overlay before: the message waits in its mailbox until it comes back"
-        )),
+        RouteError::NoSession => no_session_error(name, &[]),
         other => ToolError(format!("cannot route to {name}: {other}")),
     }
+}
+
+/// `name` has no session to route to: the next step is a session id of theirs, and
+/// `seen` ([`sender::seen_sessions`]) the ids known here.
+pub(crate) fn no_session_error(name: &str, seen: &[interlink_core::SessionId]) -> ToolError {
+    ToolError(format!(
+        "{name} has no session on the overlay and none was written to before; see \
+         discover, or pass `session` with the id of a session of theirs that was on the \
+         overlay before: the message waits in its mailbox until it comes back; {}",
+        sender::seen_sentence(seen)
+    ))
 }
 
 /// Why a copy to `name` did not go, in words.
@@ -554,5 +566,19 @@ mod tests {
         );
         let ToolError(own_text) = route_error(RouteError::NoSession, own, "self", own);
         assert!(own_text.contains("no other session"), "{own_text}");
+        // With ids known here, they are named, most recent first, as given.
+        let seen = [
+            interlink_core::SessionId::new("bob-2").unwrap(),
+            interlink_core::SessionId::new("bob-1").unwrap(),
+        ];
+        let ToolError(named) = no_session_error("bob", &seen);
+        assert!(
+            named.contains("pass `session`") && named.contains("seen last: bob-2, bob-1"),
+            "{named}"
+        );
+        assert!(
+            peer.contains("no session id of theirs is known here"),
+            "{peer}"
+        );
     }
 }

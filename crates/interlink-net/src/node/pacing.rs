@@ -12,7 +12,8 @@ use crate::{Config, Role};
 pub(super) fn new(config: &Config, role: &Role, local: &PeerId) -> Pacer<PeerId> {
     let seed = local.to_bytes().last().copied().map_or(0, u64::from);
     let config = pacer::Config {
-        announces: matches!(role, Role::Session(_)),
+        // A sender session is on no roster: it never announces, as an observer.
+        announces: matches!(role, Role::Session(s) if s.visibility == crate::Visibility::Announced),
         heartbeat_ms: u64::try_from(config.heartbeat.as_millis()).unwrap_or(u64::MAX),
         ..pacer::Config::default()
     };

@@ -35,6 +35,12 @@ pub(super) struct Presence {
     pub(super) asks: super::roster_sync::RosterAsks,
     /// What presence has cost so far ([`crate::diagnostics::PresenceCost`]).
     pub(super) cost: crate::diagnostics::PresenceCost,
+    /// The goodbye was signed: nothing announces or beacons the session again (an
+    /// announcement after it would put the leaving session back on every roster).
+    pub(super) left: bool,
+    /// When the goodbye was handed to gossipsub: shutdown keeps the swarm running
+    /// until it has had time to leave (`Actor::goodbye`).
+    pub(super) goodbye_at: Option<std::time::Instant>,
 }
 
 impl Actor {
@@ -45,10 +51,14 @@ impl Actor {
         self.presence.seq
     }
 
+    /// The session this node announces: none for observers, relays and sender
+    /// sessions ([`crate::Visibility::Sender`]), which never sign a presence message.
+    /// Also none once the goodbye was said.
     fn session(&self) -> Option<&SessionSpec> {
         match &self.role {
-            Role::Session(s) => Some(s),
-            Role::Observer | Role::Relay(_) => None,
+            Role::Session(_) if self.presence.left => None,
+            Role::Session(s) if s.visibility == crate::Visibility::Announced => Some(s),
+            Role::Session(_) | Role::Observer | Role::Relay(_) => None,
         }
     }
 
@@ -211,6 +221,14 @@ impl Actor {
         let Ok(signed) = Signed::sign(body, &spec.identity) else {
             return false;
         };
+        self.presence.left = true;
+        self.presence.unpublished = None;
+        // Our own roster drops us too: a roster fetch answered while we leave must
+        // not hand our announcement out again.
+        let _ = self
+            .presence
+            .roster
+            .apply_goodbye(signed.clone(), crate::now_ms());
         let bytes = PresenceMessage::Goodbye(signed).to_bytes();
         match self
             .swarm
@@ -218,7 +236,10 @@ impl Actor {
             .gossipsub
             .publish(self.presence.topic.clone(), bytes)
         {
-            Ok(_) => true,
+            Ok(_) => {
+                self.presence.goodbye_at = Some(std::time::Instant::now());
+                true
+            }
             Err(e) => {
                 debug!("goodbye not published: {e}");
                 false

@@ -3,7 +3,7 @@
 
 use interlink_core::{
     MsgId,
-    wire::{Body, Envelope, EnvelopeKind, Signed, VERSION},
+    wire::{Body, Envelope, EnvelopeKind, SessionAddr, Signed, VERSION},
 };
 use interlink_delivery::Input;
 use libp2p::PeerId;
@@ -129,6 +129,18 @@ impl Actor {
         }
         let signed =
             Signed::sign(env, &spec.identity).map_err(|e| SendError::Invalid(e.to_string()))?;
+        // A sender session is collected by nobody: a reply to its message, or the read
+        // receipt, would wait in a mailbox forever. The hint sends them to the session
+        // of ours it names; a receipt needs none (it goes back to the sender's node).
+        let signed = match &spec.visibility {
+            crate::Visibility::Sender {
+                reply_to: Some(session),
+            } if msg.kind == EnvelopeKind::Message => signed.with_reply_to(SessionAddr {
+                key: spec.identity.public(),
+                session: session.clone(),
+            }),
+            _ => signed,
+        };
         Ok((signed, peer))
     }
 }
