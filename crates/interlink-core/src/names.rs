@@ -66,6 +66,12 @@ impl Network {
         format!("/interlink-p2p/{}/mailbox/{VERSION}", self.0)
     }
 
+    /// Request-response protocol of the device-link exchange (PROTOCOL §8.8), spoken
+    /// only by the short-lived nodes of `invite --device` and `join`.
+    pub fn device_link_protocol(&self) -> String {
+        format!("/interlink-p2p/{}/device-link/{VERSION}", self.0)
+    }
+
     /// Request-response protocol for receipts of mail a session collected from its
     /// mailbox, sent to the sessions that sent it.
     pub fn receipt_protocol(&self) -> String {
