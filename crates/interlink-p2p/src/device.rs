@@ -84,7 +84,7 @@ pub async fn invite_device(
         key,
         secret: ByteArray::new(*secret),
         expires: now.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX)),
-        addrs: loopback_last(&listen)
+        addrs: code_addrs(&listen)
             .into_iter()
             .map(|a| a.to_vec())
             .filter(|a| a.len() <= MAX_INVITE_ADDR_BYTES)
@@ -359,11 +359,15 @@ fn ask(sas: String, tx: tokio::sync::mpsc::Sender<bool>) {
     });
 }
 
-/// The addresses with loopback ones last (a code's reader is usually another host).
-fn loopback_last(addrs: &[Multiaddr]) -> Vec<Multiaddr> {
-    let mut v = addrs.to_vec();
-    v.sort_by_key(|a| ip_of(a).is_some_and(|ip| ip.is_loopback()));
-    v
+/// The addresses a code carries: loopback ones only when there is nothing else (two
+/// homes on one host), since a code's reader is another machine and every address
+/// makes the code longer to paste.
+fn code_addrs(addrs: &[Multiaddr]) -> Vec<Multiaddr> {
+    let lo = |a: &Multiaddr| ip_of(a).is_some_and(|ip| ip.is_loopback());
+    if addrs.iter().all(lo) {
+        return addrs.to_vec();
+    }
+    addrs.iter().filter(|a| !lo(a)).cloned().collect()
 }
 
 fn ip_of(addr: &Multiaddr) -> Option<IpAddr> {
@@ -457,10 +461,13 @@ mod tests {
         // Loopback only when nothing else: two homes on one host.
         let lo: Vec<Multiaddr> = vec!["/ip4/127.0.0.1/tcp/4".parse().unwrap()];
         assert_eq!(host_addrs(&lo).len(), 2);
-        assert_eq!(
-            loopback_last(&listen)[0].to_string(),
-            "/ip4/10.0.1.2/tcp/40001"
+        assert_eq!(code_addrs(&listen).len(), 3);
+        assert!(
+            code_addrs(&listen)
+                .iter()
+                .all(|a| !a.to_string().contains("127.0.0.1"))
         );
+        assert_eq!(code_addrs(&lo), lo);
     }
 
     #[test]
