@@ -181,11 +181,8 @@ fn a_second_home_takes_the_identity_by_device_code() {
 #[test]
 fn an_expired_device_code_is_refused_before_anything_is_dialled() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (_inviting, code) = invite_device(
-        None,
-        a.path(),
-        &[&LOOPBACK[..], &["--expires", "1s"]].concat(),
-    );
+    let (_inviting, code) =
+        invite_device(None, a.path(), &[LOOPBACK, &["--expires", "1s"]].concat());
     std::thread::sleep(Duration::from_millis(1500));
     let (ok, _, err) = join(None, b.path(), &[&code, "--yes"], None)
         .join()

@@ -376,23 +376,28 @@ pub enum Outcome {
 enum Stage {
     /// No joiner yet: the code is unspent.
     Waiting,
-    /// `peer` spent the code with a valid `hello` at `at`.
-    Accepted {
-        peer: PeerId,
-        at: u64,
-        commit: [u8; 32],
-        sk: <Kem as hpke::Kem>::PrivateKey,
-        pk: <Kem as hpke::Kem>::PublicKey,
-        ei: [u8; 32],
-        /// After a valid `reveal`: the joiner's key and the comparison string.
-        ej: Option<([u8; 32], String)>,
-        /// After a valid `confirm`: the joiner's addresses (its request is held).
-        confirmed: Option<Vec<String>>,
-        /// This side's user's decision.
-        decided: Option<bool>,
-    },
+    /// A joiner spent the code (boxed: the keys make it far larger than the others).
+    Accepted(Box<Exchange>),
     /// Over; every later request is refused.
     Done,
+}
+
+/// The exchange with the joiner that spent the code.
+struct Exchange {
+    /// Its PeerId: every later request must come from it.
+    peer: PeerId,
+    /// When its `hello` came (ms).
+    at: u64,
+    commit: [u8; 32],
+    sk: <Kem as hpke::Kem>::PrivateKey,
+    pk: <Kem as hpke::Kem>::PublicKey,
+    ei: [u8; 32],
+    /// After a valid `reveal`: the joiner's key and the comparison string.
+    ej: Option<([u8; 32], String)>,
+    /// After a valid `confirm`: the joiner's addresses (its request is held).
+    confirmed: Option<Vec<String>>,
+    /// This side's user's decision.
+    decided: Option<bool>,
 }
 
 /// The waiting (inviting) side: one code, one joiner.
@@ -436,9 +441,7 @@ impl Inviter {
     /// The comparison string to show, once the joiner revealed its key.
     pub fn comparison(&self) -> Option<&str> {
         match &self.stage {
-            Stage::Accepted {
-                ej: Some((_, sas)), ..
-            } => Some(sas),
+            Stage::Accepted(x) => x.ej.as_ref().map(|(_, sas)| sas.as_str()),
             _ => None,
         }
     }
@@ -452,7 +455,7 @@ impl Inviter {
     pub fn poll_timeout(&self) -> Option<u64> {
         match &self.stage {
             Stage::Waiting => Some(self.expires),
-            Stage::Accepted { at, .. } => Some(at.saturating_add(CONFIRM_WINDOW_MS)),
+            Stage::Accepted(x) => Some(x.at.saturating_add(CONFIRM_WINDOW_MS)),
             Stage::Done => None,
         }
     }
@@ -511,7 +514,7 @@ impl Inviter {
                     };
                     let mac = self.keys.tag(b"accept\0", &[&commit, &ei]);
                     // The code is spent from here on: single use.
-                    self.stage = Stage::Accepted {
+                    self.stage = Stage::Accepted(Box::new(Exchange {
                         peer: from,
                         at: now,
                         commit,
@@ -521,7 +524,7 @@ impl Inviter {
                         ej: None,
                         confirmed: None,
                         decided: None,
-                    };
+                    }));
                     Reply::Respond(LinkResponse {
                         eph: Some(ByteArray::new(ei)),
                         mac: Some(ByteArray::new(mac)),
@@ -534,7 +537,10 @@ impl Inviter {
                 _ => refuse(LinkStatus::Used),
             };
         }
-        let Stage::Accepted {
+        let Stage::Accepted(x) = &mut self.stage else {
+            return refuse(LinkStatus::Refused);
+        };
+        let Exchange {
             peer,
             commit,
             ei,
@@ -542,10 +548,7 @@ impl Inviter {
             confirmed,
             decided,
             ..
-        } = &mut self.stage
-        else {
-            return refuse(LinkStatus::Refused);
-        };
+        } = &mut **x;
         if *peer != from {
             return refuse(LinkStatus::Refused);
         }
@@ -601,12 +604,15 @@ impl Inviter {
     /// This side's user decided about the comparison string. Returns the answer to the
     /// joiner's held `confirm`, if one is held.
     pub fn decide(&mut self, yes: bool, rng: &mut impl CryptoRng) -> Option<LinkResponse> {
-        let Stage::Accepted {
+        let Stage::Accepted(x) = &mut self.stage else {
+            return None;
+        };
+        let Exchange {
             ej: Some(_),
             confirmed,
             decided,
             ..
-        } = &mut self.stage
+        } = &mut **x
         else {
             return None;
         };
@@ -630,7 +636,10 @@ impl Inviter {
             self.fail(LinkError::Declined);
             return refuse(LinkStatus::Declined);
         }
-        let Stage::Accepted {
+        let Stage::Accepted(x) = &self.stage else {
+            return Reply::Hold;
+        };
+        let Exchange {
             commit,
             sk,
             pk,
@@ -638,7 +647,7 @@ impl Inviter {
             ej: Some((ej, _)),
             confirmed: Some(addrs),
             ..
-        } = &self.stage
+        } = &**x
         else {
             return Reply::Hold;
         };

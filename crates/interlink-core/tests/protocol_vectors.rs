@@ -425,7 +425,6 @@ fn device_link(alice: &Identity, alice_peer: &libp2p_identity::PeerId) -> (Strin
         })],
     };
     let text = code.encode(alice).unwrap();
-    let enc = |v: &dyn erased::Ser| v.cbor();
     let mut inviter = Inviter::new(
         Identity::from_seed(&alice.seed()),
         &code,
@@ -461,16 +460,9 @@ fn device_link(alice: &Identity, alice_peer: &libp2p_identity::PeerId) -> (Strin
     )
 }
 
-/// CBOR of any of the exchange's messages.
-mod erased {
-    pub trait Ser {
-        fn cbor(&self) -> Vec<u8>;
-    }
-    impl<T: serde::Serialize> Ser for T {
-        fn cbor(&self) -> Vec<u8> {
-            cbor4ii::serde::to_vec(Vec::new(), self).unwrap()
-        }
-    }
+/// CBOR of one of the exchange's messages.
+fn enc<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    cbor4ii::serde::to_vec(Vec::new(), v).unwrap()
 }
 
 /// Renders vectors as they appear in the spec: `name =` then the value in 64-char lines.
