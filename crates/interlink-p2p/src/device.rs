@@ -79,7 +79,7 @@ pub async fn invite_device(
     let mut secret = Zeroizing::new([0u8; INVITE_SECRET_BYTES]);
     crate::os_rng().fill_bytes(secret.as_mut_slice());
     let now = interlink_net::now_ms();
-    let code = DeviceCode {
+    let mut code = DeviceCode {
         v: DEVICE_CODE_VERSION,
         key,
         secret: ByteArray::new(*secret),
@@ -95,6 +95,8 @@ pub async fn invite_device(
     let text = Zeroizing::new(code.encode(&identity)?);
     let own_addrs = host_addrs(&listen);
     let mut inviter = Inviter::new(identity, &code, &own_addrs);
+    // The inviter keeps only keys derived from the secret.
+    zeroize::Zeroize::zeroize(&mut *code.secret);
     drop(code);
     let minutes = lifetime.as_secs().div_ceil(60);
     writeln!(
@@ -210,7 +212,7 @@ pub async fn join_device(
     out: &mut impl Write,
     progress: &mut impl Write,
 ) -> anyhow::Result<bool> {
-    let code = DeviceCode::decode(&options.code).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut code = DeviceCode::decode(&options.code).map_err(|e| anyhow::anyhow!("{e}"))?;
     let now = interlink_net::now_ms();
     if code.expires <= now {
         anyhow::bail!(
@@ -274,6 +276,8 @@ pub async fn join_device(
     };
     let mut rng = crate::os_rng();
     let (mut joiner, hello) = Joiner::new(&code, now, &mut rng)?;
+    // The joiner keeps only keys derived from the secret.
+    zeroize::Zeroize::zeroize(&mut *code.secret);
     let resp = node.request(peer, &dial, hello, STEP_TIMEOUT).await?;
     let (reveal, sas) = joiner.accepted(&resp)?;
     let resp = node.request(peer, &dial, reveal, STEP_TIMEOUT).await?;
