@@ -179,6 +179,28 @@ fn a_second_home_takes_the_identity_by_device_code() {
 }
 
 #[test]
+fn a_refused_comparison_writes_nothing_and_both_sides_say_so() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (mut inviting, code) = invite_device(None, a.path(), LOOPBACK);
+    let joining = join(None, b.path(), &[&code, "--no-mdns", "--yes"], None);
+    inviter_comparison(&inviting);
+    // The user at the waiting machine sees a string they did not expect.
+    inviting.write_stdin("no\n").unwrap();
+    let (ok, out, err) = joining.join().unwrap();
+    assert!(!ok, "{err}");
+    assert!(err.contains("not confirmed"), "{err}");
+    assert!(out.trim().is_empty(), "{out}");
+    assert!(!b.path().join("identity.key").exists());
+    assert!(!b.path().join("addresses.json").exists());
+    assert!(!inviting.wait(Instant::now() + DEADLINE).unwrap().success());
+    assert!(
+        inviting.stderr().contains("not confirmed"),
+        "{}",
+        inviting.stderr()
+    );
+}
+
+#[test]
 fn an_expired_device_code_is_refused_before_anything_is_dialled() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (_inviting, code) =

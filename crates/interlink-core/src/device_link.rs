@@ -409,6 +409,9 @@ pub struct Inviter {
     own_addrs: Vec<String>,
     stage: Stage,
     outcome: Option<Outcome>,
+    /// The joiner that spent the code, kept after the exchange ended: its late
+    /// `confirm` after this side declined is told `declined`, not just `refused`.
+    bound: Option<PeerId>,
 }
 
 impl std::fmt::Debug for Inviter {
@@ -435,6 +438,7 @@ impl Inviter {
                 .collect(),
             stage: Stage::Waiting,
             outcome: None,
+            bound: None,
         }
     }
 
@@ -444,6 +448,11 @@ impl Inviter {
             Stage::Accepted(x) => x.ej.as_ref().map(|(_, sas)| sas.as_str()),
             _ => None,
         }
+    }
+
+    /// Whether a joiner spent the code (it is single-use from then on).
+    pub fn spent(&self) -> bool {
+        self.bound.is_some()
     }
 
     /// How it ended, once it did.
@@ -514,6 +523,7 @@ impl Inviter {
                     };
                     let mac = self.keys.tag(b"accept\0", &[&commit, &ei]);
                     // The code is spent from here on: single use.
+                    self.bound = Some(from);
                     self.stage = Stage::Accepted(Box::new(Exchange {
                         peer: from,
                         at: now,
@@ -538,6 +548,10 @@ impl Inviter {
             };
         }
         let Stage::Accepted(x) = &mut self.stage else {
+            let declined = matches!(self.outcome, Some(Outcome::Failed(LinkError::Declined)));
+            if declined && req.step == step::CONFIRM && self.bound == Some(from) {
+                return refuse(LinkStatus::Declined);
+            }
             return refuse(LinkStatus::Refused);
         };
         let Exchange {

@@ -122,7 +122,10 @@ fn a_declined_comparison_sends_nothing() {
     assert_eq!(inv.decide(false, &mut rng(5)), None);
     let resp = respond(inv.handle(peer(2), &j.confirm(&[]).unwrap(), NOW + 2, &mut rng(4)));
     assert!(resp.sealed.is_none());
-    assert_eq!(j.finish(&resp).unwrap_err(), LinkError::Refused);
+    assert_eq!(j.finish(&resp).unwrap_err(), LinkError::Declined);
+    // Only the joiner that spent the code is told so.
+    let resp = respond(inv.handle(peer(3), &j.confirm(&[]).unwrap(), NOW + 2, &mut rng(4)));
+    assert_eq!(resp.status, LinkStatus::Refused);
 }
 
 #[test]

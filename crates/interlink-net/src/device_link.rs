@@ -197,14 +197,17 @@ impl LinkNode {
             .is_ok()
     }
 
-    /// Drives the node for up to `wait` so answers already given leave before it stops.
-    pub async fn flush(&mut self, wait: Duration) {
+    /// Drives the node until `peer` closed its connections (the joiner hangs up once it
+    /// read its last answer) or `wait` passed, so an answer already given leaves before
+    /// the node stops: a response counted as sent may still sit in the multiplexer's
+    /// buffers until the connection is polled again.
+    pub async fn linger(&mut self, peer: PeerId, wait: Duration) {
         let deadline = tokio::time::Instant::now() + wait;
-        while let Ok(event) = tokio::time::timeout_at(deadline, self.swarm.select_next_some()).await
-        {
-            if let SwarmEvent::Behaviour(request_response::Event::ResponseSent { .. }) = event {
+        while self.swarm.is_connected(&peer) {
+            let Ok(event) = tokio::time::timeout_at(deadline, self.swarm.select_next_some()).await
+            else {
                 return;
-            }
+            };
             // Requests arriving now are dropped unanswered: the exchange is over.
             let _ = self.step(event);
         }

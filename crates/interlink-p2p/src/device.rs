@@ -21,13 +21,13 @@ use std::{io::Write, net::IpAddr, time::Duration};
 use anyhow::Context as _;
 use interlink_core::{
     device_link::{
-        CONFIRM_WINDOW_MS, DEFAULT_CODE_LIFETIME_MS, Inviter, Joiner, MAX_CODE_LIFETIME_MS,
-        Outcome, Reply,
+        CONFIRM_WINDOW_MS, DEFAULT_CODE_LIFETIME_MS, Inviter, Joiner, LinkError,
+        MAX_CODE_LIFETIME_MS, Outcome, Reply,
     },
     keyfile::{self, KeyFileError},
     wire::{
         DEVICE_CODE_VERSION, DeviceCode, INVITE_SECRET_BYTES, MAX_DEVICE_ADDRS,
-        MAX_INVITE_ADDR_BYTES, MAX_LINK_ADDRS,
+        MAX_INVITE_ADDR_BYTES, MAX_LINK_ADDRS, link_step,
     },
 };
 use interlink_net::{Config, config::WELL_KNOWN_PORT, device_link::LinkNode};
@@ -44,8 +44,8 @@ use zeroize::Zeroizing;
 const LISTEN_SETTLE: Duration = Duration::from_secs(2);
 /// How long `join` waits for the answer to `hello` and `reveal`.
 const STEP_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long the waiting side keeps driving its node after the last answer, so the
-/// sealed identity leaves before the process exits.
+/// Longest the waiting side keeps driving its node after the last answer, until the
+/// joiner hangs up, so the answer leaves before the process exits.
 const FLUSH: Duration = Duration::from_secs(5);
 
 /// The lifetime `--expires` gives a device code: at most [`MAX_CODE_LIFETIME_MS`].
@@ -116,6 +116,10 @@ pub async fn invite_device(
     let mut joiner = None;
     let (tx, mut decision) = tokio::sync::mpsc::channel::<bool>(1);
     let mut asked = false;
+    // When the code was spent: the exchange ends within the confirmation window of it.
+    let mut spent_at = None;
+    // Whether the joiner's `confirm` got its answer (then nothing is left to tell it).
+    let mut confirm_answered = false;
     while inviter.outcome().is_none() {
         let wake = inviter.poll_timeout().map_or(Duration::from_secs(1), |t| {
             Duration::from_millis(t.saturating_sub(interlink_net::now_ms()))
@@ -130,9 +134,13 @@ pub async fn invite_device(
                 );
                 match reply {
                     Reply::Respond(r) => {
+                        confirm_answered |= r.step == link_step::CONFIRM && Some(incoming.peer) == joiner;
                         node.respond(incoming.channel, r);
                     }
                     Reply::Hold => held = Some(incoming.channel),
+                }
+                if spent_at.is_none() && inviter.spent() {
+                    spent_at = Some(tokio::time::Instant::now());
                 }
                 if !asked && let Some(sas) = inviter.comparison() {
                     asked = true;
@@ -152,6 +160,7 @@ pub async fn invite_device(
                 if let Some(r) = inviter.decide(yes, &mut rng)
                     && let Some(channel) = held.take()
                 {
+                    confirm_answered = true;
                     node.respond(channel, r);
                 }
                 if yes && inviter.outcome().is_none() {
@@ -167,12 +176,15 @@ pub async fn invite_device(
     }
     match inviter.outcome() {
         Some(Outcome::Linked { addrs }) => {
-            node.flush(FLUSH).await;
+            // Where the joiner came from, read before it hangs up (its entry goes then).
             let mut learned: Vec<String> = joiner
                 .and_then(|p| node.remote_of(&p))
                 .map(observed_addrs)
                 .unwrap_or_default();
             learned.extend(addrs.iter().cloned());
+            if let Some(joiner) = joiner {
+                node.linger(joiner, FLUSH).await;
+            }
             remember(home, key, &learned)?;
             writeln!(out, "linked {}", key.fingerprint())?;
             writeln!(
@@ -183,8 +195,44 @@ pub async fn invite_device(
             Ok(true)
         }
         Some(Outcome::Failed(e)) => {
-            // A held confirm is dropped with the node: the joiner sees no answer.
             writeln!(progress, "invite --device: {e}")?;
+            // Declined before the joiner confirmed: wait (within the window) for its
+            // confirm to tell it so, rather than leave it waiting for an answer that
+            // never comes. Any other end drops held requests with the node.
+            if *e == LinkError::Declined
+                && !confirm_answered
+                && let (Some(joiner), Some(at)) = (joiner, spent_at)
+            {
+                let until = at + Duration::from_millis(CONFIRM_WINDOW_MS);
+                writeln!(
+                    progress,
+                    "invite --device: telling the other machine once it answers (Ctrl-C stops now)"
+                )?;
+                loop {
+                    tokio::select! {
+                        incoming = node.next_request() => {
+                            let from = incoming.peer;
+                            let step = incoming.request.step;
+                            if let Reply::Respond(r) = inviter.handle(
+                                from,
+                                &incoming.request,
+                                interlink_net::now_ms(),
+                                &mut rng,
+                            ) {
+                                node.respond(incoming.channel, r);
+                            }
+                            if from == joiner && step == link_step::CONFIRM {
+                                node.linger(joiner, FLUSH).await;
+                                break;
+                            }
+                        }
+                        () = tokio::time::sleep_until(until) => break,
+                        _ = stop.recv() => break,
+                    }
+                }
+            } else if confirm_answered && let Some(joiner) = joiner {
+                node.linger(joiner, FLUSH).await;
+            }
             Ok(false)
         }
         None => Ok(false),
