@@ -21,7 +21,7 @@ use libp2p::{
     identity::Keypair,
     noise,
     request_response::{self, OutboundRequestId, ProtocolSupport, ResponseChannel},
-    swarm::{SwarmEvent, dial_opts::DialOpts},
+    swarm::{ConnectionId, SwarmEvent, dial_opts::DialOpts},
     tcp, yamux,
 };
 use tracing::debug;
@@ -29,7 +29,9 @@ use tracing::debug;
 use crate::{NetError, cbor};
 
 /// Most connections the waiting node keeps at once: the joiner and a few strangers.
-/// Past it a new connection is closed as soon as it is established.
+/// Past it the oldest connection of anyone but the joiner that spent the code
+/// ([`LinkNode::protect`]) is closed, so strangers holding connections open cannot keep
+/// the joiner out, nor cut it off once it is in.
 pub const MAX_CONNECTIONS: usize = 8;
 /// Most requests of one connection read at once.
 pub const MAX_STREAMS: usize = 2;
@@ -67,7 +69,10 @@ pub struct LinkNode {
     swarm: Swarm<Behaviour>,
     /// The remote address of each connected peer (the first connection's).
     remotes: std::collections::HashMap<PeerId, Multiaddr>,
-    established: usize,
+    /// Open connections, oldest first (at most [`MAX_CONNECTIONS`]).
+    open: std::collections::VecDeque<(ConnectionId, PeerId)>,
+    /// The peer whose connections are never closed for room.
+    protected: Option<PeerId>,
 }
 
 impl std::fmt::Debug for LinkNode {
@@ -114,7 +119,8 @@ impl LinkNode {
         Ok(Self {
             swarm,
             remotes: Default::default(),
-            established: 0,
+            open: Default::default(),
+            protected: None,
         })
     }
 
@@ -167,6 +173,12 @@ impl LinkNode {
             return Err(NetError::Setup("no listen address came up".into()));
         }
         Ok(found)
+    }
+
+    /// Keeps `peer`'s connections when room is made for new ones (the joiner that
+    /// spent the code).
+    pub fn protect(&mut self, peer: PeerId) {
+        self.protected = Some(peer);
     }
 
     /// The remote address `peer` connected from (its first connection's).
@@ -285,11 +297,15 @@ impl LinkNode {
                 endpoint,
                 ..
             } => {
-                self.established += 1;
-                if self.established > MAX_CONNECTIONS {
-                    debug!(%peer_id, "device link: connection over the cap closed");
-                    self.swarm.close_connection(connection_id);
-                    return None;
+                self.open.push_back((connection_id, peer_id));
+                if self.open.len() > MAX_CONNECTIONS {
+                    let protected = self.protected;
+                    if let Some(i) = self.open.iter().position(|(_, p)| Some(*p) != protected)
+                        && let Some((oldest, who)) = self.open.remove(i)
+                    {
+                        debug!(%who, "device link: oldest connection closed for room");
+                        self.swarm.close_connection(oldest);
+                    }
                 }
                 let remote = match endpoint {
                     ConnectedPoint::Dialer { address, .. } => address,
@@ -302,10 +318,11 @@ impl LinkNode {
             }
             SwarmEvent::ConnectionClosed {
                 peer_id,
+                connection_id,
                 num_established,
                 ..
             } => {
-                self.established = self.established.saturating_sub(1);
+                self.open.retain(|(c, _)| *c != connection_id);
                 if num_established == 0 {
                     self.remotes.remove(&peer_id);
                 }
@@ -328,5 +345,77 @@ impl LinkNode {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use interlink_core::wire::{VERSION, link_step};
+    use serde_bytes::ByteArray;
+
+    use super::*;
+
+    fn hello() -> LinkRequest {
+        LinkRequest {
+            v: VERSION,
+            step: link_step::HELLO,
+            commit: Some(ByteArray::new([0; 32])),
+            eph: None,
+            addrs: None,
+            mac: ByteArray::new([0; 32]),
+        }
+    }
+
+    /// A client that sends one request to `server` and then keeps its connection up.
+    fn client(server: PeerId, addrs: Vec<Multiaddr>) -> PeerId {
+        let mut node = LinkNode::new(&Network::default(), false).unwrap();
+        let id = node.peer_id();
+        tokio::spawn(async move {
+            let _ = node
+                .request(server, &addrs, hello(), Duration::from_secs(30))
+                .await;
+            node.while_running(std::future::pending::<()>()).await;
+        });
+        id
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn strangers_holding_connections_cannot_push_the_joiner_out() {
+        let mut server = LinkNode::new(&Network::default(), true).unwrap();
+        let addrs = server
+            .listen(
+                &["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        let sid = server.peer_id();
+        let joiner = client(sid, addrs.clone());
+        let first = tokio::time::timeout(Duration::from_secs(10), server.next_request())
+            .await
+            .unwrap();
+        assert_eq!(first.peer, joiner);
+        server.protect(joiner);
+        // Twice as many strangers as there is room, each keeping its connection.
+        for _ in 0..MAX_CONNECTIONS * 2 {
+            client(sid, addrs.clone());
+        }
+        let until = tokio::time::Instant::now() + Duration::from_secs(3);
+        let mut seen = 0;
+        while let Ok(_incoming) = tokio::time::timeout_at(until, server.next_request()).await {
+            seen += 1;
+        }
+        assert!(seen > 0, "no stranger got through");
+        assert!(
+            server.swarm.is_connected(&joiner),
+            "the joiner was pushed out"
+        );
+        assert!(
+            server.open.len() <= MAX_CONNECTIONS,
+            "{}",
+            server.open.len()
+        );
+        assert!(server.swarm.network_info().num_peers() <= MAX_CONNECTIONS);
+        drop(first);
     }
 }

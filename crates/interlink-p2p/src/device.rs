@@ -141,6 +141,8 @@ pub async fn invite_device(
                 }
                 if spent_at.is_none() && inviter.spent() {
                     spent_at = Some(tokio::time::Instant::now());
+                    // The joiner's connection is kept whatever strangers open.
+                    node.protect(incoming.peer);
                 }
                 if !asked && let Some(sas) = inviter.comparison() {
                     asked = true;
