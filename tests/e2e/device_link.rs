@@ -5,8 +5,10 @@
 //! - On loopback (two homes on one host, no root needed): the second home gets the
 //!   identity (same key and fingerprint, key file 0600), each home remembers the
 //!   other's addresses; a home with another identity is refused without spending the
-//!   code; a second joiner while the code is in use is told it was used; an expired
-//!   code is refused before anything is dialled.
+//!   code, and replaced with `--replace-identity` (the old key kept as a backup); a
+//!   second joiner while the code is in use is told it was used; a refused comparison
+//!   writes nothing and both sides say so; an expired code is refused before anything
+//!   is dialled.
 //! - In the two-site lab (network namespaces, routed, no multicast across): after the
 //!   link, an MCP session on each host, and a message to `self` from one reaches the
 //!   other's session.
@@ -176,6 +178,38 @@ fn a_second_home_takes_the_identity_by_device_code() {
         .unwrap();
     assert!(!ok, "{err}");
     assert!(!d.path().join("identity.key").exists());
+}
+
+#[test]
+fn replacing_an_identity_needs_the_flag_and_keeps_the_old_key() {
+    let (a, c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let key = identity_of(None, a.path());
+    let old = identity_of(None, c.path());
+    let (mut inviting, code) = invite_device(None, a.path(), LOOPBACK);
+    let joining = join(
+        None,
+        c.path(),
+        &[&code, "--no-mdns", "--yes", "--replace-identity"],
+        None,
+    );
+    inviter_comparison(&inviting);
+    inviting.write_stdin("yes\n").unwrap();
+    let (ok, _, err) = joining.join().unwrap();
+    assert!(ok, "{err}\ninviter: {}", inviting.stderr());
+    assert_eq!(identity_of(None, c.path()), key);
+    let backups: Vec<_> = std::fs::read_dir(c.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("identity.key.replaced-")
+        })
+        .collect();
+    assert_eq!(backups.len(), 1, "{err}");
+    let text = std::fs::read_to_string(backups[0].path()).unwrap();
+    let restored = interlink_core::keyfile::parse(&text).unwrap();
+    assert_eq!(restored.public().to_hex(), old);
 }
 
 #[test]
