@@ -49,6 +49,15 @@ for kind in ["announcement", "envelope", "receipt", "ack", "goodbye"]:
 write("envelope", "knock-invite", raw["knock_invite.wire"])
 write("envelope", "host-queued-three", raw["host_queued_three.wire"])
 write("invite", "vector", vectors["invite.code"].encode())
+# The device-link target picks its reader by the first byte (0 code text, 1 request,
+# 2-4 response to step 1-3).
+write("device_link", "code", bytes([0]) + vectors["device.code"].encode())
+write("device_link", "hello", bytes([1]) + raw["device_hello.wire"])
+write("device_link", "reveal", bytes([1]) + raw["device_reveal.wire"])
+write("device_link", "confirm", bytes([1]) + raw["device_confirm.wire"])
+write("device_link", "accept", bytes([2]) + raw["device_accept.wire"])
+write("device_link", "reveal-ok", bytes([3]) + raw["device_reveal_ok.wire"])
+write("device_link", "sealed", bytes([4]) + raw["device_sealed.wire"])
 write("presence", "announcement", head(5, 1) + tstr("announcement") + bstr(raw["announcement.wire"]))
 write("presence", "goodbye", head(5, 1) + tstr("goodbye") + bstr(raw["goodbye.wire"]))
 mailbox = (

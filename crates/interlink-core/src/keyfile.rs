@@ -138,6 +138,32 @@ pub fn load_or_create(
     }
 }
 
+/// Writes `identity` to `path` atomically, mode 0600: through a private temporary file
+/// in the same directory, published by a hard link when `replace` is false (so an
+/// existing key file is never overwritten: `AlreadyExists`) or by a rename when it is
+/// true (the old file stays whole until the new one takes its place).
+pub fn store(path: &Path, identity: &Identity, replace: bool) -> Result<(), KeyFileError> {
+    let io_err = |source| KeyFileError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        create_private_dir(dir).map_err(io_err)?;
+    }
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    let written = write_private(&tmp, render(identity).as_bytes());
+    let published = written.and_then(|()| {
+        if replace {
+            fs::rename(&tmp, path)
+        } else {
+            fs::hard_link(&tmp, path)
+        }
+    });
+    let _ = fs::remove_file(&tmp);
+    published.map_err(io_err)
+}
+
 fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut opts = fs::OpenOptions::new();
     opts.write(true).create_new(true);
@@ -234,6 +260,34 @@ mod tests {
         let (b, created) = load_or_create(&path, &mut rng).unwrap();
         assert!(!created);
         assert_eq!(a.public(), b.public());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn store_never_overwrites_unless_told_and_writes_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("home").join("identity.key");
+        let a = Identity::from_seed(&[1; 32]);
+        let b = Identity::from_seed(&[2; 32]);
+        store(&path, &a, false).unwrap();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let refused = store(&path, &b, false).unwrap_err();
+        assert!(
+            matches!(&refused, KeyFileError::Io { source, .. } if source.kind() == io::ErrorKind::AlreadyExists),
+            "{refused}"
+        );
+        assert_eq!(load(&path).unwrap().public(), a.public());
+        store(&path, &b, true).unwrap();
+        assert_eq!(load(&path).unwrap().public(), b.public());
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // No temporary file is left behind.
+        assert_eq!(fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);
     }
 
     #[cfg(unix)]

@@ -66,6 +66,12 @@ impl Network {
         format!("/interlink-p2p/{}/mailbox/{VERSION}", self.0)
     }
 
+    /// Request-response protocol of the device-link exchange (PROTOCOL §8.8), spoken
+    /// only by the short-lived nodes of `invite --device` and `join`.
+    pub fn device_link_protocol(&self) -> String {
+        format!("/interlink-p2p/{}/device-link/{VERSION}", self.0)
+    }
+
     /// Request-response protocol for receipts of mail a session collected from its
     /// mailbox, sent to the sessions that sent it.
     pub fn receipt_protocol(&self) -> String {
@@ -102,10 +108,14 @@ mod tests {
     #[test]
     fn names_embed_the_network() {
         let n = Network::default();
-        assert_eq!(n.announce_topic(), "interlink-p2p/v11/default/announce");
-        assert_eq!(n.deliver_protocol(), "/interlink-p2p/default/deliver/11");
-        assert_eq!(n.receipt_protocol(), "/interlink-p2p/default/receipt/11");
-        assert_eq!(n.mailbox_protocol(), "/interlink-p2p/default/mailbox/11");
+        assert_eq!(n.announce_topic(), "interlink-p2p/v12/default/announce");
+        assert_eq!(n.deliver_protocol(), "/interlink-p2p/default/deliver/12");
+        assert_eq!(n.receipt_protocol(), "/interlink-p2p/default/receipt/12");
+        assert_eq!(n.mailbox_protocol(), "/interlink-p2p/default/mailbox/12");
+        assert_eq!(
+            n.device_link_protocol(),
+            "/interlink-p2p/default/device-link/12"
+        );
         assert_ne!(
             Network::new("lab").unwrap().kad_protocol(),
             n.kad_protocol()

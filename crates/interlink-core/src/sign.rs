@@ -58,11 +58,14 @@ pub enum Domain {
     Beacon,
     /// What an invite code carries, signed by the inviter ([`crate::wire::Invite`]).
     Invite,
+    /// What a device-link code carries, signed by the identity it hands over
+    /// ([`crate::wire::DeviceCode`]).
+    DeviceLink,
 }
 
 impl Domain {
     /// All domains, for documentation and tests.
-    pub const ALL: [Domain; 10] = [
+    pub const ALL: [Domain; 11] = [
         Domain::Announcement,
         Domain::Goodbye,
         Domain::Envelope,
@@ -73,6 +76,7 @@ impl Domain {
         Domain::MailboxFetch,
         Domain::Beacon,
         Domain::Invite,
+        Domain::DeviceLink,
     ];
 
     /// The tag prefixed to the payload before signing.
@@ -88,6 +92,7 @@ impl Domain {
             Domain::MailboxFetch => b"interlink-p2p/v1/mailbox-fetch\0",
             Domain::Beacon => b"interlink-p2p/v1/beacon\0",
             Domain::Invite => b"interlink-p2p/v1/invite\0",
+            Domain::DeviceLink => b"interlink-p2p/v1/device-link\0",
         }
     }
 }

@@ -219,6 +219,11 @@ fn vectors() -> Vec<(&'static str, String)> {
         .unwrap();
     let knock = Signed::sign(knock, &bob).unwrap();
 
+    // Alice links her second machine: a device code, then the exchange (§4.11, §8.8)
+    // with every random byte fixed — the joiner's ephemeral key material 32 bytes of
+    // 0x33, the waiting node's 0x44, and the HPKE seal's ephemeral key 0x55.
+    let (device_code, device_msgs) = device_link(&alice, &alice_peer);
+
     // Bob's knock carries no passes and no reply_to (PROTOCOL.md says so): a real
     // `join` knock also carries Bob's pass for Alice as its reply_pass (the joiner
     // adds the inviter to its peers first), which the vector leaves out.
@@ -377,12 +382,87 @@ fn vectors() -> Vec<(&'static str, String)> {
         ("invite.code", invite.encode(&alice).unwrap()),
         ("knock_invite.wire", hex(&knock.to_bytes())),
         ("host_queued_three.wire", hex(&host_queued.to_bytes())),
+        ("device.code", device_code),
+        ("device_hello.wire", hex(&device_msgs[0])),
+        ("device_accept.wire", hex(&device_msgs[1])),
+        ("device_reveal.wire", hex(&device_msgs[2])),
+        ("device_reveal_ok.wire", hex(&device_msgs[3])),
+        (
+            "device_comparison",
+            String::from_utf8(device_msgs[4].clone()).unwrap(),
+        ),
+        ("device_confirm.wire", hex(&device_msgs[5])),
+        ("device_sealed.wire", hex(&device_msgs[6])),
         ("presence_beacon.msg", hex(&beacon_msg)),
         (
             "gossip_id(presence_beacon.msg)",
             hex(&gossip_message_id(&beacon_msg)),
         ),
     ]
+}
+
+/// The device code of the vectors (secret 16 bytes of `0x77`, expiring 5 minutes after
+/// `TS`, the invite's address) and the exchange's messages in order: hello, its answer,
+/// reveal, its answer, the comparison string (UTF-8), confirm (with the joiner's
+/// address `/ip4/192.0.2.8/tcp/7385`), and the sealed answer (with Alice's
+/// `/ip4/192.0.2.7/tcp/7385`).
+fn device_link(alice: &Identity, alice_peer: &libp2p_identity::PeerId) -> (String, Vec<Vec<u8>>) {
+    use interlink_core::{
+        device_link::{Inviter, Joiner, Reply},
+        wire::{DEVICE_CODE_VERSION, DeviceCode},
+    };
+    let code = DeviceCode {
+        v: DEVICE_CODE_VERSION,
+        key: alice.public(),
+        secret: serde_bytes::ByteArray::new([0x77; INVITE_SECRET_BYTES]),
+        expires: TS + 300_000,
+        addrs: vec![ByteBuf::from({
+            let mut a = vec![0x04, 127, 0, 0, 1, 0x06, 0x0f, 0xa1, 0xa5, 0x03];
+            let peer = alice_peer.to_bytes();
+            a.push(u8::try_from(peer.len()).unwrap());
+            a.extend_from_slice(&peer);
+            a
+        })],
+    };
+    let text = code.encode(alice).unwrap();
+    let mut inviter = Inviter::new(
+        Identity::from_seed(&alice.seed()),
+        &code,
+        &["/ip4/192.0.2.7/tcp/7385".to_owned()],
+    );
+    let (mut joiner, hello) = Joiner::new(&code, TS, &mut FixedRng(0x33)).unwrap();
+    let answer = |r: Reply| match r {
+        Reply::Respond(r) => r,
+        Reply::Hold => panic!("held"),
+    };
+    let accept = answer(inviter.handle(*alice_peer, &hello, TS, &mut FixedRng(0x44)));
+    let (reveal, comparison) = joiner.accepted(&accept).unwrap();
+    let reveal_ok = answer(inviter.handle(*alice_peer, &reveal, TS, &mut FixedRng(0x44)));
+    let confirm = joiner
+        .confirm(&["/ip4/192.0.2.8/tcp/7385".to_owned()])
+        .unwrap();
+    assert_eq!(
+        inviter.handle(*alice_peer, &confirm, TS, &mut FixedRng(0x44)),
+        Reply::Hold
+    );
+    let sealed = inviter.decide(true, &mut FixedRng(0x55)).unwrap();
+    (
+        text,
+        vec![
+            enc(&hello),
+            enc(&accept),
+            enc(&reveal),
+            enc(&reveal_ok),
+            comparison.into_bytes(),
+            enc(&confirm),
+            enc(&sealed),
+        ],
+    )
+}
+
+/// CBOR of one of the exchange's messages.
+fn enc<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    cbor4ii::serde::to_vec(Vec::new(), v).unwrap()
 }
 
 /// Renders vectors as they appear in the spec: `name =` then the value in 64-char lines.
@@ -485,6 +565,37 @@ fn spec_vectors_decode_and_verify() {
     );
     let code = &vs.iter().find(|(k, _)| *k == "invite.code").unwrap().1;
     assert_eq!(Invite::decode(code).unwrap().key, alice_id.public());
+    // The documented exchange: the joiner's side of it, from the documented answers,
+    // ends with Alice's identity.
+    {
+        use interlink_core::{
+            device_link::Joiner,
+            wire::{DeviceCode, LinkResponse, link_step},
+        };
+        let code =
+            DeviceCode::decode(&vs.iter().find(|(k, _)| *k == "device.code").unwrap().1).unwrap();
+        let (mut joiner, hello) = Joiner::new(&code, TS, &mut FixedRng(0x33)).unwrap();
+        assert_eq!(
+            cbor4ii::serde::to_vec(Vec::new(), &hello).unwrap(),
+            get("device_hello.wire")
+        );
+        let accept = LinkResponse::decode(&get("device_accept.wire"), link_step::HELLO).unwrap();
+        let (_, comparison) = joiner.accepted(&accept).unwrap();
+        assert_eq!(
+            comparison,
+            vs.iter()
+                .find(|(k, _)| *k == "device_comparison")
+                .unwrap()
+                .1
+        );
+        joiner
+            .confirm(&["/ip4/192.0.2.8/tcp/7385".to_owned()])
+            .unwrap();
+        let sealed = LinkResponse::decode(&get("device_sealed.wire"), link_step::CONFIRM).unwrap();
+        let (identity, addrs) = joiner.finish(&sealed).unwrap();
+        assert_eq!(identity.public(), alice_id.public());
+        assert_eq!(addrs, vec!["/ip4/192.0.2.7/tcp/7385".to_owned()]);
+    }
     Signed::<Receipt>::decode(&get("receipt.wire")).unwrap();
     Signed::<Ack>::decode(&get("ack.wire")).unwrap();
     Signed::<Goodbye>::decode(&get("goodbye.wire")).unwrap();

@@ -22,6 +22,7 @@
 pub mod behaviour;
 pub mod cbor;
 pub mod config;
+pub mod device_link;
 mod diagnostics;
 pub mod durable;
 pub mod gated;

@@ -28,6 +28,7 @@
 
 pub mod config;
 pub mod demo;
+pub mod device;
 pub mod group;
 pub mod inbox;
 pub mod install;

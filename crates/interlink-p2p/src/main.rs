@@ -340,29 +340,39 @@ enum Command {
                             unused."
     )]
     Invite {
-        /// How long the code admits: 90s, 30m, 1h, 2d (at most 7 days).
-        #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = invite::parse_duration)]
-        expires: Duration,
+        /// How long the code admits: 90s, 30m, 1h, 2d (at most 7 days) [default: 1h;
+        /// with --device 5m, at most 15m].
+        #[arg(long, value_name = "DURATION", value_parser = invite::parse_duration)]
+        expires: Option<Duration>,
         /// Print the code and exit (your running MCP sessions admit the join; `run`
         /// sessions do not).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "device")]
         no_wait: bool,
+        /// Link another machine of yours instead of pairing with a person: the code hands
+        /// this identity over, once, within minutes, after both screens confirmed the
+        /// same comparison string (the supported alternative to copying identity.key).
+        #[arg(long)]
+        device: bool,
         #[command(flatten)]
         net: NetArgs,
     },
-    /// Pair with the person whose invite code you were given.
+    /// Pair with the person whose invite code you were given, or take your identity
+    /// from your other machine with a device code (`invite --device`).
     ///
     /// Verifies the code (its check and the inviter's signature), knocks with its
     /// secret and waits for their side to confirm; only then adds them to your peers
-    /// and keeps the relays they signed into the code in your settings file.
+    /// and keeps the relays they signed into the code in your settings file. A device
+    /// code (interlink3…) instead shows a comparison string to confirm on both
+    /// machines, then writes the identity.
     #[command(
         after_help = "Examples:\n  interlink-p2p join interlink2…\n  interlink-p2p \
-                            join interlink2… --name alice-laptop\n\nExit status: 0 when \
-                            confirmed; 1 when the code is refused (nothing changed) or no \
-                            confirmation came within --wait."
+                            join interlink2… --name alice-laptop\n  interlink-p2p join \
+                            interlink3…   (a device code from `invite --device`)\n\nExit \
+                            status: 0 when confirmed; 1 when the code is refused (nothing \
+                            changed) or no confirmation came within --wait."
     )]
     Join {
-        /// The code (starts with interlink2).
+        /// The code (starts with interlink2, or interlink3 for a device code).
         code: String,
         /// The name to give them here [default: the name in the code]
         #[arg(long, value_name = "NAME")]
@@ -371,6 +381,15 @@ enum Command {
         /// seconds.
         #[arg(long, value_name = "SECS", default_value_t = 60.0)]
         wait: f64,
+        /// Device codes: confirm the comparison string here without asking (the
+        /// identity received is still checked against the code's signed key; the other
+        /// machine's user must still confirm).
+        #[arg(long)]
+        yes: bool,
+        /// Device codes: replace this home's identity if it has another one (the old
+        /// key is kept next to it as a backup).
+        #[arg(long)]
+        replace_identity: bool,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -728,23 +747,36 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Invite {
             expires,
             no_wait,
+            device,
             ref net,
         } => {
             let config = net.config(&settings)?;
             let home = home()?;
-            let options = invite::InviteOptions {
-                expires,
-                no_wait,
-                name: interlink_store::pairing::own_name(&env),
+            let done = if device {
+                let lifetime = interlink_p2p::device::device_lifetime(expires)
+                    .map_err(interlink_p2p::UsageError)?;
+                runtime()?.block_on(interlink_p2p::device::invite_device(
+                    &home,
+                    &config,
+                    lifetime,
+                    &mut std::io::stdout(),
+                    &mut std::io::stderr(),
+                ))?
+            } else {
+                let options = invite::InviteOptions {
+                    expires: expires.unwrap_or(Duration::from_secs(3600)),
+                    no_wait,
+                    name: interlink_store::pairing::own_name(&env),
+                };
+                runtime()?.block_on(invite::invite(
+                    &home,
+                    config,
+                    &options,
+                    &mut std::io::stdout(),
+                    &mut std::io::stderr(),
+                ))?
             };
-            let joined = runtime()?.block_on(invite::invite(
-                &home,
-                config,
-                &options,
-                &mut std::io::stdout(),
-                &mut std::io::stderr(),
-            ))?;
-            return Ok(if joined {
+            return Ok(if done {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
@@ -754,24 +786,56 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             code,
             name,
             wait,
+            yes,
+            replace_identity,
             ref net,
         } => {
             let config = net.config(&settings)?;
             let home = home()?;
-            let options = invite::JoinOptions {
-                code,
-                petname: name,
-                wait: seconds("--wait", wait)?,
-                name: interlink_store::pairing::own_name(&env),
+            let done = if interlink_core::wire::DeviceCode::is_device_code(&code) {
+                if name.is_some() {
+                    return Err(interlink_p2p::UsageError(
+                        "--name is for a person's invite; a device code brings your own identity"
+                            .into(),
+                    )
+                    .into());
+                }
+                let options = interlink_p2p::device::JoinDeviceOptions {
+                    code,
+                    yes,
+                    replace_identity,
+                };
+                runtime()?.block_on(interlink_p2p::device::join_device(
+                    &home,
+                    &config,
+                    &options,
+                    &mut std::io::stdout(),
+                    &mut std::io::stderr(),
+                ))?
+            } else {
+                if yes || replace_identity {
+                    return Err(interlink_p2p::UsageError(
+                        "--yes and --replace-identity are for a device code (interlink3…) from \
+                         `invite --device`"
+                            .into(),
+                    )
+                    .into());
+                }
+                let options = invite::JoinOptions {
+                    code,
+                    petname: name,
+                    wait: seconds("--wait", wait)?,
+                    name: interlink_store::pairing::own_name(&env),
+                };
+                runtime()?.block_on(invite::join(
+                    &home,
+                    config,
+                    &options,
+                    &mut std::io::stdout(),
+                    &mut std::io::stderr(),
+                ))?
             };
-            let paired = runtime()?.block_on(invite::join(
-                &home,
-                config,
-                &options,
-                &mut std::io::stdout(),
-                &mut std::io::stderr(),
-            ))?;
-            return Ok(if paired {
+            return Ok(if done {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

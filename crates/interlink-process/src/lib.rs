@@ -101,11 +101,13 @@ pub struct Options {
     stdout_lines: usize,
     when_full: WhenFull,
     what: Option<String>,
+    stdin: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Self {
+            stdin: false,
             stderr: None,
             stdout_lines: 256,
             when_full: WhenFull::Block,
@@ -131,6 +133,13 @@ impl Options {
     /// What the reader does when the buffer is full (default [`WhenFull::Block`]).
     pub fn with_when_full(mut self, when_full: WhenFull) -> Self {
         self.when_full = when_full;
+        self
+    }
+
+    /// Keeps the child's stdin open for [`Child::write_stdin`] (default: closed), for a
+    /// command that asks its user something.
+    pub fn with_stdin(mut self) -> Self {
+        self.stdin = true;
         self
     }
 
@@ -194,9 +203,13 @@ impl Child {
             .what
             .clone()
             .unwrap_or_else(|| format!("starting {cmd:?}"));
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr);
+        cmd.stdin(if options.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(stderr);
         let started = Instant::now();
         let mut child = cmd.spawn().map_err(io(what))?;
         let Some(out) = child.stdout.take() else {
@@ -227,6 +240,19 @@ impl Child {
             lines,
             stderr_path: options.stderr,
         })
+    }
+
+    /// Writes `text` to the child's stdin (opened by [`Options::with_stdin`]).
+    pub fn write_stdin(&mut self, text: &str) -> Result<(), Error> {
+        use std::io::Write as _;
+        let stdin = self.child.stdin.as_mut().ok_or_else(|| Error::Io {
+            what: "writing to stdin: the child was spawned without one".into(),
+            source: std::io::Error::from(std::io::ErrorKind::BrokenPipe),
+        })?;
+        stdin
+            .write_all(text.as_bytes())
+            .and_then(|()| stdin.flush())
+            .map_err(io("writing to the child's stdin"))
     }
 
     /// The process id.

@@ -94,9 +94,9 @@ impl std::fmt::Debug for Invite {
 /// over `tag || body` in the `invite` domain (the shape of PROTOCOL.md §3.1).
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Wrapper {
-    body: ByteBuf,
-    sig: ByteArray<64>,
+pub(super) struct Wrapper {
+    pub(super) body: ByteBuf,
+    pub(super) sig: ByteArray<64>,
 }
 
 /// Why a code was refused. Each message is a sentence a person can act on.
@@ -145,55 +145,21 @@ impl Invite {
         self.check()?;
         let body = super::encode(self);
         let sig = identity.sign(Domain::Invite, &body);
-        let mut bytes = super::encode(&Wrapper {
-            body: ByteBuf::from(body),
-            sig: ByteArray::new(sig),
-        });
-        let check = check_of(&bytes);
-        bytes.extend_from_slice(&check);
-        let mut code = String::with_capacity(INVITE_PREFIX.len() + bytes.len() * 8 / 5 + 1);
-        code.push_str(INVITE_PREFIX);
-        code.push_str(
-            &data_encoding::BASE32_NOPAD
-                .encode(&bytes)
-                .to_ascii_lowercase(),
-        );
-        Ok(code)
+        Ok(frame(
+            INVITE_VERSION,
+            &super::encode(&Wrapper {
+                body: ByteBuf::from(body),
+                sig: ByteArray::new(sig),
+            }),
+        ))
     }
 
     /// Reads a code (surrounding whitespace ignored, any case) and verifies all of it
     /// but the expiry: the check, the shape, every field and address, and the
     /// signature under the key it names.
     pub fn decode(text: &str) -> Result<Self, InviteError> {
-        let text = text.trim();
-        if text.len() > MAX_INVITE_CODE_CHARS {
-            return Err(InviteError::TooLong(text.len()));
-        }
-        let rest = text
-            .get(.."interlink".len())
-            .filter(|p| p.eq_ignore_ascii_case("interlink"))
-            .map(|_| &text["interlink".len()..])
-            .ok_or(InviteError::Prefix)?;
-        let digit = rest.chars().next().ok_or(InviteError::Prefix)?;
-        let format = digit
-            .to_digit(10)
-            .and_then(|d| u8::try_from(d).ok())
-            .ok_or(InviteError::Prefix)?;
-        if format != INVITE_VERSION {
-            return Err(InviteError::Format(format));
-        }
-        let bytes = data_encoding::BASE32_NOPAD
-            .decode(rest[1..].to_ascii_uppercase().as_bytes())
-            .map_err(|_| InviteError::Damaged)?;
-        let split = bytes
-            .len()
-            .checked_sub(INVITE_CHECK_BYTES)
-            .ok_or(InviteError::Damaged)?;
-        let (signed, check) = bytes.split_at(split);
-        if check != check_of(signed) {
-            return Err(InviteError::Damaged);
-        }
-        let wrapper: Wrapper = super::decode_cbor("invite", signed)
+        let signed = unframe(text, INVITE_VERSION)?;
+        let wrapper: Wrapper = super::decode_cbor("invite", &signed)
             .map_err(|e| InviteError::Invalid(format!("its wrapper does not decode ({e})")))?;
         let invite: Invite = super::decode_cbor("invite", &wrapper.body)
             .map_err(|e| InviteError::Invalid(format!("its body does not decode ({e})")))?;
@@ -265,11 +231,72 @@ impl Invite {
     }
 }
 
-fn parse(bytes: &[u8]) -> Result<Multiaddr, multiaddr::Error> {
+/// A code's text: `interlink` and the format's digit, then the unpadded lowercase
+/// base32 of the encoded signed `wrapper` and its check (PROTOCOL.md §4.10; the
+/// device-link code of §4.11 is framed the same way).
+pub(super) fn frame(format: u8, wrapper: &[u8]) -> String {
+    let mut bytes = wrapper.to_vec();
+    bytes.extend_from_slice(&check_of(wrapper));
+    let mut code = String::with_capacity(INVITE_PREFIX.len() + bytes.len() * 8 / 5 + 1);
+    code.push_str("interlink");
+    code.push(char::from(b'0' + format % 10));
+    code.push_str(
+        &data_encoding::BASE32_NOPAD
+            .encode(&bytes)
+            .to_ascii_lowercase(),
+    );
+    code
+}
+
+/// The format digit of a code's text (after `interlink`), if it has one.
+pub(super) fn format_of(text: &str) -> Result<u8, InviteError> {
+    let text = text.trim();
+    let rest = text
+        .get(.."interlink".len())
+        .filter(|p| p.eq_ignore_ascii_case("interlink"))
+        .map(|_| &text["interlink".len()..])
+        .ok_or(InviteError::Prefix)?;
+    rest.chars()
+        .next()
+        .and_then(|d| d.to_digit(10))
+        .and_then(|d| u8::try_from(d).ok())
+        .ok_or(InviteError::Prefix)
+}
+
+/// Reads a code of format `format` up to its signed wrapper: the length, the prefix,
+/// the base32 and the check. The wrapper's contents are the caller's to verify.
+pub(super) fn unframe(text: &str, format: u8) -> Result<Vec<u8>, InviteError> {
+    let text = text.trim();
+    if text.len() > MAX_INVITE_CODE_CHARS {
+        return Err(InviteError::TooLong(text.len()));
+    }
+    let found = format_of(text)?;
+    if found != format {
+        return Err(InviteError::Format(found));
+    }
+    let mut bytes = data_encoding::BASE32_NOPAD
+        .decode(
+            text["interlink".len() + 1..]
+                .to_ascii_uppercase()
+                .as_bytes(),
+        )
+        .map_err(|_| InviteError::Damaged)?;
+    let split = bytes
+        .len()
+        .checked_sub(INVITE_CHECK_BYTES)
+        .ok_or(InviteError::Damaged)?;
+    if bytes[split..] != check_of(&bytes[..split]) {
+        return Err(InviteError::Damaged);
+    }
+    bytes.truncate(split);
+    Ok(bytes)
+}
+
+pub(super) fn parse(bytes: &[u8]) -> Result<Multiaddr, multiaddr::Error> {
     Multiaddr::try_from(bytes.to_vec())
 }
 
-fn peer_of(addr: &Multiaddr) -> Option<PeerId> {
+pub(super) fn peer_of(addr: &Multiaddr) -> Option<PeerId> {
     match addr.iter().last() {
         Some(Protocol::P2p(peer)) => Some(peer),
         _ => None,

@@ -16,6 +16,7 @@
 mod ack;
 mod announcement;
 mod beacon;
+mod device;
 mod envelope;
 mod fetch;
 mod goodbye;
@@ -36,6 +37,12 @@ pub use crate::seal::Sealed;
 pub use ack::{Ack, AckEntry};
 pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use beacon::{Beacon, MAX_BEACON_BYTES};
+pub use device::step as link_step;
+pub use device::{
+    DEVICE_CODE_PREFIX, DEVICE_CODE_VERSION, DEVICE_LINK_MAC_BYTES, DeviceCode, DeviceOffer,
+    LinkRequest, LinkResponse, LinkStatus, MAX_DEVICE_ADDRS, MAX_LINK_ADDR_BYTES, MAX_LINK_ADDRS,
+    MAX_LINK_REQUEST_BYTES, MAX_LINK_RESPONSE_BYTES, MAX_OFFER_BYTES,
+};
 pub(crate) use envelope::seal_aad;
 pub use envelope::{Body, Envelope, EnvelopeKind, OpenError, TaskStatus};
 pub use fetch::{MAX_PEER_ID_BYTES, MailboxFetch};
@@ -75,9 +82,10 @@ use crate::{
 /// a message's sealed body may name the group it was sent to ([`GroupTag`])
 /// Version 8: between changes a session re-announces by a beacon. Version 9: a knock may
 /// carry an invite's secret, sealed ([`Invite`]). Version 10: a `read` or `host_queued`
-/// envelope may be about up to 64 messages ([`Envelope::also_about`]) (PROTOCOL.md,
-/// "Versions").
-pub const VERSION: u8 = 11;
+/// envelope may be about up to 64 messages ([`Envelope::also_about`]). Version 12: a
+/// user's own machines share the identity by a device-link code and exchange
+/// ([`DeviceCode`], [`crate::device_link`]) (PROTOCOL.md, "Versions").
+pub const VERSION: u8 = 12;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
