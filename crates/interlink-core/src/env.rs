@@ -20,6 +20,9 @@ pub const BOOTSTRAP: &str = "INTERLINK_BOOTSTRAP";
 pub const RELAY: &str = "INTERLINK_RELAY";
 /// `0` (or `false`, `off`, `no`) turns mDNS off.
 pub const MDNS: &str = "INTERLINK_MDNS";
+/// The host's well-known port (TCP and QUIC) one agent session of the host holds
+/// (default 7385); `0` turns it off.
+pub const PORT: &str = "INTERLINK_PORT";
 /// `1` turns channel mode on (messages pushed as MCP channel notifications).
 pub const CHANNELS: &str = "INTERLINK_CHANNELS";
 /// `0` (or `false`, `off`, `no`) keeps messages out of Claude Code's own inbox socket:
@@ -77,6 +80,7 @@ pub const INHERITED_BY_ACCIDENT: &[&str] = &[
     LISTEN,
     BOOTSTRAP,
     MDNS,
+    PORT,
     TEST_LIVE_WINDOW_MS,
     TEST_AWAY_RETENTION_MS,
     TEST_HEARTBEAT_MS,

@@ -273,6 +273,7 @@ fn join(
         inbox_dir: None,
         policy: peers.clone(),
         pins_file: Some(home.pins()),
+        address_book: Some(home.addresses()),
     };
     let describe = Describe {
         summary: "interlink-p2p send".into(),
@@ -281,6 +282,9 @@ fn join(
         delivery: DeliveryMode::Poll,
     };
     let spec = session_spec(home, session, describe)?;
+    // Gone in seconds: it must not take the host's well-known port from the next
+    // agent session (it still dials it, to meet this host's sessions).
+    config.hold_well_known_port = false;
     let node = start_node(spec, config)?;
     let _ = writeln!(
         progress,
