@@ -95,6 +95,16 @@ pub(super) fn keepable(addr: &Multiaddr, own: bool) -> Option<Multiaddr> {
     transport.then_some(stripped)
 }
 
+/// The host part of an address in text form (its IP or DNS name), to tell addresses
+/// of one host apart from another's.
+pub(super) fn host_of(addr: &str) -> Option<String> {
+    let mut parts = addr.split('/').skip(1);
+    match (parts.next()?, parts.next()?) {
+        (kind @ ("ip4" | "ip6" | "dns" | "dns4" | "dns6"), host) => Some(format!("/{kind}/{host}")),
+        _ => None,
+    }
+}
+
 /// The redial state of one address.
 #[derive(Clone, Debug)]
 struct DialState {
@@ -236,9 +246,14 @@ impl Addresses {
             }
         }
         self.dials.retain(|a, _| candidates.contains(a));
+        // One dial in flight per host: the first to answer is all the book is for
+        // (presence and delivery take it from there), and parallel dials of one host's
+        // ports would each leave a connection to it.
+        let mut busy: Vec<String> = self.in_flight.values().filter_map(|a| host_of(a)).collect();
         let mut due = Vec::new();
         for addr in candidates {
-            if skip(&addr) {
+            let host = host_of(&addr);
+            if skip(&addr) || host.as_ref().is_some_and(|h| busy.contains(h)) {
                 continue;
             }
             let state = self.dials.entry(addr.clone()).or_insert(DialState {
@@ -259,6 +274,7 @@ impl Addresses {
             };
             state.next = now + state.backoff;
             state.backoff = (state.backoff * 2).min(MAX_BACKOFF);
+            busy.extend(host);
             due.push(parsed);
         }
         due
@@ -502,18 +518,18 @@ impl Actor {
             }
         }
         let mine: Vec<String> = self.listen_addrs.iter().map(ToString::to_string).collect();
-        let dialled: Vec<String> = self
+        // A host this node is connected to already (either way) is met: its sessions
+        // are on the roster through that connection, and delivery dials what it needs.
+        // Dialling its book addresses too made duplicate connections that the move
+        // from TCP to QUIC (`node::quic_upgrade`) did not expect.
+        let connected: Vec<String> = self
             .peers
             .values()
             .flat_map(|p| p.connections.values())
-            .filter_map(|c| match c {
-                ConnectedPoint::Dialer { address, .. } => keepable(address, true),
-                ConnectedPoint::Listener { .. } => None,
-            })
-            .map(|a| a.to_string())
+            .filter_map(|c| host_of(&c.get_remote_address().to_string()))
             .collect();
         let due = self.addresses.plan(now, |a| {
-            mine.iter().any(|m| m == a) || dialled.iter().any(|d| d == a)
+            mine.iter().any(|m| m == a) || host_of(a).is_some_and(|h| connected.contains(&h))
         });
         for addr in due {
             let opts = DialOpts::unknown_peer_id().address(addr.clone()).build();
@@ -608,12 +624,28 @@ mod tests {
         assert_eq!(new, [id(1), id(3)].into_iter().collect());
         assert!(book.book().addresses(&id(2)).is_empty());
         let due = book.plan(now, |_| false);
-        assert_eq!(due.len(), 3);
         assert_eq!(
-            due[0],
-            a("/ip4/10.0.0.1/tcp/7385"),
-            "the stable address first"
+            due,
+            vec![a("/ip4/10.0.0.1/tcp/7385")],
+            "the stable address first, one dial per host at a time"
         );
+        // It failed: the host's next address is tried (the first waits its backoff).
+        let conn = ConnectionId::new_unchecked(7);
+        book.dialling(conn, &due[0]);
+        assert!(
+            book.plan(now, |_| false).is_empty(),
+            "one in flight per host"
+        );
+        book.on_dial_failed(conn);
+        let next = book.plan(now, |_| false);
+        assert_eq!(next.len(), 1);
+        assert_ne!(next[0], due[0]);
+        assert_eq!(
+            host_of("/ip4/10.0.0.1/udp/1/quic-v1").as_deref(),
+            Some("/ip4/10.0.0.1")
+        );
+        assert_eq!(host_of("/dns4/box/tcp/1").as_deref(), Some("/dns4/box"));
+        assert_eq!(host_of("/memory/1"), None);
         // Many identities with many addresses: bounded in all, round robin.
         let many: BTreeSet<IdentityKey> = (10..60u8).map(id).collect();
         for (i, k) in many.iter().enumerate() {
