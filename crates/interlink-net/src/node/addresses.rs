@@ -105,6 +105,14 @@ pub(super) fn host_of(addr: &str) -> Option<String> {
     }
 }
 
+fn is_loopback(addr: &Multiaddr) -> bool {
+    match addr.iter().next() {
+        Some(Protocol::Ip4(ip)) => ip.is_loopback(),
+        Some(Protocol::Ip6(ip)) => ip.is_loopback(),
+        _ => false,
+    }
+}
+
 /// The redial state of one address.
 #[derive(Clone, Debug)]
 struct DialState {
@@ -173,6 +181,12 @@ impl Addresses {
                 continue;
             };
             let stable = super::well_known::port_of(&kept) == Some(self.well_known);
+            // A loopback address (only ever this user's own) is this host: its sessions
+            // meet at the well-known port, and a session's random port there may belong
+            // to anyone's process after a restart.
+            if !stable && is_loopback(&kept) {
+                continue;
+            }
             if self
                 .book
                 .remember_with(identity, &kept.to_string(), source, stable, now_ms)
@@ -609,6 +623,19 @@ mod tests {
             t0,
         );
         assert_eq!(learned, 3, "loopback of someone else is not kept");
+        // The user's own: loopback at the well-known port only.
+        let own = book.learn(
+            id(4),
+            [a("/ip4/127.0.0.1/tcp/41000"), a("/ip4/127.0.0.1/tcp/7385")],
+            Source::Announcement,
+            true,
+            t0,
+        );
+        assert_eq!(own, 1);
+        assert_eq!(
+            book.book().addresses(&id(4))[0].addr,
+            "/ip4/127.0.0.1/tcp/7385"
+        );
         // Identity 2 is not (or no longer) a peer: never dialled, and forgotten.
         book.learn(
             id(2),
