@@ -97,6 +97,8 @@ impl Home {
             .env("INTERLINK_HOME", self.interlink_home())
             .env("INTERLINK_LISTEN", "/ip4/127.0.0.1/tcp/0")
             .env("INTERLINK_MDNS", "0")
+            // No host's well-known port: other tests' sessions run on this host too.
+            .env("INTERLINK_PORT", "0")
             // Claude Code: no update checks, telemetry or error reports (the machine
             // may have no network; nothing here needs it).
             .env("DISABLE_AUTOUPDATER", "1")

@@ -15,6 +15,10 @@ use interlink_testkit::process::{self as harness, scrub_env};
 
 use crate::binary;
 
+/// What every command of a test runs with unless the test sets `INTERLINK_PORT`
+/// itself: no host's well-known port.
+pub const NO_WELL_KNOWN_PORT: (&str, &str) = ("INTERLINK_PORT", "0");
+
 /// The default deadline for anything a test waits on.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -58,6 +62,10 @@ pub fn command_in(
     };
     scrub_env(&mut cmd);
     cmd.env("INTERLINK_HOME", home);
+    // No well-known port unless a test asks for one (`env` comes after): tests run
+    // many sessions of unrelated homes on one host, in parallel, and through the port
+    // they would all meet each other's.
+    cmd.env(NO_WELL_KNOWN_PORT.0, NO_WELL_KNOWN_PORT.1);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -95,7 +95,9 @@ pub async fn cli(
     scrub_env(&mut cmd)
         .args(args)
         .env(interlink_core::env::HOME, home)
-        .env(interlink_core::env::MDNS, "0");
+        .env(interlink_core::env::MDNS, "0")
+        // Many homes on one host: without this they would all meet through the port.
+        .env(interlink_core::env::PORT, "0");
     let out = run_blocking(cmd, input).await.map_err(|e| match e {
         harness::Error::RunTimeout { .. } => anyhow::anyhow!("interlink-p2p {args:?} timed out"),
         e => anyhow::Error::new(e).context(format!("starting {}", bin.display())),
@@ -151,7 +153,9 @@ impl Proc {
         let mut cmd = Command::new(bin);
         scrub_env(&mut cmd)
             .args(args)
-            .env(interlink_core::env::HOME, home.path());
+            .env(interlink_core::env::HOME, home.path())
+            // Many homes on one host: no well-known port unless `env` sets one.
+            .env(interlink_core::env::PORT, "0");
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -25,6 +25,9 @@ pub const MDNS: &str = "INTERLINK_MDNS";
 pub const TAILNET: &str = "INTERLINK_TAILNET";
 /// The Tailscale CLI tailnet discovery runs (default: `tailscale` on `PATH`).
 pub const TAILSCALE: &str = "INTERLINK_TAILSCALE";
+/// The host's well-known port (TCP and QUIC) one agent session of the host holds
+/// (default 7385); `0` turns it off.
+pub const PORT: &str = "INTERLINK_PORT";
 /// `1` turns channel mode on (messages pushed as MCP channel notifications).
 pub const CHANNELS: &str = "INTERLINK_CHANNELS";
 /// `0` (or `false`, `off`, `no`) keeps messages out of Claude Code's own inbox socket:
@@ -84,6 +87,7 @@ pub const INHERITED_BY_ACCIDENT: &[&str] = &[
     MDNS,
     TAILNET,
     TAILSCALE,
+    PORT,
     TEST_LIVE_WINDOW_MS,
     TEST_AWAY_RETENTION_MS,
     TEST_HEARTBEAT_MS,

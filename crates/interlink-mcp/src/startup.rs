@@ -258,6 +258,7 @@ async fn run_node(
         inbox_dir: config.delivery.inbox_dir.take(),
         policy,
         pins_file: Some(home.pins()),
+        address_book: Some(home.addresses()),
     };
     let mut node = match session::start_node(spec, &config) {
         Ok(n) => n,

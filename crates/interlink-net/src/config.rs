@@ -87,6 +87,16 @@ pub struct Config {
     pub network: Network,
     /// Addresses to listen on.
     pub listen: Vec<Multiaddr>,
+    /// The host's well-known port ([`WELL_KNOWN_PORT`] unless configured; `0`: none).
+    /// A session that holds it ([`Config::hold_well_known_port`]) listens on it too,
+    /// TCP and QUIC; a session that does not dials it on this host, to meet the one
+    /// that does; and the address book prefers peers' addresses on it.
+    pub well_known_port: u16,
+    /// Whether this node tries to hold [`Config::well_known_port`] (agent sessions: the
+    /// MCP server and `run`); retried every second or two while another session of the
+    /// host holds it, so it is taken over when that one exits. Only session nodes hold
+    /// it.
+    pub hold_well_known_port: bool,
     /// Peers dialled at start and redialled with backoff while disconnected.
     pub bootstrap: Vec<Multiaddr>,
     /// Whether mDNS discovery runs.
@@ -169,6 +179,10 @@ pub struct Delivery {
     /// mailbox passes peers issued this user are kept beside it
     /// ([`interlink_store::passes::PASSES_FILE`]).
     pub pins_file: Option<PathBuf>,
+    /// The address book ([`interlink_store::address_book`], `<home>/addresses.json`),
+    /// shared by the user's sessions: where paired identities and this user's own were
+    /// reached, dialled at start and after a network change. `None` keeps it in memory.
+    pub address_book: Option<PathBuf>,
 }
 
 /// A handle to libp2p's metrics, registered in a `prometheus-client` registry by
@@ -187,6 +201,8 @@ impl Default for Config {
         Self {
             network: Network::default(),
             listen: default_listen(),
+            well_known_port: 0,
+            hold_well_known_port: false,
             bootstrap: Vec::new(),
             mdns: true,
             idle_connection_timeout: Duration::from_secs(3600),

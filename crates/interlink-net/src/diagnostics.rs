@@ -56,6 +56,10 @@ pub struct Diagnostics {
     /// AutoNAT's verdict on this node's reachability (`public <addr>`, `private`,
     /// `unknown`); `None` where AutoNAT does not run (no relay configured).
     pub nat: Option<String>,
+    /// The host's well-known port, when this node holds it (`node::well_known`).
+    pub well_known_port: Option<u16>,
+    /// Addresses from the address book dialled since start (`node::addresses`).
+    pub address_book_dials: u64,
 }
 
 /// What presence has cost a node since start: messages and bytes received, and the

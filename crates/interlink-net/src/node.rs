@@ -1,5 +1,6 @@
 //! The node task: owns the swarm, runs presence and discovery, serves handles.
 
+mod addresses;
 mod admission;
 mod blocking;
 mod budgets;
@@ -29,6 +30,7 @@ mod sealing;
 mod sending;
 mod store;
 mod tailnet;
+mod well_known;
 mod worker;
 
 use std::{
@@ -135,6 +137,28 @@ impl Node {
             network_budgets: budgets::NetworkBudgets::new(config.network_growth_burst),
             blocking: blocking::Blocking::default(),
         };
+        // Sessions keep an address book and hold the host's well-known port; an
+        // observer only dials the port to meet this host's sessions; a relay has its
+        // own fixed port and no book.
+        let (port, hold, book) = match &role {
+            Role::Session(_) => (config.well_known_port, config.hold_well_known_port, true),
+            Role::Observer => (config.well_known_port, false, false),
+            Role::Relay(_) => (0, false, false),
+        };
+        let well_known = well_known::WellKnown::new(
+            port,
+            hold,
+            &config.listen,
+            swarm.local_peer_id(),
+            Instant::now(),
+        );
+        let stable_port = if config.well_known_port == 0 {
+            crate::config::WELL_KNOWN_PORT
+        } else {
+            config.well_known_port
+        };
+        let addresses =
+            addresses::Addresses::new(config.delivery.address_book.clone(), book, stable_port);
         let keys = sealing::Keys {
             pins: interlink_store::pins::SealingPins::load(config.delivery.pins_file.clone()),
             seal_contexts: sealing::SealContexts::default(),
@@ -177,8 +201,11 @@ impl Node {
             upgrades: Default::default(),
             hole_punch: Default::default(),
             tailnet,
+            addresses,
+            well_known,
         };
         actor.refresh_trusted();
+        actor.book_policy_changed();
         actor.start_live_streams();
         for addr in &actor.config.external_addrs {
             actor.swarm.add_external_address(addr.clone());
@@ -191,6 +218,8 @@ impl Node {
         actor.bootstrap.dial_due(&mut actor.swarm, Instant::now());
         // The first read of the tailnet's status, at once rather than on the first tick.
         actor.tailnet_tick();
+        actor.well_known.try_take(&mut actor.swarm, Instant::now());
+        actor.dial_book(Instant::now());
         let task = tokio::spawn(async move { actor.run().await });
         Ok(Self {
             handle,
@@ -290,6 +319,10 @@ struct Actor {
     hole_punch: hole_punch::HolePunch,
     /// Tailnet discovery, if on ([`tailnet`]).
     tailnet: Option<tailnet::Tailnet>,
+    /// Where paired identities and this user's own were reached ([`addresses`]).
+    addresses: addresses::Addresses,
+    /// The host's well-known port ([`well_known`]).
+    well_known: well_known::WellKnown,
 }
 
 impl Actor {
@@ -355,6 +388,8 @@ impl Actor {
         }
         // A write the interval was still holding back.
         self.save_held_knocks(true);
+        self.addresses
+            .save_if_due(Instant::now(), crate::now_ms(), true);
         self.goodbye().await;
     }
 
@@ -369,6 +404,7 @@ impl Actor {
         // slept. Fetch the mailbox and re-announce at once rather than on the timers.
         if now.duration_since(self.last_tick) >= mailbox::WAKE_GAP {
             info!(gap = ?now.duration_since(self.last_tick), "woke up");
+            self.addresses.network_changed(now);
             self.drive(Input::Wake);
         }
         self.last_tick = now;
@@ -391,6 +427,9 @@ impl Actor {
         // The announcement no peer has taken yet, if any.
         self.publish_announcement();
         self.bootstrap.dial_due(&mut self.swarm, now);
+        self.well_known.try_take(&mut self.swarm, now);
+        self.dial_book(now);
+        self.addresses.save_if_due(now, crate::now_ms(), false);
         discovery::periodic(self, now);
         self.tailnet_tick();
         self.fetch_own_mailbox();
@@ -440,6 +479,7 @@ impl Actor {
             Command::SetPolicy(policy, tx) => {
                 self.drive(Input::SetPolicy(policy));
                 self.refresh_trusted();
+                self.book_policy_changed();
                 // A key just admitted whose sessions are on the roster: pinned now, and
                 // offered this user's pass (they were not peers when they appeared, so
                 // nothing was offered then).
@@ -504,6 +544,9 @@ impl Actor {
                 self.bootstrap
                     .on_connected(peer_id, endpoint.get_remote_address());
                 self.tailnet_connected(peer_id, connection_id, &endpoint);
+                self.addresses
+                    .on_established(connection_id, crate::now_ms());
+                self.well_known.on_established(connection_id);
                 self.presence.cost.connections += 1;
                 self.pace(PacerInput::PeerConnected(peer_id));
                 let info = self.peers.entry(peer_id).or_default();
@@ -533,6 +576,8 @@ impl Actor {
                 num_established,
                 ..
             } if num_established > 0 => {
+                self.addresses.on_closed(connection_id, Instant::now());
+                self.well_known.on_closed(connection_id, Instant::now());
                 if let Some(info) = self.peers.get_mut(&peer_id) {
                     info.connections.remove(&connection_id);
                 }
@@ -549,6 +594,8 @@ impl Actor {
                 ..
             } => {
                 debug!(%peer_id, "disconnected");
+                self.addresses.on_closed(connection_id, Instant::now());
+                self.well_known.on_closed(connection_id, Instant::now());
                 self.peers.remove(&peer_id);
                 self.pace(PacerInput::PeerDisconnected(peer_id));
                 self.on_relay_disconnected(&peer_id);
@@ -567,6 +614,13 @@ impl Actor {
             } => {
                 debug!(?peer_id, %error, "dial failed");
                 self.tailnet_dial_failed(connection_id);
+                self.addresses.on_dial_failed(connection_id);
+                self.well_known.on_dial_failed(connection_id);
+            }
+            SwarmEvent::ListenerClosed { listener_id, .. }
+            | SwarmEvent::ListenerError { listener_id, .. } => {
+                self.well_known
+                    .on_listener_closed(&mut self.swarm, listener_id, Instant::now());
             }
             _ => {}
         }
@@ -630,6 +684,8 @@ impl Actor {
                 libp2p::autonat::NatStatus::Unknown => "unknown".to_owned(),
             });
         Diagnostics {
+            well_known_port: self.well_known.holds().then_some(self.well_known.port()),
+            address_book_dials: self.addresses.dialled,
             external_addrs: self.swarm.external_addresses().cloned().collect(),
             nat,
             served_reservations: self.relays.reservations.len(),

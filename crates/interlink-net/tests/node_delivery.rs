@@ -1098,6 +1098,7 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
             inbox_dir: None,
             policy,
             pins_file: Some(home.path().join(interlink_store::pins::PINS_FILE)),
+            address_book: None,
         },
         ..Config::default()
     };

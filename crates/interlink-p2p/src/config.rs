@@ -28,6 +28,9 @@ pub const ENV_MDNS: &str = interlink_core::env::MDNS;
 pub const ENV_TAILNET: &str = interlink_core::env::TAILNET;
 /// The Tailscale CLI tailnet discovery runs (default: `tailscale` on `PATH`).
 pub const ENV_TAILSCALE: &str = interlink_core::env::TAILSCALE;
+/// The host's well-known port ([`interlink_net::config::WELL_KNOWN_PORT`] by default);
+/// `0` turns it off.
+pub const ENV_PORT: &str = interlink_core::env::PORT;
 /// Test only: the live window in milliseconds (default 90 s).
 pub const ENV_TEST_LIVE_WINDOW_MS: &str = interlink_core::env::TEST_LIVE_WINDOW_MS;
 /// Test only: how long a silent session stays away, in milliseconds (default 3 days).
@@ -177,6 +180,10 @@ pub fn build(
         cli: env(ENV_TAILSCALE).map(|p| std::path::PathBuf::from(p.trim())),
         ..interlink_net::Tailnet::default()
     });
+    config.well_known_port = well_known_port(env(ENV_PORT))?;
+    // Held by agent sessions; the commands whose sessions last seconds (`send`, `join`,
+    // `pair accept`) turn it off for theirs, and observers never hold it.
+    config.hold_well_known_port = !listen_none;
     apply_test_knobs(&mut config, env)?;
     Ok(config)
 }
@@ -280,6 +287,17 @@ fn switch_on(var: &str, value: Option<String>) -> Result<bool, ConfigError> {
             reason: "expected 0 or 1 (also false/true, off/on, no/yes)".into(),
         }),
     }
+}
+
+fn well_known_port(value: Option<String>) -> Result<u16, ConfigError> {
+    let Some(value) = value else {
+        return Ok(interlink_net::config::WELL_KNOWN_PORT);
+    };
+    value.trim().parse::<u16>().map_err(|_| ConfigError::Value {
+        var: ENV_PORT.into(),
+        value,
+        reason: "expected a port number, 0 to 65535 (0: no well-known port)".into(),
+    })
 }
 
 fn millis(var: &str, env: impl Fn(&str) -> Option<String>) -> Result<Option<u64>, ConfigError> {
@@ -407,6 +425,10 @@ mod tests {
         assert!(c.mdns);
         let tailnet = c.tailnet.expect("tailnet discovery is on by default");
         assert_eq!(tailnet.cli, None, "the CLI is looked for on PATH");
+        assert_eq!(
+            (c.well_known_port, c.hold_well_known_port),
+            (interlink_net::config::WELL_KNOWN_PORT, true)
+        );
         assert_eq!(c.presence.live_window_ms, LIVE_WINDOW_MS);
         assert_eq!(c.presence.away_retention_ms, AWAY_RETENTION_MS);
         assert_eq!(c.heartbeat, Duration::from_millis(HEARTBEAT_MS));
@@ -424,9 +446,11 @@ mod tests {
                     "/ip4/10.0.0.1/tcp/4001,/dns4/relay.example/tcp/4001/p2p/12D3KooWLEGyHBEPWFBvEgjw6ptnCEpg3XdGsVyao7XT6dD5M58R",
                 ),
                 (ENV_MDNS, "0"),
+                (ENV_PORT, "0"),
             ]),
         )
         .unwrap();
+        assert_eq!(c.well_known_port, 0);
         assert_eq!(c.network.as_str(), "team-a");
         assert_eq!(c.listen.len(), 2);
         assert_eq!(c.bootstrap.len(), 2);
@@ -516,6 +540,7 @@ mod tests {
                 &[ENV_BOOTSTRAP, "transport address"],
             ),
             (&[(ENV_MDNS, "maybe")], &[ENV_MDNS, "maybe"]),
+            (&[(ENV_PORT, "65536")], &[ENV_PORT, "65536", "port number"]),
             (&[(ENV_LISTEN, " , ")], &[ENV_LISTEN, "no listen address"]),
             (
                 &[(ENV_TEST_LIVE_WINDOW_MS, "soon")],

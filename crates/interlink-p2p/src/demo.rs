@@ -81,6 +81,9 @@ impl Demo {
         let mut cmd = Command::new(&self.exe);
         cmd.env(interlink_core::env::HOME, home)
             .env(interlink_core::env::MDNS, "0")
+            // The demo's throwaway homes must neither take this host's well-known port
+            // from the user's own sessions nor meet them through it.
+            .env(interlink_core::env::PORT, "0")
             .env_remove(interlink_core::env::SESSION)
             .env_remove("CLAUDE_CODE_SESSION_ID")
             .env_remove(interlink_core::env::BOOTSTRAP)

@@ -85,6 +85,7 @@ pub async fn invite(
         &SessionId::random(&mut crate::os_rng()).as_str()[..8]
     ))?;
     let relays = config.relays.clone();
+    let port = config.well_known_port;
     let ps = PairingSession::start(home, config, session.clone(), "waiting for an invite").await?;
     let result = async {
         let now = interlink_net::now_ms();
@@ -104,7 +105,8 @@ pub async fn invite(
                 .map(|a| ByteBuf::from(a.to_vec()))
                 .collect(),
             addrs: direct_addrs(
-                &ps.addrs().await?,
+                &ps.addrs_with_well_known().await?,
+                port,
                 MAX_DIRECT_ADDRS.min(MAX_INVITE_ADDRS.saturating_sub(relays.len())),
             )
             .iter()
@@ -248,8 +250,10 @@ async fn admit_held(
 }
 
 /// The waiting session's addresses worth putting in a code: at most `max`, routable
-/// ones first (loopback only when there is nothing else), TCP before QUIC.
-fn direct_addrs(addrs: &[Multiaddr], max: usize) -> Vec<Multiaddr> {
+/// ones first (loopback only when there is nothing else), those on the host's
+/// well-known port `port` first (they still reach the host after this session ends),
+/// TCP before QUIC.
+fn direct_addrs(addrs: &[Multiaddr], port: u16, max: usize) -> Vec<Multiaddr> {
     let loopback = |a: &Multiaddr| {
         a.iter().any(|p| match p {
             Protocol::Ip4(ip) => ip.is_loopback(),
@@ -267,7 +271,12 @@ fn direct_addrs(addrs: &[Multiaddr], max: usize) -> Vec<Multiaddr> {
     if chosen.is_empty() {
         chosen = addrs.iter().filter(|a| !circuit(a)).cloned().collect();
     }
-    chosen.sort_by_key(|a| quic(a));
+    let well_known = |a: &Multiaddr| {
+        port != 0
+            && a.iter()
+                .any(|p| matches!(p, Protocol::Tcp(n) | Protocol::Udp(n) if n == port))
+    };
+    chosen.sort_by_key(|a| (!well_known(a), quic(a)));
     chosen.truncate(max);
     chosen
 }
@@ -351,9 +360,13 @@ pub async fn join(
             config.relays.push(r.clone());
         }
     }
-    // The waiting session's addresses are dialled for this run only: they change with
-    // every start of the inviter's.
+    // The waiting session's addresses are dialled for this run; once the inviter
+    // confirmed, they go into the address book (where the one on the host's
+    // well-known port keeps reaching the inviter's sessions).
     config.bootstrap.extend(invite.direct_addrs());
+    // Gone in seconds: the host's well-known port is for the sessions that stay.
+    config.hold_well_known_port = false;
+    let well_known = config.well_known_port;
     let ps = PairingSession::start(
         home,
         config,
@@ -396,6 +409,7 @@ pub async fn join(
         match ps.wait_accept(&key, options.wait).await? {
             Some(confirmed) => {
                 keep_relays(home, &relays, progress)?;
+                keep_addresses(home, &key, &invite.direct_addrs(), well_known);
                 writeln!(out, "paired {confirmed} {}", key.fingerprint())?;
                 writeln!(
                     progress,
@@ -420,6 +434,38 @@ pub async fn join(
     .await;
     ps.shutdown().await;
     result
+}
+
+/// Keeps the code's addresses of the inviter (now a peer) in the address book, so the
+/// sessions of this home dial them at start: without them two machines with no mDNS
+/// between them and no relay would not meet again.
+fn keep_addresses(home: &Home, key: &IdentityKey, addrs: &[Multiaddr], well_known: u16) {
+    use interlink_store::address_book::{AddressBook, Source};
+    let stable_port = if well_known == 0 {
+        interlink_net::config::WELL_KNOWN_PORT
+    } else {
+        well_known
+    };
+    let now = interlink_net::now_ms();
+    let mut book = AddressBook::load(Some(home.addresses()));
+    for addr in addrs {
+        if addr.iter().any(|p| p == Protocol::P2pCircuit) {
+            continue;
+        }
+        let bare: Multiaddr = addr
+            .iter()
+            .filter(|p| !matches!(p, Protocol::P2p(_)))
+            .collect();
+        let stable = bare
+            .iter()
+            .any(|p| matches!(p, Protocol::Tcp(n) | Protocol::Udp(n) if n == stable_port));
+        book.remember_with(*key, &bare.to_string(), Source::Invite, stable, now);
+    }
+    // Not fatal: the pairing is done, and the next connection teaches the addresses
+    // again (identify, announcements).
+    if let Err(e) = book.save(now) {
+        tracing::warn!("keeping the inviter's addresses: {e}");
+    }
 }
 
 /// Adds the invite's relays — the inviter's signed choice — to the `relay` list of
@@ -485,16 +531,29 @@ mod tests {
             a("/ip4/10.0.0.1/tcp/3/p2p-circuit"),
         ];
         assert_eq!(
-            direct_addrs(&addrs, 3),
+            direct_addrs(&addrs, 7385, 3),
             vec![
                 a("/ip4/192.168.1.5/tcp/2"),
                 a("/ip4/192.168.1.5/udp/2/quic-v1")
             ]
         );
         assert_eq!(
-            direct_addrs(&addrs[..1], 3),
+            direct_addrs(&addrs[..1], 7385, 3),
             vec![a("/ip4/127.0.0.1/tcp/1")]
         );
-        assert_eq!(direct_addrs(&addrs, 1).len(), 1);
+        assert_eq!(direct_addrs(&addrs, 7385, 1).len(), 1);
+        // The host's well-known port first, whatever the order of the addresses.
+        let mut held = addrs.to_vec();
+        held.push(a("/ip4/192.168.1.5/udp/7385/quic-v1"));
+        held.push(a("/ip4/192.168.1.5/tcp/7385"));
+        assert_eq!(
+            direct_addrs(&held, 7385, 3),
+            vec![
+                a("/ip4/192.168.1.5/tcp/7385"),
+                a("/ip4/192.168.1.5/udp/7385/quic-v1"),
+                a("/ip4/192.168.1.5/tcp/2"),
+            ]
+        );
+        assert_eq!(direct_addrs(&held, 0, 1), vec![a("/ip4/192.168.1.5/tcp/2")]);
     }
 }

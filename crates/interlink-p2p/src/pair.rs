@@ -265,6 +265,7 @@ async fn confirm(
         inbox_dir: None,
         policy: interlink_store::policy::load(home)?,
         pins_file: Some(home.pins()),
+        address_book: Some(home.addresses()),
     };
     let describe = Describe {
         summary: "confirming a pair request".into(),
@@ -273,6 +274,8 @@ async fn confirm(
         delivery: DeliveryMode::Poll,
     };
     let spec = session_spec(home, own, describe)?;
+    // Gone in seconds: the host's well-known port is for the sessions that stay.
+    config.hold_well_known_port = false;
     let node = start_node(spec, &config)?;
     let handle = node.handle();
     let result = async {

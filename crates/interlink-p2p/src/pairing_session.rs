@@ -44,6 +44,9 @@ pub struct PairingSession {
     _lock: SessionLock,
 }
 
+/// Longest wait for the well-known port's listen addresses to show.
+const WELL_KNOWN_WAIT: Duration = Duration::from_secs(1);
+
 impl std::fmt::Debug for PairingSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PairingSession")
@@ -70,6 +73,7 @@ impl PairingSession {
             inbox_dir: Some(dir.path().to_owned()),
             policy: policy::load(home)?,
             pins_file: Some(home.pins()),
+            address_book: Some(home.addresses()),
         };
         let describe = Describe {
             summary: summary.into(),
@@ -106,6 +110,32 @@ impl PairingSession {
             .iter()
             .map(|a| interlink_net::dialable(a, peer))
             .collect())
+    }
+
+    /// Its listen addresses as [`PairingSession::addrs`], once those on the host's
+    /// well-known port are among them if it holds the port (they appear a moment
+    /// after the others; waited for at most [`WELL_KNOWN_WAIT`]).
+    pub async fn addrs_with_well_known(&self) -> anyhow::Result<Vec<Multiaddr>> {
+        let until = tokio::time::Instant::now() + WELL_KNOWN_WAIT;
+        loop {
+            let diag = self.handle.diagnostics().await?;
+            let shown = match diag.well_known_port {
+                None => true,
+                Some(port) => diag.listen_addrs.iter().any(|a| {
+                    a.iter()
+                        .any(|p| matches!(p, libp2p::multiaddr::Protocol::Tcp(n) if n == port))
+                }),
+            };
+            if shown || tokio::time::Instant::now() >= until {
+                let peer = self.handle.peer_id();
+                return Ok(diag
+                    .listen_addrs
+                    .iter()
+                    .map(|a| interlink_net::dialable(a, peer))
+                    .collect());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The identity on the roster that `text` designates — a full key, or a

@@ -69,6 +69,7 @@ pub async fn run(
         inbox_dir: Some(session_dir.path().to_owned()),
         policy: policy::load(home)?,
         pins_file: Some(home.pins()),
+        address_book: Some(home.addresses()),
     };
     let describe = Describe {
         summary: options.summary,

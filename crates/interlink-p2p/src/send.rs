@@ -341,6 +341,7 @@ fn join(
         inbox_dir: None,
         policy: peers.clone(),
         pins_file: Some(home.pins()),
+        address_book: Some(home.addresses()),
     };
     let describe = Describe {
         summary: "interlink-p2p send".into(),
@@ -353,6 +354,9 @@ fn join(
     spec.visibility = Visibility::Sender {
         reply_to: options.reply_to.clone(),
     };
+    // Gone in seconds: it must not take the host's well-known port from the next
+    // agent session (it still dials it, to meet this host's sessions).
+    config.hold_well_known_port = false;
     let node = start_node(spec, config)?;
     let _ = writeln!(
         progress,

@@ -10,6 +10,7 @@
 //! relay = ["/dns4/relay.example/tcp/4002/p2p/12D3KooW…"]
 //! mdns = false
 //! tailnet = false
+//! port = 7385
 //! name = "alice"
 //! ```
 //!
@@ -36,6 +37,7 @@ pub const KEYS: &[(&str, &str, Kind)] = &[
     ("relay", env::RELAY, Kind::List),
     ("mdns", env::MDNS, Kind::Bool),
     ("tailnet", env::TAILNET, Kind::Bool),
+    ("port", env::PORT, Kind::Port),
     ("name", env::NAME, Kind::Text),
 ];
 
@@ -48,6 +50,8 @@ pub enum Kind {
     List,
     /// `true` or `false`.
     Bool,
+    /// A port number, 0-65535.
+    Port,
 }
 
 /// Why the settings file was refused.
@@ -138,6 +142,15 @@ impl Settings {
                         .join(",")
                 }
                 (Kind::Bool, Value::Boolean(b)) => (if *b.value() { "1" } else { "0" }).into(),
+                (Kind::Port, Value::Integer(n)) => u16::try_from(*n.value())
+                    .map_err(|_| key_error(key, "expected a port number, 0 to 65535".into()))?
+                    .to_string(),
+                (Kind::Port, _) => {
+                    return Err(key_error(
+                        key,
+                        "expected a port number, 0 to 65535 (0: none)".into(),
+                    ));
+                }
                 (Kind::Text, _) => return Err(key_error(key, "expected a string".into())),
                 (Kind::List, _) => {
                     return Err(key_error(
@@ -254,7 +267,7 @@ mod tests {
         let s = parse(
             "network = \"team\"\nbootstrap = [\"/ip4/1.2.3.4/tcp/1\", \"/ip4/5.6.7.8/tcp/2\"]\n\
              relay = \"/ip4/9.9.9.9/tcp/3/p2p/x\"\nmdns = false\nname = \"alice\"\n\
-             tailnet = false\n",
+             tailnet = false\nport = 0\n",
         )
         .unwrap();
         assert_eq!(s.get(env::TAILNET), Some("0"));
@@ -266,6 +279,7 @@ mod tests {
         assert_eq!(s.get(env::RELAY), Some("/ip4/9.9.9.9/tcp/3/p2p/x"));
         assert_eq!(s.get(env::MDNS), Some("0"));
         assert_eq!(s.get(env::NAME), Some("alice"));
+        assert_eq!(s.get(env::PORT), Some("0"));
         assert_eq!(s.get(env::LISTEN), None);
     }
 
@@ -290,6 +304,10 @@ mod tests {
             e.contains("netwrk: unknown key") && e.contains("network"),
             "{e}"
         );
+        let e = parse("port = 70000\n").unwrap_err().to_string();
+        assert!(e.contains("port: expected a port number"), "{e}");
+        let e = parse("port = \"7385\"\n").unwrap_err().to_string();
+        assert!(e.contains("port: expected a port number"), "{e}");
         let e = parse("mdns = \"no\"\n").unwrap_err().to_string();
         assert!(e.contains("mdns: expected true or false"), "{e}");
         let e = parse("bootstrap = [1]\n").unwrap_err().to_string();

@@ -37,6 +37,11 @@ pub const MAX_ADDR_BYTES: usize = 256;
 pub const FORGET_UNANSWERED_MS: u64 = 30 * 24 * 3600 * 1000;
 /// An address that never answered is forgotten this long after it was last learned.
 pub const FORGET_NEVER_ANSWERED_MS: u64 = 7 * 24 * 3600 * 1000;
+/// Most addresses per identity that are not a host's stable address (a session's
+/// random ports, which change with every start): the rest of
+/// [`MAX_ADDRS_PER_IDENTITY`] is kept for stable ones, so a burst of a peer's
+/// short-lived sessions never pushes its host's well-known-port address out.
+pub const MAX_UNSTABLE_ADDRS_PER_IDENTITY: usize = 4;
 /// Largest address book file read.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -75,6 +80,10 @@ pub struct Entry {
     /// Dials that failed since it last answered.
     #[serde(default)]
     pub failures: u32,
+    /// A host's stable address (its well-known port), as the one who remembered it
+    /// judged; only [`MAX_UNSTABLE_ADDRS_PER_IDENTITY`] others are kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stable: bool,
 }
 
 impl Entry {
@@ -92,6 +101,7 @@ impl Entry {
 
     /// Merges what another copy of the same address knows.
     fn merge(&mut self, other: &Entry) {
+        self.stable |= other.stable;
         if other.learned_ms > self.learned_ms {
             self.learned_ms = other.learned_ms;
             self.source = other.source;
@@ -128,6 +138,10 @@ pub fn acceptable(addr: &str) -> bool {
 pub struct AddressBook {
     path: Option<PathBuf>,
     book: BTreeMap<IdentityKey, Vec<Entry>>,
+    /// Identities forgotten since the book was loaded (peers removed): a save does not
+    /// merge them back from the file another session wrote before it forgot them too.
+    /// Bounded like the book; learning an identity again takes it out.
+    forgotten: std::collections::BTreeSet<IdentityKey>,
     /// Something changed since the last [`AddressBook::save`].
     dirty: bool,
 }
@@ -141,6 +155,7 @@ impl AddressBook {
         Self {
             path,
             book,
+            forgotten: Default::default(),
             dirty: false,
         }
     }
@@ -182,9 +197,24 @@ impl AddressBook {
         source: Source,
         now_ms: u64,
     ) -> bool {
+        self.remember_with(identity, addr, source, false, now_ms)
+    }
+
+    /// [`AddressBook::remember`], saying whether `addr` is a host's stable address
+    /// (its well-known port): at most [`MAX_UNSTABLE_ADDRS_PER_IDENTITY`] addresses of
+    /// an identity are not.
+    pub fn remember_with(
+        &mut self,
+        identity: IdentityKey,
+        addr: &str,
+        source: Source,
+        stable: bool,
+        now_ms: u64,
+    ) -> bool {
         if !acceptable(addr) {
             return false;
         }
+        self.forgotten.remove(&identity);
         if !self.book.contains_key(&identity) && self.book.len() >= MAX_IDENTITIES {
             let stalest = self
                 .book
@@ -199,11 +229,15 @@ impl AddressBook {
         if let Some(e) = entries.iter_mut().find(|e| e.addr == addr) {
             // Refreshing a known address often (every announcement) writes nothing new
             // unless a day passed, so the file is not rewritten on every heartbeat.
-            if now_ms.saturating_sub(e.learned_ms) < 24 * 3600 * 1000 && e.source == source {
+            if now_ms.saturating_sub(e.learned_ms) < 24 * 3600 * 1000
+                && e.source == source
+                && (e.stable || !stable)
+            {
                 return false;
             }
             e.learned_ms = e.learned_ms.max(now_ms);
             e.source = source;
+            e.stable |= stable;
         } else {
             entries.push(Entry {
                 addr: addr.to_owned(),
@@ -211,6 +245,7 @@ impl AddressBook {
                 learned_ms: now_ms,
                 answered_ms: None,
                 failures: 0,
+                stable,
             });
         }
         order_and_bound(entries);
@@ -241,11 +276,37 @@ impl AddressBook {
         }
     }
 
-    /// Forgets every address of `identity` (a peer removed).
+    /// Forgets every address of `identity` (a peer removed), also in the file at the
+    /// next save.
     pub fn forget(&mut self, identity: &IdentityKey) {
         if self.book.remove(identity).is_some() {
             self.dirty = true;
         }
+        if self.forgotten.len() < MAX_IDENTITIES {
+            self.forgotten.insert(*identity);
+        }
+    }
+
+    /// Lets a save merge `identity`'s addresses from the file again (it is a peer
+    /// again: another command of the user, `join`, may have written them there).
+    pub fn unforget(&mut self, identity: &IdentityKey) {
+        self.forgotten.remove(identity);
+    }
+
+    /// Forgets one address of `identity` (to make room for a better one). Returns
+    /// whether it was kept.
+    pub fn remove(&mut self, identity: &IdentityKey, addr: &str) -> bool {
+        let Some(entries) = self.book.get_mut(identity) else {
+            return false;
+        };
+        let before = entries.len();
+        entries.retain(|e| e.addr != addr);
+        let removed = entries.len() != before;
+        if entries.is_empty() {
+            self.book.remove(identity);
+        }
+        self.dirty |= removed;
+        removed
     }
 
     /// Ages out what expired at `now_ms`, then writes the book, merged with what other
@@ -253,6 +314,9 @@ impl AddressBook {
     pub fn save(&mut self, now_ms: u64) -> std::io::Result<()> {
         if let Some(path) = &self.path {
             for (identity, theirs) in read(path) {
+                if self.forgotten.contains(&identity) {
+                    continue;
+                }
                 if !self.book.contains_key(&identity) && self.book.len() >= MAX_IDENTITIES {
                     continue;
                 }
@@ -293,7 +357,13 @@ fn order_and_bound(entries: &mut Vec<Entry>) {
         b.answered_ms
             .cmp(&a.answered_ms)
             .then(a.failures.cmp(&b.failures))
+            .then(b.stable.cmp(&a.stable))
             .then(b.learned_ms.cmp(&a.learned_ms))
+    });
+    let mut unstable = 0;
+    entries.retain(|e| {
+        unstable += usize::from(!e.stable);
+        e.stable || unstable <= MAX_UNSTABLE_ADDRS_PER_IDENTITY
     });
     entries.truncate(MAX_ADDRS_PER_IDENTITY);
 }
@@ -380,11 +450,35 @@ mod tests {
             );
         }
         let kept = book.addresses(&id(1));
-        assert_eq!(kept.len(), MAX_ADDRS_PER_IDENTITY);
+        assert_eq!(kept.len(), MAX_UNSTABLE_ADDRS_PER_IDENTITY);
         assert_eq!(
             kept[0].addr, "/ip4/10.0.0.1/tcp/7385",
             "the answered one first"
         );
+        // Stable addresses (a host's well-known port) fill the rest; random ports
+        // learned after them do not push them out.
+        for host in 0..20u64 {
+            book.remember_with(
+                id(1),
+                &format!("/ip4/10.0.1.{host}/tcp/7385"),
+                Source::Invite,
+                true,
+                t0 + 200 + host,
+            );
+        }
+        for port in 0..20u64 {
+            book.remember(
+                id(1),
+                &format!("/ip4/10.0.0.9/tcp/{}", 3000 + port),
+                Source::Announcement,
+                t0 + 300 + port,
+            );
+        }
+        let kept = book.addresses(&id(1));
+        assert_eq!(kept.len(), MAX_ADDRS_PER_IDENTITY);
+        let stable = kept.iter().filter(|e| e.stable).count();
+        assert_eq!(stable, MAX_ADDRS_PER_IDENTITY - 1, "{kept:?}");
+        assert_eq!(kept[0].addr, "/ip4/10.0.0.1/tcp/7385");
         for n in 0..=255u8 {
             book.remember(
                 id(n),
@@ -404,5 +498,44 @@ mod tests {
         assert!(book.is_dirty());
         book.forget(&id(1));
         assert!(book.addresses(&id(1)).is_empty());
+    }
+
+    #[test]
+    fn a_forgotten_identity_is_not_merged_back_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(ADDRESS_BOOK_FILE);
+        let t0 = 1_800_000_000_000;
+        let mut one = AddressBook::load(Some(path.clone()));
+        one.remember(id(1), "/ip4/10.0.0.2/tcp/7385", Source::Invite, t0);
+        one.remember(id(2), "/ip4/10.0.0.3/tcp/7385", Source::Invite, t0);
+        one.save(t0).unwrap();
+        let mut two = AddressBook::load(Some(path.clone()));
+        two.forget(&id(1));
+        assert!(two.remove(&id(2), "/ip4/10.0.0.3/tcp/7385"));
+        assert!(!two.remove(&id(2), "/ip4/10.0.0.3/tcp/7385"));
+        two.save(t0).unwrap();
+        let back = AddressBook::load(Some(path.clone()));
+        assert!(
+            back.addresses(&id(1)).is_empty(),
+            "forgotten stays forgotten"
+        );
+        // A single address removed comes back from the file (another session may still
+        // know it answers); only a forgotten identity stays out.
+        assert_eq!(back.addresses(&id(2)).len(), 1);
+        // A peer again, its addresses written by another command: merged again.
+        let mut three = AddressBook::load(Some(path.clone()));
+        three.forget(&id(2));
+        three.unforget(&id(2));
+        three.save(t0).unwrap();
+        assert_eq!(
+            AddressBook::load(Some(path.clone()))
+                .addresses(&id(2))
+                .len(),
+            1
+        );
+        // Learned again: kept again.
+        two.remember(id(1), "/ip4/10.0.0.2/tcp/7385", Source::Knock, t0 + 1);
+        two.save(t0 + 1).unwrap();
+        assert_eq!(AddressBook::load(Some(path)).addresses(&id(1)).len(), 1);
     }
 }

@@ -177,6 +177,12 @@ impl Home {
         self.0.join(crate::pins::PINS_FILE)
     }
 
+    /// Where the sessions of the paired identities and of this user's own were reached
+    /// ([`crate::address_book`]).
+    pub fn addresses(&self) -> PathBuf {
+        self.0.join(crate::address_book::ADDRESS_BOOK_FILE)
+    }
+
     /// The directory holding one directory per session.
     pub fn sessions(&self) -> PathBuf {
         self.0.join(SESSIONS_DIR)

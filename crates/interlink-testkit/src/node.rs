@@ -202,6 +202,7 @@ pub fn start_tuned(
             inbox_dir: Some(dir.path().to_owned()),
             policy,
             pins_file: Some(dir.path().join(interlink_store::pins::PINS_FILE)),
+            address_book: None,
         },
         ..Config::default()
     };

@@ -117,6 +117,7 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
             inbox_dir: Some(dir.path().to_owned()),
             policy,
             pins_file: None,
+            address_book: None,
         },
         ..Config::default()
     };

@@ -218,6 +218,7 @@ fn node_config(
             inbox_dir: Some(dir.path().to_owned()),
             policy,
             pins_file: None,
+            address_book: None,
         };
     }
     config

@@ -164,6 +164,7 @@ async fn pair(
                 inbox_dir: Some(dirs[i].path().to_owned()),
                 policy,
                 pins_file: None,
+                address_book: None,
             },
             ..Config::default()
         };

@@ -58,18 +58,25 @@ impl Server {
             Ok(r) => {
                 // What this session's node sees of its network: its peers, direct or
                 // relayed, and how it is reached.
-                let network = match (r.handle.diagnostics().await, r.handle.roster().await) {
-                    (Ok(diag), Ok(roster)) => {
+                let diag = r.handle.diagnostics().await.ok();
+                let network = match (&diag, r.handle.roster().await) {
+                    (Some(diag), Ok(roster)) => {
                         let names = crate::policy::load(&ctx.home).unwrap_or_default();
-                        crate::network_view::view(&diag, &roster, &names)
+                        crate::network_view::view(diag, &roster, &names)
                     }
                     _ => Value::Null,
                 };
-                (
-                    r.listen.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                    "ready".to_owned(),
-                    network,
-                )
+                // The addresses now: the host's well-known port comes and goes as this
+                // session takes it over or not, after the ones it started with.
+                let listen = match &diag {
+                    Some(d) => d
+                        .listen_addrs
+                        .iter()
+                        .map(|a| interlink_net::dialable(a, r.handle.peer_id()).to_string())
+                        .collect::<Vec<_>>(),
+                    None => r.listen.iter().map(ToString::to_string).collect(),
+                };
+                (listen, "ready".to_owned(), network)
             }
             Err(e) => (Vec::new(), e.0, Value::Null),
         };

@@ -14,9 +14,9 @@ use super::Actor;
 use crate::behaviour::{Behaviour, BehaviourEvent};
 
 /// First redial delay of a bootstrap peer; doubles up to [`MAX_BACKOFF`].
-const MIN_BACKOFF: Duration = Duration::from_secs(1);
+pub(super) const MIN_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest redial delay.
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
+pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How often the node walks the DHT to find more peers.
 const KAD_BOOTSTRAP_INTERVAL: Duration = Duration::from_secs(60);
 /// Addresses of peers identified before the node joined the DHT, kept to seed its
@@ -267,6 +267,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             if let Some(p) = actor.peers.get_mut(&peer_id) {
                 p.agent = Some(info.agent_version.clone());
             }
+            actor.book_identified(peer_id, &info.listen_addrs);
             if actor.relays.is_relay(&peer_id) {
                 actor.reach_relay_over_quic(peer_id, &info.listen_addrs);
             } else {

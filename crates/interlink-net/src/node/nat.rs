@@ -17,7 +17,8 @@ use super::PacerInput;
 impl Actor {
     /// The addresses to announce, each once and without this node's `/p2p/` suffix (the
     /// PeerId travels beside them): confirmed external ones first (a cap on the count
-    /// must not cut them), then the listen addresses, then relay circuits.
+    /// must not cut them), then the listen addresses — those on the host's well-known
+    /// port first, the ones peers remember (`node::addresses`) — then relay circuits.
     pub(super) fn announced_addrs(&self) -> Vec<Multiaddr> {
         let me = *self.swarm.local_peer_id();
         let mut direct: Vec<Multiaddr> = Vec::new();
@@ -36,6 +37,8 @@ impl Actor {
                 list.push(a);
             }
         }
+        let externals = self.swarm.external_addresses().count().min(direct.len());
+        direct[externals..].sort_by_key(|a| !self.well_known.is_held_addr(a));
         direct.extend(circuits);
         direct
     }

@@ -465,6 +465,7 @@ impl Actor {
             self.pace(Input::RosterGrew);
         }
         self.pin_sealing_key(addr.key);
+        self.book_announcement(addr);
         self.route_session(addr);
         self.offer_pass(addr);
     }

@@ -87,6 +87,11 @@ impl Actor {
 
     /// A listen address appeared.
     pub(super) fn on_listen_addr_new(&mut self, address: &Multiaddr) {
+        // Taking the host's well-known port over from a session that exited is not a
+        // change of the host's network.
+        if self.well_known.is_held_addr(address) {
+            return;
+        }
         if host_ip(address).is_some() && self.started.elapsed() > STARTUP {
             info!(%address, "a new address: acting as on waking");
             self.network_changed(Instant::now());
@@ -98,6 +103,11 @@ impl Actor {
         let Some(gone) = host_ip(address) else {
             return;
         };
+        // The other listeners on the IP still run: it is the well-known port being
+        // given up (its listener failed), not the address going away.
+        if self.well_known.is_held_addr(address) {
+            return;
+        }
         let dead: Vec<(libp2p::PeerId, ConnectionId)> = self
             .peers
             .iter()
@@ -113,8 +123,8 @@ impl Actor {
     }
 
     /// The host's addresses changed: dial the bootstrap peers and relays (bootstrap
-    /// peers too) now, fetch the own mailbox, and announce the addresses (the pacer
-    /// already knows they changed).
+    /// peers too) and the address book now, fetch the own mailbox, and announce the
+    /// addresses (the pacer already knows they changed).
     fn network_changed(&mut self, now: Instant) {
         if !self.bootstrap.redial_now(now) {
             return;
@@ -123,6 +133,8 @@ impl Actor {
         self.forget_confirmed_addrs();
         self.bootstrap.dial_due(&mut self.swarm, now);
         self.tailnet_network_changed();
+        self.addresses.network_changed(now);
+        self.dial_book(now);
         debug!("network changed");
         self.drive(Input::Wake);
     }
