@@ -25,6 +25,10 @@ use interlink_net::config::WELL_KNOWN_PORT;
 use serde_json::json;
 
 /// Far longer than anything here takes on a quiet machine: a failure, not a figure.
+/// Every test command runs with the well-known port off (tests/support/process.rs); here
+/// each host is a namespace of its own, so its sessions hold the default port as on a
+/// real machine (`WELL_KNOWN_PORT`, checked where the probes are).
+const WELL_KNOWN: (&str, &str) = ("INTERLINK_PORT", "7385");
 const WITHIN: Duration = Duration::from_secs(90);
 
 /// The device listed offline: never probed.
@@ -125,9 +129,13 @@ async fn a_persons_two_machines_on_a_tailnet_find_each_other_with_nothing_typed(
         std::env::var("PATH").unwrap_or_default()
     );
     let mut env_a: Vec<(&str, &str)> = STEADY.to_vec();
-    env_a.extend([("RUST_LOG", "interlink_net=debug"), ("PATH", path.as_str())]);
+    env_a.extend([
+        ("RUST_LOG", "interlink_net=debug"),
+        ("PATH", path.as_str()),
+        WELL_KNOWN,
+    ]);
     let mut env_b: Vec<(&str, &str)> = STEADY.to_vec();
-    env_b.push(("RUST_LOG", "interlink_net=debug"));
+    env_b.extend([("RUST_LOG", "interlink_net=debug"), WELL_KNOWN]);
 
     // One person, two machines: the identity copied from A's home to B's.
     let mut me_a = User::new("me", &env_a).unwrap();
@@ -143,16 +151,13 @@ async fn a_persons_two_machines_on_a_tailnet_find_each_other_with_nothing_typed(
         );
     }
 
-    // TODO(well-known): B's session listens on the well-known port by an explicit
-    // listen setting until the `addr` branch makes one session per host hold it; then
-    // remove these flags (B starts with no arguments, as A does).
-    let tcp = format!("/ip4/0.0.0.0/tcp/{WELL_KNOWN_PORT}");
-    let quic = format!("/ip4/0.0.0.0/udp/{WELL_KNOWN_PORT}/quic-v1");
+    // B's session holds its host's well-known port by itself (each host is a namespace
+    // of its own, so the port is the default one, as on a real machine).
     let b = McpSession::start_in_netns(
         sites.host(Site::B),
         me_b.home(),
         "machine-b",
-        &["--listen", &tcp, "--listen", &quic],
+        &[],
         &env_b,
     )
     .await
@@ -197,6 +202,7 @@ async fn a_persons_two_machines_on_a_tailnet_find_each_other_with_nothing_typed(
     let calls = std::fs::read_to_string(bin.path().join("calls")).unwrap();
     assert!(calls.lines().all(|l| l == "status --json"), "{calls}");
     let log = a.stderr();
+    assert_eq!(WELL_KNOWN.1, WELL_KNOWN_PORT.to_string());
     let probed = |ip: &str| log.contains(&format!("/ip4/{ip}/tcp/{WELL_KNOWN_PORT}"));
     assert!(probed(&sites.addr(Site::B)), "{log}");
     assert!(probed(SILENT), "{log}");
@@ -297,8 +303,12 @@ async fn bench_probe_cost_in_the_lab() {
         std::env::var("PATH").unwrap_or_default()
     );
     // The default presence timers, as a real session runs.
-    let env_a = [("RUST_LOG", "interlink_net=debug"), ("PATH", path.as_str())];
-    let env_b = [("RUST_LOG", "interlink_net=debug")];
+    let env_a = [
+        ("RUST_LOG", "interlink_net=debug"),
+        ("PATH", path.as_str()),
+        WELL_KNOWN,
+    ];
+    let env_b = [("RUST_LOG", "interlink_net=debug"), WELL_KNOWN];
     let mut me_a = User::new("me", &env_a).unwrap();
     let mut me_b = User::new("me", &env_b).unwrap();
     let key = interlink_store::paths::IDENTITY_FILE;
@@ -327,16 +337,7 @@ async fn bench_probe_cost_in_the_lab() {
         )),
     );
 
-    // TODO(well-known): as in the test above.
-    let tcp = format!("/ip4/0.0.0.0/tcp/{WELL_KNOWN_PORT}");
-    let quic = format!("/ip4/0.0.0.0/udp/{WELL_KNOWN_PORT}/quic-v1");
-    let b = McpSession::start_in_netns(
-        sites.host(Site::B),
-        me_b.home(),
-        "machine-b",
-        &["--listen", &tcp, "--listen", &quic],
-        &env_b,
-    )
+    let b = McpSession::start_in_netns(sites.host(Site::B), me_b.home(), "machine-b", &[], &env_b)
     .await
     .unwrap();
     let a = McpSession::start_in_netns(ns, me_a.home(), "machine-a", &[], &env_a)

@@ -477,9 +477,9 @@ fn observed_addrs(remote: &Multiaddr) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Keeps the other machine's addresses under the shared identity.
-// TODO(addr-book): sessions dial this book once the address-book dialling lands; until
-// then these entries are recorded, not used.
+/// Keeps the other machine's addresses under the shared identity: the sessions of
+/// both machines dial them at start (`node::addresses`), so `self` spans the two with
+/// nothing typed.
 fn remember(home: &Home, key: interlink_core::IdentityKey, addrs: &[String]) -> anyhow::Result<()> {
     let now = interlink_net::now_ms();
     let mut book = AddressBook::load(Some(home.path().join(ADDRESS_BOOK_FILE)));
