@@ -37,6 +37,7 @@ async fn a_sender_delivers_names_its_reply_session_and_is_on_no_roster() {
             inbox_dir: None,
             policy,
             pins_file: None,
+            address_book: None,
         },
         ..Config::default()
     };
