@@ -29,6 +29,9 @@ use interlink_testkit::process::Options;
 use serde_json::{Value, json};
 
 /// Far longer than anything here takes on a quiet machine.
+/// The well-known port both machines' settings name (the default; every test command
+/// runs with it off unless asked): the link records each machine at it.
+const PORT: (&str, &str) = ("INTERLINK_PORT", "7385");
 const WITHIN: Duration = Duration::from_secs(90);
 const LOOPBACK: &[&str] = &["--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"];
 
@@ -44,7 +47,7 @@ fn identity_of(netns: Option<&str>, home: &Path) -> String {
 
 /// Starts `invite --device ARGS` in `home` with its stdin open; returns it and its code.
 fn invite_device(netns: Option<&str>, home: &Path, args: &[&str]) -> (Guard, String) {
-    let mut cmd = command_in(netns, home, &[("RUST_LOG", "interlink_net=debug")]).unwrap();
+    let mut cmd = command_in(netns, home, &[("RUST_LOG", "interlink_net=debug"), PORT]).unwrap();
     cmd.args(["invite", "--device"]).args(args);
     let process = Guard::spawn_with(
         cmd,
@@ -92,7 +95,7 @@ fn join(
     args: &[&str],
     input: Option<&'static str>,
 ) -> std::thread::JoinHandle<(bool, String, String)> {
-    let mut cmd = command_in(netns, home, &[]).unwrap();
+    let mut cmd = command_in(netns, home, &[PORT]).unwrap();
     cmd.arg("join").args(args);
     std::thread::spawn(move || {
         let (status, out, err) =
@@ -321,7 +324,10 @@ async fn own_machines_on_two_sites_linked_by_code_reach_each_other_as_self() {
     // Each host is a namespace of its own: its session holds the default well-known
     // port (every test command runs with it off unless asked), and the desktop finds
     // the laptop through the address the link just wrote (`a_lan`), nothing typed.
-    let env = [("RUST_LOG", "interlink_net=debug"), ("INTERLINK_PORT", "7385")];
+    let env = [
+        ("RUST_LOG", "interlink_net=debug"),
+        ("INTERLINK_PORT", "7385"),
+    ];
     let a = McpSession::start_in_netns(ns_a, laptop.path(), "laptop", &[], &env)
         .await
         .unwrap();

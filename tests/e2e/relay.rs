@@ -185,7 +185,18 @@ fn sessions_reachable_only_through_the_relay_talk_both_ways() {
             .unwrap();
         assert_eq!(inbox[0]["text"], text.as_str());
     }
-    let page = http_get(relay.metrics, "/metrics").unwrap();
+    // The relay refreshes its gauges on a timer (`METRICS_EVERY`), and the shell sends
+    // (which never announce) can all be done before its first refresh.
+    let deadline = Instant::now() + DEADLINE;
+    let page = loop {
+        let page = http_get(relay.metrics, "/metrics").unwrap();
+        if metric(&page, "interlink_relay_reservations").unwrap_or(0.0) >= 2.0
+            || Instant::now() > deadline
+        {
+            break page;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(
         metric(&page, "interlink_relay_reservations").unwrap_or(0.0) >= 2.0,
         "{page}"

@@ -153,15 +153,9 @@ async fn a_persons_two_machines_on_a_tailnet_find_each_other_with_nothing_typed(
 
     // B's session holds its host's well-known port by itself (each host is a namespace
     // of its own, so the port is the default one, as on a real machine).
-    let b = McpSession::start_in_netns(
-        sites.host(Site::B),
-        me_b.home(),
-        "machine-b",
-        &[],
-        &env_b,
-    )
-    .await
-    .unwrap();
+    let b = McpSession::start_in_netns(sites.host(Site::B), me_b.home(), "machine-b", &[], &env_b)
+        .await
+        .unwrap();
     let started = Instant::now();
     let a = McpSession::start_in_netns(sites.host(Site::A), me_a.home(), "machine-a", &[], &env_a)
         .await
@@ -338,8 +332,8 @@ async fn bench_probe_cost_in_the_lab() {
     );
 
     let b = McpSession::start_in_netns(sites.host(Site::B), me_b.home(), "machine-b", &[], &env_b)
-    .await
-    .unwrap();
+        .await
+        .unwrap();
     let a = McpSession::start_in_netns(ns, me_a.home(), "machine-a", &[], &env_a)
         .await
         .unwrap();

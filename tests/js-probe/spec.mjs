@@ -5,7 +5,8 @@
 import { readFileSync } from 'node:fs'
 import { ed25519 } from '@noble/curves/ed25519'
 import { sha256 } from '@noble/hashes/sha2'
-import { hkdf } from '@noble/hashes/hkdf'
+import { hkdf, extract as hkdfExtract, expand as hkdfExpand } from '@noble/hashes/hkdf'
+import { hmac } from '@noble/hashes/hmac'
 import { chacha20poly1305 } from '@noble/ciphers/chacha'
 import { CipherSuite, HkdfSha256 } from '@hpke/core'
 import { DhkemX25519HkdfSha256 } from '@hpke/dhkem-x25519'
@@ -251,7 +252,16 @@ export function schemas (V) {
     receiptRequest: [['v', v], ['receipt', t.bytes]],
     mailboxFetch: [['v', v], ['owner', t.b(32)], ['owner_session', sessionId],
       ['holder', (b) => t.bytes(b) && b.length >= 1 && b.length <= 64], ['ts', t.uint]],
-    mailboxFetchRequest: [['v', v], ['op', t.map([['fetch', t.map([['request', t.bytes]])]])]]
+    mailboxFetchRequest: [['v', v], ['op', t.map([['fetch', t.map([['request', t.bytes]])]])]],
+    // §8.8: the device link's request and response; the optional keys belong to one
+    // step each (checked by deviceStep below).
+    deviceRequest: [['v', v], ['step', t.oneOf(1, 2, 3)], ['commit', t.b(32), true], ['eph', t.b(32), true],
+      ['addrs', (a) => t.array(textMax(256))(a) && a.length <= 8, true], ['mac', t.b(32)]],
+    deviceResponse: [['v', v], ['step', t.oneOf(1, 2, 3)],
+      ['status', t.oneOf('ok', 'refused', 'used', 'expired', 'declined')],
+      ['eph', t.b(32), true], ['mac', t.b(32), true], ['enc', t.b(32), true],
+      ['sealed', (b) => t.bytes(b) && b.length <= 3088, true]],
+    deviceOffer: [['seed', t.b(32)], ['addrs', (a) => t.array(textMax(256))(a) && a.length <= 8]]
   }
 }
 const sessionId = (s) => typeof s === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(s)
@@ -259,7 +269,7 @@ const sessionId = (s) => typeof s === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.tes
 // ---- §2 keys, §3 signatures, §4.7 passes, §6 identifiers ----
 
 export const TAG = Object.fromEntries(['announcement', 'goodbye', 'envelope', 'receipt', 'ack',
-  'sealing-key', 'mailbox-pass', 'mailbox-fetch', 'beacon', 'invite'].map((d) => [d, utf8(`interlink-p2p/v1/${d}\0`)]))
+  'sealing-key', 'mailbox-pass', 'mailbox-fetch', 'beacon', 'invite', 'device-link'].map((d) => [d, utf8(`interlink-p2p/v1/${d}\0`)]))
 
 export const H = (...parts) => sha256(concat(...parts))
 export const identityKey = (seed) => ed25519.getPublicKey(seed)
@@ -329,6 +339,91 @@ export function readInvite (code) {
   ensure(Object.keys(body).join() === 'v,key,name,session,secret,expires,relays,addrs' && body.v === 2, 'invite: map')
   ensure(verify('invite', body.key, wrapper.body, wrapper.sig), 'invite: signature')
   return body
+}
+
+// §4.11: a device code is framed as an invite code, format 3, signed in the
+// `device-link` domain.
+export const deviceCode = (seed, body) => {
+  const w = wrap('device-link', seed, body)
+  return 'interlink3' + base32(concat(w, inviteCheck(w)))
+}
+/** Reads a device code as §4.11 says: prefix, check, wrapper, map and its rules, the
+ * signature under `key`. Returns the code's map; throws on any failure. */
+export function readDeviceCode (code) {
+  ensure(code.startsWith('interlink3'), 'device code: prefix')
+  ensure(code.length <= 2048, 'device code: too long')
+  const bytes = unbase32(code.slice('interlink3'.length))
+  ensure(bytes.length > 4, 'device code: too short')
+  const w = bytes.subarray(0, bytes.length - 4)
+  ensure(equal(bytes.subarray(bytes.length - 4), inviteCheck(w)), 'device code: check')
+  const wrapper = decode(w, 'device code wrapper')
+  ensure(Object.keys(wrapper).join() === 'body,sig' && t.b(64)(wrapper.sig), 'device code: wrapper')
+  const body = shape(decode(wrapper.body, 'device code body'), [['v', (x) => x === 3], ['key', t.b(32)],
+    ['secret', t.b(16)], ['expires', t.uint],
+    ['addrs', (a) => t.array((m) => t.bytes(m) && m.length >= 1 && m.length <= 160)(a) && a.length >= 1 && a.length <= 6]],
+  'device code body')
+  ensure(verify('device-link', body.key, wrapper.body, wrapper.sig), 'device code: signature')
+  return body
+}
+
+// §8.8: the device link's keys, MACs, commitment and comparison string.
+const DL = utf8('interlink-p2p/v1/device-link')
+export function deviceKeys (secret, key) {
+  const prk = hkdfExtract(sha256, secret, DL)
+  return {
+    mac: hkdfExpand(sha256, prk, concat(utf8('mac'), key), 32),
+    psk: hkdfExpand(sha256, prk, concat(utf8('psk'), key), 32)
+  }
+}
+export const deviceMac = (kMac, label, ...parts) => hmac(sha256, kMac, concat(utf8(`${label}\0`), ...parts))
+export const deviceCommit = (eJ) => H(utf8('interlink-p2p/v1/device-link-commit\0'), eJ)
+/** The addresses of a `confirm`, as its MAC covers them: each a 2-byte big-endian
+ * length and its UTF-8. */
+export const deviceAddrs = (addrs) => concat(...addrs.map((a) => {
+  const b = utf8(a)
+  return concat(Uint8Array.of(b.length >> 8, b.length & 255), b)
+}))
+export function deviceComparison (kMac, C, eI, eJ) {
+  const m = deviceMac(kMac, 'compare', C, eI, eJ)
+  const n = (((m[0] << 24) >>> 0) + (m[1] << 16) + (m[2] << 8) + m[3]) % 1000000
+  const d = String(n).padStart(6, '0')
+  return `${d.slice(0, 3)}-${d.slice(3)}`
+}
+/** Which optional keys a device-link message carries, by step (and status). */
+export function deviceStep (msg, what) {
+  const optional = ['commit', 'eph', 'addrs', 'enc', 'sealed'].concat('status' in msg ? ['mac'] : [])
+  const want = !('status' in msg)
+    ? { 1: ['commit'], 2: ['eph'], 3: ['addrs'] }[msg.step]
+    : msg.status !== 'ok' ? [] : { 1: ['eph', 'mac'], 2: [], 3: ['enc', 'sealed'] }[msg.step]
+  const got = optional.filter((k) => k in msg)
+  ensure(got.join() === want.join(), `${what}: step ${msg.step} carries ${JSON.stringify(got)}, §8.8 says ${JSON.stringify(want)}`)
+  return msg
+}
+/** An ephemeral X25519 key pair of the exchange: DeriveKeyPair(ikm). */
+export async function deviceEphemeral (ikm) {
+  const kp = await suite.kem.deriveKeyPair(ab(ikm))
+  return { kp, pub: new Uint8Array(await suite.kem.serializePublicKey(kp.publicKey)) }
+}
+/** The offer's seal (§8.8): HPKE auth-PSK, single-shot, to `eJ` from `(skI, eI)`. */
+export async function deviceSeal (eJ, senderKp, kPsk, aad, offer, ekm) {
+  const ctx = await suite.createSenderContext({
+    recipientPublicKey: await suite.kem.deserializePublicKey(ab(eJ)),
+    senderKey: senderKp,
+    psk: { id: ab(DL), key: ab(kPsk) },
+    info: ab(DL),
+    ekm: ab(ekm)
+  })
+  return { enc: new Uint8Array(ctx.enc), sealed: new Uint8Array(await ctx.seal(ab(offer), ab(aad))) }
+}
+export async function deviceOpen (recipientKp, senderPub, kPsk, aad, enc, sealed) {
+  const ctx = await suite.createRecipientContext({
+    recipientKey: recipientKp,
+    senderPublicKey: await suite.kem.deserializePublicKey(ab(senderPub)),
+    psk: { id: ab(DL), key: ab(kPsk) },
+    info: ab(DL),
+    enc: ab(enc)
+  })
+  return new Uint8Array(await ctx.open(ab(sealed), ab(aad)))
 }
 
 /** Decodes a wrapper and its body, checks both tables, then the signature under the

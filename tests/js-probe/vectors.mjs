@@ -133,6 +133,22 @@ export async function checkVectors ({ version: V, vectors }) {
     reply_pass: null
   }))
 
+  // §4.11, §8.8: Alice's device code (the invite's address), and the exchange it
+  // opens: the joiner's eJ from 32 × 0x33, the waiting node's eI from 32 × 0x44, the
+  // offer sealed with HPKE's ephemeral key from 32 × 0x55.
+  const devSecret = fill(0x77, 16)
+  const deviceCode = S.deviceCode(alice, encode({
+    v: 3, key: A, secret: devSecret, expires: ts + 300000, addrs: [inviteAddr]
+  }))
+  const dk = S.deviceKeys(devSecret, A)
+  const eJ = await S.deviceEphemeral(fill(0x33, 32))
+  const eI = await S.deviceEphemeral(fill(0x44, 32))
+  const C = S.deviceCommit(eJ.pub)
+  const joinerAddrs = ['/ip4/192.0.2.8/tcp/7385']
+  const offer = encode({ seed: alice, addrs: ['/ip4/192.0.2.7/tcp/7385'] })
+  const devAad = S.concat(C, eI.pub, eJ.pub)
+  const devSealed = await S.deviceSeal(eJ.pub, eI.kp, dk.psk, devAad, offer, fill(0x55, 32))
+
   const expect = {
     'alice.seed': alice,
     'alice.identity_key': A,
@@ -180,6 +196,16 @@ export async function checkVectors ({ version: V, vectors }) {
     'invite.code': inviteCode,
     'knock_invite.wire': knockWire,
     'host_queued_three.wire': hostQueuedWire,
+    'device.code': deviceCode,
+    'device_hello.wire': encode({ v: V, step: 1, commit: C, mac: S.deviceMac(dk.mac, 'hello', C) }),
+    'device_accept.wire': encode({ v: V, step: 1, status: 'ok', eph: eI.pub, mac: S.deviceMac(dk.mac, 'accept', C, eI.pub) }),
+    'device_reveal.wire': encode({ v: V, step: 2, eph: eJ.pub, mac: S.deviceMac(dk.mac, 'reveal', C, eI.pub, eJ.pub) }),
+    'device_reveal_ok.wire': encode({ v: V, step: 2, status: 'ok' }),
+    'device_comparison': S.deviceComparison(dk.mac, C, eI.pub, eJ.pub),
+    'device_confirm.wire': encode({
+      v: V, step: 3, addrs: joinerAddrs, mac: S.deviceMac(dk.mac, 'confirm', C, eI.pub, eJ.pub, S.deviceAddrs(joinerAddrs))
+    }),
+    'device_sealed.wire': encode({ v: V, step: 3, status: 'ok', enc: devSealed.enc, sealed: devSealed.sealed }),
     'presence_beacon.msg': beaconMsg,
     'gossip_id(presence_beacon.msg)': S.gossipId(beaconMsg)
   }
@@ -223,6 +249,47 @@ export async function checkVectors ({ version: V, vectors }) {
   caught = false
   try { S.readInvite('interlink2' + S.base32(S.concat(forgedWrapper, S.inviteCheck(forgedWrapper)))) } catch { caught = true }
   ensure(caught, 'invite: an altered code with a recomputed check was read')
+  // §4.11: the device code as the joiner reads it; a typo fails its check, an invite
+  // reader refuses it, and the same body signed in the invite domain is no device code.
+  const dc = S.readDeviceCode(vectors.get('device.code'))
+  ensure(S.equal(dc.key, A) && S.equal(dc.secret, devSecret) && dc.expires === ts + 300000, 'device code: key, secret, expiry')
+  ensure(S.equal(dc.addrs[0], inviteAddr), 'device code: the invite\'s address')
+  const dcode = vectors.get('device.code')
+  const dtypo = dcode.slice(0, 40) + (dcode[40] === 'a' ? 'b' : 'a') + dcode.slice(41)
+  caught = false
+  try { S.readDeviceCode(dtypo) } catch { caught = true }
+  ensure(caught, 'device code: a mistyped code was read')
+  caught = false
+  try { S.readInvite(dcode) } catch { caught = true }
+  ensure(caught, 'device code: read as an invite')
+  const dw = S.wrap('invite', alice, S.decode(S.unbase32(dcode.slice(10)).slice(0, -4), 'device wrapper').body)
+  caught = false
+  try { S.readDeviceCode('interlink3' + S.base32(S.concat(dw, S.inviteCheck(dw)))) } catch { caught = true }
+  ensure(caught, 'device code: an invite-domain signature made a device code')
+  // §8.8: each message decoded as its receiver would, its optional keys those of its
+  // step, its MAC verified with the code's secret; then the offer opened by the joiner.
+  const dmsg = (n, schema) => S.deviceStep(S.shape(S.decode(w(n), n), schema, n), n)
+  const dkr = S.deviceKeys(dc.secret, dc.key)
+  const hello = dmsg('device_hello.wire', sch.deviceRequest)
+  ensure(S.equal(hello.mac, S.deviceMac(dkr.mac, 'hello', hello.commit)), 'device hello: mac')
+  const accept = dmsg('device_accept.wire', sch.deviceResponse)
+  ensure(S.equal(accept.mac, S.deviceMac(dkr.mac, 'accept', hello.commit, accept.eph)), 'device accept: mac')
+  const reveal = dmsg('device_reveal.wire', sch.deviceRequest)
+  ensure(S.equal(S.deviceCommit(reveal.eph), hello.commit), 'device reveal: the commitment does not open to eJ')
+  ensure(S.equal(reveal.mac, S.deviceMac(dkr.mac, 'reveal', hello.commit, accept.eph, reveal.eph)), 'device reveal: mac')
+  dmsg('device_reveal_ok.wire', sch.deviceResponse)
+  ensure(/^\d{3}-\d{3}$/.test(vectors.get('device_comparison')), 'device comparison: form')
+  const confirm = dmsg('device_confirm.wire', sch.deviceRequest)
+  ensure(S.equal(confirm.mac, S.deviceMac(dkr.mac, 'confirm', hello.commit, accept.eph, reveal.eph, S.deviceAddrs(confirm.addrs))),
+    'device confirm: mac')
+  const sealedOk = dmsg('device_sealed.wire', sch.deviceResponse)
+  const offerBytes = await S.deviceOpen(eJ.kp, accept.eph, dkr.psk, S.concat(hello.commit, accept.eph, reveal.eph),
+    sealedOk.enc, sealedOk.sealed)
+  const got = S.shape(S.decode(offerBytes, 'device offer'), sch.deviceOffer, 'device offer')
+  ensure(S.equal(S.identityKey(got.seed), dc.key), 'device offer: the seed is not the code\'s key')
+  caught = false
+  try { await S.deviceOpen(eJ.kp, accept.eph, fill(0, 32), S.concat(hello.commit, accept.eph, reveal.eph), sealedOk.enc, sealedOk.sealed) } catch { caught = true }
+  ensure(caught, 'device offer: opened without the code\'s psk')
   const hq = S.openSigned(w('host_queued_three.wire'), 'envelope', sch.envelope, 'sender', sch, 'envelope')
   ensure(hq.body.kind === 'host_queued' && hq.body.also_about.length === 2, 'host_queued: about three messages')
   const rcpt = S.openSigned(w('receipt.wire'), 'receipt', sch.receipt, 'recipient', sch, 'receipt')

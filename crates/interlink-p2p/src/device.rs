@@ -30,7 +30,7 @@ use interlink_core::{
         MAX_INVITE_ADDR_BYTES, MAX_LINK_ADDRS, link_step,
     },
 };
-use interlink_net::{Config, config::WELL_KNOWN_PORT, device_link::LinkNode};
+use interlink_net::{Config, device_link::LinkNode};
 use interlink_store::{
     address_book::{ADDRESS_BOOK_FILE, AddressBook, Source},
     paths::Home,
@@ -93,7 +93,8 @@ pub async fn invite_device(
             .collect(),
     };
     let text = Zeroizing::new(code.encode(&identity)?);
-    let own_addrs = host_addrs(&listen);
+    let port = config.well_known_port;
+    let own_addrs = host_addrs(&listen, port);
     let mut inviter = Inviter::new(identity, &code, &own_addrs);
     // The inviter keeps only keys derived from the secret.
     zeroize::Zeroize::zeroize(&mut *code.secret);
@@ -181,7 +182,7 @@ pub async fn invite_device(
             // Where the joiner came from, read before it hangs up (its entry goes then).
             let mut learned: Vec<String> = joiner
                 .and_then(|p| node.remote_of(&p))
-                .map(observed_addrs)
+                .map(|r| observed_addrs(r, port))
                 .unwrap_or_default();
             learned.extend(addrs.iter().cloned());
             if let Some(joiner) = joiner {
@@ -321,7 +322,7 @@ pub async fn join_device(
     let mut node = LinkNode::new(&config.network, false)?;
     // Listening only tells this machine its own addresses (to hand to the other one).
     let own = match node.listen(&config.listen, Duration::from_secs(1)).await {
-        Ok(listen) => host_addrs(&listen),
+        Ok(listen) => host_addrs(&listen, config.well_known_port),
         Err(_) => Vec::new(),
     };
     let mut rng = crate::os_rng();
@@ -383,7 +384,7 @@ pub async fn join_device(
     })?;
     let mut learned: Vec<String> = node
         .remote_of(&peer)
-        .map(observed_addrs)
+        .map(|r| observed_addrs(r, config.well_known_port))
         .unwrap_or_default();
     learned.extend(their_addrs);
     remember(home, code.key, &learned)?;
@@ -435,20 +436,26 @@ fn ip_of(addr: &Multiaddr) -> Option<IpAddr> {
 /// `ip` at the host's well-known port, TCP and QUIC: where a session of that machine
 /// listens whatever sessions run there (the address book keeps no port of a session
 /// that will be gone).
-fn well_known(ip: IpAddr) -> [String; 2] {
+/// The port is this machine's setting (`port`, 7385 unless changed): one person's
+/// machines share their settings far more often than not, and with `0` (no well-known
+/// port) there is nothing lasting to remember.
+fn well_known(ip: IpAddr, port: u16) -> Vec<String> {
+    if port == 0 {
+        return Vec::new();
+    }
     let base = match ip {
         IpAddr::V4(ip) => format!("/ip4/{ip}"),
         IpAddr::V6(ip) => format!("/ip6/{ip}"),
     };
-    [
-        format!("{base}/tcp/{WELL_KNOWN_PORT}"),
-        format!("{base}/udp/{WELL_KNOWN_PORT}/quic-v1"),
+    vec![
+        format!("{base}/tcp/{port}"),
+        format!("{base}/udp/{port}/quic-v1"),
     ]
 }
 
 /// This machine's addresses to hand the other one: the IPs it listens on (not
 /// unspecified; loopback only when there is nothing else) at the well-known port.
-fn host_addrs(listen: &[Multiaddr]) -> Vec<String> {
+fn host_addrs(listen: &[Multiaddr], port: u16) -> Vec<String> {
     let ips: Vec<IpAddr> = listen
         .iter()
         .filter_map(ip_of)
@@ -460,7 +467,7 @@ fn host_addrs(listen: &[Multiaddr]) -> Vec<String> {
         if routable && ip.is_loopback() {
             continue;
         }
-        for a in well_known(ip) {
+        for a in well_known(ip, port) {
             if !out.contains(&a) && out.len() < MAX_LINK_ADDRS {
                 out.push(a);
             }
@@ -470,10 +477,10 @@ fn host_addrs(listen: &[Multiaddr]) -> Vec<String> {
 }
 
 /// The other machine's address as this connection saw it, at the well-known port.
-fn observed_addrs(remote: &Multiaddr) -> Vec<String> {
+fn observed_addrs(remote: &Multiaddr, port: u16) -> Vec<String> {
     ip_of(remote)
         .filter(|ip| !ip.is_unspecified())
-        .map(|ip| well_known(ip).to_vec())
+        .map(|ip| well_known(ip, port))
         .unwrap_or_default()
 }
 
@@ -492,6 +499,8 @@ fn remember(home: &Home, key: interlink_core::IdentityKey, addrs: &[String]) -> 
 
 #[cfg(test)]
 mod tests {
+    use interlink_net::config::WELL_KNOWN_PORT;
+
     use super::*;
 
     #[test]
@@ -506,7 +515,7 @@ mod tests {
         .map(|a| a.parse().unwrap())
         .collect();
         assert_eq!(
-            host_addrs(&listen),
+            host_addrs(&listen, WELL_KNOWN_PORT),
             vec![
                 format!("/ip4/10.0.1.2/tcp/{WELL_KNOWN_PORT}"),
                 format!("/ip4/10.0.1.2/udp/{WELL_KNOWN_PORT}/quic-v1"),
@@ -514,7 +523,12 @@ mod tests {
         );
         // Loopback only when nothing else: two homes on one host.
         let lo: Vec<Multiaddr> = vec!["/ip4/127.0.0.1/tcp/4".parse().unwrap()];
-        assert_eq!(host_addrs(&lo).len(), 2);
+        assert_eq!(host_addrs(&lo, WELL_KNOWN_PORT).len(), 2);
+        assert_eq!(host_addrs(&listen, 7400)[0], "/ip4/10.0.1.2/tcp/7400");
+        assert!(
+            host_addrs(&listen, 0).is_empty(),
+            "no well-known port: nothing lasting"
+        );
         assert_eq!(code_addrs(&listen).len(), 3);
         assert!(
             code_addrs(&listen)
