@@ -263,22 +263,10 @@ fn an_expired_device_code_is_refused_before_anything_is_dialled() {
 /// `session`'s unread message texts once one contains `want` (or the time is up).
 async fn received(session: &McpSession, want: &str) -> Vec<String> {
     let until = Instant::now() + WITHIN;
-    loop {
-        let (_, got) = session
-            .ok("receive_messages", json!({"limit": 100}))
-            .await
-            .unwrap();
-        let texts: Vec<String> = got["messages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["text"].as_str().map(str::to_owned))
-            .collect();
-        if texts.iter().any(|t| t == want) || Instant::now() >= until {
-            return texts;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    session
+        .unread_texts_until(until, |t| t.iter().any(|t| t == want))
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -113,22 +113,10 @@ async fn peer_view(session: &McpSession, other: &str) -> Option<Value> {
 /// there or the time is up (`receive_messages` does not consume them).
 async fn receive(session: &McpSession, want: usize) -> Vec<String> {
     let until = Instant::now() + WITHIN;
-    loop {
-        let (_, got) = session
-            .ok("receive_messages", json!({"limit": 100}))
-            .await
-            .unwrap();
-        let texts: Vec<String> = got["messages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["text"].as_str().map(str::to_owned))
-            .collect();
-        if texts.len() >= want || Instant::now() >= until {
-            return texts;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    session
+        .unread_texts_until(until, |t| t.len() >= want)
+        .await
+        .unwrap()
 }
 
 /// Every send's status is `delivered` (else the failure shows both sessions' logs).

@@ -94,22 +94,10 @@ fn stand_in(dir: &std::path::Path, status: &str) {
 /// is up.
 async fn receive(session: &McpSession) -> Vec<String> {
     let until = Instant::now() + WITHIN;
-    loop {
-        let (_, got) = session
-            .ok("receive_messages", json!({"limit": 100}))
-            .await
-            .unwrap();
-        let texts: Vec<String> = got["messages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["text"].as_str().map(str::to_owned))
-            .collect();
-        if !texts.is_empty() || Instant::now() >= until {
-            return texts;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    session
+        .unread_texts_until(until, |t| !t.is_empty())
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

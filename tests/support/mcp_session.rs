@@ -19,7 +19,7 @@ use rmcp::{
     },
     service::{NotificationContext, RunningService},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::{
     io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader},
     process::{Child, Command},
@@ -392,6 +392,28 @@ impl McpSession {
             }
             if Instant::now() >= deadline {
                 bail!("{tool} never showed the expected state; last: {value}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The texts of the session's unread messages, oldest first, once `done` accepts
+    /// them or `deadline` passes (`receive_messages` does not consume them).
+    pub async fn unread_texts_until(
+        &self,
+        deadline: Instant,
+        done: impl Fn(&[String]) -> bool,
+    ) -> anyhow::Result<Vec<String>> {
+        loop {
+            let (_, got) = self.ok("receive_messages", json!({"limit": 100})).await?;
+            let texts: Vec<String> = got["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m["text"].as_str().map(str::to_owned))
+                .collect();
+            if done(&texts) || Instant::now() >= deadline {
+                return Ok(texts);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
