@@ -31,7 +31,12 @@ fn main() -> ExitCode {
 
 async fn relay_main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        // Without kad's "Failed to trigger bootstrap: No known peers", which it logs on
+        // every start of a relay that has no peers yet (as the sessions' filter does).
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,libp2p_kad::behaviour=error".into()),
+        )
         .with_writer(std::io::stderr)
         // Colour only for a person at a terminal, not for journald or a log file.
         .with_ansi(std::io::stderr().is_terminal())

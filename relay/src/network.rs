@@ -214,11 +214,16 @@ async fn listening(
         let done = listen.len() >= wanted.max(1);
         if done || (tokio::time::Instant::now() >= deadline && !listen.is_empty()) {
             let me = handle.peer_id();
-            return Ok(listen
-                .iter()
-                .chain(external)
-                .map(|a| interlink_net::dialable(a, me))
-                .collect());
+            // An external address may also be one the node listens on (or already
+            // counts among its addresses): each is printed once.
+            let mut addrs: Vec<Multiaddr> = Vec::new();
+            for a in listen.iter().chain(external) {
+                let a = interlink_net::dialable(a, me);
+                if !addrs.contains(&a) {
+                    addrs.push(a);
+                }
+            }
+            return Ok(addrs);
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(NetworkError::Listen {

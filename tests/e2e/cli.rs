@@ -82,6 +82,32 @@ fn the_demo_runs_end_to_end() {
     assert!(text.contains("is not a peer"), "{text}");
     assert!(text.contains("alice: queued "), "{text}");
     assert!(text.contains("is in his inbox"), "{text}");
+    assert!(
+        text.contains("'s inbox: ") && text.contains("as bob paired them"),
+        "inbox lines name the sender as its recipient paired it: {text}"
+    );
+}
+
+/// `whoami` (what people type first) is `id`.
+#[test]
+fn whoami_is_id() {
+    let home = tempfile::tempdir().unwrap();
+    let id = p2p()
+        .env("INTERLINK_HOME", home.path())
+        .arg("id")
+        .output()
+        .unwrap();
+    let who = p2p()
+        .env("INTERLINK_HOME", home.path())
+        .arg("whoami")
+        .output()
+        .unwrap();
+    assert!(
+        who.status.success(),
+        "{}",
+        String::from_utf8_lossy(&who.stderr)
+    );
+    assert_eq!(id.stdout, who.stdout);
 }
 
 #[test]

@@ -50,7 +50,9 @@ fn claude_install_is_idempotent_keeps_other_entries_and_uninstalls() {
     .unwrap();
     std::fs::write(
         &settings,
-        r#"{"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}}"#,
+        // With the SessionEnd hook an earlier version installed (Claude Code runs no
+        // mcp_tool hook there and says so on every `claude mcp list`): install removes it.
+        r#"{"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}], "SessionEnd": [{"hooks": [{"type": "mcp_tool", "server": "interlink", "tool": "end_session", "input": {}}]}]}}"#,
     )
     .unwrap();
     let cmd = "/opt/bin/interlink-p2p";
@@ -86,21 +88,22 @@ fn claude_install_is_idempotent_keeps_other_entries_and_uninstalls() {
         (&json!(true), &json!(true))
     );
 
-    // The conversation hooks: SessionStart binds the server to the conversation
-    // (/clear, resume), SessionEnd ends it; mcp_tool hooks on our server.
-    for (event, tool, field) in [
-        ("SessionStart", "bind_session", "source"),
-        ("SessionEnd", "end_session", "reason"),
-    ] {
-        let hook = &s["hooks"][event][0]["hooks"][0];
-        assert_eq!(
-            (&hook["type"], &hook["server"], &hook["tool"]),
-            (&json!("mcp_tool"), &json!("interlink"), &json!(tool)),
-            "{s}"
-        );
-        assert_eq!(hook["input"]["session_id"], "${session_id}");
-        assert_eq!(hook["input"][field], format!("${{{field}}}"));
-    }
+    // The conversation hook: SessionStart binds the server to the conversation
+    // (/clear, resume), an mcp_tool hook on our server; no SessionEnd hook is left.
+    let hook = &s["hooks"]["SessionStart"][0]["hooks"][0];
+    assert_eq!(
+        (&hook["type"], &hook["server"], &hook["tool"]),
+        (
+            &json!("mcp_tool"),
+            &json!("interlink"),
+            &json!("bind_session")
+        ),
+        "{s}"
+    );
+    assert_eq!(hook["input"]["session_id"], "${session_id}");
+    assert_eq!(hook["input"]["source"], "${source}");
+    assert!(s["hooks"].get("SessionEnd").is_none(), "{s}");
+    assert!(out.contains("removed the SessionEnd hook"), "{out}");
 
     let again = p2p(h, codex.path(), &["install", "claude", "--command", cmd]);
     assert_eq!(again.matches("unchanged").count(), 2, "{again}");

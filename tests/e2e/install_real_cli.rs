@@ -31,8 +31,8 @@ use std::{
 };
 
 use interlink_e2e::agent_cli::{
-    FakeModel, Group, Home, STEP, agent_cli, assert_codex_turn_bound, check_runs, codex_exec_turn,
-    codex_hooks, run, thread_of,
+    FakeModel, Group, Home, Output, STEP, agent_cli, assert_codex_turn_bound, check_runs,
+    codex_exec_turn, codex_hooks, run, thread_of,
 };
 use interlink_p2p::install::CODEX_HOOK_EVENTS;
 use serde_json::{Value, json};
@@ -77,9 +77,17 @@ fn claude_round_trip(home: &Home, claude: &Path, config_dir: Option<&Path>) {
         line.contains(&format!("{p2p} mcp")) && line.contains("Connected"),
         "interlink is not connected: {out}"
     );
+    // A healthy install prints no error: no hook Claude Code cannot run (the SessionEnd
+    // `mcp_tool` hook of earlier versions printed one on every list and get).
+    let clean = |out: &Output| {
+        let text = format!("{}\n{}", out.stdout, out.stderr);
+        !text.contains("failed") && !text.to_lowercase().contains("error")
+    };
+    assert!(clean(&out), "claude mcp list printed an error: {out}");
 
     let out = run(&mut claude_cmd(&["mcp", "get", "interlink"]));
     assert!(out.status.success(), "claude mcp get interlink: {out}");
+    assert!(clean(&out), "claude mcp get printed an error: {out}");
     for want in [
         "Scope: User config",
         "Status: ✔ Connected",

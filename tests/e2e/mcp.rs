@@ -807,10 +807,13 @@ async fn a_health_check_leaves_no_session_directory_a_session_with_mail_keeps_it
     tokio::time::timeout(TEST_DEADLINE, async {
         let alice = User::new("alice", STEADY).unwrap();
         let sessions = alice.home().join("sessions");
-        for _ in 0..2 {
+        // At once, and after the 1 s a host may wait before closing stdin (by then the
+        // session has written its network view).
+        for pause in [Duration::ZERO, Duration::ZERO, Duration::from_millis(1500)] {
             let check = McpSession::spawn(alice.home(), "health-check", LOOPBACK, &[])
                 .await
                 .unwrap();
+            tokio::time::sleep(pause).await;
             check.close(deadline()).await.unwrap();
         }
         let left: Vec<_> = std::fs::read_dir(&sessions)

@@ -4,8 +4,11 @@
 //! rmcp's own line transport drops input that is not JSON (logged at debug) and answers
 //! well-formed JSON of the wrong shape with an `Invalid Request` that carries no id, so
 //! a client whose request had bad `params` waits forever on its id. Here:
-//! - a line that is not JSON (or nests too deep, or is longer than [`MAX_LINE_BYTES`])
-//!   is answered `-32700 Parse error`;
+//! - a line that is not JSON (or nests too deep) is answered `-32700 Parse error`;
+//! - a line longer than [`MAX_LINE_BYTES`] is answered `-32700 Parse error` too, with
+//!   the request's id when the line's first [`MAX_LINE_BYTES`] bytes name it at the top
+//!   level (`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{…10 MiB…}}`), so a
+//!   host that sent a huge tool call is answered instead of waiting on its id;
 //! - JSON that is not a request object (`null`, `[]`, a batch, no `method`, not
 //!   `"jsonrpc": "2.0"`) is answered `-32600 Invalid Request`, with the line's id when it
 //!   has one;
@@ -13,6 +16,9 @@
 //!   `-32602 Invalid params` with its id;
 //! - a notification that does not parse gets no answer (JSON-RPC: notifications are
 //!   never answered), only a log line; nor does a response from the client.
+//!
+//! Every error response carries `id` — `null` when the line's id could not be read
+//! (JSON-RPC 2.0 §5: the member is required), which rmcp leaves out.
 //!
 //! Every rejected line is logged at warn on stderr. Requests handed to the server are
 //! counted until their response or error goes out (or the client cancels them): at
@@ -89,6 +95,8 @@ pub(crate) struct LineTransport<R, W> {
     line: Vec<u8>,
     /// Skipping the rest of an over-long line.
     skipping: bool,
+    /// The id read from the start of the over-long line being skipped.
+    overlong_id: Option<RequestId>,
     write: Arc<tokio::sync::Mutex<Option<W>>>,
     in_flight: Arc<InFlight>,
 }
@@ -103,6 +111,7 @@ where
             read: BufReader::new(read),
             line: Vec::new(),
             skipping: false,
+            overlong_id: None,
             write: Arc::new(tokio::sync::Mutex::new(Some(write))),
             in_flight: Arc::default(),
         }
@@ -125,6 +134,9 @@ where
                     self.skipping = end.is_none();
                     (used, None)
                 } else if self.line.len() + used > MAX_LINE_BYTES + 1 {
+                    // What fitted is the line's start: enough to find the id of a
+                    // request whose huge part comes after it, as a host writes them.
+                    self.overlong_id = leading_id(&self.line);
                     self.line.clear();
                     self.skipping = end.is_none();
                     (used, Some(false))
@@ -154,7 +166,18 @@ async fn write_message<W: AsyncWrite + Unpin>(
     write: &tokio::sync::Mutex<Option<W>>,
     message: &TxJsonRpcMessage<RoleServer>,
 ) -> std::io::Result<()> {
-    let mut bytes = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+    let mut bytes = match message {
+        // rmcp leaves out an unknown id; JSON-RPC requires the member, `null` then.
+        JsonRpcMessage::Error(e) if e.id.is_none() => {
+            let mut value = serde_json::to_value(message).map_err(std::io::Error::other)?;
+            if let Some(object) = value.as_object_mut() {
+                object.insert("id".to_owned(), serde_json::Value::Null);
+            }
+            serde_json::to_vec(&value)
+        }
+        _ => serde_json::to_vec(message),
+    }
+    .map_err(std::io::Error::other)?;
     bytes.push(b'\n');
     let mut guard = write.lock().await;
     let out = guard
@@ -207,6 +230,97 @@ fn reject(line: &[u8], error: &serde_json::Error) -> Rejection {
             ErrorData::invalid_params(format!("{method}: {error}"), None),
             Some(id),
         ),
+    }
+}
+
+/// The id of the request object that `start` (the beginning of a line too long to
+/// parse) opens, if a top-level `"id"` member comes before the cut: the members before
+/// it are skipped by their syntax alone (strings with their escapes, nested objects and
+/// arrays by depth), so the scan is linear and keeps nothing. `None` when the start is
+/// not an object, the id is not a string or an integer, or the cut comes first.
+fn leading_id(start: &[u8]) -> Option<RequestId> {
+    let mut scan = Scan { s: start, at: 0 };
+    scan.skip_ws();
+    scan.eat(b'{')?;
+    loop {
+        scan.skip_ws();
+        let key = scan.string()?;
+        scan.skip_ws();
+        scan.eat(b':')?;
+        scan.skip_ws();
+        if key == b"id" {
+            let from = scan.at;
+            scan.value()?;
+            return serde_json::from_slice(&start[from..scan.at]).ok();
+        }
+        scan.value()?;
+        scan.skip_ws();
+        scan.eat(b',')?;
+    }
+}
+
+/// A cursor over JSON text for [`leading_id`]: every step is `None` at the cut or at
+/// text that is not JSON.
+struct Scan<'a> {
+    s: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn skip_ws(&mut self) {
+        while self.s.get(self.at).is_some_and(|b| b" \t\r\n".contains(b)) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.s.get(self.at) == Some(&byte)).then(|| self.at += 1)
+    }
+
+    /// A string's raw bytes between its quotes (escapes left as they are: a key that
+    /// spells `id` with escapes is not taken for it, which only costs the id).
+    fn string(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let from = self.at;
+        loop {
+            match self.s.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(&self.s[from..self.at - 1]);
+                }
+                b'\\' => self.at += 2,
+                _ => self.at += 1,
+            }
+        }
+    }
+
+    /// Skips one value: a string, or anything else up to the `,` `}` or `]` that ends
+    /// it at this depth.
+    fn value(&mut self) -> Option<()> {
+        let mut depth = 0usize;
+        loop {
+            match *self.s.get(self.at)? {
+                b'"' => {
+                    self.string()?;
+                    if depth == 0 {
+                        return Some(());
+                    }
+                    continue;
+                }
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' if depth == 0 => return Some(()),
+                b'}' | b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        self.at += 1;
+                        return Some(());
+                    }
+                }
+                b',' if depth == 0 => return Some(()),
+                _ => {}
+            }
+            self.at += 1;
+        }
     }
 }
 
@@ -264,7 +378,8 @@ where
                     format!("line longer than {MAX_LINE_BYTES} bytes"),
                     None,
                 );
-                if answer(&self.write, error, None).await.is_err() {
+                let id = self.overlong_id.take();
+                if answer(&self.write, error, id).await.is_err() {
                     return None;
                 }
                 continue;
@@ -415,7 +530,11 @@ mod tests {
             let got = next_json(&mut lines).await;
             assert_eq!(got["jsonrpc"], "2.0", "{got}");
             assert_eq!(got["error"]["code"], code, "{got}");
-            assert_eq!(got.get("id").cloned().unwrap_or(Value::Null), id, "{got}");
+            assert_eq!(
+                got.get("id"),
+                Some(&id),
+                "the id member is always there: {got}"
+            );
         }
     }
 
@@ -441,6 +560,72 @@ mod tests {
         assert!(transport.line.capacity() <= MAX_LINE_BYTES + 1);
         let got = next_json(&mut lines).await;
         assert_eq!(got["error"]["code"], -32700, "{got}");
+        assert_eq!(got.get("id"), Some(&Value::Null), "no id to read: {got}");
+    }
+
+    #[tokio::test]
+    async fn a_huge_tool_call_is_answered_with_its_id() {
+        let (mut transport, mut client, mut lines) = pipes();
+        tokio::spawn(async move {
+            client
+                .write_all(
+                    br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"send_message"},"id":"big","x":{"text":""#,
+                )
+                .await
+                .unwrap();
+            let chunk = vec![b'y'; 64 * 1024];
+            for _ in 0..(MAX_LINE_BYTES / chunk.len() + 2) {
+                client.write_all(&chunk).await.unwrap();
+            }
+            client
+                .write_all(b"\"}}\n{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n")
+                .await
+                .unwrap();
+            client
+        });
+        let received = tokio::time::timeout(Duration::from_secs(10), transport.receive())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(&received, JsonRpcMessage::Request(r) if r.id == RequestId::Number(3)));
+        let got = next_json(&mut lines).await;
+        assert_eq!(got["error"]["code"], -32700, "{got}");
+        assert_eq!(got["id"], "big", "{got}");
+        assert!(
+            got["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&MAX_LINE_BYTES.to_string())),
+            "{got}"
+        );
+    }
+
+    #[test]
+    fn the_id_is_read_from_a_lines_start_only_where_it_is_there() {
+        let id = |s: &str| leading_id(s.as_bytes());
+        assert_eq!(
+            id(r#" {"jsonrpc":"2.0","id":5,"method":"x""#),
+            Some(RequestId::Number(5))
+        );
+        assert_eq!(
+            id(r#"{"a":{"id":1,"b":[1,{"c":"}"}]},"s":"\"id\":2","id" : "k\"q","#),
+            Some(RequestId::String("k\"q".into())),
+            "nested members, strings with quotes and braces are skipped"
+        );
+        // The cut before the id, or within it: no id.
+        assert_eq!(id(r#"{"jsonrpc":"2.0","params":{"text":"yyyy"#), None);
+        assert_eq!(id(r#"{"id":12"#), None);
+        assert_eq!(id(r#"{"id":"unterminated"#), None);
+        // Not an object, or an id of the wrong kind.
+        for bad in [
+            "[1,2",
+            "\"id\"",
+            "{\"id\":null,",
+            "{\"id\":{\"x\":1},",
+            "{id:1,",
+            "",
+        ] {
+            assert_eq!(id(bad), None, "{bad}");
+        }
     }
 
     #[tokio::test]

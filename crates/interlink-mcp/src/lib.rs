@@ -57,6 +57,7 @@ use interlink_store::{files, groups, pairing, paths, policy, read_state, sent_lo
 pub mod codex;
 mod consent;
 mod context;
+pub mod dates;
 pub mod group_route;
 pub mod host_inbox;
 mod jsonrpc_lines;

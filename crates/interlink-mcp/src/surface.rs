@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 /// Tools only Codex sessions use (thread binding, failed `codex queue` notices).
 pub(crate) const CODEX_ONLY: &[&str] = &["bind_codex_session", "failed_deliveries"];
 /// Tools only hooks call (by name): in no host's list.
-pub(crate) const HOOK_ONLY: &[&str] = &["bind_session", "end_session"];
+pub(crate) const HOOK_ONLY: &[&str] = &["bind_session"];
 
 /// The tools `host` is shown, compacted.
 pub(crate) fn tools_for(host: HostKind, tools: Vec<Tool>) -> Vec<Tool> {

@@ -296,13 +296,15 @@ pub fn run(out: &mut impl Write) -> anyhow::Result<()> {
         let (entry, _) = wait_inbox(&to.home, session, 1)?;
         writeln!(
             out,
-            "   {} -> {}: {stdout} ({} including the sender's start-up)\n   {}'s inbox: {:?} from {}",
+            "   {} -> {}: {stdout} ({} including the sender's start-up)\n   {}'s inbox: {:?} from {} ({}, as {} paired them)",
             from.name,
             to.name,
             ms(start.elapsed()),
             to.name,
             entry["text"].as_str().unwrap_or_default(),
-            entry["sender_fingerprint"].as_str().unwrap_or_default()
+            from.name,
+            entry["sender_fingerprint"].as_str().unwrap_or_default(),
+            to.name
         )?;
     }
 

@@ -123,6 +123,8 @@ fn resolve_session(
         for entry in read.flatten() {
             if SessionDir::at(entry.path()).inbox().is_file()
                 && let Some(id) = entry.file_name().to_str().and_then(session_of_dir_name)
+                // The command line's own pairing session is no agent's inbox.
+                && id.as_str() != crate::pairing_session::PAIR_SESSION
             {
                 found.push(id);
             }
@@ -160,7 +162,7 @@ fn render(e: &InboxEntry, sender: &str, unread: bool) -> String {
     let mut head = format!(
         "{}{}  {sender} {}  session {}  msg {}",
         if unread { "* " } else { "" },
-        utc(e.sent_at),
+        interlink_mcp::dates::utc(e.sent_at),
         e.sender_fingerprint,
         clean(&e.sender_session),
         e.msg_id
@@ -238,41 +240,12 @@ fn clean(s: &str) -> String {
         .collect()
 }
 
-/// `YYYY-MM-DD HH:MM:SSZ` for ms since the Unix epoch.
-fn utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = i64::try_from(days).unwrap_or(0) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use interlink_core::{MsgId, wire::EnvelopeKind};
     use interlink_store::inbox::Inbox;
 
     use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00Z");
-        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00Z");
-        assert_eq!(utc(1_796_015_574_175), "2026-11-30 05:12:54Z");
-    }
 
     fn entry(id: MsgId, text: &str) -> InboxEntry {
         InboxEntry {

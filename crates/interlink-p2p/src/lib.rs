@@ -21,9 +21,9 @@
 //! - [`config`] builds the node configuration from flags, the environment and the
 //!   settings file ([`settings`], `config.toml` in the home).
 //!
-//! The local state files (`peers.json`, the inbox read state), session start-up and
-//! the sender are in `interlink-mcp`, shared with the MCP server; [`paths`] and
-//! [`policy`] are re-exported from there.
+//! The local state files (`peers.json`, inboxes, the address book, …) are in
+//! `interlink-store`, whose [`paths`] and [`policy`] are re-exported here; session
+//! start-up and the sender are in `interlink-mcp`, shared with the MCP server.
 #![warn(missing_docs)]
 
 pub mod config;

@@ -148,7 +148,10 @@ impl NetArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Create this user's identity if missing; print its key and fingerprint.
-    #[command(after_help = "Examples:\n  interlink-p2p id\n  interlink-p2p id --name alice")]
+    #[command(
+        alias = "whoami",
+        after_help = "Examples:\n  interlink-p2p id\n  interlink-p2p id --name alice"
+    )]
     Id {
         /// Print JSON.
         #[arg(long)]
@@ -241,12 +244,14 @@ enum Command {
         #[command(flatten)]
         net: NetArgs,
     },
-    /// Send messages to a peer's session, or to a group, as a short-lived session of
-    /// this user.
+    /// Send messages to a peer's session, or to a group, signed as this user (the
+    /// sender is on no roster; replies go to --reply-to).
     ///
     /// Prints one line per message: `delivered <msg_id>` (the recipient's node stored
-    /// it and receipted it) or `queued <msg_id>` (it waits in the recipient's mailbox);
-    /// to a group, one line per copy, `<outcome> <msg_id> <member>/<session>`.
+    /// it and receipted it), `queued <msg_id>` (another node answered that it keeps it
+    /// for the recipient's mailbox) or `not-kept <reason>` (no node took it: send it
+    /// again later; the command then exits non-zero); to a group, one line per copy,
+    /// `<outcome> <msg_id> <member>/<session>`.
     #[command(
         after_help = "Examples:\n  interlink-p2p send --to bob \"the parser tests pass\"\n  interlink-p2p send --to bob --session bob-2 --task t-7 --status result \"done\"\n  interlink-p2p send --to group:team \"standup in 5\"\n  git log -3 --oneline | interlink-p2p send --to self --stdin"
     )]
@@ -288,7 +293,7 @@ enum Command {
     )]
     Inbox {
         /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else
-        /// the only session with an inbox]
+        /// the session whose inbox was written last]
         #[arg(long)]
         session: Option<String>,
         /// One JSON object per line (the inbox entry plus `petname` and `own`).

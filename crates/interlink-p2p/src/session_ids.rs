@@ -26,7 +26,8 @@ pub fn with_file(home: &Home, file: Option<&str>) -> (Vec<SessionId>, usize) {
             };
             let changed = std::fs::metadata(&path).ok()?.modified().ok()?;
             let id = e.file_name().to_str().and_then(session_of_dir_name)?;
-            Some((changed, id))
+            // The command line's own pairing session is nobody's to name.
+            (id.as_str() != crate::pairing_session::PAIR_SESSION).then_some((changed, id))
         })
         .collect();
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));

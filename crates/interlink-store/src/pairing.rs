@@ -450,7 +450,8 @@ pub fn free_name(policy: &PeerPolicy, suggested: Option<&str>, key: &IdentityKey
 /// `INTERLINK_NAME` (or `name` in the settings file), else `<login>-<host>` — the login
 /// name (`USER`) and the machine's short host name (`HOSTNAME`, else the system's), so
 /// a person's laptop and desktop are told apart — made to fit the petname rule (the
-/// rule has no `@`); else the login name alone; else `peer`.
+/// rule has no `@`); else the login name alone (`LOGNAME`, Windows' `USERNAME` when
+/// `USER` is unset); else the host name alone; else `peer`.
 pub fn own_name(env: impl Fn(&str) -> Option<String>) -> String {
     let clean = |s: &str| -> Option<String> {
         let s: String = s
@@ -471,16 +472,21 @@ pub fn own_name(env: impl Fn(&str) -> Option<String>) -> String {
     if let Some(name) = env(ENV_NAME).as_deref().and_then(clean) {
         return name;
     }
-    let Some(user) = env("USER").as_deref().and_then(clean) else {
-        return "peer".to_owned();
-    };
+    let user = ["USER", "LOGNAME", "USERNAME"]
+        .into_iter()
+        .find_map(|var| env(var).as_deref().and_then(clean));
     let host = env("HOSTNAME")
         .or_else(os_hostname)
         .and_then(|h| h.split('.').next().map(str::to_owned))
         .and_then(|h| clean(&h));
-    match host {
-        Some(host) if host != user => clean(&format!("{user}-{host}")).unwrap_or(user),
-        _ => user,
+    match (user, host) {
+        (Some(user), Some(host)) if host != user => {
+            clean(&format!("{user}-{host}")).unwrap_or(user)
+        }
+        (Some(user), _) => user,
+        // No login name (a service, a container): the machine still tells who it is.
+        (None, Some(host)) => host,
+        (None, None) => "peer".to_owned(),
     }
 }
 

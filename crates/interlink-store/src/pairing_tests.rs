@@ -93,7 +93,18 @@ fn names() {
         _ => None,
     };
     assert_eq!(own_name(long).len(), 32);
-    assert_eq!(own_name(|_| None), "peer");
+    // No USER: Windows' USERNAME, else the host name alone (never a bare `peer` on a
+    // machine that has a name).
+    let windows = |k: &str| match k {
+        "USERNAME" => Some("jay".to_owned()),
+        "HOSTNAME" => Some("DESKTOP-7".to_owned()),
+        _ => None,
+    };
+    assert_eq!(own_name(windows), "jay-DESKTOP-7");
+    assert_eq!(
+        own_name(|k: &str| (k == "HOSTNAME").then(|| "build-box".to_owned())),
+        "build-box"
+    );
     assert_eq!(
         own_name(|k: &str| (k == ENV_NAME).then(|| "laptop".to_owned())),
         "laptop"

@@ -329,7 +329,7 @@ impl SessionDir {
 
 impl SessionDir {
     /// Removes this directory when the session left nothing in it: only its lock, an
-    /// empty inbox, an empty outbox and the client's description — what a host's health
+    /// empty inbox, an empty outbox, the client's description and the network view — what a host's health
     /// check (`initialize`, then exit) leaves. Any other file, a message in the inbox or
     /// the outbox, or a file that cannot be checked keeps it. Call it after the node has
     /// stopped (the outbox must be closed). Returns whether it was removed.
@@ -339,6 +339,8 @@ impl SessionDir {
             INBOX_FILE,
             crate::outbox::OUTBOX_FILE,
             CLIENT_FILE,
+            // A view of the network, written a moment after start: no state of its own.
+            NETWORK_FILE,
         ];
         let mut files = Vec::new();
         for entry in std::fs::read_dir(&self.0)? {
@@ -386,6 +388,7 @@ mod tests {
         let lock = dir.claim("mcp", 1).unwrap();
         std::fs::write(dir.path().join(INBOX_FILE), "").unwrap();
         std::fs::write(dir.client(), "{}").unwrap();
+        std::fs::write(dir.path().join(NETWORK_FILE), "{}").unwrap();
         drop(crate::outbox::Outbox::open(dir.path()).unwrap());
         assert!(dir.remove_if_unused().unwrap());
         assert!(!dir.path().exists());

@@ -1,12 +1,13 @@
-//! The hook tools of a Claude Code session: `bind_session` and `end_session`.
+//! The hook tool of a Claude Code session: `bind_session`.
 //!
 //! Claude Code runs one MCP server per process, while the conversation in it changes:
-//! `/clear` starts a new one, `/resume` returns to an old one. Its SessionStart and
-//! SessionEnd hooks (`mcp_tool` hooks, installed by `interlink-p2p install claude` and
-//! the plugin) call these tools with the conversation's id, and the server moves its
-//! session with it ([`crate::startup::rebind`]): each conversation has its own mailbox,
-//! and mail for one is never delivered into another. The tools are not in the model's
-//! tool list; hooks call them by name.
+//! `/clear` starts a new one, `/resume` returns to an old one. Its SessionStart hook
+//! (an `mcp_tool` hook, installed by `interlink-p2p install claude` and the plugin)
+//! calls this tool with the conversation's id, and the server moves its session with it
+//! ([`crate::startup::rebind`]): each conversation has its own mailbox, and mail for
+//! one is never delivered into another. The tool is not in the model's tool list; the
+//! hook calls it by name. (Claude Code runs no `mcp_tool` hook at SessionEnd: a
+//! conversation's session ends when the next one starts, or with the server.)
 
 use rmcp::{handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router};
 use schemars::JsonSchema;
@@ -23,16 +24,6 @@ pub(crate) struct BindSessionArgs {
     /// Why it started (the hook's `source`: startup, resume, clear, compact).
     #[serde(default)]
     pub source: Option<String>,
-}
-
-/// Arguments of `end_session`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub(crate) struct EndSessionArgs {
-    /// The conversation's id (the hook's `session_id`).
-    pub session_id: String,
-    /// Why it ended (the hook's `reason`).
-    #[serde(default)]
-    pub reason: Option<String>,
 }
 
 #[tool_router(router = conversation_router, vis = "pub(crate)")]
@@ -72,35 +63,6 @@ impl Server {
                 let session = ctx.own().map(|o| o.session.to_string()).unwrap_or_default();
                 ctx.ok(text, json!({"session_id": session, "moved": moved}))
             }
-            Err(e) => ctx.error(e),
-        }
-    }
-
-    /// The host's conversation ended (SessionEnd hook): its session says goodbye.
-    #[tool]
-    async fn end_session(&self, Parameters(args): Parameters<EndSessionArgs>) -> CallToolResult {
-        let ctx = &self.ctx;
-        let bound = ctx.own().ok().map(|o| o.session.to_string());
-        // Only the conversation this server runs; a late hook of an earlier one (the
-        // SessionEnd of a `/clear` can arrive after the new SessionStart) is ignored.
-        if ctx.shared().pinned || bound.as_deref() != Some(args.session_id.trim()) {
-            return ctx.ok(
-                format!(
-                    "session {} is not the one running here; nothing to end",
-                    args.session_id.trim()
-                ),
-                json!({"ended": false}),
-            );
-        }
-        match crate::startup::rebind(ctx, None).await {
-            Ok(_) => ctx.ok(
-                format!(
-                    "session {} ended ({}); its mail waits for it",
-                    args.session_id.trim(),
-                    args.reason.as_deref().unwrap_or("ended")
-                ),
-                json!({"ended": true}),
-            ),
             Err(e) => ctx.error(e),
         }
     }

@@ -12,7 +12,7 @@
 //!   `list_pair_requests`, `accept_pair`, `reject_pair`;
 //! - [`tasks`]: `conversation_history`, `cancel_task`;
 //! - [`codex`]: `bind_codex_session`, `failed_deliveries`;
-//! - [`conversation`]: `bind_session`, `end_session` (Claude Code's hooks).
+//! - [`conversation`]: `bind_session` (Claude Code's SessionStart hook).
 
 pub(crate) mod codex;
 pub(crate) mod conversation;

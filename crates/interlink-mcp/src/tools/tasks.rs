@@ -92,7 +92,7 @@ impl Server {
                     let line = render::framing::block(
                         &format!(
                             "[{}] sent {} to {} ({}){}:",
-                            e.sent_at,
+                            crate::dates::utc(e.sent_at),
                             e.msg_id,
                             name.as_deref().unwrap_or(&e.to_key),
                             e.state.as_str(),
@@ -218,7 +218,7 @@ fn received_item(
     let line = render::framing::block(
         &format!(
             "[{}] received {} from {} ({}){}{group} (verified sender):",
-            e.sent_at,
+            crate::dates::utc(e.sent_at),
             render::framing::inline(&e.msg_id),
             name.as_deref().unwrap_or(&e.sender_fingerprint),
             e.sender_fingerprint,

@@ -1,8 +1,9 @@
 //! The Claude Code adapter: the user-scope MCP server `interlink` in `~/.claude.json`
 //! (`mcpServers.interlink`: `interlink-p2p mcp`), and in `~/.claude/settings.json` the
 //! asynchronous Stop hook running `interlink-p2p wait` with `asyncRewake`, which wakes
-//! an idle agent when a message arrives, and the SessionStart/SessionEnd hooks that
-//! keep the server's session on the current conversation (`/clear`, resume). With `CLAUDE_CONFIG_DIR` set, Claude Code
+//! an idle agent when a message arrives, and the SessionStart hook that keeps the
+//! server's session on the current conversation (`/clear`, resume). With
+//! `CLAUDE_CONFIG_DIR` set, Claude Code
 //! reads both from that directory instead (`.claude.json`, `settings.json`).
 
 use anyhow::Context as _;
@@ -215,41 +216,50 @@ pub(super) fn hook(
     })
 }
 
-/// The hooks that keep the server on the host's current conversation: SessionStart
-/// binds it (a `/clear` moves it to a fresh mailbox, a resume back to the old one),
-/// SessionEnd ends it; `mcp_tool` hooks calling the server's hook-only tools.
-const CONVERSATION_HOOKS: [(&str, &str, &str); 2] = [
-    (
-        "SessionStart",
-        "bind_session",
-        r#"{"session_id": "${session_id}", "source": "${source}"}"#,
-    ),
-    (
-        "SessionEnd",
-        "end_session",
-        r#"{"session_id": "${session_id}", "reason": "${reason}"}"#,
-    ),
-];
+/// The hook that keeps the server on the host's current conversation: SessionStart
+/// binds it (a `/clear` moves it to a fresh mailbox, a resume back to the old one), an
+/// `mcp_tool` hook calling the server's hook-only tool. There is no SessionEnd hook:
+/// Claude Code runs no `mcp_tool` hook at SessionEnd ("no MCP client context") and
+/// prints that as an error on every `claude mcp list`; the next SessionStart moves the
+/// session anyway, and when the host exits the server stops with it (goodbye first).
+const CONVERSATION_HOOK: (&str, &str, &str) = (
+    "SessionStart",
+    "bind_session",
+    r#"{"session_id": "${session_id}", "source": "${source}"}"#,
+);
 
-/// Installs or removes [`CONVERSATION_HOOKS`] (ours recognised by server and tool).
+/// The SessionEnd hook earlier versions installed, removed on install and uninstall.
+const RETIRED_HOOK: (&str, &str) = ("SessionEnd", "end_session");
+
+/// Installs or removes [`CONVERSATION_HOOK`] (ours recognised by server and tool), and
+/// removes [`RETIRED_HOOK`] either way.
 pub(super) fn conversation_hooks(
     doc: &mut Map<String, Value>,
     action: Action,
 ) -> anyhow::Result<Vec<String>> {
     let mut notes = Vec::new();
-    for (event, tool, input) in CONVERSATION_HOOKS {
-        let input: Value = serde_json::from_str(input)?;
-        let wanted =
-            json!({"type": "mcp_tool", "server": SERVER_NAME, "tool": tool, "input": input});
-        let ours =
-            |h: &Value| h["type"] == "mcp_tool" && h["server"] == SERVER_NAME && h["tool"] == tool;
-        let done = match set_hook(doc, event, &wanted, ours, action)? {
-            Some(HookChange::Added) => "added",
-            Some(HookChange::Updated) => "updated",
-            Some(HookChange::Removed) => "removed",
-            None => continue,
-        };
+    let (event, tool, input) = CONVERSATION_HOOK;
+    let input: Value = serde_json::from_str(input)?;
+    let wanted = json!({"type": "mcp_tool", "server": SERVER_NAME, "tool": tool, "input": input});
+    let ours = |tool: &'static str| {
+        move |h: &Value| h["type"] == "mcp_tool" && h["server"] == SERVER_NAME && h["tool"] == tool
+    };
+    let done = match set_hook(doc, event, &wanted, ours(tool), action)? {
+        Some(HookChange::Added) => Some("added"),
+        Some(HookChange::Updated) => Some("updated"),
+        Some(HookChange::Removed) => Some("removed"),
+        None => None,
+    };
+    if let Some(done) = done {
         notes.push(format!("{done} the {event} hook calling {tool}"));
+    }
+    let (event, tool) = RETIRED_HOOK;
+    if let Some(HookChange::Removed) =
+        set_hook(doc, event, &Value::Null, ours(tool), Action::Uninstall)?
+    {
+        notes.push(format!(
+            "removed the {event} hook calling {tool} (Claude Code does not run it)"
+        ));
     }
     Ok(notes)
 }
@@ -317,8 +327,8 @@ pub(super) fn delivery_note(version: Option<&str>, settings: &Value) -> String {
         Some((v, _)) => format!(
             "delivery: Claude Code {v} sessions get messages through their own inbox socket \
              (read between tool calls, or a new turn when idle); {hook} wakes them for \
-             what the socket does not deliver (held, refused, or no socket: --bare, \
-             CLAUDE_CODE_HARBOR_KITE=0, INTERLINK_HOST_INBOX=0)"
+             what the socket does not deliver (a message held or refused, a session \
+             started with --bare, or INTERLINK_HOST_INBOX=0)"
         ),
     }
 }
