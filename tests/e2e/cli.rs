@@ -92,11 +92,16 @@ fn the_demo_runs_end_to_end() {
 #[test]
 fn whoami_is_id() {
     let home = tempfile::tempdir().unwrap();
-    let id = p2p()
-        .env("INTERLINK_HOME", home.path())
-        .arg("id")
-        .output()
-        .unwrap();
+    let id = || {
+        p2p()
+            .env("INTERLINK_HOME", home.path())
+            .arg("id")
+            .output()
+            .unwrap()
+    };
+    // The first `id` creates the key (and says so); then both print the same.
+    id();
+    let id = id();
     let who = p2p()
         .env("INTERLINK_HOME", home.path())
         .arg("whoami")
