@@ -294,3 +294,125 @@ fn a_second_session_on_a_taken_fixed_port_fails_naming_the_holder() {
     assert!(!out.status.success());
     assert!(err.contains("Cannot assign requested address"), "{err}");
 }
+
+/// `interlink-p2p <args> --help`.
+fn help_of(args: &[&str]) -> String {
+    let out = p2p().args(args).arg("--help").output().unwrap();
+    assert!(out.status.success(), "{args:?} --help failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The subcommands a help text lists (without `help`).
+fn commands_in(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The long flags a help text lists (`  -j, --json`, `      --session <ID>`).
+fn flags_in(help: &str) -> std::collections::BTreeSet<String> {
+    help.lines()
+        .filter(|l| l.trim_start().starts_with('-'))
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("--")))
+        .map(|w| w.trim_end_matches(',').to_owned())
+        .filter(|f| f != "--help" && f != "--version")
+        .collect()
+}
+
+/// The long flags written in `line` (`--session`, not the `--` of an em dash's
+/// stand-in or of a word).
+fn flags_written(line: &str) -> Vec<String> {
+    let b = line.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(at) = line[i..].find("--") {
+        let start = i + at;
+        let before_ok =
+            start == 0 || !(b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'-');
+        let end = line[start + 2..]
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'))
+            .map_or(line.len(), |e| start + 2 + e);
+        if before_ok && end > start + 2 && b[start + 2].is_ascii_lowercase() {
+            out.push(line[start..end].to_owned());
+        }
+        i = end.max(start + 2);
+    }
+    out
+}
+
+/// Help and docs agree, and stay so: every subcommand and flag the binary has is in
+/// CLI.md (or, for the network flags, CONFIG.md), and every flag a synopsis or example
+/// in CLI.md gives its command exists in the binary.
+#[test]
+fn the_binary_and_cli_md_name_the_same_commands_and_flags() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cli = std::fs::read_to_string(root.join("docs/CLI.md")).unwrap();
+    let config = std::fs::read_to_string(root.join("docs/CONFIG.md")).unwrap();
+    let mut known = std::collections::BTreeMap::new();
+    let mut missing = Vec::new();
+    for command in commands_in(&help_of(&[])) {
+        let help = help_of(&[&command]);
+        let mut flags = flags_in(&help);
+        for sub in commands_in(&help) {
+            flags.extend(flags_in(&help_of(&[&command, &sub])));
+        }
+        if !cli.contains(&format!("`{command}"))
+            && !cli.contains(&format!("interlink-p2p {command}"))
+        {
+            missing.push(format!("command {command} is not in CLI.md"));
+        }
+        for flag in &flags {
+            if !cli.contains(flag.as_str()) && !config.contains(flag.as_str()) {
+                missing.push(format!(
+                    "{command} {flag} is in neither CLI.md nor CONFIG.md"
+                ));
+            }
+        }
+        known.insert(command, flags);
+    }
+    assert!(known.len() >= 15, "{known:?}");
+    // Synopses and examples: a code block's line that starts a command, and the
+    // indented lines that continue it.
+    let mut in_block = false;
+    let mut current: Option<&std::collections::BTreeSet<String>> = None;
+    for line in cli.lines() {
+        if line.starts_with("```") {
+            in_block = !in_block;
+            current = None;
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        if let Some(rest) = line.trim_start().strip_prefix("interlink-p2p ") {
+            let word = rest.split_whitespace().next().unwrap_or_default();
+            current = known.get(word);
+            // An output line (`interlink-p2p node <fingerprint> …`, from `probe`) is not
+            // a command; a synopsis or an example has flags or placeholders.
+            if current.is_none() && (rest.contains(['[', '<']) || rest.contains(" --")) {
+                missing.push(format!("CLI.md shows a command the binary lacks: {line}"));
+            }
+        } else if !line.starts_with(' ') {
+            current = None;
+        }
+        if let Some(flags) = current {
+            for flag in flags_written(line) {
+                if !flags.contains(&flag) && flag != "--help" {
+                    missing.push(format!(
+                        "CLI.md gives a flag the binary lacks: {flag} in {line}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "help and CLI.md disagree:\n{}",
+        missing.join("\n")
+    );
+}
