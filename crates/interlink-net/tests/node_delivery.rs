@@ -314,14 +314,33 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
     let Peer {
         node, dir: bob_dir, ..
     } = bob;
+    let bob_peer = node.handle().peer_id();
     node.abort();
+    // Aborting takes effect at the task's next await: until Alice's connection to Bob
+    // is gone, a send could still be taken live (seen once under Wine's scheduling).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while alice
+        .handle()
+        .diagnostics()
+        .await
+        .unwrap()
+        .connected
+        .iter()
+        .any(|c| c.peer_id == bob_peer)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Alice still connected to Bob"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // One genuine queued message from Alice, held by Carol.
     let outcome = alice
         .handle()
         .send(OutgoingMessage::text(bob_addr.clone(), "genuine"))
         .await
         .unwrap();
-    assert!(matches!(outcome, SendOutcome::Queued { .. }));
+    assert!(matches!(outcome, SendOutcome::Queued { .. }), "{outcome:?}");
 
     // Mallory, a node of the overlay, puts crafted versions of Bob's mailbox.
     let mallory = Identity::from_seed(&[66; 32]);
