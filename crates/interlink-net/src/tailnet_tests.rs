@@ -407,7 +407,7 @@ fn probe_cost() {
         }
         let first_hour: u64 = per_minute[..60].iter().sum();
         let second_hour: u64 = per_minute[60..120].iter().sum();
-        println!(
+        eprintln!(
             "N={n} M={m}: minute 1: {}, minute 2: {}, minute 3: {}, first hour: {first_hour}, \
              second hour: {second_hour} ({:.2}/min), statuses read: {}",
             per_minute[0],

@@ -781,11 +781,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     &mut std::io::stderr(),
                 ))?
             };
-            return Ok(if done {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            });
+            return Ok(finished(done));
         }
         Command::Join {
             code,
@@ -840,11 +836,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     &mut std::io::stderr(),
                 ))?
             };
-            return Ok(if done {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            });
+            return Ok(finished(done));
         }
         Command::Probe {
             ref multiaddr,
@@ -892,6 +884,16 @@ fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
         ))
         .into()
     })
+}
+
+/// The exit status of a command that waits for another side (`invite`, `join`): it
+/// finished, or it ended without the other side's answer.
+fn finished(done: bool) -> ExitCode {
+    if done {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 #[cfg(test)]
