@@ -146,12 +146,34 @@ async fn codex_binding_and_queue_delivery_with_failures_and_retries() {
             .await
             .unwrap();
         assert!(e.contains("UUID"), "{e}");
+        // The thread's directory (the plugin's hooks pass it: Codex starts a plugin's
+        // server in the plugin's directory): absolute, an existing directory.
+        let e = b
+            .err(
+                "bind_codex_session",
+                json!({"thread_id": THREAD, "cwd": "relative/dir"}),
+            )
+            .await
+            .unwrap();
+        assert!(e.contains("absolute"), "{e}");
+        let repo = fixture.path().join("thread-repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        let repo = repo.to_str().unwrap();
         let (_, bound) = b
-            .ok("bind_codex_session", json!({"thread_id": THREAD}))
+            .ok(
+                "bind_codex_session",
+                json!({"thread_id": THREAD, "cwd": repo}),
+            )
             .await
             .unwrap();
         assert_eq!(bound["session_id"], THREAD);
         assert_eq!(bound["already"], false);
+        let (_, who) = b.ok("whoami", json!({})).await.unwrap();
+        assert_eq!(
+            (&who["cwd"], &who["git_label"]),
+            (&json!(repo), &json!("thread-repo")),
+            "{who}"
+        );
         let (_, again) = b
             .ok("bind_codex_session", json!({"thread_id": THREAD}))
             .await
@@ -167,11 +189,13 @@ async fn codex_binding_and_queue_delivery_with_failures_and_retries() {
         assert_eq!(who["delivery"], "codex");
 
         // Bound: on the overlay under the thread id; a message becomes a queued notice.
-        a.poll("discover", json!({}), deadline(), |v| {
-            v.to_string().contains(THREAD)
-        })
-        .await
-        .unwrap();
+        let roster = a
+            .poll("discover", json!({}), deadline(), |v| {
+                v.to_string().contains(THREAD)
+            })
+            .await
+            .unwrap();
+        assert!(roster.to_string().contains(repo), "{roster}");
         let (_, sent) = a
             .ok(
                 "send_message",

@@ -1,18 +1,21 @@
 //! The plugin in this repository (`.claude-plugin/marketplace.json`,
 //! `plugins/interlink-p2p/`) installed by the real agent CLIs from the checkout, as a
-//! user would, in a throwaway home with no Rust toolchain on `PATH`: the plugin's MCP
-//! server starts through `npx -y interlink-p2p@<version>`, which fetches the npm
-//! packages this build makes from a registry on loopback ([`interlink_e2e::npm`]) into
-//! an empty npm cache.
+//! user would, in a throwaway home with no Rust toolchain on `PATH`. The plugin's
+//! servers and hooks run its launcher (`scripts/launch.cjs`), which runs the
+//! interlink-p2p already on the machine, else the npm package through npx.
 //!
 //! - Claude Code: `claude plugin validate` passes; `marketplace add`, `plugin install`;
-//!   `claude mcp list` health-checks the plugin's server and shows it Connected; after
+//!   with nothing installed and no package published, `claude mcp list` shows the
+//!   server failed with the launcher's reason (what to run); with the binary on `PATH`
+//!   and still no package, ✔ Connected; through npx, with the npm packages this build
+//!   makes on a registry on loopback ([`interlink_e2e::npm`]), ✔ Connected; after
 //!   `plugin uninstall` it is gone.
 //! - Codex: `codex plugin marketplace add` reads the same marketplace file, `plugin add`
 //!   installs it; `codex mcp list` has the server; the app server lists the plugin's
-//!   three `mcp_tool` hooks with no errors; in a real turn the SessionStart hook calls the
-//!   server (through npx) and binds the thread to its mailbox; after `plugin remove` the
-//!   server is gone.
+//!   three `mcp_tool` hooks with no errors, and the server's status (the launcher's
+//!   reason with nothing installed, its tools with the binary on `PATH`); in a real turn
+//!   the SessionStart hook calls the server (through npx) and binds the thread to its
+//!   mailbox; after `plugin remove` the server is gone.
 //!
 //! The CLIs: [`interlink_e2e::agent_cli`] (SKIPPED unless set; failing under CI).
 #![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
@@ -25,8 +28,10 @@ use std::{
 
 use interlink_e2e::{
     agent_cli::{
-        Home, agent_cli, assert_codex_turn_bound, check_runs, codex_exec_turn, codex_hooks, run,
+        Home, agent_cli, assert_codex_turn_bound, check_runs, codex_app_server_in, codex_exec_turn,
+        codex_hooks, run,
     },
+    binary,
     npm::{Registry, Tarballs, VERSION, node_dir, pack, path_without_rust},
 };
 use interlink_p2p::install::{CODEX_ENV_VARS, CODEX_HOOK_EVENTS};
@@ -45,11 +50,11 @@ fn json_at(path: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The plugin's launcher of npx: servers and hooks run `node <it> <npx args>`, never a
-/// bare `npx`, which hosts on Windows cannot start.
-const NPX_SCRIPT: &str = "${CLAUDE_PLUGIN_ROOT}/scripts/npx.cjs";
+/// The plugin's launcher: Claude Code's servers and hooks run `node <it> <args>`, never
+/// a bare `npx`, which hosts on Windows cannot start.
+const LAUNCHER: &str = "${CLAUDE_PLUGIN_ROOT}/scripts/launch.cjs";
 
-/// The npx command the plugin's servers and hooks run, at this version.
+/// The npx command the launcher falls back to, at this version.
 fn npx_args() -> Vec<String> {
     [
         "--prefer-offline",
@@ -60,8 +65,15 @@ fn npx_args() -> Vec<String> {
     .to_vec()
 }
 
-/// The version in every manifest is the workspace's, and the npx commands fetch exactly
-/// that version: a plugin update and its binary move together.
+/// What the launcher says when it finds nothing to run: the commands that fix it.
+const FIXES: [&str; 2] = [
+    "cargo install --locked --path crates/interlink-p2p",
+    "npm install -g interlink-p2p@",
+];
+
+/// The version in every manifest is the workspace's (the launcher takes the plugin's
+/// from `.claude-plugin/plugin.json`, and npx fetches exactly that version): a plugin
+/// update and its binary move together.
 #[test]
 fn the_plugin_and_packages_carry_the_workspace_version() {
     assert_eq!(
@@ -76,35 +88,38 @@ fn the_plugin_and_packages_carry_the_workspace_version() {
     for manifest in [".claude-plugin/plugin.json", ".codex-plugin/plugin.json"] {
         assert_eq!(json_at(&format!("{root}/{manifest}"))["version"], VERSION);
     }
-    let with = |last: &[&str]| {
-        let mut args = vec![NPX_SCRIPT.to_owned()];
-        args.extend(npx_args());
-        args.extend(last.iter().map(|a| (*a).to_owned()));
-        json!(args)
-    };
     let claude = json_at(&format!("{root}/.mcp.json"));
     assert_eq!(claude["mcpServers"]["interlink"]["command"], "node");
-    assert_eq!(claude["mcpServers"]["interlink"]["args"], with(&["mcp"]));
+    assert_eq!(
+        claude["mcpServers"]["interlink"]["args"],
+        json!([LAUNCHER, "mcp"])
+    );
     let hooks = json_at(&format!("{root}/hooks/hooks.json"));
     let stop = &hooks["hooks"]["Stop"][0]["hooks"][0];
     assert_eq!(stop["command"], "node");
-    assert_eq!(stop["args"], with(&["wait"]));
+    assert_eq!(stop["args"], json!([LAUNCHER, "wait"]));
 
-    // Codex expands no plugin root in a server's arguments (`${CLAUDE_PLUGIN_ROOT}`
-    // reached the script as it is, 0.171) and resolves the program itself: npx.
+    // Codex expands no plugin root in a server's arguments (`${CLAUDE_PLUGIN_ROOT}` and
+    // `${PLUGIN_ROOT}` reach the program as they are, 0.171) but resolves a relative
+    // `cwd` against the plugin's directory: the server starts there, and the hooks
+    // pass the thread's own directory (`${cwd}`) to `bind_codex_session`.
     let codex = json_at(&format!("{root}/.codex-plugin/mcp.json"));
     let server = &codex["mcpServers"]["interlink"];
-    assert_eq!(server["command"], "npx");
-    let mut args = npx_args();
-    args.extend(["mcp", "--host", "codex"].map(str::to_owned));
-    assert_eq!(server["args"], json!(args));
+    assert_eq!(server["command"], "node");
+    assert_eq!(server["cwd"], ".");
+    assert_eq!(
+        server["args"],
+        json!(["./scripts/launch.cjs", "mcp", "--host", "codex"])
+    );
     let vars: Vec<&str> = server["env_vars"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
-    for var in CODEX_ENV_VARS {
+    // The launcher's own: where `install` keeps its copy, an explicit binary.
+    let launcher_vars = ["XDG_DATA_HOME", "LOCALAPPDATA", "INTERLINK_P2P_BINARY"];
+    for var in CODEX_ENV_VARS.iter().chain(&launcher_vars) {
         assert!(
             vars.contains(var),
             "the Codex plugin does not pass {var}: {vars:?}"
@@ -117,7 +132,11 @@ fn the_plugin_and_packages_carry_the_workspace_version() {
         let group = &hooks["hooks"][event][0];
         assert_eq!(group["matcher"], json!(matcher), "{event}");
         assert_eq!(group["hooks"][0]["tool"], "bind_codex_session", "{event}");
-        assert_eq!(group["hooks"][0]["input"]["thread_id"], "${session_id}");
+        assert_eq!(
+            group["hooks"][0]["input"],
+            json!({"thread_id": "${session_id}", "cwd": "${cwd}"}),
+            "{event}"
+        );
     }
 }
 
@@ -182,8 +201,7 @@ fn claude_installs_the_plugin_from_the_checkout_and_lists_its_server_connected()
         .find(|l| l.starts_with("plugin:interlink-p2p:interlink:"))
         .unwrap_or_else(|| panic!("claude mcp list does not show the plugin's server: {out}"));
     assert!(
-        line.contains(&format!("scripts/npx.cjs {} mcp", npx_args().join(" ")))
-            && line.contains("✔ Connected"),
+        line.contains("scripts/launch.cjs mcp") && line.contains("✔ Connected"),
         "the plugin's server is not connected: {out}"
     );
     fetched_from(&registry);
@@ -229,7 +247,7 @@ fn codex_installs_the_plugin_from_the_checkout_and_runs_a_turn_with_it() {
         .find(|s| s["name"] == "interlink")
         .unwrap_or_else(|| panic!("codex mcp list does not list the plugin's server: {out}"));
     assert_eq!(server["enabled"], true, "{server}");
-    assert_eq!(server["transport"]["command"], "npx", "{server}");
+    assert_eq!(server["transport"]["command"], "node", "{server}");
 
     let (hooks, listing) = codex_hooks(&home, &codex);
     assert_eq!(listing["errors"], json!([]), "{listing}");
@@ -263,4 +281,142 @@ fn codex_installs_the_plugin_from_the_checkout_and_runs_a_turn_with_it() {
         !out.stdout.contains("interlink"),
         "still listed after remove: {out}"
     );
+}
+
+/// A registry address where nothing answers: no package is published anywhere.
+fn no_registry() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}/")
+}
+
+/// A user of `home` with node, no Rust, no npm package to fetch, and `bin` (which may
+/// hold an `interlink-p2p`) first on `PATH`.
+fn offline_user(home: &Home, cli: &Path, node_dir: &Path, bin: &Path) -> Command {
+    let mut c = home.command(cli);
+    let path = format!("{}:{}", bin.display(), path_without_rust(node_dir));
+    c.env("PATH", path)
+        .env("npm_config_registry", no_registry())
+        .env("npm_config_cache", home.path().join("npm-cache"))
+        .env("npm_config_update_notifier", "false");
+    c
+}
+
+/// `bin/interlink-p2p` in `home`: the built binary, as `cargo install` leaves it on
+/// `PATH`.
+fn put_binary_on_path(bin: &Path) {
+    std::fs::create_dir_all(bin).unwrap();
+    std::fs::copy(binary("interlink-p2p").unwrap(), bin.join("interlink-p2p")).unwrap();
+}
+
+#[test]
+fn claude_plugin_from_a_checkout_says_what_to_run_then_runs_the_binary_on_path() {
+    let Some(claude) = agent_cli("INTERLINK_TEST_CLAUDE_BIN", "Claude Code CLI") else {
+        return;
+    };
+    let Some(node_dir) = node_dir() else { return };
+    let home = Home::new();
+    check_runs(&home, &claude, "INTERLINK_TEST_CLAUDE_BIN");
+    let bin = home.path().join("bin");
+    let root = checkout();
+    let root = root.to_str().unwrap();
+    let claude_run = |args: &[&str]| {
+        let out = run(offline_user(&home, &claude, &node_dir, &bin).args(args));
+        assert!(out.status.success(), "claude {args:?}: {out}");
+        out
+    };
+    claude_run(&["plugin", "marketplace", "add", root]);
+    claude_run(&["plugin", "install", PLUGIN]);
+    let server_line = |out: &interlink_e2e::agent_cli::Output| {
+        out.stdout
+            .lines()
+            .find(|l| l.starts_with("plugin:interlink-p2p:interlink:"))
+            .unwrap_or_else(|| panic!("claude mcp list does not show the plugin's server: {out}"))
+            .to_owned()
+    };
+
+    // Nothing installed, nothing published: the host shows why, and what to run.
+    let started = std::time::Instant::now();
+    let out = claude_run(&["mcp", "list"]);
+    let took = started.elapsed();
+    let line = server_line(&out);
+    assert!(line.contains("✘ Failed to connect"), "{out}");
+    for fix in FIXES {
+        assert!(
+            line.contains(fix),
+            "the failure does not name `{fix}`: {out}"
+        );
+    }
+    // Claude Code gives up on a server after 30 s ("connection timed out"): a reason
+    // at all means the launcher answered well before.
+    assert!(line.contains("PATH: no interlink-p2p"), "{out}");
+    eprintln!("claude mcp list with nothing to run: {took:?}");
+    let out = claude_run(&["mcp", "get", "plugin:interlink-p2p:interlink"]);
+    assert!(out.stdout.contains(FIXES[0]), "{out}");
+
+    // The fix: the binary on PATH (as `cargo install` puts it). Still no package.
+    put_binary_on_path(&bin);
+    let out = claude_run(&["mcp", "list"]);
+    let line = server_line(&out);
+    assert!(
+        line.contains("scripts/launch.cjs mcp") && line.contains("✔ Connected"),
+        "the plugin's server is not connected with the binary on PATH: {out}"
+    );
+    assert!(!out.stdout.contains("failed"), "{out}");
+    claude_run(&["plugin", "uninstall", PLUGIN]);
+}
+
+#[test]
+fn codex_plugin_from_a_checkout_says_what_to_run_then_runs_the_binary_on_path() {
+    let Some(codex) = agent_cli("INTERLINK_TEST_CODEX_BIN", "Codex CLI") else {
+        return;
+    };
+    let Some(node_dir) = node_dir() else { return };
+    let home = Home::new();
+    check_runs(&home, &codex, "INTERLINK_TEST_CODEX_BIN");
+    let bin = home.path().join("bin");
+    let root = checkout();
+    let root = root.to_str().unwrap();
+    let codex_run = |args: &[&str]| {
+        let out = run(offline_user(&home, &codex, &node_dir, &bin).args(args));
+        assert!(out.status.success(), "codex {args:?}: {out}");
+        out
+    };
+    codex_run(&["plugin", "marketplace", "add", root]);
+    codex_run(&["plugin", "add", PLUGIN]);
+    let status = || {
+        let result = codex_app_server_in(
+            &mut offline_user(&home, &codex, &node_dir, &bin),
+            "mcpServerStatus/list",
+            json!({}),
+        );
+        result["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("mcpServerStatus/list: {result}"))
+            .iter()
+            .find(|s| s["name"] == "interlink")
+            .unwrap_or_else(|| panic!("no interlink server: {result}"))
+            .clone()
+    };
+
+    // Nothing installed, nothing published: the server's startup error is the reason.
+    let server = status();
+    let error = server["toolsError"].as_str().unwrap_or_default();
+    for fix in FIXES {
+        assert!(
+            error.contains(fix),
+            "the failure does not name `{fix}`: {server}"
+        );
+    }
+
+    // The binary on PATH: the server starts and lists its tools.
+    put_binary_on_path(&bin);
+    let server = status();
+    assert_eq!(server["toolsError"], Value::Null, "{server}");
+    assert!(
+        server["tools"].to_string().contains("bind_codex_session"),
+        "{server}"
+    );
+    codex_run(&["plugin", "remove", PLUGIN]);
 }

@@ -471,8 +471,13 @@ pub fn poll<T>(
 
 /// `codex app-server` over stdio: initialize, then one request; returns its result.
 pub fn codex_app_server(home: &Home, codex: &Path, method: &str, params: Value) -> Value {
+    codex_app_server_in(&mut home.command(codex), method, params)
+}
+
+/// [`codex_app_server`] run by `codex` (a command of the Codex CLI with its environment).
+pub fn codex_app_server_in(codex: &mut Command, method: &str, params: Value) -> Value {
     let mut group = Group::spawn(
-        home.command(codex)
+        codex
             .arg("app-server")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

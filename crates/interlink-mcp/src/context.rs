@@ -257,6 +257,11 @@ pub(crate) struct Restart {
 /// held across an `.await`), so the parts gain nothing from locks of their own.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// Announced working directory: the process's, or the Codex thread's once
+    /// `bind_codex_session` said it.
+    pub cwd: String,
+    /// Announced git label.
+    pub git_label: Option<String>,
     /// Current summary.
     pub summary: String,
     /// Agent host (learnt at `initialize` when no flag or environment said it).
@@ -340,10 +345,6 @@ pub(crate) struct Context {
     /// The session, once its id is known ([`crate::startup`]). Shared with the channel
     /// worker, which starts before the session may be bound and outlives rebinds.
     pub bound: Arc<BoundSlot>,
-    /// Announced working directory.
-    pub cwd: String,
-    /// Announced git label.
-    pub git_label: Option<String>,
     /// Channel mode: messages are pushed as channel notifications.
     pub channels: bool,
     /// The agent may pair without asking the human ([`crate::consent`]).
@@ -390,8 +391,6 @@ impl Context {
             home: settings.home,
             identity: settings.identity,
             bound: Arc::new(BoundSlot::default()),
-            cwd: settings.cwd,
-            git_label: settings.git_label,
             channels: settings.channels,
             agent_pairing: settings.agent_pairing,
             node,
@@ -401,6 +400,8 @@ impl Context {
             receipts: ReceiptQueue(receipts),
             codex: settings.codex,
             shared: SharedState::new(Shared {
+                cwd: settings.cwd,
+                git_label: settings.git_label,
                 summary: settings.summary,
                 host: settings.host,
                 routes: Routes::default(),

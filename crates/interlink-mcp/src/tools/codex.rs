@@ -13,6 +13,10 @@ use crate::{codex, context::ToolError, server::Server};
 pub(crate) struct BindArgs {
     /// The Codex thread (session) id, a full UUID. The interlink hooks pass it.
     pub thread_id: String,
+    /// The thread's working directory (absolute). The plugin's hooks pass it: Codex
+    /// starts a plugin's server in the plugin's own directory.
+    #[serde(default)]
+    pub cwd: Option<String>,
 }
 
 /// What `failed_deliveries` does.
@@ -50,6 +54,18 @@ pub(crate) fn is_uuid(text: &str) -> bool {
             .all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
+/// `cwd` if it is an absolute path of a directory.
+fn checked_cwd(cwd: &str) -> Result<std::path::PathBuf, ToolError> {
+    let path = std::path::Path::new(cwd);
+    if path.is_absolute() && path.is_dir() {
+        Ok(path.to_owned())
+    } else {
+        Err(ToolError(format!(
+            "cwd {cwd:?} is not an absolute path of a directory"
+        )))
+    }
+}
+
 #[tool_router(router = codex_router, vis = "pub(crate)")]
 impl Server {
     /// Binds this MCP server to its Codex thread (called by the interlink hooks with
@@ -73,6 +89,7 @@ impl Server {
                         .into(),
                 ));
             }
+            let cwd = args.cwd.as_deref().map(checked_cwd).transpose()?;
             let mut shared = ctx.shared();
             let slot = &mut shared.codex_thread;
             let already = match slot.as_deref() {
@@ -88,6 +105,16 @@ impl Server {
                     false
                 }
             };
+            // The session announces the thread's directory, not the one Codex
+            // started this server in (a plugin's server starts in the plugin's).
+            let state = &mut *shared;
+            if let Some(cwd) = cwd
+                && let Some(starter) = state.starter.as_mut()
+            {
+                state.git_label = crate::session_node::git_label(&cwd);
+                state.cwd = cwd.to_string_lossy().into_owned();
+                starter.cwd = cwd;
+            }
             drop(shared);
             Ok::<_, ToolError>((id, already))
         })();

@@ -80,7 +80,14 @@ impl Server {
             }
             Err(e) => (Vec::new(), e.0, Value::Null),
         };
-        let summary = ctx.shared().summary.clone();
+        let (summary, cwd, git_label) = {
+            let shared = ctx.shared();
+            (
+                shared.summary.clone(),
+                shared.cwd.clone(),
+                shared.git_label.clone(),
+            )
+        };
         let key = ctx.key();
         let delivery = serde_json::to_value(ctx.delivery()).unwrap_or_default();
         let host = serde_json::to_value(ctx.host()).unwrap_or_default();
@@ -93,9 +100,9 @@ impl Server {
             key.to_hex(),
             key.fingerprint(),
             session,
-            ctx.cwd
+            cwd
         );
-        if let Some(g) = &ctx.git_label {
+        if let Some(g) = &git_label {
             text.push_str(&format!("git {g}\n"));
         }
         let pairing =
@@ -123,8 +130,8 @@ impl Server {
                 "identity_key": key.to_hex(),
                 "fingerprint": key.fingerprint().to_string(),
                 "session_id": ctx.own().ok().map(|o| o.session.to_string()),
-                "cwd": ctx.cwd,
-                "git_label": ctx.git_label,
+                "cwd": cwd,
+                "git_label": git_label,
                 "summary": summary,
                 "host": host,
                 "delivery": delivery,

@@ -2,7 +2,8 @@
 //! `[mcp_servers.interlink]` running `interlink-p2p mcp --host codex`, with the
 //! environment variables the server reads listed in `env_vars` (Codex starts MCP
 //! servers with only a few variables such as `HOME` and `PATH`), and `mcp_tool` hooks
-//! calling `bind_codex_session` with the thread id (`${session_id}`) on SessionStart,
+//! calling `bind_codex_session` with the thread id and directory (`${session_id}`,
+//! `${cwd}`) on SessionStart,
 //! UserPromptSubmit and PreToolUse (matcher `^mcp__interlink__`) — SessionStart may
 //! run before the server is ready; the others are idempotent fallbacks. Codex runs
 //! user hooks only once the user has trusted them (its startup review or `/hooks`), so
@@ -71,6 +72,7 @@ fn codex_handler() -> Table {
     handler["timeout"] = value(CODEX_HOOK_TIMEOUT);
     let mut input = InlineTable::new();
     input.insert("thread_id", "${session_id}".into());
+    input.insert("cwd", "${cwd}".into());
     handler["input"] = value(input);
     handler
 }
@@ -255,7 +257,7 @@ mod tests {
         assert!(installed.contains("# my settings"), "{installed}");
         assert!(installed.contains("[mcp_servers.other]"), "{installed}");
         assert!(
-            installed.contains("thread_id = \"${session_id}\""),
+            installed.contains("thread_id = \"${session_id}\", cwd = \"${cwd}\""),
             "{installed}"
         );
         assert!(
