@@ -9,8 +9,8 @@
 use interlink_core::{
     Identity, MsgId, SessionId,
     wire::{
-        Announcement, DeliveryMode, Envelope, EnvelopeKind, HostKind, Receipt, ReceiptState,
-        SealingBinding, Signed, VERSION,
+        Announcement, DeliveryMode, Details, DetailsReader, Envelope, EnvelopeKind, HostKind,
+        Receipt, ReceiptState, SealingBinding, Signed, VERSION,
     },
 };
 use serde_bytes::ByteBuf;
@@ -24,7 +24,8 @@ fn main() -> anyhow::Result<()> {
     let bob = Identity::generate(&mut rng);
     let (alice_session, bob_session) = (SessionId::random(&mut rng), SessionId::random(&mut rng));
 
-    // Bob announces; the bytes would travel on the gossipsub topic.
+    // Bob announces, his details readable by Alice (his peer) and his own sessions; the
+    // bytes would travel on the gossipsub topic.
     let bob_peer = bob.transport_keypair(&bob_session)?.public().to_peer_id();
     let announcement = Signed::sign(
         Announcement {
@@ -34,11 +35,15 @@ fn main() -> anyhow::Result<()> {
             session_id: bob_session.clone(),
             peer_id: ByteBuf::from(bob_peer.to_bytes()),
             addrs: vec!["/ip4/127.0.0.1/tcp/4001".into()],
-            cwd: "/home/bob/api".into(),
-            git_label: Some("api".into()),
-            summary: "refactoring the auth layer".into(),
-            host: HostKind::Other,
-            delivery: DeliveryMode::Poll,
+            details: Details {
+                cwd: "/home/bob/api".into(),
+                git_label: Some("api".into()),
+                summary: "refactoring the auth layer".into(),
+                host: HostKind::Other,
+                delivery: DeliveryMode::Poll,
+            }
+            .seal(&bob, &bob_session, &[(alice.public(), alice.sealing_secret().public())], &mut rng)
+            .expect("details seal"),
             heartbeat_ms: interlink_core::limits::HEARTBEAT_MS,
             ts: now,
             seq: 1,
@@ -47,13 +52,17 @@ fn main() -> anyhow::Result<()> {
     )?
     .to_bytes();
 
-    // Alice verifies it and learns Bob's sealing key and session.
+    // Alice verifies it and learns Bob's sealing key and session; Bob sealed his
+    // details for her too (a stranger would read only his identity and addresses).
     let seen = Signed::<Announcement>::decode(&announcement)?;
+    let details = DetailsReader::new(&alice)
+        .open(seen.body())
+        .ok_or_else(|| anyhow::anyhow!("Bob's details are not sealed for Alice"))?;
     println!(
         "alice sees {} session {} ({})",
         seen.body().identity.fingerprint(),
         seen.body().session_id,
-        seen.body().summary
+        details.summary
     );
 
     let mut env = Envelope {

@@ -3,11 +3,11 @@
 // ChaCha20-Poly1305, @hpke/* for RFC 9180, cborg for strict CBOR decoding. The CBOR
 // encoder is the few lines of §1 below, so encoding is checked byte for byte.
 import { readFileSync } from 'node:fs'
-import { ed25519 } from '@noble/curves/ed25519'
+import { ed25519, x25519 } from '@noble/curves/ed25519'
 import { sha256 } from '@noble/hashes/sha2'
 import { hkdf, extract as hkdfExtract, expand as hkdfExpand } from '@noble/hashes/hkdf'
 import { hmac } from '@noble/hashes/hmac'
-import { chacha20poly1305 } from '@noble/ciphers/chacha'
+import { chacha20poly1305, xchacha20poly1305 } from '@noble/ciphers/chacha'
 import { CipherSuite, HkdfSha256 } from '@hpke/core'
 import { DhkemX25519HkdfSha256 } from '@hpke/dhkem-x25519'
 import { Chacha20Poly1305 } from '@hpke/chacha20poly1305'
@@ -210,10 +210,14 @@ export function schemas (V) {
       ['sealing', t.map([['key', t.b(32)], ['sig', t.b(64)]])],
       ['session_id', sessionId], ['peer_id', t.bytes],
       ['addrs', (a) => t.array((s) => textMax(256)(s) && s.startsWith('/'))(a) && a.length <= 16],
-      ['cwd', textMax(1024)], ['git_label', t.orNull(textMax(256))], ['summary', textMax(512)],
-      ['host', t.oneOf('claude', 'codex', 'other')], ['delivery', t.oneOf('inbox', 'channel', 'codex', 'host_inbox', 'poll')],
+      // §4.1 (since version 13): the details sealed for their readers.
+      ['details', t.map([['nonce', t.b(24)],
+        ['ct', (b) => b instanceof Uint8Array && b.length >= 16 && b.length <= 2048],
+        ['readers', (a) => t.array(t.b(52))(a) && a.length <= 64]])],
       ['heartbeat_ms', t.uint],
       ['ts', t.uint], ['seq', t.uint]],
+    details: [['cwd', textMax(1024)], ['git_label', t.orNull(textMax(256))], ['summary', textMax(512)],
+      ['host', t.oneOf('claude', 'codex', 'other')], ['delivery', t.oneOf('inbox', 'channel', 'codex', 'host_inbox', 'poll')]],
     goodbye: [['v', v], ['identity', t.b(32)], ['session_id', sessionId], ['ts', t.uint], ['seq', t.uint]],
     // §4.9: no signer in the body; it is the identity of the announcement `of` names.
     beacon: [['v', v], ['of', t.b(8)], ['heartbeat_ms', t.uint], ['ts', t.uint], ['seq', t.uint]],
@@ -479,3 +483,45 @@ export async function open (recipientKp, sealed, aad) {
   return chacha20poly1305(K, sealed.ct.subarray(0, 12), aad).decrypt(sealed.ct.subarray(12))
 }
 export const sealAad = (msgId, sender, recipient) => concat(msgId, sender, recipient)
+
+// §4.1 "Details": the content key wrapped per reader under HKDF(X25519(sealing keys)).
+const sealingSecretBytes = async (seed) =>
+  new Uint8Array(await suite.kem.serializePrivateKey((await sealingKeyPair(seed)).kp.privateKey))
+/** The wrap key and hint `announcer` uses for `reader`, from one side's seed and the other's sealing key. */
+export async function readerKey (mySeed, otherSealingPub, announcer, reader) {
+  const shared = x25519.getSharedSecret(await sealingSecretBytes(mySeed), otherSealingPub)
+  ensure(!shared.every((b) => b === 0), 'an all-zero X25519 agreement')
+  const okm = hkdf(sha256, shared, utf8('interlink-p2p/v1/presence-reader'), concat(announcer, reader), 36)
+  return { key: okm.slice(0, 32), hint: okm.slice(32) }
+}
+const detailsAad = (announcer, session) => concat(announcer, utf8(session))
+/** Seals `details` (a plain object of §4.1's details map) of `seed`'s `session` for itself and
+ * `others` ([{ identity, sealing }]); `random(n)` gives the nonce (24), then the content key (32). */
+export async function sealDetails (seed, session, details, others, random) {
+  const me = identityKey(seed)
+  const nonce = random(24)
+  const ck = random(32)
+  const aad = detailsAad(me, session)
+  const ct = xchacha20poly1305(ck, nonce, aad).encrypt(encode(details))
+  const mine = (await sealingKeyPair(seed)).pub
+  const readers = []
+  for (const r of [{ identity: me, sealing: mine }, ...others.filter((o) => !equal(o.identity, me))]) {
+    const w = await readerKey(seed, r.sealing, me, r.identity)
+    readers.push(concat(w.hint, xchacha20poly1305(w.key, nonce, aad).encrypt(ck)))
+  }
+  readers.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))
+  return { nonce, ct, readers }
+}
+/** Opens an announcement body's details as `readerSeed`; null when none is sealed for it. */
+export async function openDetails (readerSeed, ann, S) {
+  const w = await readerKey(readerSeed, ann.sealing.key, ann.identity, identityKey(readerSeed))
+  const aad = detailsAad(ann.identity, ann.session_id)
+  for (const entry of ann.details.readers) {
+    if (!equal(entry.subarray(0, 4), w.hint)) continue
+    let ck
+    try { ck = xchacha20poly1305(w.key, ann.details.nonce, aad).decrypt(entry.subarray(4)) } catch { continue }
+    const plain = xchacha20poly1305(ck, ann.details.nonce, aad).decrypt(ann.details.ct)
+    return { plain, details: shape(decode(plain, 'details'), S.details, 'details') }
+  }
+  return null
+}

@@ -26,6 +26,8 @@ export async function checkVectors ({ version: V, vectors }) {
   const aad = S.sealAad(msgId, A, B)
   const sealed = await S.seal(bSeal.pub, plaintext, aad, (n) => fill(0x33, n))
 
+  // §4.1 details, for Alice and Bob; every random byte (nonce, then content key) 0x55.
+  const details = { cwd: '/home/alice/eden', git_label: 'eden', summary: 'installing deps', host: 'claude', delivery: 'inbox' }
   const announcementBody = encode({
     v: V,
     identity: A,
@@ -33,11 +35,7 @@ export async function checkVectors ({ version: V, vectors }) {
     session_id: 'session-a',
     peer_id: aPeer.toMultihash().bytes,
     addrs: ['/ip4/127.0.0.1/tcp/4001'],
-    cwd: '/home/alice/eden',
-    git_label: 'eden',
-    summary: 'installing deps',
-    host: 'claude',
-    delivery: 'inbox',
+    details: await S.sealDetails(alice, 'session-a', details, [{ identity: B, sealing: bSeal.pub }], (n) => fill(0x55, n)),
     heartbeat_ms: 30000,
     ts,
     seq: 1
@@ -160,6 +158,7 @@ export async function checkVectors ({ version: V, vectors }) {
     'bob.sealing_key': bSeal.pub,
     'bob.session-b.mailbox_key': S.mailboxKey(B, 'session-b'),
     'bob.mailbox_pass_for_alice': bobPassForAlice,
+    'announcement.details.plaintext': encode(details),
     'announcement.wire': annWire,
     'envelope.body.plaintext': plaintext,
     'envelope.seal.enc': sealed.enc,
@@ -225,6 +224,11 @@ export async function checkVectors ({ version: V, vectors }) {
   const w = (n) => unhex(vectors.get(n))
   const ann = S.openSigned(w('announcement.wire'), 'announcement', sch.announcement, 'identity', sch, 'announcement')
   ensure(S.verify('sealing-key', A, S.concat(A, ann.body.sealing.key), ann.body.sealing.sig), 'announcement: sealing binding')
+  // Bob, a reader, opens the details; a stranger (seed 0x33) finds no entry for it.
+  const bobReads = await S.openDetails(bob, ann.body, sch)
+  ensure(bobReads && S.equal(bobReads.plain, w('announcement.details.plaintext')) && bobReads.details.cwd === '/home/alice/eden',
+    'announcement: Bob cannot open the details sealed for him')
+  ensure(await S.openDetails(fill(0x33, 32), ann.body, sch) === null, 'announcement: a stranger opened the details')
   const env = S.openSigned(w('envelope.wire'), 'envelope', sch.envelope, 'sender', sch, 'envelope')
   ensure(S.passValid(B, A, env.body.pass) && S.passValid(A, B, env.body.reply_pass), 'envelope: passes')
   const body = S.shape(S.decode(await S.open(bSeal.kp, env.body.sealed, aad), 'sealed body'), sch.sealedBody, 'sealed body')

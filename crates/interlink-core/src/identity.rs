@@ -258,6 +258,19 @@ impl SealingSecret {
     pub fn public(&self) -> SealingKey {
         self.public
     }
+
+    /// The X25519 agreement with `other` (all zeros if `other` is a low-order point;
+    /// the caller refuses that).
+    pub fn agree(&self, other: &SealingKey) -> [u8; 32] {
+        let mut bytes = Zeroizing::new([0u8; 32]);
+        let mut mine = self.secret.to_bytes();
+        bytes.copy_from_slice(&mine);
+        zeroize::Zeroize::zeroize(mine.as_mut_slice());
+        let secret = x25519_dalek::StaticSecret::from(*bytes);
+        secret
+            .diffie_hellman(&x25519_dalek::PublicKey::from(*other.as_bytes()))
+            .to_bytes()
+    }
 }
 
 impl fmt::Debug for SealingSecret {

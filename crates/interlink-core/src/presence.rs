@@ -210,8 +210,11 @@ pub enum RosterError {
 pub struct SessionView {
     /// Identity key and session id.
     pub addr: SessionAddr,
-    /// The newest announcement's body (cwd, git label, summary, addresses, ...).
+    /// The newest announcement's body (addresses, sealed details, ...).
     pub announcement: Announcement,
+    /// Its details (cwd, git label, summary, host, delivery), when the viewer may read
+    /// them: filled by [`crate::wire::DetailsReader::fill`], `None` until then.
+    pub details: Option<crate::wire::Details>,
     /// Live or away; gone sessions are never listed.
     pub presence: Presence,
     /// Milliseconds since the session was last heard from, by its announcement or a
@@ -696,6 +699,7 @@ impl Roster {
                         session: session.clone(),
                     },
                     announcement: held.body().clone(),
+                    details: None,
                     presence,
                     age_ms: now.saturating_sub(heard.ts),
                 })

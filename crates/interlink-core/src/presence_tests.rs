@@ -7,7 +7,7 @@ use super::*;
 use crate::{
     identity::Identity,
     limits::{DAY_MS, MAX_FUTURE_SKEW_MS, MINUTE_MS, SECOND_MS},
-    wire::{DeliveryMode, HostKind, SealingBinding, VERSION},
+    wire::{DeliveryMode, Details, HostKind, SealingBinding, VERSION},
 };
 
 /// An arbitrary but realistic epoch time for tests.
@@ -43,14 +43,18 @@ pub(crate) fn ann(seed: u8, session: &str, ts: u64, seq: u64) -> Signed<Announce
         v: VERSION,
         identity: id.public(),
         sealing: SealingBinding::new(&id),
-        session_id,
+        session_id: session_id.clone(),
         peer_id: peer_id.into(),
         addrs: vec!["/ip4/127.0.0.1/udp/4001/quic-v1".to_owned()],
-        cwd: format!("/home/dev/{session}"),
-        git_label: Some(format!("repo-{session}")),
-        summary: format!("working on {session}"),
-        host: HostKind::Claude,
-        delivery: DeliveryMode::Inbox,
+        details: Details {
+            cwd: format!("/home/dev/{session}"),
+            git_label: Some(format!("repo-{session}")),
+            summary: format!("working on {session}"),
+            host: HostKind::Claude,
+            delivery: DeliveryMode::Inbox,
+        }
+        .seal(&id, &session_id, &[], &mut <rand_chacha::ChaCha20Rng as rand_chacha::rand_core::SeedableRng>::seed_from_u64(7))
+        .unwrap(),
         heartbeat_ms: crate::limits::HEARTBEAT_MS,
         ts,
         seq,
@@ -475,7 +479,14 @@ fn sessions_are_grouped_by_identity() {
             ("b", Presence::Away, 10 * MINUTE_MS)
         ]
     );
-    assert_eq!(one.sessions[0].announcement.cwd, "/home/dev/a");
+    // Details stay sealed in the roster; the views' reader opens them.
+    assert_eq!(one.sessions[0].details, None);
+    let mut views = vec![one.clone()];
+    crate::wire::DetailsReader::new(&identity(1)).fill(&mut views);
+    assert_eq!(
+        views[0].sessions[0].details.as_ref().map(|d| d.cwd.as_str()),
+        Some("/home/dev/a")
+    );
     assert_eq!(r.sessions_of(&identity(2).public(), now).len(), 1);
     assert_eq!(r.len(), 3);
     assert_eq!(r.identity_count(), 2);

@@ -15,6 +15,7 @@ use interlink_core::{
         sync::{Summary, Tag},
     },
     wire::{
+        Details, DetailsReader,
         Ack, AckEntry, Announcement, Beacon, Body, DeliverResponse, DeliverResult, DeliveryMode,
         Envelope, EnvelopeKind, Goodbye, HostKind, INVITE_SECRET_BYTES, INVITE_VERSION, Invite,
         MailboxFetch, MailboxOp, MailboxPass, MailboxRequest, PresenceMessage, Receipt,
@@ -58,6 +59,15 @@ fn vectors() -> Vec<(&'static str, String)> {
     let sb = SessionId::new("session-b").unwrap();
     let alice_peer = alice.transport_keypair(&sa).unwrap().public().to_peer_id();
 
+    // Alice's details, readable by Alice and by Bob (her peer); the nonce and the
+    // content key from a fixed RNG (every byte 0x55).
+    let details = Details {
+        cwd: "/home/alice/eden".into(),
+        git_label: Some("eden".into()),
+        summary: "installing deps".into(),
+        host: HostKind::Claude,
+        delivery: DeliveryMode::Inbox,
+    };
     let announcement = Signed::sign(
         Announcement {
             v: VERSION,
@@ -66,11 +76,14 @@ fn vectors() -> Vec<(&'static str, String)> {
             session_id: sa.clone(),
             peer_id: ByteBuf::from(alice_peer.to_bytes()),
             addrs: vec!["/ip4/127.0.0.1/tcp/4001".into()],
-            cwd: "/home/alice/eden".into(),
-            git_label: Some("eden".into()),
-            summary: "installing deps".into(),
-            host: HostKind::Claude,
-            delivery: DeliveryMode::Inbox,
+            details: details
+                .seal(
+                    &alice,
+                    &sa,
+                    &[(bob.public(), bob.sealing_secret().public())],
+                    &mut FixedRng(0x55),
+                )
+                .unwrap(),
             heartbeat_ms: interlink_core::limits::HEARTBEAT_MS,
             ts: TS,
             seq: 1,
@@ -272,6 +285,10 @@ fn vectors() -> Vec<(&'static str, String)> {
         (
             "bob.session-b.mailbox_key",
             hex(&mailbox::record_key(&bob.public(), &sb)),
+        ),
+        (
+            "announcement.details.plaintext",
+            hex(&cbor4ii::serde::to_vec(Vec::new(), &details).unwrap()),
         ),
         ("announcement.wire", hex(&announcement.to_bytes())),
         (
@@ -529,6 +546,19 @@ fn spec_vectors_decode_and_verify() {
             .collect::<Vec<u8>>()
     };
     let ann = Signed::<Announcement>::decode(&get("announcement.wire")).unwrap();
+    // Bob (a reader) opens Alice's details; a stranger cannot.
+    let opened = DetailsReader::new(&Identity::from_seed(&[0x22; 32]))
+        .open(ann.body())
+        .unwrap();
+    assert_eq!(
+        cbor4ii::serde::to_vec(Vec::new(), &opened).unwrap(),
+        get("announcement.details.plaintext")
+    );
+    assert!(
+        DetailsReader::new(&Identity::from_seed(&[0x33; 32]))
+            .open(ann.body())
+            .is_none()
+    );
     // A beacon verifies under the identity of the announcement its tag names.
     let beacon = interlink_core::wire::Unverified::<Beacon>::decode(&get("beacon.wire")).unwrap();
     assert_eq!(beacon.claimed().tag(), Tag::of_announcement(ann.body()));

@@ -119,17 +119,20 @@ fn enum_text<T: serde::Serialize>(v: &T) -> String {
 }
 
 /// One session of the roster, as JSON.
+/// A session whose details are sealed for others shows its id and presence only
+/// (`"private": true`, the other fields null).
 fn session_json(v: &SessionView, own: &SessionAddr) -> Value {
-    let a = &v.announcement;
+    let d = v.details.as_ref();
     json!({
         "session_id": v.addr.session.as_str(),
-        "cwd": a.cwd,
-        "git_label": a.git_label,
-        "summary": a.summary,
+        "cwd": d.map(|d| &d.cwd),
+        "git_label": d.and_then(|d| d.git_label.as_ref()),
+        "summary": d.map(|d| &d.summary),
         "presence": v.presence.to_string(),
         "age_ms": v.age_ms,
-        "host": enum_text(&a.host),
-        "delivery": enum_text(&a.delivery),
+        "host": d.map(|d| enum_text(&d.host)),
+        "delivery": d.map(|d| enum_text(&d.delivery)),
+        "private": d.is_none(),
         "this_session": v.addr == *own,
     })
 }
@@ -163,20 +166,24 @@ pub(crate) fn discover(
             }
         );
         for s in &ident.sessions {
-            let a = &s.announcement;
             let _ = write!(
                 text,
-                "  {}  {} ({} ago)  {}",
+                "  {}  {} ({} ago)",
                 s.addr.session,
                 s.presence,
                 age(s.age_ms),
-                framing::inline(&a.cwd)
             );
-            if let Some(g) = &a.git_label {
-                let _ = write!(text, "  git:{}", framing::inline(g));
-            }
-            if !a.summary.is_empty() {
-                let _ = write!(text, "  {}", framing::quoted(&a.summary));
+            match &s.details {
+                Some(d) => {
+                    let _ = write!(text, "  {}", framing::inline(&d.cwd));
+                    if let Some(g) = &d.git_label {
+                        let _ = write!(text, "  git:{}", framing::inline(g));
+                    }
+                    if !d.summary.is_empty() {
+                        let _ = write!(text, "  {}", framing::quoted(&d.summary));
+                    }
+                }
+                None => text.push_str("  (details not shared with this identity)"),
             }
             if s.addr == *own {
                 text.push_str("  (this session)");

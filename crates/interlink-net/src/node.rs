@@ -177,6 +177,13 @@ impl Node {
                 cost: Default::default(),
                 left: false,
                 goodbye_at: None,
+                readers: Vec::new(),
+                details: match &role {
+                    Role::Session(spec) => {
+                        Some(interlink_core::wire::DetailsReader::new(&spec.identity))
+                    }
+                    Role::Observer | Role::Relay(_) => None,
+                },
             },
             // Relays are bootstrap peers too: a session that knows only a relay sees
             // the whole overlay through it.
@@ -444,7 +451,11 @@ impl Actor {
     fn on_command(&mut self, cmd: Command) {
         match cmd {
             Command::Roster(tx) => {
-                let _ = tx.send(self.presence.roster.view(crate::now_ms()));
+                let mut views = self.presence.roster.view(crate::now_ms());
+                if let Some(reader) = self.presence.details.as_mut() {
+                    reader.fill(&mut views);
+                }
+                let _ = tx.send(views);
             }
             Command::Diagnostics(tx) => {
                 let _ = tx.send(self.diagnostics());

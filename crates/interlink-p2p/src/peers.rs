@@ -15,7 +15,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use interlink_core::{IdentityKey, keyfile, trust::PeerPolicy};
+use interlink_core::{keyfile, trust::PeerPolicy};
 use interlink_net::{Config, Event, Handle, Node, Role};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -101,7 +101,12 @@ pub async fn peers(
         Some(h) => read_petnames(h, progress),
         None => PeerPolicy::new(),
     };
-    let own = home.and_then(own_key);
+    let identity = home.and_then(|h| keyfile::load(&h.identity()).ok());
+    let own = identity.as_ref().map(interlink_core::Identity::public);
+    // The observer reads as this user: its own sessions' and its peers' details.
+    let reader = identity.as_ref().map(|i| {
+        std::sync::Arc::new(std::sync::Mutex::new(interlink_core::wire::DetailsReader::new(i)))
+    });
     let network = config.network.as_str().to_owned();
     let alone = crate::config::alone_hint(&config);
     let key = libp2p::identity::Keypair::generate_ed25519();
@@ -113,8 +118,15 @@ pub async fn peers(
     let snapshot = |handle: Handle| {
         let petnames = petnames.clone();
         let network = network.clone();
+        let reader = reader.clone();
         async move {
-            let roster = handle.roster().await?;
+            let mut roster = handle.roster().await?;
+            if let Some(reader) = &reader {
+                reader
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .fill(&mut roster);
+            }
             let diagnostics = handle.diagnostics().await?;
             anyhow::Ok(report::build(
                 &network,
@@ -270,11 +282,6 @@ pub fn read_petnames(home: &Home, progress: &mut impl Write) -> PeerPolicy {
         let _ = writeln!(progress, "peers: ignoring {}: {e}", path.display());
         PeerPolicy::new()
     })
-}
-
-/// The user's own identity key, if the key file exists and loads. Never creates one.
-fn own_key(home: &Home) -> Option<IdentityKey> {
-    keyfile::load(&home.identity()).ok().map(|i| i.public())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use interlink_core::{
     limits::{MAX_BODY_BYTES, MAX_FUTURE_SKEW_MS},
     seal::Sealed,
     wire::{
-        Ack, AckEntry, Announcement, DeliveryMode, Envelope, EnvelopeKind, HostKind, MailboxPass,
+        Ack, AckEntry, Announcement, DeliveryMode, Details, Envelope, EnvelopeKind, HostKind, MailboxPass,
         Receipt, ReceiptState, SealingBinding, SessionAddr, Signed, SignedBody, VERSION,
     },
 };
@@ -247,11 +247,15 @@ pub fn announcement(
             session_id: session(session_id),
             peer_id: ByteBuf::from(peer.to_bytes()),
             addrs: vec![],
-            cwd: "/evil".into(),
-            git_label: None,
-            summary: "hostile".into(),
-            host: HostKind::Other,
-            delivery: DeliveryMode::Poll,
+            details: Details {
+                cwd: "/evil".into(),
+                git_label: None,
+                summary: "hostile".into(),
+                host: HostKind::Other,
+                delivery: DeliveryMode::Poll,
+            }
+            .seal(id, &session(session_id), &[], &mut rand_core::UnwrapErr(getrandom::SysRng))
+            .expect("details seal"),
             heartbeat_ms: interlink_core::limits::HEARTBEAT_MS,
             ts,
             seq,

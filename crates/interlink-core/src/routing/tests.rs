@@ -146,7 +146,16 @@ fn run(c: &Case) -> Result<Route, RouteError> {
         sticky: sticky.as_ref(),
         remembered: remembered.as_ref(),
     };
-    route(&roster, &req, NOW)
+    // Read as the target itself would (its own identity opens its details): the
+    // candidates name directories and summaries.
+    let mut views = roster.view(NOW);
+    crate::wire::DetailsReader::new(&identity(c.target)).fill(&mut views);
+    let routed = route_identities(&views, &req);
+    assert_eq!(
+        route(&roster, &req, NOW).ok().map(|r| r.session),
+        routed.as_ref().ok().map(|r| r.session.clone()),
+    );
+    routed
 }
 
 fn names(candidates: &[Candidate]) -> Vec<&str> {
@@ -212,13 +221,20 @@ mod identities {
     use crate::{
         Identity,
         presence::IdentityView,
-        wire::{Announcement, DeliveryMode, HostKind, SealingBinding, VERSION},
+        wire::{Announcement, DeliveryMode, Details, HostKind, SealingBinding, VERSION},
     };
 
     use super::super::*;
 
     fn view(id: &Identity, session: &str, presence: Presence, age_ms: u64) -> SessionView {
         let session = SessionId::new(session).unwrap();
+        let details = Details {
+            cwd: "/".into(),
+            git_label: None,
+            summary: String::new(),
+            host: HostKind::Other,
+            delivery: DeliveryMode::Poll,
+        };
         let announcement = Announcement {
             v: VERSION,
             identity: id.public(),
@@ -226,11 +242,14 @@ mod identities {
             session_id: session.clone(),
             peer_id: serde_bytes::ByteBuf::new(),
             addrs: Vec::new(),
-            cwd: "/".into(),
-            git_label: None,
-            summary: String::new(),
-            host: HostKind::Other,
-            delivery: DeliveryMode::Poll,
+            details: details
+                .seal(
+                    id,
+                    &session,
+                    &[],
+                    &mut <rand_chacha::ChaCha20Rng as rand_chacha::rand_core::SeedableRng>::seed_from_u64(1),
+                )
+                .unwrap(),
             heartbeat_ms: crate::limits::HEARTBEAT_MS,
             ts: 0,
             seq: 0,
@@ -241,6 +260,7 @@ mod identities {
                 session,
             },
             announcement,
+            details: Some(details),
             presence,
             age_ms,
         }

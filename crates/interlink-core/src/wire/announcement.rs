@@ -6,10 +6,7 @@ use serde_bytes::{ByteArray, ByteBuf};
 use super::{Signed, SignedBody, Unverified, WireError, check_text, invalid};
 use crate::{
     identity::{Identity, IdentityKey, SealingKey},
-    limits::{
-        MAX_ADDR_BYTES, MAX_ANNOUNCEMENT_BYTES, MAX_CWD_BYTES, MAX_GIT_LABEL_BYTES,
-        MAX_LISTEN_ADDRS, MAX_SUMMARY_BYTES,
-    },
+    limits::{MAX_ADDR_BYTES, MAX_ANNOUNCEMENT_BYTES, MAX_LISTEN_ADDRS},
     session::SessionId,
     sign::{self, Domain},
 };
@@ -101,16 +98,9 @@ pub struct Announcement {
     pub peer_id: ByteBuf,
     /// Listen multiaddrs, text form.
     pub addrs: Vec<String>,
-    /// Working directory.
-    pub cwd: String,
-    /// Label of the git root (usually its directory name), if in a repository.
-    pub git_label: Option<String>,
-    /// Free-text description of the session's work.
-    pub summary: String,
-    /// Agent host.
-    pub host: HostKind,
-    /// Delivery mode.
-    pub delivery: DeliveryMode,
+    /// Working directory, git label, summary, host and delivery mode, sealed for the
+    /// identities that may read them (protocol version 13; [`super::Details`]).
+    pub details: super::SealedDetails,
     /// The longest the session waits before announcing again, in milliseconds
     /// (protocol version 7): receivers stretch the live window by it
     /// ([`crate::presence::Config::live_window_for`]), so a session on a large overlay
@@ -166,12 +156,9 @@ impl Announcement {
                 return Err(invalid::<Self>("addrs", "entries must be multiaddrs"));
             }
         }
-        check_text::<Self>("cwd", &self.cwd, MAX_CWD_BYTES, false)?;
-        if let Some(g) = &self.git_label {
-            check_text::<Self>("git_label", g, MAX_GIT_LABEL_BYTES, false)?;
-        }
-        check_text::<Self>("summary", &self.summary, MAX_SUMMARY_BYTES, false)?;
-        Ok(())
+        self.details
+            .check_shape()
+            .map_err(|reason| invalid::<Self>("details", reason))
     }
 }
 
@@ -207,5 +194,10 @@ impl Announcement {
     /// The PeerId it claims.
     pub fn peer_id(&self) -> Option<libp2p_identity::PeerId> {
         libp2p_identity::PeerId::from_bytes(&self.peer_id).ok()
+    }
+
+    /// Its details, if `wrap` (what the viewer shares with this identity) opens them.
+    pub fn open_details(&self, wrap: &super::ReaderKey) -> Option<super::Details> {
+        self.details.open(&self.identity, &self.session_id, wrap)
     }
 }

@@ -16,6 +16,7 @@
 mod ack;
 mod announcement;
 mod beacon;
+mod details;
 mod device;
 mod envelope;
 mod fetch;
@@ -37,6 +38,10 @@ pub use crate::seal::Sealed;
 pub use ack::{Ack, AckEntry};
 pub use announcement::{Announcement, DeliveryMode, HostKind, SealingBinding};
 pub use beacon::{Beacon, MAX_BEACON_BYTES};
+pub use details::{
+    Details, DetailsError, DetailsReader, MAX_DETAILS_CT_BYTES, MAX_PRESENCE_READERS,
+    MAX_READER_KEYS, READER_ENTRY_BYTES, READER_SALT, ReaderKey, SealedDetails,
+};
 pub use device::step as link_step;
 pub use device::{
     DEVICE_CODE_PREFIX, DEVICE_CODE_VERSION, DEVICE_LINK_MAC_BYTES, DeviceCode, DeviceOffer,
@@ -84,8 +89,10 @@ use crate::{
 /// carry an invite's secret, sealed ([`Invite`]). Version 10: a `read` or `host_queued`
 /// envelope may be about up to 64 messages ([`Envelope::also_about`]). Version 12: a
 /// user's own machines share the identity by a device-link code and exchange
-/// ([`DeviceCode`], [`crate::device_link`]) (PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 12;
+/// ([`DeviceCode`], [`crate::device_link`]). Version 13: an announcement's working
+/// directory, summary and other details are sealed for the identities that may read
+/// them ([`Details`]) (PROTOCOL.md, "Versions").
+pub const VERSION: u8 = 13;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -28,14 +28,18 @@ pub(crate) fn announcement(id: &Identity, session: &str, summary: &str) -> Annou
         v: VERSION,
         identity: id.public(),
         sealing: SealingBinding::new(id),
-        session_id: session,
+        session_id: session.clone(),
         peer_id: ByteBuf::from(peer.to_bytes()),
         addrs: vec!["/ip4/127.0.0.1/tcp/4001".into()],
-        cwd: "/home/u/repo".into(),
-        git_label: Some("repo".into()),
-        summary: summary.into(),
-        host: HostKind::Claude,
-        delivery: DeliveryMode::Inbox,
+        details: Details {
+            cwd: "/home/u/repo".into(),
+            git_label: Some("repo".into()),
+            summary: summary.into(),
+            host: HostKind::Claude,
+            delivery: DeliveryMode::Inbox,
+        }
+        .seal(id, &session, &[], &mut ChaCha20Rng::seed_from_u64(7))
+        .unwrap(),
         heartbeat_ms: crate::limits::HEARTBEAT_MS,
         ts: NOW,
         seq: 1,
@@ -236,7 +240,7 @@ fn forged_signature_rejected() {
     let mut body = announcement(&alice, "s1", "forged");
     let bytes = encode(&body);
     let sig = mallory.sign(crate::sign::Domain::Announcement, &bytes);
-    body.summary.clear();
+    body.addrs.clear();
     let outer = Outer {
         body: ByteBuf::from(bytes),
         sig: serde_bytes::ByteArray::new(sig),
@@ -262,12 +266,23 @@ fn oversized_and_malformed_rejected() {
         Err(WireError::Malformed { .. })
     ));
     let a = identity(1);
+    let details = Details {
+        cwd: "/".into(),
+        git_label: None,
+        summary: "x".repeat(limits::MAX_SUMMARY_BYTES + 1),
+        host: HostKind::Other,
+        delivery: DeliveryMode::Poll,
+    };
+    let err = details
+        .seal(&a, &sid("s1"), &[], &mut ChaCha20Rng::seed_from_u64(1))
+        .unwrap_err();
+    assert!(err.to_string().contains("summary"), "{err}");
     let mut ann = announcement(&a, "s1", "");
-    ann.summary = "x".repeat(limits::MAX_SUMMARY_BYTES + 1);
+    ann.details.readers = vec![ann.details.readers[0]; MAX_PRESENCE_READERS + 1];
     assert!(matches!(
         Signed::sign(ann, &a),
         Err(WireError::InvalidField {
-            field: "summary",
+            field: "details",
             ..
         })
     ));
@@ -759,4 +774,112 @@ fn cbor_form_the_decoders_hold_to() {
         ]))
         .is_ok()
     );
+}
+
+fn details(cwd: &str) -> Details {
+    Details {
+        cwd: cwd.into(),
+        git_label: Some("acme-billing".into()),
+        summary: "migrating the invoices table".into(),
+        host: HostKind::Claude,
+        delivery: DeliveryMode::Inbox,
+    }
+}
+
+fn reader_of(id: &Identity) -> (IdentityKey, SealingKey) {
+    (id.public(), id.sealing_secret().public())
+}
+
+/// Presence details (version 13): the announcer's own identity and the readers it
+/// names open them; a stranger, or a peer it no longer names, reads nothing.
+#[test]
+fn details_open_for_their_readers_only() {
+    let (alice, bob, carol, mallory) = (identity(1), identity(2), identity(3), identity(4));
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let mut ann = announcement(&alice, "s1", "");
+    ann.details = details("/home/alice/work/acme-billing")
+        .seal(
+            &alice,
+            &sid("s1"),
+            &[reader_of(&bob), reader_of(&carol)],
+            &mut rng,
+        )
+        .unwrap();
+    assert_eq!(ann.details.readers.len(), 3);
+    let signed = Signed::sign(ann, &alice).unwrap();
+    let got = Signed::<Announcement>::decode(&signed.to_bytes()).unwrap();
+    for reader in [&alice, &bob, &carol] {
+        let opened = DetailsReader::new(reader).open(got.body());
+        assert_eq!(opened, Some(details("/home/alice/work/acme-billing")));
+    }
+    assert_eq!(DetailsReader::new(&mallory).open(got.body()), None);
+    // The bytes a stranger sees do not contain the directory or the summary.
+    let wire = signed.to_bytes();
+    for secret in [&b"acme-billing"[..], b"invoices"] {
+        assert!(!wire.windows(secret.len()).any(|w| w == secret));
+    }
+
+    // Carol removed: the next announcement is closed to her.
+    let mut next = announcement(&alice, "s1", "");
+    next.details = details("/home/alice/work/acme-billing")
+        .seal(&alice, &sid("s1"), &[reader_of(&bob)], &mut rng)
+        .unwrap();
+    assert!(DetailsReader::new(&carol).open(&next).is_none());
+    assert!(DetailsReader::new(&bob).open(&next).is_some());
+}
+
+#[test]
+fn details_are_bound_to_their_announcement_and_refuse_tampering() {
+    let (alice, bob) = (identity(1), identity(2));
+    let mut rng = ChaCha20Rng::seed_from_u64(4);
+    let sealed = details("/a")
+        .seal(&alice, &sid("s1"), &[reader_of(&bob)], &mut rng)
+        .unwrap();
+    // Moved into another session's announcement of the same identity: unreadable.
+    let mut other = announcement(&alice, "s2", "");
+    other.details = sealed.clone();
+    assert!(DetailsReader::new(&bob).open(&other).is_none());
+    let mut same = announcement(&alice, "s1", "");
+    same.details = sealed.clone();
+    assert!(DetailsReader::new(&bob).open(&same).is_some());
+    let last = same.details.ct.len() - 1;
+    same.details.ct[last] ^= 1;
+    assert!(DetailsReader::new(&bob).open(&same).is_none());
+    // The wrap from Alice to Bob is not the one from Bob to Alice: two
+    // announcements do not show that their announcers are paired.
+    let from_bob = details("/b")
+        .seal(&bob, &sid("s9"), &[reader_of(&alice)], &mut rng)
+        .unwrap();
+    let hints = |d: &SealedDetails| -> Vec<[u8; 4]> {
+        d.readers
+            .iter()
+            .map(|e| e[..4].try_into().unwrap())
+            .collect()
+    };
+    assert!(hints(&sealed).iter().all(|h| !hints(&from_bob).contains(h)));
+}
+
+#[test]
+fn details_refuse_bad_readers_and_too_many() {
+    let alice = identity(1);
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    // A low-order point gives an all-zero agreement anyone could compute.
+    let zero = (identity(2).public(), SealingKey::from_bytes([0; 32]));
+    assert_eq!(
+        details("/").seal(&alice, &sid("s1"), &[zero], &mut rng),
+        Err(DetailsError::BadReaderKey)
+    );
+    let many: Vec<_> = (0..MAX_PRESENCE_READERS as u8)
+        .map(|n| reader_of(&identity(n.wrapping_add(10))))
+        .collect();
+    assert_eq!(
+        details("/").seal(&alice, &sid("s1"), &many, &mut rng),
+        Err(DetailsError::TooManyReaders(MAX_PRESENCE_READERS + 1))
+    );
+    let fits = &many[..MAX_PRESENCE_READERS - 1];
+    let sealed = details("/").seal(&alice, &sid("s1"), fits, &mut rng).unwrap();
+    let mut ann = announcement(&alice, "s1", "");
+    ann.details = sealed;
+    let bytes = Signed::sign(ann, &alice).unwrap().to_bytes();
+    assert!(bytes.len() <= limits::MAX_ANNOUNCEMENT_BYTES, "{}", bytes.len());
 }

@@ -3,9 +3,10 @@
 
 use interlink_core::{
     presence::{BeaconOutcome, RosterError, Upsert, pacer::Input, sync::Tag},
+    IdentityKey, SealingKey,
     wire::{
-        Announcement, Beacon, Goodbye, PresenceMessage, SealingBinding, SessionAddr, Signed,
-        Unverified, UnverifiedPresence, VERSION,
+        Announcement, Beacon, Details, Goodbye, MAX_PRESENCE_READERS, PresenceMessage,
+        SealingBinding, SessionAddr, Signed, Unverified, UnverifiedPresence, VERSION,
     },
 };
 use libp2p::gossipsub;
@@ -41,6 +42,12 @@ pub(super) struct Presence {
     /// When the goodbye was handed to gossipsub: shutdown keeps the swarm running
     /// until it has had time to leave (`Actor::goodbye`).
     pub(super) goodbye_at: Option<std::time::Instant>,
+    /// The identities the last announcement's details were sealed for (besides our
+    /// own): when the set changes, the session announces anew.
+    pub(super) readers: Vec<interlink_core::IdentityKey>,
+    /// Opens the details of the announcements held, for the views handed out (none
+    /// for nodes without an identity: observers and relays).
+    pub(super) details: Option<interlink_core::wire::DetailsReader>,
 }
 
 impl Actor {
@@ -93,6 +100,23 @@ impl Actor {
             .filter(|a| a.len() <= interlink_core::limits::MAX_ADDR_BYTES)
             .take(interlink_core::limits::MAX_LISTEN_ADDRS)
             .collect();
+        let readers = self.presence_readers();
+        let keys = reader_keys(&readers);
+        let details = Details {
+            cwd: spec.cwd.clone(),
+            git_label: spec.git_label.clone(),
+            summary: self.presence.summary.clone(),
+            host: spec.host,
+            delivery: spec.delivery,
+        };
+        let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
+        let details = match details.seal(&spec.identity, &spec.session, &readers, &mut rng) {
+            Ok(d) => d,
+            Err(e) => {
+                warn!("cannot seal our announcement's details: {e}");
+                return;
+            }
+        };
         let body = Announcement {
             v: VERSION,
             identity: spec.identity.public(),
@@ -100,11 +124,7 @@ impl Actor {
             session_id: spec.session.clone(),
             peer_id: ByteBuf::from(self.swarm.local_peer_id().to_bytes()),
             addrs,
-            cwd: spec.cwd.clone(),
-            git_label: spec.git_label.clone(),
-            summary: self.presence.summary.clone(),
-            host: spec.host,
-            delivery: spec.delivery,
+            details,
             heartbeat_ms: heartbeat,
             ts: crate::now_ms(),
             seq,
@@ -116,6 +136,7 @@ impl Actor {
                 return;
             }
         };
+        self.presence.readers = keys;
         if let Ok(Upsert::Inserted | Upsert::Updated) = self
             .presence
             .roster
@@ -129,6 +150,55 @@ impl Actor {
         self.presence.unpublished = Some(PresenceMessage::Announcement(signed).to_bytes());
         trace!(seq, "announcement signed");
         self.publish_announcement();
+    }
+
+    /// Whom this session's details are sealed for, besides its own identity: its peers
+    /// whose sealing key it knows (from the roster, else pinned), those with a session
+    /// on the roster first, at most [`MAX_PRESENCE_READERS`] - 1. A stranger reads only
+    /// what a knock needs: the identity, its sealing key, the session id, addresses.
+    fn presence_readers(&self) -> Vec<(IdentityKey, SealingKey)> {
+        let Some(d) = self.parts.delivery() else {
+            return Vec::new();
+        };
+        let own = self.own_addr().map(|a| a.key);
+        let mut on_roster = Vec::new();
+        let mut pinned = Vec::new();
+        for (_, key) in d.engine().gate().policy().iter() {
+            if Some(*key) == own {
+                continue;
+            }
+            if let Some(binding) = self.presence.roster.sealing_binding_of(key) {
+                on_roster.push((*key, binding.key));
+            } else if let Some(sealing) = self.keys.pins.get(key) {
+                pinned.push((*key, sealing));
+            }
+        }
+        on_roster.sort_by_key(|(k, _)| *k);
+        pinned.sort_by_key(|(k, _)| *k);
+        on_roster.extend(pinned);
+        on_roster.truncate(MAX_PRESENCE_READERS - 1);
+        on_roster
+    }
+}
+
+/// The identities of `readers`, sorted: the set compared between announcements.
+fn reader_keys(readers: &[(IdentityKey, SealingKey)]) -> Vec<IdentityKey> {
+    let mut keys: Vec<_> = readers.iter().map(|(k, _)| *k).collect();
+    keys.sort();
+    keys
+}
+
+impl Actor {
+    /// Announces anew when the identities that may read this session's details
+    /// changed: a peer added or removed, a peer's sealing key learnt.
+    pub(super) fn reannounce_if_readers_changed(&mut self) {
+        if self.session().is_none() || self.presence.seq == 0 {
+            return;
+        }
+        if reader_keys(&self.presence_readers()) != self.presence.readers {
+            debug!("the readers of our details changed: announcing");
+            self.announce();
+        }
     }
 
     /// Re-announces by a beacon: the announcement is unchanged, so only its tag, the

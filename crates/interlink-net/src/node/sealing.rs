@@ -125,8 +125,11 @@ impl super::Actor {
         if own != Some(key) && !peer {
             return;
         }
-        if let Some(binding) = self.presence.roster.sealing_binding_of(&key) {
-            self.keys.pins.learn(key, binding);
+        if let Some(binding) = self.presence.roster.sealing_binding_of(&key)
+            && self.keys.pins.learn(key, binding)
+        {
+            // A peer's sealing key, newly known: our details can be sealed for it.
+            self.reannounce_if_readers_changed();
         }
     }
 
@@ -142,6 +145,8 @@ impl super::Actor {
         self.presence
             .roster
             .set_trusted(own.into_iter().chain(peers));
+        // A peer removed reads no announcement from now on; one added reads the next.
+        self.reannounce_if_readers_changed();
     }
 
     /// Pins every peer on the roster (after the policy changed: a key just added).

@@ -63,11 +63,13 @@ fn sessions_table(report: &Report, out: &mut String) {
                     s.session_id.clone(),
                     format!("{} {}", s.presence, age(s.age_ms)),
                     s.git_label.clone().unwrap_or_else(|| "-".into()),
-                    shorten_tail(&s.cwd),
-                    shorten_head(if s.summary.is_empty() {
-                        "-"
-                    } else {
-                        &s.summary
+                    match &s.cwd {
+                        Some(cwd) => shorten_tail(cwd),
+                        None => "(not shared)".into(),
+                    },
+                    shorten_head(match s.summary.as_deref() {
+                        Some("") | None => "-",
+                        Some(summary) => summary,
                     }),
                     link(s),
                 ],

@@ -47,16 +47,19 @@ pub struct SessionReport {
     pub presence: String,
     /// Milliseconds since its newest announcement.
     pub age_ms: u64,
+    /// True when its details (the fields below, down to `delivery`) are sealed for
+    /// others: not this user's own session, nor a peer's that shares them with it.
+    pub private: bool,
     /// Working directory.
-    pub cwd: String,
+    pub cwd: Option<String>,
     /// Git root label.
     pub git_label: Option<String>,
     #[allow(missing_docs)]
-    pub summary: String,
+    pub summary: Option<String>,
     /// `claude`, `codex` or `other`.
-    pub host: String,
-    /// `inbox`, `channel`, `codex` or `poll`.
-    pub delivery: String,
+    pub host: Option<String>,
+    /// `inbox`, `channel`, `codex`, `host_inbox` or `poll`.
+    pub delivery: Option<String>,
     /// Its PeerId (base58), if the announced one parses.
     pub peer_id: Option<String>,
     /// Announced listen addresses.
@@ -121,6 +124,7 @@ pub fn build(
                 .iter()
                 .map(|s| {
                     let ann = &s.announcement;
+                    let d = s.details.as_ref();
                     let peer = ann.peer_id();
                     let link =
                         peer.and_then(|p| diagnostics.connected.iter().find(|c| c.peer_id == p));
@@ -128,11 +132,12 @@ pub fn build(
                         session_id: s.addr.session.to_string(),
                         presence: s.presence.to_string(),
                         age_ms: s.age_ms,
-                        cwd: ann.cwd.clone(),
-                        git_label: ann.git_label.clone(),
-                        summary: ann.summary.clone(),
-                        host: wire_name(&ann.host),
-                        delivery: wire_name(&ann.delivery),
+                        private: d.is_none(),
+                        cwd: d.map(|d| d.cwd.clone()),
+                        git_label: d.and_then(|d| d.git_label.clone()),
+                        summary: d.map(|d| d.summary.clone()),
+                        host: d.map(|d| wire_name(&d.host)),
+                        delivery: d.map(|d| wire_name(&d.delivery)),
                         peer_id: peer.map(|p| p.to_string()),
                         addrs: ann.addrs.clone(),
                         connected: link.is_some(),
