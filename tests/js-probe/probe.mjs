@@ -157,11 +157,10 @@ async function live (spec, a) {
         session_id: mySession,
         peer_id: node.peerId.toMultihash().bytes,
         addrs,
-        cwd: process.cwd(),
-        git_label: null,
-        summary: 'js-libp2p conformance probe',
-        host: 'other',
-        delivery: 'poll',
+        // §4.1 details, sealed for this probe's own identity alone.
+        details: await S.sealDetails(seed, mySession,
+          { cwd: process.cwd(), git_label: null, summary: 'js-libp2p conformance probe', host: 'other', delivery: 'poll' },
+          [], (n) => new Uint8Array(randomBytes(n))),
         heartbeat_ms: 30000,
         ts,
         seq: 1
@@ -268,9 +267,13 @@ async function live (spec, a) {
 
     // §8.2 roster fetch, and the session's announcement verified per §3, §4.1, §7.
     const none = new Uint8Array(0)
-    const roster = shape(decode(await request(node, peer, proto('roster'), encode({ v: V, have: none, away: none, digest: null }), 1024 * 1024 + 1024),
-      'roster response'), sch.rosterResponse, 'roster response')
-    ensure(roster.same === false, 'roster response to a full request says same')
+    const fetchRoster = async () => {
+      const r = shape(decode(await request(node, peer, proto('roster'), encode({ v: V, have: none, away: none, digest: null }), 1024 * 1024 + 1024),
+        'roster response'), sch.rosterResponse, 'roster response')
+      ensure(r.same === false, 'roster response to a full request says same')
+      return r
+    }
+    let roster = await fetchRoster()
     // §8.2's empty response: to a digest request whose digest is not the session's
     // (`same` false), and to a digest request that carries a summary; a digest of
     // another length than 16 bytes is not answered at all.
@@ -293,8 +296,20 @@ async function live (spec, a) {
     for (let i = 1; i < anns.length; i++) {
       ensure(anns[i - 1].ts >= anns[i].ts, 'roster response: announcements not newest first')
     }
-    const ann = anns.find((x) => equal(x.identity, them) && x.session_id === theirSession)
+    let ann = anns.find((x) => equal(x.identity, them) && x.session_id === theirSession)
     ensure(ann, `the roster response has no announcement of ${hex(them)} session ${theirSession}`)
+    // §4.1: the session is paired with this probe, so once it has our sealing key (from
+    // the announcement we served its roster fetch) it announces details sealed for us.
+    let details = await S.openDetails(seed, ann, sch)
+    for (const end = Date.now() + 10_000; !details && Date.now() < end;) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      roster = await fetchRoster()
+      ann = roster.announcements
+        .map((w, i) => S.openSigned(w, 'announcement', sch.announcement, 'identity', sch, `roster announcement ${i}`).body)
+        .find((x) => equal(x.identity, them) && x.session_id === theirSession) ?? ann
+      details = await S.openDetails(seed, ann, sch)
+    }
+    ensure(details, 'announcement: its details are not sealed for this probe, a paired identity (§4.1 "Details")')
     ensure(S.verify('sealing-key', them, S.concat(them, ann.sealing.key), ann.sealing.sig),
       'announcement: the sealing binding does not verify (§2.3)')
     ensure(equal(ann.peer_id, peer.toMultihash().bytes), 'announcement: peer_id is not the PeerId we are connected to')
@@ -303,7 +318,7 @@ async function live (spec, a) {
     ensure(ann.ts > now - 3 * 24 * 3600_000, 'announcement: older than the retention')
     const tcpAddr = target.decapsulateCode(421).toString()
     ensure(ann.addrs.includes(tcpAddr), `announcement: addrs ${ann.addrs} lack the address dialed, ${tcpAddr}`)
-    log(`announcement ok: session ${ann.session_id}, host ${ann.host}, delivery ${ann.delivery}, seq ${ann.seq}`)
+    log(`announcement ok: session ${ann.session_id}, cwd ${details.details.cwd}, host ${details.details.host}, delivery ${details.details.delivery}, seq ${ann.seq}`)
 
     // The session asks for our roster when the connection opens (§8.2) and, seeing a
     // peer's session, hands it its pass (§4.3).
@@ -314,6 +329,7 @@ async function live (spec, a) {
     if (seen.pass instanceof Error) throw seen.pass
     const theirPass = seen.pass
     log('the session fetched our roster and handed us its pass')
+
     // Between changes it sends a beacon every heartbeat (§7.1: 30 s; tests shorten it),
     // naming the announcement we fetched, signed by its identity (§4.9). (Its
     // announcement may come by gossip too: published when we subscribed, if it had
