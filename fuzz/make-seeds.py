@@ -73,5 +73,11 @@ write("mailbox", "one-envelope", mailbox)
 # The overlay target picks the message type by the first byte (6: receipt request).
 write("overlay", "receipt-request", bytes([6]) + raw["receipt_request.wire"])
 write("overlay", "mailbox-fetch", bytes([4]) + raw["mailbox_fetch_request.wire"])
+# The details target reads its input as sealed details in Alice's announcement of
+# session-a, as Bob: the vector's details open there. Also the plaintext they open to.
+ann = raw["announcement.wire"]
+start = ann.index(tstr("details")) + len(tstr("details"))
+write("details", "sealed-for-bob", ann[start:ann.index(tstr("heartbeat_ms"), start)])
+write("details", "plaintext", bytes.fromhex(vectors["announcement.details.plaintext"]))
 write("keyfile", "vector", ("interlink-p2p-ed25519-v1 " + "11" * 32 + "\n").encode())
 print("seeds written under fuzz/seeds/")

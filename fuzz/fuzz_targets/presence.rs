@@ -52,8 +52,26 @@ fuzz_target!(|data: &[u8]| {
 mod interlink_testkit_free {
     use interlink_core::{
         Identity, SessionId,
-        wire::{Announcement, DeliveryMode, HostKind, SealingBinding, Signed, VERSION},
+        wire::{Announcement, DeliveryMode, Details, HostKind, SealingBinding, Signed, VERSION},
     };
+
+    /// Fixed "randomness" for the details' nonce and content key: a fuzz run must be
+    /// reproducible from its input.
+    struct FixedRng;
+    impl rand_core::TryRng for FixedRng {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            Ok(7)
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            Ok(7)
+        }
+        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+            dst.fill(7);
+            Ok(())
+        }
+    }
+    impl rand_core::TryCryptoRng for FixedRng {}
 
     pub(crate) fn announcement(id: &Identity, ts: u64) -> Signed<Announcement> {
         let session = SessionId::new("fuzz").expect("valid");
@@ -68,14 +86,18 @@ mod interlink_testkit_free {
                 v: VERSION,
                 identity: id.public(),
                 sealing: SealingBinding::new(id),
-                session_id: session,
+                session_id: session.clone(),
                 peer_id: peer.into(),
                 addrs: vec![],
-                cwd: "/".into(),
-                git_label: None,
-                summary: String::new(),
-                host: HostKind::Other,
-                delivery: DeliveryMode::Poll,
+                details: Details {
+                    cwd: "/".into(),
+                    git_label: None,
+                    summary: String::new(),
+                    host: HostKind::Other,
+                    delivery: DeliveryMode::Poll,
+                }
+                .seal(id, &session, &[], &mut FixedRng)
+                .expect("seals"),
                 heartbeat_ms: 30_000,
                 ts,
                 seq: 1,
