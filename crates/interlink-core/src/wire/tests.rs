@@ -883,3 +883,24 @@ fn details_refuse_bad_readers_and_too_many() {
     let bytes = Signed::sign(ann, &alice).unwrap().to_bytes();
     assert!(bytes.len() <= limits::MAX_ANNOUNCEMENT_BYTES, "{}", bytes.len());
 }
+
+/// What sealing the details costs on the wire (docs/BENCHMARKS.md): each reader adds
+/// 54 bytes (its 52-byte entry and the byte string's header).
+#[test]
+fn each_details_reader_costs_54_bytes() {
+    let alice = identity(1);
+    let mut rng = ChaCha20Rng::seed_from_u64(6);
+    let size = |readers: usize, rng: &mut ChaCha20Rng| {
+        let others: Vec<_> = (0..readers as u8).map(|n| reader_of(&identity(n + 10))).collect();
+        let mut ann = announcement(&alice, "s1", "");
+        ann.details = details("/home/alice/work/acme-billing")
+            .seal(&alice, &sid("s1"), &others, rng)
+            .unwrap();
+        Signed::sign(ann, &alice).unwrap().to_bytes().len()
+    };
+    let (alone, five, many) = (size(0, &mut rng), size(5, &mut rng), size(63, &mut rng));
+    eprintln!("announcement bytes: own identity only {alone}, +5 peers {five}, +63 peers {many}");
+    assert_eq!(five - alone, 5 * 54);
+    // The array header grows by one byte past 23 entries.
+    assert_eq!(many - alone, 63 * 54 + 1);
+}

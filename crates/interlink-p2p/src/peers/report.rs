@@ -6,7 +6,7 @@ use interlink_net::Diagnostics;
 use serde::Serialize;
 
 /// Version of the JSON shape; bumped on any incompatible change.
-pub const REPORT_VERSION: u32 = 1;
+pub const REPORT_VERSION: u32 = 2;
 
 /// Everything `peers` shows.
 #[derive(Clone, Debug, Serialize)]
