@@ -173,13 +173,22 @@ fn claude_session(home: &Home, claude: &Claude, marker: &str) -> String {
     )
 }
 
-/// The `delivery` the session `session` announces, as an observer on the overlay
-/// reads it (`interlink-p2p peers --json`), once it is `want`.
-fn wait_announced_delivery(bootstrap: &str, session: &str, want: &str, claude: &Claude) {
+/// The `delivery` the session `session` announces, as an observer on the overlay reads
+/// it from `home` (`interlink-p2p peers --json`: the session's own identity, since the
+/// details are sealed for it and its peers), once it is `want`.
+fn wait_announced_delivery(
+    home: &Home,
+    bootstrap: &str,
+    session: &str,
+    want: &str,
+    claude: &Claude,
+) {
     let mut last = String::new();
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let report = interlink_e2e::process::peers_json(bootstrap, &[], &[]).unwrap();
+        let report =
+            interlink_e2e::process::peers_json_as(&home.interlink_home(), bootstrap, &[], &[])
+                .unwrap();
         last = report["identities"]
             .as_array()
             .into_iter()
@@ -344,8 +353,8 @@ fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_ses
     assert_eq!(h["active"], true, "{h}");
     assert_eq!(h["handed"].as_array().map(Vec::len), Some(2), "{h}");
     assert_eq!(h["fell_back"].as_array().map(Vec::len), Some(0), "{h}");
-    // Everyone else reads how this session is reached.
-    wait_announced_delivery(&bootstrap, &session, "host_inbox", &claude);
+    // Its own identity (and its peers) read how this session is reached.
+    wait_announced_delivery(&home, &bootstrap, &session, "host_inbox", &claude);
     claude.say("thanks");
 }
 
@@ -385,8 +394,8 @@ fn a_message_the_host_holds_wakes_the_agent_through_the_stop_hook_once() {
     );
     assert_eq!(h["fell_back"].as_array().map(Vec::len), Some(1), "{h}");
     assert_eq!(h["handed"].as_array().map(Vec::len), Some(0), "{h}");
-    // Everyone else now reads that this session is woken by the Stop hook.
-    wait_announced_delivery(&bootstrap, &session, "inbox", &claude);
+    // Its own identity now reads that this session is woken by the Stop hook.
+    wait_announced_delivery(&home, &bootstrap, &session, "inbox", &claude);
     // Once: the host never released it, so no request has its notice.
     std::thread::sleep(Duration::from_secs(2));
     let released = claude.requests_with(HOST_NOTICE);

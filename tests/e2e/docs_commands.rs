@@ -56,6 +56,8 @@ const EXPECTED: &[(&str, Expect)] = &[
         ]),
     ),
     ("inbox", Expect::Exits(&[])),
+    // Into the fresh home's own Claude Code configuration and data directory.
+    ("install", Expect::Exits(&[])),
     ("peers", Expect::Exits(&[])),
     // The docs probe addresses where nothing listens: "unreachable" is exit status 2.
     ("probe", Expect::Exits(&[(2, "unreachable")])),

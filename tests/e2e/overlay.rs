@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use interlink_e2e::process::{self, DEADLINE, Guard, Session, command, presences, run_to_end};
+use serde_json::{Value, json};
 
 const LOOPBACK: &[&str] = &["--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"];
 
@@ -59,7 +60,8 @@ fn three_sessions_joined_by_bootstrap_see_each_other() {
     let report =
         process::poll_peers(boot, STEADY, Instant::now() + DEADLINE, all_live(&ids)).unwrap();
 
-    // Three identities (one home each), each with its PeerId, addresses and a link.
+    // Three identities (one home each), each with its PeerId, addresses and a link;
+    // their details are sealed for themselves, not for this observer's fresh home.
     let identities = report["identities"].as_array().unwrap();
     assert_eq!(identities.len(), 3);
     for ident in identities {
@@ -67,9 +69,18 @@ fn three_sessions_joined_by_bootstrap_see_each_other() {
         assert_eq!(ident["fingerprint"].as_str().unwrap().len(), 14);
         assert!(s["peer_id"].as_str().unwrap().starts_with("12D3KooW"));
         assert!(!s["addrs"].as_array().unwrap().is_empty());
-        assert_eq!(s["host"], "other");
-        assert_eq!(s["delivery"], "poll");
+        assert_eq!((&s["private"], &s["host"]), (&json!(true), &Value::Null), "{s}");
     }
+    // Read from the first session's home, its own session shows them.
+    let own = process::peers_json_as(sessions[0].home(), boot, STEADY, &[]).unwrap();
+    let mine = own["identities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|i| i["sessions"].as_array().unwrap())
+        .find(|s| s["session_id"] == "e2e-a1")
+        .unwrap();
+    assert_eq!((&mine["host"], &mine["delivery"]), (&json!("other"), &json!("poll")), "{mine}");
     let diag = &report["diagnostics"];
     assert!(!diag["connected_peers"].as_array().unwrap().is_empty());
     assert!(diag["topic_peers"].as_u64().unwrap() >= 1);

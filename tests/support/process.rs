@@ -218,7 +218,18 @@ pub fn peers_json(
     extra: &[&str],
 ) -> anyhow::Result<serde_json::Value> {
     let home = tempfile::tempdir()?;
-    let mut cmd = command(home.path(), env)?;
+    peers_json_as(home.path(), bootstrap, env, extra)
+}
+
+/// [`peers_json`] run from `home`: it reads as that home's identity, so it sees the
+/// details of that identity's sessions and of its peers' (a fresh home sees none).
+pub fn peers_json_as(
+    home: &Path,
+    bootstrap: &str,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> anyhow::Result<serde_json::Value> {
+    let mut cmd = command(home, env)?;
     cmd.args([
         "peers",
         "--json",
