@@ -42,8 +42,12 @@ fn main() -> anyhow::Result<()> {
                 host: HostKind::Other,
                 delivery: DeliveryMode::Poll,
             }
-            .seal(&bob, &bob_session, &[(alice.public(), alice.sealing_secret().public())], &mut rng)
-            .expect("details seal"),
+            .seal(
+                &bob,
+                &bob_session,
+                &[(alice.public(), alice.sealing_secret().public())],
+                &mut rng,
+            )?,
             heartbeat_ms: interlink_core::limits::HEARTBEAT_MS,
             ts: now,
             seq: 1,

@@ -67,7 +67,11 @@ fn two_sessions_find_each_other_by_mdns() {
     let stranger = session("e2e-mdns-1");
     assert_eq!(stranger["private"], true, "{stranger}");
     for field in ["cwd", "summary", "git_label", "host", "delivery"] {
-        assert_eq!(stranger[field], serde_json::Value::Null, "{field}: {stranger}");
+        assert_eq!(
+            stranger[field],
+            serde_json::Value::Null,
+            "{field}: {stranger}"
+        );
     }
     let own = session("e2e-mdns-2");
     assert_eq!(own["private"], false, "{own}");

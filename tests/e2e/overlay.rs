@@ -69,7 +69,11 @@ fn three_sessions_joined_by_bootstrap_see_each_other() {
         assert_eq!(ident["fingerprint"].as_str().unwrap().len(), 14);
         assert!(s["peer_id"].as_str().unwrap().starts_with("12D3KooW"));
         assert!(!s["addrs"].as_array().unwrap().is_empty());
-        assert_eq!((&s["private"], &s["host"]), (&json!(true), &Value::Null), "{s}");
+        assert_eq!(
+            (&s["private"], &s["host"]),
+            (&json!(true), &Value::Null),
+            "{s}"
+        );
     }
     // Read from the first session's home, its own session shows them.
     let own = process::peers_json_as(sessions[0].home(), boot, STEADY, &[]).unwrap();
@@ -80,7 +84,11 @@ fn three_sessions_joined_by_bootstrap_see_each_other() {
         .flat_map(|i| i["sessions"].as_array().unwrap())
         .find(|s| s["session_id"] == "e2e-a1")
         .unwrap();
-    assert_eq!((&mine["host"], &mine["delivery"]), (&json!("other"), &json!("poll")), "{mine}");
+    assert_eq!(
+        (&mine["host"], &mine["delivery"]),
+        (&json!("other"), &json!("poll")),
+        "{mine}"
+    );
     let diag = &report["diagnostics"];
     assert!(!diag["connected_peers"].as_array().unwrap().is_empty());
     assert!(diag["topic_peers"].as_u64().unwrap() >= 1);

@@ -50,9 +50,13 @@ async fn strangers_read_no_details_peers_do_and_a_removed_peer_stops() {
         let alice = User::new("alice", STEADY).unwrap();
         let bob = User::new("bob", STEADY).unwrap();
         let mallory = User::new("mallory", STEADY).unwrap();
-        let a = start_on_loopback(&alice, "alice-1", None, &[]).await.unwrap();
+        let a = start_on_loopback(&alice, "alice-1", None, &[])
+            .await
+            .unwrap();
         let boot = loopback_addr(&a).await;
-        let b = start_on_loopback(&bob, "bob-1", Some(&boot), &[]).await.unwrap();
+        let b = start_on_loopback(&bob, "bob-1", Some(&boot), &[])
+            .await
+            .unwrap();
         let m = start_on_loopback(&mallory, "mallory-1", Some(&boot), &[])
             .await
             .unwrap();
@@ -62,7 +66,9 @@ async fn strangers_read_no_details_peers_do_and_a_removed_peer_stops() {
         b.ok("add_peer", json!({"name": "alice", "key": alice.key}))
             .await
             .unwrap();
-        a.ok("set_summary", json!({"summary": SUMMARY})).await.unwrap();
+        a.ok("set_summary", json!({"summary": SUMMARY}))
+            .await
+            .unwrap();
         let (_, who) = a.ok("whoami", json!({})).await.unwrap();
         let cwd = who["cwd"].as_str().unwrap().to_owned();
 
@@ -91,7 +97,11 @@ async fn strangers_read_no_details_peers_do_and_a_removed_peer_stops() {
             .output()
             .unwrap();
         let printed = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{printed}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{printed}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let report: Value = serde_json::from_str(&printed).unwrap();
         let sessions: Vec<&Value> = report["identities"]
             .as_array()
@@ -99,8 +109,15 @@ async fn strangers_read_no_details_peers_do_and_a_removed_peer_stops() {
             .iter()
             .flat_map(|i| i["sessions"].as_array().unwrap())
             .collect();
-        let seen = sessions.iter().find(|s| s["session_id"] == "alice-1").unwrap();
-        assert_eq!((&seen["private"], &seen["cwd"]), (&json!(true), &Value::Null), "{seen}");
+        let seen = sessions
+            .iter()
+            .find(|s| s["session_id"] == "alice-1")
+            .unwrap();
+        assert_eq!(
+            (&seen["private"], &seen["cwd"]),
+            (&json!(true), &Value::Null),
+            "{seen}"
+        );
         assert!(!printed.contains(SUMMARY), "{printed}");
 
         // Alice removes Bob: her next announcement is closed to him.

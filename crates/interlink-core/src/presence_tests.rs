@@ -53,7 +53,14 @@ pub(crate) fn ann(seed: u8, session: &str, ts: u64, seq: u64) -> Signed<Announce
             host: HostKind::Claude,
             delivery: DeliveryMode::Inbox,
         }
-        .seal(&id, &session_id, &[], &mut <rand_chacha::ChaCha20Rng as rand_chacha::rand_core::SeedableRng>::seed_from_u64(7))
+        .seal(
+            &id,
+            &session_id,
+            &[],
+            &mut <rand_chacha::ChaCha20Rng as rand_chacha::rand_core::SeedableRng>::seed_from_u64(
+                7,
+            ),
+        )
         .unwrap(),
         heartbeat_ms: crate::limits::HEARTBEAT_MS,
         ts,
@@ -484,7 +491,10 @@ fn sessions_are_grouped_by_identity() {
     let mut views = vec![one.clone()];
     crate::wire::DetailsReader::new(&identity(1)).fill(&mut views);
     assert_eq!(
-        views[0].sessions[0].details.as_ref().map(|d| d.cwd.as_str()),
+        views[0].sessions[0]
+            .details
+            .as_ref()
+            .map(|d| d.cwd.as_str()),
         Some("/home/dev/a")
     );
     assert_eq!(r.sessions_of(&identity(2).public(), now).len(), 1);

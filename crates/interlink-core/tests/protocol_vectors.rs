@@ -15,12 +15,12 @@ use interlink_core::{
         sync::{Summary, Tag},
     },
     wire::{
-        Details, DetailsReader,
         Ack, AckEntry, Announcement, Beacon, Body, DeliverResponse, DeliverResult, DeliveryMode,
-        Envelope, EnvelopeKind, Goodbye, HostKind, INVITE_SECRET_BYTES, INVITE_VERSION, Invite,
-        MailboxFetch, MailboxOp, MailboxPass, MailboxRequest, PresenceMessage, Receipt,
-        ReceiptRequest, ReceiptState, Refusal, RefusalCode, RosterRequest, RosterResponse,
-        SealingBinding, SessionAddr, Signed, TaskStatus, VERSION, gossip_message_id,
+        Details, DetailsReader, Envelope, EnvelopeKind, Goodbye, HostKind, INVITE_SECRET_BYTES,
+        INVITE_VERSION, Invite, MailboxFetch, MailboxOp, MailboxPass, MailboxRequest,
+        PresenceMessage, Receipt, ReceiptRequest, ReceiptState, Refusal, RefusalCode,
+        RosterRequest, RosterResponse, SealingBinding, SessionAddr, Signed, TaskStatus, VERSION,
+        gossip_message_id,
     },
 };
 use rand_core::{TryCryptoRng, TryRng};

@@ -105,7 +105,9 @@ pub async fn peers(
     let own = identity.as_ref().map(interlink_core::Identity::public);
     // The observer reads as this user: its own sessions' and its peers' details.
     let reader = identity.as_ref().map(|i| {
-        std::sync::Arc::new(std::sync::Mutex::new(interlink_core::wire::DetailsReader::new(i)))
+        std::sync::Arc::new(std::sync::Mutex::new(
+            interlink_core::wire::DetailsReader::new(i),
+        ))
     });
     let network = config.network.as_str().to_owned();
     let alone = crate::config::alone_hint(&config);

@@ -8,8 +8,9 @@ use interlink_core::{
     limits::{MAX_BODY_BYTES, MAX_FUTURE_SKEW_MS},
     seal::Sealed,
     wire::{
-        Ack, AckEntry, Announcement, DeliveryMode, Details, Envelope, EnvelopeKind, HostKind, MailboxPass,
-        Receipt, ReceiptState, SealingBinding, SessionAddr, Signed, SignedBody, VERSION,
+        Ack, AckEntry, Announcement, DeliveryMode, Details, Envelope, EnvelopeKind, HostKind,
+        MailboxPass, Receipt, ReceiptState, SealingBinding, SessionAddr, Signed, SignedBody,
+        VERSION,
     },
 };
 use libp2p_identity::PeerId;
@@ -254,7 +255,12 @@ pub fn announcement(
                 host: HostKind::Other,
                 delivery: DeliveryMode::Poll,
             }
-            .seal(id, &session(session_id), &[], &mut rand_core::UnwrapErr(getrandom::SysRng))
+            .seal(
+                id,
+                &session(session_id),
+                &[],
+                &mut rand_core::UnwrapErr(getrandom::SysRng),
+            )
             .expect("details seal"),
             heartbeat_ms: interlink_core::limits::HEARTBEAT_MS,
             ts,

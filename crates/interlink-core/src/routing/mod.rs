@@ -175,9 +175,17 @@ impl Candidate {
     fn from_view(v: &SessionView) -> Self {
         Self {
             session: v.addr.session.clone(),
-            cwd: v.details.as_ref().map(|d| d.cwd.clone()).unwrap_or_default(),
+            cwd: v
+                .details
+                .as_ref()
+                .map(|d| d.cwd.clone())
+                .unwrap_or_default(),
             git_label: v.details.as_ref().and_then(|d| d.git_label.clone()),
-            summary: v.details.as_ref().map(|d| d.summary.clone()).unwrap_or_default(),
+            summary: v
+                .details
+                .as_ref()
+                .map(|d| d.summary.clone())
+                .unwrap_or_default(),
             presence: v.presence,
             age_ms: v.age_ms,
         }

@@ -877,11 +877,17 @@ fn details_refuse_bad_readers_and_too_many() {
         Err(DetailsError::TooManyReaders(MAX_PRESENCE_READERS + 1))
     );
     let fits = &many[..MAX_PRESENCE_READERS - 1];
-    let sealed = details("/").seal(&alice, &sid("s1"), fits, &mut rng).unwrap();
+    let sealed = details("/")
+        .seal(&alice, &sid("s1"), fits, &mut rng)
+        .unwrap();
     let mut ann = announcement(&alice, "s1", "");
     ann.details = sealed;
     let bytes = Signed::sign(ann, &alice).unwrap().to_bytes();
-    assert!(bytes.len() <= limits::MAX_ANNOUNCEMENT_BYTES, "{}", bytes.len());
+    assert!(
+        bytes.len() <= limits::MAX_ANNOUNCEMENT_BYTES,
+        "{}",
+        bytes.len()
+    );
 }
 
 /// What sealing the details costs on the wire (docs/BENCHMARKS.md): each reader adds
@@ -891,7 +897,9 @@ fn each_details_reader_costs_54_bytes() {
     let alice = identity(1);
     let mut rng = ChaCha20Rng::seed_from_u64(6);
     let size = |readers: usize, rng: &mut ChaCha20Rng| {
-        let others: Vec<_> = (0..readers as u8).map(|n| reader_of(&identity(n + 10))).collect();
+        let others: Vec<_> = (0..readers as u8)
+            .map(|n| reader_of(&identity(n + 10)))
+            .collect();
         let mut ann = announcement(&alice, "s1", "");
         ann.details = details("/home/alice/work/acme-billing")
             .seal(&alice, &sid("s1"), &others, rng)

@@ -2,8 +2,8 @@
 //! validating what arrives on the topic. The roster fetch is `node::roster_sync`.
 
 use interlink_core::{
-    presence::{BeaconOutcome, RosterError, Upsert, pacer::Input, sync::Tag},
     IdentityKey, SealingKey,
+    presence::{BeaconOutcome, RosterError, Upsert, pacer::Input, sync::Tag},
     wire::{
         Announcement, Beacon, Details, Goodbye, MAX_PRESENCE_READERS, PresenceMessage,
         SealingBinding, SessionAddr, Signed, Unverified, UnverifiedPresence, VERSION,
