@@ -77,6 +77,7 @@ mod types;
 pub use ack::ack_entries;
 pub use config::{Bugs, Config};
 pub use engine::{Engine, Sizes};
+pub use routes::LIVE_PATIENCE_MS;
 pub use types::{
     CallId, EntryKey, Event, HeldBy, InboundId, Input, NotKept, OutboxEntry, Outcome, Output,
     PeerRef, PutToken, ReceiptId, Refusal, ReqId, Response, SendError, SendFailure, StoreError,

@@ -552,7 +552,8 @@ impl Actor {
                 debug!(%peer_id, ?connection_id, ?endpoint, "connection opened");
                 let info = self.peers.entry(peer_id).or_default();
                 info.connections.insert(connection_id, endpoint);
-                self.peer_alive(peer_id);
+                // Also a sign of life.
+                self.peer_connected(peer_id, true);
                 self.on_relay_connected(peer_id);
                 self.on_upgrade_connected(peer_id);
                 if self.peers.len() == 1 {
@@ -596,6 +597,7 @@ impl Actor {
                 ..
             } => {
                 debug!(%peer_id, "disconnected");
+                self.peer_connected(peer_id, false);
                 self.addresses.on_closed(connection_id, Instant::now());
                 self.well_known.on_closed(connection_id, Instant::now());
                 self.peers.remove(&peer_id);

@@ -476,6 +476,15 @@ impl Actor {
         }
     }
 
+    /// The swarm has a connection to `peer` (its first, or another), or none left. The
+    /// engine waits for a live attempt past its window while the peer is connected:
+    /// slow or being moved to another connection is not gone.
+    pub(super) fn peer_connected(&mut self, peer: PeerId, connected: bool) {
+        if let Some(r) = self.parts.delivery_mut().and_then(|d| d.peer_ref(peer)) {
+            self.drive(Input::Connected { peer: r, connected });
+        }
+    }
+
     /// The roster's view of `addr` changed: its node (from its announcement, whose
     /// addresses are handed to the swarm for dialling) or none (it left).
     pub(super) fn route_session(&mut self, addr: &SessionAddr) {
