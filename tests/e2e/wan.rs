@@ -58,7 +58,7 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 
 /// How the two sessions meet and when the burst starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Start {
+enum Burst {
     /// Bob's TCP address given, mDNS off; the burst once the connection settled.
     Settled,
     /// Default listen addresses, mDNS on the link, paired beforehand (`peer add`),
@@ -73,7 +73,7 @@ enum Start {
 /// Bob's session: headless, or an MCP session (to accept a pair request).
 enum Bob {
     Run(Session),
-    Mcp(McpSession),
+    Mcp(Box<McpSession>),
 }
 
 impl Bob {
@@ -119,7 +119,7 @@ fn keep_log(test: &str, who: &str, text: &str) {
 async fn fifty_messages_over_a_lossy_wan_arrive_once_in_order() {
     burst(
         "fifty_messages_over_a_lossy_wan_arrive_once_in_order",
-        Start::Settled,
+        Burst::Settled,
     )
     .await;
 }
@@ -128,7 +128,7 @@ async fn fifty_messages_over_a_lossy_wan_arrive_once_in_order() {
 async fn a_burst_right_after_start_over_mdns_goes_live() {
     burst(
         "a_burst_right_after_start_over_mdns_goes_live",
-        Start::RightAfterStart,
+        Burst::RightAfterStart,
     )
     .await;
 }
@@ -137,12 +137,12 @@ async fn a_burst_right_after_start_over_mdns_goes_live() {
 async fn a_burst_right_after_pairing_over_mdns_goes_live() {
     burst(
         "a_burst_right_after_pairing_over_mdns_goes_live",
-        Start::RightAfterPairing,
+        Burst::RightAfterPairing,
     )
     .await;
 }
 
-async fn burst(test: &str, start: Start) {
+async fn burst(test: &str, how: Burst) {
     let seed = seed();
     let Some(lab) = Lab::wan_for_test(test, LINK, seed) else {
         return;
@@ -153,13 +153,13 @@ async fn burst(test: &str, start: Start) {
     let alice = User::new("alice", &env).unwrap();
     let mut bob = User::new("bob", &env).unwrap();
     bob.set_netns(&lab.b);
-    if start != Start::RightAfterPairing {
+    if how != Burst::RightAfterPairing {
         alice.pair_with(&bob).unwrap();
         bob.pair_with(&alice).unwrap();
     }
 
-    let (b, a) = match start {
-        Start::Settled => {
+    let (b, a) = match how {
+        Burst::Settled => {
             let b = bob
                 .start_with_args("b-1", &["--no-mdns", "--listen", BOTH])
                 .unwrap();
@@ -201,7 +201,7 @@ async fn burst(test: &str, start: Start) {
             .unwrap();
             (Bob::Run(b), a)
         }
-        Start::RightAfterStart => {
+        Burst::RightAfterStart => {
             // Default listen addresses (TCP and QUIC), mDNS on: how a user runs it.
             // Alice is also given Bob's TCP address, so she meets him over TCP (as
             // when mDNS's dial of both addresses is won by TCP, QUIC's first flight
@@ -218,7 +218,7 @@ async fn burst(test: &str, start: Start) {
                 .unwrap();
             (Bob::Run(b), a)
         }
-        Start::RightAfterPairing => {
+        Burst::RightAfterPairing => {
             let named = |name: &'static str| {
                 let mut e = env.clone();
                 e.push(("INTERLINK_NAME", name));
@@ -264,7 +264,7 @@ async fn burst(test: &str, start: Start) {
             )
             .await
             .unwrap();
-            (Bob::Mcp(b), a)
+            (Bob::Mcp(Box::new(b)), a)
         }
     };
 
@@ -352,7 +352,7 @@ async fn burst(test: &str, start: Start) {
         rtt.is_some_and(|ms| ms >= 95.0),
         "the link's round trip: {rtt:?} {who}"
     );
-    if start == Start::Settled {
+    if how == Burst::Settled {
         assert_eq!(
             transports,
             Some(json!(["quic"])),
