@@ -159,6 +159,16 @@ impl Engine {
                 sender.alive(&mut ctx, peer);
                 recipient.alive(&mut ctx, peer);
             }
+            Input::Connected { peer, connected } => {
+                ctx.routes.set_connected(peer, connected);
+                if connected {
+                    ctx.routes.alive(peer);
+                    sender.alive(&mut ctx, peer);
+                    recipient.alive(&mut ctx, peer);
+                } else {
+                    sender.disconnected(&mut ctx, peer);
+                }
+            }
             Input::Route { session, peer } => {
                 ctx.routes.set(session, peer);
                 if let Some(peer) = peer {

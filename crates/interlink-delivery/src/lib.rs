@@ -39,7 +39,9 @@
 //! [`Output::SendRequest`] (+ timer) → [`Input::DeliverResponse`] → [`Output::Reply`],
 //! [`Output::RemoveOutbox`]; or [`Output::DhtPut`] and `Reply(Queued)` (without an
 //! outbox: after [`Input::PutAnswered`]; [`Input::PutEnded`] ends the wait).
-//! [`Input::PeerAlive`] / [`Input::Route`] retry the live path; [`Input::ReceiptCollected`]
+//! [`Input::PeerAlive`] / [`Input::Route`] retry the live path; [`Input::Connected`]
+//! says which nodes the shell has a connection to (an attempt past its window is
+//! waited for while connected, up to [`LIVE_PATIENCE_MS`]); [`Input::ReceiptCollected`]
 //! settles held mail. Recipient side: [`Input::DeliverRequest`] and
 //! [`Input::MailboxFetched`] → [`Output::AppendInbox`] → [`Input::InboxStored`] →
 //! [`Output::Respond`], [`Output::DhtPut`] (own mailbox with the ack),
@@ -77,6 +79,7 @@ mod types;
 pub use ack::ack_entries;
 pub use config::{Bugs, Config};
 pub use engine::{Engine, Sizes};
+pub use routes::LIVE_PATIENCE_MS;
 pub use types::{
     CallId, EntryKey, Event, HeldBy, InboundId, Input, NotKept, OutboxEntry, Outcome, Output,
     PeerRef, PutToken, ReceiptId, Refusal, ReqId, Response, SendError, SendFailure, StoreError,

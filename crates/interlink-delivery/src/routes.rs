@@ -8,6 +8,12 @@ use crate::{config::ROUTES_CAPACITY, types::PeerRef};
 
 /// The longest a live attempt may wait for its answer, however slow the link measured.
 pub(crate) const LIVE_TIMEOUT_CAP_MS: u64 = 8_000;
+/// How long a live attempt to a node the shell is connected to is waited for, from
+/// when it was sent, before it is given up whatever the connection says (a peer
+/// whose process is stopped keeps its connections until its pings fail).
+pub const LIVE_PATIENCE_MS: u64 = LIVE_TIMEOUT_CAP_MS;
+/// Most nodes remembered as connected.
+const CONNECTED_CAPACITY: usize = crate::config::ROUTES_CAPACITY;
 /// Clock granularity added to the variance term (RFC 6298's G).
 const GRANULARITY_MS: u64 = 10;
 
@@ -73,6 +79,9 @@ pub(crate) struct Routes {
     unreachable: BTreeSet<PeerRef>,
     // Likewise only for nodes that are some session's route.
     rtt: BTreeMap<PeerRef, Rtt>,
+    /// Nodes the shell has a connection to (at most [`CONNECTED_CAPACITY`]; past it a
+    /// node counts as unconnected, which only means its attempts end at their window).
+    connected: BTreeSet<PeerRef>,
 }
 
 impl Routes {
@@ -113,6 +122,20 @@ impl Routes {
                 self.rtt.remove(&d);
             }
         }
+    }
+
+    /// The shell has a connection to `peer`, or none left.
+    pub(crate) fn set_connected(&mut self, peer: PeerRef, connected: bool) {
+        if !connected {
+            self.connected.remove(&peer);
+        } else if self.connected.len() < CONNECTED_CAPACITY {
+            self.connected.insert(peer);
+        }
+    }
+
+    /// Whether the shell has a connection to `peer`.
+    pub(crate) fn is_connected(&self, peer: PeerRef) -> bool {
+        self.connected.contains(&peer)
     }
 
     /// The node showed life.

@@ -370,6 +370,19 @@ pub enum Input {
         /// The node.
         peer: PeerRef,
     },
+    /// The shell has a connection to this node (`connected`), or has none left. While
+    /// it is connected, a live attempt that runs past its window is waited for rather
+    /// than given up (up to [`crate::LIVE_PATIENCE_MS`]): the connection is up and
+    /// merely slow or being replaced, so the node is not marked unreachable and the
+    /// messages behind it are not answered `queued`. A connection is also a sign of
+    /// life. A shell that never says leaves every node unconnected: attempts end at
+    /// their window.
+    Connected {
+        /// The node.
+        peer: PeerRef,
+        /// Whether a connection to it is up.
+        connected: bool,
+    },
     /// A session's node is now known (an announcement), or no longer (`None`).
     /// Some is also a sign of life of that node.
     Route {

@@ -560,9 +560,11 @@ impl Actor {
                 self.well_known.on_established(connection_id);
                 self.presence.cost.connections += 1;
                 self.pace(PacerInput::PeerConnected(peer_id));
+                debug!(%peer_id, ?connection_id, ?endpoint, "connection opened");
                 let info = self.peers.entry(peer_id).or_default();
                 info.connections.insert(connection_id, endpoint);
-                self.peer_alive(peer_id);
+                // Also a sign of life.
+                self.peer_connected(peer_id, true);
                 self.on_relay_connected(peer_id);
                 self.on_upgrade_connected(peer_id);
                 if self.peers.len() == 1 {
@@ -587,16 +589,17 @@ impl Actor {
                 num_established,
                 ..
             } if num_established > 0 => {
+                debug!(%peer_id, ?connection_id, num_established, "connection closed");
                 self.addresses.on_closed(connection_id, Instant::now());
                 self.well_known.on_closed(connection_id, Instant::now());
                 if let Some(info) = self.peers.get_mut(&peer_id) {
                     info.connections.remove(&connection_id);
                 }
-                // The kept stream may have been on it: the next delivery opens one on
-                // what is left (what is in flight is answered or reported lost).
-                if let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams.as_mut()) {
-                    streams.reopen(&peer_id);
-                }
+                // The kept stream is left alone: it may be on another connection, and
+                // replacing it cut the answers of what it carried (the recipient keeps
+                // only a peer's newest stream). If it was on this one, its next read or
+                // write fails, what it carried is reported lost and goes again, and the
+                // next delivery opens a stream on what is left.
                 self.on_upgrade_closed(peer_id, connection_id);
             }
             SwarmEvent::ConnectionClosed {
@@ -605,6 +608,7 @@ impl Actor {
                 ..
             } => {
                 debug!(%peer_id, "disconnected");
+                self.peer_connected(peer_id, false);
                 self.addresses.on_closed(connection_id, Instant::now());
                 self.well_known.on_closed(connection_id, Instant::now());
                 self.peers.remove(&peer_id);

@@ -20,6 +20,7 @@ use interlink_core::{
 use crate::{
     config::{OUTBOX_CAPACITY, OUTBOX_PER_RECIPIENT, REQUESTS_IN_FLIGHT},
     engine::Ctx,
+    routes::LIVE_PATIENCE_MS,
     types::{
         CallId, Event, HeldBy, NotKept, OutboxEntry, Outcome, Output, PeerRef, PutToken, Refusal,
         ReqId, Response, SendError, SendFailure, StoreError,
@@ -67,7 +68,11 @@ struct Flight {
     peer: PeerRef,
     ids: Vec<MsgId>,
     sent: u64,
+    /// When the attempt is given up: the end of its window, or — while the shell is
+    /// connected to the peer — later, up to [`LIVE_PATIENCE_MS`] after it was sent.
     deadline: u64,
+    /// The end of its window (the live timeout when it was sent).
+    window_end: u64,
 }
 
 /// Live attempts that ran out, remembered so a late answer still counts as a sign of
@@ -415,6 +420,21 @@ impl Sender {
         self.settle(ctx, &from, false);
     }
 
+    /// The shell has no connection left to `peer`: an attempt waited for past its
+    /// window only because the peer was connected ends now.
+    pub(crate) fn disconnected(&mut self, ctx: &mut Ctx<'_>, peer: PeerRef) {
+        let now = ctx.now;
+        let over: Vec<ReqId> = self
+            .flights
+            .iter()
+            .filter(|(_, f)| f.peer == peer && f.window_end <= now)
+            .map(|(r, _)| *r)
+            .collect();
+        for req in over {
+            self.response(ctx, req, Err(SendFailure::Timeout));
+        }
+    }
+
     pub(crate) fn alive(&mut self, ctx: &mut Ctx<'_>, peer: PeerRef) {
         for s in ctx.routes.sessions_of(peer) {
             self.backoff.remove(&s);
@@ -433,6 +453,19 @@ impl Sender {
             .map(|(r, _)| *r)
             .collect();
         for req in late {
+            // Past its window, but the connection to the peer is up: it is slow (loss
+            // on the path, a connection being replaced), not gone. Given up now, the
+            // peer would be marked unreachable and every message behind it answered
+            // `queued` while the peer stayed connected (issue 51). The shell reports
+            // the attempt's failure if its connection goes; the patience bounds the
+            // wait on a peer that keeps a connection but does not answer.
+            if let Some(f) = self.flights.get_mut(&req) {
+                let patience = f.sent.saturating_add(LIVE_PATIENCE_MS);
+                if ctx.routes.is_connected(f.peer) && now < patience {
+                    f.deadline = patience;
+                    continue;
+                }
+            }
             self.response(ctx, req, Err(SendFailure::Timeout));
         }
         let retention = ctx.cfg.retention_ms();
@@ -552,6 +585,7 @@ impl Sender {
                     peer,
                     envelopes,
                 });
+                let window_end = now + ctx.routes.live_timeout(peer, ctx.cfg.live_timeout_ms);
                 self.flights.insert(
                     req,
                     Flight {
@@ -559,7 +593,8 @@ impl Sender {
                         peer,
                         ids: batch,
                         sent: now,
-                        deadline: now + ctx.routes.live_timeout(peer, ctx.cfg.live_timeout_ms),
+                        deadline: window_end,
+                        window_end,
                     },
                 );
                 self.flight_of.insert(to.clone(), req);

@@ -551,11 +551,18 @@ impl World {
             Fault::Partition { a, b, .. } => {
                 let key = (a.min(b), a.max(b));
                 if start {
+                    let up = self.link_up(a, b);
                     *self.cut.entry(key).or_default() += 1;
+                    if up {
+                        self.connection(a, b, false);
+                    }
                 } else if let Some(c) = self.cut.get_mut(&key) {
                     *c -= 1;
                     if *c == 0 {
                         self.cut.remove(&key);
+                        if self.link_up(a, b) {
+                            self.connection(a, b, true);
+                        }
                         // Reconnected: each side sees the other alive.
                         self.feed(
                             a,
@@ -604,6 +611,18 @@ impl World {
                 && chance(&mut self.rng, 50)
             {
                 self.apply(node, op);
+            }
+        }
+        // Its connections close with it.
+        for j in 0..self.sched.honest {
+            if self.link_up(node, j) {
+                self.feed(
+                    j,
+                    Input::Connected {
+                        peer: PeerRef(node as u64),
+                        connected: false,
+                    },
+                );
             }
         }
         let n = &mut self.nodes[node];
@@ -687,8 +706,32 @@ impl World {
         }
     }
 
-    /// Gives `node` the roster: every other honest session's node.
+    /// Tells `a` and `b` that their connection is up or gone (as the shell does).
+    fn connection(&mut self, a: usize, b: usize, connected: bool) {
+        self.feed(
+            a,
+            Input::Connected {
+                peer: PeerRef(b as u64),
+                connected,
+            },
+        );
+        self.feed(
+            b,
+            Input::Connected {
+                peer: PeerRef(a as u64),
+                connected,
+            },
+        );
+    }
+
+    /// Gives `node` the roster: every other honest session's node; and connects it to
+    /// every honest node it can reach.
     fn introduce(&mut self, node: usize) {
+        for j in 0..self.sched.honest {
+            if self.link_up(node, j) {
+                self.connection(node, j, true);
+            }
+        }
         for j in 0..self.sched.honest {
             if j != node && self.sched.roster[node][j] {
                 let session = self.nodes[j].addr.clone();

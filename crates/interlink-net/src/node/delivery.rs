@@ -327,7 +327,10 @@ impl Actor {
                 req,
                 peer,
                 envelopes,
-            } => self.send_live(req, peer, &envelopes),
+            } => {
+                debug!(req = req.0, envelopes = envelopes.len(), "live request");
+                self.send_live(req, peer, &envelopes);
+            }
             Output::DhtPut { put, mailbox } => {
                 let held = self.publish_mailbox(mailbox, Some(put));
                 if let Some(d) = self.parts.delivery_mut() {
@@ -364,7 +367,10 @@ impl Actor {
                     d.timer = Some(at);
                 }
             }
-            Output::Reply { caller, outcome } => self.answer_call(caller, outcome),
+            Output::Reply { caller, outcome } => {
+                debug!(?outcome, "send answered");
+                self.answer_call(caller, outcome);
+            }
             Output::Event(event) => self.on_engine_event(event),
             other => debug!(?other, "engine output not handled"),
         }
@@ -467,6 +473,15 @@ impl Actor {
     pub(super) fn peer_alive(&mut self, peer: PeerId) {
         if let Some(r) = self.parts.delivery_mut().and_then(|d| d.peer_ref(peer)) {
             self.drive(Input::PeerAlive { peer: r });
+        }
+    }
+
+    /// The swarm has a connection to `peer` (its first, or another), or none left. The
+    /// engine waits for a live attempt past its window while the peer is connected:
+    /// slow or being moved to another connection is not gone.
+    pub(super) fn peer_connected(&mut self, peer: PeerId, connected: bool) {
+        if let Some(r) = self.parts.delivery_mut().and_then(|d| d.peer_ref(peer)) {
+            self.drive(Input::Connected { peer: r, connected });
         }
     }
 

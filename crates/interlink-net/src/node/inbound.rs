@@ -63,6 +63,7 @@ impl Actor {
 
     /// What a live request's failure tells the engine, whichever way it went.
     fn live_failure_from(&self, peer: PeerId, error: &OutboundFailure) -> SendFailure {
+        debug!(%peer, %error, connected = self.swarm.is_connected(&peer), "live request failed");
         match error {
             // Lost with its connection while the peer is still connected by another
             // (the peer closed its TCP one for QUIC under this request, say): not a
@@ -97,6 +98,11 @@ impl Actor {
         let Some(req) = req else {
             return;
         };
+        debug!(
+            req = req.0,
+            result = ?result.as_ref().map(|(_, results)| results.len()),
+            "live answer"
+        );
         // Before the engine sends what waited behind this answer: TCP may be retired now.
         self.on_upgrade_answered(peer);
         let result = result.map(|(receipt, results)| Response {

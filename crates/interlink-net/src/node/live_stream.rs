@@ -189,12 +189,6 @@ impl Streams {
         self.declined.insert(peer);
     }
 
-    /// One of `peer`'s connections closed: its next request opens a new stream (on a
-    /// connection that is still there) instead of finding out on this one.
-    pub(crate) fn reopen(&mut self, peer: &PeerId) {
-        self.outbound.remove(peer);
-    }
-
     /// `peer` disconnected: its stream's task ends once what it sent is answered or
     /// lost, and a new connection may speak the protocol after all.
     pub(crate) fn forget(&mut self, peer: &PeerId) {
@@ -227,8 +221,7 @@ impl Drop for Streams {
     }
 }
 
-/// The outbound stream to `peer`: opens it, writes each request it is given, and
-/// reports each answer in order.
+/// The outbound stream to `peer`: opens it, then [`drive_outbound`].
 async fn send_on_stream(
     mut control: libp2p_stream::Control,
     peer: PeerId,
@@ -241,104 +234,172 @@ async fn send_on_stream(
         control.open_stream(peer, protocol),
     )
     .await;
-    let stream = match opened {
-        Ok(Ok(stream)) => stream,
+    match opened {
+        Ok(Ok(stream)) => drive_outbound(peer, stream, requests, events).await,
         Ok(Err(e)) => {
             let declined = matches!(e, libp2p_stream::OpenStreamError::UnsupportedProtocol(_));
             debug!(%peer, error = %e, "live stream not opened");
-            return give_back(peer, Vec::new(), &mut requests, declined, &events).await;
+            give_back(peer, Vec::new(), &mut requests, declined, &events).await;
         }
         Err(_) => {
             debug!(%peer, "live stream not opened in time");
-            return give_back(peer, Vec::new(), &mut requests, false, &events).await;
+            give_back(peer, Vec::new(), &mut requests, false, &events).await;
         }
-    };
+    }
+}
+
+/// How the writing half of an outbound stream ended.
+enum WriteEnd {
+    /// The node closed the stream's queue (the peer left, or the node replaced the
+    /// stream): nothing more to write, but what was written is still answered.
+    Closed,
+    /// A write failed (`declined`: the peer refused the protocol).
+    Failed { declined: bool },
+}
+
+/// How the reading half of an outbound stream ended.
+enum ReadEnd {
+    /// Every request written was answered, and the writer is done.
+    Done,
+    /// The peer declined the protocol, or closed the stream before its first answer:
+    /// what is unanswered goes as requests.
+    Declined,
+    /// No answer to the oldest request unanswered, for this reason.
+    Failed(Lost),
+    /// The node task is gone.
+    NodeGone,
+}
+
+/// The requests written on a stream and not yet answered, oldest first (at most a
+/// pipeline and the one being written). Kept apart from both halves so that however
+/// the stream ends, each is reported: answered, lost or given back — never dropped
+/// silently. (A request dropped with the reading half, when the node replaced the
+/// stream because another connection to the peer closed, was never answered and its
+/// message went `queued` on the engine's timeout while the peer stayed connected.)
+type Unanswered = std::sync::Mutex<std::collections::VecDeque<(u64, DeliverRequest)>>;
+
+fn unanswered(
+    u: &Unanswered,
+) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u64, DeliverRequest)>> {
+    // Never held across an await; a panic while held cannot leave it inconsistent.
+    u.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Writes each request the node hands to the stream and reports each answer in order.
+/// When the node closes the queue, the answers of what was written are still read
+/// (the stream may be healthy: another connection to the peer closed); whatever ends
+/// the stream, every request it took is reported.
+pub(crate) async fn drive_outbound<S>(
+    peer: PeerId,
+    stream: S,
+    mut requests: mpsc::Receiver<(u64, DeliverRequest)>,
+    events: mpsc::Sender<LiveEvent>,
+) where
+    S: futures::AsyncRead + futures::AsyncWrite + Unpin,
+{
     let (mut reader, mut writer) = stream.split();
     let mut items = ItemReader::default();
-    // Ids written and not yet answered, oldest first. Its capacity is the pipeline:
-    // the writer waits here before writing more than that ahead of the answers.
-    let (written_tx, mut written) = mpsc::channel::<(u64, DeliverRequest)>(PIPELINE);
+    let waiting: Unanswered = std::sync::Mutex::new(std::collections::VecDeque::new());
+    // One token per request written: the reader waits for one before reading an
+    // answer, and the writer waits for room before writing more than a pipeline ahead.
+    let (written_tx, mut written) = mpsc::channel::<()>(PIPELINE);
     let write = async {
+        // Owned here: dropped when the writer ends, so the reader sees the end.
+        let written_tx = written_tx;
         while let Some((id, request)) = requests.recv().await {
             // Kept until answered: a request the peer turns out to decline goes again
             // as a request.
-            let copy = request.clone();
-            if written_tx.send((id, copy)).await.is_err() {
-                return (Some((id, request)), false);
+            unanswered(&waiting).push_back((id, request.clone()));
+            if written_tx.send(()).await.is_err() {
+                return WriteEnd::Failed { declined: false };
             }
             if let Err(e) = write_item(&mut writer, request).await {
                 debug!(%peer, error = %e, "live stream write failed");
-                return (None, crate::swarm::protocol_declined(&e));
+                return WriteEnd::Failed {
+                    declined: crate::swarm::protocol_declined(&e),
+                };
             }
         }
-        (None, false)
+        WriteEnd::Closed
     };
     let read = async {
         let mut answered_any = false;
-        while let Some((id, request)) = written.recv().await {
+        while written.recv().await.is_some() {
             let answer = tokio::time::timeout(
                 crate::behaviour::LIVE_STREAM_TIMEOUT,
                 items.next::<DeliverResponse, _>(&mut reader, MAX_RESPONSE_BYTES),
             )
             .await;
-            let result = match answer {
-                Ok(Ok(response)) => Ok(response),
-                Ok(Err(e)) if crate::swarm::protocol_declined(&e) => {
-                    return Some(((id, request), true));
-                }
+            let response = match answer {
+                Ok(Ok(response)) => response,
+                Ok(Err(e)) if crate::swarm::protocol_declined(&e) => return ReadEnd::Declined,
                 // Closed before its first answer: the peer served no stream of ours
                 // (all its places taken, say). Requests it is, while it stays
                 // connected; a request-response stream is not taken from a shared
                 // pool.
                 Ok(Err(e)) if !answered_any => {
                     debug!(%peer, error = %e, "live stream closed before its first answer");
-                    return Some(((id, request), true));
+                    return ReadEnd::Declined;
                 }
                 Ok(Err(e)) => {
                     debug!(%peer, error = %e, "live stream read failed");
-                    Err(Lost::Stream)
+                    return ReadEnd::Failed(Lost::Stream);
                 }
-                Err(_) => Err(Lost::Timeout),
+                Err(_) => return ReadEnd::Failed(Lost::Timeout),
             };
-            answered_any |= result.is_ok();
-            let failed = result.is_err();
-            if events
-                .send(LiveEvent::Answered { peer, id, result })
-                .await
-                .is_err()
-                || failed
-            {
-                return None;
+            answered_any = true;
+            let Some((id, _)) = unanswered(&waiting).pop_front() else {
+                return ReadEnd::Done;
+            };
+            let answered = LiveEvent::Answered {
+                peer,
+                id,
+                result: Ok(response),
+            };
+            if events.send(answered).await.is_err() {
+                return ReadEnd::NodeGone;
             }
         }
-        None
+        ReadEnd::Done
     };
-    // Whichever half ends first ends the stream; what is left is reported below. A
-    // peer that declined the protocol processed none of it: all of it goes again as
-    // requests.
-    let (unwritten, first_unanswered, declined) = tokio::select! {
-        (unwritten, declined) = write => (unwritten, None, declined),
-        first = read => match first {
-            Some((first, declined)) => (None, Some(first), declined),
-            None => (None, None, false),
-        },
-    };
-    let mut lost = Vec::new();
-    let mut unsent: Vec<(u64, DeliverRequest)> = first_unanswered.into_iter().collect();
-    written.close();
-    while let Ok(item) = written.try_recv() {
-        if declined {
-            unsent.push(item);
-        } else {
-            lost.push(item.0);
+    let end = {
+        tokio::pin!(write, read);
+        tokio::select! {
+            end = &mut write => match end {
+                // The queue closed: the answers of what was written still come.
+                WriteEnd::Closed => read.await,
+                WriteEnd::Failed { declined: true } => ReadEnd::Declined,
+                WriteEnd::Failed { declined: false } => ReadEnd::Failed(Lost::Stream),
+            },
+            end = &mut read => end,
         }
-    }
-    unsent.extend(unwritten);
-    for id in lost {
+    };
+    // Nothing more goes on this stream: what the node hands it now is given back.
+    requests.close();
+    let left: Vec<(u64, DeliverRequest)> = unanswered(&waiting).drain(..).collect();
+    let (lost, unsent, declined) = match end {
+        ReadEnd::NodeGone => return,
+        ReadEnd::Declined => (Vec::new(), left, true),
+        ReadEnd::Failed(first) => {
+            let lost = left
+                .into_iter()
+                .enumerate()
+                .map(|(i, (id, _))| (id, if i == 0 { first } else { Lost::Stream }))
+                .collect();
+            (lost, Vec::new(), false)
+        }
+        // Nothing can be left here; were something, it is reported lost.
+        ReadEnd::Done => (
+            left.into_iter().map(|(id, _)| (id, Lost::Stream)).collect(),
+            Vec::new(),
+            false,
+        ),
+    };
+    for (id, why) in lost {
         let lost = LiveEvent::Answered {
             peer,
             id,
-            result: Err(Lost::Stream),
+            result: Err(why),
         };
         if events.send(lost).await.is_err() {
             return;

@@ -1,6 +1,7 @@
 //! The inbound side of a kept stream, over an in-memory pipe: answers in request
 //! order, at most [`PIPELINE`] requests read ahead of the answers, and a malformed or
-//! oversized item ends the stream.
+//! oversized item ends the stream. The outbound side: every request it took is
+//! answered or reported, however the stream ends.
 
 use std::time::Duration;
 
@@ -11,7 +12,9 @@ use serde_bytes::ByteBuf;
 use tokio::sync::mpsc;
 use tokio_util::compat::TokioAsyncReadCompatExt as _;
 
-use super::{LiveEvent, MAX_REQUEST_BYTES, PIPELINE, Streams, encoded_len_bound, serve};
+use super::{
+    LiveEvent, Lost, MAX_REQUEST_BYTES, PIPELINE, Streams, drive_outbound, encoded_len_bound, serve,
+};
 use crate::cbor::{ItemReader, write_item};
 
 fn request(n: u8) -> DeliverRequest {
@@ -200,4 +203,79 @@ async fn a_request_larger_than_a_kept_stream_takes_is_given_back_to_go_as_a_requ
     };
     assert_eq!(streams.send(peer, large.clone()), Err(large));
     assert!(streams.send(peer, request(1)).is_ok());
+}
+
+/// The node closes a healthy stream's queue (it did so whenever any connection to the
+/// peer closed): the request already written is still answered on it. Its answer was
+/// dropped unreported, the engine's window ran out, and the peer — connected all along
+/// — was marked unreachable: the rest of a burst went `queued` (issue 51).
+#[tokio::test]
+async fn a_request_written_before_the_queue_closed_is_still_answered() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (events_tx, mut events) = mpsc::channel(64);
+    let (requests_tx, requests) = mpsc::channel(PIPELINE);
+    let peer = PeerId::random();
+    let task = tokio::spawn(drive_outbound(peer, ours.compat(), requests, events_tx));
+    let (mut rd, mut wr) = theirs.compat().split();
+    let mut asked = ItemReader::default();
+    requests_tx.send((7, request(7))).await.unwrap();
+    let got: DeliverRequest = asked.next(&mut rd, 1 << 16).await.unwrap();
+    assert_eq!(got.envelopes[0][0], 7);
+    // The queue closes while the request waits for its answer.
+    drop(requests_tx);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    write_item(&mut wr, response(7)).await.unwrap();
+    match tokio::time::timeout(Duration::from_secs(5), events.recv()).await {
+        Ok(Some(LiveEvent::Answered {
+            id: 7,
+            result: Ok(r),
+            ..
+        })) => assert_eq!(r.receipt.unwrap()[0], 7),
+        other => panic!("expected the answer, got {other:?}"),
+    }
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+/// A stream that breaks under requests reports each of them lost, in order: none is
+/// left for the engine's timeout to find.
+#[tokio::test]
+async fn every_request_on_a_stream_that_breaks_is_reported_lost() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (events_tx, mut events) = mpsc::channel(64);
+    let (requests_tx, requests) = mpsc::channel(PIPELINE);
+    let task = tokio::spawn(drive_outbound(
+        PeerId::random(),
+        ours.compat(),
+        requests,
+        events_tx,
+    ));
+    let (mut rd, mut wr) = theirs.compat().split();
+    let mut asked = ItemReader::default();
+    for n in 1..=3 {
+        requests_tx.send((n, request(n as u8))).await.unwrap();
+    }
+    // The first is answered, then the stream breaks under the other two.
+    let _: DeliverRequest = asked.next(&mut rd, 1 << 16).await.unwrap();
+    write_item(&mut wr, response(1)).await.unwrap();
+    for _ in 2..=3 {
+        let _: DeliverRequest = asked.next(&mut rd, 1 << 16).await.unwrap();
+    }
+    drop((rd, wr));
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        match tokio::time::timeout(Duration::from_secs(5), events.recv()).await {
+            Ok(Some(LiveEvent::Answered { id, result, .. })) => {
+                seen.push((id, result.map(|_| ()).map_err(|e| e == Lost::Stream)));
+            }
+            other => panic!("expected an answer or a loss, got {other:?}"),
+        }
+    }
+    assert_eq!(seen, vec![(1, Ok(())), (2, Err(true)), (3, Err(true))]);
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
 }
