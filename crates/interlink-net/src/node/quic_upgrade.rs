@@ -279,17 +279,34 @@ impl Actor {
             self.upgrades.retired += 1;
             self.swarm.close_connection(*id);
         }
-        if !tcp.is_empty() {
-            self.upgrades.closing.insert(
-                peer,
-                Closing {
-                    connections: tcp,
-                    deadline: now + CLOSE_WAIT,
-                    held: Vec::new(),
-                },
-            );
-        }
+        self.hold_while_closing(peer, tcp, now);
         debug!(%peer, "moved to QUIC");
+    }
+
+    /// `connections` to `peer` are closing for a better one (here, or
+    /// `retire_circuits`): new live deliveries to the peer wait for the swarm's report
+    /// that they are gone, at most [`CLOSE_WAIT`] from now.
+    pub(super) fn hold_while_closing(
+        &mut self,
+        peer: PeerId,
+        connections: Vec<ConnectionId>,
+        now: Instant,
+    ) {
+        if connections.is_empty() {
+            return;
+        }
+        // Merged into what is closing already: what was held back stays held.
+        let c = self
+            .upgrades
+            .closing
+            .entry(peer)
+            .or_insert_with(|| Closing {
+                connections: Vec::new(),
+                deadline: now + CLOSE_WAIT,
+                held: Vec::new(),
+            });
+        c.connections.extend(connections);
+        c.deadline = now + CLOSE_WAIT;
     }
 
     /// A live delivery to `peer`: held back while the peer's retired connections are
