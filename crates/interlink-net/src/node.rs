@@ -347,6 +347,7 @@ impl Actor {
                 .into_iter()
                 .chain(self.pacer_deadline())
                 .chain(self.retire.poll_timeout())
+                .chain(self.held_deadline())
                 .min()
                 .map(tokio::time::Instant::from_std);
             // The held-knocks file's coalesced write (`node::pairing`).
@@ -388,6 +389,7 @@ impl Actor {
                     self.answer_settle_waiters(Instant::now());
                     self.pace_timeout();
                     self.retire_circuits_due(Instant::now());
+                    self.advance_upgrades(Instant::now());
                     self.save_held_knocks(false);
                 }
             }
