@@ -462,30 +462,58 @@ async fn punch_through(test: &str, udp: UdpAtB) {
 
     let sent = send(&a, json!({"to": "bob", "text": "second, directly"})).await;
     assert_eq!(sent["status"], "delivered", "{sent}");
-    // More while the relayed connections close under them (`node::retire_circuits`,
-    // a second's grace after the direct one is confirmed): what is cut goes again on
-    // the direct connection, nothing is `queued`.
+    // More, one right after the other, while the relayed connections close under them
+    // (`node::retire_circuits`, a second's grace after the direct one is confirmed):
+    // what is cut goes again on the direct connection, nothing is `queued`.
     let mut statuses = Vec::new();
-    for i in 0..WHILE_CLOSING {
-        let text = format!("while closing {i}");
+    let closing_until = Instant::now() + WHILE_CLOSING;
+    while Instant::now() < closing_until && statuses.len() < MAX_WHILE_CLOSING {
+        let text = format!("while closing {}", statuses.len());
         let sent = send(&a, json!({"to": "bob", "text": text})).await;
         statuses.push(sent["status"].as_str().unwrap_or_default().to_owned());
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    eprintln!(
+        "{} messages sent while the relayed connections closed",
+        statuses.len()
+    );
     all_delivered(&statuses, &a, &b);
     let mut want = vec![
         "first, through the relay".to_owned(),
         "second, directly".to_owned(),
     ];
-    want.extend((0..WHILE_CLOSING).map(|i| format!("while closing {i}")));
+    want.extend((0..statuses.len()).map(|i| format!("while closing {i}")));
     assert_eq!(receive(&b, want.len()).await, want);
+    acknowledge_all(&b).await;
 
-    no_message_through_the_relay(&sites, &relay, &a, &b, want.len()).await;
+    no_message_through_the_relay(&sites, &relay, &a, &b).await;
 }
 
-/// Messages sent one after another across the grace before the relayed connections
-/// close.
-const WHILE_CLOSING: usize = 10;
+/// How long messages go one after another once the direct connection shows: across
+/// the grace before the relayed connections close, and past it.
+const WHILE_CLOSING: Duration = Duration::from_millis(2500);
+/// Most messages sent in that time (with the two before, what one `receive_messages`
+/// shows).
+const MAX_WHILE_CLOSING: usize = 90;
+
+/// Acknowledges what `session`'s `receive_messages` shows, so the next look starts
+/// afresh.
+async fn acknowledge_all(session: &McpSession) {
+    let (_, got) = session
+        .ok("receive_messages", json!({"limit": 100}))
+        .await
+        .unwrap();
+    let ids: Vec<Value> = got["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.get("ack_id").or_else(|| m.get("msg_id")).cloned())
+        .collect();
+    session
+        .ok("acknowledge_messages", json!({"msg_ids": ids}))
+        .await
+        .unwrap();
+}
 
 /// The relayed connections `session` closed for a direct one (`whoami`).
 async fn circuits_closed(session: &McpSession) -> u64 {
@@ -518,13 +546,12 @@ fn relay_circuits(relay: &Relay) -> (usize, usize) {
 /// Once Alice and Bob are connected directly, their relayed connections close
 /// (`node::retire_circuits`) and the messages that follow go directly: the relay
 /// carries no circuit while [`AFTER_PUNCH`] messages of [`BODY`] bytes go, and its
-/// host sees a fraction of their bytes. `before` messages reached Bob already.
+/// host sees a fraction of their bytes. Bob has nothing unread before.
 async fn no_message_through_the_relay(
     sites: &Sites,
     relay: &Relay,
     a: &McpSession,
     b: &McpSession,
-    before: usize,
 ) {
     // The relayed connections are gone from both sides' views.
     let started = Instant::now();
@@ -559,6 +586,11 @@ async fn no_message_through_the_relay(
     assert!(
         closed >= 1,
         "no relayed connection closed for the direct one"
+    );
+    let logged = "direct connection confirmed: closing the relayed ones";
+    assert!(
+        a.stderr().contains(logged) || b.stderr().contains(logged),
+        "the closing is not in the sessions' logs"
     );
     // The relay's side: every circuit it accepted is closed (its log lags the
     // sessions' by the closing's round trip).
@@ -598,11 +630,11 @@ async fn no_message_through_the_relay(
          relay: {accepted} accepted and closed before"
     );
     all_delivered(&statuses, a, b);
-    let texts = receive(b, before + AFTER_PUNCH).await;
+    let texts = receive(b, AFTER_PUNCH).await;
     let want: Vec<String> = (0..AFTER_PUNCH)
         .map(|i| format!("after the punch {i:02} {}", "x".repeat(BODY)))
         .collect();
-    assert_eq!(texts[before..], want[..], "each once, in order");
+    assert_eq!(texts, want, "each once, in order");
     assert_eq!(
         during,
         (accepted, relay_closed),
