@@ -13,12 +13,13 @@
 //! whom; once a direct connection is up, traffic belongs on it.
 //!
 //! So when a peer has a direct connection over which its identify came, its relayed
-//! connections are closed after [`GRACE`], and so are its direct connections the
-//! peer's identify has not come over by then: a punch makes several (each side dials,
+//! connections are closed after [`GRACE`], and so are (once it was reached through a
+//! relay) its direct connections the peer's identify has not come over by then: a
+//! punch makes several (each side dials,
 //! on each relayed connection), and one whose handshake completed on this side only
 //! (the last flight lost) takes streams that are never answered — with the relayed
 //! connections gone, a kept live stream reopened on it timed out and the messages went
-//! `queued` (seen in the lab). The identify is the sign the peer holds the
+//! `queued` (seen in the lab; inferred from the timeouts). The identify is the sign the peer holds the
 //! direct connection too: each side of a punched QUIC connection completes its
 //! handshake on its own, and a peer whose side had not completed when its relayed
 //! connection closed would have no connection left for its requests (they would fail
@@ -100,6 +101,8 @@ struct Peer {
     /// When each connection due to close closes, while a direct one is confirmed:
     /// the relayed ones, and direct ones the peer's identify has not come over.
     due: HashMap<ConnectionId, Instant>,
+    /// The peer was reached through a relay: the direct connections are a punch's.
+    punched: bool,
 }
 
 impl Peer {
@@ -113,7 +116,13 @@ impl Peer {
         if self.confirmed.is_empty() {
             return;
         }
-        let unconfirmed = self.direct.difference(&self.confirmed);
+        // Unconfirmed direct connections only after a punch: elsewhere a second direct
+        // connection is a move to QUIC (`quic_upgrade`), whose identify may take a
+        // loaded machine longer than the grace.
+        let unconfirmed = self
+            .direct
+            .difference(&self.confirmed)
+            .filter(|_| self.punched);
         for id in self.relayed.iter().chain(unconfirmed) {
             self.due.entry(*id).or_insert(now + GRACE);
         }
@@ -145,6 +154,7 @@ impl RetireCircuits {
                 let p = self.peers.entry(peer).or_default();
                 if relayed {
                     p.relayed.insert(connection);
+                    p.punched = true;
                 } else {
                     p.direct.insert(connection);
                 }
@@ -449,6 +459,20 @@ mod tests {
         assert_eq!(r.poll_timeout(), Some(later + GRACE));
         r.handle_timeout(later + GRACE);
         assert_eq!(drain(&mut r), [close(peer, &[5])]);
+    }
+
+    #[test]
+    fn without_a_relay_between_a_slow_direct_connection_stays() {
+        let t0 = Instant::now();
+        let peer = PeerId::random();
+        let mut r = RetireCircuits::default();
+        // Met over TCP, then dialled over QUIC too: not this rule's to close.
+        r.handle(established(peer, 1, false), t0);
+        r.handle(identified(peer, 1), t0);
+        r.handle(established(peer, 2, false), t0);
+        assert_eq!(r.poll_timeout(), None);
+        r.handle_timeout(t0 + GRACE * 10);
+        assert_eq!(drain(&mut r), []);
     }
 
     #[test]
