@@ -219,6 +219,51 @@ impl Sites {
         nft(self.router(site), "delete table inet noudp\n")
     }
 
+    /// Starts counting the bytes the public host (the relay's machine) sends and
+    /// receives on the internet segment: its own traffic only, not what the bridge
+    /// forwards between the routers (a punched connection). Read with
+    /// [`Sites::public_host_bytes`].
+    pub fn count_public_host_bytes(&self) -> Result<(), String> {
+        nft(
+            &self.public,
+            "table inet hostbytes {\n\
+             counter received {}\n\
+             counter sent {}\n\
+             chain input { type filter hook input priority 0; iifname \"inet\" counter name \"received\"; }\n\
+             chain output { type filter hook output priority 0; oifname \"inet\" counter name \"sent\"; }\n\
+             }\n",
+        )
+    }
+
+    /// The bytes (IP packets, headers included) the public host has received and sent
+    /// on the internet segment since [`Sites::count_public_host_bytes`].
+    pub fn public_host_bytes(&self) -> Result<(u64, u64), String> {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.public,
+                "nft",
+                "list",
+                "table",
+                "inet",
+                "hostbytes",
+            ])
+            .output()
+            .map_err(|e| format!("cannot run nft: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        // `counter received {\n\t\tpackets 12 bytes 3456\n\t}`
+        let bytes = |name: &str| -> Result<u64, String> {
+            text.split(&format!("counter {name} {{"))
+                .nth(1)
+                .and_then(|rest| rest.split("bytes ").nth(1))
+                .and_then(|n| n.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("no counter {name} in {text:?}"))
+        };
+        Ok((bytes("received")?, bytes("sent")?))
+    }
+
     fn router(&self, site: Site) -> &str {
         match site {
             Site::A => &self.router_a,

@@ -67,6 +67,7 @@ pub fn view(diag: &Diagnostics, roster: &[IdentityView], peers: &PeerPolicy) -> 
         "dead_connections_closed": diag.dead_connections_closed,
         "tcp_moved_to_quic": diag.tcp_moved_to_quic,
         "circuits_to_punch_again": diag.circuits_to_punch_again,
+        "circuits_closed_for_direct": diag.circuits_closed_for_direct,
         "peers": peers,
     })
 }

@@ -44,6 +44,9 @@ pub struct Diagnostics {
     /// Circuits opened afresh to a peer reached only through relays, so the hole punch
     /// carries a UDP address learnt since (`node::hole_punch`).
     pub circuits_to_punch_again: u64,
+    /// Relayed connections closed because the peer was reached directly as well
+    /// (`node::retire_circuits`).
+    pub circuits_closed_for_direct: u64,
     /// Relay nodes: peers holding a circuit reservation here.
     pub served_reservations: usize,
     /// Relay nodes: circuits open through here.

@@ -23,6 +23,7 @@ mod publishing;
 mod quic_upgrade;
 mod relay_store;
 mod relaying;
+mod retire_circuits;
 mod roaming;
 mod roles;
 mod roster_sync;
@@ -207,6 +208,7 @@ impl Node {
             dead_connections: 0,
             upgrades: Default::default(),
             hole_punch: Default::default(),
+            retire: Default::default(),
             tailnet,
             addresses,
             well_known,
@@ -324,6 +326,8 @@ struct Actor {
     upgrades: quic_upgrade::QuicUpgrades,
     /// The UDP addresses this node was observed at ([`hole_punch`]).
     hole_punch: hole_punch::HolePunch,
+    /// Relayed connections closed once a direct one is up ([`retire_circuits`]).
+    retire: retire_circuits::RetireCircuits,
     /// Tailnet discovery, if on ([`tailnet`]).
     tailnet: Option<tailnet::Tailnet>,
     /// Where paired identities and this user's own were reached ([`addresses`]).
@@ -349,6 +353,8 @@ impl Actor {
                 .next_deadline()
                 .into_iter()
                 .chain(self.pacer_deadline())
+                .chain(self.retire.poll_timeout())
+                .chain(self.held_deadline())
                 .min()
                 .map(tokio::time::Instant::from_std);
             // The held-knocks file's coalesced write (`node::pairing`).
@@ -389,6 +395,8 @@ impl Actor {
                     self.on_engine_timer();
                     self.answer_settle_waiters(Instant::now());
                     self.pace_timeout();
+                    self.retire_circuits_due(Instant::now());
+                    self.advance_upgrades(Instant::now());
                     self.save_held_knocks(false);
                 }
             }
@@ -418,6 +426,7 @@ impl Actor {
         self.flush_tarpit(now);
         self.flush_knock_tarpit(now);
         self.advance_upgrades(now);
+        self.retire_circuits_due(now);
         self.retry_relay_quic(now);
         self.lift_blocks();
         let removed = self.presence.roster.sweep(crate::now_ms());
@@ -567,6 +576,7 @@ impl Actor {
                 self.peer_connected(peer_id, true);
                 self.on_relay_connected(peer_id);
                 self.on_upgrade_connected(peer_id);
+                self.on_retire_connected(peer_id, connection_id);
                 if self.peers.len() == 1 {
                     // Back from having no peers: whatever was queued for us may be there,
                     // and what we queued has a peer to hold it now.
@@ -601,6 +611,7 @@ impl Actor {
                 // write fails, what it carried is reported lost and goes again, and the
                 // next delivery opens a stream on what is left.
                 self.on_upgrade_closed(peer_id, connection_id);
+                self.on_retire_closed(peer_id, connection_id);
             }
             SwarmEvent::ConnectionClosed {
                 peer_id,
@@ -615,6 +626,7 @@ impl Actor {
                 self.pace(PacerInput::PeerDisconnected(peer_id));
                 self.on_relay_disconnected(&peer_id);
                 self.on_upgrade_disconnected(&peer_id, connection_id);
+                self.on_retire_closed(peer_id, connection_id);
                 if let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams.as_mut()) {
                     streams.forget(&peer_id);
                 }
@@ -714,6 +726,7 @@ impl Actor {
             dead_connections_closed: self.dead_connections,
             tcp_moved_to_quic: self.upgrades.retired,
             circuits_to_punch_again: self.hole_punch.again,
+            circuits_closed_for_direct: self.retire.retired(),
             presence: self.presence.cost,
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),

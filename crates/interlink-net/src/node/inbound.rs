@@ -83,6 +83,13 @@ impl Actor {
         req: Option<ReqId>,
         result: Result<DeliverResponse, SendFailure>,
     ) {
+        if let Err(failure) = &result {
+            debug!(%peer, ?failure, "live delivery failed");
+        }
+        if matches!(result, Err(SendFailure::ConnectionLost)) {
+            // The engine sends it again at once: not on the connection that is going.
+            self.hold_until_a_close(peer, std::time::Instant::now());
+        }
         // An undecodable or forged receipt proves nothing: without it the engine
         // treats every "held" as unproven and tries again.
         let result = result.map(|response| {

@@ -64,6 +64,12 @@ const RETIRE_WAIT: Duration = Duration::from_secs(5);
 const MAX_QUIC_ADDRS: usize = 2;
 /// How long live deliveries wait for the retired connections' closing to be reported.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// How long a live delivery sent again after its connection was lost under it (the
+/// peer still connected) waits for the swarm to report that connection closed: sent at
+/// once, it may land on the same dying connection — the peer closed it, and the stream
+/// error came before the close — and be lost again. Well under the live attempt's
+/// timeout (1 s), which runs while it waits.
+const LOST_WAIT: Duration = Duration::from_millis(300);
 /// Most live deliveries held back for one peer while its TCP connections close (the
 /// engine keeps far fewer in flight); past it they are sent at once.
 const MAX_HELD_LIVE: usize = 64;
@@ -279,17 +285,34 @@ impl Actor {
             self.upgrades.retired += 1;
             self.swarm.close_connection(*id);
         }
-        if !tcp.is_empty() {
-            self.upgrades.closing.insert(
-                peer,
-                Closing {
-                    connections: tcp,
-                    deadline: now + CLOSE_WAIT,
-                    held: Vec::new(),
-                },
-            );
-        }
+        self.hold_while_closing(peer, tcp, now);
         debug!(%peer, "moved to QUIC");
+    }
+
+    /// `connections` to `peer` are closing for a better one (here, or
+    /// `retire_circuits`): new live deliveries to the peer wait for the swarm's report
+    /// that they are gone, at most [`CLOSE_WAIT`] from now.
+    pub(super) fn hold_while_closing(
+        &mut self,
+        peer: PeerId,
+        connections: Vec<ConnectionId>,
+        now: Instant,
+    ) {
+        if connections.is_empty() {
+            return;
+        }
+        // Merged into what is closing already: what was held back stays held.
+        let c = self
+            .upgrades
+            .closing
+            .entry(peer)
+            .or_insert_with(|| Closing {
+                connections: Vec::new(),
+                deadline: now + CLOSE_WAIT,
+                held: Vec::new(),
+            });
+        c.connections.extend(connections);
+        c.deadline = now + CLOSE_WAIT;
     }
 
     /// A live delivery to `peer`: held back while the peer's retired connections are
@@ -307,6 +330,31 @@ impl Actor {
             }
             _ => Some((req, request)),
         }
+    }
+
+    /// A live delivery to `peer` was lost with its connection while the peer stays
+    /// connected (the peer closed that connection for a better one: `retire_circuits`
+    /// on its side, or its move to QUIC): what is sent to the peer next waits until
+    /// the swarm reports a connection to it closed, at most [`LOST_WAIT`].
+    pub(super) fn hold_until_a_close(&mut self, peer: PeerId, now: Instant) {
+        if self.upgrades.closing.contains_key(&peer) {
+            return;
+        }
+        debug!(%peer, "a live delivery lost with its connection: what follows waits for the close");
+        // No connection named: the first close reported for the peer releases it.
+        self.upgrades.closing.insert(
+            peer,
+            Closing {
+                connections: Vec::new(),
+                deadline: now + LOST_WAIT,
+                held: Vec::new(),
+            },
+        );
+    }
+
+    /// When held live deliveries are next due out whatever happens.
+    pub(super) fn held_deadline(&self) -> Option<Instant> {
+        self.upgrades.closing.values().map(|c| c.deadline).min()
     }
 
     /// `peer`'s identify came over `connection`: if it is a QUIC connection this node
@@ -339,6 +387,7 @@ impl Actor {
         let Some(c) = self.upgrades.closing.remove(&peer) else {
             return;
         };
+        debug!(%peer, held = c.held.len(), left = c.connections.len(), "live deliveries released");
         for (req, request) in c.held {
             self.send_live_request(peer, req, request);
         }

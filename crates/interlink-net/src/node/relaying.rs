@@ -682,10 +682,27 @@ impl Actor {
             | relay::Event::ReservationTimedOut { src_peer_id } => {
                 self.relays.reservations.remove(&src_peer_id);
             }
-            relay::Event::CircuitReqAccepted { .. } => {
+            relay::Event::CircuitReqAccepted {
+                src_peer_id,
+                dst_peer_id,
+            } => {
+                info!(src = %src_peer_id, dst = %dst_peer_id, "circuit accepted");
                 self.relays.circuits = (self.relays.circuits + 1).min(MAX_SERVED);
             }
-            relay::Event::CircuitClosed { .. } => {
+            relay::Event::CircuitClosed {
+                src_peer_id,
+                dst_peer_id,
+                error,
+            } => {
+                // Shown with the accepted ones, so an operator sees what circuits are
+                // open (a pair of sessions that punched through closes theirs:
+                // `node::retire_circuits`).
+                match error {
+                    None => info!(src = %src_peer_id, dst = %dst_peer_id, "circuit closed"),
+                    Some(e) => {
+                        info!(src = %src_peer_id, dst = %dst_peer_id, error = %e, "circuit closed");
+                    }
+                }
                 self.relays.circuits = self.relays.circuits.saturating_sub(1);
             }
             other => debug!(?other, "relay server"),
