@@ -24,6 +24,7 @@
 
 pub mod bounded;
 pub mod collected;
+pub mod dates;
 pub mod device_link;
 pub mod env;
 pub mod identity;

@@ -23,7 +23,7 @@ use serde_bytes::{ByteArray, ByteBuf};
 use sha2::Sha256;
 use zeroize::Zeroizing;
 
-use super::{DeliveryMode, HostKind, WireError};
+use super::{DeliveryMode, HostKind, WireError, check_text};
 use crate::{
     identity::{IdentityKey, SealingKey, SealingSecret},
     limits::{MAX_CWD_BYTES, MAX_GIT_LABEL_BYTES, MAX_SUMMARY_BYTES},
@@ -98,16 +98,11 @@ pub enum DetailsError {
 }
 
 impl Details {
-    /// The field rules: lengths and no control characters.
+    /// The field rules of an announcement's text fields: lengths and no control
+    /// characters (the same checks as every signed body's, [`super::check_text`]).
     pub fn check(&self) -> Result<(), String> {
-        let text = |field: &str, s: &str, max: usize| {
-            if s.len() > max {
-                return Err(format!("{field} is {} bytes; the limit is {max}", s.len()));
-            }
-            if s.chars().any(char::is_control) {
-                return Err(format!("{field} contains control characters"));
-            }
-            Ok(())
+        let text = |field, s: &str, max| {
+            check_text::<super::Announcement>(field, s, max, false).map_err(|e| e.to_string())
         };
         text("cwd", &self.cwd, MAX_CWD_BYTES)?;
         if let Some(g) = &self.git_label {
@@ -126,14 +121,11 @@ impl Details {
         others: &[(IdentityKey, SealingKey)],
         rng: &mut impl CryptoRng,
     ) -> Result<SealedDetails, DetailsError> {
+        self.check().map_err(DetailsError::Invalid)?;
         let secret = announcer.sealing_secret();
         let me = announcer.public();
         let mut readers = vec![(me, secret.public())];
         readers.extend(others.iter().filter(|(k, _)| *k != me).copied());
-        let announcer = &me;
-        let secret = &secret;
-        let readers = readers.as_slice();
-        self.check().map_err(DetailsError::Invalid)?;
         if readers.len() > MAX_PRESENCE_READERS {
             return Err(DetailsError::TooManyReaders(readers.len()));
         }
@@ -141,7 +133,7 @@ impl Details {
         rng.fill_bytes(&mut nonce);
         let mut content_key = Zeroizing::new([0u8; 32]);
         rng.fill_bytes(content_key.as_mut());
-        let aad = aad(announcer, session);
+        let aad = aad(&me, session);
         let ct = xchacha(&content_key)
             .encrypt(
                 (&nonce).into(),
@@ -152,8 +144,8 @@ impl Details {
             )
             .map_err(|_| DetailsError::Invalid("the details could not be sealed".into()))?;
         let mut entries = Vec::with_capacity(readers.len());
-        for (reader, key) in readers {
-            let wrap = ReaderKey::agree(secret, key, announcer, reader)
+        for (reader, key) in &readers {
+            let wrap = ReaderKey::agree(&secret, key, &me, reader)
                 .ok_or(DetailsError::BadReaderKey)?;
             let sealed = xchacha(&wrap.key)
                 .encrypt(
