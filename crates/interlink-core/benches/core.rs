@@ -11,7 +11,10 @@ use interlink_core::{
     Identity, MsgId, SessionId,
     mailbox::{self, Mailbox},
     seal,
-    wire::{Ack, AckEntry, Envelope, EnvelopeKind, Signed, VERSION},
+    wire::{
+        Ack, AckEntry, Announcement, DeliveryMode, Details, DetailsReader, Envelope,
+        EnvelopeKind, HostKind, ReaderKey, SealingBinding, Signed, VERSION,
+    },
 };
 use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
 
@@ -205,5 +208,63 @@ fn bench_primitives(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench_wire, bench_mailbox, bench_primitives);
+/// What sealed presence details cost (PROTOCOL §4.1 "Details"): sealing at each
+/// announcement, and what a reader pays per announcer (once) and per announcement.
+fn bench_details(c: &mut Criterion) {
+    let f = fixture();
+    let session = SessionId::new("alice-1").unwrap();
+    let details = Details {
+        cwd: "/home/alice/work/acme-billing".into(),
+        git_label: Some("acme-billing".into()),
+        summary: "migrating the invoices table".into(),
+        host: HostKind::Claude,
+        delivery: DeliveryMode::Inbox,
+    };
+    let peers: Vec<_> = (10..15u8)
+        .map(|n| {
+            let id = Identity::from_seed(&[n; 32]);
+            (id.public(), id.sealing_secret().public())
+        })
+        .chain([(f.bob.public(), f.bob.sealing_secret().public())])
+        .collect();
+    let mut rng = ChaCha20Rng::seed_from_u64(4);
+    c.bench_function("details: seal for own identity + 6 peers", |b| {
+        b.iter(|| details.seal(&f.alice, &session, &peers, &mut rng).unwrap())
+    });
+    let ann = Announcement {
+        v: VERSION,
+        identity: f.alice.public(),
+        sealing: SealingBinding::new(&f.alice),
+        session_id: session.clone(),
+        peer_id: serde_bytes::ByteBuf::new(),
+        addrs: Vec::new(),
+        details: details.seal(&f.alice, &session, &peers, &mut rng).unwrap(),
+        heartbeat_ms: 30_000,
+        ts: NOW,
+        seq: 1,
+    };
+    let bob_secret = f.bob.sealing_secret();
+    c.bench_function("details: a new announcer's reader key (X25519 + HKDF)", |b| {
+        b.iter(|| {
+            ReaderKey::agree(&bob_secret, &ann.sealing.key, &ann.identity, &f.bob.public())
+                .unwrap()
+        })
+    });
+    let mut reader = DetailsReader::new(&f.bob);
+    c.bench_function("details: open, announcer known (a peer)", |b| {
+        b.iter(|| reader.open(black_box(&ann)).unwrap())
+    });
+    let mut stranger = DetailsReader::new(&Identity::from_seed(&[99; 32]));
+    c.bench_function("details: open, announcer known (not a reader)", |b| {
+        b.iter(|| assert!(stranger.open(black_box(&ann)).is_none()))
+    });
+}
+
+criterion_group!(
+    benches,
+    bench_wire,
+    bench_mailbox,
+    bench_primitives,
+    bench_details
+);
 criterion_main!(benches);
