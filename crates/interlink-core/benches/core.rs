@@ -12,8 +12,8 @@ use interlink_core::{
     mailbox::{self, Mailbox},
     seal,
     wire::{
-        Ack, AckEntry, Announcement, DeliveryMode, Details, DetailsReader, Envelope,
-        EnvelopeKind, HostKind, ReaderKey, SealingBinding, Signed, VERSION,
+        Ack, AckEntry, Announcement, DeliveryMode, Details, DetailsReader, Envelope, EnvelopeKind,
+        HostKind, ReaderKey, SealingBinding, Signed, VERSION,
     },
 };
 use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
@@ -244,12 +244,20 @@ fn bench_details(c: &mut Criterion) {
         seq: 1,
     };
     let bob_secret = f.bob.sealing_secret();
-    c.bench_function("details: a new announcer's reader key (X25519 + HKDF)", |b| {
-        b.iter(|| {
-            ReaderKey::agree(&bob_secret, &ann.sealing.key, &ann.identity, &f.bob.public())
+    c.bench_function(
+        "details: a new announcer's reader key (X25519 + HKDF)",
+        |b| {
+            b.iter(|| {
+                ReaderKey::agree(
+                    &bob_secret,
+                    &ann.sealing.key,
+                    &ann.identity,
+                    &f.bob.public(),
+                )
                 .unwrap()
-        })
-    });
+            })
+        },
+    );
     let mut reader = DetailsReader::new(&f.bob);
     c.bench_function("details: open, announcer known (a peer)", |b| {
         b.iter(|| reader.open(black_box(&ann)).unwrap())

@@ -145,8 +145,8 @@ impl Details {
             .map_err(|_| DetailsError::Invalid("the details could not be sealed".into()))?;
         let mut entries = Vec::with_capacity(readers.len());
         for (reader, key) in &readers {
-            let wrap = ReaderKey::agree(&secret, key, &me, reader)
-                .ok_or(DetailsError::BadReaderKey)?;
+            let wrap =
+                ReaderKey::agree(&secret, key, &me, reader).ok_or(DetailsError::BadReaderKey)?;
             let sealed = xchacha(&wrap.key)
                 .encrypt(
                     (&nonce).into(),
