@@ -83,6 +83,8 @@ pub enum Visibility {
 /// Configuration of a node.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// Where every timestamp the node makes or checks comes from.
+    pub clock: crate::Clock,
     /// The overlay; topic and protocol ids include its name.
     pub network: Network,
     /// Addresses to listen on.
@@ -199,6 +201,7 @@ impl std::fmt::Debug for SwarmMetrics {
 impl Default for Config {
     fn default() -> Self {
         Self {
+            clock: crate::Clock::system(),
             network: Network::default(),
             listen: default_listen(),
             well_known_port: 0,

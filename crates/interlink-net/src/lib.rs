@@ -21,6 +21,7 @@
 
 pub mod behaviour;
 pub mod cbor;
+mod clock;
 pub mod config;
 pub mod device_link;
 mod diagnostics;
@@ -34,6 +35,7 @@ pub mod probe;
 mod swarm;
 pub mod tailnet;
 
+pub use clock::Clock;
 pub use config::{
     Config, Delivery, RelaySpec, Role, SessionSpec, SwarmMetrics, Tailnet, Visibility,
 };

@@ -127,7 +127,7 @@ impl Node {
         };
         let parts = role_parts(&config, &role)?;
         let config_relay_server = config.relay_server;
-        let pacer = pacing::new(&config, &role, swarm.local_peer_id());
+        let pacer = pacing::new(&config, &role, swarm.local_peer_id(), config.clock.now_ms());
         let tailnet = tailnet::Tailnet::new(config.tailnet.as_ref());
         let mailbox = mailbox::Service {
             copies: mailbox::Mailboxes::new(config.max_mailbox_records),
@@ -337,6 +337,11 @@ struct Actor {
 }
 
 impl Actor {
+    /// Now on the node's clock ([`crate::Config::clock`]).
+    fn now_ms(&self) -> u64 {
+        self.config.clock.now_ms()
+    }
+
     async fn run(&mut self) {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -344,7 +349,7 @@ impl Actor {
             // Deadlines the tick is too coarse for: the engine's timer (a live attempt's
             // timeout), a settle caller's.
             let engine_at = self.parts.delivery().and_then(|d| d.timer).map(|at| {
-                let wait = Duration::from_millis(at.saturating_sub(crate::now_ms()));
+                let wait = Duration::from_millis(at.saturating_sub(self.now_ms()));
                 tokio::time::Instant::now() + wait
             });
             let settle_at = self
@@ -363,7 +368,7 @@ impl Actor {
                 .delivery()
                 .and_then(|d| d.held_file.due_at())
                 .map(|at| {
-                    let wait = Duration::from_millis(at.saturating_sub(crate::now_ms()));
+                    let wait = Duration::from_millis(at.saturating_sub(self.now_ms()));
                     tokio::time::Instant::now() + wait
                 });
             let deadline = engine_at
@@ -404,7 +409,7 @@ impl Actor {
         // A write the interval was still holding back.
         self.save_held_knocks(true);
         self.addresses
-            .save_if_due(Instant::now(), crate::now_ms(), true);
+            .save_if_due(Instant::now(), self.now_ms(), true);
         self.goodbye().await;
     }
 
@@ -429,7 +434,7 @@ impl Actor {
         self.retire_circuits_due(now);
         self.retry_relay_quic(now);
         self.lift_blocks();
-        let removed = self.presence.roster.sweep(crate::now_ms());
+        let removed = self.presence.roster.sweep(self.now_ms());
         for addr in &removed {
             self.route_session(addr);
         }
@@ -445,7 +450,7 @@ impl Actor {
         self.bootstrap.dial_due(&mut self.swarm, now);
         self.well_known.try_take(&mut self.swarm, now);
         self.dial_book(now);
-        self.addresses.save_if_due(now, crate::now_ms(), false);
+        self.addresses.save_if_due(now, self.now_ms(), false);
         discovery::periodic(self, now);
         self.tailnet_tick();
         self.fetch_own_mailbox();
@@ -460,7 +465,7 @@ impl Actor {
     fn on_command(&mut self, cmd: Command) {
         match cmd {
             Command::Roster(tx) => {
-                let mut views = self.presence.roster.view(crate::now_ms());
+                let mut views = self.presence.roster.view(self.now_ms());
                 if let Some(reader) = self.presence.details.as_mut() {
                     reader.fill(&mut views);
                 }
@@ -564,8 +569,7 @@ impl Actor {
                 self.bootstrap
                     .on_connected(peer_id, endpoint.get_remote_address());
                 self.tailnet_connected(peer_id, connection_id, &endpoint);
-                self.addresses
-                    .on_established(connection_id, crate::now_ms());
+                self.addresses.on_established(connection_id, self.now_ms());
                 self.well_known.on_established(connection_id);
                 self.presence.cost.connections += 1;
                 self.pace(PacerInput::PeerConnected(peer_id));
@@ -797,8 +801,10 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// hold copies for others, check them on a thread of their own (a relay's store thread
 /// does it for the relay).
 fn role_parts(config: &Config, role: &Role) -> Result<roles::Parts, NetError> {
-    let hold_checker =
-        || hold_check::spawn().map_err(|e| NetError::Setup(format!("hold check thread: {e}")));
+    let hold_checker = || {
+        hold_check::spawn(config.clock)
+            .map_err(|e| NetError::Setup(format!("hold check thread: {e}")))
+    };
     Ok(match role {
         Role::Session(spec) => {
             let delivery = open_delivery(config, spec, config.delivery.inbox_dir.as_deref())?;
@@ -818,7 +824,7 @@ fn role_parts(config: &Config, role: &Role) -> Result<roles::Parts, NetError> {
             hold_checker: hold_checker()?,
         },
         Role::Relay(spec) => roles::Parts::Relay {
-            store: relay_store::spawn(spec.store.clone())
+            store: relay_store::spawn(spec.store.clone(), config.clock)
                 .map_err(|e| NetError::Setup(format!("relay store thread: {e}")))?,
         },
     })
@@ -833,7 +839,7 @@ fn open_delivery(
     dir: Option<&std::path::Path>,
 ) -> Result<delivery::Delivery, NetError> {
     let setup = |e: &dyn std::fmt::Display| NetError::Setup(e.to_string());
-    let now = crate::now_ms();
+    let now = config.clock.now_ms();
     let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     let engine_config = interlink_delivery::Config::default()
         .with_policy(config.delivery.policy.clone())
@@ -853,9 +859,9 @@ fn open_delivery(
             .without_outbox()
             .with_put_timeout(ms(crate::behaviour::MAILBOX_REQUEST_TIMEOUT) + 5_000);
         let engine = Engine::new(engine_config, spec.identity.clone(), me, now);
-        return Ok(delivery::Delivery::new(engine, None));
+        return Ok(delivery::Delivery::new(engine, None, now));
     };
-    let inbox = Inbox::open(dir, crate::now_ms()).map_err(|e| setup(&e))?;
+    let inbox = Inbox::open(dir, now).map_err(|e| setup(&e))?;
     let mut outbox = interlink_store::outbox::Outbox::open(dir).map_err(|e| setup(&e))?;
     let kept = outbox.load(now).unwrap_or_else(|e| {
         warn!("reading the outbox: {e}");
@@ -880,9 +886,9 @@ fn open_delivery(
     for key in interlink_store::pair_requests::load(dir) {
         engine.gate_mut().note_pair_request(key);
     }
-    let store = store::Store::spawn(inbox, outbox, spec.identity.sealing_secret())
+    let store = store::Store::spawn(inbox, outbox, spec.identity.sealing_secret(), config.clock)
         .map_err(|e| setup(&e))?;
-    Ok(delivery::Delivery::new(engine, Some(store)))
+    Ok(delivery::Delivery::new(engine, Some(store), now))
 }
 
 /// Feeds libp2p's metrics the events they count.

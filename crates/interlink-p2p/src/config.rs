@@ -326,7 +326,7 @@ fn apply_test_knobs(
             value: v.clone(),
             reason: format!("expected a whole number of milliseconds: {e}"),
         })?;
-        // A process-wide clock: every node of this process (there is one) follows it.
+        config.clock = interlink_net::Clock::offset_by(ms);
         interlink_net::set_test_clock_offset_ms(ms);
     }
     let live = millis(ENV_TEST_LIVE_WINDOW_MS, &env)?;

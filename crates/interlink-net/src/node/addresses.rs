@@ -447,7 +447,7 @@ impl Actor {
             // At start every identity is "new"; nothing was admitted just now.
             return;
         }
-        let now_ms = crate::now_ms();
+        let now_ms = self.now_ms();
         for key in new {
             let own = self.is_own_identity(&key);
             let mut learned = Vec::new();
@@ -491,7 +491,7 @@ impl Actor {
             .collect();
         let own = self.is_own_identity(&addr.key);
         self.addresses
-            .learn(addr.key, addrs, Source::Announcement, own, crate::now_ms());
+            .learn(addr.key, addrs, Source::Announcement, own, self.now_ms());
     }
 
     /// Identify from `peer` listed `listen_addrs`: remembered if the roster says the
@@ -516,7 +516,7 @@ impl Actor {
             listen_addrs.iter().cloned(),
             Source::Identify,
             own,
-            crate::now_ms(),
+            self.now_ms(),
         );
     }
 

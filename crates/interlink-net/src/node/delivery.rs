@@ -150,7 +150,11 @@ pub(crate) struct Delivery {
 }
 
 impl Delivery {
-    pub(super) fn new(engine: Engine, store: Option<(Store, mpsc::Receiver<Done>)>) -> Self {
+    pub(super) fn new(
+        engine: Engine,
+        store: Option<(Store, mpsc::Receiver<Done>)>,
+        now_ms: u64,
+    ) -> Self {
         let (store, done) = store.unzip();
         Self {
             engine,
@@ -171,7 +175,7 @@ impl Delivery {
             fetch_due: false,
             fetch_started: false,
             spare: false,
-            knock_budgets: super::knock_budget::KnockBudgets::new(crate::now_ms()),
+            knock_budgets: super::knock_budget::KnockBudgets::new(now_ms),
             held_file: super::pairing::HeldKnocksFile::default(),
             knock_tarpit: std::collections::VecDeque::new(),
         }
@@ -265,8 +269,9 @@ impl Actor {
     /// Hands `input` to the engine without carrying out its outputs (for use while
     /// they are being carried out: the running drain takes them).
     pub(super) fn feed(&mut self, input: Input) {
+        let now = self.now_ms();
         if let Some(d) = self.parts.delivery_mut() {
-            d.engine.handle(input, crate::now_ms());
+            d.engine.handle(input, now);
         }
     }
 
@@ -274,6 +279,7 @@ impl Actor {
     /// went to the store thread, lets the engine use the time the disk takes.
     pub(super) fn run_outputs(&mut self) {
         loop {
+            let now = self.now_ms();
             while let Some(out) = self
                 .parts
                 .delivery_mut()
@@ -289,7 +295,7 @@ impl Actor {
                     // from its wake to its write, in the `mcp` bench). Given the CPU
                     // now, it writes and is in fdatasync before the signing starts.
                     std::thread::yield_now();
-                    d.engine.handle(Input::Spare, crate::now_ms());
+                    d.engine.handle(Input::Spare, now);
                 }
                 _ => return,
             }
@@ -519,7 +525,7 @@ impl Actor {
 
     /// The engine's timer, if it is due.
     pub(super) fn on_engine_timer(&mut self) {
-        let now = crate::now_ms();
+        let now = self.now_ms();
         let due = self
             .parts
             .delivery_mut()
@@ -534,7 +540,7 @@ impl Actor {
     /// also carries invalid ones are still ours.
     pub(super) fn on_own_copy(&mut self, value: &[u8]) {
         let cfg = interlink_core::mailbox::Config::default();
-        if let Ok((copy, _)) = Mailbox::decode(value, crate::now_ms(), &cfg) {
+        if let Ok((copy, _)) = Mailbox::decode(value, self.now_ms(), &cfg) {
             self.own_copy(copy);
         }
     }

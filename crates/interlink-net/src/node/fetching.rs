@@ -154,7 +154,7 @@ impl Actor {
             return;
         };
         let identity = spec.identity.clone();
-        let now = crate::now_ms();
+        let now = self.now_ms();
         for holder in holders {
             if self.mailbox.fetching.in_flight >= MAX_FETCHES_IN_FLIGHT {
                 break;
@@ -245,7 +245,7 @@ impl Actor {
             reason: super::mailbox::over_budget(),
         };
         // The signature check is paid for before it is made, the copy before it is sent.
-        let now = crate::now_ms();
+        let now = self.now_ms();
         let cost = FETCH_REQUEST_COST + request.len();
         if !self.mailbox.budgets.spend(peer, Kind::Fetch, cost, now) {
             self.mailbox.fetching.refused += 1;

@@ -43,11 +43,11 @@ pub(crate) struct Checked {
 pub(crate) type HoldChecker = Worker<Check, Checked>;
 
 /// Starts the checker thread.
-pub(crate) fn spawn() -> std::io::Result<HoldChecker> {
-    Worker::spawn("interlink-hold-check", HOLD_CHECK_QUEUE, |c: Check| {
+pub(crate) fn spawn(clock: crate::Clock) -> std::io::Result<HoldChecker> {
+    Worker::spawn("interlink-hold-check", HOLD_CHECK_QUEUE, move |c: Check| {
         Checked {
             token: c.token,
-            result: check(&c.key, &c.record, crate::now_ms()),
+            result: check(&c.key, &c.record, clock.now_ms()),
             key: c.key,
         }
     })

@@ -205,7 +205,7 @@ impl Actor {
         let within =
             self.mailbox
                 .budgets
-                .spend(peer, super::budgets::Kind::Deliver, bytes, crate::now_ms());
+                .spend(peer, super::budgets::Kind::Deliver, bytes, self.now_ms());
         let pre = if !within {
             all(
                 RefusalCode::OverBudget,
@@ -249,7 +249,7 @@ impl Actor {
             Role::Session(spec) => Some(spec.identity.public()),
             _ => None,
         };
-        let now = crate::now_ms();
+        let now = self.now_ms();
         // Envelopes refused by a knock budget: a request of nothing else is answered late.
         let mut knocks_over = 0usize;
         for bytes in &request.envelopes {
@@ -572,15 +572,13 @@ impl Actor {
             ));
         };
         let receipt = Signed::<Receipt>::decode(&request.receipt).map_err(|e| Refusal::from(&e))?;
-        collected::check(receipt.body(), &spec.identity.public(), crate::now_ms()).map_err(
-            |e| {
-                let code = match e {
-                    collected::CheckError::Time(_) => RefusalCode::Stale,
-                    _ => RefusalCode::WrongRecipient,
-                };
-                Refusal::new(code, e.to_string())
-            },
-        )?;
+        collected::check(receipt.body(), &spec.identity.public(), self.now_ms()).map_err(|e| {
+            let code = match e {
+                collected::CheckError::Time(_) => RefusalCode::Stale,
+                _ => RefusalCode::WrongRecipient,
+            };
+            Refusal::new(code, e.to_string())
+        })?;
         Ok(receipt)
     }
 }

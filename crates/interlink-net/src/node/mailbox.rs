@@ -161,7 +161,7 @@ impl Actor {
         if !self.mailbox.copies.held.contains_key(key) {
             let record = self.mailbox.copies.record(key)?;
             let (mb, _) =
-                Mailbox::decode(record, crate::now_ms(), &mailbox::Config::default()).ok()?;
+                Mailbox::decode(record, self.now_ms(), &mailbox::Config::default()).ok()?;
             self.mailbox.copies.held.insert(key.clone(), mb);
         }
         self.mailbox.copies.held.get(key)
@@ -188,7 +188,7 @@ impl Actor {
     ) -> crate::HeldBy {
         let key = RecordKey::new(&merged.record_key());
         let cfg = mailbox::Config::default();
-        let now = crate::now_ms();
+        let now = self.now_ms();
         if let Some(held) = self.held_mailbox(&key) {
             let _ = merged.merge(held, now, &cfg);
         }
@@ -271,7 +271,7 @@ impl Actor {
             return self.answer_hold(from, Err(reason));
         }
         let Some(checker) = self.parts.hold_checker() else {
-            let result = super::hold_check::check(&key, &record, crate::now_ms())
+            let result = super::hold_check::check(&key, &record, self.now_ms())
                 .and_then(|mb| self.hold_checked(&key, mb));
             return self.answer_hold(from, result);
         };
@@ -338,7 +338,7 @@ impl Actor {
     fn hold_checked(&mut self, key: &RecordKey, mut mb: Mailbox) -> Result<Vec<AckEntry>, Refusal> {
         let own = self.is_own(key);
         let held_for_others = (!own).then(|| self.mailbox.copies.bytes_besides(key));
-        let now = crate::now_ms();
+        let now = self.now_ms();
         let cfg = mailbox::Config::default();
         let handed = mb.entries();
         if let Some(held) = self.held_mailbox(key) {
@@ -402,6 +402,6 @@ impl Actor {
     pub(super) fn within_hold_budget(&mut self, peer: PeerId, bytes: usize) -> bool {
         self.mailbox
             .budgets
-            .spend(peer, super::budgets::Kind::Hold, bytes, crate::now_ms())
+            .spend(peer, super::budgets::Kind::Hold, bytes, self.now_ms())
     }
 }

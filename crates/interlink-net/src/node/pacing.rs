@@ -9,7 +9,7 @@ use crate::{Config, Role};
 
 /// The pacer of a node with `config` in `role`. Anti-entropy's round robin starts at
 /// the last byte of the node's `PeerId`, so nodes do not all begin with the same peer.
-pub(super) fn new(config: &Config, role: &Role, local: &PeerId) -> Pacer<PeerId> {
+pub(super) fn new(config: &Config, role: &Role, local: &PeerId, now_ms: u64) -> Pacer<PeerId> {
     let seed = local.to_bytes().last().copied().map_or(0, u64::from);
     let config = pacer::Config {
         // A sender session is on no roster: it never announces, as an observer.
@@ -17,19 +17,19 @@ pub(super) fn new(config: &Config, role: &Role, local: &PeerId) -> Pacer<PeerId>
         heartbeat_ms: u64::try_from(config.heartbeat.as_millis()).unwrap_or(u64::MAX),
         ..pacer::Config::default()
     };
-    Pacer::new(config, crate::now_ms(), seed)
+    Pacer::new(config, now_ms, seed)
 }
 
 impl Actor {
     /// The pacer takes `input` now, and the node does what it decides.
     pub(super) fn pace(&mut self, input: Input<PeerId>) {
-        self.presence.pacer.handle(input, crate::now_ms());
+        self.presence.pacer.handle(input, self.now_ms());
         self.run_pacer();
     }
 
     /// The pacer's timer: the second looks that are due.
     pub(super) fn pace_timeout(&mut self) {
-        self.presence.pacer.handle_timeout(crate::now_ms());
+        self.presence.pacer.handle_timeout(self.now_ms());
         self.run_pacer();
     }
 
@@ -37,7 +37,7 @@ impl Actor {
     pub(super) fn pacer_deadline(&self) -> Option<std::time::Instant> {
         self.presence.pacer.poll_timeout().map(|at| {
             std::time::Instant::now()
-                + std::time::Duration::from_millis(at.saturating_sub(crate::now_ms()))
+                + std::time::Duration::from_millis(at.saturating_sub(self.now_ms()))
         })
     }
 

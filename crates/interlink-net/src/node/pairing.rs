@@ -83,7 +83,7 @@ impl Actor {
     /// Mirrors the gate's held knocks to [`interlink_store::knocks::KNOCKS_FILE`] if
     /// they changed and a write is due (`force`: due now, at shutdown).
     pub(super) fn save_held_knocks(&mut self, force: bool) {
-        let now = crate::now_ms();
+        let now = self.now_ms();
         let Some(dir) = self.config.delivery.inbox_dir.clone() else {
             return;
         };

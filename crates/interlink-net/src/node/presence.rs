@@ -54,7 +54,7 @@ impl Actor {
     /// The next sequence number: above every earlier one, also across restarts under
     /// the same session id (it starts from the clock).
     fn next_seq(&mut self) -> u64 {
-        self.presence.seq = (self.presence.seq + 1).max(crate::now_ms());
+        self.presence.seq = (self.presence.seq + 1).max(self.now_ms());
         self.presence.seq
     }
 
@@ -126,7 +126,7 @@ impl Actor {
             addrs,
             details,
             heartbeat_ms: heartbeat,
-            ts: crate::now_ms(),
+            ts: self.now_ms(),
             seq,
         };
         let signed = match Signed::sign(body, &spec.identity) {
@@ -140,7 +140,7 @@ impl Actor {
         if let Ok(Upsert::Inserted | Upsert::Updated) = self
             .presence
             .roster
-            .apply_announcement(signed.clone(), crate::now_ms())
+            .apply_announcement(signed.clone(), self.now_ms())
         {
             self.emit(Event::RosterChanged);
         }
@@ -223,7 +223,7 @@ impl Actor {
             return;
         };
         let heartbeat = self.heartbeat_interval_ms();
-        let now = crate::now_ms();
+        let now = self.now_ms();
         let body = Beacon::new(own.key, tag, heartbeat, now, self.next_seq());
         let signed = match Signed::sign(body, &spec.identity) {
             Ok(s) => s,
@@ -285,7 +285,7 @@ impl Actor {
             v: VERSION,
             identity: spec.identity.public(),
             session_id: spec.session.clone(),
-            ts: crate::now_ms(),
+            ts: self.now_ms(),
             seq,
         };
         let Ok(signed) = Signed::sign(body, &spec.identity) else {
@@ -298,7 +298,7 @@ impl Actor {
         let _ = self
             .presence
             .roster
-            .apply_goodbye(signed.clone(), crate::now_ms());
+            .apply_goodbye(signed.clone(), self.now_ms());
         let bytes = PresenceMessage::Goodbye(signed).to_bytes();
         match self
             .swarm
@@ -374,7 +374,7 @@ impl Actor {
     /// PeerId, so whoever forwards a copy, it is checked the same way. What is already
     /// held is recognised from the unverified bytes before any signature check.
     fn validate_presence(&mut self, message: &gossipsub::Message) -> Result<bool, String> {
-        let now = crate::now_ms();
+        let now = self.now_ms();
         let cost = &mut self.presence.cost;
         cost.gossip_messages += 1;
         cost.gossip_bytes += message.data.len() as u64;

@@ -45,12 +45,15 @@ pub(crate) struct Held {
 pub(crate) type RelayStore = Worker<Hold, Held>;
 
 /// Starts the relay store thread over `store`.
-pub(crate) fn spawn(store: Arc<dyn DurableMailboxes>) -> std::io::Result<RelayStore> {
+pub(crate) fn spawn(
+    store: Arc<dyn DurableMailboxes>,
+    clock: crate::Clock,
+) -> std::io::Result<RelayStore> {
     Worker::spawn(
         "interlink-relay-store",
         RELAY_STORE_QUEUE,
         move |hold: Hold| {
-            let result = store.hold(&hold.key, &hold.record, crate::now_ms());
+            let result = store.hold(&hold.key, &hold.record, clock.now_ms());
             Held {
                 token: hold.token,
                 key: hold.key,

@@ -506,7 +506,7 @@ impl Actor {
         let refuse = |code, detail: &str| Refusal::new(code, detail);
         let net = self.source_network(&from.0);
         if let Some(net) = net
-            && !self.mailbox.network_budgets.has_room(net, crate::now_ms())
+            && !self.mailbox.network_budgets.has_room(net, self.now_ms())
         {
             self.relays.network_refused += 1;
             let reason = Refusal::new(
@@ -555,7 +555,7 @@ impl Actor {
                 if let Some(net) = net {
                     self.mailbox
                         .network_budgets
-                        .charge(net, copy.grew_by, crate::now_ms());
+                        .charge(net, copy.grew_by, self.now_ms());
                 }
                 // The store verified it; the decoded cache is filled again only if asked.
                 self.mailbox.copies.held.remove(&key);

@@ -44,7 +44,7 @@ impl Actor {
     /// after a digest request found the rosters apart.
     pub(super) fn fetch_roster(&mut self, peer: PeerId, ask: Ask) {
         let request =
-            RosterRequest::with_summary(&Summary::of(&self.presence.roster, crate::now_ms()));
+            RosterRequest::with_summary(&Summary::of(&self.presence.roster, self.now_ms()));
         self.ask_roster(peer, request, ask);
     }
 
@@ -91,7 +91,7 @@ impl Actor {
                     peer,
                     super::budgets::Kind::Roster,
                     cost,
-                    crate::now_ms(),
+                    self.now_ms(),
                 ) {
                     // Not answered: dropping the channel closes the stream, so the asker
                     // fails at once and asks again on its next tick (the protocol has
@@ -104,7 +104,7 @@ impl Actor {
                 // A refused request (a ragged or oversized summary, a bitmap that does
                 // not fit it) gets an empty answer (PROTOCOL §8.2): the codec's size
                 // limit already bounds what it can cost.
-                let response = match self.presence.roster.answer(&request, crate::now_ms()) {
+                let response = match self.presence.roster.answer(&request, self.now_ms()) {
                     Ok(answer) => RosterResponse::new(&answer),
                     Err(e) => {
                         debug!(%peer, %e, "roster request refused");
@@ -153,7 +153,7 @@ impl Actor {
     /// roster does not already know is verified before it is applied, announcements
     /// first, then the beacons (whose signer is the identity of an announcement held).
     fn apply_roster_response(&mut self, peer: PeerId, response: RosterResponse, repair: bool) {
-        let now = crate::now_ms();
+        let now = self.now_ms();
         let mut changed = Vec::new();
         let mut heard = Vec::new();
         self.presence.cost.roster_bytes += response

@@ -74,8 +74,9 @@ impl Actor {
             }
         };
         let sealing_key = || sealing_key.ok_or_else(|| SendError::NotOnRoster(msg.to.clone()));
+        let now = self.now_ms();
         let ts = match self.parts.delivery_mut() {
-            Some(d) => d.next_ts(crate::now_ms()),
+            Some(d) => d.next_ts(now),
             None => return Err(SendError::NotASession),
         };
         let (pass, reply_pass) = self.passes_for(&msg.to.key);

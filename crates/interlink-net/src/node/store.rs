@@ -91,6 +91,7 @@ impl Store {
         inbox: Inbox,
         outbox: Outbox,
         sealing: SealingSecret,
+        clock: crate::Clock,
     ) -> io::Result<(Self, mpsc::Receiver<Done>)> {
         let (ops, rx) = mpsc::channel(STORE_QUEUE);
         let (done_tx, done) = mpsc::channel(DONE_QUEUE);
@@ -98,6 +99,7 @@ impl Store {
             inbox,
             outbox,
             sealing,
+            clock,
             open: OpenContexts::default(),
             done: done_tx,
         };
@@ -142,6 +144,7 @@ struct Worker {
     inbox: Inbox,
     outbox: Outbox,
     sealing: SealingSecret,
+    clock: crate::Clock,
     open: OpenContexts,
     done: mpsc::Sender<Done>,
 }
@@ -156,7 +159,7 @@ impl Worker {
                 Err(mpsc::error::TryRecvError::Empty) => {
                     // Nothing waits: the time to grow the inbox's padding, whose sync
                     // would otherwise fall inside an append.
-                    self.inbox.pad(crate::now_ms());
+                    self.inbox.pad(self.clock.now_ms());
                     match rx.blocking_recv() {
                         Some(op) => op,
                         None => return,
@@ -235,7 +238,7 @@ impl Worker {
                     let done = self.append(token, &entries);
                     self.answer(done)?;
                 }
-                Op::Compact => self.inbox.compact_if_due(crate::now_ms()),
+                Op::Compact => self.inbox.compact_if_due(self.clock.now_ms()),
             }
         }
         Ok(())
@@ -267,7 +270,12 @@ impl Worker {
                 },
                 _ => None,
             };
-            lines.push((b.msg_id, b.sender, b.kind, inbox_entry(env, body)));
+            lines.push((
+                b.msg_id,
+                b.sender,
+                b.kind,
+                inbox_entry(env, body, self.clock.now_ms()),
+            ));
         }
         let result = self
             .inbox
@@ -306,7 +314,7 @@ impl Worker {
 
 /// The inbox line of `env`: its signed header and, for a message, what its opened
 /// body says (text, task, status, what it answers).
-fn inbox_entry(env: &Signed<Envelope>, body: Option<Body>) -> InboxEntry {
+fn inbox_entry(env: &Signed<Envelope>, body: Option<Body>, received_at: u64) -> InboxEntry {
     let b = env.body();
     let (text, task_id, status, answers, group) = match body {
         Some(body) => (
@@ -330,7 +338,7 @@ fn inbox_entry(env: &Signed<Envelope>, body: Option<Body>) -> InboxEntry {
         in_reply_to: answers.map(|m| m.to_string()),
         also_about: b.also_about.iter().map(ToString::to_string).collect(),
         sent_at: b.ts,
-        received_at: crate::now_ms(),
+        received_at,
         text,
         name: b.name.clone(),
         group,
