@@ -38,10 +38,15 @@ const MAX_RELAYED_BEFORE: usize = PER_PEER as usize - 2;
 pub(super) struct HolePunch {
     seen: HashSet<Multiaddr>,
     /// Fresh circuits opened (shown in the diagnostics).
-    pub(super) again: u64,
+    again: u64,
 }
 
 impl HolePunch {
+    /// Circuits dialled again to punch through.
+    pub(super) fn again(&self) -> u64 {
+        self.again
+    }
+
     /// Whether `addr` is a QUIC address outside relays that was not observed before.
     fn is_new_quic(&mut self, addr: &Multiaddr) -> bool {
         let quic = addr.iter().any(|p| p == Protocol::QuicV1)
