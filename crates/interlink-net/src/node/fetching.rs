@@ -53,6 +53,8 @@ pub(crate) struct Fetching {
     placements: HashMap<kad::QueryId, (RecordKey, HashSet<PeerId>)>,
     /// Fetch requests refused, for diagnostics.
     refused: u64,
+    /// Whether a fetch of our own was answered since the node started.
+    any_answered: bool,
 }
 
 impl Fetching {
@@ -61,9 +63,13 @@ impl Fetching {
         self.refused
     }
 
-    /// One of our fetches was answered or failed.
-    pub(super) fn answered(&mut self) {
+    /// One of our fetches ended; `answered`: with an answer, not a failure. Whether
+    /// it is the first answer since the node started.
+    pub(super) fn ended(&mut self, answered: bool) -> bool {
         self.in_flight = self.in_flight.saturating_sub(1);
+        let first = answered && !self.any_answered;
+        self.any_answered |= answered;
+        first
     }
 }
 

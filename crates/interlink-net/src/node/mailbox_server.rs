@@ -30,7 +30,7 @@ use super::{
     relay_store::{Held, Hold, HoldFrom},
     tarpit::Tarpit,
 };
-use crate::Role;
+use crate::{Event, Role};
 
 /// How late a mailbox request refused `over_budget` is answered.
 const TARPIT_DELAY: Duration = Duration::from_secs(2);
@@ -287,12 +287,18 @@ impl Actor {
         match purpose {
             Purpose::Push(key) => self.push_done(&key, outcome.is_some(), connection_lost),
             Purpose::Fetch => {
-                self.mailbox.fetching.answered();
+                if self.mailbox.fetching.ended(outcome.is_some()) {
+                    // Once a run: a line an operator (and a process test) can wait for.
+                    info!(holder = %peer, "own mailbox fetched");
+                }
                 if let Some(MailboxOutcome::Record {
                     record: Some(record),
                 }) = outcome
                 {
                     self.on_own_copy(record);
+                }
+                if outcome.is_some() {
+                    self.emit(Event::MailboxFetched { holder: peer });
                 }
             }
             Purpose::Hold => {
