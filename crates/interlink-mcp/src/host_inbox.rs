@@ -270,7 +270,12 @@ pub fn frame_id() -> String {
     let mut b = [0u8; 16];
     if getrandom::fill(&mut b).is_err() {
         // No OS randomness: a time-based id is unique enough to match receipts.
-        b[..16].copy_from_slice(&interlink_net::now_ms().to_be_bytes().repeat(2));
+        b[..16].copy_from_slice(
+            &interlink_net::Clock::system()
+                .now_ms()
+                .to_be_bytes()
+                .repeat(2),
+        );
     }
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;

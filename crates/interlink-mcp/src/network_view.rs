@@ -112,8 +112,14 @@ pub fn lines(view: &Value) -> Vec<String> {
 }
 
 /// Keeps `dir`'s `network.json` current until `cancel` fires or the node stops
-/// (sessions named by `home`'s petnames).
-pub async fn keep_written(handle: Handle, home: Home, dir: SessionDir, cancel: CancellationToken) {
+/// (sessions named by `home`'s petnames; stamped by the session's `clock`).
+pub async fn keep_written(
+    handle: Handle,
+    home: Home,
+    dir: SessionDir,
+    clock: interlink_net::Clock,
+    cancel: CancellationToken,
+) {
     let mut tick = tokio::time::interval(REFRESH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last = Value::Null;
@@ -137,7 +143,7 @@ pub async fn keep_written(handle: Handle, home: Home, dir: SessionDir, cancel: C
             continue;
         }
         let mut file = now.clone();
-        file["updated_ms"] = json!(interlink_net::now_ms());
+        file["updated_ms"] = json!(clock.now_ms());
         match serde_json::to_vec_pretty(&file) {
             Ok(bytes) => {
                 if let Err(e) = write_replacing(&dir.network(), &bytes) {

@@ -282,8 +282,11 @@ mod tests {
         let s = SessionId::new("once").unwrap();
         let dir = home.session(&s).unwrap();
         create_private_dir(dir.path()).unwrap();
-        let mut inbox =
-            interlink_store::inbox::Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
+        let mut inbox = interlink_store::inbox::Inbox::open(
+            dir.path(),
+            interlink_net::Clock::system().now_ms(),
+        )
+        .unwrap();
         let (one, e) = message(1);
         inbox.append(one, &e).unwrap();
         let short = Some(Duration::from_millis(250));

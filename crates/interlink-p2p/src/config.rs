@@ -314,21 +314,28 @@ fn millis(var: &str, env: impl Fn(&str) -> Option<String>) -> Result<Option<u64>
     }
 }
 
+/// The process's clock: the system's, moved by [`ENV_TEST_CLOCK_OFFSET_MS`] if set.
+/// A command that runs no node takes it from here, one that does from its
+/// configuration (built with the same).
+pub fn clock(env: impl Fn(&str) -> Option<String>) -> Result<interlink_net::Clock, ConfigError> {
+    let Some(v) = env(ENV_TEST_CLOCK_OFFSET_MS) else {
+        return Ok(interlink_net::Clock::system());
+    };
+    let ms = v.trim().parse::<i64>().map_err(|e| ConfigError::Value {
+        var: ENV_TEST_CLOCK_OFFSET_MS.into(),
+        value: v.clone(),
+        reason: format!("expected a whole number of milliseconds: {e}"),
+    })?;
+    Ok(interlink_net::Clock::offset_by(ms))
+}
+
 /// Applies the `INTERLINK_TEST_*` knobs, keeping heartbeat < live window ≤ retention
 /// (otherwise live sessions would flicker to away between announcements).
 fn apply_test_knobs(
     config: &mut interlink_net::Config,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(), ConfigError> {
-    if let Some(v) = env(ENV_TEST_CLOCK_OFFSET_MS) {
-        let ms = v.trim().parse::<i64>().map_err(|e| ConfigError::Value {
-            var: ENV_TEST_CLOCK_OFFSET_MS.into(),
-            value: v.clone(),
-            reason: format!("expected a whole number of milliseconds: {e}"),
-        })?;
-        config.clock = interlink_net::Clock::offset_by(ms);
-        interlink_net::set_test_clock_offset_ms(ms);
-    }
+    config.clock = clock(&env)?;
     let live = millis(ENV_TEST_LIVE_WINDOW_MS, &env)?;
     let away = millis(ENV_TEST_AWAY_RETENTION_MS, &env)?;
     let heartbeat = millis(ENV_TEST_HEARTBEAT_MS, &env)?;

@@ -10,7 +10,7 @@ use std::io::Write;
 
 use anyhow::bail;
 use interlink_core::wire::EnvelopeKind;
-use interlink_core::{IdentityKey, SessionId, keyfile, session, trust::PeerPolicy};
+use interlink_core::{IdentityKey, SessionId, session, trust::PeerPolicy};
 use interlink_store::inbox::{self, InboxEntry};
 
 use crate::{
@@ -64,7 +64,7 @@ pub fn run(
         let _ = writeln!(progress, "inbox: no petnames: {e:#}");
         PeerPolicy::new()
     });
-    let own = keyfile::load(&home.identity()).ok().map(|i| i.public());
+    let own = interlink_mcp::peers::own_key(home);
     for entry in &entries {
         let sender: Option<IdentityKey> = entry.sender.parse().ok();
         let petname = sender.as_ref().and_then(|k| peers.name_of(k));
@@ -281,7 +281,7 @@ mod tests {
         assert!(format!("{:#}", err.unwrap_err()).contains("--session"));
 
         let dir = home.session(&SessionId::new("s").unwrap()).unwrap();
-        let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
+        let mut inbox = Inbox::open(dir.path(), interlink_net::Clock::system().now_ms()).unwrap();
         let a = MsgId::from_bytes([1; 16]);
         inbox.append(a, &entry(a, "one\x1b[2J")).unwrap();
         let (mut out, mut progress) = (Vec::new(), Vec::new());
@@ -320,7 +320,8 @@ mod tests {
         let no_env = |_: &str| None;
         let write = |session: &str, n: u8| {
             let dir = home.session(&SessionId::new(session).unwrap()).unwrap();
-            let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
+            let mut inbox =
+                Inbox::open(dir.path(), interlink_net::Clock::system().now_ms()).unwrap();
             let id = MsgId::from_bytes([n; 16]);
             inbox.append(id, &entry(id, session)).unwrap();
         };

@@ -600,7 +600,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             session: Some(session),
             ..
         } => {
-            peers::session_view(&home()?, &session, json, &mut std::io::stdout())?;
+            let clock = config::clock(&env).map_err(|e| settings.explain(e.into()))?;
+            peers::session_view(&home()?, &session, json, clock, &mut std::io::stdout())?;
         }
         Command::Peers {
             json,

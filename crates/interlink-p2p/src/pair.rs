@@ -87,7 +87,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     match action {
         Action::List { json } => {
-            let state = pairing::current(home, interlink_net::now_ms())?;
+            let state = pairing::current(home, config.clock.now_ms())?;
             if json {
                 writeln!(
                     out,
@@ -205,7 +205,7 @@ async fn request(
         (None, Some(k)) => k,
         (None, None) => ps.find_identity(target, wait).await?,
     };
-    let asked_first = pairing::current(home, interlink_net::now_ms())?
+    let asked_first = pairing::current(home, ps.clock.now_ms())?
         .incoming
         .into_iter()
         .find(|i| i.identity_key == key.to_hex());
@@ -225,7 +225,7 @@ async fn request(
         Some(s) => SessionId::new(s.trim())?,
         None => ps.live_session(key, None, wait).await?,
     };
-    pairing::record_outgoing(home, &key, &session, petname, interlink_net::now_ms())?;
+    pairing::record_outgoing(home, &key, &session, petname, ps.clock.now_ms())?;
     let to = SessionAddr {
         key,
         session: session.clone(),

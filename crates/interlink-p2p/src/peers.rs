@@ -49,6 +49,7 @@ pub fn session_view(
     home: &Home,
     session: &str,
     json: bool,
+    clock: interlink_net::Clock,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let id = interlink_core::SessionId::new(session)
@@ -76,7 +77,7 @@ pub fn session_view(
     }
     let age = view["updated_ms"]
         .as_u64()
-        .map(|t| Duration::from_millis(interlink_net::now_ms().saturating_sub(t)));
+        .map(|t| Duration::from_millis(clock.now_ms().saturating_sub(t)));
     let state = match age {
         Some(a) if a <= VIEW_STALE_AFTER => "running".to_owned(),
         Some(a) => format!("not running: as it saw it {}s ago", a.as_secs()),
@@ -111,6 +112,7 @@ pub async fn peers(
     });
     let network = config.network.as_str().to_owned();
     let alone = crate::config::alone_hint(&config);
+    let clock = config.clock;
     let key = libp2p::identity::Keypair::generate_ed25519();
     let swarm = interlink_net::build_swarm(key, &config)?;
     let node = Node::spawn(swarm, config, Role::Observer)?;
@@ -132,7 +134,7 @@ pub async fn peers(
             let diagnostics = handle.diagnostics().await?;
             anyhow::Ok(report::build(
                 &network,
-                interlink_net::now_ms(),
+                clock.now_ms(),
                 &roster,
                 &diagnostics,
                 &petnames,

@@ -64,7 +64,7 @@ pub async fn run(
     let watcher = policy::Watcher::new(home);
     let session_dir = home.session(&session)?;
     // One process per session id and home; held until this function returns.
-    let _lock = session_dir.claim("run", interlink_net::now_ms())?;
+    let _lock = session_dir.claim("run", config.clock.now_ms())?;
     config.delivery = Delivery {
         inbox_dir: Some(session_dir.path().to_owned()),
         policy: policy::load(home)?,
@@ -104,6 +104,7 @@ pub async fn run(
         handle.clone(),
         home.clone(),
         session_dir.clone(),
+        config.clock,
         cancel.clone(),
     ));
     tokio::select! {
