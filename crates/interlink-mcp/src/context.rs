@@ -206,7 +206,7 @@ pub(crate) fn reply_route(e: &InboxEntry) -> Option<(IdentityKey, SessionId)> {
 
 /// When a session starts ([`crate::startup`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StartAt {
+pub(crate) enum StartAt {
     /// At once.
     Now,
     /// At `initialize`, once the client's name tells the host.

@@ -21,13 +21,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 /// How often a session's `network.json` is refreshed when something in it changed.
-pub const REFRESH: Duration = Duration::from_secs(5);
+pub(crate) const REFRESH: Duration = Duration::from_secs(5);
 /// How often it is rewritten unchanged, so its age says the session still runs.
 pub const REWRITE_AT_LEAST: Duration = Duration::from_secs(30);
 
 /// The view of `diag`, naming the sessions of `roster` behind each peer by the
 /// petnames of `peers` (else their fingerprints).
-pub fn view(diag: &Diagnostics, roster: &[IdentityView], peers: &PeerPolicy) -> Value {
+pub(crate) fn view(diag: &Diagnostics, roster: &[IdentityView], peers: &PeerPolicy) -> Value {
     // The sessions behind each node, in one pass over the roster.
     let mut behind: HashMap<PeerId, Vec<String>> = HashMap::new();
     for s in roster.iter().flat_map(|i| i.sessions.iter()) {

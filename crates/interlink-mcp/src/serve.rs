@@ -26,7 +26,7 @@ use crate::{
 };
 
 /// Longest time from a shutdown request to [`serve_stdio`] returning.
-pub const SHUTDOWN_BUDGET: Duration = Duration::from_millis(900);
+pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_millis(900);
 
 /// What the session is and how it runs.
 #[derive(Clone, Debug)]
@@ -80,7 +80,7 @@ pub enum ServeError {
 }
 
 /// When a session with these options starts ([`crate::startup`]).
-pub fn start_at(source: SessionSource, host: Option<HostKind>) -> StartAt {
+pub(crate) fn start_at(source: SessionSource, host: Option<HostKind>) -> StartAt {
     let pinned = matches!(source, SessionSource::Flag | SessionSource::InterlinkEnv);
     match (host, source) {
         (Some(HostKind::Codex), _) if !pinned => StartAt::Bind,

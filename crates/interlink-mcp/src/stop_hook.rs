@@ -39,11 +39,11 @@ use crate::{
 
 /// Most announced ids remembered (the oldest are forgotten first: such a message can
 /// wake the agent a second time, never zero times).
-pub const MAX_WOKEN: usize = 1024;
+pub(crate) const MAX_WOKEN: usize = 1024;
 /// How often the waiter looks at the inbox.
-pub const POLL: Duration = Duration::from_millis(100);
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 /// Most messages one wake-up prints (the rest are announced by count).
-pub const MAX_PRINTED: usize = 10;
+pub(crate) const MAX_PRINTED: usize = 10;
 
 /// The waiter could not run.
 #[derive(Debug, thiserror::Error)]

@@ -388,6 +388,135 @@ fn apply_test_knobs(
     Ok(())
 }
 
+/// Network settings shared by the commands that run a node (see docs/CONFIG.md).
+///
+/// clap reads each setting's variable too (and shows it in `--help`), but a value that
+/// came from the environment is set aside after parsing ([`NetArgs::forget_env`]): the
+/// library reads the environment itself, below the flags and above the settings
+/// file, names the variable in its errors, and `install` writes only what was typed.
+#[derive(Debug, clap::Args)]
+pub struct NetArgs {
+    /// Overlay name [default: default]
+    #[arg(long, value_name = "NAME", global = true, env = ENV_NETWORK)]
+    network: Option<String>,
+    /// Listen multiaddr; repeatable or comma-separated [default: all interfaces, TCP
+    /// and QUIC, port 0]
+    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_LISTEN)]
+    listen: Vec<String>,
+    /// Bootstrap peer multiaddr (`/p2p/<id>` suffix optional); repeatable or
+    /// comma-separated
+    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_BOOTSTRAP)]
+    bootstrap: Vec<String>,
+    /// Relay multiaddr ending in `/p2p/<id>`: bootstrap, circuit reservation, durable
+    /// mailbox copies; repeatable or comma-separated
+    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_RELAY)]
+    relay: Vec<String>,
+    /// Turn mDNS discovery off (the variable: 0 or 1)
+    #[arg(
+        long = "no-mdns",
+        global = true,
+        env = ENV_MDNS,
+        action = clap::ArgAction::SetFalse,
+        value_parser = mdns_value,
+    )]
+    mdns: bool,
+}
+
+/// `INTERLINK_MDNS`, as clap reads it for `--no-mdns`.
+fn mdns_value(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(format!(
+            "{} expects 0 or 1 (also false/true, off/on, no/yes)",
+            ENV_MDNS
+        )),
+    }
+}
+
+impl NetArgs {
+    /// Sets aside every value clap took from the environment (see the type's doc).
+    /// `levels` are the matches of each subcommand on the line: a global argument is
+    /// seen at every level, and came from the environment if no level says otherwise.
+    pub fn forget_env(&mut self, levels: &[&clap::ArgMatches]) {
+        let from_env = |id: &str| {
+            let mut sources = levels
+                .iter()
+                .filter(|m| m.ids().any(|i| i.as_str() == id))
+                .map(|m| m.value_source(id));
+            let first = sources.next();
+            first == Some(Some(clap::parser::ValueSource::EnvVariable))
+                && sources.all(|s| s == Some(clap::parser::ValueSource::EnvVariable))
+        };
+        if from_env("network") {
+            self.network = None;
+        }
+        for (id, values) in [
+            ("listen", &mut self.listen),
+            ("bootstrap", &mut self.bootstrap),
+            ("relay", &mut self.relay),
+        ] {
+            if from_env(id) {
+                values.clear();
+            }
+        }
+        if from_env("mdns") {
+            self.mdns = true;
+        }
+    }
+
+    /// The settings-file keys these flags set (a flag not given leaves its key alone).
+    pub fn settings_changes(
+        &self,
+        name: Option<&str>,
+    ) -> Vec<(&'static str, Option<toml_edit::Item>)> {
+        let list = |v: &[String]| {
+            let items = v
+                .iter()
+                .flat_map(|s| s.split(','))
+                .map(str::trim)
+                .filter(|s| !s.is_empty());
+            toml_edit::value(toml_edit::Array::from_iter(items))
+        };
+        let mut changes = Vec::new();
+        if let Some(n) = &self.network {
+            changes.push(("network", Some(toml_edit::value(n.as_str()))));
+        }
+        for (key, values) in [
+            ("listen", &self.listen),
+            ("bootstrap", &self.bootstrap),
+            ("relay", &self.relay),
+        ] {
+            if !values.is_empty() {
+                changes.push((key, Some(list(values))));
+            }
+        }
+        if !self.mdns {
+            changes.push(("mdns", Some(toml_edit::value(false))));
+        }
+        if let Some(n) = name {
+            changes.push(("name", Some(toml_edit::value(n))));
+        }
+        changes
+    }
+
+    /// The node configuration: these flags, then the environment, then `settings`.
+    pub fn config(
+        &self,
+        settings: &crate::settings::Settings,
+    ) -> anyhow::Result<interlink_net::Config> {
+        let env = settings.layered(|k| std::env::var(k).ok());
+        let flags = Flags {
+            network: self.network.clone(),
+            listen: self.listen.clone(),
+            bootstrap: self.bootstrap.clone(),
+            relay: self.relay.clone(),
+            no_mdns: !self.mdns,
+        };
+        build(&flags, env).map_err(|e| settings.explain(e.into()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;

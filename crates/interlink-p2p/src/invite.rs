@@ -505,6 +505,65 @@ fn keep_relays(home: &Home, relays: &[Multiaddr], progress: &mut impl Write) -> 
     Ok(())
 }
 
+/// Print a one-line code that pairs one person with you, then wait for them to join.
+///
+/// The code carries your identity and name, your relays, this command's addresses,
+/// an expiry and a one-time secret; they run `interlink-p2p join <code>`. Until it
+/// expires, your running MCP (agent) sessions admit it too; a headless `run`
+/// session holds the knock instead. The code goes to stdout, alone on its line;
+/// `paired <name> <fingerprint>` follows when they joined.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p invite\n  interlink-p2p invite \
+                        --expires 1d --no-wait\n  interlink-p2p invite --relay \
+                        /dns4/relay.example.net/tcp/4001/p2p/12D3KooW…\n\nExit status: \
+                        0 when someone joined (or --no-wait), 1 when the code expired \
+                        unused."
+)]
+pub struct Args {
+    /// How long the code admits: 90s, 30m, 1h, 2d (at most 7 days) [default: 1h;
+    /// with --device 5m, at most 15m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    expires: Option<Duration>,
+    /// Print the code and exit (your running MCP sessions admit the join; `run`
+    /// sessions do not).
+    #[arg(long, conflicts_with = "device")]
+    no_wait: bool,
+    /// Link another machine of yours instead of pairing with a person: the code hands
+    /// this identity over, once, within minutes, after both screens confirmed the
+    /// same comparison string (the supported alternative to copying identity.key).
+    #[arg(long)]
+    device: bool,
+    /// The network settings.
+    #[command(flatten)]
+    pub net: crate::config::NetArgs,
+}
+
+/// `interlink-p2p invite`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    let config = args.net.config(&ctx.settings)?;
+    let home = ctx.home()?;
+    let (mut out, mut progress) = (std::io::stdout(), std::io::stderr());
+    let done = if args.device {
+        let lifetime = crate::device::device_lifetime(args.expires).map_err(crate::UsageError)?;
+        crate::ctx::runtime()?.block_on(crate::device::invite_device(
+            &home,
+            &config,
+            lifetime,
+            &mut out,
+            &mut progress,
+        ))?
+    } else {
+        let options = InviteOptions {
+            expires: args.expires.unwrap_or(Duration::from_secs(3600)),
+            no_wait: args.no_wait,
+            name: ctx.own_name(),
+        };
+        crate::ctx::runtime()?.block_on(invite(&home, config, &options, &mut out, &mut progress))?
+    };
+    Ok(crate::ctx::finished(done))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,9 +12,9 @@ use interlink_core::{
     routing::RouteRequest,
     wire::{DeliveryMode, EnvelopeKind, HostKind, INVITE_SECRET_BYTES, SessionAddr},
 };
-use interlink_mcp::{
-    sender,
-    session_node::{Describe, POLICY_PICKUP, session_spec, start_node, wait_listening},
+use interlink_mcp::cli::{
+    route as sender,
+    session::{Describe, POLICY_PICKUP, session_spec, start_node, wait_listening},
 };
 use interlink_net::{Config, Delivery, Handle, Node, SendOutcome};
 use interlink_store::SessionLock;

@@ -8,7 +8,7 @@
 //! The session takes messages from its peers: delivered ones are appended to its inbox
 //! (`<home>/sessions/<session id>/inbox.jsonl`), and the peers policy follows
 //! `peers.json` while it runs. Start-up is shared with the MCP server
-//! ([`interlink_mcp::session_node`]).
+//! ([`interlink_mcp::cli::session`]).
 
 use std::{io::Write, path::PathBuf};
 
@@ -17,7 +17,7 @@ use interlink_core::{
     session,
     wire::{DeliveryMode, HostKind},
 };
-use interlink_mcp::session_node::{
+use interlink_mcp::cli::session::{
     Describe, follow_policy, session_spec, start_node, wait_listening,
 };
 use interlink_net::{Config, Delivery};
@@ -100,7 +100,7 @@ pub async fn run(
     }
 
     let cancel = CancellationToken::new();
-    let network = tokio::spawn(interlink_mcp::network_view::keep_written(
+    let network = tokio::spawn(interlink_mcp::cli::network_view::keep_written(
         handle.clone(),
         home.clone(),
         session_dir.clone(),
@@ -116,4 +116,37 @@ pub async fn run(
     let _ = network.await;
     node.shutdown().await;
     Ok(())
+}
+
+/// Run a headless session (no MCP) until SIGTERM or Ctrl-C.
+///
+/// Prints each listen address as a full multiaddr ending in /p2p/<peer id>, one per
+/// line, then `ready`; logs go to stderr.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p run --session build-bot\n  interlink-p2p run --session lab --listen /ip4/0.0.0.0/tcp/4001 --no-mdns"
+)]
+pub struct Args {
+    /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else random]
+    #[arg(long)]
+    session: Option<String>,
+    /// What this session is doing, as announced to peers.
+    #[arg(long, default_value = "", hide_default_value = true)]
+    summary: String,
+    /// The network settings.
+    #[command(flatten)]
+    pub net: crate::config::NetArgs,
+}
+
+/// `interlink-p2p run`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    let config = args.net.config(&ctx.settings)?;
+    let options = Options {
+        session: args.session,
+        summary: args.summary,
+        cwd: std::env::current_dir().context("reading the current directory")?,
+    };
+    let home = ctx.home()?;
+    crate::ctx::runtime()?.block_on(run(&home, config, options, &mut std::io::stdout()))?;
+    Ok(std::process::ExitCode::SUCCESS)
 }
