@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use clap::parser::ValueSource;
 use interlink_core::{
     limits::{AWAY_RETENTION_MS, HEARTBEAT_MS, LIVE_WINDOW_MS},
     names::{self, Network},
@@ -273,20 +274,23 @@ fn check_listen(addr: &Multiaddr) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// An on/off variable `var` that is on unless set otherwise.
+/// An on/off variable `var` that is on unless set otherwise (clap's boolish values).
 fn switch_on(var: &str, value: Option<String>) -> Result<bool, ConfigError> {
     let Some(value) = value else {
         return Ok(true);
     };
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "on" | "yes" => Ok(true),
-        "0" | "false" | "off" | "no" => Ok(false),
-        _ => Err(ConfigError::Value {
-            var: var.into(),
-            value,
-            reason: "expected 0 or 1 (also false/true, off/on, no/yes)".into(),
-        }),
-    }
+    let parser = clap::builder::BoolishValueParser::new();
+    clap::builder::TypedValueParser::parse_ref(
+        &parser,
+        &clap::Command::new("interlink-p2p"),
+        None,
+        value.trim().as_ref(),
+    )
+    .map_err(|_| ConfigError::Value {
+        var: var.into(),
+        value,
+        reason: "expected 0 or 1 (also false/true, off/on, no/yes)".into(),
+    })
 }
 
 fn well_known_port(value: Option<String>) -> Result<u16, ConfigError> {
@@ -390,78 +394,125 @@ fn apply_test_knobs(
 
 /// Network settings shared by the commands that run a node (see docs/CONFIG.md).
 ///
-/// clap reads each setting's variable too (and shows it in `--help`), but a value that
-/// came from the environment is set aside after parsing ([`NetArgs::forget_env`]): the
-/// library reads the environment itself, below the flags and above the settings
-/// file, names the variable in its errors, and `install` writes only what was typed.
+/// clap reads each setting's variable too (and shows it in `--help`); only what was
+/// typed becomes a flag ([`Typed`]). The configuration reads the variables itself, below
+/// the flags and above the settings file, naming them in its errors, and `install`
+/// writes only what was typed.
 #[derive(Debug, clap::Args)]
 pub struct NetArgs {
     /// Overlay name [default: default]
-    #[arg(long, value_name = "NAME", global = true, env = ENV_NETWORK)]
-    network: Option<String>,
+    #[arg(long, value_name = "NAME", global = true, env = ENV_NETWORK, value_parser = Sourced::text())]
+    network: Option<Typed<String>>,
     /// Listen multiaddr; repeatable or comma-separated [default: all interfaces, TCP
     /// and QUIC, port 0]
-    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_LISTEN)]
-    listen: Vec<String>,
+    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_LISTEN, value_parser = Sourced::text())]
+    listen: Vec<Typed<String>>,
     /// Bootstrap peer multiaddr (`/p2p/<id>` suffix optional); repeatable or
     /// comma-separated
-    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_BOOTSTRAP)]
-    bootstrap: Vec<String>,
+    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_BOOTSTRAP, value_parser = Sourced::text())]
+    bootstrap: Vec<Typed<String>>,
     /// Relay multiaddr ending in `/p2p/<id>`: bootstrap, circuit reservation, durable
     /// mailbox copies; repeatable or comma-separated
-    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_RELAY)]
-    relay: Vec<String>,
+    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_RELAY, value_parser = Sourced::text())]
+    relay: Vec<Typed<String>>,
     /// Turn mDNS discovery off (the variable: 0 or 1)
     #[arg(
         long = "no-mdns",
         global = true,
         env = ENV_MDNS,
         action = clap::ArgAction::SetFalse,
-        value_parser = mdns_value,
+        value_parser = Sourced::switch(),
     )]
-    mdns: bool,
+    mdns: Typed<bool>,
 }
 
-/// `INTERLINK_MDNS`, as clap reads it for `--no-mdns`.
-fn mdns_value(value: &str) -> Result<bool, String> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "on" | "yes" => Ok(true),
-        "0" | "false" | "off" | "no" => Ok(false),
-        _ => Err(format!(
-            "{} expects 0 or 1 (also false/true, off/on, no/yes)",
-            ENV_MDNS
-        )),
+/// A value clap parsed, and whether it was typed (else it came from the variable or is
+/// the default).
+#[derive(Clone, Debug)]
+pub struct Typed<T> {
+    value: T,
+    typed: bool,
+}
+
+impl<T: Clone> Typed<T> {
+    /// The value if it was typed on the command line.
+    pub fn typed(&self) -> Option<T> {
+        self.typed.then(|| self.value.clone())
+    }
+}
+
+/// Parses with clap's `P`, keeping whether the value was typed; a bad value from a
+/// variable is refused naming the variable and what it `expects`.
+#[derive(Clone, Debug)]
+pub struct Sourced<P> {
+    parser: P,
+    expects: &'static str,
+}
+
+impl Sourced<clap::builder::StringValueParser> {
+    /// Text.
+    pub fn text() -> Self {
+        Self {
+            parser: clap::builder::StringValueParser::new(),
+            expects: "UTF-8 text",
+        }
+    }
+}
+
+impl Sourced<clap::builder::BoolishValueParser> {
+    /// An on/off switch.
+    pub fn switch() -> Self {
+        Self {
+            parser: clap::builder::BoolishValueParser::new(),
+            expects: "0 or 1 (also false/true, off/on, no/yes)",
+        }
+    }
+}
+
+impl<P: clap::builder::TypedValueParser> clap::builder::TypedValueParser for Sourced<P> {
+    type Value = Typed<P::Value>;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        self.parse_ref_(cmd, arg, value, ValueSource::CommandLine)
+    }
+
+    fn parse_ref_(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+        source: ValueSource,
+    ) -> Result<Self::Value, clap::Error> {
+        let parsed = self.parser.parse_ref(cmd, arg, value);
+        match (parsed, arg.and_then(clap::Arg::get_env)) {
+            (Ok(value), _) => Ok(Typed {
+                value,
+                typed: source == ValueSource::CommandLine,
+            }),
+            (Err(_), Some(var)) if source == ValueSource::EnvVariable => Err(cmd.clone().error(
+                clap::error::ErrorKind::InvalidValue,
+                format!("{} expects {}", var.to_string_lossy(), self.expects),
+            )),
+            (Err(e), _) => Err(e),
+        }
     }
 }
 
 impl NetArgs {
-    /// Sets aside every value clap took from the environment (see the type's doc).
-    /// `levels` are the matches of each subcommand on the line: a global argument is
-    /// seen at every level, and came from the environment if no level says otherwise.
-    pub fn forget_env(&mut self, levels: &[&clap::ArgMatches]) {
-        let from_env = |id: &str| {
-            let mut sources = levels
-                .iter()
-                .filter(|m| m.ids().any(|i| i.as_str() == id))
-                .map(|m| m.value_source(id));
-            let first = sources.next();
-            first == Some(Some(clap::parser::ValueSource::EnvVariable))
-                && sources.all(|s| s == Some(clap::parser::ValueSource::EnvVariable))
-        };
-        if from_env("network") {
-            self.network = None;
-        }
-        for (id, values) in [
-            ("listen", &mut self.listen),
-            ("bootstrap", &mut self.bootstrap),
-            ("relay", &mut self.relay),
-        ] {
-            if from_env(id) {
-                values.clear();
-            }
-        }
-        if from_env("mdns") {
-            self.mdns = true;
+    /// What was typed.
+    fn flags(&self) -> Flags {
+        let typed = |v: &[Typed<String>]| v.iter().filter_map(Typed::typed).collect();
+        Flags {
+            network: self.network.as_ref().and_then(Typed::typed),
+            listen: typed(&self.listen),
+            bootstrap: typed(&self.bootstrap),
+            relay: typed(&self.relay),
+            no_mdns: self.mdns.typed,
         }
     }
 
@@ -470,6 +521,7 @@ impl NetArgs {
         &self,
         name: Option<&str>,
     ) -> Vec<(&'static str, Option<toml_edit::Item>)> {
+        let flags = self.flags();
         let list = |v: &[String]| {
             let items = v
                 .iter()
@@ -479,19 +531,19 @@ impl NetArgs {
             toml_edit::value(toml_edit::Array::from_iter(items))
         };
         let mut changes = Vec::new();
-        if let Some(n) = &self.network {
+        if let Some(n) = &flags.network {
             changes.push(("network", Some(toml_edit::value(n.as_str()))));
         }
         for (key, values) in [
-            ("listen", &self.listen),
-            ("bootstrap", &self.bootstrap),
-            ("relay", &self.relay),
+            ("listen", &flags.listen),
+            ("bootstrap", &flags.bootstrap),
+            ("relay", &flags.relay),
         ] {
             if !values.is_empty() {
                 changes.push((key, Some(list(values))));
             }
         }
-        if !self.mdns {
+        if flags.no_mdns {
             changes.push(("mdns", Some(toml_edit::value(false))));
         }
         if let Some(n) = name {
@@ -506,14 +558,7 @@ impl NetArgs {
         settings: &crate::settings::Settings,
     ) -> anyhow::Result<interlink_net::Config> {
         let env = settings.layered(|k| std::env::var(k).ok());
-        let flags = Flags {
-            network: self.network.clone(),
-            listen: self.listen.clone(),
-            bootstrap: self.bootstrap.clone(),
-            relay: self.relay.clone(),
-            no_mdns: !self.mdns,
-        };
-        build(&flags, env).map_err(|e| settings.explain(e.into()))
+        build(&self.flags(), env).map_err(|e| settings.explain(e.into()))
     }
 }
 

@@ -534,9 +534,8 @@ pub struct Args {
     /// same comparison string (the supported alternative to copying identity.key).
     #[arg(long)]
     device: bool,
-    /// The network settings.
     #[command(flatten)]
-    pub net: crate::config::NetArgs,
+    net: crate::config::NetArgs,
 }
 
 /// `interlink-p2p invite`.

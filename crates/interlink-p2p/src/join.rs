@@ -36,9 +36,8 @@ pub struct Args {
     /// key is kept next to it as a backup).
     #[arg(long)]
     replace_identity: bool,
-    /// The network settings.
     #[command(flatten)]
-    pub net: crate::config::NetArgs,
+    net: crate::config::NetArgs,
 }
 
 /// `interlink-p2p join`.

@@ -62,7 +62,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .init();
-    let cli = match parse() {
+    let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -84,43 +84,6 @@ fn main() -> ExitCode {
             }
         }
     }
-}
-
-/// The command line, with the network settings clap read from the environment set
-/// aside ([`interlink_p2p::config::NetArgs::forget_env`]).
-fn parse() -> Result<Cli, clap::Error> {
-    use clap::{CommandFactory as _, FromArgMatches as _};
-    let matches = Cli::command().try_get_matches()?;
-    let mut cli = Cli::from_arg_matches(&matches)?;
-    let levels: Vec<&clap::ArgMatches> =
-        std::iter::successors(matches.subcommand().map(|(_, m)| m), |m| {
-            m.subcommand().map(|(_, m)| m)
-        })
-        .collect();
-    let net = match &mut cli.command {
-        Command::Run(a) => Some(&mut a.net),
-        Command::Mcp(a) => Some(&mut a.net),
-        Command::Peers(a) => Some(&mut a.net),
-        Command::Send(a) => Some(&mut a.net),
-        Command::Pair(a) => Some(&mut a.net),
-        Command::Invite(a) => Some(&mut a.net),
-        Command::Join(a) => Some(&mut a.net),
-        Command::Install(a) => Some(&mut a.net),
-        Command::Probe(a) => {
-            if levels.first().and_then(|m| m.value_source("network"))
-                == Some(clap::parser::ValueSource::EnvVariable)
-            {
-                // As for the other commands: the library names the variable.
-                a.network = None;
-            }
-            None
-        }
-        _ => None,
-    };
-    if let Some(net) = net {
-        net.forget_env(&levels);
-    }
-    Ok(cli)
 }
 
 /// Runs the command.

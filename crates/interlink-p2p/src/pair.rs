@@ -331,9 +331,8 @@ async fn confirm(
 pub struct Args {
     #[command(subcommand)]
     action: Action,
-    /// The network settings.
     #[command(flatten)]
-    pub net: crate::config::NetArgs,
+    net: crate::config::NetArgs,
 }
 
 /// `interlink-p2p pair`.

@@ -309,9 +309,8 @@ pub struct Args {
     /// Longest wait for the roster before printing, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 3.0)]
     wait: f64,
-    /// The network settings.
     #[command(flatten)]
-    pub net: crate::config::NetArgs,
+    net: crate::config::NetArgs,
 }
 
 /// `interlink-p2p peers`.

@@ -96,14 +96,15 @@ pub struct Args {
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     timeout: f64,
     /// Overlay name [default: default]
-    #[arg(long, value_name = "NAME", env = crate::config::ENV_NETWORK)]
-    pub network: Option<String>,
+    #[arg(long, value_name = "NAME", env = crate::config::ENV_NETWORK,
+          value_parser = crate::config::Sourced::text())]
+    network: Option<crate::config::Typed<String>>,
 }
 
 /// `interlink-p2p probe`.
 pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
     let flags = crate::config::Flags {
-        network: args.network,
+        network: args.network.and_then(|n| n.typed()),
         ..Default::default()
     };
     let network = crate::config::network(&flags, ctx.env())?;

@@ -133,9 +133,8 @@ pub struct Args {
     /// What this session is doing, as announced to peers.
     #[arg(long, default_value = "", hide_default_value = true)]
     summary: String,
-    /// The network settings.
     #[command(flatten)]
-    pub net: crate::config::NetArgs,
+    net: crate::config::NetArgs,
 }
 
 /// `interlink-p2p run`.

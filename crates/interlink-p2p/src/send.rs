@@ -606,9 +606,8 @@ pub struct Args {
     /// $CLAUDE_CODE_SESSION_ID, else none: replies wait in a mailbox nothing reads]
     #[arg(long, value_name = "ID")]
     reply_to: Option<String>,
-    /// The network settings.
     #[command(flatten)]
-    pub net: crate::config::NetArgs,
+    net: crate::config::NetArgs,
 }
 
 /// `interlink-p2p send`.

@@ -331,9 +331,8 @@ pub struct Args {
     command: Option<String>,
     /// Network settings to write to the settings file (config.toml in the home),
     /// which every command and session reads.
-    /// The network settings.
     #[command(flatten)]
-    pub net: crate::config::NetArgs,
+    net: crate::config::NetArgs,
     /// This user's name, suggested to peers when pairing (written to config.toml).
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
