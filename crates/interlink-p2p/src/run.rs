@@ -10,7 +10,7 @@
 //! `peers.json` while it runs. Start-up is shared with the MCP server
 //! ([`interlink_mcp::cli::session`]).
 
-use std::{io::Write, path::PathBuf};
+use std::io::Write;
 
 use anyhow::Context as _;
 use interlink_core::{
@@ -26,17 +26,6 @@ use tracing::info;
 
 use crate::{paths::Home, policy};
 
-/// What the session announces, besides its identity.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// `--session`; else `INTERLINK_SESSION`, `CLAUDE_CODE_SESSION_ID`, random.
-    pub session: Option<String>,
-    #[allow(missing_docs)]
-    pub summary: String,
-    /// The working directory announced (the current directory).
-    pub cwd: PathBuf,
-}
-
 /// Runs a headless session until SIGTERM or SIGINT. Writes the listen addresses and
 /// `ready` to `out`.
 ///
@@ -45,7 +34,7 @@ pub struct Options {
 pub async fn run(
     home: &Home,
     mut config: Config,
-    options: Options,
+    args: Args,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     // Handlers first: a SIGTERM that arrives right after `ready` must reach us, not
@@ -54,7 +43,7 @@ pub async fn run(
         crate::stop_signal::StopSignals::install().context("installing the signal handlers")?;
 
     let (session, source) = session::resolve(
-        options.session.as_deref(),
+        args.session.as_deref(),
         |k| std::env::var(k).ok(),
         &mut crate::os_rng(),
     )?;
@@ -72,8 +61,8 @@ pub async fn run(
         address_book: Some(home.addresses()),
     };
     let describe = Describe {
-        summary: options.summary,
-        cwd: options.cwd,
+        summary: args.summary,
+        cwd: std::env::current_dir().context("reading the current directory")?,
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,
     };
@@ -140,12 +129,7 @@ pub struct Args {
 /// `interlink-p2p run`.
 pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
     let config = args.net.config(&ctx.settings)?;
-    let options = Options {
-        session: args.session,
-        summary: args.summary,
-        cwd: std::env::current_dir().context("reading the current directory")?,
-    };
     let home = ctx.home()?;
-    crate::ctx::runtime()?.block_on(run(&home, config, options, &mut std::io::stdout()))?;
+    crate::ctx::runtime()?.block_on(run(&home, config, args, &mut std::io::stdout()))?;
     Ok(std::process::ExitCode::SUCCESS)
 }
