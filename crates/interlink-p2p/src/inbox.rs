@@ -10,8 +10,11 @@ use std::io::Write;
 
 use anyhow::bail;
 use interlink_core::wire::EnvelopeKind;
-use interlink_core::{IdentityKey, SessionId, keyfile, session, trust::PeerPolicy};
-use interlink_store::inbox::{self, InboxEntry};
+use interlink_core::{IdentityKey, SessionId, session, trust::PeerPolicy};
+use interlink_store::{
+    inbox::{self, InboxEntry},
+    keyfile,
+};
 
 use crate::{
     paths::{Home, SessionDir, session_dir_name, session_of_dir_name},

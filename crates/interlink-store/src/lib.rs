@@ -1,6 +1,7 @@
 //! The on-disk state of an interlink-p2p home and its sessions, in one place: where
 //! each file lives ([`paths`]), how a file is replaced without ever being half written
-//! ([`atomic`], [`files`]); the user's admitted peers ([`policy`]), named groups
+//! ([`atomic`], [`files`]); the identity key file, owner-only on every platform
+//! ([`keyfile`]); the user's admitted peers ([`policy`]), named groups
 //! ([`groups`]), pair requests ([`pairing`]) and invites ([`invites`]); a session's
 //! durable inbox and outbox ([`inbox`], [`outbox`]), what its agent has read
 //! ([`read_state`]) and what it sent ([`sent_log`]); the sealing keys and mailbox passes
@@ -19,8 +20,10 @@ pub mod files;
 pub mod groups;
 pub mod inbox;
 pub mod invites;
+pub mod keyfile;
 pub mod knocks;
 pub mod outbox;
+mod owner_only;
 pub mod pair_requests;
 pub mod pairing;
 pub mod passes;

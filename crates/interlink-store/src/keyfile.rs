@@ -1,4 +1,4 @@
-//! The identity key file: the one place in this crate that touches the file system.
+//! The identity key file.
 //!
 //! Format (text, one line that matters):
 //! ```text
@@ -21,7 +21,10 @@ use std::{
 use rand_core::CryptoRng;
 use zeroize::Zeroizing;
 
-use crate::identity::{Identity, hex_decode_into, hex_encode};
+use interlink_core::{
+    Identity,
+    identity::{hex_decode_into, hex_encode},
+};
 
 /// The label in front of the secret in the key file.
 pub const KEY_LABEL: &str = "interlink-p2p-ed25519-v1";
