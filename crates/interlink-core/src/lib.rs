@@ -13,7 +13,7 @@
 //! Layers, bottom up:
 //! - [`limits`] — every size, count and time bound, by name.
 //! - [`identity`], [`session`] — keys, fingerprints, derived transport and sealing keys,
-//!   session-id resolution.
+//!   session ids.
 //! - [`sign`], [`seal`] — domain-separated Ed25519 signatures; HPKE sealing of bodies.
 //! - [`wire`] — the versioned CBOR wire types and their verified decoders; [`names`] —
 //!   topic and protocol ids per overlay.
@@ -25,7 +25,6 @@ pub mod bounded;
 pub mod collected;
 pub mod dates;
 pub mod device_link;
-pub mod env;
 pub mod identity;
 pub mod limits;
 pub mod mailbox;

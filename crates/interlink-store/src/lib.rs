@@ -8,7 +8,8 @@
 //! kept per peer ([`pins`], [`passes`]); the knocks a session holds for its operator
 //! ([`knocks`]) and the ones it sent ([`pair_requests`]); where paired peers' and the
 //! user's own sessions were reached ([`address_book`]); the lock that gives a session
-//! id to one process ([`session_lock`]).
+//! id to one process ([`session_lock`]); the environment variables more than one crate
+//! reads ([`env`]).
 //!
 //! The node (`interlink-net`), the MCP server (`interlink-mcp`) and the command line
 //! read and write these files through this crate only. Nothing here runs a network or
@@ -16,6 +17,7 @@
 
 pub mod address_book;
 pub mod atomic;
+pub mod env;
 pub mod files;
 pub mod groups;
 pub mod inbox;
