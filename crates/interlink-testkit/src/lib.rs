@@ -27,6 +27,7 @@ pub mod node;
 pub mod signed;
 
 pub use interlink_process as process;
+use interlink_store::env::*;
 // The builders used most, at the top (`interlink_testkit::message`, ...).
 pub use ids::{identity, msg_id, session};
 
@@ -37,8 +38,6 @@ pub use ids::{identity, msg_id, session};
 pub const IN_PROCESS_MEMORY: Option<usize> = Some(8 << 30);
 pub use mailbox::{raw_record, record};
 pub use signed::{ack, forge, knock, message};
-
-use interlink_store::env::*;
 
 /// Variables a developer's shell may set that change what an `interlink-p2p` process
 /// does: [`scrub_env`] removes them, so a child gets exactly what its caller passes (an
