@@ -8,6 +8,7 @@ mod delivery;
 mod discovery;
 mod exchange;
 mod fetching;
+mod held_live;
 mod hold_check;
 mod hole_punch;
 mod inbound;
@@ -212,6 +213,7 @@ impl Node {
             started: Instant::now(),
             dead_connections: 0,
             upgrades: Default::default(),
+            held_live: Default::default(),
             hole_punch: Default::default(),
             retire: Default::default(),
             tailnet,
@@ -332,6 +334,8 @@ struct Actor {
     dead_connections: u64,
     /// Peers being moved from TCP to QUIC ([`quic_upgrade`]).
     upgrades: quic_upgrade::QuicUpgrades,
+    /// Live deliveries waiting for closing connections ([`held_live`]).
+    held_live: held_live::HeldLive,
     /// The UDP addresses this node was observed at ([`hole_punch`]).
     hole_punch: hole_punch::HolePunch,
     /// Relayed connections closed once a direct one is up ([`retire_circuits`]).
@@ -367,7 +371,7 @@ impl Actor {
                 .into_iter()
                 .chain(self.pacer_deadline())
                 .chain(self.retire.poll_timeout())
-                .chain(self.held_deadline())
+                .chain(self.held_live.poll_timeout())
                 .min()
                 .map(tokio::time::Instant::from_std);
             // The held-knocks file's coalesced write (`node::pairing`).

@@ -281,8 +281,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                     });
                 }
             } else {
-                actor.upgrade_to_quic(peer_id, &info.listen_addrs);
-                actor.on_upgrade_identified(peer_id, connection_id);
+                actor.on_upgrade_identified(peer_id, connection_id, &info.listen_addrs);
                 actor.on_retire_identified(peer_id, connection_id);
             }
             let kad_proto = actor.config.network.kad_protocol();

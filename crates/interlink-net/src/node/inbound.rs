@@ -88,7 +88,8 @@ impl Actor {
         }
         if matches!(result, Err(SendFailure::ConnectionLost)) {
             // The engine sends it again at once: not on the connection that is going.
-            self.hold_until_a_close(peer, std::time::Instant::now());
+            self.held_live
+                .lost_with_connection(peer, std::time::Instant::now());
         }
         // An undecodable or forged receipt proves nothing: without it the engine
         // treats every "held" as unproven and tries again.
@@ -407,7 +408,7 @@ impl Actor {
                 .map(|e| ByteBuf::from(e.to_bytes()))
                 .collect(),
         };
-        if let Some((req, request)) = self.hold_live(peer_id, req, request) {
+        if let Some((req, request)) = self.held_live.hold(peer_id, (req, request)) {
             self.send_live_request(peer_id, req, request);
         }
     }

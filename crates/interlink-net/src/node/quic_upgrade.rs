@@ -23,8 +23,8 @@
 //! `ConnectionClosed`, and their messages would go to the mailbox), or after
 //! [`RETIRE_WAIT`] regardless. Until the swarm reports them closed, request-response
 //! still counts them among the peer's connections and would hand a new request to one
-//! of them, so new live deliveries to the peer wait for that report (at most
-//! [`CLOSE_WAIT`]). A request that the peer itself has in flight on a closed connection
+//! of them, so new live deliveries to the peer wait for that report
+//! (`node::held_live`). A request that the peer itself has in flight on a closed connection
 //! fails there; the peer being connected still, it is sent again at once
 //! (`SendFailure::ConnectionLost`, a bounded number of times).
 //!
@@ -36,8 +36,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use interlink_core::wire::DeliverRequest;
-use interlink_delivery::ReqId;
 use libp2p::{
     Multiaddr, PeerId,
     core::ConnectedPoint,
@@ -62,26 +60,6 @@ const DIAL_WAIT: Duration = Duration::from_secs(20);
 const RETIRE_WAIT: Duration = Duration::from_secs(5);
 /// Most QUIC addresses dialled for one peer.
 const MAX_QUIC_ADDRS: usize = 2;
-/// How long live deliveries wait for the retired connections' closing to be reported.
-const CLOSE_WAIT: Duration = Duration::from_secs(1);
-/// How long a live delivery sent again after its connection was lost under it (the
-/// peer still connected) waits for the swarm to report that connection closed: sent at
-/// once, it may land on the same dying connection — the peer closed it, and the stream
-/// error came before the close — and be lost again. Well under the live attempt's
-/// timeout (1 s), which runs while it waits.
-const LOST_WAIT: Duration = Duration::from_millis(300);
-/// Most live deliveries held back for one peer while its TCP connections close (the
-/// engine keeps far fewer in flight); past it they are sent at once.
-const MAX_HELD_LIVE: usize = 64;
-
-/// A peer whose TCP connections are closing, and the live deliveries held back until
-/// they are gone.
-#[derive(Debug)]
-struct Closing {
-    connections: Vec<ConnectionId>,
-    deadline: Instant,
-    held: Vec<(ReqId, DeliverRequest)>,
-}
 
 #[derive(Debug)]
 enum Step {
@@ -91,11 +69,12 @@ enum Step {
     Retiring(Instant),
 }
 
-/// The peers being moved to QUIC.
+/// The peers being moved to QUIC. IO-free: the node tells it what identify and the
+/// swarm said, with the peer's connections as they are, and carries out the dials and
+/// closes it returns.
 #[derive(Debug, Default)]
 pub(super) struct QuicUpgrades {
     steps: HashMap<PeerId, Step>,
-    closing: HashMap<PeerId, Closing>,
     /// QUIC connections this node dialled over which the peer's identify came: the
     /// peer holds them too (bounded by the swarm's connections; removed on close).
     heard_on: HashSet<ConnectionId>,
@@ -103,10 +82,152 @@ pub(super) struct QuicUpgrades {
     retired: u64,
 }
 
+/// A peer's connections and how each was made.
+type Connections = HashMap<ConnectionId, ConnectedPoint>;
+
 impl QuicUpgrades {
     /// Peers moved from TCP to QUIC.
     pub(super) fn retired(&self) -> u64 {
         self.retired
+    }
+
+    /// Identify told us `peer`'s `listen` addresses: if this session reaches it over
+    /// TCP only, by a connection it dialled, and the peer listens on QUIC, the QUIC
+    /// addresses to dial at the host it reached (then [`Self::dialling`]).
+    pub(super) fn to_dial(
+        &self,
+        peer: &PeerId,
+        connections: &Connections,
+        listen: &[Multiaddr],
+    ) -> Option<Vec<Multiaddr>> {
+        if self.steps.contains_key(peer) || self.steps.len() >= MAX_UPGRADES {
+            return None;
+        }
+        let only_tcp = connections
+            .values()
+            .all(|c| diagnostics::transport_of(c) == ("tcp", false));
+        if connections.is_empty() || !only_tcp {
+            return None;
+        }
+        let host = connections.values().find_map(dialled_tcp)?;
+        let addrs = quic_addrs_at(host, listen);
+        (!addrs.is_empty()).then_some(addrs)
+    }
+
+    /// The QUIC dial to `peer` started.
+    pub(super) fn dialling(&mut self, peer: PeerId, now: Instant) {
+        self.steps.insert(peer, Step::Dialling(now + DIAL_WAIT));
+    }
+
+    /// `peer`'s identify came over `connection`: if it is a QUIC connection this node
+    /// dialled, the peer holds it too; whether TCP may now be retired (then
+    /// [`Self::on_connected`]).
+    pub(super) fn identified_over(
+        &mut self,
+        connection: ConnectionId,
+        connections: &Connections,
+    ) -> bool {
+        let dialled_quic = connections
+            .get(&connection)
+            .is_some_and(|c| c.is_dialer() && diagnostics::transport_of(c) == ("quic", false));
+        dialled_quic && self.heard_on.insert(connection)
+    }
+
+    /// A connection to `peer` opened, or its QUIC one was confirmed: while the peer has
+    /// a direct QUIC connection this node dialled and confirmed, its direct TCP ones are
+    /// to be retired — the one it was met on, and any made later (an AutoNAT dial-back,
+    /// the peer dialling an announced address). Whether retiring starts now.
+    pub(super) fn on_connected(
+        &mut self,
+        peer: PeerId,
+        connections: &Connections,
+        now: Instant,
+    ) -> bool {
+        if matches!(self.steps.get(&peer), Some(Step::Retiring(_))) {
+            return false;
+        }
+        // Only the side that dialled QUIC retires TCP: the other side's requests on it
+        // are this side's to protect.
+        let (mut quic, mut tcp) = (false, false);
+        for (id, c) in connections {
+            match diagnostics::transport_of(c) {
+                ("quic", false) if c.is_dialer() && self.heard_on.contains(id) => quic = true,
+                ("tcp", false) => tcp = true,
+                _ => {}
+            }
+        }
+        if !(quic && tcp) || (self.steps.len() >= MAX_UPGRADES && !self.steps.contains_key(&peer)) {
+            return false;
+        }
+        self.steps.insert(peer, Step::Retiring(now + RETIRE_WAIT));
+        true
+    }
+
+    /// The TCP connections of `peer` to close now, if QUIC took over and none of our
+    /// live deliveries waits on the peer (`waiting`), or the wait is over. Empty when
+    /// nothing is to close (also when the QUIC connection is gone again: TCP is all
+    /// there is).
+    pub(super) fn retire(
+        &mut self,
+        peer: PeerId,
+        connections: &Connections,
+        waiting: bool,
+        now: Instant,
+    ) -> Vec<ConnectionId> {
+        let Some(Step::Retiring(deadline)) = self.steps.get(&peer) else {
+            return Vec::new();
+        };
+        if waiting && now < *deadline {
+            return Vec::new();
+        }
+        self.steps.remove(&peer);
+        if !connections
+            .values()
+            .any(|c| diagnostics::transport_of(c).0 == "quic")
+        {
+            return Vec::new();
+        }
+        let tcp: Vec<ConnectionId> = connections
+            .iter()
+            .filter(|(_, c)| diagnostics::transport_of(c) == ("tcp", false))
+            .map(|(id, _)| *id)
+            .collect();
+        self.retired += tcp.len() as u64;
+        tcp
+    }
+
+    /// Whether `peer`'s TCP connections are waiting to be retired.
+    pub(super) fn is_retiring(&self, peer: &PeerId) -> bool {
+        matches!(self.steps.get(peer), Some(Step::Retiring(_)))
+    }
+
+    /// Every tick: dials that did not connect in time are given up (the peer stays on
+    /// TCP); the peers whose TCP connections wait to be retired.
+    pub(super) fn handle_timeout(&mut self, now: Instant) -> Vec<PeerId> {
+        self.steps.retain(|peer, step| match step {
+            Step::Dialling(deadline) => {
+                if now >= *deadline {
+                    debug!(%peer, "QUIC dial did not connect: staying on TCP");
+                }
+                now < *deadline
+            }
+            Step::Retiring(_) => true,
+        });
+        self.steps
+            .iter()
+            .filter(|(_, s)| matches!(s, Step::Retiring(_)))
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
+    pub(super) fn closed(&mut self, connection: ConnectionId) {
+        self.heard_on.remove(&connection);
+    }
+
+    /// `peer` disconnected altogether: nothing left to move.
+    pub(super) fn disconnected(&mut self, peer: &PeerId, connection: ConnectionId) {
+        self.heard_on.remove(&connection);
+        self.steps.remove(peer);
     }
 }
 
@@ -172,7 +293,10 @@ impl Actor {
         host: &Multiaddr,
         listen: &[Multiaddr],
     ) -> bool {
-        let addrs = quic_addrs_at(host, listen);
+        self.dial_quic_at(peer, quic_addrs_at(host, listen))
+    }
+
+    fn dial_quic_at(&mut self, peer: PeerId, addrs: Vec<Multiaddr>) -> bool {
         if addrs.is_empty() {
             return false;
         }
@@ -195,255 +319,118 @@ impl Actor {
         matches!(self.role, Role::Session(_)) && !self.relays.is_relay(peer)
     }
 
-    /// Identify told us `peer`'s listen addresses: if this session reaches it over TCP
-    /// only, by a connection it dialled, and the peer listens on QUIC, dial QUIC too.
-    pub(super) fn upgrade_to_quic(&mut self, peer: PeerId, listen: &[Multiaddr]) {
-        if !self.moves_to_quic(&peer)
-            || self.upgrades.steps.contains_key(&peer)
-            || self.upgrades.steps.len() >= MAX_UPGRADES
-        {
+    /// Identify told us `peer`'s listen addresses, over `connection`.
+    pub(super) fn on_upgrade_identified(
+        &mut self,
+        peer: PeerId,
+        connection: ConnectionId,
+        listen: &[Multiaddr],
+    ) {
+        if !self.moves_to_quic(&peer) {
             return;
         }
         let Some(info) = self.peers.get(&peer) else {
             return;
         };
-        if info.transports() != ["tcp"] {
-            return;
+        if let Some(addrs) = self.upgrades.to_dial(&peer, &info.connections, listen)
+            && self.dial_quic_at(peer, addrs)
+        {
+            self.upgrades.dialling(peer, Instant::now());
         }
-        let Some(host) = info.connections.values().find_map(dialled_tcp).cloned() else {
-            return;
-        };
-        if self.dial_quic(peer, &host, listen) {
-            self.upgrades
-                .steps
-                .insert(peer, Step::Dialling(Instant::now() + DIAL_WAIT));
+        let confirmed = self
+            .peers
+            .get(&peer)
+            .is_some_and(|info| self.upgrades.identified_over(connection, &info.connections));
+        if confirmed {
+            self.on_upgrade_connected(peer);
         }
     }
 
-    /// A connection to `peer` opened (already in `peers`): while the peer has a direct
-    /// QUIC connection this node dialled, its direct TCP ones are retired — the one it was met on, and
-    /// any made later (an AutoNAT dial-back, the peer dialling an announced address).
+    /// A connection to `peer` opened (already in `peers`), or its QUIC one was confirmed.
     pub(super) fn on_upgrade_connected(&mut self, peer: PeerId) {
-        if !self.moves_to_quic(&peer)
-            || matches!(self.upgrades.steps.get(&peer), Some(Step::Retiring(_)))
-        {
+        if !self.moves_to_quic(&peer) {
             return;
         }
-        let Some(info) = self.peers.get(&peer) else {
-            return;
-        };
-        // Only the side that dialled QUIC retires TCP: the other side's requests on it
-        // are this side's to protect.
-        let (mut quic, mut tcp) = (false, false);
-        for (id, c) in &info.connections {
-            match diagnostics::transport_of(c) {
-                ("quic", false) if c.is_dialer() && self.upgrades.heard_on.contains(id) => {
-                    quic = true;
-                }
-                ("tcp", false) => tcp = true,
-                _ => {}
-            }
+        let now = Instant::now();
+        let started = self
+            .peers
+            .get(&peer)
+            .is_some_and(|info| self.upgrades.on_connected(peer, &info.connections, now));
+        if started {
+            self.retire_tcp(peer, now);
         }
-        if !(quic && tcp)
-            || (self.upgrades.steps.len() >= MAX_UPGRADES
-                && !self.upgrades.steps.contains_key(&peer))
-        {
-            return;
-        }
-        self.upgrades
-            .steps
-            .insert(peer, Step::Retiring(Instant::now() + RETIRE_WAIT));
-        self.retire_tcp(peer, Instant::now());
     }
 
-    /// Closes `peer`'s direct TCP connections if QUIC took over and none of our live
-    /// deliveries waits on the peer (or the wait is over).
+    /// Closes what [`QuicUpgrades::retire`] says of `peer`'s TCP connections.
     fn retire_tcp(&mut self, peer: PeerId, now: Instant) {
-        let Some(Step::Retiring(deadline)) = self.upgrades.steps.get(&peer) else {
-            return;
-        };
         let deliver = &self.swarm.behaviour().deliver;
         let waiting = self
             .parts
             .delivery()
             .is_some_and(|d| d.waits_on(peer, |id| deliver.is_pending_outbound(&peer, id)));
-        if waiting && now < *deadline {
-            return;
-        }
-        self.upgrades.steps.remove(&peer);
         let Some(info) = self.peers.get_mut(&peer) else {
             return;
         };
-        if !info.transports().contains(&"quic") {
-            // The QUIC connection is gone again: TCP is all there is.
+        let tcp = self.upgrades.retire(peer, &info.connections, waiting, now);
+        if tcp.is_empty() {
             return;
         }
-        let tcp: Vec<_> = info
-            .connections
-            .iter()
-            .filter(|(_, c)| diagnostics::transport_of(c) == ("tcp", false))
-            .map(|(id, _)| *id)
-            .collect();
         for id in &tcp {
             info.connections.remove(id);
-            self.upgrades.retired += 1;
             self.swarm.close_connection(*id);
         }
-        self.hold_while_closing(peer, tcp, now);
+        self.held_live.closing(peer, tcp, now);
         debug!(%peer, "moved to QUIC");
     }
 
-    /// `connections` to `peer` are closing for a better one (here, or
-    /// `retire_circuits`): new live deliveries to the peer wait for the swarm's report
-    /// that they are gone, at most [`CLOSE_WAIT`] from now.
-    pub(super) fn hold_while_closing(
-        &mut self,
-        peer: PeerId,
-        connections: Vec<ConnectionId>,
-        now: Instant,
-    ) {
-        if connections.is_empty() {
-            return;
-        }
-        // Merged into what is closing already: what was held back stays held.
-        let c = self
-            .upgrades
-            .closing
-            .entry(peer)
-            .or_insert_with(|| Closing {
-                connections: Vec::new(),
-                deadline: now + CLOSE_WAIT,
-                held: Vec::new(),
-            });
-        c.connections.extend(connections);
-        c.deadline = now + CLOSE_WAIT;
-    }
-
-    /// A live delivery to `peer`: held back while the peer's retired connections are
-    /// closing (given back otherwise, to be sent now).
-    pub(super) fn hold_live(
-        &mut self,
-        peer: PeerId,
-        req: ReqId,
-        request: DeliverRequest,
-    ) -> Option<(ReqId, DeliverRequest)> {
-        match self.upgrades.closing.get_mut(&peer) {
-            Some(c) if c.held.len() < MAX_HELD_LIVE => {
-                c.held.push((req, request));
-                None
-            }
-            _ => Some((req, request)),
-        }
-    }
-
-    /// A live delivery to `peer` was lost with its connection while the peer stays
-    /// connected (the peer closed that connection for a better one: `retire_circuits`
-    /// on its side, or its move to QUIC): what is sent to the peer next waits until
-    /// the swarm reports a connection to it closed, at most [`LOST_WAIT`].
-    pub(super) fn hold_until_a_close(&mut self, peer: PeerId, now: Instant) {
-        if self.upgrades.closing.contains_key(&peer) {
-            return;
-        }
-        debug!(%peer, "a live delivery lost with its connection: what follows waits for the close");
-        // No connection named: the first close reported for the peer releases it.
-        self.upgrades.closing.insert(
-            peer,
-            Closing {
-                connections: Vec::new(),
-                deadline: now + LOST_WAIT,
-                held: Vec::new(),
-            },
-        );
-    }
-
-    /// When held live deliveries are next due out whatever happens.
-    pub(super) fn held_deadline(&self) -> Option<Instant> {
-        self.upgrades.closing.values().map(|c| c.deadline).min()
-    }
-
-    /// `peer`'s identify came over `connection`: if it is a QUIC connection this node
-    /// dialled, the peer holds it too, and TCP may be retired.
-    pub(super) fn on_upgrade_identified(&mut self, peer: PeerId, connection: ConnectionId) {
-        let dialled_quic = self
-            .peers
-            .get(&peer)
-            .and_then(|info| info.connections.get(&connection))
-            .is_some_and(|c| c.is_dialer() && diagnostics::transport_of(c) == ("quic", false));
-        if dialled_quic && self.upgrades.heard_on.insert(connection) {
-            self.on_upgrade_connected(peer);
-        }
-    }
-
-    /// A connection to `peer` closed: when it was the last retired one, what was held
-    /// back goes out.
-    pub(super) fn on_upgrade_closed(&mut self, peer: PeerId, connection: ConnectionId) {
-        self.upgrades.heard_on.remove(&connection);
-        let Some(c) = self.upgrades.closing.get_mut(&peer) else {
-            return;
-        };
-        c.connections.retain(|id| *id != connection);
-        if c.connections.is_empty() {
-            self.release_held(peer);
-        }
-    }
-
-    fn release_held(&mut self, peer: PeerId) {
-        let Some(c) = self.upgrades.closing.remove(&peer) else {
-            return;
-        };
-        debug!(%peer, held = c.held.len(), left = c.connections.len(), "live deliveries released");
-        for (req, request) in c.held {
-            self.send_live_request(peer, req, request);
-        }
-    }
-
     /// Every tick, and after each live answer: retire what is due, give up on dials
-    /// that did not connect.
+    /// that did not connect, send what waited too long for a close.
     pub(super) fn advance_upgrades(&mut self, now: Instant) {
-        self.upgrades.steps.retain(|peer, step| match step {
-            Step::Dialling(deadline) => {
-                if now >= *deadline {
-                    debug!(%peer, "QUIC dial did not connect: staying on TCP");
-                }
-                now < *deadline
-            }
-            Step::Retiring(_) => true,
-        });
-        let retiring: Vec<PeerId> = self
-            .upgrades
-            .steps
-            .iter()
-            .filter(|(_, s)| matches!(s, Step::Retiring(_)))
-            .map(|(p, _)| *p)
-            .collect();
-        for peer in retiring {
+        for peer in self.upgrades.handle_timeout(now) {
             self.retire_tcp(peer, now);
         }
-        let overdue: Vec<PeerId> = self
-            .upgrades
-            .closing
-            .iter()
-            .filter(|(_, c)| now >= c.deadline)
-            .map(|(p, _)| *p)
-            .collect();
-        for peer in overdue {
-            self.release_held(peer);
+        while let Some((peer, held)) = self.held_live.poll_due(now) {
+            self.send_held(peer, held);
         }
     }
 
     /// A live answer came from `peer`: its TCP connections may be idle now.
     pub(super) fn on_upgrade_answered(&mut self, peer: PeerId) {
-        if matches!(self.upgrades.steps.get(&peer), Some(Step::Retiring(_))) {
+        if self.upgrades.is_retiring(&peer) {
             self.retire_tcp(peer, Instant::now());
+        }
+    }
+
+    /// A connection to `peer` closed: when it was the last closing one, what was held
+    /// back goes out.
+    pub(super) fn on_upgrade_closed(&mut self, peer: PeerId, connection: ConnectionId) {
+        self.upgrades.closed(connection);
+        if let Some(held) = self.held_live.closed(peer, connection) {
+            self.send_held(peer, held);
         }
     }
 
     /// `peer` disconnected altogether: nothing left to move; what was held back is sent
     /// (request-response dials the peer again, or reports it unreachable).
     pub(super) fn on_upgrade_disconnected(&mut self, peer: &PeerId, connection: ConnectionId) {
-        self.upgrades.heard_on.remove(&connection);
-        self.upgrades.steps.remove(peer);
-        self.release_held(*peer);
+        self.upgrades.disconnected(peer, connection);
+        if let Some(held) = self.held_live.release(peer) {
+            self.send_held(*peer, held);
+        }
+    }
+
+    fn send_held(
+        &mut self,
+        peer: PeerId,
+        held: Vec<(
+            interlink_delivery::ReqId,
+            interlink_core::wire::DeliverRequest,
+        )>,
+    ) {
+        debug!(%peer, held = held.len(), "live deliveries released");
+        for (req, request) in held {
+            self.send_live_request(peer, req, request);
+        }
     }
 }
 
@@ -504,5 +491,95 @@ mod tests {
             send_back_addr: "/ip4/203.0.113.9/tcp/50000".parse().unwrap(),
         };
         assert!(dialled_tcp(&listener).is_none());
+    }
+
+    fn connections(points: &[(usize, &str, bool)]) -> Connections {
+        use libp2p::core::{Endpoint, transport::PortUse};
+        points
+            .iter()
+            .map(|(id, addr, dialer)| {
+                let address: Multiaddr = addr.parse().unwrap();
+                let point = if *dialer {
+                    ConnectedPoint::Dialer {
+                        address,
+                        role_override: Endpoint::Dialer,
+                        port_use: PortUse::New,
+                    }
+                } else {
+                    ConnectedPoint::Listener {
+                        local_addr: "/ip4/10.0.0.2/tcp/4001".parse().unwrap(),
+                        send_back_addr: address,
+                    }
+                };
+                (ConnectionId::new_unchecked(*id), point)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_side_that_dialled_tcp_dials_quic_and_retires_tcp_once_the_peer_confirms_it() {
+        let (mut u, peer, start) = (QuicUpgrades::default(), PeerId::random(), Instant::now());
+        let listen: Vec<Multiaddr> = vec!["/ip4/10.0.0.5/udp/4001/quic-v1".parse().unwrap()];
+        let tcp = connections(&[(1, "/ip4/203.0.113.9/tcp/4001", true)]);
+        assert!(
+            u.to_dial(
+                &peer,
+                &connections(&[(1, "/ip4/203.0.113.9/tcp/4001", false)]),
+                &listen
+            )
+            .is_none(),
+            "it dialled us"
+        );
+        let addrs = u.to_dial(&peer, &tcp, &listen).unwrap();
+        assert_eq!(addrs[0].to_string(), "/ip4/203.0.113.9/udp/4001/quic-v1");
+        u.dialling(peer, start);
+        assert!(
+            u.to_dial(&peer, &tcp, &listen).is_none(),
+            "one dial at a time"
+        );
+        let both = connections(&[
+            (1, "/ip4/203.0.113.9/tcp/4001", true),
+            (2, "/ip4/203.0.113.9/udp/4001/quic-v1", true),
+        ]);
+        assert!(
+            !u.on_connected(peer, &both, start),
+            "QUIC not confirmed by the peer yet"
+        );
+        assert!(u.identified_over(ConnectionId::new_unchecked(2), &both));
+        assert!(u.on_connected(peer, &both, start));
+        // A live delivery waits on the peer: TCP stays until the wait is over.
+        assert!(u.retire(peer, &both, true, start).is_empty());
+        assert_eq!(u.handle_timeout(start + Duration::from_secs(1)), [peer]);
+        let closed = u.retire(peer, &both, true, start + RETIRE_WAIT);
+        assert_eq!(closed, [ConnectionId::new_unchecked(1)]);
+        assert_eq!(u.retired(), 1);
+        assert!(!u.is_retiring(&peer));
+    }
+
+    #[test]
+    fn a_dial_that_never_connects_is_given_up_and_tcp_stays_without_quic() {
+        let (mut u, peer, start) = (QuicUpgrades::default(), PeerId::random(), Instant::now());
+        u.dialling(peer, start);
+        assert!(
+            u.handle_timeout(start + DIAL_WAIT - Duration::from_millis(1))
+                .is_empty()
+        );
+        u.handle_timeout(start + DIAL_WAIT);
+        let tcp = connections(&[(1, "/ip4/203.0.113.9/tcp/4001", true)]);
+        let listen: Vec<Multiaddr> = vec!["/ip4/10.0.0.5/udp/4001/quic-v1".parse().unwrap()];
+        assert!(
+            u.to_dial(&peer, &tcp, &listen).is_some(),
+            "free to try again"
+        );
+        // Retiring, but the QUIC connection is gone again: nothing is closed.
+        let both = connections(&[
+            (1, "/ip4/203.0.113.9/tcp/4001", true),
+            (2, "/ip4/203.0.113.9/udp/4001/quic-v1", true),
+        ]);
+        assert!(u.identified_over(ConnectionId::new_unchecked(2), &both));
+        assert!(u.on_connected(peer, &both, start));
+        u.closed(ConnectionId::new_unchecked(2));
+        assert!(u.retire(peer, &tcp, false, start).is_empty());
+        assert_eq!(u.retired(), 0);
     }
 }

@@ -28,7 +28,7 @@
 //! sent again on the direct connection (`SendFailure::ConnectionLost`, the peer
 //! being still connected), and the node holds new live deliveries to the peer until
 //! the swarm reports the relayed connections closed (`node::quic_upgrade`'s
-//! `hold_while_closing`). A relayed connection opened later while the direct one is
+//! `node::held_live`). A relayed connection opened later while the direct one is
 //! confirmed (a fresh circuit for a punch again, the peer dialling a circuit address
 //! it was given) is closed after the grace too. When the direct connection goes, the
 //! relayed ones left stay: they are all there is.
@@ -312,7 +312,7 @@ impl Actor {
             }
             // Live deliveries wait for the swarm's report: until then request-response
             // may hand one to a closing connection.
-            self.hold_while_closing(peer, closing, now);
+            self.held_live.closing(peer, closing, now);
             if let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams()) {
                 streams.reset(&peer);
             }
