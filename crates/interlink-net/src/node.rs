@@ -44,11 +44,8 @@ use std::{
 };
 
 use futures::StreamExt;
-use interlink_core::{
-    presence::{Roster, pacer::Input as PacerInput},
-    wire::SessionAddr,
-};
-use interlink_delivery::{Engine, Input, OutboxEntry};
+use interlink_core::presence::{Roster, pacer::Input as PacerInput};
+use interlink_delivery::Input;
 use libp2p::{
     Multiaddr, PeerId, Swarm, gossipsub, request_response,
     swarm::{SwarmEvent, dial_opts::DialOpts},
@@ -67,7 +64,6 @@ use crate::{
     diagnostics,
     handle::Command,
 };
-use interlink_store::inbox::Inbox;
 
 /// The housekeeping tick: re-announcement, roster sweep, bootstrap redial.
 const TICK: Duration = Duration::from_secs(1);
@@ -129,7 +125,7 @@ impl Node {
             Role::Session(s) => s.summary.clone(),
             Role::Observer | Role::Relay(_) => String::new(),
         };
-        let parts = role_parts(&config, &role)?;
+        let parts = roles::role_parts(&config, &role)?;
         let config_relay_server = config.relay_server;
         let pacer = pacing::new(&config, &role, swarm.local_peer_id(), config.clock.now_ms());
         let tailnet = tailnet::Tailnet::new(config.tailnet.as_ref());
@@ -806,101 +802,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     parts.retain(|p| !p.is_empty());
     parts.dedup();
     parts.join(": ")
-}
-
-/// The parts `role` runs: a session's delivery (its inbox and outbox opened) and the
-/// passes its peers issued it, a relay's store thread; sessions and observers, which
-/// hold copies for others, check them on a thread of their own (a relay's store thread
-/// does it for the relay).
-fn role_parts(config: &Config, role: &Role) -> Result<roles::Parts, NetError> {
-    let hold_checker = || {
-        hold_check::spawn(config.clock)
-            .map_err(|e| NetError::Setup(format!("hold check thread: {e}")))
-    };
-    Ok(match role {
-        Role::Session(spec) => {
-            let delivery = open_delivery(config, spec, config.delivery.inbox_dir.as_deref())?;
-            // Kept beside the pins: both are what this user knows per identity.
-            let path = config
-                .delivery
-                .pins_file
-                .as_ref()
-                .map(|p| p.with_file_name(interlink_store::passes::PASSES_FILE));
-            roles::Parts::Session {
-                delivery: Box::new(delivery),
-                hold_checker: hold_checker()?,
-                passes: interlink_store::passes::MailboxPasses::load(path, spec.identity.public()),
-            }
-        }
-        Role::Observer => roles::Parts::Observer {
-            hold_checker: hold_checker()?,
-        },
-        Role::Relay(spec) => roles::Parts::Relay {
-            store: relay_store::spawn(spec.store.clone(), config.clock)
-                .map_err(|e| NetError::Setup(format!("relay store thread: {e}")))?,
-        },
-    })
-}
-
-/// A session's delivery: its inbox and outbox opened, the engine restored from them
-/// (what the outbox kept, what the inbox holds, the pair requests sent), the store
-/// thread started. A session without an inbox directory gets an engine and no store.
-fn open_delivery(
-    config: &Config,
-    spec: &crate::SessionSpec,
-    dir: Option<&std::path::Path>,
-) -> Result<delivery::Delivery, NetError> {
-    let setup = |e: &dyn std::fmt::Display| NetError::Setup(e.to_string());
-    let now = config.clock.now_ms();
-    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    let engine_config = interlink_delivery::Config::default()
-        .with_policy(config.delivery.policy.clone())
-        .with_timing(
-            ms(crate::behaviour::LIVE_ATTEMPT_TIMEOUT),
-            ms(mailbox::MAILBOX_POLL),
-            ms(REPUBLISH),
-            ms(LIVE_RETRY),
-        );
-    let me = SessionAddr {
-        key: spec.identity.public(),
-        session: spec.session.clone(),
-    };
-    let Some(dir) = dir else {
-        // Nothing keeps what it sends: `queued` only on a holder's word.
-        let engine_config = engine_config
-            .without_outbox()
-            .with_put_timeout(ms(crate::behaviour::MAILBOX_REQUEST_TIMEOUT) + 5_000);
-        let engine = Engine::new(engine_config, spec.identity.clone(), me, now);
-        return Ok(delivery::Delivery::new(engine, None, now));
-    };
-    let inbox = Inbox::open(dir, now).map_err(|e| setup(&e))?;
-    let mut outbox = interlink_store::outbox::Outbox::open(dir).map_err(|e| setup(&e))?;
-    let kept = outbox.load(now).unwrap_or_else(|e| {
-        warn!("reading the outbox: {e}");
-        Vec::new()
-    });
-    if !kept.is_empty() {
-        info!(
-            messages = kept.len(),
-            "outbox: messages still waiting for their recipients"
-        );
-    }
-    let mut engine = Engine::restore(
-        engine_config,
-        spec.identity.clone(),
-        me,
-        kept.into_iter()
-            .map(|envelope| OutboxEntry { envelope })
-            .collect(),
-        inbox.received(),
-        now,
-    );
-    for key in interlink_store::pair_requests::load(dir) {
-        engine.gate_mut().note_pair_request(key);
-    }
-    let store = store::Store::spawn(inbox, outbox, spec.identity.sealing_secret(), config.clock)
-        .map_err(|e| setup(&e))?;
-    Ok(delivery::Delivery::new(engine, Some(store), now))
 }
 
 /// Feeds libp2p's metrics the events they count.
