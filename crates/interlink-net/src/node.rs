@@ -16,7 +16,6 @@ mod live_stream;
 mod mailbox;
 mod mailbox_calls;
 mod nat;
-mod pacing;
 mod pairing;
 mod presence;
 mod publishing;
@@ -40,10 +39,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use interlink_core::{
-    presence::{Roster, pacer::Input as PacerInput},
-    wire::SessionAddr,
-};
+use interlink_core::{presence::node::Input as PresenceInput, wire::SessionAddr};
 use interlink_delivery::{Engine, Input, OutboxEntry};
 use libp2p::{
     Multiaddr, PeerId, Swarm, gossipsub, request_response,
@@ -121,13 +117,10 @@ impl Node {
             peer_id: *swarm.local_peer_id(),
             cancel: cancel.clone(),
         };
-        let summary = match &role {
-            Role::Session(s) => s.summary.clone(),
-            Role::Observer | Role::Relay(_) => String::new(),
-        };
         let parts = role_parts(&config, &role)?;
         let config_relay_server = config.relay_server;
-        let pacer = pacing::new(&config, &role, swarm.local_peer_id(), config.clock.now_ms());
+        let presence_node =
+            presence::new(&config, &role, swarm.local_peer_id(), config.clock.now_ms());
         let tailnet = tailnet::Tailnet::new(config.tailnet.as_ref());
         let mailbox = mailbox::Service {
             copies: mailbox::Mailboxes::new(config.max_mailbox_records),
@@ -168,17 +161,11 @@ impl Node {
         };
         let mut actor = Actor {
             presence: presence::Presence {
-                roster: Roster::new(config.presence),
-                pacer,
+                node: presence_node,
                 topic,
-                seq: 0,
-                summary,
-                unpublished: None,
                 asks: roster_sync::RosterAsks::default(),
                 cost: Default::default(),
-                left: false,
                 goodbye_at: None,
-                readers: Vec::new(),
                 details: match &role {
                     Role::Session(spec) => {
                         Some(interlink_core::wire::DetailsReader::new(&spec.identity))
@@ -357,7 +344,7 @@ impl Actor {
                 .publishing
                 .next_deadline()
                 .into_iter()
-                .chain(self.pacer_deadline())
+                .chain(self.presence_deadline())
                 .chain(self.retire.poll_timeout())
                 .chain(self.held_deadline())
                 .min()
@@ -399,7 +386,7 @@ impl Actor {
                 () = tokio::time::sleep_until(wake), if deadline.is_some() => {
                     self.on_engine_timer();
                     self.answer_settle_waiters(Instant::now());
-                    self.pace_timeout();
+                    self.presence_timeout();
                     self.retire_circuits_due(Instant::now());
                     self.advance_upgrades(Instant::now());
                     self.save_held_knocks(false);
@@ -434,19 +421,9 @@ impl Actor {
         self.retire_circuits_due(now);
         self.retry_relay_quic(now);
         self.lift_blocks();
-        let removed = self.presence.roster.sweep(self.now_ms());
-        for addr in &removed {
-            self.route_session(addr);
-        }
-        if !removed.is_empty() {
-            self.emit(Event::RosterChanged);
-        }
-        // Heartbeats, anti-entropy, second looks, joining the DHT: the pacer's.
-        self.pace(PacerInput::Tick {
-            roster_len: self.presence.roster.len(),
-        });
-        // The announcement no peer has taken yet, if any.
-        self.publish_announcement();
+        // Expired sessions swept; heartbeats, anti-entropy, second looks, joining the
+        // DHT; the announcement no peer has taken yet, if any: the presence node's.
+        self.presence_input(PresenceInput::Tick);
         self.bootstrap.dial_due(&mut self.swarm, now);
         self.well_known.try_take(&mut self.swarm, now);
         self.dial_book(now);
@@ -465,7 +442,7 @@ impl Actor {
     fn on_command(&mut self, cmd: Command) {
         match cmd {
             Command::Roster(tx) => {
-                let mut views = self.presence.roster.view(self.now_ms());
+                let mut views = self.presence.node.roster().view(self.now_ms());
                 if let Some(reader) = self.presence.details.as_mut() {
                     reader.fill(&mut views);
                 }
@@ -475,9 +452,7 @@ impl Actor {
                 let _ = tx.send(self.diagnostics());
             }
             Command::SetSummary(summary, tx) => {
-                self.presence.summary = summary;
-                self.pace(PacerInput::AnnouncementChanged);
-                self.announce();
+                self.set_details(|d| d.summary = summary);
                 let _ = tx.send(());
             }
             Command::SetDelivery(delivery, tx) => {
@@ -485,13 +460,12 @@ impl Actor {
                     && spec.delivery != delivery
                 {
                     spec.delivery = delivery;
-                    self.pace(PacerInput::AnnouncementChanged);
-                    self.announce();
+                    self.set_details(|d| d.delivery = delivery);
                 }
                 let _ = tx.send(());
             }
             Command::Departed(key, tx) => {
-                let _ = tx.send(self.presence.roster.departed(&key));
+                let _ = tx.send(self.presence.node.roster().departed(&key));
             }
             Command::Goodbye(tx) => {
                 let _ = tx.send(self.publish_goodbye());
@@ -539,14 +513,11 @@ impl Actor {
                 self.relay_listen_addr(&address);
                 if !self.listen_addrs.contains(&address) {
                     self.listen_addrs.push(address.clone());
-                    self.pace(PacerInput::AnnouncementChanged);
-                    // The first address: announce now rather than on the next tick (the
+                    // The first address: announced now rather than on the next tick (the
                     // first tick ran before the swarm had listened, so waiting made a
                     // new session invisible to roster fetches for up to a second). The
                     // rest of a burst of addresses goes out with the next tick.
-                    if !self.presence.pacer.has_announced() {
-                        self.announce();
-                    }
+                    self.presence_input(PresenceInput::AddressAdded);
                 }
                 self.on_listen_addr_new(&address);
                 self.emit(Event::ListenAddr(address));
@@ -556,7 +527,7 @@ impl Actor {
             SwarmEvent::ExternalAddrExpired { address } => self.on_external_addr(&address, false),
             SwarmEvent::ExpiredListenAddr { address, .. } => {
                 self.listen_addrs.retain(|a| a != &address);
-                self.pace(PacerInput::AnnouncementChanged);
+                self.presence_input(PresenceInput::AnnouncementChanged);
                 self.on_listen_addr_expired(&address);
             }
             SwarmEvent::ConnectionEstablished {
@@ -572,7 +543,7 @@ impl Actor {
                 self.addresses.on_established(connection_id, self.now_ms());
                 self.well_known.on_established(connection_id);
                 self.presence.cost.connections += 1;
-                self.pace(PacerInput::PeerConnected(peer_id));
+                self.presence_input(PresenceInput::PeerConnected(peer_id));
                 debug!(%peer_id, ?connection_id, ?endpoint, "connection opened");
                 let info = self.peers.entry(peer_id).or_default();
                 info.connections.insert(connection_id, endpoint);
@@ -627,7 +598,7 @@ impl Actor {
                 self.addresses.on_closed(connection_id, Instant::now());
                 self.well_known.on_closed(connection_id, Instant::now());
                 self.peers.remove(&peer_id);
-                self.pace(PacerInput::PeerDisconnected(peer_id));
+                self.presence_input(PresenceInput::PeerDisconnected(peer_id));
                 self.on_relay_disconnected(&peer_id);
                 self.on_upgrade_disconnected(&peer_id, connection_id);
                 self.on_retire_closed(peer_id, connection_id);
@@ -731,7 +702,11 @@ impl Actor {
             tcp_moved_to_quic: self.upgrades.retired,
             circuits_to_punch_again: self.hole_punch.again,
             circuits_closed_for_direct: self.retire.retired(),
-            presence: self.presence.cost,
+            presence: crate::diagnostics::PresenceCost {
+                verified: self.presence.node.verified(),
+                republished: self.presence.node.republished(),
+                ..self.presence.cost
+            },
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,

@@ -451,7 +451,7 @@ impl Actor {
         for key in new {
             let own = self.is_own_identity(&key);
             let mut learned = Vec::new();
-            for ann in self.presence.roster.announcements() {
+            for ann in self.presence.node.roster().announcements() {
                 let body = ann.body();
                 if body.identity != key {
                     continue;
@@ -480,7 +480,7 @@ impl Actor {
         if !self.addresses.trusted.contains(&addr.key) {
             return;
         }
-        let Some(ann) = self.presence.roster.get(addr) else {
+        let Some(ann) = self.presence.node.roster().get(addr) else {
             return;
         };
         let addrs: Vec<Multiaddr> = ann
@@ -499,7 +499,8 @@ impl Actor {
     pub(super) fn book_identified(&mut self, peer: PeerId, listen_addrs: &[Multiaddr]) {
         let Some(key) = self
             .presence
-            .roster
+            .node
+            .roster()
             .announcements()
             .map(|a| a.body())
             .find(|b| b.peer_id() == Some(peer))

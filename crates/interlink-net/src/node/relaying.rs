@@ -380,7 +380,7 @@ impl Actor {
     /// answers "kept" and drops the copy would make a session without an outbox promise
     /// what nobody keeps.
     fn trusts_holder(&self, peer: &PeerId) -> bool {
-        let roster = &self.presence.roster;
+        let roster = self.presence.node.roster();
         self.relays.is_relay(peer)
             || roster
                 .announcements()
@@ -442,7 +442,8 @@ impl Actor {
         }
         let Some(peer) = self
             .presence
-            .roster
+            .node
+            .roster()
             .get(owner)
             .and_then(|a| a.body().peer_id())
         else {
@@ -565,7 +566,8 @@ impl Actor {
                 if let Some(owner) = interlink_core::mailbox::record_address(&copy.record) {
                     let owner_peer = self
                         .presence
-                        .roster
+                        .node
+                        .roster()
                         .get(&owner)
                         .and_then(|a| a.body().peer_id());
                     if owner_peer != Some(from.0) {
