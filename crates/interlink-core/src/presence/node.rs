@@ -286,8 +286,12 @@ impl<P: Ord + Copy, R: CryptoRng> PresenceNode<P, R> {
     pub fn handle(&mut self, input: Input<P>, now: u64) {
         match input {
             Input::Tick => {
-                for addr in self.roster.sweep(now) {
+                let removed = self.roster.sweep(now);
+                let any = !removed.is_empty();
+                for addr in removed {
                     self.push(Output::Departed(addr));
+                }
+                if any {
                     self.push(Output::RosterChanged);
                 }
                 self.pace(

@@ -95,6 +95,7 @@ mod gossip;
 mod live;
 mod params;
 mod partition;
+pub mod real;
 mod repair;
 mod report;
 mod schedule;

@@ -238,3 +238,84 @@ fn the_simulated_nodes_pace_presence_with_the_nodes_timings() {
     let slow = p.clone().with_fast_sync_ms(10 * SECOND_MS);
     assert_ne!(cold_start(&p).load, cold_start(&slow).load);
 }
+
+/// The real node and the compact model at a size both run, same seed and
+/// parameters: a cold start, a 120 s partition and its heal, then (the real node
+/// only: the compact model has no departures) goodbyes. Both must converge to the
+/// same views (every running session live everywhere), and their convergence times
+/// agree within [`AGREEMENT_MS`].
+const AGREEMENT_MS: u64 = 3 * SECOND_MS;
+
+#[test]
+fn the_real_node_and_the_compact_model_agree_at_100() {
+    let p = small(100).with_partition_ms(120 * SECOND_MS);
+    let plan = real::Plan {
+        partition: Some((p.start_spread_ms + 20 * SECOND_MS, p.partition_ms)),
+        departures: 5,
+    };
+    let r = real::run(&p, &plan);
+    let (cold50, cold_max) = real::Outcome::p50_max(&r.cold);
+    let (heal50, heal_max) = real::Outcome::p50_max(&r.heal);
+    let (_, gone_max) = real::Outcome::p50_max(&r.departed);
+    let compact_cold = cold_start(&p).convergence.unwrap();
+    let compact_heal = partition_heal(&p);
+    let ch = compact_heal.convergence.unwrap();
+    let report = format!(
+        "real: cold p50 {cold50:?} max {cold_max:?}, heal p50 {heal50:?} max {heal_max:?} \
+         (away before {:.1}), goodbyes gone within {gone_max:?}, {:.0} checks/node; \
+         compact: cold p50 {:?} max {:?}, heal p50 {:?} max {:?} (behind {:.1})",
+        r.away_before_heal,
+        r.verified,
+        compact_cold.p50_ms,
+        compact_cold.max_ms,
+        ch.p50_ms,
+        ch.max_ms,
+        ch.behind_at_start,
+    );
+    eprintln!("{report}");
+    // Both converge, every node.
+    let (cold_max, heal_max) = (cold_max.expect(&report), heal_max.expect(&report));
+    assert_eq!(compact_cold.complete, 100, "{report}");
+    assert_eq!(ch.complete, 100, "{report}");
+    // Both saw the halves apart: each node judged the other half away.
+    assert!(
+        r.away_before_heal > 40.0 && ch.behind_at_start > 40.0,
+        "{report}"
+    );
+    // The same times, within the tolerance.
+    for (real, compact) in [(cold_max, compact_cold.max_ms), (heal_max, ch.max_ms)] {
+        let compact = compact.expect(&report);
+        assert!(real.abs_diff(compact) <= AGREEMENT_MS, "{report}");
+    }
+    // The same final views: every running session live at every running node (the
+    // compact model's `not_live`), the departed gone.
+    assert_eq!(compact_heal.not_live, 0.0, "{report}");
+    assert!(gone_max.is_some(), "{report}");
+    assert!(r.views.iter().all(|&v| v == (95, 0, 5)), "{report}");
+}
+
+/// The convergence figures of docs/BENCHMARKS.md with the real node (100 and 200
+/// sessions): `SIM_N=200 cargo test -p interlink-core --features sim --release --lib
+/// -- --ignored real_node_figures --nocapture`.
+#[test]
+#[ignore = "a manual run"]
+fn real_node_figures() {
+    let n = env("SIM_N", 100) as usize;
+    let p = small(n).with_partition_ms(120 * SECOND_MS);
+    let t = Instant::now();
+    let r = real::run(
+        &p,
+        &real::Plan {
+            partition: Some((p.start_spread_ms + 20 * SECOND_MS, p.partition_ms)),
+            departures: n / 20,
+        },
+    );
+    eprintln!(
+        "{n} real nodes: cold {:?}, heal {:?}, goodbyes {:?} (p50, max ms); {:.0} checks/node; wall {:.1} s",
+        real::Outcome::p50_max(&r.cold),
+        real::Outcome::p50_max(&r.heal),
+        real::Outcome::p50_max(&r.departed),
+        r.verified,
+        t.elapsed().as_secs_f64()
+    );
+}
