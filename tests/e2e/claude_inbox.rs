@@ -282,8 +282,11 @@ fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_ses
     let (bob, _bob_node, bootstrap) = alice_and_bob(&home, &bin);
 
     // The model's first move is a long tool call: the turn is busy while bob sends.
+    // The call leaves a mark the moment it starts.
+    let started = home.path().join("tool-started");
+    let command = format!("touch '{}'; sleep 15; echo SLEPT", started.display());
     let sleep = json!({"name": "Bash",
-        "input": {"command": "sleep 15; echo SLEPT", "description": "wait a while"}});
+        "input": {"command": command, "description": "wait a while"}});
     let model = FakeModel::scripted(vec![sleep]);
     let mut claude = Claude::start(
         &home,
@@ -301,8 +304,13 @@ fn through_claudes_inbox_socket_a_message_arrives_mid_turn_and_wakes_an_idle_ses
         || claude.context(),
         || claude.model.tool_calls_served().first().copied(),
     );
-    // Give the CLI a moment to start the tool, then send while it runs.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Send once the tool runs.
+    poll(
+        Instant::now() + STEP,
+        "the Bash tool never started",
+        || claude.context(),
+        || started.exists().then_some(()),
+    );
     let busy = "MIDTURN ping from bob's machine: which branch are you on?";
     bob_sends(&bob, &bootstrap, &session, busy, &claude);
     assert!(

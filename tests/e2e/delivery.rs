@@ -147,7 +147,12 @@ fn a_stopped_session_gets_fifty_queued_messages_in_order_when_it_resumes() {
 
 #[test]
 fn a_crashed_session_restarted_under_its_id_gets_its_mail_once() {
-    let (alice, bob) = pair("alice", "bob");
+    let alice = User::new("alice", STEADY).unwrap();
+    // Bob's sessions log when they fetched their mailbox (the line waited for below).
+    let bob_env = [STEADY, &[("RUST_LOG", "warn,interlink_net=info")]].concat();
+    let bob = User::new("bob", &bob_env).unwrap();
+    alice.pair_with(&bob).unwrap();
+    bob.pair_with(&alice).unwrap();
     let a = alice.start("e2e-crash-a", None).unwrap();
     let boot = a.loopback_addr().unwrap().to_owned();
     let mut b = bob.start("e2e-crash-b", Some(&boot)).unwrap();
@@ -185,8 +190,18 @@ fn a_crashed_session_restarted_under_its_id_gets_its_mail_once() {
     // Acked: another crash and restart shows it no second time.
     std::thread::sleep(Duration::from_secs(1));
     drop(b);
-    let _b = bob.start(&session, Some(&boot)).unwrap();
-    std::thread::sleep(Duration::from_secs(3));
+    let b = bob.start(&session, Some(&boot)).unwrap();
+    // Its mailbox fetched again (what is new in it handed to delivery), nothing came
+    // twice.
+    let deadline = Instant::now() + DEADLINE;
+    while !b.process.stderr().contains("own mailbox fetched") {
+        assert!(
+            Instant::now() < deadline,
+            "never fetched: {}",
+            b.process.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(bob.inbox(&session).unwrap().len(), 2);
 }
 

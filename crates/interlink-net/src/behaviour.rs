@@ -146,7 +146,7 @@ pub const AGENT_VERSION: &str = concat!("interlink-p2p/", env!("CARGO_PKG_VERSIO
 #[derive(NetworkBehaviour)]
 #[allow(missing_debug_implementations)] // the derived event enum can't derive Debug for all parts
 pub struct Behaviour {
-    /// Peers shut out for a while (`node::relaying`: one that opened more mailbox
+    /// Peers shut out for a while (`node::mailbox_server`: one that opened more mailbox
     /// streams at once than it may). First: a denied connection costs nothing more.
     pub blocked: allow_block_list::Behaviour<allow_block_list::BlockedPeers>,
     /// Connection caps (before the protocols: a denied connection costs them nothing).

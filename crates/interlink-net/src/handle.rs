@@ -63,6 +63,12 @@ pub enum Event {
         #[allow(missing_docs)]
         session: SessionId,
     },
+    /// A holder answered a fetch of this session's own mailbox, and what its copy held
+    /// was handed to delivery (whatever is new in it is on its way to the inbox).
+    MailboxFetched {
+        /// The holder's node.
+        holder: PeerId,
+    },
     /// A presence message or roster entry was refused.
     Rejected {
         /// The peer it came from.

@@ -15,13 +15,15 @@ mod knock_budget;
 mod live_stream;
 mod mailbox;
 mod mailbox_calls;
+mod mailbox_server;
 mod nat;
 mod pairing;
 mod presence;
 mod publishing;
 mod quic_upgrade;
+mod relay_client;
+mod relay_server;
 mod relay_store;
-mod relaying;
 mod retire_circuits;
 mod roaming;
 mod roles;
@@ -30,6 +32,7 @@ mod sealing;
 mod sending;
 mod store;
 mod tailnet;
+mod tarpit;
 mod well_known;
 mod worker;
 
@@ -130,6 +133,7 @@ impl Node {
             budgets: budgets::Budgets::new(if config_relay_server { 8 } else { 1 }),
             network_budgets: budgets::NetworkBudgets::new(config.network_growth_burst),
             blocking: blocking::Blocking::default(),
+            server: mailbox_server::MailboxServer::default(),
         };
         // Sessions keep an address book and hold the host's well-known port; an
         // observer only dials the port to meet this host's sessions; a relay has its
@@ -153,12 +157,9 @@ impl Node {
         };
         let addresses =
             addresses::Addresses::new(config.delivery.address_book.clone(), book, stable_port);
-        let keys = sealing::Keys {
-            pins: interlink_store::pins::SealingPins::load(config.delivery.pins_file.clone()),
-            seal_contexts: sealing::SealContexts::default(),
-            issued: interlink_core::wire::IssuedPasses::default(),
-            offered: std::collections::HashSet::new(),
-        };
+        let keys = sealing::Keys::new(interlink_store::pins::SealingPins::load(
+            config.delivery.pins_file.clone(),
+        ));
         let mut actor = Actor {
             presence: presence::Presence {
                 node: presence_node,
@@ -178,7 +179,11 @@ impl Node {
             bootstrap: discovery::Bootstrap::new(
                 &[config.bootstrap.as_slice(), config.relays.as_slice()].concat(),
             ),
-            relays: relaying::Relays::new(&config.relays),
+            relays: relay_client::RelayClient::new(
+                &config.relays,
+                matches!(role, Role::Session(_)),
+            ),
+            relay_server: relay_server::RelayServer::default(),
             swarm,
             config,
             role,
@@ -206,7 +211,9 @@ impl Node {
         for addr in &actor.config.external_addrs {
             actor.swarm.add_external_address(addr.clone());
         }
-        actor.register_relays();
+        for (peer, addr) in actor.relays.relays() {
+            actor.swarm.add_peer_address(*peer, addr.clone());
+        }
         actor.load_durable_mailboxes();
         // The engine's start-up outputs: a drain of the own mailbox (run once the DHT
         // has a peer), the restored outbox's copies, the timer.
@@ -301,7 +308,8 @@ struct Actor {
     /// What this node's role adds: delivery, a relay's store, the hold checker.
     parts: roles::Parts,
     mailbox: mailbox::Service,
-    relays: relaying::Relays,
+    relays: relay_client::RelayClient,
+    relay_server: relay_server::RelayServer,
     keys: sealing::Keys,
     last_tick: Instant,
     /// When the node started.
@@ -335,7 +343,7 @@ impl Actor {
         loop {
             // Deadlines the tick is too coarse for: the engine's timer (a live attempt's
             // timeout), a settle caller's.
-            let engine_at = self.parts.delivery().and_then(|d| d.timer).map(|at| {
+            let engine_at = self.parts.delivery().and_then(|d| d.timer()).map(|at| {
                 let wait = Duration::from_millis(at.saturating_sub(self.now_ms()));
                 tokio::time::Instant::now() + wait
             });
@@ -353,7 +361,7 @@ impl Actor {
             let knocks_at = self
                 .parts
                 .delivery()
-                .and_then(|d| d.held_file.due_at())
+                .and_then(|d| d.held_file_due())
                 .map(|at| {
                     let wait = Duration::from_millis(at.saturating_sub(self.now_ms()));
                     tokio::time::Instant::now() + wait
@@ -419,7 +427,7 @@ impl Actor {
         self.flush_knock_tarpit(now);
         self.advance_upgrades(now);
         self.retire_circuits_due(now);
-        self.retry_relay_quic(now);
+        self.relay_client_tick(now);
         self.lift_blocks();
         // Expired sessions swept; heartbeats, anti-entropy, second looks, joining the
         // DHT; the announcement no peer has taken yet, if any: the presence node's.
@@ -506,7 +514,7 @@ impl Actor {
             SwarmEvent::Behaviour(BehaviourEvent::Deliver(ev)) => self.on_deliver(ev),
             SwarmEvent::Behaviour(BehaviourEvent::Mailbox(ev)) => self.on_mailbox_protocol(ev),
             SwarmEvent::Behaviour(BehaviourEvent::Receipts(ev)) => self.on_receipt_protocol(ev),
-            SwarmEvent::Behaviour(BehaviourEvent::RelayServer(ev)) => self.on_relay_server(ev),
+            SwarmEvent::Behaviour(BehaviourEvent::RelayServer(ev)) => self.relay_server.handle(ev),
             SwarmEvent::Behaviour(ev) => discovery::on_behaviour_event(self, ev),
             SwarmEvent::NewListenAddr { address, .. } => {
                 info!(%address, "listening");
@@ -549,7 +557,7 @@ impl Actor {
                 info.connections.insert(connection_id, endpoint);
                 // Also a sign of life.
                 self.peer_connected(peer_id, true);
-                self.on_relay_connected(peer_id);
+                self.to_relay_client(relay_client::Input::Connected(peer_id));
                 self.on_upgrade_connected(peer_id);
                 self.on_retire_connected(peer_id, connection_id);
                 if self.peers.len() == 1 {
@@ -599,10 +607,10 @@ impl Actor {
                 self.well_known.on_closed(connection_id, Instant::now());
                 self.peers.remove(&peer_id);
                 self.presence_input(PresenceInput::PeerDisconnected(peer_id));
-                self.on_relay_disconnected(&peer_id);
+                self.to_relay_client(relay_client::Input::Disconnected(peer_id));
                 self.on_upgrade_disconnected(&peer_id, connection_id);
                 self.on_retire_closed(peer_id, connection_id);
-                if let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams.as_mut()) {
+                if let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams()) {
                     streams.forget(&peer_id);
                 }
                 self.bootstrap.on_disconnected(peer_id, Instant::now());
@@ -687,20 +695,20 @@ impl Actor {
             });
         Diagnostics {
             well_known_port: self.well_known.holds().then_some(self.well_known.port()),
-            address_book_dials: self.addresses.dialled,
+            address_book_dials: self.addresses.dialled(),
             external_addrs: self.swarm.external_addresses().cloned().collect(),
             nat,
-            served_reservations: self.relays.reservations.len(),
-            served_circuits: self.relays.circuits,
+            served_reservations: self.relay_server.served().0,
+            served_circuits: self.relay_server.served().1,
             mailboxes_held,
-            mailbox_puts_refused: self.mailbox.copies.refused_puts,
-            mailbox_fetches_refused: self.mailbox.fetching.refused,
+            mailbox_puts_refused: self.mailbox.copies.refused(),
+            mailbox_fetches_refused: self.mailbox.fetching.refused(),
             mailbox_requests_waiting: self.mailbox.calls.waiting(),
-            holds_refused_network: self.relays.network_refused,
-            mailbox_connections_closed: self.mailbox.blocking.closed,
+            holds_refused_network: self.mailbox.server.network_refusals(),
+            mailbox_connections_closed: self.mailbox.blocking.closed(),
             dead_connections_closed: self.dead_connections,
-            tcp_moved_to_quic: self.upgrades.retired,
-            circuits_to_punch_again: self.hole_punch.again,
+            tcp_moved_to_quic: self.upgrades.retired(),
+            circuits_to_punch_again: self.hole_punch.again(),
             circuits_closed_for_direct: self.retire.retired(),
             presence: crate::diagnostics::PresenceCost {
                 verified: self.presence.node.verified(),

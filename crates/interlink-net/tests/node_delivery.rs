@@ -267,7 +267,25 @@ async fn messages_to_a_vanished_session_wait_in_the_dht_until_it_returns() {
     } = bob;
     node.shutdown().await;
     let bob = start_in(bob_dir, base + 4, 2, "bob-1", &[("alice", &alice_id)], boot);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut events = bob.handle().events();
+    let carol_peer = carol.handle().peer_id();
+    let fetched = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match events.recv().await {
+                Ok(Event::MailboxFetched { holder }) if holder == carol_peer => return,
+                Ok(Event::Delivered {
+                    msg_id,
+                    kind: interlink_core::wire::EnvelopeKind::Message,
+                    ..
+                }) => panic!("{msg_id} delivered again"),
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    });
+    fetched
+        .await
+        .expect("Bob never fetched his mailbox from Carol");
     assert_eq!(bob.inbox_texts(), expected);
     // Carol, a holder, received Bob's ack: his messages are tombstones there now.
     let held = carol.handle().held_mailbox(bob_addr.clone()).await.unwrap();

@@ -141,10 +141,15 @@ pub(super) struct Addresses {
     /// Since when the book has unsaved changes.
     dirty_since: Option<Instant>,
     /// Book dials started (diagnostics, tests).
-    pub(super) dialled: u64,
+    dialled: u64,
 }
 
 impl Addresses {
+    /// Dials made from the address book.
+    pub(super) fn dialled(&self) -> u64 {
+        self.dialled
+    }
+
     /// The book at `path` (in memory if `None`); a node that is not a session
     /// (`enabled` false) keeps none.
     pub(super) fn new(path: Option<std::path::PathBuf>, enabled: bool, well_known: u16) -> Self {

@@ -39,7 +39,7 @@ impl Actor {
         let pass = self.parts.passes().and_then(|p| p.get(to));
         let reply = self
             .is_peer(to)
-            .then(|| self.keys.issued.get(&spec.identity, to));
+            .then(|| self.keys.issued().get(&spec.identity, to));
         (pass, reply)
     }
 
@@ -110,7 +110,7 @@ impl Actor {
         let Some(me) = self.own_addr() else {
             return;
         };
-        if to.key == me.key || !self.is_peer(&to.key) || self.keys.offered.contains(to) {
+        if to.key == me.key || !self.is_peer(&to.key) || self.keys.was_offered(to) {
             return;
         }
         let msg = OutgoingMessage {
@@ -128,12 +128,7 @@ impl Actor {
         let Ok((envelope, Some(peer))) = self.build_envelope(&msg) else {
             return;
         };
-        if self.keys.offered.len() >= MAX_PASSES_OFFERED {
-            // Past the peers cap: start over rather than grow (a repeat costs one
-            // small request).
-            self.keys.offered.clear();
-        }
-        self.keys.offered.insert(to.clone());
+        self.keys.offered(to);
         let request = DeliverRequest {
             v: VERSION,
             envelopes: vec![ByteBuf::from(envelope.to_bytes())],

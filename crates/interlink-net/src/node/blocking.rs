@@ -20,7 +20,14 @@ pub(crate) struct Blocking {
     /// as long, so that is also the first due); at most `MAX_BLOCKED_PEERS`.
     blocked: LruMap<PeerId, std::time::Instant>,
     /// Connections closed for opening more mailbox streams at once than they may.
-    pub(crate) closed: u64,
+    closed: u64,
+}
+
+impl Blocking {
+    /// Connections closed for breaking the mailbox stream bound.
+    pub(super) fn closed(&self) -> u64 {
+        self.closed
+    }
 }
 
 impl Default for Blocking {

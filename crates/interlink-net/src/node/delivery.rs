@@ -102,7 +102,7 @@ pub(crate) struct Delivery {
     engine: Engine,
     /// Answers of the store thread. Declared before `store` so it is dropped first
     /// (see `Store`'s drop).
-    pub(super) done: Option<mpsc::Receiver<Done>>,
+    done: Option<mpsc::Receiver<Done>>,
     /// The store thread; none for a session without an inbox (`interlink-p2p send`
     /// and `pair`: they take no messages, and what they queue is held by the copies
     /// they publish, which they wait for with `settle` before exiting).
@@ -111,42 +111,38 @@ pub(crate) struct Delivery {
     calls: HashMap<CallId, Call>,
     next_call: u64,
     /// Live requests on their way → the engine's id.
-    pub(super) live: HashMap<OutboundRequestId, ReqId>,
+    live: HashMap<OutboundRequestId, ReqId>,
     /// The kept live-delivery streams (none when the config turns them off).
-    pub(super) streams: Option<super::live_stream::Streams>,
+    streams: Option<super::live_stream::Streams>,
     /// Live requests on their way on a kept stream → the peer and the engine's id.
-    pub(super) live_streamed: HashMap<u64, (PeerId, ReqId)>,
+    live_streamed: HashMap<u64, (PeerId, ReqId)>,
     /// Inbound live requests waiting for the engine (bounded by the engine).
-    pub(super) inbound: HashMap<InboundId, Inbound>,
-    pub(super) next_inbound: u64,
+    inbound: HashMap<InboundId, Inbound>,
+    next_inbound: u64,
     /// Collected-mail receipts on their way → the engine's id.
-    pub(super) receipts: HashMap<OutboundRequestId, ReceiptId>,
+    receipts: HashMap<OutboundRequestId, ReceiptId>,
     /// When the engine wants [`Input::Timer`] (ms since the epoch).
-    pub(super) timer: Option<u64>,
+    timer: Option<u64>,
     /// Where the last mailbox copy published in this drain went (for `held_by`).
     last_put: Option<HeldBy>,
     /// The DHT query finding the closest peers of this session's own mailbox, to fetch
     /// it from them (`node::fetching`).
-    pub(super) own_query: Option<kad::QueryId>,
+    own_query: Option<kad::QueryId>,
     /// A fetch of the own mailbox is owed: from the connected peers and relays at once,
     /// from the key's closest peers once the DHT has a peer.
-    pub(super) fetch_due: bool,
+    fetch_due: bool,
     /// The owed fetch already asked the connected peers and relays (the DHT had no
     /// peer yet); the closest peers are still to be asked.
-    pub(super) fetch_started: bool,
+    fetch_started: bool,
     /// An inbox append went to the store thread in this drain: the engine may sign
     /// its receipts while the disk writes ([`Input::Spare`]).
     spare: bool,
     /// Strangers' knock budgets, charged before a knock is verified.
     knock_budgets: super::knock_budget::KnockBudgets,
     /// The held-knocks file: opened invites, and when it is next written.
-    pub(super) held_file: super::pairing::HeldKnocksFile,
+    held_file: super::pairing::HeldKnocksFile,
     /// Requests of knocks refused by their budgets, answered late (`node::inbound`).
-    pub(super) knock_tarpit: std::collections::VecDeque<(
-        std::time::Instant,
-        Answer,
-        Vec<Option<interlink_core::wire::Refusal>>,
-    )>,
+    knock_tarpit: super::tarpit::Tarpit<(Answer, Vec<Option<interlink_core::wire::Refusal>>)>,
 }
 
 impl Delivery {
@@ -177,8 +173,149 @@ impl Delivery {
             spare: false,
             knock_budgets: super::knock_budget::KnockBudgets::new(now_ms),
             held_file: super::pairing::HeldKnocksFile::default(),
-            knock_tarpit: std::collections::VecDeque::new(),
+            knock_tarpit: super::tarpit::Tarpit::new(
+                super::inbound::KNOCK_TARPIT_DELAY,
+                super::inbound::MAX_KNOCK_TARPIT,
+            ),
         }
+    }
+
+    /// When the engine wants [`Input::Timer`] (ms since the epoch).
+    pub(super) fn timer(&self) -> Option<u64> {
+        self.timer
+    }
+
+    /// The held-knocks file's state (`node::pairing`).
+    pub(super) fn held_file(&mut self) -> &mut super::pairing::HeldKnocksFile {
+        &mut self.held_file
+    }
+
+    /// When the held-knocks file is next written.
+    pub(super) fn held_file_due(&self) -> Option<u64> {
+        self.held_file.due_at()
+    }
+
+    /// The kept live-delivery streams, if on.
+    pub(super) fn streams(&mut self) -> Option<&mut super::live_stream::Streams> {
+        self.streams.as_mut()
+    }
+
+    pub(super) fn keep_streams(&mut self, streams: super::live_stream::Streams) {
+        self.streams = Some(streams);
+    }
+
+    /// What the node task waits on besides the swarm: the store thread's answers and
+    /// the kept streams' events.
+    pub(super) fn receivers(
+        &mut self,
+    ) -> (
+        Option<&mut mpsc::Receiver<Done>>,
+        Option<&mut super::live_stream::Streams>,
+    ) {
+        (self.done.as_mut(), self.streams.as_mut())
+    }
+
+    /// Sends `request` to `peer` on its kept stream if there is one that takes it;
+    /// gives it back otherwise.
+    pub(super) fn send_streamed(
+        &mut self,
+        peer: PeerId,
+        req: ReqId,
+        request: interlink_core::wire::DeliverRequest,
+    ) -> Result<(), interlink_core::wire::DeliverRequest> {
+        let Some(streams) = self.streams.as_mut() else {
+            return Err(request);
+        };
+        let id = streams.send(peer, request)?;
+        self.live_streamed.insert(id, (peer, req));
+        Ok(())
+    }
+
+    /// The engine's id of a live request answered on a kept stream.
+    pub(super) fn streamed_answered(&mut self, id: u64) -> Option<(PeerId, ReqId)> {
+        self.live_streamed.remove(&id)
+    }
+
+    pub(super) fn live_sent(&mut self, id: OutboundRequestId, req: ReqId) {
+        self.live.insert(id, req);
+    }
+
+    /// The engine's id of a live request answered as a request.
+    pub(super) fn live_answered(&mut self, id: &OutboundRequestId) -> Option<ReqId> {
+        self.live.remove(id)
+    }
+
+    /// Whether a live delivery waits on `peer`: on a kept stream, or as a request
+    /// `pending` says is on its way to it.
+    pub(super) fn waits_on(
+        &self,
+        peer: PeerId,
+        pending: impl Fn(&OutboundRequestId) -> bool,
+    ) -> bool {
+        self.live.keys().any(pending) || self.live_streamed.values().any(|(to, _)| *to == peer)
+    }
+
+    /// Keeps an inbound live request for the engine's answer.
+    pub(super) fn track_inbound(&mut self, inbound: Inbound) -> InboundId {
+        let id = InboundId(self.next_inbound);
+        self.next_inbound += 1;
+        self.inbound.insert(id, inbound);
+        id
+    }
+
+    pub(super) fn take_inbound(&mut self, id: &InboundId) -> Option<Inbound> {
+        self.inbound.remove(id)
+    }
+
+    pub(super) fn receipt_sent(&mut self, rid: OutboundRequestId, id: ReceiptId) {
+        self.receipts.insert(rid, id);
+    }
+
+    pub(super) fn receipt_answered(&mut self, rid: &OutboundRequestId) -> Option<ReceiptId> {
+        self.receipts.remove(rid)
+    }
+
+    /// Keeps a knock refusal until it is due; gives it back when too many wait.
+    pub(super) fn answer_knocks_late(
+        &mut self,
+        answer: (Answer, Vec<Option<interlink_core::wire::Refusal>>),
+        now: std::time::Instant,
+    ) -> Result<(), (Answer, Vec<Option<interlink_core::wire::Refusal>>)> {
+        self.knock_tarpit.hold(answer, now)
+    }
+
+    pub(super) fn knocks_due(
+        &mut self,
+        now: std::time::Instant,
+    ) -> Option<(Answer, Vec<Option<interlink_core::wire::Refusal>>)> {
+        self.knock_tarpit.poll_due(now)
+    }
+
+    /// Whether a fetch of the own mailbox is owed and none is running; `Some(true)`
+    /// when it already asked the connected peers and waits for the DHT.
+    pub(super) fn fetch_owed(&self) -> Option<bool> {
+        (self.fetch_due && self.own_query.is_none()).then_some(self.fetch_started)
+    }
+
+    /// The owed fetch asked the peers it could; the DHT has none yet.
+    pub(super) fn fetch_waits_for_dht(&mut self) {
+        self.fetch_started = true;
+    }
+
+    /// The owed fetch now runs as `query`.
+    pub(super) fn fetch_running(&mut self, query: kad::QueryId) {
+        self.own_query = Some(query);
+        self.fetch_due = false;
+        self.fetch_started = false;
+    }
+
+    pub(super) fn own_query(&self) -> Option<kad::QueryId> {
+        self.own_query
+    }
+
+    /// The running fetch's query ended (or is abandoned).
+    pub(super) fn take_own_query(&mut self) -> Option<kad::QueryId> {
+        self.own_query.take()
     }
 
     /// Charges a knock claiming to be from `sender`, arriving from `peer` on `network`,

@@ -269,7 +269,17 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             }
             actor.book_identified(peer_id, &info.listen_addrs);
             if actor.relays.is_relay(&peer_id) {
-                actor.reach_relay_over_quic(peer_id, &info.listen_addrs);
+                if let Some(over_quic) = actor
+                    .peers
+                    .get(&peer_id)
+                    .map(|p| p.transports().contains(&"quic"))
+                {
+                    actor.to_relay_client(super::relay_client::Input::Identified {
+                        peer: peer_id,
+                        listen: &info.listen_addrs,
+                        over_quic,
+                    });
+                }
             } else {
                 actor.upgrade_to_quic(peer_id, &info.listen_addrs);
                 actor.on_upgrade_identified(peer_id, connection_id);

@@ -52,13 +52,24 @@ pub(crate) struct Fetching {
     /// Placement queries → the mailbox placed and the peers already handed the copy.
     placements: HashMap<kad::QueryId, (RecordKey, HashSet<PeerId>)>,
     /// Fetch requests refused, for diagnostics.
-    pub(crate) refused: u64,
+    refused: u64,
+    /// Whether a fetch of our own was answered since the node started.
+    any_answered: bool,
 }
 
 impl Fetching {
-    /// One of our fetches was answered or failed.
-    pub(super) fn answered(&mut self) {
+    /// Fetches refused.
+    pub(super) fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// One of our fetches ended; `answered`: with an answer, not a failure. Whether
+    /// it is the first answer since the node started.
+    pub(super) fn ended(&mut self, answered: bool) -> bool {
         self.in_flight = self.in_flight.saturating_sub(1);
+        let first = answered && !self.any_answered;
+        self.any_answered |= answered;
+        first
     }
 }
 
@@ -93,10 +104,12 @@ impl Actor {
         let Some(d) = self.parts.delivery() else {
             return;
         };
-        if !d.fetch_due || d.own_query.is_some() || self.peers.is_empty() {
+        let Some(started) = d.fetch_owed() else {
+            return;
+        };
+        if self.peers.is_empty() {
             return;
         }
-        let started = d.fetch_started;
         if !started {
             // A new fetch: every holder may be asked again.
             self.mailbox.fetching.asked.clear();
@@ -119,7 +132,7 @@ impl Actor {
             // Until the DHT has a peer, a query finds nothing: the closest peers are
             // asked when it has (`RoutingUpdated` runs this again).
             if let Some(d) = self.parts.delivery_mut() {
-                d.fetch_started = true;
+                d.fetch_waits_for_dht();
             }
             return;
         }
@@ -129,9 +142,7 @@ impl Actor {
             .kad
             .get_closest_peers(key_of(&me).to_vec());
         if let Some(d) = self.parts.delivery_mut() {
-            d.own_query = Some(query);
-            d.fetch_due = false;
-            d.fetch_started = false;
+            d.fetch_running(query);
         }
     }
 
@@ -139,7 +150,7 @@ impl Actor {
     /// once: after the host moved, the running query waits on peers it reached over
     /// connections that are now dead, for as long as its timeout.
     pub(super) fn abandon_own_fetch(&mut self) {
-        let Some(query) = self.parts.delivery_mut().and_then(|d| d.own_query.take()) else {
+        let Some(query) = self.parts.delivery_mut().and_then(|d| d.take_own_query()) else {
             return;
         };
         if let Some(mut q) = self.swarm.behaviour_mut().kad.query_mut(&query) {
@@ -227,11 +238,11 @@ impl Actor {
         let Some(d) = self.parts.delivery_mut() else {
             return;
         };
-        if d.own_query != Some(id) {
+        if d.own_query() != Some(id) {
             return;
         }
         if last {
-            d.own_query = None;
+            d.take_own_query();
         }
         if let Some(me) = self.own_addr() {
             self.fetch_from(found, &me);

@@ -13,7 +13,7 @@
 //! each peer it reaches only through relays: dcutr runs again on the new connection,
 //! with the new address.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use libp2p::{
     Multiaddr, PeerId,
@@ -32,16 +32,65 @@ const MAX_SEEN: usize = 16;
 /// Most relayed connections a peer may have for a fresh circuit to be opened to it:
 /// the new one and the direct one the punch makes must still fit under [`PER_PEER`].
 const MAX_RELAYED_BEFORE: usize = PER_PEER as usize - 2;
+/// Most fresh circuits waiting to be dialled (one per peer reached through relays;
+/// past it a peer waits for the next new address).
+const MAX_DIALS: usize = 256;
 
-/// The QUIC addresses this node was observed at.
+/// A fresh circuit to dial: through any of `circuits`.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Dial {
+    pub(super) peer: PeerId,
+    pub(super) circuits: Vec<Multiaddr>,
+}
+
+/// The QUIC addresses this node was observed at, and the fresh circuits owed.
 #[derive(Debug, Default)]
 pub(super) struct HolePunch {
     seen: HashSet<Multiaddr>,
+    dials: VecDeque<Dial>,
     /// Fresh circuits opened (shown in the diagnostics).
-    pub(super) again: u64,
+    again: u64,
 }
 
 impl HolePunch {
+    /// Circuits dialled again to punch through.
+    pub(super) fn again(&self) -> u64 {
+        self.again
+    }
+
+    /// A peer observed this node at `addr`: if it is a QUIC address outside relays not
+    /// seen before, each of `peers` (with its connections) reached only through relays
+    /// is owed a fresh circuit — the one this node dialled, else one through each of
+    /// `relay_circuits` (the peer came in through one of them).
+    pub(super) fn on_candidate<'a>(
+        &mut self,
+        addr: &Multiaddr,
+        peers: impl Iterator<Item = (PeerId, Vec<&'a ConnectedPoint>)>,
+        relay_circuits: impl Fn(PeerId) -> Vec<Multiaddr>,
+    ) {
+        if !self.is_new_quic(addr) {
+            return;
+        }
+        for (peer, connections) in peers {
+            let relayed_only =
+                !connections.is_empty() && connections.iter().all(|c| c.is_relayed());
+            if !relayed_only || connections.len() > MAX_RELAYED_BEFORE {
+                continue;
+            }
+            let circuits = match connections.iter().find_map(|c| dialled_circuit(c)) {
+                Some(circuit) => vec![circuit.clone()],
+                None => relay_circuits(peer),
+            };
+            if !circuits.is_empty() && self.dials.len() < MAX_DIALS {
+                self.dials.push_back(Dial { peer, circuits });
+            }
+        }
+    }
+
+    pub(super) fn poll_output(&mut self) -> Option<Dial> {
+        self.dials.pop_front()
+    }
+
     /// Whether `addr` is a QUIC address outside relays that was not observed before.
     fn is_new_quic(&mut self, addr: &Multiaddr) -> bool {
         let quic = addr.iter().any(|p| p == Protocol::QuicV1)
@@ -65,34 +114,22 @@ fn dialled_circuit(endpoint: &ConnectedPoint) -> Option<&Multiaddr> {
 }
 
 impl Actor {
-    /// A peer observed this node at `addr` (identify): if it is a QUIC address this
-    /// node did not have, peers reached only through relays are reached afresh.
+    /// Routes an address candidate (identify) to [`HolePunch`] and dials what it owes.
     pub(super) fn on_addr_candidate(&mut self, addr: &Multiaddr) {
         // Without DCUtR (no relays configured) a fresh circuit would punch nothing.
         if !matches!(self.role, crate::Role::Session(_))
             || !self.swarm.behaviour().dcutr.is_enabled()
-            || !self.hole_punch.is_new_quic(addr)
         {
             return;
         }
-        let mut dials: Vec<(PeerId, Vec<Multiaddr>)> = Vec::new();
-        for (peer, info) in &self.peers {
-            let relayed_only = !info.connections.is_empty()
-                && info.connections.values().all(ConnectedPoint::is_relayed);
-            if !relayed_only || info.connections.len() > MAX_RELAYED_BEFORE {
-                continue;
-            }
-            // The circuit this node dialled, else one through each of its relays (the
-            // peer came in through one of them).
-            let circuits = match info.connections.values().find_map(dialled_circuit) {
-                Some(circuit) => vec![circuit.clone()],
-                None => self.relays.circuits_to(*peer),
-            };
-            if !circuits.is_empty() {
-                dials.push((*peer, circuits));
-            }
-        }
-        for (peer, circuits) in dials {
+        let peers = self
+            .peers
+            .iter()
+            .map(|(peer, info)| (*peer, info.connections.values().collect()));
+        let relays = &self.relays;
+        self.hole_punch
+            .on_candidate(addr, peers, |peer| relays.circuits_to(peer));
+        while let Some(Dial { peer, circuits }) = self.hole_punch.poll_output() {
             debug!(%peer, %addr, "new UDP address: a fresh circuit to punch through again");
             let opts = DialOpts::peer_id(peer)
                 .addresses(circuits)
@@ -135,5 +172,59 @@ mod tests {
             assert!(hp.is_new_quic(&a));
             assert!(hp.seen.len() <= MAX_SEEN);
         }
+    }
+
+    #[test]
+    fn a_new_udp_address_redials_only_peers_reached_through_relays() {
+        use libp2p::core::{Endpoint, transport::PortUse};
+        let dialer = |a: &str| ConnectedPoint::Dialer {
+            address: a.parse().unwrap(),
+            role_override: Endpoint::Dialer,
+            port_use: PortUse::New,
+        };
+        let relay = "/ip4/198.51.100.1/udp/4001/quic-v1/p2p/12D3KooWCggkRwDwPfyTwhmTUwf5PXVv99Y1ZKjJHAx68snbMLbz";
+        let (direct, dialled, came_in) = (PeerId::random(), PeerId::random(), PeerId::random());
+        let circuit = dialer(&format!("{relay}/p2p-circuit/p2p/{dialled}"));
+        let inbound = ConnectedPoint::Listener {
+            local_addr: format!("{relay}/p2p-circuit").parse().unwrap(),
+            send_back_addr: format!("/p2p/{came_in}").parse().unwrap(),
+        };
+        let tcp = dialer("/ip4/203.0.113.9/tcp/4001");
+        let peers = || {
+            vec![
+                (direct, vec![&tcp, &circuit]),
+                (dialled, vec![&circuit]),
+                (came_in, vec![&inbound]),
+            ]
+            .into_iter()
+        };
+        let through_relays =
+            |p: PeerId| vec![format!("{relay}/p2p-circuit/p2p/{p}").parse().unwrap()];
+        let mut hp = HolePunch::default();
+        let quic: Multiaddr = "/ip4/198.51.100.12/udp/4242/quic-v1".parse().unwrap();
+        hp.on_candidate(&quic, peers(), through_relays);
+        let dials: Vec<Dial> = std::iter::from_fn(|| hp.poll_output()).collect();
+        assert_eq!(
+            dials,
+            [
+                Dial {
+                    peer: dialled,
+                    circuits: vec![
+                        format!("{relay}/p2p-circuit/p2p/{dialled}")
+                            .parse()
+                            .unwrap()
+                    ]
+                },
+                Dial {
+                    peer: came_in,
+                    circuits: through_relays(came_in)
+                },
+            ]
+        );
+        hp.on_candidate(&quic, peers(), through_relays);
+        assert!(
+            hp.poll_output().is_none(),
+            "the same address punches nothing again"
+        );
     }
 }

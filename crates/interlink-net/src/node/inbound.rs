@@ -34,10 +34,10 @@ use super::{
 use crate::Role;
 
 /// How late a request of knocks refused by their knock budgets is answered.
-const KNOCK_TARPIT_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+pub(super) const KNOCK_TARPIT_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
 /// Most late knock refusals waiting at once (each holds a response channel and its
 /// refusals, a few hundred bytes).
-const MAX_KNOCK_TARPIT: usize = 1024;
+pub(super) const MAX_KNOCK_TARPIT: usize = 1024;
 
 impl Actor {
     pub(super) fn on_deliver(
@@ -56,7 +56,7 @@ impl Actor {
             } => return self.on_deliver_request(peer, request, Answer::Request(channel)),
             Exchange::Ended { peer, id, result } => (peer, id, result),
         };
-        let req = self.parts.delivery_mut().and_then(|d| d.live.remove(&id));
+        let req = self.parts.delivery_mut().and_then(|d| d.live_answered(&id));
         let result = result.map_err(|error| self.live_failure_from(peer, &error));
         self.on_live_answer(peer, req, result);
     }
@@ -136,7 +136,7 @@ impl Actor {
         let control = self.swarm.behaviour().streams.new_control();
         if let Some(d) = self.parts.delivery_mut() {
             let accept = d.has_store();
-            d.streams = Some(Streams::new(control, protocol, accept));
+            d.keep_streams(Streams::new(control, protocol, accept));
         }
     }
 
@@ -152,7 +152,7 @@ impl Actor {
                 let req = self
                     .parts
                     .delivery_mut()
-                    .and_then(|d| d.live_streamed.remove(&id))
+                    .and_then(|d| d.streamed_answered(id))
                     .map(|(_, req)| req);
                 let result = result.map_err(|lost| {
                     self.live_failure_from(
@@ -171,8 +171,7 @@ impl Actor {
                 declined,
             } => {
                 if declined
-                    && let Some(streams) =
-                        self.parts.delivery_mut().and_then(|d| d.streams.as_mut())
+                    && let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams())
                 {
                     streams.note_declined(peer);
                 }
@@ -180,7 +179,7 @@ impl Actor {
                     let req = self
                         .parts
                         .delivery_mut()
-                        .and_then(|d| d.live_streamed.remove(&id));
+                        .and_then(|d| d.streamed_answered(id));
                     if let Some((_, req)) = req {
                         self.send_live_as_request(peer, req, request);
                     }
@@ -308,9 +307,7 @@ impl Actor {
         let Some(d) = self.parts.delivery_mut() else {
             return;
         };
-        let req = InboundId(d.next_inbound);
-        d.next_inbound += 1;
-        d.inbound.insert(req, Inbound { channel, pre });
+        let req = d.track_inbound(Inbound { channel, pre });
         self.drive(Input::DeliverRequest {
             from,
             req,
@@ -329,37 +326,24 @@ impl Actor {
         let Some(d) = self.parts.delivery_mut() else {
             return;
         };
-        if d.knock_tarpit.len() < MAX_KNOCK_TARPIT {
-            let due = std::time::Instant::now() + KNOCK_TARPIT_DELAY;
-            d.knock_tarpit.push_back((due, channel, pre));
-            return;
+        if let Err((channel, pre)) = d.answer_knocks_late((channel, pre), std::time::Instant::now())
+        {
+            self.send_deliver_response(channel, pre, Vec::new(), None);
         }
-        self.send_deliver_response(channel, pre, Vec::new(), None);
     }
 
     /// Sends the late knock refusals that are due (on the housekeeping tick, so 2–3 s
     /// after the request).
     pub(super) fn flush_knock_tarpit(&mut self, now: std::time::Instant) {
-        loop {
-            let Some(d) = self.parts.delivery_mut() else {
-                return;
-            };
-            if d.knock_tarpit.front().is_none_or(|(due, ..)| *due > now) {
-                return;
-            }
-            let Some((_, channel, pre)) = d.knock_tarpit.pop_front() else {
-                return;
-            };
+        while let Some((channel, pre)) = self.parts.delivery_mut().and_then(|d| d.knocks_due(now)) {
             self.send_deliver_response(channel, pre, Vec::new(), None);
         }
     }
 
     /// The engine's answer to an inbound delivery request.
     pub(super) fn respond_live(&mut self, req: InboundId, response: Response) {
-        let Some(Inbound { channel, pre }) = self
-            .parts
-            .delivery_mut()
-            .and_then(|d| d.inbound.remove(&req))
+        let Some(Inbound { channel, pre }) =
+            self.parts.delivery_mut().and_then(|d| d.take_inbound(&req))
         else {
             return;
         };
@@ -434,17 +418,9 @@ impl Actor {
         let Some(d) = self.parts.delivery_mut() else {
             return;
         };
-        let request = match d.streams.as_mut() {
-            Some(streams) => match streams.send(peer, request) {
-                Ok(id) => {
-                    d.live_streamed.insert(id, (peer, req));
-                    return;
-                }
-                Err(request) => request,
-            },
-            None => request,
-        };
-        self.send_live_as_request(peer, req, request);
+        if let Err(request) = d.send_streamed(peer, req, request) {
+            self.send_live_as_request(peer, req, request);
+        }
     }
 
     fn send_live_as_request(&mut self, peer: PeerId, req: ReqId, request: DeliverRequest) {
@@ -454,7 +430,7 @@ impl Actor {
             .deliver
             .send_request(&peer, request);
         if let Some(d) = self.parts.delivery_mut() {
-            d.live.insert(id, req);
+            d.live_sent(id, req);
         }
     }
 
@@ -482,7 +458,7 @@ impl Actor {
             .receipts
             .send_request(&peer_id, request);
         if let Some(d) = self.parts.delivery_mut() {
-            d.receipts.insert(rid, id);
+            d.receipt_sent(rid, id);
         }
     }
 
@@ -529,7 +505,7 @@ impl Actor {
                 let Some(receipt) = self
                     .parts
                     .delivery_mut()
-                    .and_then(|d| d.receipts.remove(&id))
+                    .and_then(|d| d.receipt_answered(&id))
                 else {
                     return;
                 };

@@ -103,12 +103,17 @@ pub(crate) struct Streams {
     declined: HashSet<PeerId>,
     next_id: u64,
     events_tx: mpsc::Sender<LiveEvent>,
-    pub(crate) events: mpsc::Receiver<LiveEvent>,
+    events: mpsc::Receiver<LiveEvent>,
     /// The task accepting inbound streams (none when this node takes no deliveries).
     accepting: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Streams {
+    /// What the streams' tasks report next.
+    pub(crate) async fn next_event(&mut self) -> Option<LiveEvent> {
+        self.events.recv().await
+    }
+
     /// Kept streams over `control` speaking `protocol`; inbound ones are served only
     /// when `accept` (a session with an inbox).
     pub(crate) fn new(

@@ -53,13 +53,15 @@ pub(super) struct Service {
     pub(super) network_budgets: super::budgets::NetworkBudgets,
     /// Peers shut out for breaking the mailbox stream bound.
     pub(super) blocking: super::blocking::Blocking,
+    /// Pushes, a relay's holds at its store, late refusals.
+    pub(super) server: super::mailbox_server::MailboxServer,
 }
 
 /// Mailbox state of a node (as a holder).
 #[derive(Debug)]
 pub(crate) struct Mailboxes {
     /// Puts refused, for diagnostics.
-    pub(crate) refused_puts: u64,
+    refused_puts: u64,
     /// The encoded copies held, by DHT key: at most `max_records`, each at most
     /// [`MAX_MAILBOX_RECORD_BYTES`].
     records: HashMap<RecordKey, Vec<u8>>,
@@ -70,7 +72,7 @@ pub(crate) struct Mailboxes {
     /// Decoded copies of `records`, so a merge does not verify every held envelope's
     /// signature again (each was verified when it was stored). Holds only keys
     /// `records` holds, so it is bounded by the same limit.
-    pub(super) held: HashMap<RecordKey, Mailbox>,
+    held: HashMap<RecordKey, Mailbox>,
     /// Holds at the checker thread or waiting for it → who waits (bounded by the
     /// thread's queues and the backlog).
     checking: HashMap<u64, HoldFrom>,
@@ -95,6 +97,21 @@ impl Mailboxes {
             backlog: VecDeque::new(),
             backlog_bytes: 0,
         }
+    }
+
+    pub(super) fn count_refused(&mut self) {
+        self.refused_puts += 1;
+    }
+
+    /// Puts refused so far.
+    pub(crate) fn refused(&self) -> u64 {
+        self.refused_puts
+    }
+
+    /// Drops the decoded copy of `key` (the encoded one changed elsewhere: a relay's
+    /// store verified and merged it).
+    pub(super) fn forget_decoded(&mut self, key: &RecordKey) {
+        self.held.remove(key);
     }
 
     /// The encoded copy held under `key`.
@@ -237,7 +254,7 @@ impl Actor {
 
     /// Counts and reports a mailbox copy this node refused to hold.
     pub(super) fn refused_put(&mut self, source: PeerId, reason: &Refusal) {
-        self.mailbox.copies.refused_puts += 1;
+        self.mailbox.copies.count_refused();
         debug!(%source, code = ?reason.code, %reason, "mailbox put refused");
         let _ = self.events.send(Event::Rejected {
             from: source,

@@ -50,7 +50,7 @@ pub(crate) enum Purpose {
     Hold,
     /// A signed fetch of our own mailbox (`node::fetching`).
     Fetch,
-    /// A relay's push of a mailbox copy to its connected owner (`node::relaying`).
+    /// A relay's push of a mailbox copy to its connected owner (`node::mailbox_server`).
     Push(libp2p::kad::RecordKey),
 }
 

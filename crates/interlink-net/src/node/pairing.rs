@@ -73,10 +73,10 @@ impl Actor {
         let Some(d) = self.parts.delivery_mut() else {
             return;
         };
-        d.held_file
+        d.held_file()
             .opened
             .entry((knock.sender, knock.msg_id), || invite);
-        d.held_file.dirty = true;
+        d.held_file().dirty = true;
         self.save_held_knocks(false);
     }
 
@@ -90,19 +90,19 @@ impl Actor {
         let Some(d) = self.parts.delivery_mut() else {
             return;
         };
-        match d.held_file.due_at() {
+        match d.held_file_due() {
             Some(at) if force || at <= now => {}
             _ => return,
         }
         let knocks: Vec<Knock> = d.engine().gate().knocks().list().cloned().collect();
         // Only the knocks still held keep their opened secrets.
-        d.held_file.opened.retain(|(sender, id), _| {
+        d.held_file().opened.retain(|(sender, id), _| {
             knocks
                 .iter()
                 .any(|k| k.sender == *sender && k.msg_id == *id)
         });
         let role = &self.role;
-        let file = &mut d.held_file;
+        let file = d.held_file();
         let held: Vec<interlink_store::knocks::HeldKnock> = knocks
             .iter()
             .map(|k| {

@@ -161,7 +161,7 @@ impl Actor {
             }
             if let Some(binding) = roster.sealing_binding_of(key) {
                 on_roster.push((*key, binding.key));
-            } else if let Some(sealing) = self.keys.pins.get(key) {
+            } else if let Some(sealing) = self.keys.pinned(key) {
                 pinned.push((*key, sealing));
             }
         }

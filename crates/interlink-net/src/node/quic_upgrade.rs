@@ -29,7 +29,7 @@
 //! (`SendFailure::ConnectionLost`, a bounded number of times).
 //!
 //! Relays are left alone: their reservation lives on the connection it was made on
-//! (`relaying` reaches them over QUIC as well, keeping TCP).
+//! (`relay_client` reaches them over QUIC as well, keeping TCP).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -100,7 +100,14 @@ pub(super) struct QuicUpgrades {
     /// peer holds them too (bounded by the swarm's connections; removed on close).
     heard_on: HashSet<ConnectionId>,
     /// TCP connections closed because QUIC took over (shown in the diagnostics).
-    pub(super) retired: u64,
+    retired: u64,
+}
+
+impl QuicUpgrades {
+    /// Peers moved from TCP to QUIC.
+    pub(super) fn retired(&self) -> u64 {
+        self.retired
+    }
 }
 
 /// The QUIC addresses to reach a node at: `host` (an IP or DNS component) with each
@@ -158,7 +165,7 @@ fn dialled_tcp(endpoint: &ConnectedPoint) -> Option<&Multiaddr> {
 impl Actor {
     /// Dials `peer` over QUIC at `host` with the QUIC ports among its `listen`
     /// addresses, beside whatever connections it has; whether a dial started. A relay
-    /// reached by TCP is dialled so too (`relaying`).
+    /// reached by TCP is dialled so too (`relay_client`).
     pub(super) fn dial_quic(
         &mut self,
         peer: PeerId,
@@ -255,14 +262,11 @@ impl Actor {
         let Some(Step::Retiring(deadline)) = self.upgrades.steps.get(&peer) else {
             return;
         };
-        let waiting = self.parts.delivery().is_some_and(|d| {
-            d.live.keys().any(|id| {
-                self.swarm
-                    .behaviour()
-                    .deliver
-                    .is_pending_outbound(&peer, id)
-            }) || d.live_streamed.values().any(|(to, _)| *to == peer)
-        });
+        let deliver = &self.swarm.behaviour().deliver;
+        let waiting = self
+            .parts
+            .delivery()
+            .is_some_and(|d| d.waits_on(peer, |id| deliver.is_pending_outbound(&peer, id)));
         if waiting && now < *deadline {
             return;
         }

@@ -97,15 +97,16 @@ impl Parts {
                 hold_checker,
                 ..
             } => {
+                let (done, streams) = delivery.receivers();
                 let store = async {
-                    match delivery.done.as_mut() {
+                    match done {
                         Some(done) => done.recv().await,
                         None => std::future::pending().await,
                     }
                 };
                 let live = async {
-                    match delivery.streams.as_mut() {
-                        Some(streams) => streams.events.recv().await,
+                    match streams {
+                        Some(streams) => streams.next_event().await,
                         None => std::future::pending().await,
                     }
                 };
@@ -113,15 +114,15 @@ impl Parts {
                     biased;
                     Some(done) = store => WorkDone::Store(done),
                     Some(event) = live => WorkDone::Live(event),
-                    Some(checked) = hold_checker.done.recv() => WorkDone::Checked(checked),
+                    Some(checked) = hold_checker.next_done() => WorkDone::Checked(checked),
                     else => std::future::pending().await,
                 }
             }
-            Self::Observer { hold_checker } => match hold_checker.done.recv().await {
+            Self::Observer { hold_checker } => match hold_checker.next_done().await {
                 Some(checked) => WorkDone::Checked(checked),
                 None => std::future::pending().await,
             },
-            Self::Relay { store } => match store.done.recv().await {
+            Self::Relay { store } => match store.next_done().await {
                 Some(held) => WorkDone::Held(held),
                 None => std::future::pending().await,
             },

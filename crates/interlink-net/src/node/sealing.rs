@@ -33,12 +33,56 @@ struct Sending {
 /// peers offered one this run.
 pub(super) struct Keys {
     /// Sealing keys of peers, for sessions not on the roster.
-    pub(super) pins: interlink_store::pins::SealingPins,
-    pub(super) seal_contexts: SealContexts,
+    pins: interlink_store::pins::SealingPins,
+    seal_contexts: SealContexts,
     /// This user's passes for its peers, each signed once.
-    pub(super) issued: interlink_core::wire::IssuedPasses,
-    /// Peer sessions offered this user's pass this run ([`super::admission`]), bounded.
-    pub(super) offered: std::collections::HashSet<interlink_core::wire::SessionAddr>,
+    issued: interlink_core::wire::IssuedPasses,
+    /// Peer sessions offered this user's pass this run ([`super::admission`]), at most
+    /// [`super::admission::MAX_PASSES_OFFERED`].
+    offered: std::collections::HashSet<interlink_core::wire::SessionAddr>,
+}
+
+impl Keys {
+    pub(super) fn new(pins: interlink_store::pins::SealingPins) -> Self {
+        Self {
+            pins,
+            seal_contexts: SealContexts::default(),
+            issued: interlink_core::wire::IssuedPasses::default(),
+            offered: std::collections::HashSet::new(),
+        }
+    }
+
+    /// The sealing key pinned for `key`.
+    pub(super) fn pinned(&self, key: &interlink_core::IdentityKey) -> Option<SealingKey> {
+        self.pins.get(key)
+    }
+
+    /// The context to seal the next body to `to` in (see [`SealContexts::for_key`]).
+    pub(super) fn seal_context(
+        &mut self,
+        to: &SealingKey,
+        rng: &mut impl rand_core::CryptoRng,
+    ) -> Result<&SealContext, SealError> {
+        self.seal_contexts.for_key(to, rng)
+    }
+
+    pub(super) fn issued(&mut self) -> &mut interlink_core::wire::IssuedPasses {
+        &mut self.issued
+    }
+
+    /// Whether `to` was offered this user's pass this run.
+    pub(super) fn was_offered(&self, to: &interlink_core::wire::SessionAddr) -> bool {
+        self.offered.contains(to)
+    }
+
+    /// `to` was offered this user's pass (past the bound the count starts over rather
+    /// than grow: a repeat costs one small request).
+    pub(super) fn offered(&mut self, to: &interlink_core::wire::SessionAddr) {
+        if self.offered.len() >= super::admission::MAX_PASSES_OFFERED {
+            self.offered.clear();
+        }
+        self.offered.insert(to.clone());
+    }
 }
 
 /// A sender's contexts, by recipient sealing key; the least recently used goes first

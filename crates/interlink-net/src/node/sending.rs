@@ -67,7 +67,7 @@ impl Actor {
                     .node
                     .roster()
                     .sealing_key_of(&msg.to.key)
-                    .or_else(|| self.keys.pins.get(&msg.to.key));
+                    .or_else(|| self.keys.pinned(&msg.to.key));
                 if known.is_none() && (needs_key || msg.kind != EnvelopeKind::PairAccept) {
                     return Err(SendError::NotOnRoster(msg.to.clone()));
                 }
@@ -123,8 +123,7 @@ impl Actor {
                 .map_err(|e| SendError::Invalid(e.to_string()))?;
             let ctx = self
                 .keys
-                .seal_contexts
-                .for_key(&sealing_key()?, &mut rng)
+                .seal_context(&sealing_key()?, &mut rng)
                 .map_err(|e| SendError::Invalid(e.to_string()))?;
             env.seal_body_in(&body, ctx, &mut rng)
                 .map_err(|e| SendError::Invalid(e.to_string()))?;

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 #[derive(Debug)]
 pub(crate) struct Worker<I, O> {
     /// The results, in the order the calls were queued.
-    pub(crate) done: mpsc::Receiver<O>,
+    done: mpsc::Receiver<O>,
     ops: Option<mpsc::Sender<I>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -43,6 +43,11 @@ impl<I: Send + 'static, O: Send + 'static> Worker<I, O> {
             ops: Some(ops),
             thread: Some(thread),
         })
+    }
+
+    /// The next result (`None` once the thread is gone).
+    pub(crate) async fn next_done(&mut self) -> Option<O> {
+        self.done.recv().await
     }
 
     /// Queues a call; gives it back if the queue is full.

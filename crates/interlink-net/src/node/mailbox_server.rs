@@ -1,16 +1,12 @@
-//! Relays, from both sides.
-//!
-//! Every node answers the mailbox protocol: `hold` merges a copy into what it holds
-//! (answered after the merge — on a relay, after the commit to disk), `fetch` returns
-//! the copy held to its owner (`node::fetching`). A session configured with relays
-//! (`Config::relays`) dials them like bootstrap peers, listens through each one it
-//! reaches (a circuit reservation, announced with its other addresses), hands every
-//! mailbox copy it publishes to each of them with `hold`, and asks them for its own
-//! mailbox whenever it fetches it. A relay node runs the circuit relay server and
-//! counts the reservations and circuits it serves.
+//! The mailbox protocol's server side, on every node: `hold` merges a copy into what
+//! the node holds (answered after the merge — on a relay, after the commit to disk),
+//! `fetch` returns the copy held to its owner (`node::fetching`); a changed copy is
+//! pushed to its owner when it is connected here. And the client side's answers:
+//! a session hands every mailbox copy it publishes to each relay it uses with `hold`
+//! (`node::relay_client`), and asks them for its own mailbox whenever it fetches it.
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque},
+    collections::HashMap,
     time::{Duration, Instant},
 };
 
@@ -19,10 +15,8 @@ use interlink_core::wire::{
     SessionAddr, VERSION,
 };
 use libp2p::{
-    Multiaddr, PeerId,
+    PeerId,
     kad::RecordKey,
-    multiaddr::Protocol,
-    relay,
     request_response::{self, ResponseChannel},
 };
 use serde_bytes::ByteBuf;
@@ -34,208 +28,100 @@ use super::{
     mailbox_calls::{CallId, Purpose},
     publishing::{PutAnswer, PutId},
     relay_store::{Held, Hold, HoldFrom},
+    tarpit::Tarpit,
 };
-use crate::Role;
+use crate::{Event, Role};
 
-/// Most relays a session uses.
-pub(crate) const MAX_RELAYS: usize = 8;
 /// How late a mailbox request refused `over_budget` is answered.
 const TARPIT_DELAY: Duration = Duration::from_secs(2);
 /// Most late refusals waiting at once.
 const MAX_TARPIT: usize = 1024;
 /// Most mailboxes being pushed to their owners at once.
 const MAX_PUSHES: usize = 256;
-/// Peers counted as holding a reservation or circuit on this relay (each bounded by
-/// the relay server's own limits; these sets only mirror them).
-const MAX_SERVED: usize = 4096;
-/// The first wait before a relay still reached over TCP only is dialled over QUIC
-/// again…
-const QUIC_RETRY_FIRST: Duration = Duration::from_secs(10);
-/// …doubled after each dial that brought no QUIC connection, up to this.
-const QUIC_RETRY_MAX: Duration = Duration::from_secs(300);
 
-/// A relay this session reaches over TCP only, to be dialled over QUIC again.
+/// A mailbox answer: to whom, on what, saying what.
+type Answer = (PeerId, ResponseChannel<MailboxResponse>, MailboxOutcome);
+
+/// The server side's own state: pushes in flight, a relay's holds at its store
+/// thread, the late refusals.
 #[derive(Debug)]
-struct QuicRetry {
-    /// The relay's listen addresses, as identify gave them.
-    listen: Vec<Multiaddr>,
-    next: Instant,
-    wait: Duration,
-}
-
-/// Relay state of a node.
-#[derive(Debug, Default)]
-pub(crate) struct Relays {
-    /// The relays this session uses: PeerId → address (with its `/p2p/`).
-    configured: HashMap<PeerId, Multiaddr>,
-    /// Relays a circuit listener was opened through.
-    listening: HashSet<PeerId>,
-    /// Relays reached over TCP only, to dial over QUIC again (at most the configured).
-    quic_retry: HashMap<PeerId, QuicRetry>,
+pub(crate) struct MailboxServer {
     /// Mailboxes with a push in flight, and whether they changed since it left.
     pushing: HashMap<RecordKey, bool>,
-    /// Server side: peers holding a reservation here.
-    pub(crate) reservations: HashSet<PeerId>,
-    /// Server side: circuits open through here.
-    pub(crate) circuits: usize,
-    /// A relay: holds refused because their source network's budget was spent.
-    pub(crate) network_refused: u64,
     /// A relay: holds at its store thread → who waits (bounded by the thread's queues),
     /// and the network the copy came from, charged once it is committed.
     holds: HashMap<u64, (HoldFrom, Option<std::net::IpAddr>)>,
     next_hold: u64,
-    /// `over_budget` refusals waiting to be sent, oldest (soonest due) first.
-    tarpit: VecDeque<(
-        Instant,
-        PeerId,
-        ResponseChannel<MailboxResponse>,
-        MailboxOutcome,
-    )>,
+    /// A relay: holds refused because their source network's budget was spent.
+    network_refused: u64,
+    tarpit: Tarpit<Answer>,
 }
 
-impl Relays {
-    /// The relays of `addrs` that name their PeerId; the others are logged and skipped.
-    pub(crate) fn new(addrs: &[Multiaddr]) -> Self {
-        let mut configured = HashMap::new();
-        for addr in addrs.iter().take(MAX_RELAYS) {
-            match addr.iter().last() {
-                Some(Protocol::P2p(peer)) => {
-                    configured.insert(peer, addr.clone());
-                }
-                _ => warn!(%addr, "relay address without /p2p/<peer id>; ignored"),
-            }
-        }
+impl Default for MailboxServer {
+    fn default() -> Self {
         Self {
-            configured,
-            ..Self::default()
+            pushing: HashMap::new(),
+            holds: HashMap::new(),
+            next_hold: 0,
+            network_refused: 0,
+            tarpit: Tarpit::new(TARPIT_DELAY, MAX_TARPIT),
         }
     }
+}
 
-    pub(crate) fn is_relay(&self, peer: &PeerId) -> bool {
-        self.configured.contains_key(peer)
+impl MailboxServer {
+    /// Whether a push of `key` may start: not while one is in flight (it is marked
+    /// changed, to push again when answered), nor past [`MAX_PUSHES`].
+    fn may_push(&mut self, key: &RecordKey) -> bool {
+        if let Some(dirty) = self.pushing.get_mut(key) {
+            *dirty = true;
+            return false;
+        }
+        self.pushing.len() < MAX_PUSHES
     }
 
-    /// `target`'s address through each configured relay.
-    pub(crate) fn circuits_to(&self, target: PeerId) -> Vec<Multiaddr> {
-        self.configured
-            .values()
-            .map(|relay| {
-                relay
-                    .clone()
-                    .with(Protocol::P2pCircuit)
-                    .with(Protocol::P2p(target))
-            })
-            .collect()
+    fn pushing(&mut self, key: &RecordKey) {
+        self.pushing.insert(key.clone(), false);
+    }
+
+    /// The push of `key` ended; whether the copy changed meanwhile.
+    fn push_ended(&mut self, key: &RecordKey) -> bool {
+        self.pushing.remove(key).unwrap_or(false)
+    }
+
+    fn next_hold(&self) -> u64 {
+        self.next_hold
+    }
+
+    fn holding(&mut self, token: u64, from: HoldFrom, net: Option<std::net::IpAddr>) {
+        self.next_hold += 1;
+        self.holds.insert(token, (from, net));
+    }
+
+    fn held(&mut self, token: u64) -> Option<(HoldFrom, Option<std::net::IpAddr>)> {
+        self.holds.remove(&token)
+    }
+
+    fn refused_network(&mut self) {
+        self.network_refused += 1;
+    }
+
+    /// Holds refused because their source network's budget was spent.
+    pub(crate) fn network_refusals(&self) -> u64 {
+        self.network_refused
+    }
+
+    /// Keeps `answer` until it is due; gives it back when too many wait.
+    fn answer_late(&mut self, answer: Answer, now: Instant) -> Result<(), Answer> {
+        self.tarpit.hold(answer, now)
+    }
+
+    fn late_due(&mut self, now: Instant) -> Option<Answer> {
+        self.tarpit.poll_due(now)
     }
 }
 
 impl Actor {
-    /// Registers the relays' addresses so requests to them can dial.
-    pub(super) fn register_relays(&mut self) {
-        for (peer, addr) in &self.relays.configured {
-            self.swarm.add_peer_address(*peer, addr.clone());
-        }
-    }
-
-    /// A relay told us its listen addresses (identify). A session that reached it over
-    /// TCP only — RELAY.md's recipe gives one TCP address — also dials it over QUIC,
-    /// at the configured host and the port the relay listens on for QUIC: hole punching
-    /// (DCUtR) needs a UDP address observed from outside, and this node's TCP dials
-    /// leave from fresh ports (`swarm`), so without a QUIC connection to someone
-    /// outside it has none.
-    pub(super) fn reach_relay_over_quic(&mut self, relay: PeerId, listen: &[Multiaddr]) {
-        if !matches!(self.role, Role::Session(_)) {
-            return;
-        }
-        let Some(info) = self.peers.get(&relay) else {
-            return;
-        };
-        let Some(configured) = self.relays.configured.get(&relay) else {
-            return;
-        };
-        if info.transports().contains(&"quic") {
-            self.relays.quic_retry.remove(&relay);
-            return;
-        }
-        let configured = configured.clone();
-        if !self.dial_quic(relay, &configured, listen) {
-            // It does not listen on QUIC (or the dial could not start): nothing to retry.
-            return;
-        }
-        // A dial that fails (UDP blocked for a while, a handshake lost on a busy
-        // machine) is tried again on a timer: identify runs again only every few
-        // minutes, and until this node has a QUIC connection outside it cannot punch
-        // through a NAT.
-        let listen = listen
-            .iter()
-            .take(interlink_core::limits::MAX_LISTEN_ADDRS)
-            .cloned()
-            .collect();
-        let retry = self.relays.quic_retry.entry(relay).or_insert(QuicRetry {
-            listen: Vec::new(),
-            next: Instant::now() + QUIC_RETRY_FIRST,
-            wait: QUIC_RETRY_FIRST,
-        });
-        retry.listen = listen;
-    }
-
-    /// Every tick: dials over QUIC again the relays still reached over TCP only whose
-    /// wait is over.
-    pub(super) fn retry_relay_quic(&mut self, now: Instant) {
-        let due: Vec<PeerId> = self
-            .relays
-            .quic_retry
-            .iter()
-            .filter(|(_, r)| now >= r.next)
-            .map(|(p, _)| *p)
-            .collect();
-        for relay in due {
-            let tcp_only = self
-                .peers
-                .get(&relay)
-                .is_some_and(|info| !info.transports().contains(&"quic"));
-            let configured = self.relays.configured.get(&relay).cloned();
-            let (Some(configured), true, Some(retry)) =
-                (configured, tcp_only, self.relays.quic_retry.get_mut(&relay))
-            else {
-                // Reached over QUIC, or gone (identify starts it again on the next
-                // connection).
-                self.relays.quic_retry.remove(&relay);
-                continue;
-            };
-            retry.wait = (retry.wait * 2).min(QUIC_RETRY_MAX);
-            retry.next = now + retry.wait;
-            let listen = retry.listen.clone();
-            debug!(%relay, "relay still reached over TCP only");
-            self.dial_quic(relay, &configured, &listen);
-        }
-    }
-
-    /// A connection to `peer` opened: if it is one of our relays, listen through it.
-    pub(super) fn on_relay_connected(&mut self, peer: PeerId) {
-        if !matches!(self.role, Role::Session(_)) || self.relays.listening.contains(&peer) {
-            return;
-        }
-        let Some(addr) = self.relays.configured.get(&peer) else {
-            return;
-        };
-        let circuit = addr.clone().with(Protocol::P2pCircuit);
-        match self.swarm.listen_on(circuit.clone()) {
-            Ok(_) => {
-                info!(%circuit, "listening through relay");
-                self.relays.listening.insert(peer);
-            }
-            Err(e) => warn!(%circuit, "cannot listen through relay: {e}"),
-        }
-    }
-
-    /// The last connection to `peer` closed: its circuit listener closes with it and is
-    /// opened again on the next connection.
-    pub(super) fn on_relay_disconnected(&mut self, peer: &PeerId) {
-        self.relays.listening.remove(peer);
-        self.relays.quic_retry.remove(peer);
-    }
-
     /// The network `peer` is connected from (`node::budgets::source_network`).
     pub(super) fn source_network(&self, peer: &PeerId) -> Option<std::net::IpAddr> {
         self.peers
@@ -246,7 +132,7 @@ impl Actor {
 
     /// The relays this session uses.
     pub(super) fn relay_peers(&self) -> Vec<PeerId> {
-        self.relays.configured.keys().copied().collect()
+        self.relays.relays().map(|(p, _)| *p).collect()
     }
 
     /// Sends `record` to every relay we use; returns the requests, for confirmation.
@@ -401,12 +287,18 @@ impl Actor {
         match purpose {
             Purpose::Push(key) => self.push_done(&key, outcome.is_some(), connection_lost),
             Purpose::Fetch => {
-                self.mailbox.fetching.answered();
+                if self.mailbox.fetching.ended(outcome.is_some()) {
+                    // Once a run: a line an operator (and a process test) can wait for.
+                    info!(holder = %peer, "own mailbox fetched");
+                }
                 if let Some(MailboxOutcome::Record {
                     record: Some(record),
                 }) = outcome
                 {
                     self.on_own_copy(record);
+                }
+                if outcome.is_some() {
+                    self.emit(Event::MailboxFetched { holder: peer });
                 }
             }
             Purpose::Hold => {
@@ -433,11 +325,7 @@ impl Actor {
     /// dead connection beside a live one: the owner moved and dialled back) — not
     /// after a timeout: an owner that did not answer in time fetches on waking.
     pub(super) fn push_to_owner(&mut self, owner: &SessionAddr, key: &RecordKey, record: Vec<u8>) {
-        if let Some(dirty) = self.relays.pushing.get_mut(key) {
-            *dirty = true;
-            return;
-        }
-        if self.relays.pushing.len() >= MAX_PUSHES {
+        if !self.mailbox.server.may_push(key) {
             return;
         }
         let Some(peer) = self
@@ -460,16 +348,14 @@ impl Actor {
             },
         };
         match self.call_mailbox(peer, request, Purpose::Push(key.clone())) {
-            Ok(_) => {
-                self.relays.pushing.insert(key.clone(), false);
-            }
+            Ok(_) => self.mailbox.server.pushing(key),
             // The owner fetches it on waking instead.
             Err(e) => debug!(%peer, ?e, "mailbox push not sent"),
         }
     }
 
     fn push_done(&mut self, key: &RecordKey, answered: bool, connection_lost: bool) {
-        let dirty = self.relays.pushing.remove(key).unwrap_or(false);
+        let dirty = self.mailbox.server.push_ended(key);
         if !(answered && dirty || connection_lost) {
             return;
         }
@@ -509,7 +395,7 @@ impl Actor {
         if let Some(net) = net
             && !self.mailbox.network_budgets.has_room(net, self.now_ms())
         {
-            self.relays.network_refused += 1;
+            self.mailbox.server.refused_network();
             let reason = Refusal::new(
                 RefusalCode::OverBudget,
                 format!(
@@ -524,7 +410,7 @@ impl Actor {
             (Err(_), _) => Err(refuse(RefusalCode::Malformed, "record key is not 32 bytes")),
             (Ok(_), None) => Err(refuse(RefusalCode::NotASession, "this node is no relay")),
             (Ok(key), Some(store)) => {
-                let token = self.relays.next_hold;
+                let token = self.mailbox.server.next_hold();
                 store
                     .send(Hold { token, key, record })
                     .map(|()| token)
@@ -538,8 +424,7 @@ impl Actor {
         };
         match result {
             Ok(token) => {
-                self.relays.next_hold += 1;
-                self.relays.holds.insert(token, (from, net));
+                self.mailbox.server.holding(token, from, net);
             }
             Err(reason) => self.answer_hold(from, Err(reason)),
         }
@@ -547,7 +432,7 @@ impl Actor {
 
     /// The relay's store thread finished a hold.
     pub(super) fn on_relay_held(&mut self, held: Held) {
-        let Some((from, net)) = self.relays.holds.remove(&held.token) else {
+        let Some((from, net)) = self.mailbox.server.held(held.token) else {
             return;
         };
         let key = RecordKey::new(&held.key);
@@ -559,7 +444,7 @@ impl Actor {
                         .charge(net, copy.grew_by, self.now_ms());
                 }
                 // The store verified it; the decoded cache is filled again only if asked.
-                self.mailbox.copies.held.remove(&key);
+                self.mailbox.copies.forget_decoded(&key);
                 // An owner connected here gets the committed copy at once, as from a
                 // session holder (`node::mailbox`), instead of on its next fetch.
                 // Not to the owner that handed it (its own acks).
@@ -594,7 +479,7 @@ impl Actor {
     }
 
     /// Answers a mailbox request; an `over_budget` refusal only after
-    /// [`TARPIT_DELAY`]. A peer past its budget is refused after its request was read
+    /// [`TARPIT_DELAY`] (`node::tarpit`). A peer past its budget is refused after its request was read
     /// in full; answering at once would let it send the next one at once, and a few
     /// peers streaming copies to be refused keep this node busy decrypting them
     /// (issue 13, item 2). Answered late, each request a peer keeps in flight costs it
@@ -610,25 +495,25 @@ impl Actor {
             &outcome,
             MailboxOutcome::Refused { reason } if reason.code == RefusalCode::OverBudget
         );
-        if over && self.relays.tarpit.len() < MAX_TARPIT {
-            let due = Instant::now() + TARPIT_DELAY;
-            self.relays.tarpit.push_back((due, peer, channel, outcome));
-            return;
-        }
+        let (peer, channel, outcome) = if over {
+            match self
+                .mailbox
+                .server
+                .answer_late((peer, channel, outcome), Instant::now())
+            {
+                Ok(()) => return,
+                Err(now) => now,
+            }
+        } else {
+            (peer, channel, outcome)
+        };
         self.send_mailbox_response(peer, channel, outcome);
     }
 
     /// Sends the late refusals that are due (on the housekeeping tick).
     pub(super) fn flush_tarpit(&mut self, now: Instant) {
-        while self
-            .relays
-            .tarpit
-            .front()
-            .is_some_and(|(due, ..)| *due <= now)
-        {
-            if let Some((_, peer, channel, outcome)) = self.relays.tarpit.pop_front() {
-                self.send_mailbox_response(peer, channel, outcome);
-            }
+        while let Some((peer, channel, outcome)) = self.mailbox.server.late_due(now) {
+            self.send_mailbox_response(peer, channel, outcome);
         }
     }
 
@@ -652,81 +537,5 @@ impl Actor {
             }
         }
         info!(mailboxes = loaded, "relay: stored mailboxes loaded");
-    }
-
-    /// A relay node listens on `address`: with no configured external address, a
-    /// specific (not wildcard) listen address is taken as one, so the relay server —
-    /// disabled by libp2p until it has an external address — serves on a LAN or
-    /// loopback too.
-    pub(super) fn relay_listen_addr(&mut self, address: &Multiaddr) {
-        if !self.config.relay_server || !self.config.external_addrs.is_empty() {
-            return;
-        }
-        let wildcard = address.iter().any(|p| match p {
-            Protocol::Ip4(ip) => ip.is_unspecified(),
-            Protocol::Ip6(ip) => ip.is_unspecified(),
-            _ => false,
-        });
-        if !wildcard {
-            self.swarm.add_external_address(address.clone());
-        }
-    }
-
-    pub(super) fn on_relay_server(&mut self, event: relay::Event) {
-        match event {
-            relay::Event::ReservationReqAccepted { src_peer_id, .. } => {
-                debug!(peer = %src_peer_id, "reservation accepted");
-                if self.relays.reservations.len() < MAX_SERVED {
-                    self.relays.reservations.insert(src_peer_id);
-                }
-            }
-            relay::Event::ReservationClosed { src_peer_id }
-            | relay::Event::ReservationTimedOut { src_peer_id } => {
-                self.relays.reservations.remove(&src_peer_id);
-            }
-            relay::Event::CircuitReqAccepted {
-                src_peer_id,
-                dst_peer_id,
-            } => {
-                info!(src = %src_peer_id, dst = %dst_peer_id, "circuit accepted");
-                self.relays.circuits = (self.relays.circuits + 1).min(MAX_SERVED);
-            }
-            relay::Event::CircuitClosed {
-                src_peer_id,
-                dst_peer_id,
-                error,
-            } => {
-                // Shown with the accepted ones, so an operator sees what circuits are
-                // open (a pair of sessions that punched through closes theirs:
-                // `node::retire_circuits`).
-                match error {
-                    None => info!(src = %src_peer_id, dst = %dst_peer_id, "circuit closed"),
-                    Some(e) => {
-                        info!(src = %src_peer_id, dst = %dst_peer_id, error = %e, "circuit closed");
-                    }
-                }
-                self.relays.circuits = self.relays.circuits.saturating_sub(1);
-            }
-            other => debug!(?other, "relay server"),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_session_is_tried_through_each_relay_of_ours() {
-        let relay =
-            "/ip4/203.0.113.9/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN";
-        let relays = Relays::new(&[relay.parse().unwrap()]);
-        let target = PeerId::random();
-        let got: Vec<String> = relays
-            .circuits_to(target)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        assert_eq!(got, [format!("{relay}/p2p-circuit/p2p/{target}")]);
     }
 }
