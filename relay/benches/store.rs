@@ -15,10 +15,7 @@ use std::{
 };
 
 use interlink_core::mailbox::{self, Mailbox};
-use interlink_relay::{
-    now_ms,
-    store::{Caps, MailboxStore},
-};
+use interlink_relay::store::{Caps, MailboxStore};
 use interlink_testkit as testkit;
 
 const MAILBOXES: usize = 1_000;
@@ -51,7 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return decoded_size_factor();
     }
     let rss_start = rss_kib();
-    let now = now_ms();
+    let now = interlink_net::Clock::system().now_ms();
     let session = testkit::session("inbox");
     let owners: Vec<_> = (0..MAILBOXES as u64)
         .map(|i| testkit::identity(10_000 + i))
@@ -251,7 +248,7 @@ fn child(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let rss_fetched = rss_kib();
     // Then one more message into every mailbox, one commit each: the decoded cache
     // fills to its bound.
-    let now = now_ms();
+    let now = interlink_net::Clock::system().now_ms();
     let sender = testkit::identity(99);
     let puts: Vec<([u8; 32], Vec<u8>)> = owners
         .iter()
@@ -290,7 +287,7 @@ fn child(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
 /// Decodes 200 mailboxes of 100 envelopes, keeps them, and compares the memory they
 /// take (RSS growth) with the size of their records.
 fn decoded_size_factor() -> Result<(), Box<dyn std::error::Error>> {
-    let now = now_ms();
+    let now = interlink_net::Clock::system().now_ms();
     let session = testkit::session("inbox");
     let senders: Vec<_> = (0..SENDERS as u64).map(testkit::identity).collect();
     let text = "x".repeat(TEXT_BYTES);

@@ -35,6 +35,8 @@ pub struct Config {
     pub caps: Caps,
     /// How often to sweep.
     pub sweep_interval: Duration,
+    /// The clock the node stamps and checks with, and the sweeps expire by.
+    pub clock: interlink_net::Clock,
 }
 
 /// A configuration that cannot run.
@@ -64,6 +66,7 @@ impl Config {
             network: Network::default(),
             caps: Caps::default(),
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
+            clock: interlink_net::Clock::system(),
         }
     }
 

@@ -28,7 +28,7 @@ pub mod store;
 pub use config::Config;
 pub use node::{
     MAX_BLOCKING_THREADS, RELAY_TRANSPORT_LABEL, Relay, RelayError, RunError, SHUTDOWN_GRACE,
-    StartError, now_ms, run, start, transport_keypair,
+    StartError, run, start, transport_keypair,
 };
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ async fn relay_main() -> ExitCode {
         // Colour only for a person at a terminal, not for journald or a log file.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let config = match Args::parse().into_config() {
+    let mut config = match Args::parse().into_config() {
         Ok(c) => c,
         Err(e) => {
             error!("{e}");
@@ -53,7 +53,7 @@ async fn relay_main() -> ExitCode {
         .ok()
         .and_then(|v| v.trim().parse::<i64>().ok())
     {
-        interlink_net::set_test_clock_offset_ms(ms);
+        config.clock = interlink_net::Clock::offset_by(ms);
     }
     let shutdown = CancellationToken::new();
     stop_on_signal(shutdown.clone());

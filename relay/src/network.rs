@@ -35,6 +35,8 @@ pub struct NetworkContext {
     pub external: Vec<Multiaddr>,
     /// The overlay served.
     pub network: Network,
+    /// The node's clock.
+    pub clock: interlink_net::Clock,
     /// The durable mailbox store.
     pub store: Arc<MailboxStore>,
     /// Metrics to update.
@@ -153,6 +155,7 @@ pub async fn start(
         external_addrs: ctx.external.clone(),
         max_mailbox_records: MAX_SERVED_MAILBOXES,
         swarm_metrics: Some(ctx.metrics.swarm()),
+        clock: ctx.clock,
         ..interlink_net::Config::default()
     };
     let store: Arc<dyn DurableMailboxes> = Arc::new(Durable {

@@ -190,14 +190,15 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> Result<Relay,
         }
         None => None,
     };
-    let (s, m, token, every) = (
+    let (s, m, token, every, clock) = (
         store.clone(),
         metrics.clone(),
         shutdown.clone(),
         config.sweep_interval,
+        config.clock,
     );
     tasks.spawn(async move {
-        sweeper(s, m, every, token).await;
+        sweeper(s, m, every, clock, token).await;
         ("sweeper", Ok(()))
     });
 
@@ -206,6 +207,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> Result<Relay,
         listen: config.listen.clone(),
         external: config.external.clone(),
         network: config.network.clone(),
+        clock: config.clock,
         store: store.clone(),
         metrics: metrics.clone(),
     };
@@ -259,16 +261,12 @@ pub fn transport_keypair(identity: &Identity) -> Result<Keypair, StartError> {
         .map_err(|e| StartError::TransportKey(e.to_string()))
 }
 
-/// Milliseconds since the Unix epoch from the system clock (0 before 1970).
-pub fn now_ms() -> u64 {
-    interlink_net::now_ms()
-}
-
-/// Sweeps the store at start and then every `every`, until shutdown.
+/// Sweeps the store at start and then every `every` by `clock`, until shutdown.
 async fn sweeper(
     store: Arc<MailboxStore>,
     metrics: Metrics,
     every: Duration,
+    clock: interlink_net::Clock,
     shutdown: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(every);
@@ -283,7 +281,7 @@ async fn sweeper(
         let s = store.clone();
         // Not cancellable once started; a sweep commits in small batches, so shutdown
         // waits at most one batch.
-        match tokio::task::spawn_blocking(move || s.sweep(now_ms())).await {
+        match tokio::task::spawn_blocking(move || s.sweep(clock.now_ms())).await {
             Ok(Ok(report)) => {
                 metrics.record_sweep();
                 metrics.set_store(store.stats());

@@ -55,11 +55,19 @@ async fn starts_serves_probe_and_metrics_and_stops_on_cancel() -> Result<()> {
             &owner,
             &session,
             testkit::msg_id(1),
-            crate::now_ms(),
+            interlink_net::Clock::system().now_ms(),
             "hi",
         );
-        let (key, bytes) = testkit::record(&owner.public(), &session, &[env], &[], crate::now_ms());
-        relay.store().put(key, &bytes, crate::now_ms())?;
+        let (key, bytes) = testkit::record(
+            &owner.public(),
+            &session,
+            &[env],
+            &[],
+            interlink_net::Clock::system().now_ms(),
+        );
+        relay
+            .store()
+            .put(key, &bytes, interlink_net::Clock::system().now_ms())?;
         relay.metrics().set_store(relay.store().stats());
 
         let addr = relay.metrics_addr().expect("metrics are served");

@@ -13,7 +13,7 @@ use interlink_core::{
     wire::{MailboxOp, MailboxOutcome, MailboxRequest, VERSION},
 };
 use interlink_net::behaviour::BehaviourEvent;
-use interlink_relay::{Config, now_ms, start, store::RejectReason};
+use interlink_relay::{Config, start, store::RejectReason};
 use interlink_testkit::{self as testkit, identity, msg_id, session};
 use libp2p::{PeerId, request_response, swarm::SwarmEvent};
 use tokio_util::sync::CancellationToken;
@@ -34,7 +34,7 @@ async fn hostile_holds_are_refused_counted_and_leave_the_store_within_caps() {
 
     let (owner, mallory, friend) = (identity(1), identity(66), identity(2));
     let inbox = session("inbox");
-    let now = now_ms();
+    let now = interlink_net::Clock::system().now_ms();
     let genuine = testkit::message(&friend, &owner, &inbox, msg_id(1), now, "hello");
     let (key, genuine_record) = testkit::record(
         &owner.public(),

@@ -549,7 +549,7 @@ fn sealed_message_with_id(
         &SessionId::new(from_session).unwrap(),
         &to_addr,
         msg_id,
-        interlink_net::now_ms(),
+        interlink_net::Clock::system().now_ms(),
     )
     .sealed(text, &to.sealing.key, &mut sys_rng())
     .sign(from)

@@ -25,7 +25,7 @@ use tracing::debug;
 use crate::{files::write_atomically, paths::SessionDir};
 
 /// Most failed deliveries kept.
-pub const MAX_FAILURES: usize = 256;
+pub(crate) const MAX_FAILURES: usize = 256;
 /// Most bytes of a failed run's stderr kept in its error.
 const MAX_STDERR: u64 = 2048;
 
@@ -61,7 +61,7 @@ impl Default for CodexConfig {
 
 /// A notice that could not be queued.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// Its id (the message's id).
     pub id: String,
     /// The Codex thread.
@@ -90,7 +90,7 @@ struct FailuresFile {
 }
 
 /// The saved failures of the session in `dir`, oldest first.
-pub fn load_failures(dir: &SessionDir) -> Vec<Failure> {
+pub(crate) fn load_failures(dir: &SessionDir) -> Vec<Failure> {
     std::fs::read(dir.codex_failures())
         .ok()
         .and_then(|b| serde_json::from_slice::<FailuresFile>(&b).ok())
@@ -99,7 +99,7 @@ pub fn load_failures(dir: &SessionDir) -> Vec<Failure> {
 }
 
 /// Replaces the saved failures.
-pub fn save_failures(dir: &SessionDir, failures: &[Failure]) -> std::io::Result<()> {
+pub(crate) fn save_failures(dir: &SessionDir, failures: &[Failure]) -> std::io::Result<()> {
     let file = FailuresFile {
         version: 1,
         failures: failures.to_vec(),
@@ -110,7 +110,7 @@ pub fn save_failures(dir: &SessionDir, failures: &[Failure]) -> std::io::Result<
 
 /// The notice queued into the thread for one message: who sent it (verified), where it
 /// belongs, and how to read it — never the peer's text itself.
-pub fn notice(e: &InboxEntry, name: Option<&str>) -> String {
+pub(crate) fn notice(e: &InboxEntry, name: Option<&str>) -> String {
     let who = match name {
         Some(n) => format!("{n} ({})", e.sender_fingerprint),
         None => e.sender_fingerprint.clone(),
@@ -144,7 +144,7 @@ pub fn notice(e: &InboxEntry, name: Option<&str>) -> String {
 /// timeout. `--resume` asks the local Codex daemon to resume the thread, so an idle
 /// thread starts a turn rather than waiting for the user's next prompt (codex-cli 0.171;
 /// a failed resume is only a warning there).
-pub async fn queue(cfg: &CodexConfig, thread: &str, notice: &str) -> Result<(), String> {
+pub(crate) async fn queue(cfg: &CodexConfig, thread: &str, notice: &str) -> Result<(), String> {
     let mut cmd = tokio::process::Command::new(&cfg.bin);
     cmd.args(["queue", "--thread", thread, "--message", notice, "--resume"])
         .stdin(Stdio::null())
@@ -201,7 +201,7 @@ pub(crate) async fn queue_with_retries(
 }
 
 /// The delay before retry number `n` (1-based) of a saved failure.
-pub fn retry_delay(cfg: &CodexConfig, n: u32) -> Duration {
+pub(crate) fn retry_delay(cfg: &CodexConfig, n: u32) -> Duration {
     let factor = 1u32
         .checked_shl(n.saturating_sub(1).min(16))
         .unwrap_or(u32::MAX);

@@ -38,6 +38,15 @@ use crate::{
     sent_log::SentLog,
 };
 
+/// Lets the tasks woken by the same delivery run before a worker reads the inbox. The
+/// node hands the sender's receipt to the connection's task just before it tells the
+/// workers; on the session's one thread, a worker reading the inbox at once kept that
+/// receipt from the wire for as long as it read (about 60 µs of every `send_message`
+/// in the `mcp` bench, docs/BENCHMARKS.md).
+pub(crate) async fn after_the_network() {
+    tokio::task::yield_now().await;
+}
+
 /// How long a tool waits for the node to come up before answering with an error.
 pub(crate) const NODE_WAIT: Duration = Duration::from_secs(15);
 
@@ -197,7 +206,7 @@ pub(crate) fn reply_route(e: &InboxEntry) -> Option<(IdentityKey, SessionId)> {
 
 /// When a session starts ([`crate::startup`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StartAt {
+pub(crate) enum StartAt {
     /// At once.
     Now,
     /// At `initialize`, once the client's name tells the host.
@@ -333,6 +342,8 @@ pub(crate) struct Settings {
     pub codex: CodexConfig,
     /// The agent host's inbox socket, found (and answering) at launch.
     pub host_inbox: Option<HostInbox>,
+    /// The clock of the node's configuration: every timestamp the session makes.
+    pub clock: interlink_net::Clock,
 }
 
 /// Everything the tools share about this session.
@@ -365,6 +376,8 @@ pub(crate) struct Context {
     pub codex: CodexConfig,
     /// The agent host's inbox socket, found at launch (not in channel mode).
     pub host_inbox: Option<HostInbox>,
+    /// The clock of the node's configuration: every timestamp the session makes.
+    pub clock: interlink_net::Clock,
     /// The mutable state; see [`Context::shared`].
     shared: SharedState,
     /// Serialises read-state changes (tools and the channel forwarder). An async lock,
@@ -397,6 +410,7 @@ impl Context {
             scanned: Arc::new(AtomicU64::new(0)),
             tool_calls: AtomicU64::new(0),
             name: settings.name,
+            clock: settings.clock,
             receipts: ReceiptQueue(receipts),
             codex: settings.codex,
             shared: SharedState::new(Shared {
@@ -540,7 +554,7 @@ impl Context {
     pub(crate) fn status(&self) -> Status {
         Status {
             unread: self.unread_count(),
-            pairs_waiting: crate::pairing::current(&self.home, interlink_net::now_ms())
+            pairs_waiting: crate::pairing::current(&self.home, self.clock.now_ms())
                 .map(|p| p.incoming.len())
                 .unwrap_or(0),
         }
@@ -551,7 +565,7 @@ impl Context {
     /// message, not after the receipt, where it cost every `send_message` its file
     /// reads. A message arriving in the meantime is in the next result's count.
     pub(crate) async fn status_in_flight(&self) -> Status {
-        crate::workers::after_the_network().await;
+        after_the_network().await;
         self.status()
     }
 

@@ -176,7 +176,7 @@ pub async fn route_group(
 /// by `until` — addressed literally (presence gone), never a session whose id merely
 /// starts with it. For addresses that came from a message (a reply address, a group
 /// tag) or a group's narrowed session, which are full ids.
-pub async fn exact_route(
+pub(crate) async fn exact_route(
     handle: &Handle,
     addr: &SessionAddr,
     until: Instant,

@@ -47,22 +47,22 @@ use crate::{files::write_replacing, paths::SessionDir};
 mod sock;
 
 /// Longest wait for the host's socket to accept a connection.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest wait for the host to close a connection after reading a frame (its own
 /// senders wait 5 s).
-pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest line the host reads (characters; a longer one drops the connection).
-pub const MAX_FRAME: usize = 1 << 20;
+pub(crate) const MAX_FRAME: usize = 1 << 20;
 /// Longest receipt line read from the host, and most bytes of one receipt connection.
-pub const MAX_RECEIPT_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_RECEIPT_BYTES: usize = 64 * 1024;
 /// Receipt connections read at once; more wait for the accept loop.
-pub const RECEIPT_CONNECTIONS: usize = 8;
+pub(crate) const RECEIPT_CONNECTIONS: usize = 8;
 /// Receipts waiting for the worker.
-pub const RECEIPT_QUEUE: usize = 64;
+pub(crate) const RECEIPT_QUEUE: usize = 64;
 /// Most message keys [`HandoverFile`] lists in each of its sets.
-pub const MAX_LISTED: usize = 4096;
+pub(crate) const MAX_LISTED: usize = 4096;
 /// The name our frames give as their sender (the verified one is in the text).
-pub const FROM_NAME: &str = "interlink-p2p";
+pub(crate) const FROM_NAME: &str = "interlink-p2p";
 
 /// Where the agent host's inbox socket is, and how to prove we are its child.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -241,7 +241,7 @@ fn registry_socket(env: &impl Fn(&str) -> Option<String>, pid: u32) -> Option<Pa
 /// receipts go to. The text goes inside the host's own envelope, which names no mode
 /// and no session: every attribute there is the sender's claim, so the verified
 /// sender is in the text, under interlink's framing.
-pub fn frame(text: &str, msg_id: &str, reply: &Path) -> String {
+pub(crate) fn frame(text: &str, msg_id: &str, reply: &Path) -> String {
     let from = format!("uds:{}", reply.display());
     // The host accepts an envelope only if it re-serializes to the same string; a path
     // that would need escaping in an attribute goes without one (the host then wraps
@@ -266,11 +266,16 @@ pub fn frame(text: &str, msg_id: &str, reply: &Path) -> String {
 }
 
 /// A fresh UUID (version 4) naming one frame.
-pub fn frame_id() -> String {
+pub(crate) fn frame_id() -> String {
     let mut b = [0u8; 16];
     if getrandom::fill(&mut b).is_err() {
         // No OS randomness: a time-based id is unique enough to match receipts.
-        b[..16].copy_from_slice(&interlink_net::now_ms().to_be_bytes().repeat(2));
+        b[..16].copy_from_slice(
+            &interlink_net::Clock::system()
+                .now_ms()
+                .to_be_bytes()
+                .repeat(2),
+        );
     }
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
@@ -287,7 +292,7 @@ pub fn frame_id() -> String {
 
 /// What the host did with frames we sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostReceipt {
+pub(crate) struct HostReceipt {
     /// The frames it is about (`orig_msg_id`, and a drop's `dropped_msg_ids`).
     pub frames: Vec<String>,
     /// What happened.
@@ -296,7 +301,7 @@ pub struct HostReceipt {
 
 /// A frame's fate, as the host reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HostStatus {
+pub(crate) enum HostStatus {
     /// Held for the user's approval (`crossSessionInbound`, or permission-mode parity).
     Held,
     /// A held frame was released to the model.
@@ -308,7 +313,7 @@ pub enum HostStatus {
 
 /// Parses one line a host sent to our reply socket; `None` for anything but a
 /// `peer_message_status` control frame naming a frame.
-pub fn parse_receipt(line: &str) -> Option<HostReceipt> {
+pub(crate) fn parse_receipt(line: &str) -> Option<HostReceipt> {
     let v: Value = serde_json::from_str(line).ok()?;
     if v["type"] != "control" || v["action"] != "peer_message_status" {
         return None;
@@ -343,7 +348,7 @@ pub fn parse_receipt(line: &str) -> Option<HostReceipt> {
 /// Our socket for the host's receipts: `<pid>.sock` beside the host's own socket (the
 /// host sends receipts only there), removed when dropped.
 #[derive(Debug)]
-pub struct ReplySocket {
+pub(crate) struct ReplySocket {
     path: PathBuf,
     listener: Option<sock::Listener>,
 }
@@ -352,7 +357,7 @@ impl ReplySocket {
     /// Binds beside `host_socket`. Unix: `<our pid>.sock`, or `<our pid>-<8 hex>.sock`
     /// if a live socket has that name (a stale one is replaced); Windows: a new
     /// `cc-msg-<32 hex>` pipe in the host's namespace.
-    pub fn bind_beside(host_socket: &Path) -> io::Result<Self> {
+    pub(crate) fn bind_beside(host_socket: &Path) -> io::Result<Self> {
         let mut last = io::Error::other("no name to bind");
         for path in sock::reply_names(host_socket)? {
             match sock::bind(&path) {
@@ -369,14 +374,14 @@ impl ReplySocket {
     }
 
     /// The socket's path (the frames' `from` address).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Reads receipts until `cancel` fires, handing each to `tx`. Only connections
     /// from process `host_pid` count (its credentials, checked by the kernel); at most
     /// [`RECEIPT_CONNECTIONS`] are read at once, each bounded in bytes and time.
-    pub async fn serve(
+    pub(crate) async fn serve(
         mut self,
         host_pid: u32,
         tx: mpsc::Sender<HostReceipt>,
@@ -447,7 +452,7 @@ impl Drop for ReplySocket {
 /// (`sessions/<id>/host_inbox.json`, replaced whole, not synced: losing it repeats a
 /// wake-up at worst). Messages are named `"<sender key>:<msg id>"`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HandoverFile {
+pub(crate) struct HandoverFile {
     /// Format version (1).
     pub version: u32,
     /// Our reply socket: while it accepts connections, the server is alive.
@@ -463,27 +468,27 @@ pub struct HandoverFile {
 
 impl HandoverFile {
     /// The file of `dir`, if there is one that parses.
-    pub fn load(dir: &SessionDir) -> Option<Self> {
+    pub(crate) fn load(dir: &SessionDir) -> Option<Self> {
         let bytes = std::fs::read(dir.host_inbox()).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
     /// Replaces the file of `dir`.
-    pub fn save(&self, dir: &SessionDir) -> io::Result<()> {
+    pub(crate) fn save(&self, dir: &SessionDir) -> io::Result<()> {
         let bytes = serde_json::to_vec(self).map_err(io::Error::other)?;
         write_replacing(&dir.host_inbox(), &bytes)
     }
 
     /// Whether the server that wrote it is still running (its reply socket accepts a
     /// connection) and still hands new messages to the host.
-    pub fn handing_over(&self) -> bool {
+    pub(crate) fn handing_over(&self) -> bool {
         self.active && sock::accepts(&self.reply)
     }
 
     /// Whether the hook should announce the unread message `key`: never one the host
     /// took; while the server hands messages over, only the ones the host did not
     /// deliver.
-    pub fn hook_announces(&self, key: &str, handing_over: bool) -> bool {
+    pub(crate) fn hook_announces(&self, key: &str, handing_over: bool) -> bool {
         !self.handed.contains(key) && (!handing_over || self.fell_back.contains(key))
     }
 }

@@ -9,6 +9,9 @@
 //! `initialize`, or when a Codex thread is bound) is decided by [`startup`], which also
 //! starts the background [`workers`].
 //!
+//! The command line uses this crate only through [`cli`]; every other module is
+//! private.
+//!
 //! The layers, each importing only those below it:
 //! - [`serve`] — the entry point: builds the context, runs the server, shuts down;
 //! - [`server`] — the rmcp handler and the instructions; [`tools`] — the tools;
@@ -54,30 +57,29 @@
 // The home's files, under their own names for the modules here.
 use interlink_store::{files, groups, pairing, paths, policy, read_state, sent_log};
 
-pub mod codex;
+pub mod cli;
+mod codex;
 mod consent;
 mod context;
-pub mod dates;
-pub mod group_route;
-pub mod host_inbox;
+mod dates;
+mod group_route;
+mod host_inbox;
 mod jsonrpc_lines;
-pub mod network_view;
-pub mod peers;
+mod network_view;
+mod peers;
 mod render;
 mod retention;
-pub mod sender;
-pub mod serve;
+mod sender;
+mod serve;
 mod server;
-pub mod session_node;
+mod session_node;
 mod startup;
 #[cfg(unix)]
 mod stdio;
 #[cfg(not(unix))]
 #[path = "stdio_other.rs"]
 mod stdio;
-pub mod stop_hook;
+mod stop_hook;
 mod surface;
 mod tools;
 mod workers;
-
-pub use serve::{Options, ServeError, serve_stdio};

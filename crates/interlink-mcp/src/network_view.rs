@@ -21,13 +21,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 /// How often a session's `network.json` is refreshed when something in it changed.
-pub const REFRESH: Duration = Duration::from_secs(5);
+pub(crate) const REFRESH: Duration = Duration::from_secs(5);
 /// How often it is rewritten unchanged, so its age says the session still runs.
 pub const REWRITE_AT_LEAST: Duration = Duration::from_secs(30);
 
 /// The view of `diag`, naming the sessions of `roster` behind each peer by the
 /// petnames of `peers` (else their fingerprints).
-pub fn view(diag: &Diagnostics, roster: &[IdentityView], peers: &PeerPolicy) -> Value {
+pub(crate) fn view(diag: &Diagnostics, roster: &[IdentityView], peers: &PeerPolicy) -> Value {
     // The sessions behind each node, in one pass over the roster.
     let mut behind: HashMap<PeerId, Vec<String>> = HashMap::new();
     for s in roster.iter().flat_map(|i| i.sessions.iter()) {
@@ -112,8 +112,14 @@ pub fn lines(view: &Value) -> Vec<String> {
 }
 
 /// Keeps `dir`'s `network.json` current until `cancel` fires or the node stops
-/// (sessions named by `home`'s petnames).
-pub async fn keep_written(handle: Handle, home: Home, dir: SessionDir, cancel: CancellationToken) {
+/// (sessions named by `home`'s petnames; stamped by the session's `clock`).
+pub async fn keep_written(
+    handle: Handle,
+    home: Home,
+    dir: SessionDir,
+    clock: interlink_net::Clock,
+    cancel: CancellationToken,
+) {
     let mut tick = tokio::time::interval(REFRESH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last = Value::Null;
@@ -137,7 +143,7 @@ pub async fn keep_written(handle: Handle, home: Home, dir: SessionDir, cancel: C
             continue;
         }
         let mut file = now.clone();
-        file["updated_ms"] = json!(interlink_net::now_ms());
+        file["updated_ms"] = json!(clock.now_ms());
         match serde_json::to_vec_pretty(&file) {
             Ok(bytes) => {
                 if let Err(e) = write_replacing(&dir.network(), &bytes) {

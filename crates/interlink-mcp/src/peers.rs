@@ -126,7 +126,7 @@ pub fn rename(home: &Home, old: &str, new: &str) -> Result<IdentityKey, RenameEr
 }
 
 /// A full identity key: 64 hex digits that are a valid Ed25519 point.
-pub fn parse_key(text: &str) -> Result<IdentityKey, AddError> {
+pub(crate) fn parse_key(text: &str) -> Result<IdentityKey, AddError> {
     let bad = |source| AddError::BadKey {
         text: text.to_owned(),
         source,

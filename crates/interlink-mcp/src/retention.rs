@@ -24,8 +24,14 @@ pub(crate) const RETENTION_MS: u64 = interlink_core::limits::MAILBOX_RETENTION_M
 pub(crate) const MAX_SWEPT: usize = 256;
 
 /// Removes the ended, idle, fully read session directories of `home` other than
-/// `keep`'s; returns the ids removed.
-pub(crate) fn sweep(home: &Home, keep: &SessionId, now: SystemTime) -> Vec<String> {
+/// `keep`'s; returns the ids removed. `now` is the file system's time (the
+/// directories' idle age); `clock` stamps the locks taken.
+pub(crate) fn sweep(
+    home: &Home,
+    keep: &SessionId,
+    now: SystemTime,
+    clock: interlink_net::Clock,
+) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(home.sessions()) else {
         return Vec::new();
     };
@@ -45,7 +51,7 @@ pub(crate) fn sweep(home: &Home, keep: &SessionId, now: SystemTime) -> Vec<Strin
         let dir = SessionDir::at(entry.path());
         // Held while checking and removing: a process starting this session waits or
         // fails rather than running in a directory being deleted.
-        let Ok(lock) = dir.claim("retention", interlink_net::now_ms()) else {
+        let Ok(lock) = dir.claim("retention", clock.now_ms()) else {
             continue;
         };
         let unread = ReadState::load(&dir)
@@ -120,7 +126,8 @@ mod tests {
         let home = Home::new(tmp.path());
         let make = |id: &str, unread: bool| {
             let dir = home.session(&SessionId::new(id).unwrap()).unwrap();
-            let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
+            let mut inbox =
+                Inbox::open(dir.path(), interlink_net::Clock::system().now_ms()).unwrap();
             if unread {
                 let m = MsgId::from_bytes([1; 16]);
                 inbox.append(m, &entry(m)).unwrap();
@@ -131,12 +138,14 @@ mod tests {
         make("old-unread", true);
         make("fresh", false);
         let held = make("old-held", false);
-        let _lock = held.claim("mcp", interlink_net::now_ms()).unwrap();
+        let _lock = held
+            .claim("mcp", interlink_net::Clock::system().now_ms())
+            .unwrap();
         let me = SessionId::new("me").unwrap();
         make("me", false);
         let now = SystemTime::now();
         // Nothing is old yet.
-        assert!(sweep(&home, &me, now).is_empty());
+        assert!(sweep(&home, &me, now, interlink_net::Clock::system()).is_empty());
         let later = now + Duration::from_millis(RETENTION_MS + 60_000);
         // "fresh" had a change just before the sweep.
         std::fs::write(home.sessions().join("fresh").join("note"), b"x").unwrap();
@@ -145,7 +154,7 @@ mod tests {
             .open(home.sessions().join("fresh").join("note"))
             .unwrap();
         f.set_modified(later - Duration::from_secs(60)).unwrap();
-        let removed = sweep(&home, &me, later);
+        let removed = sweep(&home, &me, later, interlink_net::Clock::system());
         assert_eq!(removed, vec!["old-read".to_owned()]);
         for kept in ["old-unread", "old-held", "fresh", "me"] {
             assert!(home.sessions().join(kept).is_dir(), "{kept} kept");

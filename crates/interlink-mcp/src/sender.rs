@@ -52,7 +52,7 @@ pub enum TargetError {
 /// The identity `to` names: `self`, or a peer by petname, fingerprint or key prefix
 /// (`PeerPolicy::resolve`). On failure the roster is consulted to tell a stranger
 /// from a typo.
-pub async fn resolve(
+pub(crate) async fn resolve(
     to: &str,
     policy: &PeerPolicy,
     own: IdentityKey,
@@ -211,7 +211,7 @@ const PAIRING_ROSTER_WAIT: Duration = Duration::from_secs(3);
 /// Sends a knock or pair acceptance (no text) to `to`, suggesting `name` for this user,
 /// waiting briefly for `to` to show on the roster (a message is sealed and addressed to
 /// an announced session).
-pub async fn send_pairing(
+pub(crate) async fn send_pairing(
     handle: &Handle,
     name: &str,
     to: interlink_core::wire::SessionAddr,
@@ -261,10 +261,10 @@ pub async fn send_pairing_with(
 }
 
 /// Most session ids a "no session to route to" error names.
-pub const MAX_SEEN_NAMED: usize = 3;
+pub(crate) const MAX_SEEN_NAMED: usize = 3;
 /// Most session directories of the home whose sent logs are read for them (the most
 /// recently changed): an error path must not walk a home of thousands of sessions.
-pub const MAX_SENT_LOGS_READ: usize = 32;
+pub(crate) const MAX_SENT_LOGS_READ: usize = 32;
 
 /// The session ids of `key` known to this user, most recent first, at most
 /// [`MAX_SEEN_NAMED`]: those the node saw say goodbye (`handle`, if any) and those
@@ -280,7 +280,7 @@ pub async fn seen_sessions(
 }
 
 /// Most session ids [`is_seen`] compares with.
-pub const MAX_SEEN_CHECKED: usize = 64;
+pub(crate) const MAX_SEEN_CHECKED: usize = 64;
 
 /// Whether `session` of `key` is among the ids known to this user ([`seen_sessions`],
 /// up to [`MAX_SEEN_CHECKED`] of them): an id given by hand that is not may be a typo.

@@ -26,7 +26,7 @@ use crate::{
 };
 
 /// Longest time from a shutdown request to [`serve_stdio`] returning.
-pub const SHUTDOWN_BUDGET: Duration = Duration::from_millis(900);
+pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_millis(900);
 
 /// What the session is and how it runs.
 #[derive(Clone, Debug)]
@@ -80,7 +80,7 @@ pub enum ServeError {
 }
 
 /// When a session with these options starts ([`crate::startup`]).
-pub fn start_at(source: SessionSource, host: Option<HostKind>) -> StartAt {
+pub(crate) fn start_at(source: SessionSource, host: Option<HostKind>) -> StartAt {
     let pinned = matches!(source, SessionSource::Flag | SessionSource::InterlinkEnv);
     match (host, source) {
         (Some(HostKind::Codex), _) if !pinned => StartAt::Bind,
@@ -105,6 +105,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
         (None, StartAt::Bind) => HostKind::Codex,
         (None, _) => HostKind::Other,
     };
+    let clock = options.config.clock;
     let (status_tx, status_rx) = watch::channel(NodeStatus::Unbound);
     let (receipts_tx, receipts_rx) = tokio::sync::mpsc::channel(RECEIPT_QUEUE);
     let node_cancel = CancellationToken::new();
@@ -112,7 +113,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     // A session that starts now is claimed now: a second process under the same id and
     // home exits here, naming the first, before it touches the inbox or the overlay.
     let lock = match at {
-        StartAt::Now => Some(session_dir.claim("mcp", interlink_net::now_ms())?),
+        StartAt::Now => Some(session_dir.claim("mcp", clock.now_ms())?),
         StartAt::Initialize | StartAt::Bind => None,
     };
     let starter = Starter {
@@ -138,6 +139,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
             name: options.name.clone(),
             codex: options.codex,
             host_inbox: options.host_inbox,
+            clock,
         },
         status_rx,
         receipts_tx,
@@ -192,7 +194,7 @@ pub async fn serve_stdio(options: Options, shutdown: CancellationToken) -> Resul
     // a host that closes stdin may kill the process soon after. The goodbyes to
     // sticky peers, the flusher and the node's own shutdown follow.
     leave_rosters(&ctx).await;
-    say_goodbye(&ctx).await;
+    crate::startup::say_goodbye(&ctx).await;
     workers_cancel.cancel();
     let (node_task, flusher) = {
         let mut shared = ctx.shared();
@@ -239,51 +241,6 @@ async fn leave_rosters(ctx: &Context) {
         Ok(Ok(false)) => info!("no goodbye published (no peer subscribed)"),
         Ok(Err(e)) => warn!("goodbye not published: {e}"),
         Err(_) => warn!("the node did not publish the goodbye within {LEAVE_BUDGET:?}"),
-    }
-}
-
-/// Most sticky peers told that this session closed.
-pub const MAX_GOODBYES: usize = 16;
-/// How long the goodbyes to sticky peers may take at shutdown.
-pub const GOODBYE_BUDGET: Duration = Duration::from_millis(300);
-
-/// Tells the peers that last wrote to this session (its sticky peers) that it closed,
-/// with a signed `goodbye` envelope each — best effort, within [`GOODBYE_BUDGET`], so
-/// an idle peer learns it before its next send. (The node's goodbye on the presence
-/// topic follows.)
-pub(crate) async fn say_goodbye(ctx: &Context) {
-    let ready = match &*ctx.node.borrow() {
-        NodeStatus::Ready(r) => r.clone(),
-        _ => return,
-    };
-    let targets = ctx.shared().routes.sticky(MAX_GOODBYES);
-    if targets.is_empty() {
-        return;
-    }
-    let mut sends = tokio::task::JoinSet::new();
-    for (key, session) in targets {
-        let handle = ready.handle.clone();
-        sends.spawn(async move {
-            let msg = interlink_net::OutgoingMessage {
-                to: interlink_core::wire::SessionAddr { key, session },
-                kind: interlink_core::wire::EnvelopeKind::Goodbye,
-                text: None,
-                task_id: None,
-                status: None,
-                in_reply_to: None,
-                also_about: Vec::new(),
-                name: None,
-                group: None,
-                invite: None,
-            };
-            let _ = handle.send(msg).await;
-        });
-    }
-    if tokio::time::timeout(GOODBYE_BUDGET, sends.join_all())
-        .await
-        .is_err()
-    {
-        info!("goodbyes to sticky peers did not all finish in time");
     }
 }
 

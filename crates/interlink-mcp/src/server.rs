@@ -217,6 +217,7 @@ pub(crate) mod testing {
                 name: "tester".into(),
                 codex: CodexConfig::default(),
                 host_inbox: None,
+                clock: interlink_net::Clock::system(),
             },
             node,
             tx,

@@ -26,12 +26,12 @@ use tracing::{info, warn};
 use crate::{paths::Home, policy};
 
 /// How long [`wait_listening`] waits for the listeners before giving up.
-pub const LISTEN_DEADLINE: Duration = Duration::from_secs(10);
+pub(crate) const LISTEN_DEADLINE: Duration = Duration::from_secs(10);
 /// After every configured listener has an address, how long to wait for more
 /// addresses of the same listeners (one per interface for `0.0.0.0`).
 const LISTEN_SETTLE: Duration = Duration::from_millis(150);
 /// How often a running session checks whether `peers.json` changed.
-pub const POLICY_POLL: Duration = Duration::from_millis(500);
+pub(crate) const POLICY_POLL: Duration = Duration::from_millis(500);
 /// How long after an edit of `peers.json` every running session of the home has
 /// applied it (two polls and a margin). A pairing confirmation is sent only after it:
 /// the requester acts on the confirmation at once, and its first message must not
@@ -89,7 +89,7 @@ pub enum StartError {
 }
 
 /// Checks a summary against the announcement rules.
-pub fn check_summary(summary: &str) -> Result<(), StartError> {
+pub(crate) fn check_summary(summary: &str) -> Result<(), StartError> {
     if summary.len() > MAX_SUMMARY_BYTES || summary.chars().any(char::is_control) {
         return Err(StartError::Summary { len: summary.len() });
     }
@@ -154,7 +154,7 @@ pub fn start_node(spec: SessionSpec, config: &Config) -> Result<Node, StartError
 
 /// The name of the git root directory containing `dir` (the nearest ancestor with a
 /// `.git` entry, a directory or a worktree's file), if any.
-pub fn git_label(dir: &Path) -> Option<String> {
+pub(crate) fn git_label(dir: &Path) -> Option<String> {
     let root = dir.ancestors().find(|d| d.join(".git").exists())?;
     let name = root.file_name()?.to_string_lossy().into_owned();
     (name.len() <= MAX_GIT_LABEL_BYTES && !name.chars().any(char::is_control)).then_some(name)

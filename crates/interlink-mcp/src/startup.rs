@@ -12,7 +12,7 @@
 //! and the workers that follow it (`crate::workers::spawn`). What starting needs is
 //! kept in the context's shared state (`crate::context::Starter`) until then.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use interlink_core::{SessionId, wire::HostKind};
 use interlink_net::{Config, Delivery, SessionSpec};
@@ -80,7 +80,7 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
         if shared.tasks.lock.is_none() {
             shared.tasks.lock = Some(
                 session_dir
-                    .claim("mcp", interlink_net::now_ms())
+                    .claim("mcp", ctx.clock.now_ms())
                     .map_err(|e| fail(e.to_string()))?,
             );
         }
@@ -100,9 +100,9 @@ fn start_with(ctx: &Arc<Context>, starter: Starter, session: SessionId) -> Resul
     // Ended sessions of this home that went idle past retention, with nothing unread,
     // leave now (off the runtime's thread: it walks directories).
     {
-        let (home, keep) = (ctx.home.clone(), session.clone());
+        let (home, keep, clock) = (ctx.home.clone(), session.clone(), ctx.clock);
         tokio::task::spawn_blocking(move || {
-            crate::retention::sweep(&home, &keep, std::time::SystemTime::now())
+            crate::retention::sweep(&home, &keep, std::time::SystemTime::now(), clock)
         });
     }
     ctx.bind(session, session_dir.clone());
@@ -197,7 +197,7 @@ async fn stop_bound(ctx: &Arc<Context>) {
     if let Some(bound) = ctx.bound.get() {
         info!(session = %bound.own.session, "the host left this conversation: stopping its session");
     }
-    crate::serve::say_goodbye(ctx).await;
+    say_goodbye(ctx).await;
     let (workers, flusher, node_cancel, node) = {
         let mut shared = ctx.shared();
         (
@@ -290,6 +290,7 @@ async fn run_node(
                     handle.clone(),
                     home.clone(),
                     dir,
+                    config.clock,
                     cancel.clone(),
                 ))
             });
@@ -300,4 +301,49 @@ async fn run_node(
         }
     }
     node.shutdown().await;
+}
+
+/// Most sticky peers told that this session closed.
+const MAX_GOODBYES: usize = 16;
+/// How long the goodbyes to sticky peers may take at shutdown.
+const GOODBYE_BUDGET: Duration = Duration::from_millis(300);
+
+/// Tells the peers that last wrote to this session (its sticky peers) that it closed,
+/// with a signed `goodbye` envelope each — best effort, within [`GOODBYE_BUDGET`], so
+/// an idle peer learns it before its next send. (The node's goodbye on the presence
+/// topic follows.)
+pub(crate) async fn say_goodbye(ctx: &Context) {
+    let ready = match &*ctx.node.borrow() {
+        NodeStatus::Ready(r) => r.clone(),
+        _ => return,
+    };
+    let targets = ctx.shared().routes.sticky(MAX_GOODBYES);
+    if targets.is_empty() {
+        return;
+    }
+    let mut sends = tokio::task::JoinSet::new();
+    for (key, session) in targets {
+        let handle = ready.handle.clone();
+        sends.spawn(async move {
+            let msg = interlink_net::OutgoingMessage {
+                to: interlink_core::wire::SessionAddr { key, session },
+                kind: interlink_core::wire::EnvelopeKind::Goodbye,
+                text: None,
+                task_id: None,
+                status: None,
+                in_reply_to: None,
+                also_about: Vec::new(),
+                name: None,
+                group: None,
+                invite: None,
+            };
+            let _ = handle.send(msg).await;
+        });
+    }
+    if tokio::time::timeout(GOODBYE_BUDGET, sends.join_all())
+        .await
+        .is_err()
+    {
+        info!("goodbyes to sticky peers did not all finish in time");
+    }
 }

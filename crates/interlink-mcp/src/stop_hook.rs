@@ -39,11 +39,11 @@ use crate::{
 
 /// Most announced ids remembered (the oldest are forgotten first: such a message can
 /// wake the agent a second time, never zero times).
-pub const MAX_WOKEN: usize = 1024;
+pub(crate) const MAX_WOKEN: usize = 1024;
 /// How often the waiter looks at the inbox.
-pub const POLL: Duration = Duration::from_millis(100);
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 /// Most messages one wake-up prints (the rest are announced by count).
-pub const MAX_PRINTED: usize = 10;
+pub(crate) const MAX_PRINTED: usize = 10;
 
 /// The waiter could not run.
 #[derive(Debug, thiserror::Error)]
@@ -282,8 +282,11 @@ mod tests {
         let s = SessionId::new("once").unwrap();
         let dir = home.session(&s).unwrap();
         create_private_dir(dir.path()).unwrap();
-        let mut inbox =
-            interlink_store::inbox::Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
+        let mut inbox = interlink_store::inbox::Inbox::open(
+            dir.path(),
+            interlink_net::Clock::system().now_ms(),
+        )
+        .unwrap();
         let (one, e) = message(1);
         inbox.append(one, &e).unwrap();
         let short = Some(Duration::from_millis(250));

@@ -243,23 +243,3 @@ pub fn dialable(addr: &libp2p::Multiaddr, peer: libp2p::PeerId) -> libp2p::Multi
         _ => addr.clone().with(libp2p::multiaddr::Protocol::P2p(peer)),
     }
 }
-
-/// Test knob: how far this process's clock is moved (see [`set_test_clock_offset_ms`]).
-static TEST_CLOCK_OFFSET_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-
-/// Test knob (`INTERLINK_TEST_CLOCK_OFFSET_MS`): moves this process's clock by `ms`, so a
-/// process-level test can start a session "an hour later" than the mail it fetches.
-/// Every timestamp the node makes or checks goes through [`now_ms`].
-pub fn set_test_clock_offset_ms(ms: i64) {
-    TEST_CLOCK_OFFSET_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Milliseconds since the Unix epoch from the system clock (0 if it is before 1970),
-/// moved by the test clock offset, if one is set.
-pub fn now_ms() -> u64 {
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
-    wall.saturating_add_signed(TEST_CLOCK_OFFSET_MS.load(std::sync::atomic::Ordering::Relaxed))
-}

@@ -50,7 +50,7 @@ fn message(
         &session(from_session),
         to,
         id,
-        interlink_net::now_ms(),
+        interlink_net::Clock::system().now_ms(),
     )
     .sealed(text, &to_identity.sealing_secret().public(), &mut sys_rng())
     .sign(from)

@@ -362,7 +362,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
 
     // Mallory, a node of the overlay, puts crafted versions of Bob's mailbox.
     let mallory = Identity::from_seed(&[66; 32]);
-    let now = interlink_net::now_ms();
+    let now = interlink_net::Clock::system().now_ms();
     let env_to = |recipient: &SessionAddr, text: &str| {
         signed::envelope(
             mallory.public(),
@@ -623,7 +623,7 @@ async fn hostile_mailbox_puts_are_refused_and_counted() {
         MailboxOutcome::Record { record: Some(r) } => {
             let (mb, _) = interlink_core::mailbox::Mailbox::decode(
                 &r,
-                interlink_net::now_ms(),
+                interlink_net::Clock::system().now_ms(),
                 &interlink_core::mailbox::Config::default(),
             )
             .unwrap();
@@ -1385,7 +1385,7 @@ async fn a_knock_flood_is_refused_over_budget_before_verification_and_peers_stil
             &bob.addr.key,
             &bob.addr.session,
             random_msg_id(),
-            interlink_net::now_ms(),
+            interlink_net::Clock::system().now_ms(),
         )
     };
     let forged = || {

@@ -21,11 +21,14 @@ use interlink_core::{
 use interlink_net::{
     Config, Handle, Node, Role,
     behaviour::{Behaviour, BehaviourEvent},
-    now_ms,
 };
 use interlink_testkit::{node, signed::announcement};
 use libp2p::{Multiaddr, PeerId, Swarm, gossipsub, request_response, swarm::SwarmEvent};
 use libp2p_swarm_test::SwarmExt as _;
+
+fn now_ms() -> u64 {
+    interlink_net::Clock::system().now_ms()
+}
 
 fn memory_addr(n: u64) -> Multiaddr {
     format!("/memory/{n}").parse().unwrap()

@@ -202,7 +202,7 @@ async fn the_relay_holds_mail_durably_and_hands_it_to_the_returning_recipient() 
     loop {
         let (held, _) = Mailbox::decode(
             &store.get(&key).unwrap(),
-            interlink_net::now_ms(),
+            interlink_net::Clock::system().now_ms(),
             &Default::default(),
         )
         .unwrap();
@@ -464,7 +464,7 @@ fn mailbox_with_one(owner: &Identity, from: &Identity, body_bytes: usize) -> ([u
     };
     use serde_bytes::{ByteArray, ByteBuf};
     let session = SessionId::new("s").unwrap();
-    let now = interlink_net::now_ms();
+    let now = interlink_net::Clock::system().now_ms();
     let env = Envelope {
         v: VERSION,
         sender: from.public(),

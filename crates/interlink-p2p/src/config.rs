@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use clap::parser::ValueSource;
 use interlink_core::{
     limits::{AWAY_RETENTION_MS, HEARTBEAT_MS, LIVE_WINDOW_MS},
     names::{self, Network},
@@ -273,20 +274,23 @@ fn check_listen(addr: &Multiaddr) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// An on/off variable `var` that is on unless set otherwise.
+/// An on/off variable `var` that is on unless set otherwise (clap's boolish values).
 fn switch_on(var: &str, value: Option<String>) -> Result<bool, ConfigError> {
     let Some(value) = value else {
         return Ok(true);
     };
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "on" | "yes" => Ok(true),
-        "0" | "false" | "off" | "no" => Ok(false),
-        _ => Err(ConfigError::Value {
-            var: var.into(),
-            value,
-            reason: "expected 0 or 1 (also false/true, off/on, no/yes)".into(),
-        }),
-    }
+    let parser = clap::builder::BoolishValueParser::new();
+    clap::builder::TypedValueParser::parse_ref(
+        &parser,
+        &clap::Command::new("interlink-p2p"),
+        None,
+        value.trim().as_ref(),
+    )
+    .map_err(|_| ConfigError::Value {
+        var: var.into(),
+        value,
+        reason: "expected 0 or 1 (also false/true, off/on, no/yes)".into(),
+    })
 }
 
 fn well_known_port(value: Option<String>) -> Result<u16, ConfigError> {
@@ -314,21 +318,28 @@ fn millis(var: &str, env: impl Fn(&str) -> Option<String>) -> Result<Option<u64>
     }
 }
 
+/// The process's clock: the system's, moved by [`ENV_TEST_CLOCK_OFFSET_MS`] if set.
+/// A command that runs no node takes it from here, one that does from its
+/// configuration (built with the same).
+pub fn clock(env: impl Fn(&str) -> Option<String>) -> Result<interlink_net::Clock, ConfigError> {
+    let Some(v) = env(ENV_TEST_CLOCK_OFFSET_MS) else {
+        return Ok(interlink_net::Clock::system());
+    };
+    let ms = v.trim().parse::<i64>().map_err(|e| ConfigError::Value {
+        var: ENV_TEST_CLOCK_OFFSET_MS.into(),
+        value: v.clone(),
+        reason: format!("expected a whole number of milliseconds: {e}"),
+    })?;
+    Ok(interlink_net::Clock::offset_by(ms))
+}
+
 /// Applies the `INTERLINK_TEST_*` knobs, keeping heartbeat < live window ≤ retention
 /// (otherwise live sessions would flicker to away between announcements).
 fn apply_test_knobs(
     config: &mut interlink_net::Config,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(), ConfigError> {
-    if let Some(v) = env(ENV_TEST_CLOCK_OFFSET_MS) {
-        let ms = v.trim().parse::<i64>().map_err(|e| ConfigError::Value {
-            var: ENV_TEST_CLOCK_OFFSET_MS.into(),
-            value: v.clone(),
-            reason: format!("expected a whole number of milliseconds: {e}"),
-        })?;
-        config.clock = interlink_net::Clock::offset_by(ms);
-        interlink_net::set_test_clock_offset_ms(ms);
-    }
+    config.clock = clock(&env)?;
     let live = millis(ENV_TEST_LIVE_WINDOW_MS, &env)?;
     let away = millis(ENV_TEST_AWAY_RETENTION_MS, &env)?;
     let heartbeat = millis(ENV_TEST_HEARTBEAT_MS, &env)?;
@@ -379,6 +390,176 @@ fn apply_test_knobs(
     config.presence.away_retention_ms = away_ms;
     config.heartbeat = Duration::from_millis(heartbeat_ms);
     Ok(())
+}
+
+/// Network settings shared by the commands that run a node (see docs/CONFIG.md).
+///
+/// clap reads each setting's variable too (and shows it in `--help`); only what was
+/// typed becomes a flag ([`Typed`]). The configuration reads the variables itself, below
+/// the flags and above the settings file, naming them in its errors, and `install`
+/// writes only what was typed.
+#[derive(Debug, clap::Args)]
+pub struct NetArgs {
+    /// Overlay name [default: default]
+    #[arg(long, value_name = "NAME", global = true, env = ENV_NETWORK, value_parser = Sourced::text())]
+    network: Option<Typed<String>>,
+    /// Listen multiaddr; repeatable or comma-separated [default: all interfaces, TCP
+    /// and QUIC, port 0]
+    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_LISTEN, value_parser = Sourced::text())]
+    listen: Vec<Typed<String>>,
+    /// Bootstrap peer multiaddr (`/p2p/<id>` suffix optional); repeatable or
+    /// comma-separated
+    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_BOOTSTRAP, value_parser = Sourced::text())]
+    bootstrap: Vec<Typed<String>>,
+    /// Relay multiaddr ending in `/p2p/<id>`: bootstrap, circuit reservation, durable
+    /// mailbox copies; repeatable or comma-separated
+    #[arg(long, value_name = "MULTIADDR", global = true, env = ENV_RELAY, value_parser = Sourced::text())]
+    relay: Vec<Typed<String>>,
+    /// Turn mDNS discovery off (the variable: 0 or 1)
+    #[arg(
+        long = "no-mdns",
+        global = true,
+        env = ENV_MDNS,
+        action = clap::ArgAction::SetFalse,
+        value_parser = Sourced::switch(),
+    )]
+    mdns: Typed<bool>,
+}
+
+/// A value clap parsed, and whether it was typed (else it came from the variable or is
+/// the default).
+#[derive(Clone, Debug)]
+pub struct Typed<T> {
+    value: T,
+    typed: bool,
+}
+
+impl<T: Clone> Typed<T> {
+    /// The value if it was typed on the command line.
+    pub fn typed(&self) -> Option<T> {
+        self.typed.then(|| self.value.clone())
+    }
+}
+
+/// Parses with clap's `P`, keeping whether the value was typed; a bad value from a
+/// variable is refused naming the variable and what it `expects`.
+#[derive(Clone, Debug)]
+pub struct Sourced<P> {
+    parser: P,
+    expects: &'static str,
+}
+
+impl Sourced<clap::builder::StringValueParser> {
+    /// Text.
+    pub fn text() -> Self {
+        Self {
+            parser: clap::builder::StringValueParser::new(),
+            expects: "UTF-8 text",
+        }
+    }
+}
+
+impl Sourced<clap::builder::BoolishValueParser> {
+    /// An on/off switch.
+    pub fn switch() -> Self {
+        Self {
+            parser: clap::builder::BoolishValueParser::new(),
+            expects: "0 or 1 (also false/true, off/on, no/yes)",
+        }
+    }
+}
+
+impl<P: clap::builder::TypedValueParser> clap::builder::TypedValueParser for Sourced<P> {
+    type Value = Typed<P::Value>;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        self.parse_ref_(cmd, arg, value, ValueSource::CommandLine)
+    }
+
+    fn parse_ref_(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+        source: ValueSource,
+    ) -> Result<Self::Value, clap::Error> {
+        let parsed = self.parser.parse_ref(cmd, arg, value);
+        match (parsed, arg.and_then(clap::Arg::get_env)) {
+            (Ok(value), _) => Ok(Typed {
+                value,
+                typed: source == ValueSource::CommandLine,
+            }),
+            (Err(_), Some(var)) if source == ValueSource::EnvVariable => Err(cmd.clone().error(
+                clap::error::ErrorKind::InvalidValue,
+                format!("{} expects {}", var.to_string_lossy(), self.expects),
+            )),
+            (Err(e), _) => Err(e),
+        }
+    }
+}
+
+impl NetArgs {
+    /// What was typed.
+    fn flags(&self) -> Flags {
+        let typed = |v: &[Typed<String>]| v.iter().filter_map(Typed::typed).collect();
+        Flags {
+            network: self.network.as_ref().and_then(Typed::typed),
+            listen: typed(&self.listen),
+            bootstrap: typed(&self.bootstrap),
+            relay: typed(&self.relay),
+            no_mdns: self.mdns.typed,
+        }
+    }
+
+    /// The settings-file keys these flags set (a flag not given leaves its key alone).
+    pub fn settings_changes(
+        &self,
+        name: Option<&str>,
+    ) -> Vec<(&'static str, Option<toml_edit::Item>)> {
+        let flags = self.flags();
+        let list = |v: &[String]| {
+            let items = v
+                .iter()
+                .flat_map(|s| s.split(','))
+                .map(str::trim)
+                .filter(|s| !s.is_empty());
+            toml_edit::value(toml_edit::Array::from_iter(items))
+        };
+        let mut changes = Vec::new();
+        if let Some(n) = &flags.network {
+            changes.push(("network", Some(toml_edit::value(n.as_str()))));
+        }
+        for (key, values) in [
+            ("listen", &flags.listen),
+            ("bootstrap", &flags.bootstrap),
+            ("relay", &flags.relay),
+        ] {
+            if !values.is_empty() {
+                changes.push((key, Some(list(values))));
+            }
+        }
+        if flags.no_mdns {
+            changes.push(("mdns", Some(toml_edit::value(false))));
+        }
+        if let Some(n) = name {
+            changes.push(("name", Some(toml_edit::value(n))));
+        }
+        changes
+    }
+
+    /// The node configuration: these flags, then the environment, then `settings`.
+    pub fn config(
+        &self,
+        settings: &crate::settings::Settings,
+    ) -> anyhow::Result<interlink_net::Config> {
+        let env = settings.layered(|k| std::env::var(k).ok());
+        build(&self.flags(), env).map_err(|e| settings.explain(e.into()))
+    }
 }
 
 #[cfg(test)]

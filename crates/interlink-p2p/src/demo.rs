@@ -361,3 +361,15 @@ pub fn run(out: &mut impl Write) -> anyhow::Result<()> {
     writeln!(out, "\ndone; the homes are removed.")?;
     Ok(())
 }
+
+/// Walk through the system with real processes on 127.0.0.1 and throwaway homes: a
+/// relay, two paired sessions, a refused stranger, mail for a sleeping session.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  interlink-p2p demo")]
+pub struct Args {}
+
+/// `interlink-p2p demo`.
+pub fn command(_: Args, _: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    run(&mut std::io::stdout())?;
+    Ok(std::process::ExitCode::SUCCESS)
+}

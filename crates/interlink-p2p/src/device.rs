@@ -78,7 +78,7 @@ pub async fn invite_device(
     let listen = node.listen(&config.listen, LISTEN_SETTLE).await?;
     let mut secret = Zeroizing::new([0u8; INVITE_SECRET_BYTES]);
     crate::os_rng().fill_bytes(secret.as_mut_slice());
-    let now = interlink_net::now_ms();
+    let now = config.clock.now_ms();
     let mut code = DeviceCode {
         v: DEVICE_CODE_VERSION,
         key,
@@ -123,14 +123,14 @@ pub async fn invite_device(
     let mut confirm_answered = false;
     while inviter.outcome().is_none() {
         let wake = inviter.poll_timeout().map_or(Duration::from_secs(1), |t| {
-            Duration::from_millis(t.saturating_sub(interlink_net::now_ms()))
+            Duration::from_millis(t.saturating_sub(config.clock.now_ms()))
         });
         tokio::select! {
             incoming = node.next_request() => {
                 let reply = inviter.handle(
                     incoming.peer,
                     &incoming.request,
-                    interlink_net::now_ms(),
+                    config.clock.now_ms(),
                     &mut rng,
                 );
                 match reply {
@@ -170,7 +170,7 @@ pub async fn invite_device(
                     writeln!(progress, "invite --device: confirmed here; waiting for the other machine's confirmation…")?;
                 }
             }
-            () = tokio::time::sleep(wake) => inviter.handle_timeout(interlink_net::now_ms()),
+            () = tokio::time::sleep(wake) => inviter.handle_timeout(config.clock.now_ms()),
             signal = stop.recv() => {
                 writeln!(progress, "invite --device: stopped ({signal}); nothing was sent")?;
                 return Ok(false);
@@ -188,7 +188,7 @@ pub async fn invite_device(
             if let Some(joiner) = joiner {
                 node.linger(joiner, FLUSH).await;
             }
-            remember(home, key, &learned)?;
+            remember(home, key, &learned, config.clock.now_ms())?;
             writeln!(out, "linked {}", key.fingerprint())?;
             writeln!(
                 progress,
@@ -219,7 +219,7 @@ pub async fn invite_device(
                             if let Reply::Respond(r) = inviter.handle(
                                 from,
                                 &incoming.request,
-                                interlink_net::now_ms(),
+                                config.clock.now_ms(),
                                 &mut rng,
                             ) {
                                 node.respond(incoming.channel, r);
@@ -264,7 +264,7 @@ pub async fn join_device(
     progress: &mut impl Write,
 ) -> anyhow::Result<bool> {
     let mut code = DeviceCode::decode(&options.code).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let now = interlink_net::now_ms();
+    let now = config.clock.now_ms();
     if code.expires <= now {
         anyhow::bail!(
             "this device code expired {} minutes ago: run `interlink-p2p invite --device` on \
@@ -366,7 +366,7 @@ pub async fn join_device(
     let resp = node.request(peer, &dial, confirm, timeout).await?;
     let (identity, their_addrs) = joiner.finish(&resp)?;
     if let Some(old) = &existing {
-        let backup = path.with_extension(format!("key.replaced-{}", interlink_net::now_ms()));
+        let backup = path.with_extension(format!("key.replaced-{}", config.clock.now_ms()));
         keyfile::store(&backup, old, false)
             .with_context(|| format!("keeping the old key in {}", backup.display()))?;
         writeln!(
@@ -387,7 +387,7 @@ pub async fn join_device(
         .map(|r| observed_addrs(r, config.well_known_port))
         .unwrap_or_default();
     learned.extend(their_addrs);
-    remember(home, code.key, &learned)?;
+    remember(home, code.key, &learned, config.clock.now_ms())?;
     writeln!(out, "linked {}", code.key.fingerprint())?;
     writeln!(
         progress,
@@ -487,8 +487,12 @@ fn observed_addrs(remote: &Multiaddr, port: u16) -> Vec<String> {
 /// Keeps the other machine's addresses under the shared identity: the sessions of
 /// both machines dial them at start (`node::addresses`), so `self` spans the two with
 /// nothing typed.
-fn remember(home: &Home, key: interlink_core::IdentityKey, addrs: &[String]) -> anyhow::Result<()> {
-    let now = interlink_net::now_ms();
+fn remember(
+    home: &Home,
+    key: interlink_core::IdentityKey,
+    addrs: &[String],
+    now: u64,
+) -> anyhow::Result<()> {
     let mut book = AddressBook::load(Some(home.path().join(ADDRESS_BOOK_FILE)));
     for a in addrs.iter().take(MAX_LINK_ADDRS * 2) {
         book.remember(key, a, Source::Device, now);

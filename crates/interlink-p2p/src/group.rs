@@ -126,6 +126,27 @@ fn list(
     Ok(())
 }
 
+/// Show or change the named groups of peers (`send_message` to "group:<name>").
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p group create team bob carol/carol-2\n  interlink-p2p group add team dave\n  interlink-p2p group list"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+/// `interlink-p2p group`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    run(
+        &ctx.home()?,
+        args.action,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,8 +170,8 @@ mod tests {
                 .public()
                 .to_hex()
         };
-        interlink_mcp::peers::add(&home, "bob", &key(2)).unwrap();
-        interlink_mcp::peers::add(&home, "carol", &key(3)).unwrap();
+        interlink_mcp::cli::peers::add(&home, "bob", &key(2)).unwrap();
+        interlink_mcp::cli::peers::add(&home, "carol", &key(3)).unwrap();
         let create = Action::Create {
             name: "team".into(),
             members: strings(&["bob", "carol/c-1"]),

@@ -10,7 +10,7 @@ use std::io::Write;
 
 use anyhow::bail;
 use interlink_core::wire::EnvelopeKind;
-use interlink_core::{IdentityKey, SessionId, keyfile, session, trust::PeerPolicy};
+use interlink_core::{IdentityKey, SessionId, session, trust::PeerPolicy};
 use interlink_store::inbox::{self, InboxEntry};
 
 use crate::{
@@ -18,22 +18,10 @@ use crate::{
     policy,
 };
 
-/// How `inbox` runs.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// `--session`; else `INTERLINK_SESSION`, `CLAUDE_CODE_SESSION_ID`, else the only
-    /// session with an inbox under the home directory.
-    pub session: Option<String>,
-    /// One JSON object per line.
-    pub json: bool,
-    /// Logical inbox offset to start reading at (0: the whole kept history).
-    pub from: u64,
-}
-
 /// Runs `inbox`: messages to `out`, the cursor to `progress`.
 pub fn run(
     home: &Home,
-    options: &Options,
+    options: &Args,
     env: impl Fn(&str) -> Option<String>,
     out: &mut impl Write,
     progress: &mut impl Write,
@@ -64,7 +52,7 @@ pub fn run(
         let _ = writeln!(progress, "inbox: no petnames: {e:#}");
         PeerPolicy::new()
     });
-    let own = keyfile::load(&home.identity()).ok().map(|i| i.public());
+    let own = interlink_mcp::cli::peers::own_key(home);
     for entry in &entries {
         let sender: Option<IdentityKey> = entry.sender.parse().ok();
         let petname = sender.as_ref().and_then(|k| peers.name_of(k));
@@ -162,7 +150,7 @@ fn render(e: &InboxEntry, sender: &str, unread: bool) -> String {
     let mut head = format!(
         "{}{}  {sender} {}  session {}  msg {}",
         if unread { "* " } else { "" },
-        interlink_mcp::dates::utc(e.sent_at),
+        interlink_mcp::cli::utc(e.sent_at),
         e.sender_fingerprint,
         clean(&e.sender_session),
         e.msg_id
@@ -240,6 +228,36 @@ fn clean(s: &str) -> String {
         .collect()
 }
 
+/// Print a session's inbox: the messages its node delivered.
+#[derive(Clone, Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p inbox\n  interlink-p2p inbox --session reviewer --json\n  interlink-p2p inbox --from 4711\n\nUnread messages (not yet acknowledged by the session's agent) are marked *."
+)]
+pub struct Args {
+    /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else
+    /// the session whose inbox was written last]
+    #[arg(long)]
+    session: Option<String>,
+    /// One JSON object per line (the inbox entry plus `petname` and `own`).
+    #[arg(long)]
+    json: bool,
+    /// Start at this inbox offset (printed on stderr by the previous read).
+    #[arg(long, value_name = "OFFSET", default_value_t = 0)]
+    from: u64,
+}
+
+/// `interlink-p2p inbox`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    run(
+        &ctx.home()?,
+        &args,
+        |k| std::env::var(k).ok(),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use interlink_core::{MsgId, wire::EnvelopeKind};
@@ -272,7 +290,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let home = Home::new(tmp.path());
         let no_env = |_: &str| None;
-        let opts = |from| Options {
+        let opts = |from| Args {
             session: None,
             json: true,
             from,
@@ -281,7 +299,7 @@ mod tests {
         assert!(format!("{:#}", err.unwrap_err()).contains("--session"));
 
         let dir = home.session(&SessionId::new("s").unwrap()).unwrap();
-        let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
+        let mut inbox = Inbox::open(dir.path(), interlink_net::Clock::system().now_ms()).unwrap();
         let a = MsgId::from_bytes([1; 16]);
         inbox.append(a, &entry(a, "one\x1b[2J")).unwrap();
         let (mut out, mut progress) = (Vec::new(), Vec::new());
@@ -320,14 +338,15 @@ mod tests {
         let no_env = |_: &str| None;
         let write = |session: &str, n: u8| {
             let dir = home.session(&SessionId::new(session).unwrap()).unwrap();
-            let mut inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
+            let mut inbox =
+                Inbox::open(dir.path(), interlink_net::Clock::system().now_ms()).unwrap();
             let id = MsgId::from_bytes([n; 16]);
             inbox.append(id, &entry(id, session)).unwrap();
         };
         write("old", 1);
         std::thread::sleep(std::time::Duration::from_millis(20));
         write("new", 2);
-        let opts = |session: Option<&str>| Options {
+        let opts = |session: Option<&str>| Args {
             session: session.map(str::to_owned),
             json: false,
             from: 0,

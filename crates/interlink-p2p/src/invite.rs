@@ -88,7 +88,7 @@ pub async fn invite(
     let port = config.well_known_port;
     let ps = PairingSession::start(home, config, session.clone(), "waiting for an invite").await?;
     let result = async {
-        let now = interlink_net::now_ms();
+        let now = ps.clock.now_ms();
         let ttl = u64::try_from(options.expires.as_millis()).unwrap_or(u64::MAX);
         let (secret, expires) = invites::issue(home, &session, ttl, now, &mut crate::os_rng())?;
         let invite = Invite {
@@ -162,7 +162,7 @@ pub async fn invite(
             tokio::select! {
                 () = tokio::time::sleep(POLL) => {}
                 () = tokio::time::sleep_until(deadline) => {
-                    let _ = invites::revoke(home, &session, interlink_net::now_ms());
+                    let _ = invites::revoke(home, &session, ps.clock.now_ms());
                     writeln!(progress, "invite: the code expired unused")?;
                     return Ok(false);
                 }
@@ -214,7 +214,7 @@ async fn admit_held(
         if policy.contains(&key) {
             continue;
         }
-        match pairing::auto_admit(home, &k, interlink_net::now_ms())? {
+        match pairing::auto_admit(home, &k, ps.clock.now_ms())? {
             Some((accepted, why)) => {
                 ps.admit_edited_peers().await?;
                 let to = SessionAddr {
@@ -319,7 +319,7 @@ pub async fn join(
     progress: &mut impl Write,
 ) -> anyhow::Result<bool> {
     let invite = Invite::decode(&options.code).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let now = interlink_net::now_ms();
+    let now = config.clock.now_ms();
     if invite.expires <= now {
         anyhow::bail!(
             "this invite expired {} minutes ago; ask {} for a new one (interlink-p2p invite)",
@@ -385,16 +385,10 @@ pub async fn join(
                     "{e:#}. Nothing was changed; run this again when `interlink-p2p invite` or \
                      one of {name}'s sessions is running (the code is valid for {} more \
                      minutes)",
-                    left(interlink_net::now_ms())
+                    left(ps.clock.now_ms())
                 )
             })?;
-        pairing::record_outgoing(
-            home,
-            &key,
-            &session,
-            Some(name.clone()),
-            interlink_net::now_ms(),
-        )?;
+        pairing::record_outgoing(home, &key, &session, Some(name.clone()), ps.clock.now_ms())?;
         let to = SessionAddr {
             key,
             session: session.clone(),
@@ -409,7 +403,13 @@ pub async fn join(
         match ps.wait_accept(&key, options.wait).await? {
             Some(confirmed) => {
                 keep_relays(home, &relays, progress)?;
-                keep_addresses(home, &key, &invite.direct_addrs(), well_known);
+                keep_addresses(
+                    home,
+                    &key,
+                    &invite.direct_addrs(),
+                    well_known,
+                    ps.clock.now_ms(),
+                );
                 writeln!(out, "paired {confirmed} {}", key.fingerprint())?;
                 writeln!(
                     progress,
@@ -425,7 +425,7 @@ pub async fn join(
                      one of its sessions takes the knock. Run this command again to finish \
                      (the code is valid for {} more minutes).",
                     options.wait.as_secs(),
-                    left(interlink_net::now_ms())
+                    left(ps.clock.now_ms())
                 )?;
                 Ok::<_, anyhow::Error>(false)
             }
@@ -439,14 +439,13 @@ pub async fn join(
 /// Keeps the code's addresses of the inviter (now a peer) in the address book, so the
 /// sessions of this home dial them at start: without them two machines with no mDNS
 /// between them and no relay would not meet again.
-fn keep_addresses(home: &Home, key: &IdentityKey, addrs: &[Multiaddr], well_known: u16) {
+fn keep_addresses(home: &Home, key: &IdentityKey, addrs: &[Multiaddr], well_known: u16, now: u64) {
     use interlink_store::address_book::{AddressBook, Source};
     let stable_port = if well_known == 0 {
         interlink_net::config::WELL_KNOWN_PORT
     } else {
         well_known
     };
-    let now = interlink_net::now_ms();
     let mut book = AddressBook::load(Some(home.addresses()));
     for addr in addrs {
         if addr.iter().any(|p| p == Protocol::P2pCircuit) {
@@ -504,6 +503,64 @@ fn keep_relays(home: &Home, relays: &[Multiaddr], progress: &mut impl Write) -> 
         )?;
     }
     Ok(())
+}
+
+/// Print a one-line code that pairs one person with you, then wait for them to join.
+///
+/// The code carries your identity and name, your relays, this command's addresses,
+/// an expiry and a one-time secret; they run `interlink-p2p join <code>`. Until it
+/// expires, your running MCP (agent) sessions admit it too; a headless `run`
+/// session holds the knock instead. The code goes to stdout, alone on its line;
+/// `paired <name> <fingerprint>` follows when they joined.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p invite\n  interlink-p2p invite \
+                        --expires 1d --no-wait\n  interlink-p2p invite --relay \
+                        /dns4/relay.example.net/tcp/4001/p2p/12D3KooW…\n\nExit status: \
+                        0 when someone joined (or --no-wait), 1 when the code expired \
+                        unused."
+)]
+pub struct Args {
+    /// How long the code admits: 90s, 30m, 1h, 2d (at most 7 days) [default: 1h;
+    /// with --device 5m, at most 15m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    expires: Option<Duration>,
+    /// Print the code and exit (your running MCP sessions admit the join; `run`
+    /// sessions do not).
+    #[arg(long, conflicts_with = "device")]
+    no_wait: bool,
+    /// Link another machine of yours instead of pairing with a person: the code hands
+    /// this identity over, once, within minutes, after both screens confirmed the
+    /// same comparison string (the supported alternative to copying identity.key).
+    #[arg(long)]
+    device: bool,
+    #[command(flatten)]
+    net: crate::config::NetArgs,
+}
+
+/// `interlink-p2p invite`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    let config = args.net.config(&ctx.settings)?;
+    let home = ctx.home()?;
+    let (mut out, mut progress) = (std::io::stdout(), std::io::stderr());
+    let done = if args.device {
+        let lifetime = crate::device::device_lifetime(args.expires).map_err(crate::UsageError)?;
+        crate::ctx::runtime()?.block_on(crate::device::invite_device(
+            &home,
+            &config,
+            lifetime,
+            &mut out,
+            &mut progress,
+        ))?
+    } else {
+        let options = InviteOptions {
+            expires: args.expires.unwrap_or(Duration::from_secs(3600)),
+            no_wait: args.no_wait,
+            name: ctx.own_name(),
+        };
+        crate::ctx::runtime()?.block_on(invite(&home, config, &options, &mut out, &mut progress))?
+    };
+    Ok(crate::ctx::finished(done))
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! `interlink-p2p mcp`: the MCP server of one agent session, on stdio
-//! ([`interlink_mcp::serve_stdio`]).
+//! ([`interlink_mcp::cli::serve_stdio`]).
 //!
 //! The session id is resolved like `run`'s (`--session`, `INTERLINK_SESSION`,
 //! `CLAUDE_CODE_SESSION_ID`, random), except that a Codex-hosted server (`--host codex`,
@@ -18,7 +18,7 @@ use interlink_core::{
     session::{self, SessionSource},
     wire::HostKind,
 };
-use interlink_mcp::{Options, codex::CodexConfig};
+use interlink_mcp::cli::{CodexConfig, Options};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -84,8 +84,7 @@ pub async fn run(
     let channels = std::env::var(ENV_CHANNELS).is_ok_and(|v| v.trim() == "1");
     // Claude Code's own inbox socket, when it exported one that answers now (channel
     // mode, an explicit choice, keeps channels).
-    let host_inbox = match interlink_mcp::host_inbox::HostInbox::from_env(|k| std::env::var(k).ok())
-    {
+    let host_inbox = match interlink_mcp::cli::HostInbox::from_env(|k| std::env::var(k).ok()) {
         Some(mut inbox) if !channels => {
             if inbox.probe().await {
                 info!(socket = %inbox.socket().display(), "delivering through the agent host's inbox socket");
@@ -124,7 +123,52 @@ pub async fn run(
             shutdown.cancel();
         })
     };
-    let result = interlink_mcp::serve_stdio(options, shutdown).await;
+    let result = interlink_mcp::cli::serve_stdio(options, shutdown).await;
     signals.abort();
     Ok(result?)
+}
+
+/// Serve MCP on stdio for one agent session (started by Claude Code or Codex).
+///
+/// Stdout carries only JSON-RPC; logs go to stderr. INTERLINK_CHANNELS=1 pushes each
+/// message as a notifications/claude/channel notification. Stdin closing, SIGTERM
+/// or SIGINT end the session (goodbye first).
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  claude mcp add --scope user interlink -- interlink-p2p mcp   (or: interlink-p2p install claude)\n  interlink-p2p mcp --session reviewer --summary \"reviewing the parser\""
+)]
+pub struct Args {
+    /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else random]
+    #[arg(long)]
+    session: Option<String>,
+    /// The agent host: claude, codex or other [default: claude with
+    /// $CLAUDE_CODE_SESSION_ID, else from the client's name at initialize]. A Codex
+    /// server without --session/INTERLINK_SESSION waits for bind_codex_session.
+    #[arg(long, value_name = "HOST", value_parser = parse_host)]
+    host: Option<HostKind>,
+    /// What this session is doing, as announced to peers.
+    #[arg(long, default_value = "", hide_default_value = true)]
+    summary: String,
+    #[command(flatten)]
+    net: crate::config::NetArgs,
+}
+
+/// `interlink-p2p mcp`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    let config = args.net.config(&ctx.settings)?;
+    let home = ctx.home()?;
+    let rt = crate::ctx::session_runtime()?;
+    let result = rt.block_on(run(
+        home,
+        args.session,
+        args.summary,
+        args.host,
+        config,
+        ctx.own_name(),
+    ));
+    // The stdin reader is a blocking read that only ends with stdin: after a
+    // SIGTERM, waiting for it would keep the process alive.
+    rt.shutdown_background();
+    result?;
+    Ok(std::process::ExitCode::SUCCESS)
 }

@@ -13,7 +13,7 @@ use interlink_core::{
     SessionId,
     wire::{DeliveryMode, EnvelopeKind, HostKind, SessionAddr},
 };
-use interlink_mcp::session_node::{Describe, session_spec, start_node, wait_listening};
+use interlink_mcp::cli::session::{Describe, session_spec, start_node, wait_listening};
 use interlink_net::{Config, Delivery, OutgoingMessage, SendError, SendOutcome};
 use interlink_store::{pairing, paths::Home};
 
@@ -87,7 +87,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     match action {
         Action::List { json } => {
-            let state = pairing::current(home, interlink_net::now_ms())?;
+            let state = pairing::current(home, config.clock.now_ms())?;
             if json {
                 writeln!(
                     out,
@@ -137,7 +137,7 @@ pub async fn run(
                      `interlink-p2p peer add NAME {}`)",
                     accepted.petname,
                     accepted.petname,
-                    interlink_mcp::peers::own_key(home)
+                    interlink_mcp::cli::peers::own_key(home)
                         .map(|k| k.to_hex())
                         .unwrap_or_default()
                 ),
@@ -205,7 +205,7 @@ async fn request(
         (None, Some(k)) => k,
         (None, None) => ps.find_identity(target, wait).await?,
     };
-    let asked_first = pairing::current(home, interlink_net::now_ms())?
+    let asked_first = pairing::current(home, ps.clock.now_ms())?
         .incoming
         .into_iter()
         .find(|i| i.identity_key == key.to_hex());
@@ -225,7 +225,7 @@ async fn request(
         Some(s) => SessionId::new(s.trim())?,
         None => ps.live_session(key, None, wait).await?,
     };
-    pairing::record_outgoing(home, &key, &session, petname, interlink_net::now_ms())?;
+    pairing::record_outgoing(home, &key, &session, petname, ps.clock.now_ms())?;
     let to = SessionAddr {
         key,
         session: session.clone(),
@@ -282,7 +282,7 @@ async fn confirm(
         wait_listening(&handle, &config.listen).await?;
         // The running sessions of this home admit the new peer before it hears it may
         // write (overlaps the start-up above).
-        tokio::time::sleep_until(accepted_at + interlink_mcp::session_node::POLICY_PICKUP).await;
+        tokio::time::sleep_until(accepted_at + interlink_mcp::cli::session::POLICY_PICKUP).await;
         let deadline = tokio::time::Instant::now() + wait;
         let to = SessionAddr {
             key: accepted.key,
@@ -290,7 +290,7 @@ async fn confirm(
         };
         // An acceptance could be queued at once (it needs no key), but goes live when
         // the requester is on the roster: give it until `wait` to show.
-        interlink_mcp::sender::wait_on_roster(&handle, &to, deadline).await?;
+        interlink_mcp::cli::route::wait_on_roster(&handle, &to, deadline).await?;
         loop {
             let msg = OutgoingMessage {
                 to: to.clone(),
@@ -320,4 +320,31 @@ async fn confirm(
     .await;
     node.shutdown().await;
     result
+}
+
+/// Decide on pair requests: list them, accept one (pin the key, confirm to the
+/// requesting session) or reject one.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p pair list\n  interlink-p2p pair accept 3f2a-9c41-77b0\n  interlink-p2p pair request 3f2a --name carol\n  interlink-p2p pair reject 3f2a"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+    #[command(flatten)]
+    net: crate::config::NetArgs,
+}
+
+/// `interlink-p2p pair`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    let config = args.net.config(&ctx.settings)?;
+    let home = ctx.home()?;
+    crate::ctx::runtime()?.block_on(run(
+        &home,
+        args.action,
+        config,
+        ctx.own_name(),
+        &mut std::io::stdout(),
+    ))?;
+    Ok(std::process::ExitCode::SUCCESS)
 }

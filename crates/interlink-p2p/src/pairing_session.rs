@@ -12,9 +12,9 @@ use interlink_core::{
     routing::RouteRequest,
     wire::{DeliveryMode, EnvelopeKind, HostKind, INVITE_SECRET_BYTES, SessionAddr},
 };
-use interlink_mcp::{
-    sender,
-    session_node::{Describe, POLICY_PICKUP, session_spec, start_node, wait_listening},
+use interlink_mcp::cli::{
+    route as sender,
+    session::{Describe, POLICY_PICKUP, session_spec, start_node, wait_listening},
 };
 use interlink_net::{Config, Delivery, Handle, Node, SendOutcome};
 use interlink_store::SessionLock;
@@ -40,6 +40,8 @@ pub struct PairingSession {
     pub own: SessionAddr,
     /// Its directory (inbox, held knocks).
     pub dir: SessionDir,
+    /// The clock of the node's configuration, for everything the command stamps.
+    pub clock: interlink_net::Clock,
     home: Home,
     _lock: SessionLock,
 }
@@ -64,11 +66,9 @@ impl PairingSession {
         summary: &str,
     ) -> anyhow::Result<Self> {
         let dir = home.session(&session)?;
-        let lock = dir
-            .claim("pair", interlink_net::now_ms())
-            .with_context(|| {
-                format!("another pairing command is running in this home (session {session})")
-            })?;
+        let lock = dir.claim("pair", config.clock.now_ms()).with_context(|| {
+            format!("another pairing command is running in this home (session {session})")
+        })?;
         config.delivery = Delivery {
             inbox_dir: Some(dir.path().to_owned()),
             policy: policy::load(home)?,
@@ -94,6 +94,7 @@ impl PairingSession {
             handle,
             own: SessionAddr { key, session },
             dir,
+            clock: config.clock,
             home: home.clone(),
             _lock: lock,
         })

@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use interlink_mcp::peers;
+use interlink_mcp::cli::peers;
 use interlink_store::paths::Home;
 
 /// What `peer` does (also its command-line subcommands: the doc comments are the
@@ -128,6 +128,27 @@ fn list(
         )?;
     }
     Ok(())
+}
+
+/// Show or change the peers (petname → identity key) allowed to message you.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p peer list\n  interlink-p2p peer add bob 9f2d3fc9741d…  (his `interlink-p2p id`)\n  interlink-p2p peer rename peer-1a2b bob\n  interlink-p2p peer remove bob"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+/// `interlink-p2p peer`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    run(
+        &ctx.home()?,
+        args.action,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )?;
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ pub struct Options {
 
 /// How old a session's `network.json` may be while the session runs: it is rewritten
 /// when anything in it changed, and at least every
-/// [`interlink_mcp::network_view::REWRITE_AT_LEAST`].
+/// [`interlink_mcp::cli::network_view::REWRITE_AT_LEAST`].
 const VIEW_STALE_AFTER: Duration = Duration::from_secs(60);
 
 /// `peers --session <id>`: what a running session of this user sees of its network,
@@ -49,6 +49,7 @@ pub fn session_view(
     home: &Home,
     session: &str,
     json: bool,
+    clock: interlink_net::Clock,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let id = interlink_core::SessionId::new(session)
@@ -76,14 +77,14 @@ pub fn session_view(
     }
     let age = view["updated_ms"]
         .as_u64()
-        .map(|t| Duration::from_millis(interlink_net::now_ms().saturating_sub(t)));
+        .map(|t| Duration::from_millis(clock.now_ms().saturating_sub(t)));
     let state = match age {
         Some(a) if a <= VIEW_STALE_AFTER => "running".to_owned(),
         Some(a) => format!("not running: as it saw it {}s ago", a.as_secs()),
         None => "age unknown".to_owned(),
     };
     writeln!(out, "session {session} ({state})")?;
-    for line in interlink_mcp::network_view::lines(&view) {
+    for line in interlink_mcp::cli::network_view::lines(&view) {
         writeln!(out, "  {line}")?;
     }
     Ok(())
@@ -111,6 +112,7 @@ pub async fn peers(
     });
     let network = config.network.as_str().to_owned();
     let alone = crate::config::alone_hint(&config);
+    let clock = config.clock;
     let key = libp2p::identity::Keypair::generate_ed25519();
     let swarm = interlink_net::build_swarm(key, &config)?;
     let node = Node::spawn(swarm, config, Role::Observer)?;
@@ -132,7 +134,7 @@ pub async fn peers(
             let diagnostics = handle.diagnostics().await?;
             anyhow::Ok(report::build(
                 &network,
-                interlink_net::now_ms(),
+                clock.now_ms(),
                 &roster,
                 &diagnostics,
                 &petnames,
@@ -284,6 +286,61 @@ pub fn read_petnames(home: &Home, progress: &mut impl Write) -> PeerPolicy {
         let _ = writeln!(progress, "peers: ignoring {}: {e}", path.display());
         PeerPolicy::new()
     })
+}
+
+/// Join the overlay as an observer and show the sessions and network state; or,
+/// with --session, what a running session of this user sees of its network.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p peers\n  interlink-p2p peers --watch\n  interlink-p2p peers --json --bootstrap /ip4/192.168.1.5/tcp/4001\n  interlink-p2p peers --session reviewer"
+)]
+pub struct Args {
+    /// Print one JSON object (one per line with --watch); shape in docs/CLI.md.
+    #[arg(long)]
+    json: bool,
+    /// Show this running session's own connections (direct or relayed, transport,
+    /// round trip), NAT status and external addresses, from the view it keeps
+    /// current in its session directory.
+    #[arg(long, value_name = "ID", conflicts_with = "watch")]
+    session: Option<String>,
+    /// Keep running and print again on every change, until Ctrl-C.
+    #[arg(long)]
+    watch: bool,
+    /// Longest wait for the roster before printing, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 3.0)]
+    wait: f64,
+    #[command(flatten)]
+    net: crate::config::NetArgs,
+}
+
+/// `interlink-p2p peers`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    if let Some(session) = args.session {
+        // Runs no node: only the clock of the configuration.
+        let clock = crate::config::clock(ctx.env()).map_err(|e| ctx.settings.explain(e.into()))?;
+        session_view(
+            &ctx.home()?,
+            &session,
+            args.json,
+            clock,
+            &mut std::io::stdout(),
+        )?;
+    } else {
+        let config = args.net.config(&ctx.settings)?;
+        let options = Options {
+            json: args.json,
+            watch: args.watch,
+            wait: crate::ctx::seconds("--wait", args.wait)?,
+        };
+        crate::ctx::runtime()?.block_on(peers(
+            ctx.home_if_any(),
+            config,
+            options,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ))?;
+    }
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -85,6 +85,37 @@ fn short_version(agent: &str) -> &str {
     agent.strip_prefix("interlink-p2p/").unwrap_or(agent)
 }
 
+/// Check whether an interlink-p2p session answers at an address (joins no roster).
+#[derive(Debug, clap::Args)]
+#[command(after_help = HELP)]
+pub struct Args {
+    /// The address, e.g. /ip4/192.168.1.5/tcp/4001/p2p/12D3KooW… (the /p2p/ part is
+    /// optional).
+    multiaddr: Multiaddr,
+    /// Give up after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    timeout: f64,
+    /// Overlay name [default: default]
+    #[arg(long, value_name = "NAME", env = crate::config::ENV_NETWORK,
+          value_parser = crate::config::Sourced::text())]
+    network: Option<crate::config::Typed<String>>,
+}
+
+/// `interlink-p2p probe`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    let flags = crate::config::Flags {
+        network: args.network.and_then(|n| n.typed()),
+        ..Default::default()
+    };
+    let network = crate::config::network(&flags, ctx.env())?;
+    let timeout = crate::ctx::seconds("--timeout", args.timeout)?;
+    let (line, code) = crate::ctx::runtime()?.block_on(run(args.multiaddr, &network, timeout));
+    println!("{line}");
+    Ok(std::process::ExitCode::from(
+        u8::try_from(code).unwrap_or(1),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

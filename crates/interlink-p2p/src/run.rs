@@ -8,16 +8,16 @@
 //! The session takes messages from its peers: delivered ones are appended to its inbox
 //! (`<home>/sessions/<session id>/inbox.jsonl`), and the peers policy follows
 //! `peers.json` while it runs. Start-up is shared with the MCP server
-//! ([`interlink_mcp::session_node`]).
+//! ([`interlink_mcp::cli::session`]).
 
-use std::{io::Write, path::PathBuf};
+use std::io::Write;
 
 use anyhow::Context as _;
 use interlink_core::{
     session,
     wire::{DeliveryMode, HostKind},
 };
-use interlink_mcp::session_node::{
+use interlink_mcp::cli::session::{
     Describe, follow_policy, session_spec, start_node, wait_listening,
 };
 use interlink_net::{Config, Delivery};
@@ -25,17 +25,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::{paths::Home, policy};
-
-/// What the session announces, besides its identity.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// `--session`; else `INTERLINK_SESSION`, `CLAUDE_CODE_SESSION_ID`, random.
-    pub session: Option<String>,
-    #[allow(missing_docs)]
-    pub summary: String,
-    /// The working directory announced (the current directory).
-    pub cwd: PathBuf,
-}
 
 /// Runs a headless session until SIGTERM or SIGINT. Writes the listen addresses and
 /// `ready` to `out`.
@@ -45,7 +34,7 @@ pub struct Options {
 pub async fn run(
     home: &Home,
     mut config: Config,
-    options: Options,
+    args: Args,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     // Handlers first: a SIGTERM that arrives right after `ready` must reach us, not
@@ -54,7 +43,7 @@ pub async fn run(
         crate::stop_signal::StopSignals::install().context("installing the signal handlers")?;
 
     let (session, source) = session::resolve(
-        options.session.as_deref(),
+        args.session.as_deref(),
         |k| std::env::var(k).ok(),
         &mut crate::os_rng(),
     )?;
@@ -64,7 +53,7 @@ pub async fn run(
     let watcher = policy::Watcher::new(home);
     let session_dir = home.session(&session)?;
     // One process per session id and home; held until this function returns.
-    let _lock = session_dir.claim("run", interlink_net::now_ms())?;
+    let _lock = session_dir.claim("run", config.clock.now_ms())?;
     config.delivery = Delivery {
         inbox_dir: Some(session_dir.path().to_owned()),
         policy: policy::load(home)?,
@@ -72,8 +61,8 @@ pub async fn run(
         address_book: Some(home.addresses()),
     };
     let describe = Describe {
-        summary: options.summary,
-        cwd: options.cwd,
+        summary: args.summary,
+        cwd: std::env::current_dir().context("reading the current directory")?,
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,
     };
@@ -100,10 +89,11 @@ pub async fn run(
     }
 
     let cancel = CancellationToken::new();
-    let network = tokio::spawn(interlink_mcp::network_view::keep_written(
+    let network = tokio::spawn(interlink_mcp::cli::network_view::keep_written(
         handle.clone(),
         home.clone(),
         session_dir.clone(),
+        config.clock,
         cancel.clone(),
     ));
     tokio::select! {
@@ -115,4 +105,31 @@ pub async fn run(
     let _ = network.await;
     node.shutdown().await;
     Ok(())
+}
+
+/// Run a headless session (no MCP) until SIGTERM or Ctrl-C.
+///
+/// Prints each listen address as a full multiaddr ending in /p2p/<peer id>, one per
+/// line, then `ready`; logs go to stderr.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p run --session build-bot\n  interlink-p2p run --session lab --listen /ip4/0.0.0.0/tcp/4001 --no-mdns"
+)]
+pub struct Args {
+    /// Session id [default: $INTERLINK_SESSION, else $CLAUDE_CODE_SESSION_ID, else random]
+    #[arg(long)]
+    session: Option<String>,
+    /// What this session is doing, as announced to peers.
+    #[arg(long, default_value = "", hide_default_value = true)]
+    summary: String,
+    #[command(flatten)]
+    net: crate::config::NetArgs,
+}
+
+/// `interlink-p2p run`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    let config = args.net.config(&ctx.settings)?;
+    let home = ctx.home()?;
+    crate::ctx::runtime()?.block_on(run(&home, config, args, &mut std::io::stdout()))?;
+    Ok(std::process::ExitCode::SUCCESS)
 }

@@ -10,7 +10,7 @@
 //! `INTERLINK_SESSION`, else `CLAUDE_CODE_SESSION_ID`), so replies go to a session that
 //! reads them. It joins the overlay, resolves the target and
 //! waits until its sessions are on the roster and settled, then picks one by the
-//! routing rules — all through `interlink_mcp::sender`, as `send_message` does — and
+//! routing rules — all through `interlink_mcp::cli::route`, as `send_message` does — and
 //! sends each message in order. Every message gets one stdout
 //! line, in input order: `delivered <msg_id>` (the recipient receipted it), `queued
 //! <msg_id>` (a peer or relay answered that its copy of the recipient's mailbox keeps
@@ -34,10 +34,9 @@ use interlink_net::{
 };
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
-use interlink_mcp::{
-    group_route,
-    sender::{self, RouteWaitError, Target, TargetError},
-    session_node::{Describe, session_spec, start_node},
+use interlink_mcp::cli::{
+    route::{self as sender, RouteWaitError, Target, TargetError},
+    session::{Describe, session_spec, start_node},
 };
 use interlink_store::groups::GROUP_PREFIX;
 
@@ -425,7 +424,7 @@ async fn send_group<R: AsyncBufRead + Unpin>(
     let mut not_kept = 0usize;
     let result = async {
         let until = tokio::time::Instant::now() + options.wait;
-        let routed = group_route::route_group(
+        let routed = sender::route_group(
             &handle,
             &group,
             &peers,
@@ -564,6 +563,83 @@ fn describe_route(progress: &mut impl Write, name: &str, key: &IdentityKey, rout
     if let Some(note) = route.others_note() {
         let _ = writeln!(progress, "send: {name}: {note}");
     }
+}
+
+/// Send messages to a peer's session, or to a group, signed as this user (the
+/// sender is on no roster; replies go to --reply-to).
+///
+/// Prints one line per message: `delivered <msg_id>` (the recipient's node stored
+/// it and receipted it), `queued <msg_id>` (another node answered that it keeps it
+/// for the recipient's mailbox) or `not-kept <reason>` (no node took it: send it
+/// again later; the command then exits non-zero); to a group, one line per copy,
+/// `<outcome> <msg_id> <member>/<session>`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p send --to bob \"the parser tests pass\"\n  interlink-p2p send --to bob --session bob-2 --task t-7 --status result \"done\"\n  interlink-p2p send --to group:team \"standup in 5\"\n  git log -3 --oneline | interlink-p2p send --to self --stdin"
+)]
+pub struct Args {
+    /// The recipient: a petname from peers.json, a fingerprint or key prefix,
+    /// `self` (this user's other sessions), or `group:<name>` (every member session
+    /// of one of this user's groups).
+    #[arg(long, value_name = "TARGET")]
+    to: String,
+    /// The recipient session: an exact id or a unique prefix [default: chosen by
+    /// the routing rules]
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// The message text.
+    #[arg(required_unless_present = "stdin", conflicts_with = "stdin")]
+    text: Option<String>,
+    /// Read messages from stdin, one per line (empty lines skipped), sent in order.
+    #[arg(long)]
+    stdin: bool,
+    /// Task the messages belong to.
+    #[arg(long, value_name = "ID")]
+    task: Option<String>,
+    /// Task status: update, needs_input, result, failed or canceled.
+    #[arg(long, value_name = "S", value_parser = parse_status)]
+    status: Option<TaskStatus>,
+    /// Longest wait for the recipient to appear on the overlay, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    wait: f64,
+    /// The session of yours that replies go to [default: $INTERLINK_SESSION, else
+    /// $CLAUDE_CODE_SESSION_ID, else none: replies wait in a mailbox nothing reads]
+    #[arg(long, value_name = "ID")]
+    reply_to: Option<String>,
+    #[command(flatten)]
+    net: crate::config::NetArgs,
+}
+
+/// `interlink-p2p send`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    let config = args.net.config(&ctx.settings)?;
+    let options = Options {
+        to: args.to,
+        session: args.session,
+        task_id: args.task,
+        status: args.status,
+        wait: crate::ctx::seconds("--wait", args.wait)?,
+        reply_to: reply_to(args.reply_to.as_deref(), |k| std::env::var(k).ok())?,
+        cwd: std::env::current_dir().context("reading the current directory")?,
+    };
+    let home = ctx.home()?;
+    let messages = match (args.text, args.stdin) {
+        (Some(text), false) => Messages::One(text),
+        _ => Messages::Lines(tokio::io::BufReader::new(tokio::io::stdin())),
+    };
+    let finished = crate::ctx::runtime()?.block_on(send(
+        &home,
+        config,
+        options,
+        messages,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    ))?;
+    Ok(if finished == Finished::UnseenSession {
+        std::process::ExitCode::from(EXIT_UNSEEN_SESSION)
+    } else {
+        std::process::ExitCode::SUCCESS
+    })
 }
 
 #[cfg(test)]

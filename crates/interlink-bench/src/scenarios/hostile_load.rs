@@ -355,7 +355,7 @@ fn kib_to_mib(kib: u64) -> f64 {
 fn copies() -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let attacker = Identity::from_seed(&[0xa7; 32]);
     let session = SessionId::new("s")?;
-    let now = interlink_net::now_ms();
+    let now = interlink_net::Clock::system().now_ms();
     (0..RECORDS)
         .map(|r| {
             let mut seed = [0x5e; 32];

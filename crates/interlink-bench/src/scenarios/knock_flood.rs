@@ -355,7 +355,7 @@ fn knock_envelope(
         &SessionId::new("out").unwrap_or_else(|_| unreachable!("a valid session id")),
         to,
         MsgId::random(&mut rng),
-        interlink_net::now_ms(),
+        interlink_net::Clock::system().now_ms(),
     )
     .kind(EnvelopeKind::Knock)
     .name("knocker")

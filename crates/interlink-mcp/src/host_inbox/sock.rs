@@ -361,7 +361,7 @@ pub(crate) fn random_u32() -> u32 {
     let mut r = [0u8; 4];
     if getrandom::fill(&mut r).is_err() {
         // No OS randomness: the name only has to differ from a live one.
-        return interlink_net::now_ms() as u32 ^ std::process::id();
+        return interlink_net::Clock::system().now_ms() as u32 ^ std::process::id();
     }
     u32::from_be_bytes(r)
 }

@@ -404,7 +404,11 @@ mod tests {
     async fn receive_then_acknowledge_without_a_node() {
         let home = tempfile::tempdir().unwrap();
         let mut h = harness(home.path(), "s1");
-        let mut inbox = Inbox::open(h.session_dir.path(), interlink_net::now_ms()).unwrap();
+        let mut inbox = Inbox::open(
+            h.session_dir.path(),
+            interlink_net::Clock::system().now_ms(),
+        )
+        .unwrap();
         for n in 1..=3 {
             inbox
                 .append(id(n), &entry(id(n), EnvelopeKind::Message))

@@ -167,7 +167,7 @@ impl Server {
             let peer_name = policy.name_of(&key).map(str::to_owned);
             // It asked first: asking back is this user's consent, so the pair is made.
             if peer_name.is_none()
-                && pairing::current(&ctx.home, interlink_net::now_ms())?
+                && pairing::current(&ctx.home, ctx.clock.now_ms())?
                     .incoming
                     .iter()
                     .any(|i| i.identity_key == key.to_hex())
@@ -221,7 +221,7 @@ impl Server {
                 &key,
                 &route.session,
                 petname.clone(),
-                interlink_net::now_ms(),
+                ctx.clock.now_ms(),
             )?;
             let outcome = ctx
                 .send_pairing(&ready.handle, to, EnvelopeKind::Knock)
@@ -271,7 +271,7 @@ impl Server {
     #[tool(annotations(read_only_hint = true))]
     async fn list_pair_requests(&self) -> CallToolResult {
         let ctx = &self.ctx;
-        match pairing::current(&ctx.home, interlink_net::now_ms()) {
+        match pairing::current(&ctx.home, ctx.clock.now_ms()) {
             Ok(state) => {
                 let mut text = String::new();
                 if state.incoming.is_empty() {

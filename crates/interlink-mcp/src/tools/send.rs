@@ -337,7 +337,7 @@ impl Server {
                 held: Some(held_by),
             },
         };
-        let now = interlink_net::now_ms();
+        let now = ctx.clock.now_ms();
         let mut entry = SentEntry {
             msg_id: sent.msg_id.to_string(),
             to_key: to.key.to_hex(),

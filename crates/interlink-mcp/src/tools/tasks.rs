@@ -248,8 +248,8 @@ mod tests {
     /// `n` messages, every `every`-th from `bb` in task `t`, the rest from `aa`; one
     /// receipt line per ten messages; ~`pad` bytes of text each.
     fn history(dir: &std::path::Path, n: u32, every: u32, pad: usize) -> Inbox {
-        let mut inbox = Inbox::open(dir, interlink_net::now_ms()).unwrap();
-        let now = interlink_net::now_ms();
+        let mut inbox = Inbox::open(dir, interlink_net::Clock::system().now_ms()).unwrap();
+        let now = interlink_net::Clock::system().now_ms();
         let lines: Vec<(MsgId, InboxEntry)> = (0..n)
             .map(|i| {
                 let kind = if i % 10 == 9 {
@@ -324,7 +324,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
+        let inbox = Inbox::open(dir.path(), interlink_net::Clock::system().now_ms()).unwrap();
         eprintln!(
             "built {n} lines in {:?}; hot file from {} to {end}",
             t.elapsed(),
@@ -332,7 +332,7 @@ mod tests {
         );
         drop(inbox);
         let t = Instant::now();
-        let inbox = Inbox::open(dir.path(), interlink_net::now_ms()).unwrap();
+        let inbox = Inbox::open(dir.path(), interlink_net::Clock::system().now_ms()).unwrap();
         eprintln!("Inbox::open: {:?}", t.elapsed());
         drop(inbox);
         let t = Instant::now();

@@ -182,7 +182,7 @@ pub(crate) async fn forward(ctx: Channel, peer: Peer<RoleServer>, cancel: Cancel
                 // the inbox for them would cost a scan per message this session sends.
                 Ok(Event::Delivered { kind: EnvelopeKind::Message, .. })
                 | Err(RecvError::Lagged(_)) => {
-                    super::after_the_network().await;
+                    crate::context::after_the_network().await;
                     push_unread(&ctx, &peer).await;
                 }
                 Ok(_) => {}

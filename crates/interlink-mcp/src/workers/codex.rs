@@ -100,7 +100,7 @@ pub(crate) async fn deliver(w: Codex, cancel: CancellationToken) {
             _ = tick.tick() => {}
             ev = events.recv() => match ev {
                 Ok(Event::Delivered { .. }) | Err(RecvError::Lagged(_)) => {
-                    super::after_the_network().await;
+                    crate::context::after_the_network().await;
                 }
                 Ok(_) => {}
                 Err(RecvError::Closed) => return,
@@ -136,7 +136,7 @@ async fn hand_over(w: &Codex, thread: &str, offset: u64) -> u64 {
             }
             Err(err) => {
                 warn!(msg_id = %e.msg_id, "codex delivery failed, saved for retry: {err}");
-                let now = interlink_net::now_ms();
+                let now = w.failures.clock.now_ms();
                 w.failures
                     .save(Failure {
                         id: e.msg_id.clone(),
@@ -159,7 +159,7 @@ async fn hand_over(w: &Codex, thread: &str, offset: u64) -> u64 {
 }
 
 async fn retry_due(w: &Codex) {
-    let now = interlink_net::now_ms();
+    let now = w.failures.clock.now_ms();
     let due: Vec<String> = load_failures(w.dir())
         .into_iter()
         .filter(|f| f.next_retry_at <= now)
@@ -180,6 +180,7 @@ impl Context {
             dir,
             lock: self.codex_lock.clone(),
             receipts: self.receipts.clone(),
+            clock: self.clock,
         }
     }
 }
@@ -193,6 +194,8 @@ pub(crate) struct Failures {
     lock: Arc<tokio::sync::Mutex<()>>,
     /// Where a notice that went through queues its hand-over receipt.
     receipts: ReceiptQueue,
+    /// The session's clock, for the failures' times.
+    clock: interlink_net::Clock,
 }
 
 impl Failures {
@@ -214,7 +217,7 @@ impl Failures {
                     f.attempts = f.attempts.saturating_add(1);
                     f.last_error.clone_from(e);
                     let n = f.attempts.saturating_sub(cfg.attempts);
-                    f.next_retry_at = interlink_net::now_ms() + ms(retry_delay(cfg, n.max(1)));
+                    f.next_retry_at = self.clock.now_ms() + ms(retry_delay(cfg, n.max(1)));
                 }
             }
         }

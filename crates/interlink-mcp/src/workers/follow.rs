@@ -98,6 +98,8 @@ pub(crate) struct Follow {
     pub node: watch::Receiver<NodeStatus>,
     /// The sent log (receipts move its entries) and routes (goodbyes close them).
     pub state: SharedState,
+    /// The session's clock.
+    pub clock: interlink_net::Clock,
 }
 
 impl Follow {
@@ -110,6 +112,7 @@ impl Follow {
             name: ctx.name.clone(),
             node: ctx.node.clone(),
             state: ctx.shared_state(),
+            clock: ctx.clock,
         }
     }
 
@@ -186,7 +189,7 @@ pub(crate) async fn follow(ctx: Follow, cancel: CancellationToken) {
                     ctx.state
                         .lock()
                         .sent
-                        .mark_delivered(&msg_id.to_string(), &to, interlink_net::now_ms());
+                        .mark_delivered(&msg_id.to_string(), &to, ctx.clock.now_ms());
                     due = false;
                 }
                 Ok(Event::NotKept { msg_id, to, reason }) => {
@@ -296,7 +299,7 @@ async fn record_held_knocks(ctx: &Follow, dir: &SessionDir, handled: &mut Handle
             continue;
         }
         let mut decided = false;
-        match pairing::auto_admit(&ctx.home, k, interlink_net::now_ms()) {
+        match pairing::auto_admit(&ctx.home, k, ctx.clock.now_ms()) {
             Ok(Some((accepted, why))) => {
                 info!(peer = %k.sender_fingerprint, ?why, "pair request admitted without the operator");
                 handled.insert(k);
@@ -346,7 +349,7 @@ async fn confirm(ctx: &Follow, accepted: &pairing::Accepted) {
 /// A receipt: the messages it names (`in_reply_to` and `also_about`) were read, or
 /// handed to the agent host — each if it went to the receipt's signer.
 fn on_receipt(ctx: &Follow, e: &InboxEntry, sender: IdentityKey) {
-    let now = interlink_net::now_ms();
+    let now = ctx.clock.now_ms();
     let log = &mut ctx.state.lock().sent;
     for id in e.in_reply_to.iter().chain(&e.also_about) {
         let moved = match e.kind {

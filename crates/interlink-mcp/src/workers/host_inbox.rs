@@ -194,7 +194,7 @@ pub(crate) async fn forward(w: HostInboxWorker, cancel: CancellationToken) {
             ev = events.recv() => match ev {
                 Ok(Event::Delivered { kind: EnvelopeKind::Message, .. })
                 | Err(RecvError::Lagged(_)) => {
-                    super::after_the_network().await;
+                    crate::context::after_the_network().await;
                     round(&w, &mut book, &reply_path).await;
                 }
                 Ok(_) => {}

@@ -33,15 +33,6 @@ pub(crate) mod host_inbox;
 pub(crate) mod receipts;
 pub(crate) mod sent_log;
 
-/// Lets the tasks woken by the same delivery run before a worker reads the inbox. The
-/// node hands the sender's receipt to the connection's task just before it tells the
-/// workers; on the session's one thread, a worker reading the inbox at once kept that
-/// receipt from the wire for as long as it read (about 60 µs of every `send_message`
-/// in the `mcp` bench, docs/BENCHMARKS.md).
-pub(crate) async fn after_the_network() {
-    tokio::task::yield_now().await;
-}
-
 /// Starts the receipts worker, which serves every session the process binds: it sends
 /// through whichever node is ready.
 pub(crate) fn spawn_receipts(

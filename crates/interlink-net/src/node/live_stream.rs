@@ -22,6 +22,7 @@ use std::{
     collections::{HashMap, HashSet, hash_map::Entry},
     sync::Arc,
 };
+use tokio_util::sync::CancellationToken;
 
 use futures::{AsyncReadExt as _, StreamExt as _};
 use interlink_core::wire::{DeliverRequest, DeliverResponse};
@@ -97,7 +98,8 @@ pub(crate) enum Lost {
 pub(crate) struct Streams {
     control: libp2p_stream::Control,
     protocol: StreamProtocol,
-    outbound: HashMap<PeerId, mpsc::Sender<(u64, DeliverRequest)>>,
+    /// Each peer's stream: its queue, and what resets it.
+    outbound: HashMap<PeerId, (mpsc::Sender<(u64, DeliverRequest)>, CancellationToken)>,
     /// Connected peers that declined the protocol (bounded by the connected peers:
     /// forgotten when a peer disconnects).
     declined: HashSet<PeerId>,
@@ -153,24 +155,26 @@ impl Streams {
         if self
             .outbound
             .get(&peer)
-            .is_some_and(mpsc::Sender::is_closed)
+            .is_some_and(|(tx, _)| tx.is_closed())
         {
             self.outbound.remove(&peer);
         }
         let full = self.outbound.len() >= MAX_OUTBOUND_STREAMS;
         let tx = match self.outbound.entry(peer) {
-            Entry::Occupied(open) => open.into_mut(),
+            Entry::Occupied(open) => &open.into_mut().0,
             Entry::Vacant(_) if full => return Err(request),
             Entry::Vacant(slot) => {
                 let (tx, rx) = mpsc::channel(PIPELINE);
+                let reset = CancellationToken::new();
                 tokio::spawn(send_on_stream(
                     self.control.clone(),
                     peer,
                     self.protocol.clone(),
                     rx,
                     self.events_tx.clone(),
+                    reset.clone(),
                 ));
-                slot.insert(tx)
+                &slot.insert((tx, reset)).0
             }
         };
         let id = self.next_id;
@@ -192,6 +196,18 @@ impl Streams {
     pub(crate) fn note_declined(&mut self, peer: PeerId) {
         self.outbound.remove(&peer);
         self.declined.insert(peer);
+    }
+
+    /// Some of `peer`'s connections are closing while others stay (relayed ones, for a
+    /// direct one): its stream may be on one of them, where an answer would never come
+    /// (a closed circuit's stream is not failed, it is abandoned). The stream ends now:
+    /// what it took unanswered is reported lost — sent again on a new stream, which a
+    /// message the peer had received already answers as delivered (the peer's inbox
+    /// takes it once).
+    pub(crate) fn reset(&mut self, peer: &PeerId) {
+        if let Some((_, reset)) = self.outbound.remove(peer) {
+            reset.cancel();
+        }
     }
 
     /// `peer` disconnected: its stream's task ends once what it sent is answered or
@@ -233,6 +249,7 @@ async fn send_on_stream(
     protocol: StreamProtocol,
     mut requests: mpsc::Receiver<(u64, DeliverRequest)>,
     events: mpsc::Sender<LiveEvent>,
+    reset: CancellationToken,
 ) {
     let opened = tokio::time::timeout(
         crate::behaviour::LIVE_ATTEMPT_TIMEOUT,
@@ -240,7 +257,7 @@ async fn send_on_stream(
     )
     .await;
     match opened {
-        Ok(Ok(stream)) => drive_outbound(peer, stream, requests, events).await,
+        Ok(Ok(stream)) => drive_outbound(peer, stream, requests, events, reset).await,
         Ok(Err(e)) => {
             let declined = matches!(e, libp2p_stream::OpenStreamError::UnsupportedProtocol(_));
             debug!(%peer, error = %e, "live stream not opened");
@@ -299,6 +316,7 @@ pub(crate) async fn drive_outbound<S>(
     stream: S,
     mut requests: mpsc::Receiver<(u64, DeliverRequest)>,
     events: mpsc::Sender<LiveEvent>,
+    reset: CancellationToken,
 ) where
     S: futures::AsyncRead + futures::AsyncWrite + Unpin,
 {
@@ -369,14 +387,24 @@ pub(crate) async fn drive_outbound<S>(
     };
     let end = {
         tokio::pin!(write, read);
+        let ended = async {
+            tokio::select! {
+                end = &mut write => match end {
+                    // The queue closed: the answers of what was written still come.
+                    WriteEnd::Closed => read.await,
+                    WriteEnd::Failed { declined: true } => ReadEnd::Declined,
+                    WriteEnd::Failed { declined: false } => ReadEnd::Failed(Lost::Stream),
+                },
+                end = &mut read => end,
+            }
+        };
         tokio::select! {
-            end = &mut write => match end {
-                // The queue closed: the answers of what was written still come.
-                WriteEnd::Closed => read.await,
-                WriteEnd::Failed { declined: true } => ReadEnd::Declined,
-                WriteEnd::Failed { declined: false } => ReadEnd::Failed(Lost::Stream),
-            },
-            end = &mut read => end,
+            biased;
+            () = reset.cancelled() => {
+                debug!(%peer, "live stream reset");
+                ReadEnd::Failed(Lost::Stream)
+            }
+            end = ended => end,
         }
     };
     // Nothing more goes on this stream: what the node hands it now is given back.

@@ -313,6 +313,9 @@ impl Actor {
             // Live deliveries wait for the swarm's report: until then request-response
             // may hand one to a closing connection.
             self.hold_while_closing(peer, closing, now);
+            if let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams()) {
+                streams.reset(&peer);
+            }
         }
     }
 }

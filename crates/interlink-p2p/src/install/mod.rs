@@ -311,6 +311,90 @@ fn edit_json(
     Ok((Some(out), notes))
 }
 
+/// Register the MCP server (and its wake-up hooks) in Claude Code's or Codex's user
+/// configuration; idempotent, keeps every other entry, prints what changed.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p install claude\n  interlink-p2p install codex --dry-run\n  interlink-p2p install claude --relay /dns4/relay.example.net/tcp/4001/p2p/12D3KooW… --no-mdns"
+)]
+pub struct Args {
+    /// claude or codex.
+    #[arg(value_enum)]
+    host: Host,
+    /// Print what would change without writing anything.
+    #[arg(long)]
+    dry_run: bool,
+    /// The interlink-p2p executable the entries run [default: this executable, or a
+    /// copy of it in ~/.local/share/interlink-p2p/bin when it is in a build or npm
+    /// directory]
+    #[arg(long, value_name = "PATH")]
+    command: Option<String>,
+    /// Network settings to write to the settings file (config.toml in the home),
+    /// which every command and session reads.
+    #[command(flatten)]
+    net: crate::config::NetArgs,
+    /// This user's name, suggested to peers when pairing (written to config.toml).
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+}
+
+/// `interlink-p2p install`.
+pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    // Checked before anything is written: a bad address changes nothing.
+    args.net.config(&crate::settings::Settings::default())?;
+    let changes = args.net.settings_changes(args.name.as_deref());
+    if !changes.is_empty() {
+        let home = ctx.home()?;
+        for note in crate::settings::write(home.path(), &changes, args.dry_run)? {
+            println!("{note}");
+        }
+    }
+    let locations = Locations::from_env(|k| std::env::var(k).ok())?;
+    let program = match args.command {
+        Some(c) => Program::Given(c),
+        None => Program::This(
+            std::env::current_exe().context("finding this executable (or pass --command)")?,
+        ),
+    };
+    run(
+        &locations,
+        args.host,
+        Action::Install,
+        &program,
+        args.dry_run,
+        &mut std::io::stdout(),
+    )?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Remove what `install` added (other entries are kept).
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  interlink-p2p uninstall claude\n  interlink-p2p uninstall codex --dry-run"
+)]
+pub struct UninstallArgs {
+    /// claude or codex.
+    #[arg(value_enum)]
+    host: Host,
+    /// Print what would change without writing anything.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// `interlink-p2p uninstall`.
+pub fn uninstall(args: UninstallArgs, _: &crate::Ctx) -> anyhow::Result<std::process::ExitCode> {
+    let locations = Locations::from_env(|k| std::env::var(k).ok())?;
+    run(
+        &locations,
+        args.host,
+        Action::Uninstall,
+        &Program::Given("interlink-p2p".to_owned()),
+        args.dry_run,
+        &mut std::io::stdout(),
+    )?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use interlink_core::wire::{DeliverRequest, DeliverResponse, VERSION};
 use libp2p::PeerId;
 use serde_bytes::ByteBuf;
 use tokio::sync::mpsc;
-use tokio_util::compat::TokioAsyncReadCompatExt as _;
+use tokio_util::{compat::TokioAsyncReadCompatExt as _, sync::CancellationToken};
 
 use super::{
     LiveEvent, Lost, MAX_REQUEST_BYTES, PIPELINE, Streams, drive_outbound, encoded_len_bound, serve,
@@ -215,7 +215,13 @@ async fn a_request_written_before_the_queue_closed_is_still_answered() {
     let (events_tx, mut events) = mpsc::channel(64);
     let (requests_tx, requests) = mpsc::channel(PIPELINE);
     let peer = PeerId::random();
-    let task = tokio::spawn(drive_outbound(peer, ours.compat(), requests, events_tx));
+    let task = tokio::spawn(drive_outbound(
+        peer,
+        ours.compat(),
+        requests,
+        events_tx,
+        CancellationToken::new(),
+    ));
     let (mut rd, mut wr) = theirs.compat().split();
     let mut asked = ItemReader::default();
     requests_tx.send((7, request(7))).await.unwrap();
@@ -239,6 +245,44 @@ async fn a_request_written_before_the_queue_closed_is_still_answered() {
         .unwrap();
 }
 
+/// The node resets a stream whose connection may be closing (a circuit retired for a
+/// direct connection: its stream is abandoned, not failed, and no answer would come):
+/// the request written on it is reported lost at once, not after the stream's timeout.
+/// It was found so in the two-NAT lab: sent ~80 ms before the circuits closed, it went
+/// `queued` although the peer stayed connected.
+#[tokio::test]
+async fn a_reset_stream_reports_what_it_took_lost_at_once() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (events_tx, mut events) = mpsc::channel(64);
+    let (requests_tx, requests) = mpsc::channel(PIPELINE);
+    let reset = CancellationToken::new();
+    let task = tokio::spawn(drive_outbound(
+        PeerId::random(),
+        ours.compat(),
+        requests,
+        events_tx,
+        reset.clone(),
+    ));
+    let (mut rd, _wr) = theirs.compat().split();
+    let mut asked = ItemReader::default();
+    requests_tx.send((3, request(3))).await.unwrap();
+    let _: DeliverRequest = asked.next(&mut rd, 1 << 16).await.unwrap();
+    // No answer comes (the other end keeps the stream open and silent).
+    reset.cancel();
+    match tokio::time::timeout(Duration::from_secs(2), events.recv()).await {
+        Ok(Some(LiveEvent::Answered {
+            id: 3,
+            result: Err(Lost::Stream),
+            ..
+        })) => {}
+        other => panic!("expected the request reported lost, got {other:?}"),
+    }
+    tokio::time::timeout(Duration::from_secs(2), task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 /// A stream that breaks under requests reports each of them lost, in order: none is
 /// left for the engine's timeout to find.
 #[tokio::test]
@@ -251,6 +295,7 @@ async fn every_request_on_a_stream_that_breaks_is_reported_lost() {
         ours.compat(),
         requests,
         events_tx,
+        CancellationToken::new(),
     ));
     let (mut rd, mut wr) = theirs.compat().split();
     let mut asked = ItemReader::default();
