@@ -557,7 +557,7 @@ impl Actor {
                 info.connections.insert(connection_id, endpoint);
                 // Also a sign of life.
                 self.peer_connected(peer_id, true);
-                self.to_relay_client(relay_client::Input::Connected(peer_id));
+                self.feed_relay_client(relay_client::Input::Connected(peer_id));
                 self.on_upgrade_connected(peer_id);
                 self.on_retire_connected(peer_id, connection_id);
                 if self.peers.len() == 1 {
@@ -607,7 +607,7 @@ impl Actor {
                 self.well_known.on_closed(connection_id, Instant::now());
                 self.peers.remove(&peer_id);
                 self.presence_input(PresenceInput::PeerDisconnected(peer_id));
-                self.to_relay_client(relay_client::Input::Disconnected(peer_id));
+                self.feed_relay_client(relay_client::Input::Disconnected(peer_id));
                 self.on_upgrade_disconnected(&peer_id, connection_id);
                 self.on_retire_closed(peer_id, connection_id);
                 if let Some(streams) = self.parts.delivery_mut().and_then(|d| d.streams()) {

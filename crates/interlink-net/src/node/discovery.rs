@@ -274,7 +274,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                     .get(&peer_id)
                     .map(|p| p.transports().contains(&"quic"))
                 {
-                    actor.to_relay_client(super::relay_client::Input::Identified {
+                    actor.feed_relay_client(super::relay_client::Input::Identified {
                         peer: peer_id,
                         listen: &info.listen_addrs,
                         over_quic,

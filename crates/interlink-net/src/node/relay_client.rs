@@ -229,7 +229,7 @@ impl RelayClient {
 
 impl super::Actor {
     /// Hands `input` to the relay client and carries out what it asks.
-    pub(super) fn to_relay_client(&mut self, input: Input<'_>) {
+    pub(super) fn feed_relay_client(&mut self, input: Input<'_>) {
         self.relays.handle(input, Instant::now());
         self.carry_out_relay_client();
     }

@@ -83,6 +83,8 @@ impl Outcome {
 #[derive(Clone, Debug)]
 enum Ev {
     Start(u32),
+    /// A departed node stops, its goodbye flushed.
+    Stop(u32),
     Tick(u32),
     Timer(u32),
     /// A dial completed: both ends connected, then subscribed one latency later.
@@ -264,6 +266,7 @@ impl Sim {
                 self.push(self.now + phase, Ev::Tick(i));
                 self.handle(i, Input::Tick, now);
             }
+            Ev::Stop(i) => self.running[i as usize] = false,
             Ev::Tick(i) => {
                 if self.running[i as usize] {
                     self.handle(i, Input::Tick, now);
@@ -452,14 +455,15 @@ impl Sim {
         })
     }
 
-    /// Runs until every running node agrees, or `deadline`; each node's time from
-    /// `from`.
+    /// Runs until every node that has not left agrees, or `deadline`; each node's
+    /// time from `from`. A node not started yet has not converged: at a cold start
+    /// none runs at first.
     fn converge(&mut self, from: u64, deadline: u64) -> Vec<Option<u64>> {
         let n = self.nodes.len();
         let mut done: Vec<Option<u64>> = vec![None; n];
         self.run_until(deadline, &mut |s: &Sim| {
             for (i, d) in done.iter_mut().enumerate() {
-                if d.is_none() && (!s.running[i] || s.agrees(i)) {
+                if d.is_none() && (s.left[i] || (s.running[i] && s.agrees(i))) {
                     *d = Some(s.now.saturating_sub(from));
                 }
             }
@@ -516,11 +520,8 @@ pub fn run(p: &Params, plan: &Plan) -> Outcome {
             let now = s.clock();
             s.handle(i as u32, Input::Leave, now);
             s.left[i] = true;
-        }
-        // The goodbye is flushed before the node stops (as the node does).
-        s.run_until(start + 1_000, &mut |_| false);
-        for i in 0..plan.departures.min(n) {
-            s.running[i] = false;
+            // The goodbye is flushed before the node stops (as the node does).
+            s.push(start + 1_000, Ev::Stop(i as u32));
         }
         out.departed = s.converge(start, start + p.timeout_ms);
     }

@@ -241,10 +241,17 @@ fn the_simulated_nodes_pace_presence_with_the_nodes_timings() {
 
 /// The real node and the compact model at a size both run, same seed and
 /// parameters: a cold start, a 120 s partition and its heal, then (the real node
-/// only: the compact model has no departures) goodbyes. Both must converge to the
-/// same views (every running session live everywhere), and their convergence times
-/// agree within [`AGREEMENT_MS`].
-const AGREEMENT_MS: u64 = 3 * SECOND_MS;
+/// only: the compact model has no departures) goodbyes. Both must converge at every
+/// node to the same views (every running session live everywhere), judge the other
+/// half away alike, and their convergence times agree within [`AGREEMENT_MS`].
+///
+/// One tick: both run the node's 1 s timers (heartbeats, anti-entropy), but in
+/// different phases — the compact model's in phase with its gossipsub heartbeat, the
+/// real node's from its start — and the real run looks at convergence every 50 ms,
+/// so a round taken one tick later in one of them is the same protocol. More than a
+/// tick apart is a round missing or added: a difference in what they run (measured
+/// apart: ≤ 0.2 s at this seed).
+const AGREEMENT_MS: u64 = SECOND_MS;
 
 #[test]
 fn the_real_node_and_the_compact_model_agree_at_100() {
@@ -277,14 +284,17 @@ fn the_real_node_and_the_compact_model_agree_at_100() {
     let (cold_max, heal_max) = (cold_max.expect(&report), heal_max.expect(&report));
     assert_eq!(compact_cold.complete, 100, "{report}");
     assert_eq!(ch.complete, 100, "{report}");
-    // Both saw the halves apart: each node judged the other half away.
-    assert!(
-        r.away_before_heal > 40.0 && ch.behind_at_start > 40.0,
-        "{report}"
-    );
+    // Both saw the halves apart: each node judged the other half (50) away.
+    assert_eq!(r.away_before_heal, 50.0, "{report}");
+    assert_eq!(ch.behind_at_start, 50.0, "{report}");
     // The same times, within the tolerance.
-    for (real, compact) in [(cold_max, compact_cold.max_ms), (heal_max, ch.max_ms)] {
-        let compact = compact.expect(&report);
+    for (real, compact) in [
+        (cold50, compact_cold.p50_ms),
+        (Some(cold_max), compact_cold.max_ms),
+        (heal50, ch.p50_ms),
+        (Some(heal_max), ch.max_ms),
+    ] {
+        let (real, compact) = (real.expect(&report), compact.expect(&report));
         assert!(real.abs_diff(compact) <= AGREEMENT_MS, "{report}");
     }
     // The same final views: every running session live at every running node (the
