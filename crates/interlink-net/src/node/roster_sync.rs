@@ -1,19 +1,8 @@
-//! The roster fetch (PROTOCOL.md §8.2): on every new connection a full request (the
-//! summary of what this node holds, with the sessions it judges away marked), and for
-//! anti-entropy a digest request first, followed by a full one only when the digests
-//! differ. Each request's kind is remembered by its id, because a full answer can be
-//! empty too.
-//!
-//! What anti-entropy brings is what gossip failed to deliver here, and most likely
-//! elsewhere too (a message published before the mesh formed reaches only part of the
-//! overlay, and gossipsub repairs only towards peers outside the mesh): the node
-//! publishes it again, so the rest of the overlay has it within one gossip round
-//! instead of one fetch per hop. Its message id is its content's, so nodes that have
-//! it drop the copy unread.
-//!
-//! What is asked, answered and applied is the presence node's
-//! (`interlink_core::presence::node`); this carries requests and answers over
-//! request-response and charges their budgets.
+//! The roster fetch (PROTOCOL.md §8.2) over request-response. What is asked,
+//! answered and applied — and why anti-entropy's finds are published again — is the
+//! presence node's (`interlink_core::presence::node`); this carries requests and
+//! answers and charges their budgets. Each request's kind is remembered by its id,
+//! because a full answer can be empty too.
 
 use std::collections::HashMap;
 

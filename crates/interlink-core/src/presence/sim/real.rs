@@ -4,8 +4,8 @@
 //! per-link latency between nodes that dial a few random running peers, gossip as a
 //! flood (a node forwards what it accepts to every connected peer but the sender, and
 //! drops a copy whose content id it has seen, as gossipsub's duplicate cache does),
-//! and request-response for roster requests. The compact model ([`super::World`])
-//! stays for sizes a real roster per node would not fit (10,000 sessions).
+//! and request-response for roster requests (the parent module says what the
+//! compact model runs at sizes a real roster per node would not fit).
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashSet},
