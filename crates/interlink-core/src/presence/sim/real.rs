@@ -206,6 +206,14 @@ impl Sim {
         self.rng.between(lo, hi.max(lo))
     }
 
+    /// From deciding to dial a peer to the connection: finding it (uniform in
+    /// `0..discovery_ms`), then the handshake's round trips — as the compact model
+    /// dials, at a start and after a heal.
+    fn dial_delay(&mut self) -> u64 {
+        let find = self.rng.below(self.p.discovery_ms);
+        find + self.p.connect_rtts * 2 * self.lat()
+    }
+
     fn apart(&self, a: u32, b: u32) -> bool {
         self.half
             .as_ref()
@@ -254,13 +262,8 @@ impl Sim {
                     .collect();
                 for _ in 0..self.p.max_dialed.min(started.len()) {
                     let j = started[self.rng.index(started.len())];
-                    let at = self.now
-                        + self
-                            .p
-                            .discovery_ms
-                            .min(self.rng.below(self.p.discovery_ms + 1));
-                    let lat = self.lat();
-                    self.push(at + self.p.connect_rtts * 2 * lat, Ev::Connected(i, j));
+                    let at = self.now + self.dial_delay();
+                    self.push(at, Ev::Connected(i, j));
                 }
                 let phase = self.rng.below(1_000);
                 self.push(self.now + phase, Ev::Tick(i));
@@ -509,8 +512,8 @@ pub fn run(p: &Params, plan: &Plan) -> Outcome {
         s.half = None;
         // The cut links are dialled again.
         for (a, b) in cut {
-            let lat = s.lat();
-            s.push(s.now + p.connect_rtts * 2 * lat, Ev::Connected(a, b));
+            let at = s.now + s.dial_delay();
+            s.push(at, Ev::Connected(a, b));
         }
         out.heal = s.converge(healed, healed + p.timeout_ms);
     }
