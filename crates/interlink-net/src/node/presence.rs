@@ -82,7 +82,10 @@ pub(super) fn new(
 
 impl Actor {
     /// The presence node takes `input` now, and the node does what it decides. What
-    /// an announcement would say (addresses, readers) is brought up to date first.
+    /// an announcement would say (addresses, readers) is brought up to date first:
+    /// any input may make the pacer announce, and both are cheap to read (a few
+    /// addresses; the trusted identities, a roster lookup each), about once a second
+    /// and per connection, subscription or roster answer — never per gossip message.
     pub(super) fn presence_input(&mut self, input: Input<PeerId>) {
         self.refresh_own();
         let now = self.now_ms();
