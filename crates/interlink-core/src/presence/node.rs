@@ -389,7 +389,7 @@ impl<P: Ord + Copy, R: CryptoRng> PresenceNode<P, R> {
 
     /// The full request the node sends `peer` for what it lacks (the summary of what
     /// it holds, with the sessions it judges away marked).
-    pub fn summary_request(&self, now: u64) -> RosterRequest {
+    fn summary_request(&self, now: u64) -> RosterRequest {
         RosterRequest::with_summary(&Summary::of(&self.roster, now))
     }
 

@@ -15,7 +15,7 @@ use std::{
 
 use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
 
-use super::{Params, schedule::Rng};
+use super::{Convergence, Params, schedule::Rng};
 use crate::{
     identity::Identity,
     presence::{
@@ -49,35 +49,20 @@ pub struct Plan {
 }
 
 /// What a run found, per phase: when every node judged every running session live
-/// (and every departed one gone), ms from the phase's start, per node.
+/// (and every departed one gone), from the phase's start.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Outcome {
-    /// From the first start until each node holds every session live.
-    pub cold: Vec<Option<u64>>,
-    /// From the heal until each node judges every running session live again.
-    pub heal: Vec<Option<u64>>,
-    /// Each node's view at the partition's end: sessions it judged away.
-    pub away_before_heal: f64,
-    /// From the goodbyes until each running node judges the departed gone.
-    pub departed: Vec<Option<u64>>,
+    /// From the first start.
+    pub cold: Option<Convergence>,
+    /// From the heal; `behind_at_start` is the sessions each node judged away at the
+    /// partition's end.
+    pub heal: Option<Convergence>,
+    /// From the goodbyes, for the nodes still running.
+    pub departed: Option<Convergence>,
     /// Each running node's final view of every session, as (live, away, gone).
     pub views: Vec<(usize, usize, usize)>,
     /// Presence messages verified, mean per node.
     pub verified: f64,
-}
-
-impl Outcome {
-    /// The median and the last node of a phase, ms (`None` if any node never got
-    /// there).
-    pub fn p50_max(times: &[Option<u64>]) -> (Option<u64>, Option<u64>) {
-        let mut t: Vec<u64> = times.iter().flatten().copied().collect();
-        t.sort_unstable();
-        let p50 = t.get(t.len() / 2).copied();
-        let max = (t.len() == times.len())
-            .then(|| t.last().copied())
-            .flatten();
-        (p50, max)
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -461,7 +446,7 @@ impl Sim {
     /// Runs until every node that has not left agrees, or `deadline`; each node's
     /// time from `from`. A node not started yet has not converged: at a cold start
     /// none runs at first.
-    fn converge(&mut self, from: u64, deadline: u64) -> Vec<Option<u64>> {
+    fn converge(&mut self, from: u64, deadline: u64, behind_at_start: f64) -> Convergence {
         let n = self.nodes.len();
         let mut done: Vec<Option<u64>> = vec![None; n];
         self.run_until(deadline, &mut |s: &Sim| {
@@ -472,7 +457,8 @@ impl Sim {
             }
             done.iter().all(Option::is_some)
         });
-        done
+        let running = done.into_iter().enumerate().filter(|&(i, _)| !self.left[i]);
+        Convergence::of(running.map(|(_, d)| d), behind_at_start)
     }
 }
 
@@ -485,7 +471,7 @@ pub fn run(p: &Params, plan: &Plan) -> Outcome {
         s.push(at, Ev::Start(i));
     }
     let mut out = Outcome {
-        cold: s.converge(0, p.start_spread_ms + p.timeout_ms),
+        cold: Some(s.converge(0, p.start_spread_ms + p.timeout_ms, n as f64)),
         ..Outcome::default()
     };
     if let Some((at, ms)) = plan.partition {
@@ -508,14 +494,14 @@ pub fn run(p: &Params, plan: &Plan) -> Outcome {
         s.half = Some(half);
         let healed = s.now + ms;
         s.run_until(healed, &mut |_| false);
-        out.away_before_heal = (0..n).map(|i| s.view(i).1 as f64).sum::<f64>() / n as f64;
+        let away = (0..n).map(|i| s.view(i).1 as f64).sum::<f64>() / n as f64;
         s.half = None;
         // The cut links are dialled again.
         for (a, b) in cut {
             let at = s.now + s.dial_delay();
             s.push(at, Ev::Connected(a, b));
         }
-        out.heal = s.converge(healed, healed + p.timeout_ms);
+        out.heal = Some(s.converge(healed, healed + p.timeout_ms, away));
     }
     if plan.departures > 0 {
         let start = s.now;
@@ -526,7 +512,8 @@ pub fn run(p: &Params, plan: &Plan) -> Outcome {
             // The goodbye is flushed before the node stops (as the node does).
             s.push(start + 1_000, Ev::Stop(i as u32));
         }
-        out.departed = s.converge(start, start + p.timeout_ms);
+        let departures = plan.departures.min(n) as f64;
+        out.departed = Some(s.converge(start, start + p.timeout_ms, departures));
     }
     out.views = (0..n)
         .filter(|&i| s.running[i])
