@@ -1,7 +1,7 @@
 //! Fuzzes the key-file parser: any text gives an identity or a reason, never a panic.
 #![no_main]
 
-use interlink_core::keyfile;
+use interlink_store::keyfile;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

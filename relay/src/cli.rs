@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "PATH",
-        env = interlink_core::env::RELAY_KEY,
+        env = "INTERLINK_RELAY_KEY",
         default_value = "relay.key"
     )]
     pub key: PathBuf,
@@ -41,7 +41,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "PATH",
-        env = interlink_core::env::RELAY_DB,
+        env = "INTERLINK_RELAY_DB",
         default_value = "mailboxes.redb"
     )]
     pub db: PathBuf,
@@ -52,7 +52,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "NAME",
-        env = interlink_core::env::NETWORK,
+        env = interlink_store::env::NETWORK,
         default_value = "default"
     )]
     pub network: String,

@@ -49,7 +49,7 @@ async fn relay_main() -> ExitCode {
         }
     };
     // Test knob, as for the sessions: move this process's clock.
-    if let Some(ms) = std::env::var(interlink_core::env::TEST_CLOCK_OFFSET_MS)
+    if let Some(ms) = std::env::var(interlink_store::env::TEST_CLOCK_OFFSET_MS)
         .ok()
         .and_then(|v| v.trim().parse::<i64>().ok())
     {

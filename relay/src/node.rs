@@ -2,7 +2,8 @@
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use interlink_core::{Identity, SessionId, keyfile};
+use interlink_core::{Identity, SessionId};
+use interlink_store::keyfile;
 use libp2p::{Multiaddr, PeerId, identity::Keypair};
 use tokio::{net::TcpListener, task::JoinSet};
 use tokio_util::sync::CancellationToken;

@@ -211,7 +211,7 @@ fn replacing_an_identity_needs_the_flag_and_keeps_the_old_key() {
         .collect();
     assert_eq!(backups.len(), 1, "{err}");
     let text = std::fs::read_to_string(backups[0].path()).unwrap();
-    let restored = interlink_core::keyfile::parse(&text).unwrap();
+    let restored = interlink_store::keyfile::parse(&text).unwrap();
     assert_eq!(restored.public().to_hex(), old);
 }
 

@@ -278,7 +278,8 @@ async fn an_invite_admits_one_key_once_and_bad_codes_change_nothing() {
 /// relay without its peer id).
 fn bad_codes_change_nothing(alice: &User, bob: &User, code: &str) {
     use interlink_testkit::invite::{altered, resigned, typo};
-    let alice_identity = interlink_core::keyfile::load(&alice.home().join("identity.key")).unwrap();
+    let alice_identity =
+        interlink_store::keyfile::load(&alice.home().join("identity.key")).unwrap();
     let decoded = interlink_core::wire::Invite::decode(code).unwrap();
     let relay = decoded.relays[0].clone();
     let attacker_relay = {

@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{Context as _, bail, ensure};
 pub use interlink_testkit::process::Child as Guard;
-use interlink_testkit::process::{self as harness, scrub_env};
+use interlink_testkit::{process as harness, scrub_env};
 
 use crate::binary;
 
@@ -39,7 +39,7 @@ pub fn netns() -> Option<&'static str> {
 }
 
 /// An `interlink-p2p` command with a scrubbed environment
-/// ([`harness::SCRUBBED_ENV`]), `home` as its `INTERLINK_HOME`, and `env` added.
+/// ([`interlink_testkit::SCRUBBED_ENV`]), `home` as its `INTERLINK_HOME`, and `env` added.
 pub fn command(home: &Path, env: &[(&str, &str)]) -> anyhow::Result<Command> {
     command_in(netns(), home, env)
 }

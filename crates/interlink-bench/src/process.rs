@@ -10,7 +10,10 @@ use std::{
 };
 
 use anyhow::Context as _;
-use interlink_testkit::process::{self as harness, Child, Options, TryLine, WhenFull, scrub_env};
+use interlink_testkit::{
+    process::{self as harness, Child, Options, TryLine, WhenFull},
+    scrub_env,
+};
 use tempfile::TempDir;
 
 /// Name of the session binary.
@@ -94,10 +97,10 @@ pub async fn cli(
     let mut cmd = Command::new(bin);
     scrub_env(&mut cmd)
         .args(args)
-        .env(interlink_core::env::HOME, home)
-        .env(interlink_core::env::MDNS, "0")
+        .env(interlink_store::env::HOME, home)
+        .env(interlink_store::env::MDNS, "0")
         // Many homes on one host: without this they would all meet through the port.
-        .env(interlink_core::env::PORT, "0");
+        .env(interlink_store::env::PORT, "0");
     let out = run_blocking(cmd, input).await.map_err(|e| match e {
         harness::Error::RunTimeout { .. } => anyhow::anyhow!("interlink-p2p {args:?} timed out"),
         e => anyhow::Error::new(e).context(format!("starting {}", bin.display())),
@@ -153,9 +156,9 @@ impl Proc {
         let mut cmd = Command::new(bin);
         scrub_env(&mut cmd)
             .args(args)
-            .env(interlink_core::env::HOME, home.path())
+            .env(interlink_store::env::HOME, home.path())
             // Many homes on one host: no well-known port unless `env` sets one.
-            .env(interlink_core::env::PORT, "0");
+            .env(interlink_store::env::PORT, "0");
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -283,37 +283,20 @@ impl fmt::Debug for SealingSecret {
 
 /// Lowercase hex of `bytes`.
 pub fn hex_encode(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 0xf)] as char);
-    }
-    s
+    data_encoding::HEXLOWER.encode(bytes)
 }
 
 /// Decodes hex (either case) into `out`; `None` unless `s` is exactly `2 * out.len()`
 /// hex digits.
 pub fn hex_decode_into(s: &str, out: &mut [u8]) -> Option<()> {
-    let bytes = s.as_bytes();
-    if bytes.len() != out.len() * 2 {
+    // Checked first: `decode_mut` panics on an output of the wrong length.
+    if s.len() != out.len() * 2 {
         return None;
     }
-    for (i, pair) in bytes.chunks_exact(2).enumerate() {
-        let hi = hex_val(pair[0])?;
-        let lo = hex_val(pair[1])?;
-        out[i] = (hi << 4) | lo;
-    }
-    Some(())
-}
-
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
+    data_encoding::HEXLOWER_PERMISSIVE
+        .decode_mut(s.as_bytes(), out)
+        .ok()
+        .map(drop)
 }
 
 #[cfg(test)]
@@ -332,6 +315,17 @@ mod tests {
         assert_eq!(k.to_hex().to_uppercase().parse::<IdentityKey>().unwrap(), k);
         assert_eq!("abc".parse::<IdentityKey>(), Err(KeyError::BadLength(3)));
         assert_eq!("g".repeat(64).parse::<IdentityKey>(), Err(KeyError::NotHex));
+    }
+
+    #[test]
+    fn hex_is_lowercase_out_and_either_case_in() {
+        assert_eq!(hex_encode(&[0x00, 0x9f, 0xa0, 0xff]), "009fa0ff");
+        let mut out = [0u8; 2];
+        assert_eq!(hex_decode_into("aBcD", &mut out), Some(()));
+        assert_eq!(out, [0xab, 0xcd]);
+        for bad in ["abc", "abcdef", "", "abcg", "ab d"] {
+            assert_eq!(hex_decode_into(bad, &mut out), None, "{bad:?}");
+        }
     }
 
     #[test]

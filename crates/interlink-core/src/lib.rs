@@ -7,14 +7,13 @@
 //! (`now_ms`, milliseconds since the Unix epoch) and randomness (`&mut impl CryptoRng`)
 //! are passed in by the caller, so every rule is testable without a network or a clock.
 //!
-//! The only module that touches the file system is [`keyfile`], which loads and
-//! creates the identity key file with strict permissions; it is kept apart so the rest
-//! stays pure.
+//! Nothing here touches the file system, the environment or the operating system: the
+//! key file and every other file are `interlink-store`'s.
 //!
 //! Layers, bottom up:
 //! - [`limits`] — every size, count and time bound, by name.
 //! - [`identity`], [`session`] — keys, fingerprints, derived transport and sealing keys,
-//!   session-id resolution.
+//!   session ids.
 //! - [`sign`], [`seal`] — domain-separated Ed25519 signatures; HPKE sealing of bodies.
 //! - [`wire`] — the versioned CBOR wire types and their verified decoders; [`names`] —
 //!   topic and protocol ids per overlay.
@@ -26,13 +25,10 @@ pub mod bounded;
 pub mod collected;
 pub mod dates;
 pub mod device_link;
-pub mod env;
 pub mod identity;
-pub mod keyfile;
 pub mod limits;
 pub mod mailbox;
 pub mod names;
-mod owner_only;
 pub mod presence;
 pub mod replay;
 pub mod routing;

@@ -1,21 +1,14 @@
-//! Session ids and how a session finds its own.
+//! Session ids.
 //!
 //! A session id names one agent session under an identity; `identity key + session id`
-//! is a session's address. Resolution order: an explicit `--session` flag, then
-//! `INTERLINK_SESSION`, then `CLAUDE_CODE_SESSION_ID` (Claude Code injects it, and it is
-//! stable across the server restarts Claude performs within one session), else a fresh
-//! random id.
+//! is a session's address. How a session finds its own (flag, environment, random) is
+//! `interlink_mcp::serve::resolve_session`.
 
 use std::fmt;
 
 use rand_core::CryptoRng;
 
 use crate::limits::MAX_SESSION_ID_BYTES;
-
-/// Environment variable that pins the session id.
-pub const ENV_SESSION: &str = crate::env::SESSION;
-/// Environment variable Claude Code sets in the MCP server's environment.
-pub const ENV_CLAUDE_SESSION: &str = crate::env::CLAUDE_SESSION;
 
 /// A validated session id: 1 to [`MAX_SESSION_ID_BYTES`] characters from
 /// `A-Z a-z 0-9 . _ : -`.
@@ -103,107 +96,17 @@ impl fmt::Debug for SessionId {
     }
 }
 
-/// Where a resolved session id came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SessionSource {
-    /// The `--session` flag.
-    Flag,
-    /// `INTERLINK_SESSION`.
-    InterlinkEnv,
-    /// `CLAUDE_CODE_SESSION_ID`.
-    ClaudeEnv,
-    /// Generated at random.
-    Random,
-}
-
-impl SessionSource {
-    /// True when the id was pinned by the user or the host, so it survives restarts.
-    pub fn is_pinned(self) -> bool {
-        !matches!(self, SessionSource::Random)
-    }
-}
-
-/// Resolves this session's id: `flag`, then [`ENV_SESSION`], then
-/// [`ENV_CLAUDE_SESSION`] (read through `env`), else random. Empty variables count as
-/// unset; a set but invalid value is an error rather than a silent fallback, so a typo
-/// never detaches a session from its mailbox.
-pub fn resolve(
-    flag: Option<&str>,
-    env: impl Fn(&str) -> Option<String>,
-    rng: &mut impl CryptoRng,
-) -> Result<(SessionId, SessionSource), SessionIdError> {
-    if let Some(f) = flag {
-        return Ok((SessionId::new(f)?, SessionSource::Flag));
-    }
-    for (var, source) in [
-        (ENV_SESSION, SessionSource::InterlinkEnv),
-        (ENV_CLAUDE_SESSION, SessionSource::ClaudeEnv),
-    ] {
-        match env(var) {
-            Some(v) if !v.trim().is_empty() => {
-                let id = SessionId::new(v.trim()).map_err(|e| SessionIdError::InvalidEnv {
-                    var,
-                    source: Box::new(e),
-                })?;
-                return Ok((id, source));
-            }
-            _ => {}
-        }
-    }
-    Ok((SessionId::random(rng), SessionSource::Random))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};
-
-    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
-
-    #[test]
-    fn resolution_order() {
-        let mut rng = ChaCha20Rng::seed_from_u64(1);
-        let all = [(ENV_SESSION, "pinned"), (ENV_CLAUDE_SESSION, "claude-1")];
-        assert_eq!(
-            resolve(Some("flag"), env(&all), &mut rng).unwrap(),
-            (SessionId::new("flag").unwrap(), SessionSource::Flag)
-        );
-        assert_eq!(
-            resolve(None, env(&all), &mut rng).unwrap().1,
-            SessionSource::InterlinkEnv
-        );
-        let claude = [(ENV_SESSION, " "), (ENV_CLAUDE_SESSION, "claude-1")];
-        assert_eq!(
-            resolve(None, env(&claude), &mut rng).unwrap(),
-            (
-                SessionId::new("claude-1").unwrap(),
-                SessionSource::ClaudeEnv
-            )
-        );
-        let (id, src) = resolve(None, env(&[]), &mut rng).unwrap();
-        assert_eq!(src, SessionSource::Random);
-        assert_eq!(id.as_str().len(), 36);
-        assert!(!src.is_pinned());
-    }
 
     #[test]
     fn invalid_values_are_errors() {
-        let mut rng = ChaCha20Rng::seed_from_u64(1);
         assert_eq!(SessionId::new(""), Err(SessionIdError::Empty));
         assert_eq!(SessionId::new("a b"), Err(SessionIdError::BadChar(' ')));
         assert_eq!(
             SessionId::new("x".repeat(129)),
             Err(SessionIdError::TooLong(129))
         );
-        let bad = [(ENV_SESSION, "no/slash")];
-        let err = resolve(None, env(&bad), &mut rng).unwrap_err();
-        assert!(err.to_string().contains(ENV_SESSION), "{err}");
     }
 }

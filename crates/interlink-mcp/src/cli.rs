@@ -6,8 +6,8 @@
 pub use crate::{
     codex::CodexConfig,
     dates::utc,
-    host_inbox::HostInbox,
-    serve::{Options, ServeError, serve_stdio},
+    host_inbox::{HOST_INBOX, HostInbox, user_home},
+    serve::{Options, ServeError, SessionSource, resolve_session, serve_stdio},
 };
 
 /// Starting a session node: identity, announcement, swarm, peers-policy follower.

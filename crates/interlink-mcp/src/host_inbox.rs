@@ -97,14 +97,18 @@ pub enum PostError {
     TooLong(usize),
 }
 
+/// `0` (or `false`, `off`, `no`) keeps messages out of Claude Code's own inbox socket:
+/// the session then wakes its agent through the Stop hook (or channels) only.
+pub const HOST_INBOX: &str = "INTERLINK_HOST_INBOX";
+
 impl HostInbox {
     /// The socket of the Claude Code session that started this process: its exported
     /// path, else the `messagingSocketPath` of the parent's registry entry
     /// (`<config dir>/sessions/<parent pid>.json`), else of the entry whose session id
     /// is `CLAUDE_CODE_SESSION_ID`. `None` when there is none, or when
-    /// [`interlink_core::env::HOST_INBOX`] turns the path off.
+    /// [`HOST_INBOX`] turns the path off.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Option<Self> {
-        use interlink_core::env::{CLAUDE_MESSAGING_SOCKET, CLAUDE_MESSAGING_TOKEN, HOST_INBOX};
+        use interlink_store::env::{CLAUDE_MESSAGING_SOCKET, CLAUDE_MESSAGING_TOKEN};
         if env(HOST_INBOX).is_some_and(|v| {
             matches!(
                 v.trim().to_ascii_lowercase().as_str(),
@@ -201,6 +205,15 @@ fn is_token(t: &str) -> bool {
 /// Registry entries looked at when searching for a session id.
 const REGISTRY_SCAN: usize = 256;
 
+/// The user's home directory: `HOME`, else (on Windows, where `HOME` is usually unset)
+/// `USERPROFILE`. Claude Code and Codex keep their files under it on every platform.
+pub fn user_home(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    nonempty("HOME")
+        .or_else(|| cfg!(windows).then(|| nonempty("USERPROFILE")).flatten())
+        .map(PathBuf::from)
+}
+
 /// The `messagingSocketPath` in Claude Code's session registry
 /// (`$CLAUDE_CONFIG_DIR/sessions/`, else `~/.claude/sessions/`) of process `pid` (our
 /// parent), else of the entry whose `sessionId` is `CLAUDE_CODE_SESSION_ID` (a server
@@ -209,7 +222,7 @@ fn registry_socket(env: &impl Fn(&str) -> Option<String>, pid: u32) -> Option<Pa
     let config = env("CLAUDE_CONFIG_DIR")
         .filter(|v| !v.trim().is_empty())
         .map(PathBuf::from)
-        .or_else(|| interlink_core::env::user_home(env).map(|h| h.join(".claude")))?;
+        .or_else(|| user_home(env).map(|h| h.join(".claude")))?;
     let sessions = config.join("sessions");
     let read = |path: &Path| -> Option<Value> {
         let meta = std::fs::metadata(path).ok()?;
@@ -225,7 +238,7 @@ fn registry_socket(env: &impl Fn(&str) -> Option<String>, pid: u32) -> Option<Pa
     {
         return socket(&entry);
     }
-    let id = env(interlink_core::env::CLAUDE_SESSION).filter(|v| !v.trim().is_empty())?;
+    let id = env(interlink_store::env::CLAUDE_SESSION).filter(|v| !v.trim().is_empty())?;
     std::fs::read_dir(&sessions)
         .ok()?
         .flatten()

@@ -6,7 +6,8 @@
 //! [`policy::edit`] (lock, re-read, atomic replace); running sessions pick them up
 //! within a second.
 
-use interlink_core::{IdentityKey, identity::KeyError, keyfile, trust::TrustError};
+use interlink_core::{IdentityKey, identity::KeyError, trust::TrustError};
+use interlink_store::keyfile;
 
 use crate::{paths::Home, policy, policy::PolicyError};
 

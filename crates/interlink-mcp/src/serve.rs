@@ -9,8 +9,10 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use interlink_core::{SessionId, session::SessionSource, wire::HostKind};
+use interlink_core::{SessionId, session::SessionIdError, wire::HostKind};
 use interlink_net::Config;
+use interlink_store::env;
+use rand_core::CryptoRng;
 use rmcp::ServiceExt as _;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -77,6 +79,57 @@ pub enum ServeError {
     /// The MCP handshake failed (or the client went away before it).
     #[error("MCP handshake failed: {0}")]
     Handshake(String),
+}
+
+/// Where a resolved session id came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionSource {
+    /// The `--session` flag.
+    Flag,
+    /// `INTERLINK_SESSION`.
+    InterlinkEnv,
+    /// `CLAUDE_CODE_SESSION_ID`.
+    ClaudeEnv,
+    /// Generated at random.
+    Random,
+}
+
+impl SessionSource {
+    /// True when the id was pinned by the user or the host, so it survives restarts.
+    pub fn is_pinned(self) -> bool {
+        !matches!(self, SessionSource::Random)
+    }
+}
+
+/// Resolves this session's id: `flag`, then `INTERLINK_SESSION`, then
+/// `CLAUDE_CODE_SESSION_ID` (read through `env`; Claude Code injects it, and it is
+/// stable across the server restarts Claude performs within one session), else random.
+/// Empty variables count as unset; a set but invalid value is an error rather than a
+/// silent fallback, so a typo never detaches a session from its mailbox.
+pub fn resolve_session(
+    flag: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+    rng: &mut impl CryptoRng,
+) -> Result<(SessionId, SessionSource), SessionIdError> {
+    if let Some(f) = flag {
+        return Ok((SessionId::new(f)?, SessionSource::Flag));
+    }
+    for (var, source) in [
+        (env::SESSION, SessionSource::InterlinkEnv),
+        (env::CLAUDE_SESSION, SessionSource::ClaudeEnv),
+    ] {
+        match env(var) {
+            Some(v) if !v.trim().is_empty() => {
+                let id = SessionId::new(v.trim()).map_err(|e| SessionIdError::InvalidEnv {
+                    var,
+                    source: Box::new(e),
+                })?;
+                return Ok((id, source));
+            }
+            _ => {}
+        }
+    }
+    Ok((SessionId::random(rng), SessionSource::Random))
 }
 
 /// When a session with these options starts ([`crate::startup`]).
@@ -247,6 +300,48 @@ async fn leave_rosters(ctx: &Context) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn resolution_order() {
+        let mut rng = session::os_rng();
+        let all = [(env::SESSION, "pinned"), (env::CLAUDE_SESSION, "claude-1")];
+        assert_eq!(
+            resolve_session(Some("flag"), vars(&all), &mut rng).unwrap(),
+            (SessionId::new("flag").unwrap(), SessionSource::Flag)
+        );
+        assert_eq!(
+            resolve_session(None, vars(&all), &mut rng).unwrap().1,
+            SessionSource::InterlinkEnv
+        );
+        let claude = [(env::SESSION, " "), (env::CLAUDE_SESSION, "claude-1")];
+        assert_eq!(
+            resolve_session(None, vars(&claude), &mut rng).unwrap(),
+            (
+                SessionId::new("claude-1").unwrap(),
+                SessionSource::ClaudeEnv
+            )
+        );
+        let (id, src) = resolve_session(None, vars(&[]), &mut rng).unwrap();
+        assert_eq!(src, SessionSource::Random);
+        assert_eq!(id.as_str().len(), 36);
+        assert!(!src.is_pinned());
+    }
+
+    #[test]
+    fn an_invalid_variable_is_an_error_naming_it() {
+        let bad = [(env::SESSION, "no/slash")];
+        let err = resolve_session(None, vars(&bad), &mut session::os_rng()).unwrap_err();
+        assert!(err.to_string().contains(env::SESSION), "{err}");
+    }
 
     #[test]
     fn when_sessions_start() {

@@ -14,11 +14,11 @@ use std::{
 
 use interlink_core::{
     Identity, SessionId,
-    keyfile::{self, KeyFileError},
     limits::{MAX_CWD_BYTES, MAX_GIT_LABEL_BYTES, MAX_SUMMARY_BYTES},
     wire::{DeliveryMode, HostKind},
 };
 use interlink_net::{Config, Handle, NetError, Node, Role, SessionSpec};
+use interlink_store::keyfile::{self, KeyFileError};
 use libp2p::Multiaddr;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};

@@ -24,8 +24,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use interlink_core::{SessionId, keyfile::create_private_dir, session::SessionIdError};
-use interlink_store::inbox::InboxEntry;
+use interlink_core::{SessionId, session::SessionIdError};
+use interlink_store::{inbox::InboxEntry, keyfile::create_private_dir};
 use serde::{Deserialize, Serialize};
 
 use crate::{

@@ -14,32 +14,32 @@ use interlink_core::{
 use libp2p::{Multiaddr, multiaddr::Protocol};
 
 /// The overlay name.
-pub const ENV_NETWORK: &str = interlink_core::env::NETWORK;
+pub const ENV_NETWORK: &str = interlink_store::env::NETWORK;
 /// Comma-separated listen multiaddrs.
-pub const ENV_LISTEN: &str = interlink_core::env::LISTEN;
+pub const ENV_LISTEN: &str = interlink_store::env::LISTEN;
 /// Comma-separated bootstrap multiaddrs (`/p2p/<id>` suffix optional).
-pub const ENV_BOOTSTRAP: &str = interlink_core::env::BOOTSTRAP;
+pub const ENV_BOOTSTRAP: &str = interlink_store::env::BOOTSTRAP;
 /// Comma-separated relay multiaddrs, each ending in `/p2p/<relay id>`.
-pub const ENV_RELAY: &str = interlink_core::env::RELAY;
+pub const ENV_RELAY: &str = "INTERLINK_RELAY";
 /// The listen value that means "no direct listener: reachable through relays only".
 pub const LISTEN_NONE: &str = "none";
 /// `0` (or `false`, `off`, `no`) turns mDNS off.
-pub const ENV_MDNS: &str = interlink_core::env::MDNS;
+pub const ENV_MDNS: &str = interlink_store::env::MDNS;
 /// `0` (or `false`, `off`, `no`) turns tailnet discovery off.
-pub const ENV_TAILNET: &str = interlink_core::env::TAILNET;
+pub const ENV_TAILNET: &str = interlink_store::env::TAILNET;
 /// The Tailscale CLI tailnet discovery runs (default: `tailscale` on `PATH`).
-pub const ENV_TAILSCALE: &str = interlink_core::env::TAILSCALE;
+pub const ENV_TAILSCALE: &str = interlink_store::env::TAILSCALE;
 /// The host's well-known port ([`interlink_net::config::WELL_KNOWN_PORT`] by default);
 /// `0` turns it off.
-pub const ENV_PORT: &str = interlink_core::env::PORT;
+pub const ENV_PORT: &str = interlink_store::env::PORT;
 /// Test only: the live window in milliseconds (default 90 s).
-pub const ENV_TEST_LIVE_WINDOW_MS: &str = interlink_core::env::TEST_LIVE_WINDOW_MS;
+pub const ENV_TEST_LIVE_WINDOW_MS: &str = interlink_store::env::TEST_LIVE_WINDOW_MS;
 /// Test only: how long a silent session stays away, in milliseconds (default 3 days).
-pub const ENV_TEST_AWAY_RETENTION_MS: &str = interlink_core::env::TEST_AWAY_RETENTION_MS;
+pub const ENV_TEST_AWAY_RETENTION_MS: &str = interlink_store::env::TEST_AWAY_RETENTION_MS;
 /// Test only: moves this process's clock by this many milliseconds (may be negative).
-pub const ENV_TEST_CLOCK_OFFSET_MS: &str = interlink_core::env::TEST_CLOCK_OFFSET_MS;
+pub const ENV_TEST_CLOCK_OFFSET_MS: &str = interlink_store::env::TEST_CLOCK_OFFSET_MS;
 /// Test only: the re-announcement interval in milliseconds (default 30 s).
-pub const ENV_TEST_HEARTBEAT_MS: &str = interlink_core::env::TEST_HEARTBEAT_MS;
+pub const ENV_TEST_HEARTBEAT_MS: &str = interlink_store::env::TEST_HEARTBEAT_MS;
 
 /// Network settings given as flags; `None`/empty means "not given, use the environment".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -79,18 +79,18 @@ struct Demo {
 impl Demo {
     fn command(&self, home: &Path) -> Command {
         let mut cmd = Command::new(&self.exe);
-        cmd.env(interlink_core::env::HOME, home)
-            .env(interlink_core::env::MDNS, "0")
+        cmd.env(interlink_store::env::HOME, home)
+            .env(interlink_store::env::MDNS, "0")
             // The demo's throwaway homes must neither take this host's well-known port
             // from the user's own sessions nor meet them through it.
-            .env(interlink_core::env::PORT, "0")
-            .env_remove(interlink_core::env::SESSION)
+            .env(interlink_store::env::PORT, "0")
+            .env_remove(interlink_store::env::SESSION)
             .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env_remove(interlink_core::env::BOOTSTRAP)
-            .env_remove(interlink_core::env::NETWORK);
+            .env_remove(interlink_store::env::BOOTSTRAP)
+            .env_remove(interlink_store::env::NETWORK);
         match &self.relay {
-            Some(r) => cmd.env(interlink_core::env::RELAY, r),
-            None => cmd.env_remove(interlink_core::env::RELAY),
+            Some(r) => cmd.env(crate::config::ENV_RELAY, r),
+            None => cmd.env_remove(crate::config::ENV_RELAY),
         };
         cmd
     }

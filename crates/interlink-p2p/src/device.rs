@@ -24,7 +24,6 @@ use interlink_core::{
         CONFIRM_WINDOW_MS, DEFAULT_CODE_LIFETIME_MS, Inviter, Joiner, LinkError,
         MAX_CODE_LIFETIME_MS, Outcome, Reply,
     },
-    keyfile::{self, KeyFileError},
     wire::{
         DEVICE_CODE_VERSION, DeviceCode, INVITE_SECRET_BYTES, MAX_DEVICE_ADDRS,
         MAX_INVITE_ADDR_BYTES, MAX_LINK_ADDRS, link_step,
@@ -33,6 +32,7 @@ use interlink_core::{
 use interlink_net::{Config, device_link::LinkNode};
 use interlink_store::{
     address_book::{ADDRESS_BOOK_FILE, AddressBook, Source},
+    keyfile::{self, KeyFileError},
     paths::Home,
 };
 use libp2p::{Multiaddr, multiaddr::Protocol};

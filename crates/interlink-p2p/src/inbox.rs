@@ -10,7 +10,7 @@ use std::io::Write;
 
 use anyhow::bail;
 use interlink_core::wire::EnvelopeKind;
-use interlink_core::{IdentityKey, SessionId, session, trust::PeerPolicy};
+use interlink_core::{IdentityKey, SessionId, trust::PeerPolicy};
 use interlink_store::inbox::{self, InboxEntry};
 
 use crate::{
@@ -94,7 +94,7 @@ fn resolve_session(
     flag: Option<&str>,
     env: impl Fn(&str) -> Option<String>,
 ) -> anyhow::Result<(SessionId, Vec<SessionId>)> {
-    let (id, source) = session::resolve(flag, env, &mut crate::os_rng())?;
+    let (id, source) = interlink_mcp::cli::resolve_session(flag, env, &mut crate::os_rng())?;
     if source.is_pinned() {
         if !home.session(&id)?.inbox().is_file() {
             bail!(

@@ -473,7 +473,7 @@ fn keep_addresses(home: &Home, key: &IdentityKey, addrs: &[Multiaddr], well_know
 fn keep_relays(home: &Home, relays: &[Multiaddr], progress: &mut impl Write) -> anyhow::Result<()> {
     let settings = crate::settings::Settings::load(home.path())?;
     let mut list: Vec<String> = settings
-        .get(interlink_core::env::RELAY)
+        .get(crate::config::ENV_RELAY)
         .map(|v| {
             v.split(',')
                 .map(|s| s.trim().to_owned())

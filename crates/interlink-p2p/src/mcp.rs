@@ -7,28 +7,37 @@
 //! only when `bind_codex_session` names the thread; the working directory and its git root label are
 //! announced automatically. `INTERLINK_CHANNELS=1` turns channel mode on; otherwise,
 //! under a Claude Code that exports its inbox socket, messages are written there
-//! ([`interlink_mcp::host_inbox`]; `INTERLINK_HOST_INBOX=0` turns that off). Stdout carries
+//! ([`interlink_mcp::cli::HostInbox`]; `INTERLINK_HOST_INBOX=0` turns that off). Stdout carries
 //! only JSON-RPC; SIGTERM, SIGINT or the end of stdin shut the session down (goodbye
 //! first) within a second.
 
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context as _;
-use interlink_core::{
-    session::{self, SessionSource},
-    wire::HostKind,
-};
-use interlink_mcp::cli::{CodexConfig, Options};
+use interlink_core::wire::HostKind;
+use interlink_mcp::cli::{CodexConfig, Options, SessionSource, resolve_session};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 /// Environment variable turning channel mode on (`1`).
-pub const ENV_CHANNELS: &str = interlink_core::env::CHANNELS;
+pub const ENV_CHANNELS: &str = interlink_store::env::CHANNELS;
 /// Environment variable naming the `codex` executable (else `codex` on `PATH`).
-pub const ENV_CODEX_BIN: &str = interlink_core::env::CODEX_BIN;
+pub const ENV_CODEX_BIN: &str = "INTERLINK_CODEX_BIN";
+/// `1` lets the agent accept pair requests and add peers itself (unattended setups):
+/// otherwise `accept_pair` and `add_peer` ask the human through MCP elicitation, or
+/// change nothing and name the operator's command.
+pub const ENV_AGENT_PAIRING: &str = "INTERLINK_AGENT_PAIRING";
+/// Test only: how long a `codex queue` run may take, in milliseconds.
+pub const ENV_TEST_CODEX_TIMEOUT_MS: &str = "INTERLINK_TEST_CODEX_TIMEOUT_MS";
+/// Test only: the first wait after a failed Codex hand-over, in milliseconds.
+pub const ENV_TEST_CODEX_BACKOFF_MS: &str = "INTERLINK_TEST_CODEX_BACKOFF_MS";
+/// Test only: how often saved Codex failures are retried, in milliseconds.
+pub const ENV_TEST_CODEX_RETRY_MS: &str = "INTERLINK_TEST_CODEX_RETRY_MS";
+/// Test only: the longest wait between Codex retries, in milliseconds.
+pub const ENV_TEST_CODEX_RETRY_CAP_MS: &str = "INTERLINK_TEST_CODEX_RETRY_CAP_MS";
 
 /// Delivery into Codex: the executable from [`ENV_CODEX_BIN`]; tests shorten the
-/// timings with `INTERLINK_TEST_CODEX_{TIMEOUT,BACKOFF,RETRY,RETRY_CAP}_MS`.
+/// timings with the `ENV_TEST_CODEX_*` variables.
 pub fn codex_config(env: impl Fn(&str) -> Option<String>) -> CodexConfig {
     let mut cfg = CodexConfig::default();
     if let Some(bin) = env(ENV_CODEX_BIN).filter(|b| !b.trim().is_empty()) {
@@ -39,16 +48,16 @@ pub fn codex_config(env: impl Fn(&str) -> Option<String>) -> CodexConfig {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_millis)
     };
-    if let Some(d) = ms(interlink_core::env::TEST_CODEX_TIMEOUT_MS) {
+    if let Some(d) = ms(ENV_TEST_CODEX_TIMEOUT_MS) {
         cfg.attempt_timeout = d;
     }
-    if let Some(d) = ms(interlink_core::env::TEST_CODEX_BACKOFF_MS) {
+    if let Some(d) = ms(ENV_TEST_CODEX_BACKOFF_MS) {
         cfg.backoff = d;
     }
-    if let Some(d) = ms(interlink_core::env::TEST_CODEX_RETRY_MS) {
+    if let Some(d) = ms(ENV_TEST_CODEX_RETRY_MS) {
         cfg.retry_base = d;
     }
-    if let Some(d) = ms(interlink_core::env::TEST_CODEX_RETRY_CAP_MS) {
+    if let Some(d) = ms(ENV_TEST_CODEX_RETRY_CAP_MS) {
         cfg.retry_cap = d;
     }
     cfg
@@ -75,7 +84,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let mut stop =
         crate::stop_signal::StopSignals::install().context("installing the signal handlers")?;
-    let (session, source) = session::resolve(
+    let (session, source) = resolve_session(
         session.as_deref(),
         |k| std::env::var(k).ok(),
         &mut crate::os_rng(),
@@ -107,8 +116,7 @@ pub async fn run(
             _ => None,
         }),
         channels,
-        agent_pairing: std::env::var(interlink_core::env::AGENT_PAIRING)
-            .is_ok_and(|v| v.trim() == "1"),
+        agent_pairing: std::env::var(ENV_AGENT_PAIRING).is_ok_and(|v| v.trim() == "1"),
         name,
         codex: codex_config(|k| std::env::var(k).ok()),
         host_inbox,

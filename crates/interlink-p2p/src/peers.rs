@@ -15,8 +15,9 @@ use std::{
 };
 
 use anyhow::Context as _;
-use interlink_core::{keyfile, trust::PeerPolicy};
+use interlink_core::trust::PeerPolicy;
 use interlink_net::{Config, Event, Handle, Node, Role};
+use interlink_store::keyfile;
 use tokio::sync::broadcast::error::RecvError;
 
 use self::report::Report;

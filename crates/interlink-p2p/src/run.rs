@@ -13,10 +13,7 @@
 use std::io::Write;
 
 use anyhow::Context as _;
-use interlink_core::{
-    session,
-    wire::{DeliveryMode, HostKind},
-};
+use interlink_core::wire::{DeliveryMode, HostKind};
 use interlink_mcp::cli::session::{
     Describe, follow_policy, session_spec, start_node, wait_listening,
 };
@@ -42,7 +39,7 @@ pub async fn run(
     let mut stop =
         crate::stop_signal::StopSignals::install().context("installing the signal handlers")?;
 
-    let (session, source) = session::resolve(
+    let (session, source) = interlink_mcp::cli::resolve_session(
         args.session.as_deref(),
         |k| std::env::var(k).ok(),
         &mut crate::os_rng(),

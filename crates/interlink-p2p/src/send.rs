@@ -104,8 +104,8 @@ pub fn reply_to(
             .map_err(|e| anyhow::anyhow!("--reply-to {text:?} is not a session id: {e}"));
     }
     Ok([
-        interlink_core::env::SESSION,
-        interlink_core::env::CLAUDE_SESSION,
+        interlink_store::env::SESSION,
+        interlink_store::env::CLAUDE_SESSION,
     ]
     .into_iter()
     .filter_map(env)

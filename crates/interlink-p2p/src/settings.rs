@@ -23,7 +23,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use interlink_core::env;
+use interlink_store::env;
 use toml_edit::{DocumentMut, Item, Value};
 
 /// The file's name in the home.
@@ -34,7 +34,7 @@ pub const KEYS: &[(&str, &str, Kind)] = &[
     ("network", env::NETWORK, Kind::Text),
     ("listen", env::LISTEN, Kind::List),
     ("bootstrap", env::BOOTSTRAP, Kind::List),
-    ("relay", env::RELAY, Kind::List),
+    ("relay", crate::config::ENV_RELAY, Kind::List),
     ("mdns", env::MDNS, Kind::Bool),
     ("tailnet", env::TAILNET, Kind::Bool),
     ("port", env::PORT, Kind::Port),
@@ -276,7 +276,10 @@ mod tests {
             s.get(env::BOOTSTRAP),
             Some("/ip4/1.2.3.4/tcp/1,/ip4/5.6.7.8/tcp/2")
         );
-        assert_eq!(s.get(env::RELAY), Some("/ip4/9.9.9.9/tcp/3/p2p/x"));
+        assert_eq!(
+            s.get(crate::config::ENV_RELAY),
+            Some("/ip4/9.9.9.9/tcp/3/p2p/x")
+        );
         assert_eq!(s.get(env::MDNS), Some("0"));
         assert_eq!(s.get(env::NAME), Some("alice"));
         assert_eq!(s.get(env::PORT), Some("0"));
@@ -294,7 +297,7 @@ mod tests {
         let lookup = s.layered(env);
         assert_eq!(lookup(env::NETWORK).as_deref(), Some("other"));
         assert_eq!(lookup(env::NAME).as_deref(), Some("alice"));
-        assert_eq!(lookup(env::RELAY), None);
+        assert_eq!(lookup(crate::config::ENV_RELAY), None);
     }
 
     #[test]
@@ -329,7 +332,9 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("# mine\nname = \"alice\"\n"), "{text}");
         assert_eq!(
-            Settings::load(home.path()).unwrap().get(env::RELAY),
+            Settings::load(home.path())
+                .unwrap()
+                .get(crate::config::ENV_RELAY),
             Some("/ip4/1.2.3.4/tcp/1/p2p/x")
         );
         assert!(

@@ -17,22 +17,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-/// Environment variables a developer's shell might set that would change what an
-/// `interlink-p2p` process does; [`scrub_env`] removes them so a child gets exactly
-/// what its caller passes (an inherited `CLAUDE_CODE_SESSION_ID` would pin every
-/// process to one session id).
-pub const SCRUBBED_ENV: &[&str] = interlink_core::env::INHERITED_BY_ACCIDENT;
-
 /// How often a wait with a deadline looks at the child again.
 const POLL: Duration = Duration::from_millis(20);
-
-/// Removes every [`SCRUBBED_ENV`] variable from `cmd`'s environment.
-pub fn scrub_env(cmd: &mut Command) -> &mut Command {
-    for var in SCRUBBED_ENV {
-        cmd.env_remove(var);
-    }
-    cmd
-}
 
 /// What went wrong with a child process.
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,7 @@
 //! write of the node and of the agent side (`interlink-mcp` calls it too).
 
 use std::{
-    fs::{self, File},
+    fs::File,
     io::{self, Write as _},
     path::Path,
 };
@@ -22,7 +22,7 @@ pub fn write_file_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Replaces `path` with what `fill` writes: a temporary file beside it (mode 0600),
 /// synced, renamed over `path`, then the directory synced. A reader sees the old file
 /// or the new one, never a mix; a crash leaves at worst the old file and a stray
-/// temporary one, which the next replace overwrites.
+/// temporary one (`.tmp*`).
 pub fn replace_with(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>) -> io::Result<()> {
     replace(path, true, fill)
 }
@@ -35,34 +35,17 @@ fn replace(
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no directory"))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut opts = fs::OpenOptions::new();
-        opts.read(true).write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let mut file = opts.open(&tmp)?;
-        fill(&mut file)?;
-        if sync {
-            file.sync_all()?;
-        }
-        fs::rename(&tmp, path)?;
-        if sync {
-            sync_dir(dir)?;
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    // Created 0600 on Unix (tempfile's mode), and removed if it is not persisted.
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    fill(tmp.as_file_mut())?;
+    if sync {
+        tmp.as_file().sync_all()?;
     }
-    result
+    tmp.persist(path)?;
+    if sync {
+        sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Makes a rename in `dir` durable. Unix: fsync of the directory. Windows: nothing —

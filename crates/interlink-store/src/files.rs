@@ -129,7 +129,7 @@ pub fn edit_json<S, T, E>(
 where
     S: Serialize + DeserializeOwned + Default,
 {
-    interlink_core::keyfile::create_private_dir(dir).map_err(io_step("creating", dir))?;
+    crate::keyfile::create_private_dir(dir).map_err(io_step("creating", dir))?;
     let lock = private_file(lock_path, false).map_err(io_step("opening", lock_path))?;
     lock.lock().map_err(io_step("locking", lock_path))?;
     let mut state: S = load_json(path)?;

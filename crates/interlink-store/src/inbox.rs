@@ -286,7 +286,7 @@ impl Inbox {
             path: path.clone(),
             source,
         };
-        interlink_core::keyfile::create_private_dir(dir).map_err(|source| InboxError::Io {
+        crate::keyfile::create_private_dir(dir).map_err(|source| InboxError::Io {
             path: dir.to_owned(),
             source,
         })?;

@@ -37,9 +37,6 @@ pub const MAX_INCOMING: usize = KNOCK_QUEUE_CAPACITY;
 pub const MAX_OUTGOING: usize = MAX_PENDING_PAIR_REQUESTS;
 /// Most decided knock ids remembered, so a knock decided once is not offered again.
 pub const MAX_DECIDED: usize = 256;
-/// Environment variable naming the petname this user suggests to the identities it
-/// knocks (else the login name).
-pub const ENV_NAME: &str = interlink_core::env::NAME;
 const VERSION: u32 = 1;
 
 /// A knock waiting for the operator.
@@ -469,7 +466,7 @@ pub fn own_name(env: impl Fn(&str) -> Option<String>) -> String {
         let s = s.trim_end_matches('-').to_owned();
         is_valid_name(&s).then_some(s)
     };
-    if let Some(name) = env(ENV_NAME).as_deref().and_then(clean) {
+    if let Some(name) = env(crate::env::NAME).as_deref().and_then(clean) {
         return name;
     }
     let user = ["USER", "LOGNAME", "USERNAME"]

@@ -106,7 +106,7 @@ fn names() {
         "build-box"
     );
     assert_eq!(
-        own_name(|k: &str| (k == ENV_NAME).then(|| "laptop".to_owned())),
+        own_name(|k: &str| (k == crate::env::NAME).then(|| "laptop".to_owned())),
         "laptop"
     );
 }

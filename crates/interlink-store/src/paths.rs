@@ -13,9 +13,6 @@ use std::path::{Path, PathBuf};
 
 use interlink_core::SessionId;
 
-/// Environment variable naming the home directory.
-pub const ENV_HOME: &str = interlink_core::env::HOME;
-
 /// File name of the identity key inside the home directory.
 pub const IDENTITY_FILE: &str = "identity.key";
 /// File name of the peers policy inside the home directory ([`crate::policy`]).
@@ -81,7 +78,7 @@ fn resolve_home_on(
 ) -> Option<PathBuf> {
     let nonempty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
     explicit
-        .or_else(|| nonempty(env(ENV_HOME)).map(PathBuf::from))
+        .or_else(|| nonempty(env(crate::env::HOME)).map(PathBuf::from))
         .or_else(|| nonempty(env("XDG_CONFIG_HOME")).map(|d| Path::new(&d).join("interlink-p2p")))
         .or_else(|| {
             // A host that passes on only a few variables (Codex) may drop APPDATA and

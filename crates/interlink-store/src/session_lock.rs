@@ -79,7 +79,7 @@ impl SessionLock {
             path: path.clone(),
             source,
         };
-        interlink_core::keyfile::create_private_dir(dir).map_err(io)?;
+        crate::keyfile::create_private_dir(dir).map_err(io)?;
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true).truncate(false);
         #[cfg(unix)]

@@ -86,9 +86,9 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
     ];
     // The defaults include mDNS: keep it off the LAN's real overlay when `run` lets us.
     let mut defaults_env = Vec::new();
-    if p2p.run_help.contains(interlink_core::env::NETWORK) {
+    if p2p.run_help.contains(interlink_store::env::NETWORK) {
         defaults_env.push((
-            interlink_core::env::NETWORK,
+            interlink_store::env::NETWORK,
             format!("bench-idle-{}", std::process::id()),
         ));
     }

@@ -107,7 +107,7 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
         .await,
     );
     rows.push(match &ctx.p2p {
-        Ok(p2p) if !p2p.run_help.contains(interlink_core::env::NETWORK) => Row::skipped(
+        Ok(p2p) if !p2p.run_help.contains(interlink_store::env::NETWORK) => Row::skipped(
             "mdns, process",
             "`run` does not take INTERLINK_NETWORK (the bench cannot isolate its overlay)",
         ),
@@ -117,7 +117,7 @@ async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {
                 "--listen".into(),
                 fleet::any_tcp().to_string(),
             ];
-            let env = [(interlink_core::env::NETWORK, network.as_str())];
+            let env = [(interlink_store::env::NETWORK, network.as_str())];
             process_case_env("mdns, process", p2p, &peer, &args, &env, process_runs).await
         }
         Err(reason) => Row::skipped("mdns, process", reason.clone()),

@@ -29,8 +29,8 @@ const RUNS: usize = 5;
 const QUICK_RUNS: usize = 2;
 const LIMIT: Duration = Duration::from_secs(30);
 const ENV: &[(&str, &str)] = &[
-    (interlink_core::env::TEST_LIVE_WINDOW_MS, "10000"),
-    (interlink_core::env::TEST_HEARTBEAT_MS, "1000"),
+    (interlink_store::env::TEST_LIVE_WINDOW_MS, "10000"),
+    (interlink_store::env::TEST_HEARTBEAT_MS, "1000"),
 ];
 
 async fn run(ctx: &Context) -> anyhow::Result<Vec<Row>> {

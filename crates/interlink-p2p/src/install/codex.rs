@@ -10,7 +10,7 @@
 //! `install codex` says so when it adds them.
 
 use anyhow::Context as _;
-use interlink_core::env;
+use interlink_store::env;
 use toml_edit::{ArrayOfTables, DocumentMut, InlineTable, Item, Table, value};
 
 use super::{Action, SERVER_NAME};
@@ -45,13 +45,13 @@ pub const CODEX_ENV_VARS: &[&str] = &[
     env::NETWORK,
     env::LISTEN,
     env::BOOTSTRAP,
-    env::RELAY,
+    crate::config::ENV_RELAY,
     env::MDNS,
     env::NAME,
     env::PORT,
     env::TAILNET,
     env::TAILSCALE,
-    env::CODEX_BIN,
+    crate::mcp::ENV_CODEX_BIN,
     "CODEX_HOME",
     "RUST_LOG",
     // Windows: where the home and the stable binary are (its default list has

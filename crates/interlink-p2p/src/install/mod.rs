@@ -61,7 +61,7 @@ pub struct Locations {
 impl Locations {
     /// From `HOME`, `CLAUDE_CONFIG_DIR` and `CODEX_HOME`.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
-        let home = interlink_core::env::user_home(&env).context(if cfg!(windows) {
+        let home = interlink_mcp::cli::user_home(&env).context(if cfg!(windows) {
             "neither HOME nor USERPROFILE is set"
         } else {
             "HOME is not set"

@@ -1,4 +1,4 @@
-//! The identity key file: the one place in this crate that touches the file system.
+//! The identity key file.
 //!
 //! Format (text, one line that matters):
 //! ```text
@@ -21,7 +21,10 @@ use std::{
 use rand_core::CryptoRng;
 use zeroize::Zeroizing;
 
-use crate::identity::{Identity, hex_decode_into, hex_encode};
+use interlink_core::{
+    Identity,
+    identity::{hex_decode_into, hex_encode},
+};
 
 /// The label in front of the secret in the key file.
 pub const KEY_LABEL: &str = "interlink-p2p-ed25519-v1";
@@ -118,23 +121,14 @@ pub fn load_or_create(
         Err(KeyFileError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
         other => return other.map(|id| (id, false)),
     }
-    let io_err = |source| KeyFileError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        create_private_dir(dir).map_err(io_err)?;
-    }
     let identity = Identity::generate(rng);
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let written = write_private(&tmp, render(&identity).as_bytes());
-    let published = written.and_then(|()| fs::hard_link(&tmp, path));
-    let _ = fs::remove_file(&tmp);
-    match published {
+    match store(path, &identity, false) {
         Ok(()) => Ok((identity, true)),
         // Another process created it first: use theirs.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => load(path).map(|id| (id, false)),
-        Err(e) => Err(io_err(e)),
+        Err(KeyFileError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {
+            load(path).map(|id| (id, false))
+        }
+        Err(e) => Err(e),
     }
 }
 
