@@ -122,8 +122,13 @@ impl Node {
         };
         let parts = role_parts(&config, &role)?;
         let config_relay_server = config.relay_server;
-        let presence_node =
-            presence::new(&config, &role, swarm.local_peer_id(), config.clock.now_ms());
+        let presence_state = presence::Presence::new(
+            &config,
+            &role,
+            swarm.local_peer_id(),
+            config.clock.now_ms(),
+            topic,
+        );
         let tailnet = tailnet::Tailnet::new(config.tailnet.as_ref());
         let mailbox = mailbox::Service {
             copies: mailbox::Mailboxes::new(config.max_mailbox_records),
@@ -161,19 +166,7 @@ impl Node {
             config.delivery.pins_file.clone(),
         ));
         let mut actor = Actor {
-            presence: presence::Presence {
-                node: presence_node,
-                topic,
-                asks: roster_sync::RosterAsks::default(),
-                cost: Default::default(),
-                goodbye_at: None,
-                details: match &role {
-                    Role::Session(spec) => {
-                        Some(interlink_core::wire::DetailsReader::new(&spec.identity))
-                    }
-                    Role::Observer | Role::Relay(_) => None,
-                },
-            },
+            presence: presence_state,
             // Relays are bootstrap peers too: a session that knows only a relay sees
             // the whole overlay through it.
             bootstrap: discovery::Bootstrap::new(
@@ -450,11 +443,8 @@ impl Actor {
     fn on_command(&mut self, cmd: Command) {
         match cmd {
             Command::Roster(tx) => {
-                let mut views = self.presence.node.roster().view(self.now_ms());
-                if let Some(reader) = self.presence.details.as_mut() {
-                    reader.fill(&mut views);
-                }
-                let _ = tx.send(views);
+                let now = self.now_ms();
+                let _ = tx.send(self.presence.views(now));
             }
             Command::Diagnostics(tx) => {
                 let _ = tx.send(self.diagnostics());
@@ -473,7 +463,7 @@ impl Actor {
                 let _ = tx.send(());
             }
             Command::Departed(key, tx) => {
-                let _ = tx.send(self.presence.node.roster().departed(&key));
+                let _ = tx.send(self.presence.roster().departed(&key));
             }
             Command::Goodbye(tx) => {
                 let _ = tx.send(self.publish_goodbye());
@@ -550,7 +540,7 @@ impl Actor {
                 self.tailnet_connected(peer_id, connection_id, &endpoint);
                 self.addresses.on_established(connection_id, self.now_ms());
                 self.well_known.on_established(connection_id);
-                self.presence.cost.connections += 1;
+                self.presence.connected();
                 self.presence_input(PresenceInput::PeerConnected(peer_id));
                 debug!(%peer_id, ?connection_id, ?endpoint, "connection opened");
                 let info = self.peers.entry(peer_id).or_default();
@@ -638,7 +628,7 @@ impl Actor {
 
     fn diagnostics(&mut self) -> Diagnostics {
         let gs = &self.swarm.behaviour().gossipsub;
-        let topic_hash = self.presence.topic.hash();
+        let topic_hash = self.presence.topic_hash();
         let mesh_peers = gs.mesh_peers(&topic_hash).copied().collect();
         let topic_peers = gs
             .all_peers()
@@ -710,11 +700,7 @@ impl Actor {
             tcp_moved_to_quic: self.upgrades.retired(),
             circuits_to_punch_again: self.hole_punch.again(),
             circuits_closed_for_direct: self.retire.retired(),
-            presence: crate::diagnostics::PresenceCost {
-                verified: self.presence.node.verified(),
-                republished: self.presence.node.republished(),
-                ..self.presence.cost
-            },
+            presence: self.presence.cost(),
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,
@@ -731,7 +717,7 @@ impl Actor {
     /// still in the queue. A goodbye said earlier has had part of that time already.
     async fn goodbye(&mut self) {
         self.publish_goodbye();
-        let flush_until = self.presence.goodbye_at.map(|at| at + GOODBYE_FLUSH);
+        let flush_until = self.presence.goodbye_at().map(|at| at + GOODBYE_FLUSH);
         let until = match flush_until {
             Some(at) if at > Instant::now() => at,
             // Copies published just before leaving still reach their holders.

@@ -146,7 +146,6 @@ impl Actor {
     pub(super) fn offer_pass_to_roster_peers(&mut self) {
         let sessions: Vec<SessionAddr> = self
             .presence
-            .node
             .roster()
             .announcements()
             .map(|a| SessionAddr {

@@ -184,7 +184,7 @@ pub(super) fn periodic(actor: &mut Actor, now: Instant) {
         actor.bootstrap.foreign.remove(&peer);
         let _ = actor.swarm.disconnect_peer_id(peer);
     }
-    let due = actor.presence.node.pacer().dht_joined()
+    let due = actor.presence.dht_joined()
         && actor
             .bootstrap
             .last_kad_bootstrap
@@ -292,7 +292,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                     .into_iter()
                     .take(interlink_core::limits::MAX_LISTEN_ADDRS)
                 {
-                    if actor.presence.node.pacer().dht_joined() {
+                    if actor.presence.dht_joined() {
                         actor.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
                     } else if actor.bootstrap.dht_pending.len() < MAX_DHT_PENDING {
                         actor.bootstrap.dht_pending.push((peer_id, addr));

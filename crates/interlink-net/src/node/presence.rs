@@ -5,51 +5,175 @@
 //! (`node::roster_sync`), and what the rest of the node does when a session is learnt
 //! or heard from.
 
+use std::{collections::HashMap, time::Instant};
+
 use interlink_core::{
     IdentityKey, SealingKey,
     presence::{
-        Roster,
+        IdentityView, Roster,
         node::{Input, Kind, Output, Own, PresenceNode, Verdict},
-        pacer::{self, Pacer},
+        pacer::{self, Ask, Pacer},
+        sync::SummaryError,
     },
-    wire::MAX_PRESENCE_READERS,
+    wire::{DetailsReader, MAX_PRESENCE_READERS, RosterRequest, RosterResponse},
 };
-use libp2p::{PeerId, gossipsub};
+use libp2p::{PeerId, gossipsub, request_response};
 use tracing::{debug, trace, warn};
 
 use super::{Actor, discovery};
-use crate::{Config, Event, Role};
+use crate::{Config, Event, Role, diagnostics::PresenceCost};
 
 /// The randomness the node seals its details with.
 type SysRng = rand_core::UnwrapErr<getrandom::SysRng>;
 
 /// Presence state of a node: its presence node and what the swarm side keeps.
 pub(super) struct Presence {
-    pub(super) node: PresenceNode<PeerId, SysRng>,
-    pub(super) topic: gossipsub::IdentTopic,
+    node: PresenceNode<PeerId, SysRng>,
+    topic: gossipsub::IdentTopic,
     /// This node's roster requests in flight and what each asked.
-    pub(super) asks: super::roster_sync::RosterAsks,
+    asks: HashMap<request_response::OutboundRequestId, Ask>,
     /// What presence has cost so far ([`crate::diagnostics::PresenceCost`]); what the
     /// presence node counts itself (checks, republished) is read from it.
-    pub(super) cost: crate::diagnostics::PresenceCost,
+    cost: PresenceCost,
     /// When the goodbye was handed to gossipsub: shutdown keeps the swarm running
     /// until it has had time to leave (`Actor::goodbye`).
-    pub(super) goodbye_at: Option<std::time::Instant>,
+    goodbye_at: Option<Instant>,
     /// Opens the details of the announcements held, for the views handed out (none
     /// for nodes without an identity: observers and relays).
-    pub(super) details: Option<interlink_core::wire::DetailsReader>,
+    details: Option<DetailsReader>,
+}
+
+impl Presence {
+    /// The presence of a node with `config` in `role`, started at `now_ms`, on `topic`.
+    pub(super) fn new(
+        config: &Config,
+        role: &Role,
+        local: &PeerId,
+        now_ms: u64,
+        topic: gossipsub::IdentTopic,
+    ) -> Self {
+        Self {
+            node: new(config, role, local, now_ms),
+            topic,
+            asks: HashMap::new(),
+            cost: PresenceCost::default(),
+            goodbye_at: None,
+            details: match role {
+                Role::Session(spec) => Some(DetailsReader::new(&spec.identity)),
+                Role::Observer | Role::Relay(_) => None,
+            },
+        }
+    }
+
+    /// The roster held.
+    pub(super) fn roster(&self) -> &Roster {
+        self.node.roster()
+    }
+
+    /// The roster, to set whom it trusts.
+    pub(super) fn roster_mut(&mut self) -> &mut Roster {
+        self.node.roster_mut()
+    }
+
+    /// Whether the node has joined the DHT (the pacer says when).
+    pub(super) fn dht_joined(&self) -> bool {
+        self.node.pacer().dht_joined()
+    }
+
+    /// The presence topic's hash.
+    pub(super) fn topic_hash(&self) -> gossipsub::TopicHash {
+        self.topic.hash()
+    }
+
+    /// When the goodbye was handed to gossipsub, if it was.
+    pub(super) fn goodbye_at(&self) -> Option<Instant> {
+        self.goodbye_at
+    }
+
+    /// The roster's sessions now, with the details this node may open.
+    pub(super) fn views(&mut self, now: u64) -> Vec<IdentityView> {
+        let mut views = self.node.roster().view(now);
+        if let Some(reader) = self.details.as_mut() {
+            reader.fill(&mut views);
+        }
+        views
+    }
+
+    /// A peer's roster request arrived (answered or not): its summary is counted.
+    pub(super) fn requested(&mut self, request: &RosterRequest) {
+        self.cost.summary_bytes += (request.have.len() + request.away.len()) as u64;
+    }
+
+    /// The answer to a peer's roster request.
+    pub(super) fn answer(
+        &self,
+        request: &RosterRequest,
+        now: u64,
+    ) -> Result<RosterResponse, SummaryError> {
+        self.node.answer(request, now)
+    }
+
+    /// Whether another roster request may be sent ([`MAX_ROSTER_REQUESTS`] in flight
+    /// at most).
+    ///
+    /// [`MAX_ROSTER_REQUESTS`]: super::roster_sync::MAX_ROSTER_REQUESTS
+    pub(super) fn may_ask(&self) -> bool {
+        self.asks.len() < super::roster_sync::MAX_ROSTER_REQUESTS
+    }
+
+    /// Roster request `id`, asking `ask`, was sent.
+    pub(super) fn asked(&mut self, id: request_response::OutboundRequestId, ask: Ask) {
+        self.cost.roster_fetches += 1;
+        self.asks.insert(id, ask);
+    }
+
+    /// Roster request `id` failed.
+    pub(super) fn ask_failed(&mut self, id: request_response::OutboundRequestId) {
+        self.asks.remove(&id);
+    }
+
+    /// Roster request `id` was answered with `response`: what it asked. An answer to no
+    /// request of ours is read as one to a connect request: applied (every entry
+    /// verified), not republished.
+    pub(super) fn ask_answered(
+        &mut self,
+        id: request_response::OutboundRequestId,
+        response: &RosterResponse,
+    ) -> Ask {
+        self.cost.roster_bytes += response
+            .announcements
+            .iter()
+            .chain(&response.beacons)
+            .map(|a| a.len() as u64)
+            .sum::<u64>();
+        self.asks.remove(&id).unwrap_or(Ask::Connect)
+    }
+
+    /// A roster request left unanswered: over its budget.
+    pub(super) fn over_budget(&mut self) {
+        self.cost.roster_over_budget += 1;
+    }
+
+    /// A connection opened.
+    pub(super) fn connected(&mut self) {
+        self.cost.connections += 1;
+    }
+
+    /// What presence has cost so far.
+    pub(super) fn cost(&self) -> PresenceCost {
+        PresenceCost {
+            verified: self.node.verified(),
+            republished: self.node.republished(),
+            ..self.cost
+        }
+    }
 }
 
 /// The presence node of a node with `config` in `role`, started at `now_ms`.
 /// Anti-entropy's round robin starts at the last byte of the node's `PeerId`, so
 /// nodes do not all begin with the same peer. Observers, relays and sender sessions
 /// ([`crate::Visibility::Sender`]) announce nothing.
-pub(super) fn new(
-    config: &Config,
-    role: &Role,
-    local: &PeerId,
-    now_ms: u64,
-) -> PresenceNode<PeerId, SysRng> {
+fn new(config: &Config, role: &Role, local: &PeerId, now_ms: u64) -> PresenceNode<PeerId, SysRng> {
     let own = match role {
         Role::Session(s) if s.visibility == crate::Visibility::Announced => Some(Own {
             identity: s.identity.clone(),
@@ -234,7 +358,7 @@ impl Actor {
         {
             Ok(_) => {
                 if kind == Kind::Goodbye {
-                    self.presence.goodbye_at = Some(std::time::Instant::now());
+                    self.presence.goodbye_at = Some(Instant::now());
                 }
                 trace!(?kind, "presence published");
             }

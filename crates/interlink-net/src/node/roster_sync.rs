@@ -4,8 +4,6 @@
 //! answers and charges their budgets. Each request's kind is remembered by its id,
 //! because a full answer can be empty too.
 
-use std::collections::HashMap;
-
 use interlink_core::{
     presence::{node::Input, pacer::Ask},
     wire::{RosterRequest, RosterResponse},
@@ -20,24 +18,19 @@ use crate::Event;
 /// next anti-entropy round asks again). One per connection at most in practice.
 pub(super) const MAX_ROSTER_REQUESTS: usize = 512;
 
-/// This node's roster requests in flight, by request id.
-#[derive(Debug, Default)]
-pub(super) struct RosterAsks(HashMap<request_response::OutboundRequestId, Ask>);
-
 impl Actor {
     /// Sends `peer` a roster request the presence node decided on.
     pub(super) fn ask_roster(&mut self, peer: PeerId, request: RosterRequest, ask: Ask) {
-        if self.presence.asks.0.len() >= MAX_ROSTER_REQUESTS {
+        if !self.presence.may_ask() {
             debug!(%peer, "roster fetch skipped: too many in flight");
             return;
         }
-        self.presence.cost.roster_fetches += 1;
         let id = self
             .swarm
             .behaviour_mut()
             .roster
             .send_request(&peer, request);
-        self.presence.asks.0.insert(id, ask);
+        self.presence.asked(id, ask);
     }
 
     pub(super) fn on_roster_fetch(
@@ -54,8 +47,7 @@ impl Actor {
                 channel,
                 ..
             } => {
-                let summary = request.have.len() + request.away.len();
-                self.presence.cost.summary_bytes += summary as u64;
+                self.presence.requested(&request);
                 // Only what the answer reads is charged: a summary refused by its
                 // shape is answered empty unread (PROTOCOL §8.2, §8 "Budgets").
                 let cost = super::budgets::roster_cost(&request);
@@ -68,7 +60,7 @@ impl Actor {
                     // Not answered: dropping the channel closes the stream, so the asker
                     // fails at once and asks again on its next tick (the protocol has
                     // no refusal; an empty answer would read as "you differ").
-                    self.presence.cost.roster_over_budget += 1;
+                    self.presence.over_budget();
                     debug!(%peer, "roster request over budget; not answered");
                     drop(channel);
                     return;
@@ -76,7 +68,7 @@ impl Actor {
                 // A refused request (a ragged or oversized summary, a bitmap that does
                 // not fit it) gets an empty answer (PROTOCOL §8.2): the codec's size
                 // limit already bounds what it can cost.
-                let response = match self.presence.node.answer(&request, self.now_ms()) {
+                let response = match self.presence.answer(&request, self.now_ms()) {
                     Ok(response) => response,
                     Err(e) => {
                         debug!(%peer, %e, "roster request refused");
@@ -101,29 +93,21 @@ impl Actor {
             Exchange::Ended {
                 id, result: Err(_), ..
             } => {
-                self.presence.asks.0.remove(&id);
+                self.presence.ask_failed(id);
             }
             Exchange::Ended {
                 peer,
                 id,
                 result: Ok(response),
             } => {
-                // An answer to no request of ours is read as one to a connect request:
-                // applied (every entry verified), not republished.
-                let ask = self.presence.asks.0.remove(&id).unwrap_or(Ask::Connect);
-                self.presence.cost.roster_bytes += response
-                    .announcements
-                    .iter()
-                    .chain(&response.beacons)
-                    .map(|a| a.len() as u64)
-                    .sum::<u64>();
+                let ask = self.presence.ask_answered(id, &response);
                 let brought = response.announcements.len();
                 self.presence_input(Input::RosterAnswered {
                     peer,
                     ask,
                     response,
                 });
-                debug!(%peer, brought, held = self.presence.node.roster().len(), "roster fetch answered");
+                debug!(%peer, brought, held = self.presence.roster().len(), "roster fetch answered");
             }
         }
     }
