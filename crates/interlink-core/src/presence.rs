@@ -21,6 +21,7 @@
 //! [`Config`] caps, so a flood of announcements cannot grow memory without limit.
 
 pub mod heartbeat;
+pub mod node;
 pub mod pacer;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -1,11 +1,15 @@
 //! One presence-simulator scenario with knobs from the environment, for exploring by
-//! hand. An integration test, so the crate's own sources read no environment.
+//! hand, and the real node's figures. An integration test, so the crate's own sources
+//! read no environment.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Instant;
 
-use interlink_core::presence::sim::{
-    HeartbeatRule, Params, Protocol, cold_start, partition_heal, steady_state,
+use interlink_core::{
+    limits::SECOND_MS,
+    presence::sim::{
+        HeartbeatRule, Params, Protocol, cold_start, partition_heal, real, steady_state,
+    },
 };
 
 fn env(name: &str, default: u64) -> u64 {
@@ -57,4 +61,43 @@ fn presence_sim_one() {
         _ => cold_start(&p),
     };
     eprintln!("{r}\nwall {:.2} s", t.elapsed().as_secs_f64());
+}
+
+/// The convergence figures of docs/BENCHMARKS.md with the real node (100 and 200
+/// sessions), the compact model's beside them: `SIM_N=200 cargo test -p
+/// interlink-core --release --test presence_sim_one -- --ignored real_node_figures
+/// --nocapture`.
+#[test]
+#[ignore = "a manual run"]
+fn real_node_figures() {
+    let n = env("SIM_N", 100) as usize;
+    let p = Params::default()
+        .with_nodes(n)
+        .with_partition_ms(120 * SECOND_MS);
+    let t = Instant::now();
+    let r = real::run(
+        &p,
+        &real::Plan {
+            partition: Some((p.start_spread_ms + 20 * SECOND_MS, p.partition_ms)),
+            departures: n / 20,
+        },
+    );
+    let wall = t.elapsed().as_secs_f64();
+    eprintln!(
+        "{n} real nodes: cold {:?}\nheal {:?}\ngoodbyes {:?}\n{:.0} checks/node; final views {:?}; wall {wall:.1} s",
+        r.cold,
+        r.heal,
+        r.departed,
+        r.verified,
+        r.views.iter().collect::<std::collections::BTreeSet<_>>(),
+    );
+    // The compact model on the same parameters, for the table beside it.
+    let t = Instant::now();
+    let (cold, heal) = (cold_start(&p), partition_heal(&p));
+    eprintln!(
+        "{n} compact: {}\n{}\nwall {:.1} s",
+        cold,
+        heal,
+        t.elapsed().as_secs_f64()
+    );
 }

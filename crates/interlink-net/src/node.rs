@@ -18,7 +18,6 @@ mod mailbox;
 mod mailbox_calls;
 mod mailbox_server;
 mod nat;
-mod pacing;
 mod pairing;
 mod presence;
 mod publishing;
@@ -44,7 +43,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use interlink_core::presence::{Roster, pacer::Input as PacerInput};
+use interlink_core::presence::node::Input as PresenceInput;
 use interlink_delivery::Input;
 use libp2p::{
     Multiaddr, PeerId, Swarm, gossipsub, request_response,
@@ -121,13 +120,15 @@ impl Node {
             peer_id: *swarm.local_peer_id(),
             cancel: cancel.clone(),
         };
-        let summary = match &role {
-            Role::Session(s) => s.summary.clone(),
-            Role::Observer | Role::Relay(_) => String::new(),
-        };
         let parts = roles::role_parts(&config, &role)?;
         let config_relay_server = config.relay_server;
-        let pacer = pacing::new(&config, &role, swarm.local_peer_id(), config.clock.now_ms());
+        let presence_state = presence::Presence::new(
+            &config,
+            &role,
+            swarm.local_peer_id(),
+            config.clock.now_ms(),
+            topic,
+        );
         let tailnet = tailnet::Tailnet::new(config.tailnet.as_ref());
         let mailbox = mailbox::Service {
             copies: mailbox::Mailboxes::new(config.max_mailbox_records),
@@ -165,25 +166,7 @@ impl Node {
             config.delivery.pins_file.clone(),
         ));
         let mut actor = Actor {
-            presence: presence::Presence {
-                roster: Roster::new(config.presence),
-                pacer,
-                topic,
-                seq: 0,
-                summary,
-                unpublished: None,
-                asks: roster_sync::RosterAsks::default(),
-                cost: Default::default(),
-                left: false,
-                goodbye_at: None,
-                readers: Vec::new(),
-                details: match &role {
-                    Role::Session(spec) => {
-                        Some(interlink_core::wire::DetailsReader::new(&spec.identity))
-                    }
-                    Role::Observer | Role::Relay(_) => None,
-                },
-            },
+            presence: presence_state,
             // Relays are bootstrap peers too: a session that knows only a relay sees
             // the whole overlay through it.
             bootstrap: discovery::Bootstrap::new(
@@ -365,7 +348,7 @@ impl Actor {
                 .publishing
                 .next_deadline()
                 .into_iter()
-                .chain(self.pacer_deadline())
+                .chain(self.presence_deadline())
                 .chain(self.retire.poll_timeout())
                 .chain(self.held_live.poll_timeout())
                 .min()
@@ -407,7 +390,7 @@ impl Actor {
                 () = tokio::time::sleep_until(wake), if deadline.is_some() => {
                     self.on_engine_timer();
                     self.answer_settle_waiters(Instant::now());
-                    self.pace_timeout();
+                    self.presence_timeout();
                     self.retire_circuits_due(Instant::now());
                     self.advance_upgrades(Instant::now());
                     self.save_held_knocks(false);
@@ -442,19 +425,9 @@ impl Actor {
         self.retire_circuits_due(now);
         self.relay_client_tick(now);
         self.lift_blocks();
-        let removed = self.presence.roster.sweep(self.now_ms());
-        for addr in &removed {
-            self.route_session(addr);
-        }
-        if !removed.is_empty() {
-            self.emit(Event::RosterChanged);
-        }
-        // Heartbeats, anti-entropy, second looks, joining the DHT: the pacer's.
-        self.pace(PacerInput::Tick {
-            roster_len: self.presence.roster.len(),
-        });
-        // The announcement no peer has taken yet, if any.
-        self.publish_announcement();
+        // Expired sessions swept; heartbeats, anti-entropy, second looks, joining the
+        // DHT; the announcement no peer has taken yet, if any: the presence node's.
+        self.presence_input(PresenceInput::Tick);
         self.bootstrap.dial_due(&mut self.swarm, now);
         self.well_known.try_take(&mut self.swarm, now);
         self.dial_book(now);
@@ -473,19 +446,14 @@ impl Actor {
     fn on_command(&mut self, cmd: Command) {
         match cmd {
             Command::Roster(tx) => {
-                let mut views = self.presence.roster.view(self.now_ms());
-                if let Some(reader) = self.presence.details.as_mut() {
-                    reader.fill(&mut views);
-                }
-                let _ = tx.send(views);
+                let now = self.now_ms();
+                let _ = tx.send(self.presence.views(now));
             }
             Command::Diagnostics(tx) => {
                 let _ = tx.send(self.diagnostics());
             }
             Command::SetSummary(summary, tx) => {
-                self.presence.summary = summary;
-                self.pace(PacerInput::AnnouncementChanged);
-                self.announce();
+                self.set_details(|d| d.summary = summary);
                 let _ = tx.send(());
             }
             Command::SetDelivery(delivery, tx) => {
@@ -493,13 +461,12 @@ impl Actor {
                     && spec.delivery != delivery
                 {
                     spec.delivery = delivery;
-                    self.pace(PacerInput::AnnouncementChanged);
-                    self.announce();
+                    self.set_details(|d| d.delivery = delivery);
                 }
                 let _ = tx.send(());
             }
             Command::Departed(key, tx) => {
-                let _ = tx.send(self.presence.roster.departed(&key));
+                let _ = tx.send(self.presence.roster().departed(&key));
             }
             Command::Goodbye(tx) => {
                 let _ = tx.send(self.publish_goodbye());
@@ -547,14 +514,11 @@ impl Actor {
                 self.relay_listen_addr(&address);
                 if !self.listen_addrs.contains(&address) {
                     self.listen_addrs.push(address.clone());
-                    self.pace(PacerInput::AnnouncementChanged);
-                    // The first address: announce now rather than on the next tick (the
+                    // The first address: announced now rather than on the next tick (the
                     // first tick ran before the swarm had listened, so waiting made a
                     // new session invisible to roster fetches for up to a second). The
                     // rest of a burst of addresses goes out with the next tick.
-                    if !self.presence.pacer.has_announced() {
-                        self.announce();
-                    }
+                    self.presence_input(PresenceInput::AddressAdded);
                 }
                 self.on_listen_addr_new(&address);
                 self.emit(Event::ListenAddr(address));
@@ -564,7 +528,7 @@ impl Actor {
             SwarmEvent::ExternalAddrExpired { address } => self.on_external_addr(&address, false),
             SwarmEvent::ExpiredListenAddr { address, .. } => {
                 self.listen_addrs.retain(|a| a != &address);
-                self.pace(PacerInput::AnnouncementChanged);
+                self.presence_input(PresenceInput::AnnouncementChanged);
                 self.on_listen_addr_expired(&address);
             }
             SwarmEvent::ConnectionEstablished {
@@ -579,8 +543,8 @@ impl Actor {
                 self.tailnet_connected(peer_id, connection_id, &endpoint);
                 self.addresses.on_established(connection_id, self.now_ms());
                 self.well_known.on_established(connection_id);
-                self.presence.cost.connections += 1;
-                self.pace(PacerInput::PeerConnected(peer_id));
+                self.presence.connected();
+                self.presence_input(PresenceInput::PeerConnected(peer_id));
                 debug!(%peer_id, ?connection_id, ?endpoint, "connection opened");
                 let info = self.peers.entry(peer_id).or_default();
                 info.connections.insert(connection_id, endpoint);
@@ -635,7 +599,7 @@ impl Actor {
                 self.addresses.on_closed(connection_id, Instant::now());
                 self.well_known.on_closed(connection_id, Instant::now());
                 self.peers.remove(&peer_id);
-                self.pace(PacerInput::PeerDisconnected(peer_id));
+                self.presence_input(PresenceInput::PeerDisconnected(peer_id));
                 self.feed_relay_client(relay_client::Input::Disconnected(peer_id));
                 self.on_upgrade_disconnected(&peer_id, connection_id);
                 self.on_retire_closed(peer_id, connection_id);
@@ -667,7 +631,7 @@ impl Actor {
 
     fn diagnostics(&mut self) -> Diagnostics {
         let gs = &self.swarm.behaviour().gossipsub;
-        let topic_hash = self.presence.topic.hash();
+        let topic_hash = self.presence.topic_hash();
         let mesh_peers = gs.mesh_peers(&topic_hash).copied().collect();
         let topic_peers = gs
             .all_peers()
@@ -739,7 +703,7 @@ impl Actor {
             tcp_moved_to_quic: self.upgrades.retired(),
             circuits_to_punch_again: self.hole_punch.again(),
             circuits_closed_for_direct: self.retire.retired(),
-            presence: self.presence.cost,
+            presence: self.presence.cost(),
             peer_id: Some(*self.swarm.local_peer_id()),
             listen_addrs: self.listen_addrs.clone(),
             connected,
@@ -756,7 +720,7 @@ impl Actor {
     /// still in the queue. A goodbye said earlier has had part of that time already.
     async fn goodbye(&mut self) {
         self.publish_goodbye();
-        let flush_until = self.presence.goodbye_at.map(|at| at + GOODBYE_FLUSH);
+        let flush_until = self.presence.goodbye_at().map(|at| at + GOODBYE_FLUSH);
         let until = match flush_until {
             Some(at) if at > Instant::now() => at,
             // Copies published just before leaving still reach their holders.

@@ -456,7 +456,7 @@ impl Actor {
         for key in new {
             let own = self.is_own_identity(&key);
             let mut learned = Vec::new();
-            for ann in self.presence.roster.announcements() {
+            for ann in self.presence.roster().announcements() {
                 let body = ann.body();
                 if body.identity != key {
                     continue;
@@ -485,7 +485,7 @@ impl Actor {
         if !self.addresses.trusted.contains(&addr.key) {
             return;
         }
-        let Some(ann) = self.presence.roster.get(addr) else {
+        let Some(ann) = self.presence.roster().get(addr) else {
             return;
         };
         let addrs: Vec<Multiaddr> = ann
@@ -504,7 +504,7 @@ impl Actor {
     pub(super) fn book_identified(&mut self, peer: PeerId, listen_addrs: &[Multiaddr]) {
         let Some(key) = self
             .presence
-            .roster
+            .roster()
             .announcements()
             .map(|a| a.body())
             .find(|b| b.peer_id() == Some(peer))

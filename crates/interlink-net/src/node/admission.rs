@@ -146,7 +146,7 @@ impl Actor {
     pub(super) fn offer_pass_to_roster_peers(&mut self) {
         let sessions: Vec<SessionAddr> = self
             .presence
-            .roster
+            .roster()
             .announcements()
             .map(|a| SessionAddr {
                 key: a.body().identity,

@@ -634,7 +634,7 @@ impl Actor {
         if self.parts.delivery().is_none() {
             return;
         }
-        let peer = self.presence.roster.get(addr).and_then(|ann| {
+        let peer = self.presence.roster().get(addr).and_then(|ann| {
             let peer = ann.body().peer_id()?;
             let mut relayed = false;
             for a in &ann.body().addrs {

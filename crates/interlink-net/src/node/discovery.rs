@@ -184,7 +184,7 @@ pub(super) fn periodic(actor: &mut Actor, now: Instant) {
         actor.bootstrap.foreign.remove(&peer);
         let _ = actor.swarm.disconnect_peer_id(peer);
     }
-    let due = actor.presence.pacer.dht_joined()
+    let due = actor.presence.dht_joined()
         && actor
             .bootstrap
             .last_kad_bootstrap
@@ -291,7 +291,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
                     .into_iter()
                     .take(interlink_core::limits::MAX_LISTEN_ADDRS)
                 {
-                    if actor.presence.pacer.dht_joined() {
+                    if actor.presence.dht_joined() {
                         actor.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
                     } else if actor.bootstrap.dht_pending.len() < MAX_DHT_PENDING {
                         actor.bootstrap.dht_pending.push((peer_id, addr));
@@ -336,7 +336,7 @@ pub(super) fn on_behaviour_event(actor: &mut Actor, event: BehaviourEvent) {
             // join now and its next step (or next placement) finds our peers. Without
             // this a sender in an overlay less than a second old placed its copy at its
             // bootstrap peer alone (the delivery tests' short-lived senders).
-            actor.pace(interlink_core::presence::pacer::Input::DhtNeeded);
+            actor.presence_input(interlink_core::presence::node::Input::DhtNeeded);
         }
         BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
             id,

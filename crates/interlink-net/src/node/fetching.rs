@@ -85,7 +85,7 @@ impl Actor {
         if self.mailbox.fetching.placements.len() >= MAX_PLACEMENTS {
             return None;
         }
-        self.pace(interlink_core::presence::pacer::Input::DhtNeeded);
+        self.presence_input(interlink_core::presence::node::Input::DhtNeeded);
         let query = self
             .swarm
             .behaviour_mut()

@@ -266,7 +266,7 @@ impl Actor {
     /// answers "kept" and drops the copy would make a session without an outbox promise
     /// what nobody keeps.
     fn trusts_holder(&self, peer: &PeerId) -> bool {
-        let roster = &self.presence.roster;
+        let roster = self.presence.roster();
         self.relays.is_relay(peer)
             || roster
                 .announcements()
@@ -330,7 +330,7 @@ impl Actor {
         }
         let Some(peer) = self
             .presence
-            .roster
+            .roster()
             .get(owner)
             .and_then(|a| a.body().peer_id())
         else {
@@ -450,7 +450,7 @@ impl Actor {
                 if let Some(owner) = interlink_core::mailbox::record_address(&copy.record) {
                     let owner_peer = self
                         .presence
-                        .roster
+                        .roster()
                         .get(&owner)
                         .and_then(|a| a.body().peer_id());
                     if owner_peer != Some(from.0) {

@@ -12,7 +12,7 @@ use libp2p::{Multiaddr, autonat, multiaddr::Protocol};
 use tracing::{debug, info};
 
 use super::Actor;
-use super::PacerInput;
+use super::PresenceInput;
 
 impl Actor {
     /// The addresses to announce, each once and without this node's `/p2p/` suffix (the
@@ -46,7 +46,7 @@ impl Actor {
     /// An external address was confirmed or expired: the next announcement says so.
     pub(super) fn on_external_addr(&mut self, address: &Multiaddr, confirmed: bool) {
         info!(%address, confirmed, "external address changed");
-        self.pace(PacerInput::AnnouncementChanged);
+        self.presence_input(PresenceInput::AnnouncementChanged);
     }
 
     pub(super) fn on_autonat(&mut self, event: autonat::Event) {

@@ -169,7 +169,7 @@ impl super::Actor {
         if own != Some(key) && !peer {
             return;
         }
-        if let Some(binding) = self.presence.roster.sealing_binding_of(&key)
+        if let Some(binding) = self.presence.roster().sealing_binding_of(&key)
             && self.keys.pins.learn(key, binding)
         {
             // A peer's sealing key, newly known: our details can be sealed for it.
@@ -187,7 +187,7 @@ impl super::Actor {
             None => Vec::new(),
         };
         self.presence
-            .roster
+            .roster_mut()
             .set_trusted(own.into_iter().chain(peers));
         // A peer removed reads no announcement from now on; one added reads the next.
         self.reannounce_if_readers_changed();

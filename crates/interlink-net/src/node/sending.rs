@@ -59,12 +59,12 @@ impl Actor {
         // requester that left before the answer came (a shell's `pair request` that
         // stopped waiting collects it on its next run).
         let needs_key = msg.text.is_some() || msg.invite.is_some();
-        let (sealing_key, peer) = match self.presence.roster.get(&msg.to) {
+        let (sealing_key, peer) = match self.presence.roster().get(&msg.to) {
             Some(ann) => (Some(ann.body().sealing.key), ann.body().peer_id()),
             None => {
                 let known = self
                     .presence
-                    .roster
+                    .roster()
                     .sealing_key_of(&msg.to.key)
                     .or_else(|| self.keys.pinned(&msg.to.key));
                 if known.is_none() && (needs_key || msg.kind != EnvelopeKind::PairAccept) {

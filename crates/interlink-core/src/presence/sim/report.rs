@@ -240,6 +240,21 @@ pub struct Convergence {
     pub behind_at_start: f64,
 }
 
+impl Convergence {
+    /// From each node's time to get there, ms (`None`: it never did).
+    pub(super) fn of(times: impl Iterator<Item = Option<u64>>, behind_at_start: f64) -> Self {
+        let mut n = 0;
+        let mut done: Vec<u64> = times.inspect(|_| n += 1).flatten().collect();
+        done.sort_unstable();
+        Self {
+            complete: done.len(),
+            p50_ms: done.get(n / 2).copied(),
+            max_ms: (done.len() == n).then(|| done.last().copied().unwrap_or(0)),
+            behind_at_start,
+        }
+    }
+}
+
 /// Which scenario a report is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
@@ -299,20 +314,11 @@ pub struct Report {
 impl World {
     /// The nodes' progress towards the goal, from `from` (µs).
     pub(super) fn convergence(&self, from: u64, behind_at_start: f64) -> Convergence {
-        let mut done: Vec<u64> = self
+        let done = self
             .nodes
             .iter()
-            .filter_map(|n| n.done_at)
-            .map(|t| t.saturating_sub(from) / US)
-            .collect();
-        done.sort_unstable();
-        let half = self.n / 2;
-        Convergence {
-            complete: done.len(),
-            p50_ms: done.get(half).copied(),
-            max_ms: (done.len() == self.n).then(|| done.last().copied().unwrap_or(0)),
-            behind_at_start,
-        }
+            .map(|n| n.done_at.map(|t| t.saturating_sub(from) / US));
+        Convergence::of(done, behind_at_start)
     }
 
     /// Sessions each node is behind the goal by, mean.
