@@ -676,6 +676,7 @@ impl Actor {
             .cloned()
             .collect();
         let mailboxes_held = self.mailbox.copies.len();
+        let (served_reservations, served_circuits) = self.relay_server.served();
         let nat = self
             .swarm
             .behaviour()
@@ -691,8 +692,8 @@ impl Actor {
             address_book_dials: self.addresses.dialled(),
             external_addrs: self.swarm.external_addresses().cloned().collect(),
             nat,
-            served_reservations: self.relay_server.served().0,
-            served_circuits: self.relay_server.served().1,
+            served_reservations,
+            served_circuits,
             mailboxes_held,
             mailbox_puts_refused: self.mailbox.copies.refused(),
             mailbox_fetches_refused: self.mailbox.fetching.refused(),
