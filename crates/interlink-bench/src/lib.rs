@@ -101,13 +101,4 @@ pub fn utc_now_rfc3339() -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scenario_names_are_unique() {
-        for (i, a) in scenarios::ALL.iter().enumerate() {
-            assert!(scenarios::ALL[i + 1..].iter().all(|b| b.name != a.name));
-        }
-    }
-}
+mod tests;

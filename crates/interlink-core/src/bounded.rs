@@ -102,42 +102,8 @@ impl<K: Hash + Eq, V> LruMap<K, V> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_least_recently_used_entry_leaves_first() {
-        let mut m = LruMap::new(2);
-        assert!(m.entry(1, || "a").1.is_none());
-        assert!(m.entry(2, || "b").1.is_none());
-        // Using 1 makes 2 the oldest.
-        assert_eq!(m.touch(&1).map(|v| *v), Some("a"));
-        assert_eq!(m.entry(3, || "c").1, Some((2, "b")));
-        // A read that is not a use leaves the order: 1 goes next.
-        assert_eq!(m.get(&1), Some(&"a"));
-        assert_eq!(m.entry(4, || "d").1, Some((1, "a")));
-        // An existing key is used, not replaced, and evicts nothing.
-        let (v, gone) = m.entry(3, || "x");
-        assert_eq!((*v, gone), ("c", None));
-        assert_eq!(m.len(), 2);
-        assert_eq!(m.oldest(), Some((&4, &"d")));
-        m.retain(|k, _| *k != 4);
-        assert_eq!(m.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![3]);
-        assert_eq!(LruMap::<u8, u8>::new(0).entry(1, || 1).1, None);
-    }
-
-    #[test]
-    fn a_full_map_evicts_in_constant_time() {
-        // 100,000 fresh keys through a map of 4,096: each insert evicts one, and the
-        // survivors are the newest.
-        let mut m = LruMap::new(4096);
-        for k in 0..100_000u32 {
-            m.entry(k, || k);
-        }
-        assert_eq!(m.len(), 4096);
-        assert_eq!(m.oldest(), Some((&(100_000 - 4096), &(100_000 - 4096))));
-    }
-}
+#[path = "bounded_tests.rs"]
+mod tests;
 
 /// How fast a [`TokenBucket`] fills: at most `burst` tokens, `per` more every
 /// `period_ms`.
@@ -220,47 +186,5 @@ impl TokenBucket {
 }
 
 #[cfg(test)]
-mod bucket_tests {
-    use super::*;
-
-    const RATE: Rate = Rate {
-        burst: 10,
-        per: 1,
-        period_ms: 2000,
-    };
-
-    #[test]
-    fn a_burst_then_the_rate_and_no_partial_refill_is_lost() {
-        let mut b = TokenBucket::full(RATE, 0);
-        assert!(b.try_take(10));
-        assert!(!b.try_take(1));
-        // 1.5 periods: one token, and the half period is kept...
-        b.refill(RATE, 3000);
-        assert_eq!(b.level(), 1);
-        // ...so another half period makes the second.
-        b.refill(RATE, 4000);
-        assert_eq!(b.level(), 2);
-        // Never past the burst, and a long idle starts the count afresh.
-        b.refill(RATE, 1_000_000);
-        assert_eq!(b.level(), 10);
-        b.try_take(10);
-        b.refill(RATE, 1_001_999);
-        assert_eq!(b.level(), 0);
-        b.refill(RATE, 1_002_000);
-        assert_eq!(b.level(), 1);
-    }
-
-    #[test]
-    fn a_debt_is_refilled_first() {
-        let mut b = TokenBucket::empty(0);
-        b.charge(3);
-        assert_eq!(b.level(), -3);
-        b.refill(RATE, 8000);
-        assert_eq!(b.level(), 1);
-        assert!(!b.try_take(2));
-        assert!(b.try_take(1));
-        // A clock that goes back adds nothing.
-        b.refill(RATE, 10);
-        assert_eq!(b.level(), 0);
-    }
-}
+#[path = "bounded_bucket_tests.rs"]
+mod bucket_tests;

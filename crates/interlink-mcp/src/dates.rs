@@ -7,13 +7,5 @@ pub fn utc(ms: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00Z");
-        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00Z");
-        assert_eq!(utc(1_796_015_574_175), "2026-11-30 05:12:54Z");
-    }
-}
+#[path = "dates_tests.rs"]
+mod tests;
