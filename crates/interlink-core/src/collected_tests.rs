@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::{Identity, SessionId, limits::MAX_FUTURE_SKEW_MS, wire::Signed};
 

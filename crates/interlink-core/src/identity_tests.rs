@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn id(n: u8) -> Identity {

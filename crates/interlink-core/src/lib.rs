@@ -18,10 +18,11 @@
 //! - [`wire`] — the versioned CBOR wire types and their verified decoders; [`names`] —
 //!   topic and protocol ids per overlay.
 //! - [`replay`] — freshness and the bounded replay set.
-//! - [`presence`], [`routing`], [`trust`], [`mailbox`], [`collected`] — the state
-//!   machines and rules built on the verified wire types.
+//! - [`presence`], [`routing`], [`trust`], [`mailbox`], [`collected`], [`claims`] — the
+//!   state machines and rules built on the verified wire types.
 
 pub mod bounded;
+pub mod claims;
 pub mod collected;
 pub mod dates;
 pub mod device_link;

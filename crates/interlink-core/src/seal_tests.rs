@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::Identity;
 use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};

@@ -1,4 +1,3 @@
-
 use interlink_core::{IdentityKey, MsgId, wire::EnvelopeKind};
 use interlink_store::read_state::testing::entry;
 

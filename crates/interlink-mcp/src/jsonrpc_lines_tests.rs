@@ -1,4 +1,3 @@
-
 use std::time::Duration;
 
 use serde_json::{Value, json};

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {

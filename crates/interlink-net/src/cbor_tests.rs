@@ -1,4 +1,3 @@
-
 use futures::io::Cursor;
 
 use super::*;

@@ -1,4 +1,3 @@
-
 use interlink_core::wire::{VERSION, link_step};
 use serde_bytes::ByteArray;
 

@@ -1,4 +1,3 @@
-
 use libp2p::core::{Endpoint, transport::PortUse};
 
 use super::*;

@@ -1,4 +1,3 @@
-
 use interlink_net::config::WELL_KNOWN_PORT;
 
 use super::*;

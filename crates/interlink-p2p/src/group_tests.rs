@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn group(home: &Home, action: Action) -> anyhow::Result<String> {

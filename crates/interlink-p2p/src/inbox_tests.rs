@@ -1,4 +1,3 @@
-
 use interlink_core::{MsgId, wire::EnvelopeKind};
 use interlink_store::inbox::Inbox;
 

@@ -1,4 +1,3 @@
-
 use super::*;
 #[cfg(any(unix, windows))]
 use rand_chacha::{ChaCha20Rng, rand_core::SeedableRng};

@@ -1,4 +1,3 @@
-
 use interlink_core::{Identity, MsgId, SessionId};
 
 use super::*;

@@ -1,4 +1,3 @@
-
 use super::*;
 
 const KEY_A: &str = "d04ab232742bb4ab3a1368bd4615e4e6d0224ab71a016baf8520a332c9778737";

@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::{
     limits::{HEARTBEAT_MS, LIVE_WINDOW_MS},

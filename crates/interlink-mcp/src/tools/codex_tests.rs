@@ -1,4 +1,3 @@
-
 #[test]
 fn uuids() {
     assert!(super::is_uuid("0199a6c2-3f4e-7a10-9b2c-1234567890ab"));

@@ -1,4 +1,3 @@
-
 use interlink_core::wire::EnvelopeKind;
 use interlink_store::inbox::Inbox;
 

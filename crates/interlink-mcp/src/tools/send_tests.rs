@@ -1,4 +1,3 @@
-
 use super::*;
 
 /// No session to route to: the error names the step that still works (a session id

@@ -1,4 +1,3 @@
-
 use std::time::Instant;
 
 use interlink_core::{MsgId, wire::EnvelopeKind};

@@ -1,4 +1,3 @@
-
 use interlink_core::wire::{EnvelopeKind, TaskStatus};
 
 use super::*;

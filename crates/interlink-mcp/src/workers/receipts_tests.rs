@@ -1,4 +1,3 @@
-
 use interlink_core::{Identity, SessionId};
 
 use super::*;

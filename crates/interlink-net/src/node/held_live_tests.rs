@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn request(n: u8) -> Held {

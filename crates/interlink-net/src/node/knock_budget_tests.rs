@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn net(last: u8) -> Option<IpAddr> {

@@ -1,4 +1,3 @@
-
 use interlink_core::wire::VERSION;
 use serde_bytes::ByteBuf;
 

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn established(peer: PeerId, id: usize, relayed: bool) -> Input {

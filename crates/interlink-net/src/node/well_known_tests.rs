@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn peer(n: u8) -> PeerId {

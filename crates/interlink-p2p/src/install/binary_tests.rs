@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn locations(home: &Path) -> Locations {
