@@ -41,6 +41,8 @@ fn main() -> anyhow::Result<()> {
                 summary: "refactoring the auth layer".into(),
                 host: HostKind::Other,
                 delivery: DeliveryMode::Poll,
+                project: None,
+                claims: Vec::new(),
             }
             .seal(
                 &bob,

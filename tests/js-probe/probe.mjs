@@ -159,7 +159,7 @@ async function live (spec, a) {
         addrs,
         // §4.1 details, sealed for this probe's own identity alone.
         details: await S.sealDetails(seed, mySession,
-          { cwd: process.cwd(), git_label: null, summary: 'js-libp2p conformance probe', host: 'other', delivery: 'poll' },
+          { cwd: process.cwd(), git_label: null, summary: 'js-libp2p conformance probe', host: 'other', delivery: 'poll', project: null, claims: [] },
           [], (n) => new Uint8Array(randomBytes(n))),
         heartbeat_ms: 30000,
         ts,

@@ -212,12 +212,16 @@ export function schemas (V) {
       ['addrs', (a) => t.array((s) => textMax(256)(s) && s.startsWith('/'))(a) && a.length <= 16],
       // §4.1 (since version 13): the details sealed for their readers.
       ['details', t.map([['nonce', t.b(24)],
-        ['ct', (b) => b instanceof Uint8Array && b.length >= 16 && b.length <= 2048],
+        ['ct', (b) => b instanceof Uint8Array && b.length >= 16 && b.length <= 4608],
         ['readers', (a) => t.array(t.b(52))(a) && a.length <= 64]])],
       ['heartbeat_ms', t.uint],
       ['ts', t.uint], ['seq', t.uint]],
     details: [['cwd', textMax(1024)], ['git_label', t.orNull(textMax(256))], ['summary', textMax(512)],
-      ['host', t.oneOf('claude', 'codex', 'other')], ['delivery', t.oneOf('inbox', 'channel', 'codex', 'host_inbox', 'poll')]],
+      ['host', t.oneOf('claude', 'codex', 'other')], ['delivery', t.oneOf('inbox', 'channel', 'codex', 'host_inbox', 'poll')],
+      // Since version 14: the project and the session's claims on its files (§4.1).
+      ['project', t.orNull(t.b(16))],
+      ['claims', (a) => t.array(t.map([['pattern', (s) => textMax(160)(s) && s.length >= 1],
+        ['exclusive', t.bool], ['reason', textMax(80)], ['since', t.uint], ['until', t.uint]]))(a) && a.length <= 8]],
     goodbye: [['v', v], ['identity', t.b(32)], ['session_id', sessionId], ['ts', t.uint], ['seq', t.uint]],
     // §4.9: no signer in the body; it is the identity of the announcement `of` names.
     beacon: [['v', v], ['of', t.b(8)], ['heartbeat_ms', t.uint], ['ts', t.uint], ['seq', t.uint]],

@@ -27,7 +27,11 @@ export async function checkVectors ({ version: V, vectors }) {
   const sealed = await S.seal(bSeal.pub, plaintext, aad, (n) => fill(0x33, n))
 
   // §4.1 details, for Alice and Bob; every random byte (nonce, then content key) 0x55.
-  const details = { cwd: '/home/alice/eden', git_label: 'eden', summary: 'installing deps', host: 'claude', delivery: 'inbox' }
+  const details = {
+    cwd: '/home/alice/eden', git_label: 'eden', summary: 'installing deps', host: 'claude', delivery: 'inbox',
+    project: fill(0x66, 16),
+    claims: [{ pattern: 'src/api/**', exclusive: true, reason: 'moving the API to v2', since: ts, until: ts + 7_200_000 }]
+  }
   const announcementBody = encode({
     v: V,
     identity: A,

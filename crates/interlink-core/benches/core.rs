@@ -219,6 +219,8 @@ fn bench_details(c: &mut Criterion) {
         summary: "migrating the invoices table".into(),
         host: HostKind::Claude,
         delivery: DeliveryMode::Inbox,
+        project: None,
+        claims: Vec::new(),
     };
     let peers: Vec<_> = (10..15u8)
         .map(|n| {

@@ -35,19 +35,19 @@ pub use pattern::Pattern;
 pub use project::ProjectId;
 
 /// Most claims one session publishes at once.
-pub const MAX_CLAIMS_PER_SESSION: usize = 16;
+pub const MAX_CLAIMS_PER_SESSION: usize = 8;
 /// Longest pattern, in bytes.
-pub const MAX_PATTERN_BYTES: usize = 200;
+pub const MAX_PATTERN_BYTES: usize = 160;
 /// Most segments in a pattern.
 pub const MAX_PATTERN_SEGMENTS: usize = 32;
 /// Longest reason, in bytes.
-pub const MAX_REASON_BYTES: usize = 120;
+pub const MAX_REASON_BYTES: usize = 80;
 /// Longest lifetime a claim may ask for; it is renewed by claiming again.
 pub const MAX_CLAIM_LIFETIME_MS: u64 = DAY_MS;
 /// The lifetime of a claim that asks for none.
 pub const DEFAULT_CLAIM_LIFETIME_MS: u64 = 2 * HOUR_MS;
 /// Most sessions whose claims a board keeps (beyond the roster's own bounds, so that a
-/// board fed from elsewhere is bounded too): 4,096 claims at the most in all.
+/// board fed from elsewhere is bounded too): 2,048 claims at the most in all.
 pub const MAX_BOARD_SESSIONS: usize = 256;
 
 /// One claim, as a session publishes it.
@@ -299,7 +299,7 @@ impl Board {
     }
 
     /// Orders every claim and finds, for each, the first conflicting claim before it.
-    /// Quadratic in the claims on the board (at most 4,096); most pairs part at their
+    /// Quadratic in the claims on the board (at most 2,048); most pairs part at their
     /// first literal segment.
     fn rank(&mut self) {
         let mut placed: Vec<Placed> = self

@@ -29,7 +29,7 @@ pub const MAX_GROUP_RECIPIENTS: usize = 32;
 /// [`MAX_SESSION_ID_BYTES`] encode to 5,738 bytes (`wire::tests` pins it).
 pub const MAX_GROUP_TAG_BYTES: usize = 6 * 1024;
 /// Largest encoded announcement.
-pub const MAX_ANNOUNCEMENT_BYTES: usize = 8 * 1024;
+pub const MAX_ANNOUNCEMENT_BYTES: usize = 12 * 1024;
 /// Largest encoded goodbye, receipt or ack for a single id.
 pub const MAX_SMALL_MESSAGE_BYTES: usize = 1024;
 /// Largest encoded receipt: a small message plus up to a full delivery batch of ids.

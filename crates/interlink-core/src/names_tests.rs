@@ -3,13 +3,13 @@ use super::*;
 #[test]
 fn names_embed_the_network() {
     let n = Network::default();
-    assert_eq!(n.announce_topic(), "interlink-p2p/v13/default/announce");
-    assert_eq!(n.deliver_protocol(), "/interlink-p2p/default/deliver/13");
-    assert_eq!(n.receipt_protocol(), "/interlink-p2p/default/receipt/13");
-    assert_eq!(n.mailbox_protocol(), "/interlink-p2p/default/mailbox/13");
+    assert_eq!(n.announce_topic(), "interlink-p2p/v14/default/announce");
+    assert_eq!(n.deliver_protocol(), "/interlink-p2p/default/deliver/14");
+    assert_eq!(n.receipt_protocol(), "/interlink-p2p/default/receipt/14");
+    assert_eq!(n.mailbox_protocol(), "/interlink-p2p/default/mailbox/14");
     assert_eq!(
         n.device_link_protocol(),
-        "/interlink-p2p/default/device-link/13"
+        "/interlink-p2p/default/device-link/14"
     );
     assert_ne!(
         Network::new("lab").unwrap().kad_protocol(),

@@ -52,6 +52,8 @@ pub(crate) fn ann(seed: u8, session: &str, ts: u64, seq: u64) -> Signed<Announce
             summary: format!("working on {session}"),
             host: HostKind::Claude,
             delivery: DeliveryMode::Inbox,
+            project: None,
+            claims: Vec::new(),
         }
         .seal(
             &id,

@@ -59,14 +59,22 @@ fn vectors() -> Vec<(&'static str, String)> {
     let sb = SessionId::new("session-b").unwrap();
     let alice_peer = alice.transport_keypair(&sa).unwrap().public().to_peer_id();
 
-    // Alice's details, readable by Alice and by Bob (her peer); the nonce and the
-    // content key from a fixed RNG (every byte 0x55).
+    // Alice's details, readable by Alice and by Bob (her peer), with her project and
+    // one claim; the nonce and the content key from a fixed RNG (every byte 0x55).
     let details = Details {
         cwd: "/home/alice/eden".into(),
         git_label: Some("eden".into()),
         summary: "installing deps".into(),
         host: HostKind::Claude,
         delivery: DeliveryMode::Inbox,
+        project: Some(serde_bytes::ByteArray::new([0x66; 16])),
+        claims: vec![interlink_core::claims::Claim {
+            pattern: "src/api/**".into(),
+            exclusive: true,
+            reason: "moving the API to v2".into(),
+            since: TS,
+            until: TS + 7_200_000,
+        }],
     };
     let announcement = Signed::sign(
         Announcement {

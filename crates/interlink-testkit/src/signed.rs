@@ -254,6 +254,8 @@ pub fn announcement(
                 summary: "hostile".into(),
                 host: HostKind::Other,
                 delivery: DeliveryMode::Poll,
+                project: None,
+                claims: Vec::new(),
             }
             .seal(
                 id,

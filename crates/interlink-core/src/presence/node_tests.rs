@@ -22,6 +22,8 @@ fn details(summary: &str) -> Details {
         summary: summary.to_owned(),
         host: HostKind::Claude,
         delivery: DeliveryMode::Inbox,
+        project: None,
+        claims: Vec::new(),
     }
 }
 

@@ -234,6 +234,8 @@ mod identities {
             summary: String::new(),
             host: HostKind::Other,
             delivery: DeliveryMode::Poll,
+            project: None,
+            claims: Vec::new(),
         };
         let announcement = Announcement {
             v: VERSION,

@@ -1,6 +1,7 @@
 //! A session's descriptive presence — working directory, git label, summary, host,
-//! delivery mode — sealed inside its announcement so that only the identities it is for
-//! read it (PROTOCOL §4.1, "Details"; since version 13).
+//! delivery mode, its project and its claims on files — sealed inside its announcement
+//! so that only the identities it is for read it (PROTOCOL §4.1, "Details"; since
+//! version 13, project and claims since 14).
 //!
 //! The plaintext is sealed once, under a fresh content key, with XChaCha20-Poly1305;
 //! the content key is wrapped for each reader under a key only the announcer and that
@@ -25,6 +26,7 @@ use zeroize::Zeroizing;
 
 use super::{DeliveryMode, HostKind, WireError, check_text};
 use crate::{
+    claims::{Claim, MAX_CLAIMS_PER_SESSION, ProjectId},
     identity::{IdentityKey, SealingKey, SealingSecret},
     limits::{MAX_CWD_BYTES, MAX_GIT_LABEL_BYTES, MAX_SUMMARY_BYTES},
     session::SessionId,
@@ -36,9 +38,9 @@ pub const MAX_PRESENCE_READERS: usize = 64;
 /// Bytes of one reader entry: the 4-byte hint, the wrapped 32-byte content key and its
 /// 16-byte tag.
 pub const READER_ENTRY_BYTES: usize = HINT_BYTES + 32 + 16;
-/// Largest sealed details (the plaintext's largest encoding, about 1,850 bytes, and
-/// the tag).
-pub const MAX_DETAILS_CT_BYTES: usize = 2048;
+/// Largest sealed details: the plaintext's largest encoding (about 1,850 bytes, and
+/// about 2,400 for eight claims) and the tag.
+pub const MAX_DETAILS_CT_BYTES: usize = 4608;
 /// HKDF salt of a reader's wrap key and hint.
 pub const READER_SALT: &[u8] = b"interlink-p2p/v1/presence-reader";
 const HINT_BYTES: usize = 4;
@@ -58,6 +60,11 @@ pub struct Details {
     pub host: HostKind,
     /// Delivery mode.
     pub delivery: DeliveryMode,
+    /// The project the working directory is in ([`ProjectId`]), if it is in one.
+    pub project: Option<ByteArray<16>>,
+    /// The session's claims on files of that project ([`crate::claims`]); none
+    /// without a project.
+    pub claims: Vec<Claim>,
 }
 
 /// [`Details`] sealed for a list of readers, as an announcement carries them.
@@ -108,7 +115,26 @@ impl Details {
         if let Some(g) = &self.git_label {
             text("git_label", g, MAX_GIT_LABEL_BYTES)?;
         }
-        text("summary", &self.summary, MAX_SUMMARY_BYTES)
+        text("summary", &self.summary, MAX_SUMMARY_BYTES)?;
+        if self.claims.len() > MAX_CLAIMS_PER_SESSION {
+            return Err(format!(
+                "{} claims; the limit is {MAX_CLAIMS_PER_SESSION}",
+                self.claims.len()
+            ));
+        }
+        if !self.claims.is_empty() && self.project.is_none() {
+            return Err("claims without a project".into());
+        }
+        // Times are checked where they are used, against the reader's clock.
+        for claim in &self.claims {
+            claim.check(claim.since).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The project, as an id.
+    pub fn project_id(&self) -> Option<ProjectId> {
+        self.project.as_ref().map(|p| ProjectId(p.into_array()))
     }
 
     /// Seals these details of `announcer`'s `session` for its own identity (its other

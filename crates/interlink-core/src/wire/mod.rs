@@ -92,7 +92,7 @@ use crate::{
 /// ([`DeviceCode`], [`crate::device_link`]). Version 13: an announcement's working
 /// directory, summary and other details are sealed for the identities that may read
 /// them ([`Details`]) (PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 13;
+pub const VERSION: u8 = 14;
 
 /// Why bytes from the wire were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -37,6 +37,8 @@ pub(crate) fn announcement(id: &Identity, session: &str, summary: &str) -> Annou
             summary: summary.into(),
             host: HostKind::Claude,
             delivery: DeliveryMode::Inbox,
+            project: None,
+            claims: Vec::new(),
         }
         .seal(id, &session, &[], &mut ChaCha20Rng::seed_from_u64(7))
         .unwrap(),
@@ -272,6 +274,8 @@ fn oversized_and_malformed_rejected() {
         summary: "x".repeat(limits::MAX_SUMMARY_BYTES + 1),
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,
+        project: None,
+        claims: Vec::new(),
     };
     let err = details
         .seal(&a, &sid("s1"), &[], &mut ChaCha20Rng::seed_from_u64(1))
@@ -783,7 +787,89 @@ fn details(cwd: &str) -> Details {
         summary: "migrating the invoices table".into(),
         host: HostKind::Claude,
         delivery: DeliveryMode::Inbox,
+        project: None,
+        claims: Vec::new(),
     }
+}
+
+/// Every text field at its longest, and the most claims, each at its longest.
+fn largest_details() -> Details {
+    use crate::claims::{Claim, MAX_CLAIMS_PER_SESSION, MAX_PATTERN_BYTES, MAX_REASON_BYTES};
+    Details {
+        cwd: "c".repeat(limits::MAX_CWD_BYTES),
+        git_label: Some("g".repeat(limits::MAX_GIT_LABEL_BYTES)),
+        summary: "s".repeat(limits::MAX_SUMMARY_BYTES),
+        host: HostKind::Claude,
+        delivery: DeliveryMode::HostInbox,
+        project: Some(serde_bytes::ByteArray::new([7; 16])),
+        claims: vec![
+            Claim {
+                pattern: "p".repeat(MAX_PATTERN_BYTES),
+                exclusive: true,
+                reason: "r".repeat(MAX_REASON_BYTES),
+                since: u64::MAX / 2,
+                until: u64::MAX / 2 + crate::claims::MAX_CLAIM_LIFETIME_MS,
+            };
+            MAX_CLAIMS_PER_SESSION
+        ],
+    }
+}
+
+/// Details whose claims break a rule are refused when sealed (a claim without a
+/// project, too many, a bad pattern, bad times); good ones open as sealed. (`open`
+/// runs the same check, so a peer's bad claims leave its details unread.)
+#[test]
+fn details_with_bad_claims_are_refused() {
+    use crate::claims::{Claim, MAX_CLAIMS_PER_SESSION};
+    let alice = identity(1);
+    let bob = identity(2);
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let claim = |pattern: &str| Claim {
+        pattern: pattern.into(),
+        exclusive: true,
+        reason: String::new(),
+        since: 1,
+        until: 2,
+    };
+    let with = |project: bool, claims: Vec<Claim>| Details {
+        project: project.then(|| serde_bytes::ByteArray::new([1; 16])),
+        claims,
+        ..details("/r")
+    };
+    for bad in [
+        with(false, vec![claim("src")]),
+        with(true, vec![claim("src"); MAX_CLAIMS_PER_SESSION + 1]),
+        with(true, vec![claim("../etc")]),
+        with(
+            true,
+            vec![Claim {
+                until: 1,
+                ..claim("src")
+            }],
+        ),
+    ] {
+        assert!(matches!(
+            bad.seal(&alice, &sid("s1"), &[reader_of(&bob)], &mut rng),
+            Err(DetailsError::Invalid(_))
+        ));
+    }
+    let good = with(true, vec![claim("src/**")]);
+    let sealed = good
+        .seal(&alice, &sid("s1"), &[reader_of(&bob)], &mut rng)
+        .unwrap();
+    let wrap = |who: &Identity| {
+        super::ReaderKey::agree(
+            &who.sealing_secret(),
+            &alice.sealing_secret().public(),
+            &alice.public(),
+            &who.public(),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        sealed.open(&alice.public(), &sid("s1"), &wrap(&bob)),
+        Some(good)
+    );
 }
 
 fn reader_of(id: &Identity) -> (IdentityKey, SealingKey) {
@@ -877,9 +963,14 @@ fn details_refuse_bad_readers_and_too_many() {
         Err(DetailsError::TooManyReaders(MAX_PRESENCE_READERS + 1))
     );
     let fits = &many[..MAX_PRESENCE_READERS - 1];
-    let sealed = details("/")
+    let sealed = largest_details()
         .seal(&alice, &sid("s1"), fits, &mut rng)
         .unwrap();
+    assert!(
+        sealed.ct.len() <= super::MAX_DETAILS_CT_BYTES,
+        "{}",
+        sealed.ct.len()
+    );
     let mut ann = announcement(&alice, "s1", "");
     ann.details = sealed;
     let bytes = Signed::sign(ann, &alice).unwrap().to_bytes();

@@ -185,6 +185,8 @@ fn new(config: &Config, role: &Role, local: &PeerId, now_ms: u64) -> PresenceNod
                 summary: s.summary.clone(),
                 host: s.host,
                 delivery: s.delivery,
+                project: None,
+                claims: Vec::new(),
             },
         }),
         Role::Session(_) | Role::Observer | Role::Relay(_) => None,

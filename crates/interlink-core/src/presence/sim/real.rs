@@ -147,6 +147,8 @@ impl Sim {
                     summary: String::new(),
                     host: HostKind::Claude,
                     delivery: DeliveryMode::Inbox,
+                    project: None,
+                    claims: Vec::new(),
                 },
             };
             let roster = Roster::default();
