@@ -18,6 +18,8 @@
 //! - [`startup`] — starting the node and the [`workers`];
 //! - [`context`] — the state the tools share ([`context::Context`]) and the one lock over its
 //!   mutable part ([`context::SharedState`]), which workers get a handle to;
+//! - [`project`] — the project of the working directory, asked of `git` (what claims
+//!   on files are about);
 //! - the local state files and helpers below.
 //!
 //! Local state, under the home directory (`interlink_store::paths::Home`; a session's
@@ -67,6 +69,7 @@ mod host_inbox;
 mod jsonrpc_lines;
 mod network_view;
 mod peers;
+mod project;
 mod render;
 mod retention;
 mod sender;

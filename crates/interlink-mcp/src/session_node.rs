@@ -128,6 +128,7 @@ pub fn session_spec(
         identity: Arc::new(identity),
         session,
         git_label: git_label(&describe.cwd),
+        project: crate::project::detect(&describe.cwd).map(|p| p.id),
         cwd: cwd_text,
         summary: describe.summary,
         host: describe.host,

@@ -49,6 +49,8 @@ pub struct SessionSpec {
     pub cwd: String,
     /// Git root label.
     pub git_label: Option<String>,
+    /// The project of the working directory, for claims on its files.
+    pub project: Option<interlink_core::claims::ProjectId>,
     /// Initial summary.
     pub summary: String,
     /// Agent host.

@@ -1149,6 +1149,7 @@ async fn a_session_without_an_outbox_never_says_queued_for_what_nothing_holds() 
             session,
             cwd: "/tmp".into(),
             git_label: None,
+            project: None,
             summary: String::new(),
             host: HostKind::Other,
             delivery: DeliveryMode::Poll,

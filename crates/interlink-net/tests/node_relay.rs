@@ -522,6 +522,7 @@ async fn a_session_holds_others_mail_only_up_to_its_byte_budget() {
         session,
         cwd: "/w".into(),
         git_label: None,
+        project: None,
         summary: String::new(),
         host: interlink_core::wire::HostKind::Other,
         delivery: interlink_core::wire::DeliveryMode::Poll,

@@ -49,6 +49,7 @@ async fn a_sender_delivers_names_its_reply_session_and_is_on_no_roster() {
         session,
         cwd: "/tmp".into(),
         git_label: None,
+        project: None,
         summary: "interlink-p2p send".into(),
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,

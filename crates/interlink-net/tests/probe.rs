@@ -49,6 +49,7 @@ fn session(seed: u8, id: &str) -> (Role, Arc<Identity>) {
         session: SessionId::new(id).unwrap(),
         cwd: "/work/probe".into(),
         git_label: None,
+        project: None,
         summary: "probe target".into(),
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,

@@ -185,7 +185,7 @@ fn new(config: &Config, role: &Role, local: &PeerId, now_ms: u64) -> PresenceNod
                 summary: s.summary.clone(),
                 host: s.host,
                 delivery: s.delivery,
-                project: None,
+                project: s.project.map(|p| serde_bytes::ByteArray::new(p.0)),
                 claims: Vec::new(),
             },
         }),
