@@ -105,7 +105,7 @@ async fn a_group_message_reaches_every_member_once_and_replies_keep_its_thread()
         // Only peers can be members; the group is in discover.
         let e = a
             .err(
-                "create_group",
+                "group",
                 json!({"name": "team", "members": ["bob", "0123456789abcdef"]}),
             )
             .await
@@ -113,7 +113,7 @@ async fn a_group_message_reaches_every_member_once_and_replies_keep_its_thread()
         assert!(e.contains("only peers"), "{e}");
         let (text, g) = a
             .ok(
-                "create_group",
+                "group",
                 json!({"name": "team", "members": ["bob", "carol"]}),
             )
             .await
@@ -326,7 +326,7 @@ async fn a_group_message_reaches_every_member_once_and_replies_keep_its_thread()
 
         // A member removed from peers.json stays in the group, marked, and gets no copy.
         a.ok("remove_peer", json!({"name": "carol"})).await.unwrap();
-        let (text, _) = a.ok("list_groups", json!({})).await.unwrap();
+        let (text, _) = a.ok("group", json!({})).await.unwrap();
         assert!(text.contains("(not a peer any more)"), "{text}");
         let (text, sent) = a
             .ok(
@@ -401,7 +401,7 @@ async fn every_session_of_a_member_gets_a_copy_and_the_shell_sends_to_groups_too
             sees(&a, session).await.unwrap();
         }
         a.ok(
-            "create_group",
+            "group",
             json!({"name": "crew", "members": ["bob", "carol"]}),
         )
         .await

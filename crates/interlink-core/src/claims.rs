@@ -181,6 +181,33 @@ impl Board {
         Self::default()
     }
 
+    /// The board of `project` as a roster shows it at `now`: the claims of its live
+    /// sessions (an away one's lapse with its liveness) whose details the viewer can
+    /// read and whose project is `project`. Sets that do not check, or that do not fit,
+    /// are left out and counted in the second value.
+    pub fn from_views(
+        views: &[crate::presence::IdentityView],
+        project: &ProjectId,
+        now: u64,
+    ) -> (Self, usize) {
+        let mut board = Self::new();
+        let mut refused = 0;
+        let sessions = views.iter().flat_map(|i| &i.sessions);
+        for s in sessions.filter(|s| s.presence == crate::presence::Presence::Live) {
+            let Some(details) = &s.details else { continue };
+            if details.project_id().as_ref() != Some(project) || details.claims.is_empty() {
+                continue;
+            }
+            if board
+                .set(s.addr.clone(), details.claims.clone(), now)
+                .is_err()
+            {
+                refused += 1;
+            }
+        }
+        (board, refused)
+    }
+
     /// Sets what `by` claims now, replacing what it claimed before; an empty set takes
     /// it off the board. Claims that lapsed by `now` are left out. The set is checked
     /// whole: one bad claim refuses it all, and the board is unchanged.

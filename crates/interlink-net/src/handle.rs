@@ -85,6 +85,7 @@ pub(crate) enum Command {
     Diagnostics(oneshot::Sender<Diagnostics>),
     SetSummary(String, oneshot::Sender<()>),
     SetDelivery(interlink_core::wire::DeliveryMode, oneshot::Sender<()>),
+    SetClaims(Vec<interlink_core::claims::Claim>, oneshot::Sender<()>),
     Dial(Multiaddr, oneshot::Sender<Result<(), NetError>>),
     Send(
         Box<OutgoingMessage>,
@@ -139,6 +140,16 @@ impl Handle {
     /// Changes this session's summary and re-announces at once.
     pub async fn set_summary(&self, summary: String) -> Result<(), NetError> {
         self.request(|tx| Command::SetSummary(summary, tx)).await
+    }
+
+    /// Sets this session's claims on files of its project (checked by the caller with
+    /// `interlink_core::claims::check_set`; details that do not check are not
+    /// announced) and announces them at once.
+    pub async fn set_claims(
+        &self,
+        claims: Vec<interlink_core::claims::Claim>,
+    ) -> Result<(), NetError> {
+        self.request(|tx| Command::SetClaims(claims, tx)).await
     }
 
     /// Changes how this session says messages reach its agent (the announcement's

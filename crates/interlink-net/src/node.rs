@@ -456,6 +456,10 @@ impl Actor {
                 self.set_details(|d| d.summary = summary);
                 let _ = tx.send(());
             }
+            Command::SetClaims(claims, tx) => {
+                self.set_details(|d| d.claims = claims);
+                let _ = tx.send(());
+            }
             Command::SetDelivery(delivery, tx) => {
                 if let Role::Session(spec) = &mut self.role
                     && spec.delivery != delivery

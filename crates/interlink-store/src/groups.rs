@@ -397,10 +397,10 @@ pub enum EditError {
     #[error(transparent)]
     Invalid(#[from] InvalidGroup),
     /// A group by that name exists.
-    #[error("a group named {0:?} exists already (change it with update_group / `group add`)")]
+    #[error("a group named {0:?} exists already (change it with the group tool / `group add`)")]
     Exists(String),
     /// No group by that name.
-    #[error("no group is named {0:?} (list them with list_groups or `interlink-p2p group list`)")]
+    #[error("no group is named {0:?} (list them with the group tool or `interlink-p2p group list`)")]
     NoSuchGroup(String),
     /// A member text does not parse.
     #[error("member {text:?}: {why}")]

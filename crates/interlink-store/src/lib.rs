@@ -17,6 +17,7 @@
 
 pub mod address_book;
 pub mod atomic;
+pub mod claims;
 pub mod env;
 pub mod files;
 pub mod groups;

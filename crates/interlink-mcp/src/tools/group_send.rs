@@ -136,7 +136,7 @@ impl Server {
         let Some(group) = groups.get(name) else {
             let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
             return Err(ToolError(format!(
-                "no group is named {name:?}; this user's groups: {} (create_group makes one)",
+                "no group is named {name:?}; this user's groups: {} (the group tool makes one)",
                 if names.is_empty() {
                     "none".to_owned()
                 } else {

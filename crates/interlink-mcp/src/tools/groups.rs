@@ -1,5 +1,6 @@
-//! The group tools: `create_group`, `list_groups`, `update_group`, `delete_group` —
-//! the same edits of `groups.json` as `interlink-p2p group` ([`crate::groups`]).
+//! The group tool, `group`: lists, creates, edits and deletes this user's groups — the
+//! same edits of `groups.json` as `interlink-p2p group` ([`crate::groups`]). One tool
+//! rather than four, since every session pays for each tool's schema on every turn.
 //! Sending to a group is `send_message(to: "group:<name>")`.
 //!
 //! A group changes whom a message is addressed to, never who may write to this user:
@@ -17,36 +18,22 @@ use crate::{
     server::Server,
 };
 
-/// Arguments of `create_group`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// Arguments of `group`: none lists; `name` with `members` creates, with `add` or
+/// `remove` changes, with `delete` deletes.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct CreateGroupArgs {
+pub(crate) struct GroupArgs {
     /// 1-32 of A-Z a-z 0-9 . _ -
-    pub name: String,
-    /// Peers (petname or fingerprint), or peer/session.
+    pub name: Option<String>,
+    /// Create with these: peer or peer/session.
+    #[serde(default)]
     pub members: Vec<String>,
-}
-
-/// Arguments of `update_group`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdateGroupArgs {
-    /// The group.
-    pub name: String,
-    /// Members to add: peer or peer/session.
     #[serde(default)]
     pub add: Vec<String>,
-    /// Members to remove: peer or peer/session.
     #[serde(default)]
     pub remove: Vec<String>,
-}
-
-/// Arguments of `delete_group`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DeleteGroupArgs {
-    /// The group.
-    pub name: String,
+    #[serde(default)]
+    pub delete: bool,
 }
 
 impl Server {
@@ -62,25 +49,46 @@ impl Server {
 
 #[tool_router(router = groups_router, vis = "pub(crate)")]
 impl Server {
-    /// Create a group of peers, shared by this user's sessions; send to it with
-    /// to="group:<name>".
+    /// This user's groups of peers (send with to="group:<name>"). No arguments lists;
+    /// name+members creates; name+add/remove edits; name+delete deletes.
     #[tool]
-    async fn create_group(&self, Parameters(args): Parameters<CreateGroupArgs>) -> CallToolResult {
-        match groups::create(&self.ctx.home, args.name.trim(), &args.members) {
-            Ok(g) => self.group_result("created", &g),
-            Err(e) => self.ctx.error(e.into()),
-        }
+    async fn group(&self, Parameters(args): Parameters<GroupArgs>) -> CallToolResult {
+        let home = &self.ctx.home;
+        let Some(name) = args.name.as_deref().map(str::trim) else {
+            return self.list_groups();
+        };
+        let edits = !args.add.is_empty() || !args.remove.is_empty();
+        let result = match (!args.members.is_empty(), edits, args.delete) {
+            (true, false, false) => {
+                groups::create(home, name, &args.members).map(|g| self.group_result("created", &g))
+            }
+            (false, true, false) => groups::update(home, name, &args.add, &args.remove)
+                .map(|g| self.group_result("updated", &g)),
+            (false, false, true) => groups::delete(home, name).map(|g| {
+                self.ctx.ok(
+                    format!("deleted group {}", g.name),
+                    json!({ "name": g.name, "deleted": true }),
+                )
+            }),
+            _ => {
+                return self.ctx.error(ToolError(
+                    "give name with one of: members (create), add/remove (edit), delete: true"
+                        .into(),
+                ));
+            }
+        };
+        result.unwrap_or_else(|e| self.ctx.error(e.into()))
     }
+}
 
-    /// This user's groups and their members.
-    #[tool(annotations(read_only_hint = true))]
-    async fn list_groups(&self) -> CallToolResult {
+impl Server {
+    fn list_groups(&self) -> CallToolResult {
         let ctx = &self.ctx;
         let result = (|| {
             let all = groups::load(&ctx.home)?;
             let policy = policy::load(&ctx.home)?;
             let text = if all.is_empty() {
-                "no groups yet (create_group makes one)".to_owned()
+                "no groups yet (group with name and members makes one)".to_owned()
             } else {
                 all.iter()
                     .map(|g| format!("group {}", groups::group_line(&policy, g)))
@@ -93,32 +101,6 @@ impl Server {
         match result {
             Ok((text, value)) => ctx.ok(text, value),
             Err(e) => ctx.error(e),
-        }
-    }
-
-    /// Add or remove members of a group.
-    #[tool]
-    async fn update_group(&self, Parameters(args): Parameters<UpdateGroupArgs>) -> CallToolResult {
-        if args.add.is_empty() && args.remove.is_empty() {
-            return self.ctx.error(ToolError(
-                "nothing to change: give add and/or remove".into(),
-            ));
-        }
-        match groups::update(&self.ctx.home, args.name.trim(), &args.add, &args.remove) {
-            Ok(g) => self.group_result("updated", &g),
-            Err(e) => self.ctx.error(e.into()),
-        }
-    }
-
-    /// Delete a group.
-    #[tool]
-    async fn delete_group(&self, Parameters(args): Parameters<DeleteGroupArgs>) -> CallToolResult {
-        match groups::delete(&self.ctx.home, args.name.trim()) {
-            Ok(g) => self.ctx.ok(
-                format!("deleted group {}", g.name),
-                json!({ "name": g.name, "deleted": true }),
-            ),
-            Err(e) => self.ctx.error(e.into()),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! - [`messaging`]: `send_message`, `receive_messages`, `acknowledge_messages`,
 //!   `message_status`, `list_pending` (sending itself: `send`, and to a group or every
 //!   recipient of one: `group_send`);
-//! - [`groups`]: `create_group`, `list_groups`, `update_group`, `delete_group`;
+//! - [`groups`]: `group` (list, create, edit, delete);
 //! - [`sessions`]: `whoami`, `discover`, `set_summary`;
 //! - [`pairing`]: `list_peers`, `add_peer`, `remove_peer`, `request_pair`,
 //!   `list_pair_requests`, `accept_pair`, `reject_pair`;

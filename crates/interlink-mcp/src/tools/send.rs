@@ -138,7 +138,7 @@ impl Server {
             return Err(ToolError(
                 "`session` picks a session of the one identity `to` names: a group message \
                  or a reply goes to the sessions it was addressed to (narrow a group's \
-                 member with update_group instead)"
+                 member with the group tool instead)"
                     .into(),
             ));
         }
@@ -393,7 +393,7 @@ impl Server {
                  `interlink-p2p invite` and sends them the code, which they pass to \
                  `interlink-p2p join`; or `interlink-p2p peer add NAME KEY` on both sides \
                  (KEY from `interlink-p2p id` or whoami there). A group is named \
-                 group:<name> (list_groups).",
+                 group:<name> (the group tool lists them).",
                 if policy.is_empty() {
                     "none".to_owned()
                 } else {
