@@ -63,6 +63,24 @@ pub async fn start_on_loopback(
     McpSession::start(user.home(), session, &args, &all_env).await
 }
 
+/// Like [`start_on_loopback`], the session working in `dir` (its cwd: a repository,
+/// for claims).
+pub async fn start_on_loopback_in(
+    user: &User,
+    session: &str,
+    boot: Option<&str>,
+    dir: &Path,
+) -> anyhow::Result<McpSession> {
+    let mut args: Vec<&str> = vec!["--session", session];
+    args.extend_from_slice(LOOPBACK);
+    if let Some(b) = boot {
+        args.extend(["--bootstrap", b]);
+    }
+    let mut cmd = command(user.home(), STEADY)?;
+    cmd.current_dir(dir).arg("mcp").args(&args);
+    McpSession::launch(cmd, user.home(), session, None, Human::Approves, false).await
+}
+
 /// Waits (one step's [`deadline`]) until `viewer`'s `discover` lists `session`, of any
 /// identity; returns that `discover` result.
 pub async fn sees(viewer: &McpSession, session: &str) -> anyhow::Result<Value> {

@@ -298,6 +298,8 @@ pub(crate) struct Shared {
     pub pinned: bool,
     /// Delivery through the agent host's own inbox socket, where there is one.
     pub host_inbox: HostInboxState,
+    /// Claims on files: the project, and what the agent should hear of conflicts.
+    pub claims: crate::claims::ClaimsState,
 }
 
 /// Where delivery through the agent host's inbox socket stands
@@ -431,6 +433,7 @@ impl Context {
                     active: host_inbox.is_some(),
                     ..HostInboxState::default()
                 },
+                claims: crate::claims::ClaimsState::default(),
             }),
             host_inbox,
             read_lock: Arc::new(tokio::sync::Mutex::new(())),
@@ -596,10 +599,10 @@ impl Context {
             };
         }
         let text = with_footer(text, footer(n));
-        let mut result = CallToolResult::success(vec![ContentBlock::text(with_footer(
-            text,
-            pair_footer(pairs_waiting),
-        ))]);
+        let text = with_footer(text, pair_footer(pairs_waiting));
+        let news = self.shared().claims.take_news();
+        let text = with_footer(text, (!news.is_empty()).then(|| news.join("\n")));
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(structured);
         result
     }

@@ -59,6 +59,7 @@
 // The home's files, under their own names for the modules here.
 use interlink_store::{files, groups, pairing, paths, policy, read_state, sent_log};
 
+mod claims;
 pub mod cli;
 mod codex;
 mod consent;

@@ -67,6 +67,7 @@ impl Server {
             + Self::tasks_router()
             + Self::codex_router()
             + Self::conversation_router()
+            + Self::claims_router()
     }
 }
 

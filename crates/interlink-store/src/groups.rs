@@ -400,7 +400,9 @@ pub enum EditError {
     #[error("a group named {0:?} exists already (change it with the group tool / `group add`)")]
     Exists(String),
     /// No group by that name.
-    #[error("no group is named {0:?} (list them with the group tool or `interlink-p2p group list`)")]
+    #[error(
+        "no group is named {0:?} (list them with the group tool or `interlink-p2p group list`)"
+    )]
     NoSuchGroup(String),
     /// A member text does not parse.
     #[error("member {text:?}: {why}")]

@@ -12,8 +12,10 @@
 //!   `list_pair_requests`, `accept_pair`, `reject_pair`;
 //! - [`tasks`]: `conversation_history`, `cancel_task`;
 //! - [`codex`]: `bind_codex_session`, `failed_deliveries`;
-//! - [`conversation`]: `bind_session` (Claude Code's SessionStart hook).
+//! - [`conversation`]: `bind_session` (Claude Code's SessionStart hook);
+//! - [`claims`]: `claim` (claim, release, check files of the repository).
 
+pub(crate) mod claims;
 pub(crate) mod codex;
 pub(crate) mod conversation;
 mod group_send;

@@ -9,7 +9,9 @@
 //! - [`channel`]: pushes each message as a channel notification (channel mode; started
 //!   by [`crate::serve`] once the MCP peer exists);
 //! - [`host_inbox`]: writes each message into the agent host's own inbox socket
-//!   (under a Claude Code that has one).
+//!   (under a Claude Code that has one);
+//! - [`claims`]: puts the saved claims back on the network, keeps the project's board
+//!   written for the hooks and the guard, and tells the agent of new conflicts.
 //!
 //! Each takes only what it uses of the session — its [`crate::paths::SessionDir`], the
 //! node's status, the receipt queue, a [`crate::context::SharedState`] handle — in an
@@ -27,6 +29,7 @@ use tracing::warn;
 use crate::context::{Context, ReadReceipt};
 
 pub(crate) mod channel;
+pub(crate) mod claims;
 pub(crate) mod codex;
 pub(crate) mod follow;
 pub(crate) mod host_inbox;
@@ -55,6 +58,10 @@ pub(crate) fn spawn(ctx: &Arc<Context>, cancel: &CancellationToken) -> JoinHandl
     };
     tokio::spawn(follow::follow(
         follow::Follow::of(ctx, &bound),
+        cancel.clone(),
+    ));
+    tokio::spawn(claims::keep(
+        claims::ClaimsWorker::of(ctx, &bound),
         cancel.clone(),
     ));
     if let Some(w) = host_inbox::HostInboxWorker::of(ctx, &bound) {

@@ -1,0 +1,234 @@
+//! This session's claims on files (docs/CLAIMS.md): what the agent asks for turned
+//! into patterns of its project, the board of that project as this session's roster
+//! shows it, the view of it the hooks and the git guard read, and the lines its agent
+//! is told when a conflict appears.
+
+use std::collections::{HashSet, VecDeque};
+
+use interlink_core::{
+    claims::{Board, Conflict, Pattern, Placed, ProjectId, Standing, project::relative_to},
+    presence::IdentityView,
+    wire::SessionAddr,
+};
+use interlink_store::claims::{BoardView, ViewClaim};
+
+use crate::{dates::utc, project::Project, render::Names};
+
+/// Most lines waiting for the agent's next tool result.
+const MAX_NEWS: usize = 8;
+/// Most conflicts remembered as told (forgotten all at once beyond it: at worst one is
+/// told again).
+const MAX_TOLD: usize = 4096;
+
+/// What the session knows of claims, under the context's lock.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimsState {
+    /// The project of the working directory, found once per directory.
+    project: Option<(String, Option<Project>)>,
+    /// Conflicts the agent was told of: (first, second) as (session, pattern) each.
+    told: HashSet<ConflictKey>,
+    /// Lines for the agent's next tool result.
+    news: VecDeque<String>,
+}
+
+type ConflictKey = (SessionAddr, String, SessionAddr, String);
+
+impl ClaimsState {
+    /// The project of `cwd` (asks git the first time for each directory).
+    pub(crate) fn project(&mut self, cwd: &str) -> Option<Project> {
+        match &self.project {
+            Some((dir, p)) if dir == cwd => p.clone(),
+            _ => {
+                let p = crate::project::detect(std::path::Path::new(cwd));
+                self.project = Some((cwd.to_owned(), p.clone()));
+                p
+            }
+        }
+    }
+
+    /// Takes the lines waiting for the agent.
+    pub(crate) fn take_news(&mut self) -> Vec<String> {
+        self.news.drain(..).collect()
+    }
+
+    /// Notes the conflicts on `board` that involve `own`, and queues a line for each the
+    /// agent was not told of yet (unless `tell` is false: the claim tool's own result
+    /// says them). Conflicts that ended are forgotten, so one that comes back is told
+    /// again.
+    pub(crate) fn note_conflicts(
+        &mut self,
+        board: &Board,
+        own: &SessionAddr,
+        names: &Names<'_>,
+        tell: bool,
+    ) {
+        let now: Vec<Conflict> = board
+            .conflicts()
+            .into_iter()
+            .filter(|c| &c.first.by == own || &c.second.by == own)
+            .collect();
+        let keys: HashSet<ConflictKey> = now.iter().map(key_of).collect();
+        self.told.retain(|k| keys.contains(k));
+        if self.told.len() > MAX_TOLD {
+            self.told.clear();
+        }
+        for c in &now {
+            if !self.told.insert(key_of(c)) || !tell {
+                continue;
+            }
+            let line = if &c.first.by == own {
+                format!(
+                    "[interlink: {} also claims {} ({}), overlapping your claim on {}: yours came first and holds; theirs waits]",
+                    who(&c.second, names),
+                    c.second.pattern(),
+                    reason_of(&c.second),
+                    c.first.pattern()
+                )
+            } else {
+                format!(
+                    "[interlink: your claim on {} waits behind {}: {} ({}, since {}); do not edit those files until it ends]",
+                    c.second.pattern(),
+                    who(&c.first, names),
+                    c.first.pattern(),
+                    reason_of(&c.first),
+                    utc(c.first.claim.since)
+                )
+            };
+            if self.news.len() == MAX_NEWS {
+                self.news.pop_front();
+            }
+            self.news.push_back(line);
+        }
+    }
+}
+
+fn key_of(c: &Conflict) -> ConflictKey {
+    (
+        c.first.by.clone(),
+        c.first.pattern().to_string(),
+        c.second.by.clone(),
+        c.second.pattern().to_string(),
+    )
+}
+
+fn reason_of(p: &Placed) -> String {
+    let kind = if p.claim.exclusive {
+        "exclusive"
+    } else {
+        "shared"
+    };
+    if p.claim.reason.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}: {:?}", p.claim.reason)
+    }
+}
+
+/// A claimer as the agent reads it: `self's session abc` or `bob's session def`.
+pub(crate) fn who(p: &Placed, names: &Names<'_>) -> String {
+    let name = names
+        .of(&p.by.key)
+        .unwrap_or_else(|| p.by.key.fingerprint().to_string());
+    format!("{name}'s session {}", p.by.session)
+}
+
+/// Where a claim stands, in words.
+pub(crate) fn standing_text(p: &Placed, standing: &Standing, names: &Names<'_>) -> String {
+    match standing {
+        Standing::Held => format!("{} ({}): held", p.pattern(), reason_of(p)),
+        Standing::Waits(first) => format!(
+            "{} ({}): waits behind {} on {} ({}, since {})",
+            p.pattern(),
+            reason_of(p),
+            who(first, names),
+            first.pattern(),
+            reason_of(first),
+            utc(first.claim.since)
+        ),
+    }
+}
+
+/// What the agent wrote turned into a pattern of the project rooted at `root`: a path
+/// or glob relative to `cwd` or absolute, inside the repository. A directory that
+/// exists names everything below it.
+pub(crate) fn resolve(root: &std::path::Path, cwd: &str, input: &str) -> Result<String, String> {
+    let input = input.trim();
+    let root_text = root.to_string_lossy();
+    let absolute = std::path::Path::new(input).is_absolute() || input.starts_with('/');
+    let joined = if absolute {
+        input.to_owned()
+    } else {
+        format!("{cwd}/{input}")
+    };
+    let rel = relative_to(&root_text, &joined).ok_or_else(|| {
+        format!("{input:?} is outside the repository at {root_text}; claims are on its files")
+    })?;
+    let rel = if rel.is_empty() {
+        "**".to_owned()
+    } else if !rel.contains(['*', '?']) && root.join(&rel).is_dir() {
+        format!("{rel}/**")
+    } else {
+        rel
+    };
+    Pattern::parse(&rel)
+        .map(|p| p.as_str().to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// The board of `project` from `roster`, with `own`'s claims as they are now (the
+/// roster may not have taken in this session's newest announcement yet).
+pub(crate) fn board_of(
+    roster: &[IdentityView],
+    project: &ProjectId,
+    own: &SessionAddr,
+    own_claims: Vec<interlink_core::claims::Claim>,
+    now: u64,
+) -> Board {
+    let (mut board, _) = Board::from_views(roster, project, now);
+    let _ = board.set(own.clone(), own_claims, now);
+    board
+}
+
+/// The view of `board` written for the hooks, the guard and `interlink-p2p claims`.
+pub(crate) fn view_of(
+    board: &Board,
+    project: &Project,
+    own: &SessionAddr,
+    names: &Names<'_>,
+    now: u64,
+) -> BoardView {
+    let mut view = BoardView::new(
+        project.id.to_hex(),
+        project.root.to_string_lossy().into_owned(),
+        own.key.to_hex(),
+        own.session.to_string(),
+        now,
+    );
+    view.claims = board
+        .claims()
+        .map(|(p, standing)| ViewClaim {
+            key: p.by.key.to_hex(),
+            session: p.by.session.to_string(),
+            name: names.of(&p.by.key),
+            pattern: p.pattern().to_string(),
+            exclusive: p.claim.exclusive,
+            reason: p.claim.reason.clone(),
+            since: p.claim.since,
+            until: p.claim.until,
+            held: standing == Standing::Held,
+            waits_behind: match standing {
+                Standing::Held => None,
+                Standing::Waits(first) => Some((
+                    first.by.key.to_hex(),
+                    first.by.session.to_string(),
+                    first.pattern().to_string(),
+                )),
+            },
+        })
+        .collect();
+    view
+}
+
+#[cfg(test)]
+#[path = "claims_tests.rs"]
+mod tests;
