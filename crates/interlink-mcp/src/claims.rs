@@ -229,6 +229,73 @@ pub(crate) fn view_of(
     view
 }
 
+/// What lies on a project's board as the running sessions of this home see it, for the
+/// commands that run without a node: `interlink-p2p claims`, the edit hooks and the git
+/// guard.
+#[derive(Debug)]
+pub struct Seen {
+    /// The project of the directory asked about.
+    pub project: Project,
+    /// The freshest board view of it a running session wrote, if any.
+    pub view: Option<BoardView>,
+}
+
+/// The project of `dir` and the freshest board of it in `home` at `now`; `None`
+/// outside a repository.
+pub fn seen_from(
+    home: &interlink_store::paths::Home,
+    dir: &std::path::Path,
+    now: u64,
+) -> Option<Seen> {
+    let project = crate::project::detect(dir)?;
+    let view = interlink_store::claims::read_boards(home, &project.id.to_hex(), now)
+        .into_iter()
+        .next();
+    Some(Seen { project, view })
+}
+
+/// The claims of `view` an edit of `path` (relative to the root) by the session `me`
+/// (identity key hex, session id) collides with: held, exclusive, another session's,
+/// covering the path. With `me` unknown, every such claim counts.
+pub fn held_against<'a>(
+    view: &'a BoardView,
+    path: &str,
+    me: Option<(&str, &str)>,
+) -> Vec<&'a ViewClaim> {
+    view.claims
+        .iter()
+        .filter(|c| c.held && c.exclusive)
+        .filter(|c| me != Some((c.key.as_str(), c.session.as_str())))
+        .filter(|c| Pattern::parse(&c.pattern).is_ok_and(|p| p.covers(path)))
+        .collect()
+}
+
+/// One claim for a person or an agent: `bob's session s2 holds src/api/** (exclusive:
+/// "fixing login", since …, until …)`.
+pub fn claim_line(c: &ViewClaim) -> String {
+    let who = c
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{}…", &c.key[..c.key.len().min(16)]));
+    let kind = if c.exclusive { "exclusive" } else { "shared" };
+    let reason = if c.reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {:?}", c.reason)
+    };
+    let stand = match &c.waits_behind {
+        None => "holds".to_owned(),
+        Some((_, session, pattern)) => format!("waits behind session {session} ({pattern}) for"),
+    };
+    format!(
+        "{who}'s session {} {stand} {} ({kind}{reason}, since {}, until {})",
+        c.session,
+        c.pattern,
+        utc(c.since),
+        utc(c.until)
+    )
+}
+
 #[cfg(test)]
 #[path = "claims_tests.rs"]
 mod tests;

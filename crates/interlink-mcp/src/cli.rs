@@ -45,3 +45,11 @@ pub mod stop_hook {
 pub mod network_view {
     pub use crate::network_view::{REWRITE_AT_LEAST, keep_written, lines};
 }
+
+/// Claims on files, as the commands without a node see them: the project of a
+/// directory (asked of git), the board the home's running sessions keep, and who holds
+/// a path.
+pub mod claims {
+    pub use crate::claims::{Seen, claim_line, held_against, seen_from};
+    pub use crate::project::{Project, detect as project_of};
+}

@@ -10,18 +10,18 @@ use interlink_core::claims::project::{Basis, ProjectId, RepoFacts};
 
 /// A repository and its project.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Project {
+pub struct Project {
     /// The id, the same in every clone.
-    pub(crate) id: ProjectId,
+    pub id: ProjectId,
     /// Which rule gave it.
-    pub(crate) basis: Basis,
+    pub basis: Basis,
     /// The repository's top-level directory here.
-    pub(crate) root: PathBuf,
+    pub root: PathBuf,
 }
 
 /// The project of `dir`: `None` outside a repository or without `git` on the PATH.
 /// Runs `git` three times (about 5 ms in all).
-pub(crate) fn detect(dir: &Path) -> Option<Project> {
+pub fn detect(dir: &Path) -> Option<Project> {
     let top = git(
         dir,
         &["rev-parse", "--show-toplevel", "--is-shallow-repository"],

@@ -16,6 +16,8 @@
 //!   a one-line code, over a short-lived session ([`pairing_session`]).
 //! - `mcp` ([`mcp`]): the MCP server of an agent session; `wait` ([`wait`]): the
 //!   Claude Code Stop hook.
+//! - `claims` ([`claims`]): the claims on files of this repository, and Claude Code's
+//!   edit hook; `guard` ([`guard`]): the git pre-commit hook that consults them.
 //! - `peers` ([`peers`]): an observer's view of the overlay.
 //! - `probe` ([`probe`]): a sessionless check of one address.
 //! - `install` / `uninstall` ([`install`]): the agent hosts' configuration.
@@ -27,11 +29,13 @@
 //! start-up and the sender are in `interlink-mcp`, shared with the MCP server.
 #![warn(missing_docs)]
 
+pub mod claims;
 pub mod config;
 pub mod ctx;
 pub mod demo;
 pub mod device;
 pub mod group;
+pub mod guard;
 pub mod id;
 pub mod inbox;
 pub mod install;

@@ -6,8 +6,8 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 use interlink_p2p::{
-    Ctx, demo, group, id, inbox, install, invite, join, mcp, pair, peer, peers, probe, run, send,
-    wait,
+    Ctx, claims, demo, group, guard, id, inbox, install, invite, join, mcp, pair, peer, peers,
+    probe, run, send, wait,
 };
 
 /// Coding-agent sessions that find each other and talk, peer to peer.
@@ -34,6 +34,8 @@ enum Command {
     Inbox(inbox::Args),
     Peer(peer::Args),
     Group(group::Args),
+    Claims(claims::Args),
+    Guard(guard::Args),
     Pair(pair::Args),
     Invite(invite::Args),
     Join(join::Args),
@@ -100,6 +102,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inbox(a) => inbox::command(a, ctx),
         Command::Peer(a) => peer::command(a, ctx),
         Command::Group(a) => group::command(a, ctx),
+        Command::Claims(a) => claims::command(a, ctx),
+        Command::Guard(a) => guard::command(a, ctx),
         Command::Pair(a) => pair::command(a, ctx),
         Command::Invite(a) => invite::command(a, ctx),
         Command::Join(a) => join::command(a, ctx),

@@ -12,6 +12,7 @@
 //! tailnet = false
 //! port = 7385
 //! name = "alice"
+//! claims_hook = "block"
 //! ```
 //!
 //! Each key stands for one environment variable ([`KEYS`]); a variable that is set, and
@@ -39,6 +40,7 @@ pub const KEYS: &[(&str, &str, Kind)] = &[
     ("tailnet", env::TAILNET, Kind::Bool),
     ("port", env::PORT, Kind::Port),
     ("name", env::NAME, Kind::Text),
+    ("claims_hook", crate::claims::ENV_CLAIMS_HOOK, Kind::Text),
 ];
 
 /// The type of a key's value.

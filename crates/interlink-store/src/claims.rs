@@ -160,7 +160,7 @@ pub fn read_boards(home: &Home, project: &str, now: u64) -> Vec<BoardView> {
         .filter_map(|e| read_board(&e.path().join(BOARD_FILE)))
         .filter(|v| v.project == project && now.saturating_sub(v.written_ms) <= BOARD_FRESH_MS)
         .collect();
-    views.sort_by(|a, b| b.written_ms.cmp(&a.written_ms));
+    views.sort_by_key(|v| std::cmp::Reverse(v.written_ms));
     views
 }
 

@@ -1,8 +1,9 @@
 //! The Claude Code adapter: the user-scope MCP server `interlink` in `~/.claude.json`
 //! (`mcpServers.interlink`: `interlink-p2p mcp`), and in `~/.claude/settings.json` the
 //! asynchronous Stop hook running `interlink-p2p wait` with `asyncRewake`, which wakes
-//! an idle agent when a message arrives, and the SessionStart hook that keeps the
-//! server's session on the current conversation (`/clear`, resume). With
+//! an idle agent when a message arrives, the SessionStart hook that keeps the
+//! server's session on the current conversation (`/clear`, resume), and the PreToolUse
+//! hook on the edit tools that consults claims on files (`interlink-p2p claims hook`). With
 //! `CLAUDE_CONFIG_DIR` set, Claude Code
 //! reads both from that directory instead (`.claude.json`, `settings.json`).
 
@@ -141,6 +142,22 @@ fn set_hook(
     ours: impl Fn(&Value) -> bool,
     action: Action,
 ) -> anyhow::Result<Option<HookChange>> {
+    set_hook_in(doc, event, None, wanted, ours, action)
+}
+
+/// [`set_hook`], a group it adds matching the tools `matcher` names (PreToolUse).
+fn set_hook_in(
+    doc: &mut Map<String, Value>,
+    event: &str,
+    matcher: Option<&str>,
+    wanted: &Value,
+    ours: impl Fn(&Value) -> bool,
+    action: Action,
+) -> anyhow::Result<Option<HookChange>> {
+    let group = match matcher {
+        Some(m) => json!({"matcher": m, "hooks": [wanted]}),
+        None => json!({"hooks": [wanted]}),
+    };
     let groups = doc
         .get_mut("hooks")
         .and_then(Value::as_object_mut)
@@ -150,7 +167,7 @@ fn set_hook(
         if action == Action::Uninstall {
             return Ok(None);
         }
-        object(doc, "hooks")?.insert(event.into(), json!([{"hooks": [wanted]}]));
+        object(doc, "hooks")?.insert(event.into(), json!([group]));
         return Ok(Some(HookChange::Added));
     };
     match action {
@@ -169,7 +186,7 @@ fn set_hook(
                 }
             }
             if !found {
-                groups.push(json!({"hooks": [wanted]}));
+                groups.push(group);
                 return Ok(Some(HookChange::Added));
             }
             Ok(changed.then_some(HookChange::Updated))
@@ -212,6 +229,56 @@ pub(super) fn hook(
         }
         Some(HookChange::Updated) => vec![format!("updated the Stop hook to `{wait}`")],
         Some(HookChange::Removed) => vec!["removed the Stop hook `interlink-p2p wait`".to_owned()],
+        None => vec![],
+    })
+}
+
+/// The edit tools whose writes the claims hook looks at.
+pub(crate) const EDIT_TOOLS: &str = "Edit|Write|MultiEdit|NotebookEdit";
+
+/// Whether a hook is this program's `claims hook` (shell or exec form).
+fn is_our_claims_hook(hook: &Value) -> bool {
+    let Some(command) = hook["command"].as_str() else {
+        return false;
+    };
+    let ours = |program: &str| {
+        let name = program.rsplit(['/', '\\']).next().unwrap_or(program);
+        name == "interlink-p2p" || name.eq_ignore_ascii_case("interlink-p2p.exe")
+    };
+    if let Some(args) = hook["args"].as_array() {
+        return ours(command) && args.first().and_then(Value::as_str) == Some("claims");
+    }
+    command.ends_with(" claims hook")
+        && ours(command.trim_end_matches(" claims hook").trim_matches('\''))
+}
+
+/// The PreToolUse hook on the edit tools: `interlink-p2p claims hook` warns the agent
+/// (or, with `claims_hook = "block"`, refuses the edit) when another live session holds
+/// the file exclusively (docs/CLAIMS.md).
+pub(super) fn claims_hook(
+    doc: &mut Map<String, Value>,
+    command: &str,
+    action: Action,
+) -> anyhow::Result<Vec<String>> {
+    let wanted = if cfg!(windows) {
+        json!({"type": "command", "command": command, "args": ["claims", "hook"], "timeout": 10})
+    } else {
+        json!({"type": "command", "command": format!("{} claims hook", shell_quoted(command)), "timeout": 10})
+    };
+    let change = set_hook_in(
+        doc,
+        "PreToolUse",
+        Some(EDIT_TOOLS),
+        &wanted,
+        is_our_claims_hook,
+        action,
+    )?;
+    Ok(match change {
+        Some(HookChange::Added) => vec![format!(
+            "added the PreToolUse hook on {EDIT_TOOLS}: `claims hook` (claims on files)"
+        )],
+        Some(HookChange::Updated) => vec!["updated the PreToolUse claims hook".to_owned()],
+        Some(HookChange::Removed) => vec!["removed the PreToolUse claims hook".to_owned()],
         None => vec![],
     })
 }

@@ -60,3 +60,35 @@ fn the_delivery_note_names_the_path_sessions_will_take() {
     assert!(note.contains("not found on PATH"), "{note}");
     assert!(delivery_note(Some("garbage"), &none).contains("not found"));
 }
+
+/// The PreToolUse claims hook goes in a group of its own matching the edit tools, next
+/// to the user's own PreToolUse hooks; installing again changes nothing; uninstalling
+/// removes ours and keeps theirs.
+#[test]
+fn the_claims_hook_matches_the_edit_tools_and_keeps_the_users_hooks() {
+    let theirs = json!({"matcher": "Bash", "hooks": [{"type": "command", "command": "audit.sh"}]});
+    let mut doc = json!({"hooks": {"PreToolUse": [theirs.clone()]}})
+        .as_object()
+        .unwrap()
+        .clone();
+    let notes = claims_hook(&mut doc, "/Users/a b/interlink-p2p", Action::Install).unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let groups = doc["hooks"]["PreToolUse"].as_array().unwrap().clone();
+    assert_eq!(groups.len(), 2);
+    assert_eq!(groups[0], theirs);
+    assert_eq!(groups[1]["matcher"], EDIT_TOOLS);
+    let ours = &groups[1]["hooks"][0];
+    assert!(is_our_claims_hook(ours), "{ours}");
+    if !cfg!(windows) {
+        assert_eq!(ours["command"], "'/Users/a b/interlink-p2p' claims hook");
+    }
+    assert!(!is_our_claims_hook(&theirs["hooks"][0]));
+    assert!(
+        claims_hook(&mut doc, "/Users/a b/interlink-p2p", Action::Install)
+            .unwrap()
+            .is_empty()
+    );
+    let notes = claims_hook(&mut doc, "/x/interlink-p2p", Action::Uninstall).unwrap();
+    assert_eq!(notes, ["removed the PreToolUse claims hook"]);
+    assert_eq!(doc["hooks"]["PreToolUse"], json!([theirs]));
+}

@@ -153,6 +153,7 @@ pub fn run(
             let (new, notes) = edit_json(&path, |doc| {
                 let mut notes = claude::hook(doc, command, action)?;
                 notes.extend(claude::conversation_hooks(doc, action)?);
+                notes.extend(claude::claims_hook(doc, command, action)?);
                 Ok(notes)
             })?;
             changes.push((path, notes, new));

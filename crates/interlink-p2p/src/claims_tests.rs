@@ -1,0 +1,168 @@
+use std::{path::Path, process::Command};
+
+use interlink_store::claims::{ViewClaim, write_board};
+
+use super::*;
+
+/// Runs git in `dir` (a test needs it: under CI it must be there).
+pub(crate) fn git(dir: &Path, args: &[&str]) -> bool {
+    let ran = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output();
+    match ran {
+        Ok(out) => {
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            true
+        }
+        Err(e) => {
+            assert!(std::env::var_os("CI").is_none(), "git is needed: {e}");
+            eprintln!("SKIPPED: git is not on the PATH ({e})");
+            false
+        }
+    }
+}
+
+/// A repository with `src/api/auth.rs` and `README.md`; `None` without git.
+pub(crate) fn repo(root: &Path) -> Option<std::path::PathBuf> {
+    let dir = root.join("repo");
+    std::fs::create_dir_all(dir.join("src/api")).unwrap();
+    if !git(&dir, &["init", "-q"]) {
+        return None;
+    }
+    std::fs::write(dir.join("src/api/auth.rs"), "fn login() {}\n").unwrap();
+    std::fs::write(dir.join("README.md"), "r\n").unwrap();
+    git(&dir, &["add", "."]);
+    git(&dir, &["commit", "-q", "-m", "first"]);
+    Some(dir)
+}
+
+pub(crate) fn held(key: &str, session: &str, pattern: &str) -> ViewClaim {
+    ViewClaim {
+        key: key.into(),
+        session: session.into(),
+        name: Some("alice".into()),
+        pattern: pattern.into(),
+        exclusive: true,
+        reason: "moving auth to v2".into(),
+        since: 1,
+        until: u64::MAX,
+        held: true,
+        waits_behind: None,
+    }
+}
+
+/// Writes a running session's board of the project of `repo` into `home`.
+pub(crate) fn board(home: &Home, repo: &Path, claims: Vec<ViewClaim>, now: u64) {
+    let project = interlink_mcp::cli::claims::project_of(repo).unwrap();
+    let dir = home
+        .session(&interlink_core::SessionId::new("writer").unwrap())
+        .unwrap();
+    std::fs::create_dir_all(dir.path()).unwrap();
+    let mut view = BoardView::new(
+        project.id.to_hex(),
+        project.root.to_string_lossy().into_owned(),
+        "k".into(),
+        "writer".into(),
+        now,
+    );
+    view.claims = claims;
+    write_board(&dir, &view).unwrap();
+}
+
+#[test]
+fn the_edit_hook_warns_blocks_or_stays_quiet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(repo) = repo(tmp.path()) else { return };
+    let home = Home::new(tmp.path().join("home"));
+    std::fs::create_dir_all(home.path()).unwrap();
+    let now = 10_000_000;
+    board(&home, &repo, vec![held("aa", "cl-a", "src/api/**")], now);
+    let input = |file: &str, session: &str| {
+        json!({
+            "session_id": session,
+            "cwd": repo,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Edit",
+            "tool_input": {"file_path": file, "old_string": "a", "new_string": "b"},
+        })
+        .to_string()
+    };
+    let auth = repo.join("src/api/auth.rs").to_string_lossy().into_owned();
+    let warn = edit_hook(&home, &input(&auth, "cl-b"), HookMode::Warn, now).unwrap();
+    let warn: Value = serde_json::from_str(&warn).unwrap();
+    let context = warn["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(
+        context.contains("src/api/auth.rs is claimed: alice's session cl-a holds src/api/**"),
+        "{context}"
+    );
+    assert!(warn["hookSpecificOutput"]["permissionDecision"].is_null());
+    let block = edit_hook(&home, &input(&auth, "cl-b"), HookMode::Block, now).unwrap();
+    let block: Value = serde_json::from_str(&block).unwrap();
+    assert_eq!(block["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert!(
+        block["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .contains("cl-a")
+    );
+    // A relative path from the hook's cwd, and a file not written yet, are the same.
+    assert!(edit_hook(&home, &input("src/api/new.rs", "cl-b"), HookMode::Warn, now).is_some());
+    // Free files, the mode off, a stale board and input that is no edit: nothing.
+    let readme = repo.join("README.md").to_string_lossy().into_owned();
+    assert_eq!(
+        edit_hook(&home, &input(&readme, "cl-b"), HookMode::Block, now),
+        None
+    );
+    assert_eq!(
+        edit_hook(&home, &input(&auth, "cl-b"), HookMode::Off, now),
+        None
+    );
+    assert_eq!(
+        edit_hook(&home, &input(&auth, "cl-b"), HookMode::Block, now + 60_000),
+        None
+    );
+    assert_eq!(edit_hook(&home, "not json", HookMode::Block, now), None);
+    assert_eq!(
+        edit_hook(
+            &home,
+            &json!({"tool_input": {"command": "ls"}}).to_string(),
+            HookMode::Block,
+            now
+        ),
+        None
+    );
+    assert!(HookMode::from_setting(Some("nope".into())).is_err());
+    assert_eq!(HookMode::from_setting(None).unwrap(), HookMode::Warn);
+}
+
+/// The holder's own edits go through: the hook's session is the claim's.
+#[test]
+fn the_holder_edits_freely() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(repo) = repo(tmp.path()) else { return };
+    let home = Home::new(tmp.path().join("home"));
+    std::fs::create_dir_all(home.path()).unwrap();
+    let (identity, _) = crate::load_identity(&home).unwrap();
+    let key = identity.public().to_hex();
+    let now = 10_000_000;
+    board(&home, &repo, vec![held(&key, "cl-a", "src/api/**")], now);
+    let input = json!({
+        "session_id": "cl-a",
+        "cwd": repo,
+        "tool_name": "Write",
+        "tool_input": {"file_path": repo.join("src/api/auth.rs"), "content": "x"},
+    })
+    .to_string();
+    assert_eq!(edit_hook(&home, &input, HookMode::Block, now), None);
+}

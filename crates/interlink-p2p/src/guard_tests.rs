@@ -1,0 +1,61 @@
+use interlink_store::paths::Home;
+
+use super::*;
+use crate::claims::tests::{board, git, held, repo};
+
+/// An existing hook is kept, runs first, and comes back on uninstall; installing twice
+/// keeps one copy.
+#[test]
+fn an_existing_hook_is_kept_and_put_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hooks = tmp.path().join("hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\necho lint\n").unwrap();
+    let note = install(
+        &hooks,
+        Path::new("/opt/it's/interlink-p2p"),
+        Path::new("/h"),
+    )
+    .unwrap();
+    assert!(note.contains(CHAINED), "{note}");
+    let ours = std::fs::read_to_string(hooks.join("pre-commit")).unwrap();
+    assert!(ours.contains(MARK) && ours.contains(CHAINED), "{ours}");
+    assert!(
+        ours.contains(r"exec '/opt/it'\''s/interlink-p2p' --home '/h' guard check"),
+        "{ours}"
+    );
+    // Again: ours is replaced, the kept hook stays kept.
+    install(&hooks, Path::new("/opt/x/interlink-p2p"), Path::new("/h")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(hooks.join(CHAINED)).unwrap(),
+        "#!/bin/sh\necho lint\n"
+    );
+    assert!(uninstall(&hooks).unwrap().contains("is back"));
+    assert_eq!(
+        std::fs::read_to_string(hooks.join("pre-commit")).unwrap(),
+        "#!/bin/sh\necho lint\n"
+    );
+    assert_eq!(uninstall(&hooks).unwrap(), "no guard installed here");
+}
+
+/// A staged file another session holds is refused, naming it; a free one is not.
+#[test]
+fn a_staged_held_file_is_refused_naming_its_holder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(repo) = repo(tmp.path()) else { return };
+    let home = Home::new(tmp.path().join("home"));
+    std::fs::create_dir_all(home.path()).unwrap();
+    let now = 10_000_000;
+    board(&home, &repo, vec![held("aa", "cl-a", "src/api/**")], now);
+    std::fs::write(repo.join("README.md"), "changed\n").unwrap();
+    git(&repo, &["add", "README.md"]);
+    assert_eq!(check(&home, &repo, now).unwrap(), None);
+    std::fs::write(repo.join("src/api/auth.rs"), "fn login2() {}\n").unwrap();
+    git(&repo, &["add", "src/api/auth.rs"]);
+    let refusal = check(&home, &repo.join("src"), now).unwrap().unwrap();
+    assert!(
+        refusal.contains("src/api/auth.rs: alice's session cl-a holds src/api/**"),
+        "{refusal}"
+    );
+    assert!(refusal.contains("INTERLINK_GUARD=off"), "{refusal}");
+}
