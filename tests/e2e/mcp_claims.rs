@@ -5,7 +5,9 @@
 //! paired, in the other clone, sees her claim, and his claim of `src/api/auth.rs`
 //! answers that it waits behind hers, naming her session, reason and time; Alice's next
 //! tool result tells her; a session of Alice's in an unrelated repository sees none of
-//! it; Bob's board view is on disk for the hooks and the guard. When Alice's session
+//! it; Bob's board view is on disk, and through the binary `interlink-p2p claims` lists
+//! it, the Claude Code edit hook warns (or blocks) Bob's edit of the file, and the git
+//! guard refuses his commit of it (overridden with INTERLINK_GUARD=off). When Alice's session
 //! ends, Bob's claim holds with nothing done on his side; when Bob's session restarts,
 //! its claim is announced again.
 #![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
@@ -63,6 +65,65 @@ fn two_clones(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
         ],
     );
     (first, second)
+}
+
+/// Runs `interlink-p2p ARGS` as `user` in `dir` with `stdin`; (exit code, stdout,
+/// stderr).
+fn cli(
+    user: &User,
+    dir: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
+    use std::io::Write as _;
+    let mut cmd = interlink_e2e::process::command(user.home(), env).unwrap();
+    cmd.current_dir(dir)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(pipe);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The text of `s`'s next tool results until one says `what` (the claims news rides
+/// the next tool result).
+async fn told(s: &McpSession, what: &str) -> String {
+    for _ in 0..50 {
+        let r = s.call("whoami", json!({})).await.unwrap();
+        let t = interlink_e2e::mcp_session::text_of(&r);
+        if t.contains(what) {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("never told {what:?}");
+}
+
+/// Checks the claims of `s` until `done` says so (one step's deadline); the last
+/// result and every text seen on the way.
+async fn until(s: &McpSession, done: impl Fn(&Value) -> bool) -> (Value, String) {
+    let end = deadline();
+    let mut texts = String::new();
+    loop {
+        let r = s.call("claim", json!({"check": true})).await.unwrap();
+        texts.push_str(&interlink_e2e::mcp_session::text_of(&r));
+        let v = r.structured_content.clone().unwrap_or_default();
+        if done(&v) {
+            return (v, texts);
+        }
+        assert!(Instant::now() < end, "never: {v}\n{texts}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The claims of a `claim` result.
@@ -183,6 +244,78 @@ async fn the_earlier_claim_holds_both_sides_know_and_the_wait_ends_with_the_hold
         let view: Value = serde_json::from_slice(&std::fs::read(&board).unwrap()).unwrap();
         assert_eq!(view["claims"].as_array().unwrap().len(), 2, "{view}");
 
+        // The command line sees the same board: `claims`, the edit hook, the guard.
+        let (code, out, _) = cli(&bob, &bob_repo, &["claims", "--json"], None, &[]);
+        assert_eq!(code, 0, "{out}");
+        let listed: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(listed["claims"].as_array().unwrap().len(), 2, "{listed}");
+        let (code, out, _) = cli(&bob, &bob_repo, &["claims", "src/api/auth.rs"], None, &[]);
+        assert_eq!(code, 1, "held by another session: {out}");
+        assert!(
+            out.contains("alice's session cl-a holds src/api/**"),
+            "{out}"
+        );
+        let edit = json!({
+            "session_id": "cl-b",
+            "cwd": bob_repo,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Edit",
+            "tool_input": {"file_path": bob_repo.join("src/api/auth.rs"),
+                           "old_string": "login", "new_string": "sign_in"},
+        })
+        .to_string();
+        let (code, out, _) = cli(&bob, &bob_repo, &["claims", "hook"], Some(&edit), &[]);
+        assert_eq!(code, 0);
+        let said: Value = serde_json::from_str(&out).unwrap();
+        assert!(
+            said["hookSpecificOutput"]["additionalContext"]
+                .as_str()
+                .unwrap()
+                .contains("alice's session cl-a"),
+            "{said}"
+        );
+        let (_, out, _) = cli(
+            &bob,
+            &bob_repo,
+            &["claims", "hook"],
+            Some(&edit),
+            &[("INTERLINK_CLAIMS_HOOK", "block")],
+        );
+        let said: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            said["hookSpecificOutput"]["permissionDecision"], "deny",
+            "{said}"
+        );
+
+        let (code, out, err) = cli(&bob, &bob_repo, &["guard", "install"], None, &[]);
+        assert_eq!(code, 0, "{out}{err}");
+        std::fs::write(bob_repo.join("src/api/auth.rs"), "pub fn sign_in() {}\n").unwrap();
+        git(&bob_repo, &["add", "src/api/auth.rs"]);
+        let commit = Command::new("git")
+            .arg("-C")
+            .arg(&bob_repo)
+            .args(["-c", "user.name=b", "-c", "user.email=b@example.com"])
+            .args(["commit", "-q", "-m", "sign in"])
+            .env("INTERLINK_HOME", bob.home())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&commit.stderr);
+        assert!(!commit.status.success(), "the guard let it through: {said}");
+        assert!(
+            said.contains("src/api/auth.rs: alice's session cl-a holds src/api/**"),
+            "{said}"
+        );
+        let forced = Command::new("git")
+            .arg("-C")
+            .arg(&bob_repo)
+            .args(["-c", "user.name=b", "-c", "user.email=b@example.com"])
+            .args(["commit", "-q", "-m", "sign in"])
+            .env("INTERLINK_HOME", bob.home())
+            .env("INTERLINK_GUARD", "off")
+            .output()
+            .unwrap();
+        assert!(forced.status.success(), "{forced:?}");
+
         // Alice's session ends: Bob's claim holds, nothing done on his side.
         a.close(deadline()).await.unwrap();
         b.poll("claim", json!({"check": true}), deadline(), |v| {
@@ -215,6 +348,110 @@ async fn the_earlier_claim_holds_both_sides_know_and_the_wait_ends_with_the_hold
             .0;
         assert!(e.contains("waits behind bob's session cl-b"), "{e}");
         for s in [a2, b, other, p] {
+            s.close(deadline()).await.unwrap();
+        }
+    })
+    .await
+    .expect("the test took too long");
+}
+
+/// A partition: Alice's and Bob's sessions, paired but not connected, claim the same
+/// file, Alice first. Each holds its claim alone. Then a session that reaches both joins
+/// the overlay and the two sides meet: both are told, and both agree that Alice's claim
+/// (the earlier) holds and Bob's waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_made_apart_agree_when_the_partition_heals() {
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (alice_repo, bob_repo) = two_clones(tmp.path());
+        let alice = User::new("alice", &[]).unwrap();
+        let bob = User::new("bob", &[]).unwrap();
+        let a = start_on_loopback_in(&alice, "pt-a", None, &alice_repo)
+            .await
+            .unwrap();
+        let b = start_on_loopback_in(&bob, "pt-b", None, &bob_repo)
+            .await
+            .unwrap();
+        for (s, o) in [(&a, &bob), (&b, &alice)] {
+            s.ok("whoami", json!({})).await.unwrap();
+            s.ok("add_peer", json!({"name": o.name, "key": o.key}))
+                .await
+                .unwrap();
+        }
+        let (_, va) = a
+            .ok(
+                "claim",
+                json!({"paths": ["README.md"], "reason": "docs pass"}),
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (_, vb) = b
+            .ok(
+                "claim",
+                json!({"paths": ["README.md"], "reason": "typo fixes"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(claims(&va)[0]["held"], true, "{va}");
+        assert_eq!(claims(&vb)[0]["held"], true, "apart, each holds: {vb}");
+
+        // Carol (a third user, paired with neither) bridges the two sides.
+        let carol = User::new("carol", &[]).unwrap();
+        let (boot_a, boot_b) = (loopback_addr(&a).await, loopback_addr(&b).await);
+        let mut args: Vec<&str> = vec!["--session", "pt-c"];
+        args.extend_from_slice(interlink_e2e::mcp_session::LOOPBACK);
+        args.extend(["--bootstrap", &boot_a, "--bootstrap", &boot_b]);
+        let c = McpSession::spawn(
+            carol.home(),
+            "pt-c",
+            &args,
+            interlink_e2e::mcp_session::STEADY,
+        )
+        .await
+        .unwrap();
+        c.ok("whoami", json!({})).await.unwrap();
+
+        // Both sides come to the same board: Alice's claim holds, Bob's waits behind it.
+        let agreed = |v: &Value| {
+            let c = claims(v);
+            c.len() == 2
+                && c[0]["by"]["session"] == "pt-a"
+                && c[0]["held"] == true
+                && c[1]["by"]["session"] == "pt-b"
+                && c[1]["waits_behind"]["by"]["session"] == "pt-a"
+        };
+        let healed = Instant::now();
+        let (seen_a, texts_a) = until(&a, agreed).await;
+        let (seen_b, texts_b) = until(&b, agreed).await;
+        eprintln!(
+            "both sides agreed {:?} after the bridge joined",
+            healed.elapsed()
+        );
+        // The same claims and standings (each names the other by its own petname).
+        let strip = |v: &Value| {
+            let mut v = v["claims"].clone();
+            for c in v.as_array_mut().unwrap() {
+                c["by"]["petname"] = Value::Null;
+                if c["waits_behind"].is_object() {
+                    c["waits_behind"]["by"]["petname"] = Value::Null;
+                }
+            }
+            v
+        };
+        assert_eq!(strip(&seen_a), strip(&seen_b));
+
+        // And both were told, each its side of it, in a tool result (the checks above, or
+        // the next one).
+        let a_news = "bob's session pt-b also claims README.md";
+        if !texts_a.contains(a_news) {
+            told(&a, a_news).await;
+        }
+        let b_news = "your claim on README.md waits behind alice's session pt-a";
+        if !texts_b.contains(b_news) {
+            told(&b, b_news).await;
+        }
+        for s in [a, b, c] {
             s.close(deadline()).await.unwrap();
         }
     })

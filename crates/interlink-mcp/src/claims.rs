@@ -124,12 +124,22 @@ fn reason_of(p: &Placed) -> String {
     }
 }
 
-/// A claimer as the agent reads it: `self's session abc` or `bob's session def`.
+/// A claimer as the agent reads it: `your session abc` or `bob's session def`.
 pub(crate) fn who(p: &Placed, names: &Names<'_>) -> String {
-    let name = names
-        .of(&p.by.key)
-        .unwrap_or_else(|| p.by.key.fingerprint().to_string());
-    format!("{name}'s session {}", p.by.session)
+    session_of(
+        names.of(&p.by.key),
+        &p.by.key.fingerprint().to_string(),
+        p.by.session.as_str(),
+    )
+}
+
+/// `your session s` for this user's own identity (`self`), else `<name>'s session s`.
+fn session_of(name: Option<String>, fallback: &str, session: &str) -> String {
+    match name.as_deref() {
+        Some("self") => format!("your session {session}"),
+        Some(name) => format!("{name}'s session {session}"),
+        None => format!("{fallback}'s session {session}"),
+    }
 }
 
 /// Where a claim stands, in words.
@@ -273,10 +283,11 @@ pub fn held_against<'a>(
 /// One claim for a person or an agent: `bob's session s2 holds src/api/** (exclusive:
 /// "fixing login", since …, until …)`.
 pub fn claim_line(c: &ViewClaim) -> String {
-    let who = c
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("{}…", &c.key[..c.key.len().min(16)]));
+    let who = session_of(
+        c.name.clone(),
+        &format!("{}…", &c.key[..c.key.len().min(16)]),
+        &c.session,
+    );
     let kind = if c.exclusive { "exclusive" } else { "shared" };
     let reason = if c.reason.is_empty() {
         String::new()
@@ -288,8 +299,7 @@ pub fn claim_line(c: &ViewClaim) -> String {
         Some((_, session, pattern)) => format!("waits behind session {session} ({pattern}) for"),
     };
     format!(
-        "{who}'s session {} {stand} {} ({kind}{reason}, since {}, until {})",
-        c.session,
+        "{who} {stand} {} ({kind}{reason}, since {}, until {})",
         c.pattern,
         utc(c.since),
         utc(c.until)
