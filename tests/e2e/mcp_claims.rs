@@ -236,6 +236,20 @@ async fn the_earlier_claim_holds_both_sides_know_and_the_wait_ends_with_the_hold
             interlink_e2e::mcp_session::text_of(&a.call("whoami", json!({})).await.unwrap());
         assert!(!again.contains("also claims"), "told twice: {again}");
 
+        // discover and whoami show the repository's claims.
+        let (text, d) = b.ok("discover", json!({})).await.unwrap();
+        assert_eq!(d["claims"]["claims"].as_array().unwrap().len(), 2, "{d}");
+        assert!(
+            text.contains("claims on files of this repository:"),
+            "{text}"
+        );
+        let (text, w) = b.ok("whoami", json!({})).await.unwrap();
+        assert!(
+            text.contains("claim your session cl-b (this session): src/api/auth.rs"),
+            "{text}"
+        );
+        assert_eq!(w["claims"]["project"], d["claims"]["project"]);
+
         // An unrelated repository's session sees no claims.
         assert!(claims(&check(&other).await).is_empty());
 

@@ -70,7 +70,13 @@ fn compact_object(map: &mut Map<String, Value>, defs: &Value) {
     if let Some(Value::String(d)) = map.get_mut("description") {
         *d = unwrap_lines(d);
     }
-    if map.get("default") == Some(&Value::Null) {
+    // An absent optional says the same as null, false or an empty list.
+    if matches!(map.get("default"), Some(Value::Null | Value::Bool(false)))
+        || map
+            .get("default")
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty)
+    {
         map.remove("default");
     }
     if map.get("minimum") == Some(&Value::from(0)) {

@@ -43,7 +43,7 @@ pub(crate) struct ClaimArgs {
 #[tool_router(router = claims_router, vis = "pub(crate)")]
 impl Server {
     /// Claim files of this repository before editing them, so other sessions (yours or
-    /// peers') see it and do not edit them; release when done; check shows who holds.
+    /// peers') leave them alone; release when done; check: who holds what.
     #[tool]
     async fn claim(&self, Parameters(args): Parameters<ClaimArgs>) -> CallToolResult {
         let ctx = &self.ctx;
@@ -161,6 +161,39 @@ async fn claim(ctx: &Context, args: ClaimArgs) -> Result<(String, Value), ToolEr
     Ok((
         text,
         json!({ "project": project.id.to_hex(), "claims": list }),
+    ))
+}
+
+/// The project's claims now, for `whoami` and `discover`: `None` outside a repository
+/// or before the node is up. Text lines (`prefix` before each) and their JSON.
+pub(crate) async fn project_claims(ctx: &Context, prefix: &str) -> Option<(String, Value)> {
+    let cwd = ctx.shared().cwd.clone();
+    let project = ctx.shared().claims.project(&cwd)?;
+    let own = ctx.own().ok()?;
+    let dir = ctx.session_dir().ok()?;
+    let now = ctx.clock.now_ms();
+    let mine: Vec<Claim> = interlink_store::claims::load_own(&dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.until > now)
+        .collect();
+    let board = board(ctx, &project, &own, mine, now).await.ok()?;
+    let policy = policy::load(&ctx.home).unwrap_or_default();
+    let names = Names::new(&policy, &own.key);
+    let mut text = String::new();
+    let mut list = Vec::new();
+    for (p, s) in board.claims() {
+        let mine = if p.by == own { " (this session)" } else { "" };
+        text.push_str(&format!(
+            "{prefix}{}{mine}: {}\n",
+            session_claims::who(p, &names),
+            standing_text(p, &s, &names)
+        ));
+        list.push(claim_json(p, &s, &names));
+    }
+    Some((
+        text,
+        json!({ "project": project.id.to_hex(), "root": project.root, "claims": list }),
     ))
 }
 

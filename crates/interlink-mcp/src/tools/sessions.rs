@@ -124,6 +124,10 @@ impl Server {
                 text.push_str(&format!("net {line}\n"));
             }
         }
+        let claims = crate::tools::claims::project_claims(ctx, "claim ").await;
+        if let Some((lines, _)) = &claims {
+            text.push_str(lines);
+        }
         ctx.ok(
             text.trim_end().to_owned(),
             json!({
@@ -139,6 +143,7 @@ impl Server {
                 "node": node,
                 "listen_addrs": listen,
                 "network": network,
+                "claims": claims.map(|(_, v)| v),
                 "pairing": pairing,
             }),
         )
@@ -172,6 +177,16 @@ impl Server {
                 ));
             }
             value["groups"] = serde_json::Value::Array(list);
+            // The claims on files of this session's repository (the claim tool's check).
+            if let Some((lines, claims)) = crate::tools::claims::project_claims(ctx, "\n  ").await {
+                if !lines.is_empty() {
+                    text.push_str(&format!(
+                        "\nclaims on files of this repository:{}",
+                        lines.trim_end()
+                    ));
+                }
+                value["claims"] = claims;
+            }
             Ok::<_, ToolError>((text, value))
         }
         .await;
