@@ -71,14 +71,24 @@ pub async fn start_on_loopback_in(
     boot: Option<&str>,
     dir: &Path,
 ) -> anyhow::Result<McpSession> {
+    start_in_dir(user.home(), session, boot, dir).await
+}
+
+/// Like [`start_on_loopback_in`], for the interlink home `home`.
+pub async fn start_in_dir(
+    home: &Path,
+    session: &str,
+    boot: Option<&str>,
+    dir: &Path,
+) -> anyhow::Result<McpSession> {
     let mut args: Vec<&str> = vec!["--session", session];
     args.extend_from_slice(LOOPBACK);
     if let Some(b) = boot {
         args.extend(["--bootstrap", b]);
     }
-    let mut cmd = command(user.home(), STEADY)?;
+    let mut cmd = command(home, STEADY)?;
     cmd.current_dir(dir).arg("mcp").args(&args);
-    McpSession::launch(cmd, user.home(), session, None, Human::Approves, false).await
+    McpSession::launch(cmd, home, session, None, Human::Approves, false).await
 }
 
 /// Waits (one step's [`deadline`]) until `viewer`'s `discover` lists `session`, of any

@@ -214,12 +214,99 @@ pub(crate) fn view_of(
         own.session.to_string(),
         now,
     );
-    view.claims = board
+    view.claims = view_claims(board, |key| names.of(key));
+    view
+}
+
+/// What lies on a project's board as the running sessions of this home see it, for the
+/// commands that run without a node: `interlink-p2p claims`, the edit hooks and the git
+/// guard.
+#[derive(Debug)]
+pub struct Seen {
+    /// The project of the directory asked about.
+    pub project: Project,
+    /// The freshest board view of it a running session wrote, if any.
+    pub view: Option<BoardView>,
+}
+
+/// The project of `dir` and its board as the home's running sessions see it together
+/// at `now`; `None` outside a repository.
+pub fn seen_from(
+    home: &interlink_store::paths::Home,
+    dir: &std::path::Path,
+    now: u64,
+) -> Option<Seen> {
+    let project = crate::project::detect(dir)?;
+    let views = interlink_store::claims::read_boards(home, &project.id.to_hex(), now);
+    Some(Seen {
+        view: merge(views, now),
+        project,
+    })
+}
+
+/// One board from the views of several sessions, freshest first: each session's
+/// claims as the freshest view that lists it has them, ranked anew. One session may
+/// not see what another does (it is not connected to the holder yet), so the freshest
+/// view alone could miss a claim every other view shows.
+pub(crate) fn merge(views: Vec<BoardView>, now: u64) -> Option<BoardView> {
+    use std::collections::BTreeMap;
+
+    use interlink_core::claims::Claim;
+    let newest = views.first()?;
+    let mut sets: BTreeMap<SessionAddr, Vec<Claim>> = BTreeMap::new();
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    for view in &views {
+        let mut here: BTreeMap<SessionAddr, Vec<Claim>> = BTreeMap::new();
+        for c in &view.claims {
+            let (Ok(key), Ok(session)) = (
+                c.key.parse::<interlink_core::IdentityKey>(),
+                interlink_core::SessionId::new(c.session.clone()),
+            ) else {
+                continue;
+            };
+            if let Some(name) = &c.name {
+                names.entry(c.key.clone()).or_insert_with(|| name.clone());
+            }
+            here.entry(SessionAddr { key, session })
+                .or_default()
+                .push(Claim {
+                    pattern: c.pattern.clone(),
+                    exclusive: c.exclusive,
+                    reason: c.reason.clone(),
+                    since: c.since,
+                    until: c.until,
+                });
+        }
+        for (addr, set) in here {
+            sets.entry(addr).or_insert(set);
+        }
+    }
+    let mut board = Board::new();
+    for (addr, set) in sets {
+        let _ = board.set(addr, set, now);
+    }
+    let mut merged = BoardView::new(
+        newest.project.clone(),
+        newest.root.clone(),
+        newest.key.clone(),
+        newest.session.clone(),
+        newest.written_ms,
+    );
+    merged.claims = view_claims(&board, |key| names.get(&key.to_hex()).cloned());
+    Some(merged)
+}
+
+/// The claims of `board` as a view lists them, each claimer named by `name_of`.
+fn view_claims(
+    board: &Board,
+    name_of: impl Fn(&interlink_core::IdentityKey) -> Option<String>,
+) -> Vec<ViewClaim> {
+    board
         .claims()
         .map(|(p, standing)| ViewClaim {
             key: p.by.key.to_hex(),
             session: p.by.session.to_string(),
-            name: names.of(&p.by.key),
+            name: name_of(&p.by.key),
             pattern: p.pattern().to_string(),
             exclusive: p.claim.exclusive,
             reason: p.claim.reason.clone(),
@@ -235,33 +322,7 @@ pub(crate) fn view_of(
                 )),
             },
         })
-        .collect();
-    view
-}
-
-/// What lies on a project's board as the running sessions of this home see it, for the
-/// commands that run without a node: `interlink-p2p claims`, the edit hooks and the git
-/// guard.
-#[derive(Debug)]
-pub struct Seen {
-    /// The project of the directory asked about.
-    pub project: Project,
-    /// The freshest board view of it a running session wrote, if any.
-    pub view: Option<BoardView>,
-}
-
-/// The project of `dir` and the freshest board of it in `home` at `now`; `None`
-/// outside a repository.
-pub fn seen_from(
-    home: &interlink_store::paths::Home,
-    dir: &std::path::Path,
-    now: u64,
-) -> Option<Seen> {
-    let project = crate::project::detect(dir)?;
-    let view = interlink_store::claims::read_boards(home, &project.id.to_hex(), now)
-        .into_iter()
-        .next();
-    Some(Seen { project, view })
+        .collect()
 }
 
 /// The claims of `view` an edit of `path` (relative to the root) by the session `me`

@@ -45,6 +45,15 @@ pub(crate) fn repo(root: &Path) -> Option<std::path::PathBuf> {
     Some(dir)
 }
 
+/// Alice's key, as a board view spells it.
+pub(crate) fn alice_key() -> String {
+    interlink_core::Identity::from_seed(&[3; 32])
+        .public()
+        .to_hex()
+}
+
+/// A held exclusive claim of `key`'s `session` on `pattern`, made at 9,000,000 ms for
+/// an hour (the tests' `now` is 10,000,000).
 pub(crate) fn held(key: &str, session: &str, pattern: &str) -> ViewClaim {
     ViewClaim {
         key: key.into(),
@@ -53,8 +62,8 @@ pub(crate) fn held(key: &str, session: &str, pattern: &str) -> ViewClaim {
         pattern: pattern.into(),
         exclusive: true,
         reason: "moving auth to v2".into(),
-        since: 1,
-        until: u64::MAX,
+        since: 9_000_000,
+        until: 9_000_000 + 3_600_000,
         held: true,
         waits_behind: None,
     }
@@ -85,7 +94,12 @@ fn the_edit_hook_warns_blocks_or_stays_quiet() {
     let home = Home::new(tmp.path().join("home"));
     std::fs::create_dir_all(home.path()).unwrap();
     let now = 10_000_000;
-    board(&home, &repo, vec![held("aa", "cl-a", "src/api/**")], now);
+    board(
+        &home,
+        &repo,
+        vec![held(&alice_key(), "cl-a", "src/api/**")],
+        now,
+    );
     let input = |file: &str, session: &str| {
         json!({
             "session_id": session,
@@ -165,4 +179,51 @@ fn the_holder_edits_freely() {
     })
     .to_string();
     assert_eq!(edit_hook(&home, &input, HookMode::Block, now), None);
+}
+
+/// A session that does not see the holder yet (not connected to it) writes the
+/// freshest board, an empty one: the hook still sees the claim another session's view
+/// shows, since it reads every fresh view together.
+#[test]
+fn a_fresher_view_that_misses_the_claim_does_not_hide_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(repo) = repo(tmp.path()) else { return };
+    let home = Home::new(tmp.path().join("home"));
+    std::fs::create_dir_all(home.path()).unwrap();
+    let now = 10_000_000;
+    let key = interlink_core::Identity::from_seed(&[3; 32])
+        .public()
+        .to_hex();
+    board(
+        &home,
+        &repo,
+        vec![held(&key, "cl-a", "src/api/**")],
+        now - 5_000,
+    );
+    // A second session's view, newer and empty.
+    let project = interlink_mcp::cli::claims::project_of(&repo).unwrap();
+    let dir = home
+        .session(&interlink_core::SessionId::new("newcomer").unwrap())
+        .unwrap();
+    std::fs::create_dir_all(dir.path()).unwrap();
+    let empty = BoardView::new(
+        project.id.to_hex(),
+        project.root.to_string_lossy().into_owned(),
+        "k".into(),
+        "newcomer".into(),
+        now,
+    );
+    write_board(&dir, &empty).unwrap();
+    let input = json!({
+        "session_id": "cl-b",
+        "cwd": repo,
+        "tool_name": "Write",
+        "tool_input": {"file_path": repo.join("src/api/new.rs"), "content": "x"},
+    })
+    .to_string();
+    let out = edit_hook(&home, &input, HookMode::Block, now).expect("the claim is seen");
+    assert!(
+        out.contains("alice's session cl-a holds src/api/**"),
+        "{out}"
+    );
 }

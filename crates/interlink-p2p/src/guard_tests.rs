@@ -1,7 +1,7 @@
 use interlink_store::paths::Home;
 
 use super::*;
-use crate::claims::tests::{board, git, held, repo};
+use crate::claims::tests::{alice_key, board, git, held, repo};
 
 /// An existing hook is kept, runs first, and comes back on uninstall; installing twice
 /// keeps one copy.
@@ -46,7 +46,12 @@ fn a_staged_held_file_is_refused_naming_its_holder() {
     let home = Home::new(tmp.path().join("home"));
     std::fs::create_dir_all(home.path()).unwrap();
     let now = 10_000_000;
-    board(&home, &repo, vec![held("aa", "cl-a", "src/api/**")], now);
+    board(
+        &home,
+        &repo,
+        vec![held(&alice_key(), "cl-a", "src/api/**")],
+        now,
+    );
     std::fs::write(repo.join("README.md"), "changed\n").unwrap();
     git(&repo, &["add", "README.md"]);
     assert_eq!(check(&home, &repo, now).unwrap(), None);

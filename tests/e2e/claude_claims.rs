@@ -1,0 +1,153 @@
+//! Claims meet a real Claude Code (the pinned CLI, `claude -p`, against the fake model
+//! API of [`interlink_e2e::agent_cli`] scripted to write a file): a session of the same
+//! user holds `src/api/**`; interlink is installed for Claude Code the way a user does
+//! (`install claude`, which adds the PreToolUse hook on the edit tools); the model's
+//! Write of `src/api/new.rs` is refused with `claims_hook = "block"` (the file is not
+//! written, and the model is told who holds it), and goes through with a warning the
+//! model reads with the default, `warn`.
+//!
+//! Unset `INTERLINK_TEST_CLAUDE_BIN`: SKIPPED, except under CI, where it fails.
+#![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::{path::Path, process::Command};
+
+use interlink_e2e::{
+    agent_cli::{FakeModel, Home, agent_cli, check_runs, run},
+    mcp_session::{deadline, start_in_dir},
+};
+use serde_json::json;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// One `claude -p` turn in `repo` whose model writes `file`, with `env` added; the
+/// fake model's requests.
+fn write_turn(home: &Home, bin: &Path, repo: &Path, file: &Path, env: &[(&str, &str)]) -> String {
+    let model = FakeModel::scripted(vec![json!({
+        "name": "Write",
+        "input": {"file_path": file, "content": "pub fn next() {}\n"},
+    })]);
+    let mut cmd = home.command(bin);
+    cmd.current_dir(repo)
+        .args([
+            "-p",
+            "add the next endpoint",
+            "--permission-mode",
+            "acceptEdits",
+        ])
+        .env("ANTHROPIC_BASE_URL", &model.url)
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-not-a-key");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "claude -p: {out}");
+    model.requests().join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_codes_edit_of_a_claimed_file_is_blocked_or_warned() {
+    let Some(bin) = agent_cli("INTERLINK_TEST_CLAUDE_BIN", "Claude Code") else {
+        return;
+    };
+    let home = Home::new();
+    check_runs(&home, &bin, "INTERLINK_TEST_CLAUDE_BIN");
+    home.p2p(&["install", "claude"]);
+    let settings = std::fs::read_to_string(home.path().join(".claude/settings.json")).unwrap();
+    assert!(settings.contains("claims hook"), "{settings}");
+
+    let repo = home.path().join("shop");
+    std::fs::create_dir_all(repo.join("src/api")).unwrap();
+    git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("src/api/auth.rs"), "pub fn login() {}\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+
+    // Another session of this user holds the API directory.
+    let holder = start_in_dir(&home.interlink_home(), "holder", None, &repo)
+        .await
+        .unwrap();
+    let (text, _) = holder
+        .ok(
+            "claim",
+            json!({"paths": ["src/api"], "reason": "auth rewrite"}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        text.contains("src/api/** (exclusive: \"auth rewrite\"): held"),
+        "{text}"
+    );
+    // Its board is on disk before the hook looks.
+    let board = home.interlink_home().join("sessions/holder/board.json");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&board).is_ok_and(|b| b.contains("src/api/**")) {
+        assert!(std::time::Instant::now() < until, "no board written");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    let blocked = repo.join("src/api/new.rs");
+    let requests = write_turn(
+        &home,
+        &bin,
+        &repo,
+        &blocked,
+        &[("INTERLINK_CLAIMS_HOOK", "block")],
+    );
+    if blocked.exists() {
+        // What the hook says to the same input, by hand, for the failure report.
+        let input = json!({"session_id": "x", "cwd": repo, "hook_event_name": "PreToolUse",
+            "tool_name": "Write", "tool_input": {"file_path": repo.join("src/api/third.rs"), "content": ""}});
+        let mut cmd = home.command(&interlink_e2e::binary("interlink-p2p").unwrap());
+        cmd.current_dir(&repo)
+            .args(["claims", "hook"])
+            .env("INTERLINK_CLAIMS_HOOK", "block");
+        let by_hand = {
+            use std::io::Write as _;
+            let mut child = cmd
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.to_string().as_bytes())
+                .unwrap();
+            format!("{:?}", child.wait_with_output().unwrap())
+        };
+        panic!(
+            "the Write went through the block\nsettings: {settings}\nby hand: {by_hand}\nrequests: {requests}"
+        );
+    }
+    assert!(
+        requests.contains("src/api/new.rs is claimed: your session holder holds src/api/**"),
+        "the model was not told why: {requests}"
+    );
+
+    let warned = repo.join("src/api/other.rs");
+    let requests = write_turn(&home, &bin, &repo, &warned, &[]);
+    assert!(warned.exists(), "a warning must not stop the Write");
+    assert!(
+        requests.contains("src/api/other.rs is claimed: your session holder holds src/api/**"),
+        "the model was not warned: {requests}"
+    );
+    holder.close(deadline()).await.unwrap();
+}
