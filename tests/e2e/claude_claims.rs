@@ -79,9 +79,16 @@ async fn claude_codes_edit_of_a_claimed_file_is_blocked_or_warned() {
     git(&repo, &["commit", "-q", "-m", "first"]);
 
     // Another session of this user holds the API directory.
-    let holder = start_in_dir(&home.interlink_home(), "holder", None, &repo)
-        .await
-        .unwrap();
+    let holder = start_in_dir(
+        &home.interlink_home(),
+        "holder",
+        None,
+        &repo,
+        None,
+        interlink_e2e::mcp_session::LOOPBACK,
+    )
+    .await
+    .unwrap();
     let (text, _) = holder
         .ok(
             "claim",

@@ -472,3 +472,134 @@ async fn claims_made_apart_agree_when_the_partition_heals() {
     .await
     .expect("the test took too long");
 }
+
+/// Two hosts (network namespaces joined by a link, `support/lab.rs`), a person on each
+/// with a clone of the repository: Alice's claim reaches Bob's session across the link,
+/// Bob's claim waits naming her, Bob's git guard refuses his commit of the file, and
+/// when Alice's session ends Bob's claim holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn across_two_hosts_the_claim_reaches_the_other_clone() {
+    let Some(lab) =
+        interlink_e2e::lab::Lab::for_test("across_two_hosts_the_claim_reaches_the_other_clone")
+    else {
+        return;
+    };
+    tokio::time::timeout(TEST_DEADLINE, async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (alice_repo, bob_repo) = two_clones(tmp.path());
+        let alice = User::new("alice", &[]).unwrap();
+        let bob = User::new("bob", &[]).unwrap();
+        let (addr_a, addr_b) = (
+            format!("/ip4/{}/tcp/0", lab.addr(1)),
+            format!("/ip4/{}/tcp/0", lab.addr(2)),
+        );
+        let a = interlink_e2e::mcp_session::start_in_dir(
+            alice.home(),
+            "lab-a",
+            None,
+            &alice_repo,
+            Some(&lab.a),
+            &["--listen", &addr_a, "--no-mdns"],
+        )
+        .await
+        .unwrap();
+        let (_, who) = a.ok("whoami", json!({})).await.unwrap();
+        let boot = who["listen_addrs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|s| s.contains(&lab.addr(1)))
+            .unwrap()
+            .to_owned();
+        let b = interlink_e2e::mcp_session::start_in_dir(
+            bob.home(),
+            "lab-b",
+            Some(&boot),
+            &bob_repo,
+            Some(&lab.b),
+            &["--listen", &addr_b, "--no-mdns"],
+        )
+        .await
+        .unwrap();
+        for (s, o) in [(&a, &bob), (&b, &alice)] {
+            s.ok("add_peer", json!({"name": o.name, "key": o.key}))
+                .await
+                .unwrap();
+        }
+        sees(&b, "lab-a").await.unwrap();
+        sees(&a, "lab-b").await.unwrap();
+
+        a.ok(
+            "claim",
+            json!({"paths": ["src/api/"], "reason": "auth rewrite"}),
+        )
+        .await
+        .unwrap();
+        let claimed = Instant::now();
+        b.poll("claim", json!({"check": true}), deadline(), |v| {
+            claims(v).iter().any(|c| c["pattern"] == "src/api/**")
+        })
+        .await
+        .unwrap();
+        eprintln!(
+            "across the link, bob saw alice's claim after {:?}",
+            claimed.elapsed()
+        );
+        let (text, _) = b
+            .ok(
+                "claim",
+                json!({"paths": ["src/api/auth.rs"], "reason": "login fix"}),
+            )
+            .await
+            .unwrap();
+        assert!(
+            text.contains("waits behind alice's session lab-a"),
+            "{text}"
+        );
+
+        // Bob's guard refuses his commit of the file (the guard reads his home only).
+        // His claim's own result wrote his board, with Alice's claim on it.
+        let (code, out, _) = cli(&bob, &bob_repo, &["claims", "src/api/auth.rs"], None, &[]);
+        assert_eq!(code, 1, "{out}");
+        let (code, out, err) = cli(&bob, &bob_repo, &["guard", "install"], None, &[]);
+        assert_eq!(code, 0, "{out}{err}");
+        std::fs::write(bob_repo.join("src/api/auth.rs"), "pub fn login2() {}\n").unwrap();
+        git(&bob_repo, &["add", "."]);
+        let commit = Command::new("git")
+            .arg("-C")
+            .arg(&bob_repo)
+            .args(["-c", "user.name=b", "-c", "user.email=b@example.com"])
+            .args(["commit", "-q", "-m", "login fix"])
+            .env("INTERLINK_HOME", bob.home())
+            .output()
+            .unwrap();
+        let board = std::fs::read_to_string(bob.home().join("sessions/lab-b/board.json"));
+        let listed = cli(&bob, &bob_repo, &["claims"], None, &[]);
+        let hooks = std::fs::read_dir(bob_repo.join(".git/hooks")).map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name())
+                .collect::<Vec<_>>()
+        });
+        assert!(
+            !commit.status.success(),
+            "{commit:?}\n{board:?}\n{listed:?}\n{hooks:?}"
+        );
+        assert!(
+            String::from_utf8_lossy(&commit.stderr)
+                .contains("alice's session lab-a holds src/api/**"),
+            "{commit:?}"
+        );
+
+        a.close(deadline()).await.unwrap();
+        b.poll("claim", json!({"check": true}), deadline(), |v| {
+            let c = claims(v);
+            c.len() == 1 && c[0]["held"] == true
+        })
+        .await
+        .unwrap();
+        b.close(deadline()).await.unwrap();
+    })
+    .await
+    .expect("the test took too long");
+}

@@ -71,22 +71,26 @@ pub async fn start_on_loopback_in(
     boot: Option<&str>,
     dir: &Path,
 ) -> anyhow::Result<McpSession> {
-    start_in_dir(user.home(), session, boot, dir).await
+    start_in_dir(user.home(), session, boot, dir, None, LOOPBACK).await
 }
 
-/// Like [`start_on_loopback_in`], for the interlink home `home`.
+/// Starts `interlink-p2p mcp --session <session> LISTEN` for the interlink home `home`
+/// working in `dir`, in the network namespace `netns` if given, with the [`STEADY`]
+/// knobs, bootstrapped to `boot` if given.
 pub async fn start_in_dir(
     home: &Path,
     session: &str,
     boot: Option<&str>,
     dir: &Path,
+    netns: Option<&str>,
+    listen: &[&str],
 ) -> anyhow::Result<McpSession> {
     let mut args: Vec<&str> = vec!["--session", session];
-    args.extend_from_slice(LOOPBACK);
+    args.extend_from_slice(listen);
     if let Some(b) = boot {
         args.extend(["--bootstrap", b]);
     }
-    let mut cmd = command(home, STEADY)?;
+    let mut cmd = crate::process::command_in(netns, home, STEADY)?;
     cmd.current_dir(dir).arg("mcp").args(&args);
     McpSession::launch(cmd, home, session, None, Human::Approves, false).await
 }

@@ -133,6 +133,14 @@ async fn claim(ctx: &Context, args: ClaimArgs) -> Result<(String, Value), ToolEr
     ctx.shared()
         .claims
         .note_conflicts(&board, &own, &names, false);
+    // The hooks and the guard see the change now, not at the worker's next look.
+    let view = session_claims::view_of(&board, &project, &own, &names, now);
+    let written =
+        tokio::task::spawn_blocking(move || interlink_store::claims::write_board(&dir, &view))
+            .await;
+    if let Ok(Err(e)) = written {
+        tracing::warn!("writing the claims board: {e}");
+    }
     let standings: Vec<_> = board.standings_of(&own).collect();
     let mut text = if args.release {
         format!(

@@ -26,7 +26,7 @@ use crate::{
 /// sessions fall silent without a roster event.
 const BOARD_TICK: Duration = Duration::from_secs(2);
 /// How long roster events are gathered before the board is rebuilt once for them.
-const DEBOUNCE: Duration = Duration::from_millis(100);
+const DEBOUNCE: Duration = Duration::from_millis(20);
 
 /// What the worker takes of the session.
 pub(crate) struct ClaimsWorker {
