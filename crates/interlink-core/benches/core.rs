@@ -270,8 +270,81 @@ fn bench_details(c: &mut Criterion) {
     });
 }
 
+/// Claims (docs/CLAIMS.md, BENCHMARKS.md): ranking a full board (64 sessions with 8
+/// exclusive claims each, 512 claims) — realistic paths, and patterns chosen so that
+/// no pair parts early (every one starts with a wildcard and none overlaps) — and the
+/// check an edit makes against 1,000 claims.
+fn bench_claims(c: &mut Criterion) {
+    use interlink_core::{
+        claims::{Board, Claim, MAX_BOARD_SESSIONS, MAX_CLAIMS_PER_SESSION},
+        wire::SessionAddr,
+    };
+    let addr = |i: usize| SessionAddr {
+        key: interlink_core::IdentityKey::from_bytes([(i % 251) as u8; 32]),
+        session: SessionId::new(format!("s{i}")).unwrap(),
+    };
+    let claim = |pattern: String, since: u64| Claim {
+        pattern,
+        exclusive: true,
+        reason: "bench".into(),
+        since,
+        until: since + 3_600_000,
+    };
+    let now = 1_000_000;
+    let full = |pattern: &dyn Fn(usize, usize) -> String| {
+        let mut board = Board::new();
+        for s in 0..MAX_BOARD_SESSIONS {
+            let set = (0..MAX_CLAIMS_PER_SESSION)
+                .map(|k| claim(pattern(s, k), 1 + (s * 8 + k) as u64))
+                .collect();
+            board.set(addr(s), set, now).unwrap();
+        }
+        board
+    };
+    let paths = |s: usize, k: usize| format!("crates/c{}/src/m{}/**", s % 40, s * 8 + k);
+    let adversarial = |s: usize, k: usize| format!("*/*{}x*/y{}z*/**", s * 8 + k, s);
+    for (name, pattern) in [
+        (
+            "claims/rank 512 (paths)",
+            &paths as &dyn Fn(usize, usize) -> String,
+        ),
+        ("claims/rank 512 (no early parting)", &adversarial),
+    ] {
+        let board = full(pattern);
+        let last = addr(MAX_BOARD_SESSIONS - 1);
+        let set: Vec<Claim> = (0..MAX_CLAIMS_PER_SESSION)
+            .map(|k| claim(pattern(MAX_BOARD_SESSIONS - 1, k), 5))
+            .collect();
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                let mut board = board.clone();
+                // Replacing one session's set ranks the whole board again.
+                board.set(last.clone(), set.clone(), now).unwrap();
+                board
+            })
+        });
+    }
+    // The hook's check (interlink_mcp's held_against over a board view): each claim's
+    // pattern parsed and matched against the edited path; 1,000 claims.
+    let patterns: Vec<String> = (0..1_000)
+        .map(|i| format!("crates/c{}/src/m{}/**", i / 8, i % 8))
+        .collect();
+    c.bench_function("claims/check an edit against 1,000 claims", |b| {
+        b.iter(|| {
+            patterns
+                .iter()
+                .filter(|p| {
+                    interlink_core::claims::Pattern::parse(p)
+                        .is_ok_and(|p| p.covers(black_box("crates/c77/src/m3/handler.rs")))
+                })
+                .count()
+        })
+    });
+}
+
 criterion_group!(
     benches,
+    bench_claims,
     bench_wire,
     bench_mailbox,
     bench_primitives,

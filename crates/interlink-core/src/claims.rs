@@ -46,9 +46,11 @@ pub const MAX_REASON_BYTES: usize = 80;
 pub const MAX_CLAIM_LIFETIME_MS: u64 = DAY_MS;
 /// The lifetime of a claim that asks for none.
 pub const DEFAULT_CLAIM_LIFETIME_MS: u64 = 2 * HOUR_MS;
-/// Most sessions whose claims a board keeps (beyond the roster's own bounds, so that a
-/// board fed from elsewhere is bounded too): 2,048 claims at the most in all.
-pub const MAX_BOARD_SESSIONS: usize = 256;
+/// Most sessions whose claims a board keeps: 512 claims at the most in all. Ranking is
+/// quadratic in the claims (a full board of patterns chosen so that no pair parts early
+/// ranks in about 40 ms; BENCHMARKS.md), and one project with more sessions claiming at
+/// once than this is not a team of people.
+pub const MAX_BOARD_SESSIONS: usize = 64;
 
 /// One claim, as a session publishes it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +123,24 @@ pub fn check_set(claims: &[Claim], now: u64) -> Result<Vec<Pattern>, ClaimError>
     claims.iter().map(|c| c.check(now)).collect()
 }
 
+/// The claim sets of `project` a roster shows: of its live sessions (an away one's
+/// lapse with its liveness) whose details the viewer can read and whose project is
+/// `project`.
+pub fn sets_in_views<'a>(
+    views: &'a [crate::presence::IdentityView],
+    project: &'a ProjectId,
+) -> impl Iterator<Item = (SessionAddr, Vec<Claim>)> + 'a {
+    views
+        .iter()
+        .flat_map(|i| &i.sessions)
+        .filter(|s| s.presence == crate::presence::Presence::Live)
+        .filter_map(move |s| {
+            let details = s.details.as_ref()?;
+            (details.project_id().as_ref() == Some(project) && !details.claims.is_empty())
+                .then(|| (s.addr.clone(), details.claims.clone()))
+        })
+}
+
 /// A claim on the board: who made it, and its place in the precedence order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placed {
@@ -190,21 +210,23 @@ impl Board {
         project: &ProjectId,
         now: u64,
     ) -> (Self, usize) {
+        Self::from_sets(sets_in_views(views, project), now)
+    }
+
+    /// A board of these sets, ranked once. Sets that do not check, or that do not fit,
+    /// are left out and counted in the second value.
+    pub fn from_sets(
+        sets: impl IntoIterator<Item = (SessionAddr, Vec<Claim>)>,
+        now: u64,
+    ) -> (Self, usize) {
         let mut board = Self::new();
         let mut refused = 0;
-        let sessions = views.iter().flat_map(|i| &i.sessions);
-        for s in sessions.filter(|s| s.presence == crate::presence::Presence::Live) {
-            let Some(details) = &s.details else { continue };
-            if details.project_id().as_ref() != Some(project) || details.claims.is_empty() {
-                continue;
-            }
-            if board
-                .set(s.addr.clone(), details.claims.clone(), now)
-                .is_err()
-            {
+        for (by, claims) in sets {
+            if board.insert(by, claims, now).is_err() {
                 refused += 1;
             }
         }
+        board.rank();
         (board, refused)
     }
 
@@ -212,22 +234,37 @@ impl Board {
     /// it off the board. Claims that lapsed by `now` are left out. The set is checked
     /// whole: one bad claim refuses it all, and the board is unchanged.
     pub fn set(&mut self, by: SessionAddr, claims: Vec<Claim>, now: u64) -> Result<(), ClaimError> {
+        if self.insert(by, claims, now)? {
+            self.rank();
+        }
+        Ok(())
+    }
+
+    /// [`Board::set`] without ranking: whether the sets changed.
+    fn insert(
+        &mut self,
+        by: SessionAddr,
+        claims: Vec<Claim>,
+        now: u64,
+    ) -> Result<bool, ClaimError> {
         check_set(&claims, now)?;
         let live: Vec<Claim> = claims.into_iter().filter(|c| c.until > now).collect();
         if live.is_empty() {
-            if self.sets.remove(&by).is_some() {
-                self.rank();
-            }
-            return Ok(());
+            return Ok(self.sets.remove(&by).is_some());
         }
         if !self.sets.contains_key(&by) && self.sets.len() >= MAX_BOARD_SESSIONS {
             return Err(ClaimError::BoardFull);
         }
-        if self.sets.get(&by) != Some(&live) {
-            self.sets.insert(by, live);
-            self.rank();
+        if self.sets.get(&by) == Some(&live) {
+            return Ok(false);
         }
-        Ok(())
+        self.sets.insert(by, live);
+        Ok(true)
+    }
+
+    /// The claim sets on the board, by session: equal sets give an equal board.
+    pub fn sets(&self) -> &BTreeMap<SessionAddr, Vec<Claim>> {
+        &self.sets
     }
 
     /// Takes `by`'s claims off the board (it ended, or was judged gone).
@@ -326,7 +363,7 @@ impl Board {
     }
 
     /// Orders every claim and finds, for each, the first conflicting claim before it.
-    /// Quadratic in the claims on the board (at most 2,048); most pairs part at their
+    /// Quadratic in the claims on the board (at most 512); most pairs part at their
     /// first literal segment.
     fn rank(&mut self) {
         let mut placed: Vec<Placed> = self

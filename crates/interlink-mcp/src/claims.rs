@@ -194,9 +194,21 @@ pub(crate) fn board_of(
     own_claims: Vec<interlink_core::claims::Claim>,
     now: u64,
 ) -> Board {
-    let (mut board, _) = Board::from_views(roster, project, now);
-    let _ = board.set(own.clone(), own_claims, now);
+    let (board, _) = Board::from_sets(sets_of(roster, project, own, own_claims), now);
     board
+}
+
+/// The claim sets [`board_of`] ranks: the roster's, with `own`'s as they are now.
+pub(crate) fn sets_of(
+    roster: &[IdentityView],
+    project: &ProjectId,
+    own: &SessionAddr,
+    own_claims: Vec<interlink_core::claims::Claim>,
+) -> std::collections::BTreeMap<SessionAddr, Vec<interlink_core::claims::Claim>> {
+    let mut sets: std::collections::BTreeMap<_, _> =
+        interlink_core::claims::sets_in_views(roster, project).collect();
+    sets.insert(own.clone(), own_claims);
+    sets
 }
 
 /// The view of `board` written for the hooks, the guard and `interlink-p2p claims`.
@@ -281,10 +293,7 @@ pub(crate) fn merge(views: Vec<BoardView>, now: u64) -> Option<BoardView> {
             sets.entry(addr).or_insert(set);
         }
     }
-    let mut board = Board::new();
-    for (addr, set) in sets {
-        let _ = board.set(addr, set, now);
-    }
+    let (board, _) = Board::from_sets(sets, now);
     let mut merged = BoardView::new(
         newest.project.clone(),
         newest.root.clone(),

@@ -16,7 +16,8 @@ use crate::paths::{Home, SessionDir};
 
 /// Largest `claims.json` read.
 pub const MAX_CLAIMS_FILE_BYTES: u64 = 16 * 1024;
-/// Largest `board.json` read (2,048 claims of the largest kind fit).
+/// Largest `board.json` read (a full board, 512 claims of the largest kind, fits
+/// several times over).
 pub const MAX_BOARD_FILE_BYTES: u64 = 2 * 1024 * 1024;
 /// How often a running session rewrites its board view when nothing changed, so a
 /// reader can tell a live view from one a stopped session left.

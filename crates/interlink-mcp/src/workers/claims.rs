@@ -26,7 +26,7 @@ use crate::{
 /// sessions fall silent without a roster event.
 const BOARD_TICK: Duration = Duration::from_secs(2);
 /// How long roster events are gathered before the board is rebuilt once for them.
-const DEBOUNCE: Duration = Duration::from_millis(20);
+const DEBOUNCE: Duration = Duration::from_millis(500);
 
 /// What the worker takes of the session.
 pub(crate) struct ClaimsWorker {
@@ -77,14 +77,17 @@ pub(crate) async fn keep(w: ClaimsWorker, cancel: CancellationToken) {
     }
     let mut events = ready.handle.events();
     let mut last: Option<BoardView> = None;
+    let mut cache: Cache = None;
     loop {
-        refresh(&w, &ready, &project, &mut last).await;
+        refresh(&w, &ready, &project, &mut last, &mut cache).await;
         tokio::select! {
             () = cancel.cancelled() => break,
             alive = roster_changed(&mut events) => {
                 if !alive {
                     break;
                 }
+                // Roster events can come fast (a paired peer may re-announce at will):
+                // the board is rebuilt at most every DEBOUNCE.
                 tokio::time::sleep(DEBOUNCE).await;
             }
             () = tokio::time::sleep(BOARD_TICK) => {}
@@ -106,7 +109,19 @@ async fn roster_changed(events: &mut broadcast::Receiver<Event>) -> bool {
     }
 }
 
-async fn refresh(w: &ClaimsWorker, ready: &Ready, project: &Project, last: &mut Option<BoardView>) {
+/// The last board and the sets it was ranked from.
+type Cache = Option<(
+    std::collections::BTreeMap<SessionAddr, Vec<interlink_core::claims::Claim>>,
+    interlink_core::claims::Board,
+)>;
+
+async fn refresh(
+    w: &ClaimsWorker,
+    ready: &Ready,
+    project: &Project,
+    last: &mut Option<BoardView>,
+    cache: &mut Cache,
+) {
     let Ok(roster) = ready.handle.roster().await else {
         return;
     };
@@ -116,7 +131,17 @@ async fn refresh(w: &ClaimsWorker, ready: &Ready, project: &Project, last: &mut 
         .into_iter()
         .filter(|c| c.until > now)
         .collect();
-    let board = crate::claims::board_of(&roster, &project.id, &w.own, mine, now);
+    // Ranking is quadratic in the claims (BENCHMARKS.md): only when the sets changed,
+    // or a claim lapsed since.
+    let sets = crate::claims::sets_of(&roster, &project.id, &w.own, mine);
+    let board = match cache.take() {
+        Some((old_sets, board))
+            if old_sets == sets && board.claims().all(|(p, _)| p.claim.until > now) =>
+        {
+            board
+        }
+        _ => interlink_core::claims::Board::from_sets(sets.clone(), now).0,
+    };
     let policy = crate::policy::load(&w.home).unwrap_or_default();
     let names = Names::new(&policy, &w.own.key);
     w.state
@@ -138,4 +163,5 @@ async fn refresh(w: &ClaimsWorker, ready: &Ready, project: &Project, last: &mut 
         }
         *last = Some(view);
     }
+    *cache = Some((sets, board));
 }
