@@ -59,6 +59,8 @@ const EXPECTED: &[(&str, Expect)] = &[
     // Into the fresh home's own Claude Code configuration and data directory.
     ("install", Expect::Exits(&[])),
     ("peers", Expect::Exits(&[])),
+    // Claude Code's edit hook with no input (stdin closed): nothing to say.
+    ("claims hook", Expect::Exits(&[])),
     // The docs probe addresses where nothing listens: "unreachable" is exit status 2.
     ("probe", Expect::Exits(&[(2, "unreachable")])),
 ];
