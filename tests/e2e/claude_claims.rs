@@ -10,30 +10,13 @@
 #![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
-use std::{path::Path, process::Command};
+use std::path::Path;
 
 use interlink_e2e::{
     agent_cli::{FakeModel, Home, agent_cli, check_runs, run},
     mcp_session::{deadline, start_in_dir},
 };
 use serde_json::json;
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
 
 /// One `claude -p` turn in `repo` whose model writes `file`, with `env` added; the
 /// fake model's requests.
@@ -71,12 +54,10 @@ async fn claude_codes_edit_of_a_claimed_file_is_blocked_or_warned() {
     let settings = std::fs::read_to_string(home.path().join(".claude/settings.json")).unwrap();
     assert!(settings.contains("claims hook"), "{settings}");
 
-    let repo = home.path().join("shop");
-    std::fs::create_dir_all(repo.join("src/api")).unwrap();
-    git(&repo, &["init", "-q"]);
-    std::fs::write(repo.join("src/api/auth.rs"), "pub fn login() {}\n").unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-q", "-m", "first"]);
+    let repo = interlink_testkit::git::repo(
+        &home.path().join("shop"),
+        &[("src/api/auth.rs", "pub fn login() {}\n")],
+    );
 
     // Another session of this user holds the API directory.
     let holder = start_in_dir(

@@ -27,32 +27,17 @@ use serde_json::{Value, json};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(180);
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
+use interlink_testkit::git::git;
 
 /// A repository with `src/api/auth.rs`, and a clone of it at another path.
 fn two_clones(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let first = root.join("alice-work/shop");
-    std::fs::create_dir_all(first.join("src/api")).unwrap();
-    git(&first, &["init", "-q"]);
-    std::fs::write(first.join("src/api/auth.rs"), "pub fn login() {}\n").unwrap();
-    std::fs::write(first.join("README.md"), "shop\n").unwrap();
-    git(&first, &["add", "."]);
-    git(&first, &["commit", "-q", "-m", "first"]);
+    let first = interlink_testkit::git::repo(
+        &root.join("alice-work/shop"),
+        &[
+            ("src/api/auth.rs", "pub fn login() {}\n"),
+            ("README.md", "shop\n"),
+        ],
+    );
     let second = root.join("bob/src/shop-clone");
     std::fs::create_dir_all(second.parent().unwrap()).unwrap();
     git(
@@ -65,6 +50,26 @@ fn two_clones(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
         ],
     );
     (first, second)
+}
+
+/// `git commit -m MESSAGE` in `repo` as `user` (so the guard reads `user`'s home), with
+/// `env` added.
+fn git_commit(
+    user: &User,
+    repo: &Path,
+    message: &str,
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
+        .arg(repo)
+        .args(["-c", "user.name=b", "-c", "user.email=b@example.com"])
+        .args(["commit", "-q", "-m", message])
+        .env("INTERLINK_HOME", user.home());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
 }
 
 /// Runs `interlink-p2p ARGS` as `user` in `dir` with `stdin`; (exit code, stdout,
@@ -140,12 +145,7 @@ async fn the_earlier_claim_holds_both_sides_know_and_the_wait_ends_with_the_hold
     tokio::time::timeout(TEST_DEADLINE, async {
         let tmp = tempfile::tempdir().unwrap();
         let (alice_repo, bob_repo) = two_clones(tmp.path());
-        let elsewhere = tmp.path().join("unrelated");
-        std::fs::create_dir_all(&elsewhere).unwrap();
-        git(&elsewhere, &["init", "-q"]);
-        std::fs::write(elsewhere.join("x"), "").unwrap();
-        git(&elsewhere, &["add", "."]);
-        git(&elsewhere, &["commit", "-q", "-m", "other"]);
+        let elsewhere = interlink_testkit::git::repo(&tmp.path().join("unrelated"), &[("x", "")]);
 
         let alice = User::new("alice", &[]).unwrap();
         let bob = User::new("bob", &[]).unwrap();
@@ -305,29 +305,14 @@ async fn the_earlier_claim_holds_both_sides_know_and_the_wait_ends_with_the_hold
         assert_eq!(code, 0, "{out}{err}");
         std::fs::write(bob_repo.join("src/api/auth.rs"), "pub fn sign_in() {}\n").unwrap();
         git(&bob_repo, &["add", "src/api/auth.rs"]);
-        let commit = Command::new("git")
-            .arg("-C")
-            .arg(&bob_repo)
-            .args(["-c", "user.name=b", "-c", "user.email=b@example.com"])
-            .args(["commit", "-q", "-m", "sign in"])
-            .env("INTERLINK_HOME", bob.home())
-            .output()
-            .unwrap();
+        let commit = git_commit(&bob, &bob_repo, "sign in", &[]);
         let said = String::from_utf8_lossy(&commit.stderr);
         assert!(!commit.status.success(), "the guard let it through: {said}");
         assert!(
             said.contains("src/api/auth.rs: alice's session cl-a holds src/api/**"),
             "{said}"
         );
-        let forced = Command::new("git")
-            .arg("-C")
-            .arg(&bob_repo)
-            .args(["-c", "user.name=b", "-c", "user.email=b@example.com"])
-            .args(["commit", "-q", "-m", "sign in"])
-            .env("INTERLINK_HOME", bob.home())
-            .env("INTERLINK_GUARD", "off")
-            .output()
-            .unwrap();
+        let forced = git_commit(&bob, &bob_repo, "sign in", &[("INTERLINK_GUARD", "off")]);
         assert!(forced.status.success(), "{forced:?}");
 
         // Alice's session ends: Bob's claim holds, nothing done on his side.
@@ -566,14 +551,7 @@ async fn across_two_hosts_the_claim_reaches_the_other_clone() {
         assert_eq!(code, 0, "{out}{err}");
         std::fs::write(bob_repo.join("src/api/auth.rs"), "pub fn login2() {}\n").unwrap();
         git(&bob_repo, &["add", "."]);
-        let commit = Command::new("git")
-            .arg("-C")
-            .arg(&bob_repo)
-            .args(["-c", "user.name=b", "-c", "user.email=b@example.com"])
-            .args(["commit", "-q", "-m", "login fix"])
-            .env("INTERLINK_HOME", bob.home())
-            .output()
-            .unwrap();
+        let commit = git_commit(&bob, &bob_repo, "login fix", &[]);
         let board = std::fs::read_to_string(bob.home().join("sessions/lab-b/board.json"));
         let listed = cli(&bob, &bob_repo, &["claims"], None, &[]);
         let hooks = std::fs::read_dir(bob_repo.join(".git/hooks")).map(|d| {

@@ -1,44 +1,13 @@
-use std::{path::Path, process::Command};
+use interlink_testkit::git::{available, git};
 
 use super::*;
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
-}
-
-fn has_git() -> bool {
-    let found = Command::new("git").arg("--version").output().is_ok();
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "git is needed for the project tests"
-        );
-        eprintln!("SKIPPED: git is not on the PATH");
-    }
-    found
-}
 
 /// Two clones of one history at different paths, one with another remote URL form and
 /// a worktree, are one project; a subdirectory is its repository's; an unrelated
 /// repository, a submodule-like nested repository and a plain directory are not.
 #[test]
 fn one_project_across_clones_and_worktrees() {
-    if !has_git() {
+    if !available() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -1,49 +1,20 @@
-use std::{path::Path, process::Command};
+use std::path::Path;
 
 use interlink_store::claims::{ViewClaim, write_board};
 
 use super::*;
 
-/// Runs git in `dir` (a test needs it: under CI it must be there).
-pub(crate) fn git(dir: &Path, args: &[&str]) -> bool {
-    let ran = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output();
-    match ran {
-        Ok(out) => {
-            assert!(out.status.success(), "git {args:?}: {out:?}");
-            true
-        }
-        Err(e) => {
-            assert!(std::env::var_os("CI").is_none(), "git is needed: {e}");
-            eprintln!("SKIPPED: git is not on the PATH ({e})");
-            false
-        }
-    }
-}
-
 /// A repository with `src/api/auth.rs` and `README.md`; `None` without git.
 pub(crate) fn repo(root: &Path) -> Option<std::path::PathBuf> {
-    let dir = root.join("repo");
-    std::fs::create_dir_all(dir.join("src/api")).unwrap();
-    if !git(&dir, &["init", "-q"]) {
-        return None;
-    }
-    std::fs::write(dir.join("src/api/auth.rs"), "fn login() {}\n").unwrap();
-    std::fs::write(dir.join("README.md"), "r\n").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "-q", "-m", "first"]);
-    Some(dir)
+    interlink_testkit::git::available().then(|| {
+        interlink_testkit::git::repo(
+            &root.join("repo"),
+            &[("src/api/auth.rs", "fn login() {}\n"), ("README.md", "r\n")],
+        )
+    })
 }
+
+pub(crate) use interlink_testkit::git::git;
 
 /// Alice's key, as a board view spells it.
 pub(crate) fn alice_key() -> String {

@@ -2,6 +2,7 @@
 //! dependency of the bench and the relay's store benchmark):
 //!
 //! - [`ids`]: deterministic identities, session ids and message ids;
+//! - [`git`]: repositories for the tests of claims on files;
 //! - [`signed`]: signed envelopes, announcements, receipts and acks as a real node makes
 //!   them, and the hostile variants a real node never makes (wrong signer, backdated,
 //!   future-dated, copied id, oversized, forged signature);
@@ -19,6 +20,7 @@
 // Only tests and benchmarks use this crate: a panic is their failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod git;
 pub mod ids;
 pub mod invite;
 pub mod mailbox;
