@@ -95,6 +95,8 @@ mod interlink_testkit_free {
                     summary: String::new(),
                     host: HostKind::Other,
                     delivery: DeliveryMode::Poll,
+                    project: None,
+                    claims: Vec::new(),
                 }
                 .seal(id, &session, &[], &mut FixedRng)
                 .expect("seals"),

@@ -15,6 +15,10 @@ use std::fmt;
 
 use super::{ClaimError, MAX_PATTERN_BYTES, MAX_PATTERN_SEGMENTS};
 
+/// Longest path a pattern is matched against: the longest path a file system takes
+/// (Linux's `PATH_MAX`).
+pub const MAX_PATH_BYTES: usize = 4096;
+
 /// A checked pattern: relative, no `.` or `..`, no empty segment, no backslash, no
 /// control character, at most [`MAX_PATTERN_BYTES`] and [`MAX_PATTERN_SEGMENTS`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,8 +101,13 @@ impl Pattern {
         &self.text
     }
 
-    /// Whether `path` (relative, `/`-separated) is covered.
+    /// Whether `path` (relative, `/`-separated) is covered. A path longer than
+    /// [`MAX_PATH_BYTES`] names no file and is covered by nothing (the search is
+    /// recursive, one level per character of a segment).
     pub fn covers(&self, path: &str) -> bool {
+        if path.len() > MAX_PATH_BYTES {
+            return false;
+        }
         let segments: Vec<Segment> = path
             .split('/')
             .filter(|s| !s.is_empty() && *s != ".")

@@ -67,6 +67,9 @@ fn what_a_pattern_covers() {
     for (pattern, path, want) in cases {
         assert_eq!(p(pattern).covers(path), want, "{pattern} covers {path}");
     }
+    // No file has a path this long: covered by nothing, and no deep search.
+    let long = "a/".repeat(pattern::MAX_PATH_BYTES);
+    assert!(!p("**").covers(&long));
 }
 
 #[test]
