@@ -36,7 +36,18 @@ enum Segment {
     /// A segment without wildcards.
     Literal(String),
     /// A segment with `*` or `?`.
-    Glob(Vec<char>),
+    Glob(Vec<Ch>),
+}
+
+/// One character of a segment, as the search inside a segment reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Ch {
+    /// `*` in a pattern: any run of characters.
+    Any,
+    /// `?` in a pattern: any one character.
+    One,
+    /// A character itself (in a path, `*` and `?` are characters too).
+    Lit(char),
 }
 
 impl Pattern {
@@ -81,7 +92,15 @@ impl Pattern {
                 p if p.contains("**") => {
                     return Err(bad("`**` must be a whole segment"));
                 }
-                p if p.contains(['*', '?']) => Segment::Glob(p.chars().collect()),
+                p if p.contains(['*', '?']) => Segment::Glob(
+                    p.chars()
+                        .map(|c| match c {
+                            '*' => Ch::Any,
+                            '?' => Ch::One,
+                            c => Ch::Lit(c),
+                        })
+                        .collect(),
+                ),
                 p => Segment::Literal(p.to_owned()),
             });
         }
@@ -200,21 +219,24 @@ impl Wildcard for Segment {
 }
 
 impl Segment {
-    fn chars(&self) -> Vec<char> {
+    fn chars(&self) -> Vec<Ch> {
         match self {
             Segment::Glob(c) => c.clone(),
-            Segment::Literal(s) => s.chars().collect(),
-            Segment::Any => vec!['*'],
+            Segment::Literal(s) => s.chars().map(Ch::Lit).collect(),
+            Segment::Any => vec![Ch::Any],
         }
     }
 }
 
-/// Inside a segment: `*` any run of characters, `?` any one.
-impl Wildcard for char {
+/// Inside a segment: `*` any run of characters, `?` any one; a path's `*` is itself.
+impl Wildcard for Ch {
     fn is_any(&self) -> bool {
-        *self == '*'
+        *self == Ch::Any
     }
     fn meets(&self, other: &Self) -> bool {
-        self == other || *self == '?' || *other == '?'
+        match (self, other) {
+            (Ch::Lit(a), Ch::Lit(b)) => a == b,
+            _ => true,
+        }
     }
 }
