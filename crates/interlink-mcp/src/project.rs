@@ -68,6 +68,7 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
     String::from_utf8(out.stdout).ok()
 }
 
-#[cfg(test)]
+// They run git, which the Windows test run (Wine) does not have.
+#[cfg(all(test, unix))]
 #[path = "project_tests.rs"]
 mod tests;

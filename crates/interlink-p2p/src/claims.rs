@@ -265,6 +265,7 @@ pub fn edit_hook(home: &Home, input: &str, mode: HookMode, now: u64) -> Option<S
     Some(output.to_string())
 }
 
-#[cfg(test)]
+// They run git, which the Windows test run (Wine) does not have.
+#[cfg(all(test, unix))]
 #[path = "claims_tests.rs"]
 pub(crate) mod tests;

@@ -1,6 +1,6 @@
-use interlink_store::paths::Home;
-
 use super::*;
+// The tests that run git (which the Windows test run, under Wine, does not have).
+#[cfg(unix)]
 use crate::claims::tests::{alice_key, board, git, held, repo};
 
 /// An existing hook is kept, runs first, and comes back on uninstall; installing twice
@@ -39,11 +39,12 @@ fn an_existing_hook_is_kept_and_put_back() {
 }
 
 /// A staged file another session holds is refused, naming it; a free one is not.
+#[cfg(unix)]
 #[test]
 fn a_staged_held_file_is_refused_naming_its_holder() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(repo) = repo(tmp.path()) else { return };
-    let home = Home::new(tmp.path().join("home"));
+    let home = interlink_store::paths::Home::new(tmp.path().join("home"));
     std::fs::create_dir_all(home.path()).unwrap();
     let now = 10_000_000;
     board(
@@ -63,4 +64,23 @@ fn a_staged_held_file_is_refused_naming_its_holder() {
         "{refusal}"
     );
     assert!(refusal.contains("INTERLINK_GUARD=off"), "{refusal}");
+}
+
+/// The hook goes where git looks for it: `core.hooksPath` when set.
+#[cfg(unix)]
+#[test]
+fn the_hook_goes_where_core_hooks_path_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(repo) = repo(tmp.path()) else { return };
+    assert_eq!(
+        hooks_dir(&repo).unwrap().canonicalize().unwrap(),
+        repo.join(".git/hooks")
+            .canonicalize()
+            .unwrap_or(repo.join(".git/hooks"))
+    );
+    git(&repo, &["config", "core.hooksPath", ".githooks"]);
+    assert_eq!(
+        hooks_dir(&repo.join("src")).unwrap(),
+        repo.join(".githooks")
+    );
 }
