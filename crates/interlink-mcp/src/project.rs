@@ -68,7 +68,6 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
     String::from_utf8(out.stdout).ok()
 }
 
-// They run git, which the Windows test run (Wine) does not have.
-#[cfg(all(test, unix))]
+#[cfg(test)]
 #[path = "project_tests.rs"]
 mod tests;

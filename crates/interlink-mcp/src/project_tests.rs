@@ -1,3 +1,6 @@
+// They run git, which the Windows test run (Wine) does not have.
+#![cfg(unix)]
+
 use interlink_testkit::git::{available, git};
 
 use super::*;

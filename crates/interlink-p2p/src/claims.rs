@@ -265,7 +265,6 @@ pub fn edit_hook(home: &Home, input: &str, mode: HookMode, now: u64) -> Option<S
     Some(output.to_string())
 }
 
-// They run git, which the Windows test run (Wine) does not have.
-#[cfg(all(test, unix))]
+#[cfg(test)]
 #[path = "claims_tests.rs"]
 pub(crate) mod tests;

@@ -1,3 +1,6 @@
+// They run git, which the Windows test run (Wine) does not have.
+#![cfg(unix)]
+
 use std::path::Path;
 
 use interlink_store::claims::{ViewClaim, write_board};
