@@ -47,6 +47,9 @@ enum Sub {
     /// (installed by `install`): reads the hook's JSON on stdin; an edit of a file
     /// another live session holds exclusively is warned about, or refused with
     /// `claims_hook = "block"` (INTERLINK_CLAIMS_HOOK: warn, block, off).
+    #[command(
+        after_help = "Example (what Claude Code runs; install claude sets it up):\n  echo '{\"session_id\":\"s1\",\"cwd\":\"/repo\",\"tool_name\":\"Edit\",\"tool_input\":{\"file_path\":\"/repo/src/a.rs\"}}' | interlink-p2p claims hook"
+    )]
     Hook,
 }
 

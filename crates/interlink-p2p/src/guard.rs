@@ -37,11 +37,16 @@ pub struct Args {
 enum Action {
     /// Install the pre-commit hook in this repository (an existing hook is kept and
     /// runs first).
+    #[command(after_help = "Example:\n  cd ~/src/shop && interlink-p2p guard install")]
     Install,
     /// Remove it, putting back the hook it kept.
+    #[command(after_help = "Example:\n  interlink-p2p guard uninstall")]
     Uninstall,
     /// What the hook runs: refuse (exit 1) when a staged path is held exclusively by
     /// another session.
+    #[command(
+        after_help = "Example (what the pre-commit hook runs):\n  git add src/api/auth.rs && interlink-p2p guard check"
+    )]
     Check,
 }
 
