@@ -136,7 +136,7 @@ async fn refresh(
     let sets = crate::claims::sets_of(&roster, &project.id, &w.own, mine);
     let board = match cache.take() {
         Some((old_sets, board))
-            if old_sets == sets && board.claims().all(|(p, _)| p.claim.until > now) =>
+            if old_sets == sets && sets.values().flatten().all(|c| c.until > now) =>
         {
             board
         }
