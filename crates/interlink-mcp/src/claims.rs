@@ -194,20 +194,27 @@ pub(crate) fn board_of(
     own_claims: Vec<interlink_core::claims::Claim>,
     now: u64,
 ) -> Board {
-    let (board, _) = Board::from_sets(sets_of(roster, project, own, own_claims), now);
+    let (board, _) = Board::from_sets(sets_of(roster, project, own, own_claims, now), now);
     board
 }
 
-/// The claim sets [`board_of`] ranks: the roster's, with `own`'s as they are now.
+/// The claim sets [`board_of`] ranks: the roster's, with `own`'s as they are now, each
+/// without the claims lapsed by `now` (a session's announcement keeps a lapsed claim
+/// until it announces again), and no empty set.
 pub(crate) fn sets_of(
     roster: &[IdentityView],
     project: &ProjectId,
     own: &SessionAddr,
     own_claims: Vec<interlink_core::claims::Claim>,
+    now: u64,
 ) -> std::collections::BTreeMap<SessionAddr, Vec<interlink_core::claims::Claim>> {
     let mut sets: std::collections::BTreeMap<_, _> =
         interlink_core::claims::sets_in_views(roster, project).collect();
     sets.insert(own.clone(), own_claims);
+    for set in sets.values_mut() {
+        set.retain(|c| c.until > now);
+    }
+    sets.retain(|_, set| !set.is_empty());
     sets
 }
 

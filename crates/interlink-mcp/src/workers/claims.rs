@@ -131,15 +131,11 @@ async fn refresh(
         .into_iter()
         .filter(|c| c.until > now)
         .collect();
-    // Ranking is quadratic in the claims (BENCHMARKS.md): only when the sets changed,
-    // or a claim lapsed since.
-    let sets = crate::claims::sets_of(&roster, &project.id, &w.own, mine);
+    // Ranking is quadratic in the claims (BENCHMARKS.md): only when the live sets
+    // changed (a claim lapsing changes them).
+    let sets = crate::claims::sets_of(&roster, &project.id, &w.own, mine, now);
     let board = match cache.take() {
-        Some((old_sets, board))
-            if old_sets == sets && sets.values().flatten().all(|c| c.until > now) =>
-        {
-            board
-        }
+        Some((old_sets, board)) if old_sets == sets => board,
         _ => interlink_core::claims::Board::from_sets(sets.clone(), now).0,
     };
     let policy = crate::policy::load(&w.home).unwrap_or_default();
