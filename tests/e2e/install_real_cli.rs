@@ -220,6 +220,22 @@ fn codex_lists_interlink_runs_its_hooks_and_forgets_both_after_uninstall() {
         // Why `install codex` tells the user to trust them.
         assert_eq!(hook["trustStatus"], "untrusted", "{hook}");
     }
+    // And the claims hook on apply_patch, a command hook.
+    let claims = listing["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["matcher"] == "^apply_patch$")
+        .unwrap_or_else(|| panic!("no claims hook in {listing}"));
+    assert_eq!(claims["eventName"], "preToolUse", "{claims}");
+    assert_eq!(claims["handlerType"], "command", "{claims}");
+    assert!(
+        claims["command"]
+            .as_str()
+            .unwrap()
+            .ends_with(" claims hook"),
+        "{claims}"
+    );
 
     // A real turn: the SessionStart hook binds the server to the thread — under the
     // INTERLINK_HOME that reaches the server only through `env_vars` — the PreToolUse

@@ -252,6 +252,19 @@ fn codex_installs_the_plugin_from_the_checkout_and_runs_a_turn_with_it() {
     let (hooks, listing) = codex_hooks(&home, &codex);
     assert_eq!(listing["errors"], json!([]), "{listing}");
     assert_eq!(hooks.len(), CODEX_HOOK_EVENTS.len(), "{listing}");
+    let claims = listing["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["matcher"] == "^apply_patch$")
+        .unwrap_or_else(|| panic!("no claims hook in {listing}"));
+    assert_eq!(claims["handlerType"], "command", "{claims}");
+    // Codex puts the plugin's directory in for `${PLUGIN_ROOT}`.
+    let command = claims["command"].as_str().unwrap();
+    assert!(
+        command.ends_with("/scripts/launch.cjs\" claims hook") && !command.contains("${"),
+        "{claims}"
+    );
 
     // Codex sends a turn's first model request without waiting for a plugin's MCP
     // servers: the first npx start, which fetches and unpacks the package, can miss

@@ -263,9 +263,9 @@ impl FakeModel {
         Self::scripted(Vec::new())
     }
 
-    /// A fake model whose first main-loop Messages requests (those offering tools)
-    /// each get a call of the next tool in `steps` (`{"name", "input"}`); the rest,
-    /// "ok".
+    /// A fake model whose first main-loop Messages requests (those offering tools), or
+    /// first Responses requests, each get a call of the next tool in `steps`
+    /// (`{"name", "input"}`); the rest, "ok" (Messages) or as [`Self::start`]'s.
     pub fn scripted(steps: Vec<Value>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -355,7 +355,15 @@ impl FakeModel {
                     kept.push(body.clone());
                     kept.len() == 1
                 };
-                ("text/event-stream", Self::respond(first))
+                let step = {
+                    let mut script = script.lock().unwrap();
+                    let step = script.steps.pop_front();
+                    if step.is_some() {
+                        script.served.push(Instant::now());
+                    }
+                    step
+                };
+                ("text/event-stream", Self::respond(first, step.as_ref()))
             } else {
                 ("application/json", "{}".to_owned())
             };
@@ -419,10 +427,16 @@ impl FakeModel {
         ("text/event-stream", stream)
     }
 
-    /// A Responses API stream: a call of `mcp__interlink`'s `whoami` the `first` time,
-    /// else the message "done".
-    fn respond(first: bool) -> String {
-        let item = if first {
+    /// A Responses API stream: a call of the scripted `step` if there is one — a
+    /// freeform (custom) tool's call with `{"name", "input"}` where `input` is a string,
+    /// such as `apply_patch`'s patch — else a call of `mcp__interlink`'s `whoami` the
+    /// `first` time, else the message "done".
+    fn respond(first: bool, step: Option<&Value>) -> String {
+        let item = if let Some(step) = step {
+            json!({"type": "custom_tool_call", "id": format!("ctc_{}", next_id()),
+                "call_id": format!("call_{}", next_id()), "name": step["name"],
+                "input": step["input"], "status": "completed"})
+        } else if first {
             json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
                 "namespace": "mcp__interlink", "name": "whoami", "arguments": "{}",
                 "status": "completed"})

@@ -1,6 +1,6 @@
 //! `interlink-p2p claims`: the claims on files of this repository, as the home's
-//! running sessions see them (docs/CLAIMS.md); and `claims hook`, Claude Code's
-//! PreToolUse hook on its edit tools, which `install` sets up.
+//! running sessions see them (docs/CLAIMS.md); and `claims hook`, the PreToolUse hook
+//! on Claude Code's edit tools and on Codex's `apply_patch`, which `install` sets up.
 
 use std::{
     io::Read as _,
@@ -43,10 +43,10 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum Sub {
-    /// Claude Code's PreToolUse hook on Edit, Write, MultiEdit and NotebookEdit
-    /// (installed by `install`): reads the hook's JSON on stdin; an edit of a file
-    /// another live session holds exclusively is warned about, or refused with
-    /// `claims_hook = "block"` (INTERLINK_CLAIMS_HOOK: warn, block, off).
+    /// The PreToolUse hook on Claude Code's Edit, Write, MultiEdit and NotebookEdit and
+    /// on Codex's apply_patch (installed by `install`): reads the hook's JSON on stdin;
+    /// an edit of a file another live session holds exclusively is warned about, or
+    /// refused with `claims_hook = "block"` (INTERLINK_CLAIMS_HOOK: warn, block, off).
     #[command(
         after_help = "Example (what Claude Code runs; install claude sets it up):\n  echo '{\"session_id\":\"s1\",\"cwd\":\"/repo\",\"tool_name\":\"Edit\",\"tool_input\":{\"file_path\":\"/repo/src/a.rs\"}}' | interlink-p2p claims hook"
     )]
@@ -215,44 +215,106 @@ pub fn relative(root: &Path, abs: &Path) -> Option<String> {
     relative_to(&root.to_string_lossy(), &real.to_string_lossy())
 }
 
-/// Claude Code's PreToolUse hook: what to print for `input` (the hook's JSON), if
-/// anything. An input that is not an edit, a file outside any repository, or a file
-/// nobody else holds prints nothing (the edit goes on as if there were no hook).
+/// Most files of one edit the hook looks at (a patch may name many).
+const MAX_HOOK_FILES: usize = 64;
+
+/// The files an edit tool's input writes, as given (absolute, or relative to the
+/// hook's `cwd`): Claude Code's Edit, Write and MultiEdit (`file_path`) and
+/// NotebookEdit (`notebook_path`); Codex's `apply_patch` (the patch in `command`,
+/// whose `*** Add/Update/Delete File:` and `*** Move to:` lines name them).
+fn edited_files(input: &Value) -> Vec<&str> {
+    let tool = &input["tool_input"];
+    if let Some(file) = tool["file_path"]
+        .as_str()
+        .or_else(|| tool["notebook_path"].as_str())
+    {
+        return vec![file];
+    }
+    if input["tool_name"] != "apply_patch" {
+        return Vec::new();
+    }
+    let patch = tool["command"].as_str().or_else(|| tool["input"].as_str());
+    let headers = [
+        "*** Add File: ",
+        "*** Update File: ",
+        "*** Delete File: ",
+        "*** Move to: ",
+    ];
+    let mut files: Vec<&str> = patch
+        .into_iter()
+        .flat_map(str::lines)
+        .filter_map(|line| headers.iter().find_map(|h| line.strip_prefix(h)))
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .collect();
+    files.dedup();
+    files.truncate(MAX_HOOK_FILES);
+    files
+}
+
+/// The PreToolUse hook of Claude Code (on its edit tools) and of Codex (on
+/// `apply_patch`), which read the same answer: what to print for `input` (the hook's
+/// JSON), if anything. An input that is not an edit, files outside any repository, or
+/// files nobody else holds print nothing (the edit goes on as if there were no hook).
 pub fn edit_hook(home: &Home, input: &str, mode: HookMode, now: u64) -> Option<String> {
     if mode == HookMode::Off {
         return None;
     }
     let input: Value = serde_json::from_str(input).ok()?;
-    let tool = &input["tool_input"];
-    let file = tool["file_path"]
-        .as_str()
-        .or_else(|| tool["notebook_path"].as_str())?;
     let cwd = input["cwd"].as_str().map(PathBuf::from);
-    let file = match (Path::new(file).is_absolute(), cwd) {
-        (true, _) | (false, None) => PathBuf::from(file),
-        (false, Some(cwd)) => cwd.join(file),
-    };
-    let dir = file.ancestors().skip(1).find(|d| d.is_dir())?;
-    let seen = seen_from(home, dir, now)?;
-    let view = seen.view.as_ref()?;
-    let rel = relative(&seen.project.root, &file)?;
+    // The host's session id is the interlink session's (Claude Code's conversation,
+    // Codex's thread): the session's own claims do not stop it.
     let me = input["session_id"]
         .as_str()
         .and_then(|s| Some((own_key(home)?.to_hex(), s.to_owned())));
-    let held = held_against(
-        view,
-        &rel,
-        me.as_ref().map(|(k, s)| (k.as_str(), s.as_str())),
-    );
-    if held.is_empty() {
+    let mut seen: Option<Seen> = None;
+    let mut told = Vec::new();
+    for file in edited_files(&input) {
+        let file = match (Path::new(file).is_absolute(), &cwd) {
+            (true, _) | (false, None) => PathBuf::from(file),
+            (false, Some(cwd)) => cwd.join(file),
+        };
+        // One project lookup (git) for the files of one repository.
+        let rel = match seen
+            .as_ref()
+            .and_then(|s| relative(&s.project.root, &file).map(|r| (s, r)))
+        {
+            Some((_, rel)) => rel,
+            None => {
+                let Some(dir) = file.ancestors().skip(1).find(|d| d.is_dir()) else {
+                    continue;
+                };
+                let Some(found) = seen_from(home, dir, now) else {
+                    continue;
+                };
+                let Some(rel) = relative(&found.project.root, &file) else {
+                    continue;
+                };
+                seen = Some(found);
+                rel
+            }
+        };
+        let Some(view) = seen.as_ref().and_then(|s| s.view.as_ref()) else {
+            continue;
+        };
+        let held = held_against(
+            view,
+            &rel,
+            me.as_ref().map(|(k, s)| (k.as_str(), s.as_str())),
+        );
+        if !held.is_empty() {
+            let holders: Vec<String> = held.iter().map(|c| claim_line(c)).collect();
+            told.push(format!("{rel} is claimed: {}", holders.join("; ")));
+        }
+    }
+    if told.is_empty() {
         return None;
     }
-    let holders: Vec<String> = held.iter().map(|c| claim_line(c)).collect();
     let text = format!(
-        "interlink: {rel} is claimed: {}. Another agent is working on it; leave it alone until \
+        "interlink: {}. Another agent is working on it; leave it alone until \
          that claim ends, or ask its session first (send_message). The claim tool (check) shows \
          who holds what.",
-        holders.join("; ")
+        told.join(". ")
     );
     let output = match mode {
         HookMode::Block => json!({"hookSpecificOutput": {

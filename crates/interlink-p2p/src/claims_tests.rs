@@ -134,6 +134,57 @@ fn the_edit_hook_warns_blocks_or_stays_quiet() {
     assert_eq!(HookMode::from_setting(None).unwrap(), HookMode::Warn);
 }
 
+/// Codex's `apply_patch`: the files its patch names (relative to the hook's cwd) are
+/// checked, each one, and a patch of free files alone says nothing.
+#[test]
+fn the_edit_hook_reads_the_files_of_a_codex_patch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(repo) = repo(tmp.path()) else { return };
+    let home = Home::new(tmp.path().join("home"));
+    std::fs::create_dir_all(home.path()).unwrap();
+    let now = 10_000_000;
+    board(
+        &home,
+        &repo,
+        vec![held(&alice_key(), "cl-a", "src/api/**")],
+        now,
+    );
+    let patch = |body: &str| {
+        json!({
+            "session_id": "thread-b",
+            "cwd": repo,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "apply_patch",
+            "tool_input": {"command": format!("*** Begin Patch\n{body}*** End Patch\n")},
+        })
+        .to_string()
+    };
+    let both = patch(
+        "*** Update File: README.md\n@@\n-r\n+s\n*** Add File: src/api/v2.rs\n+fn v2() {}\n\
+         *** Update File: docs/old.md\n*** Move to: src/api/moved.md\n@@\n-a\n+b\n",
+    );
+    let out = edit_hook(&home, &both, HookMode::Block, now).unwrap();
+    let out: Value = serde_json::from_str(&out).unwrap();
+    let reason = out["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        reason.contains("src/api/v2.rs is claimed: alice's session cl-a"),
+        "{reason}"
+    );
+    assert!(reason.contains("src/api/moved.md is claimed"), "{reason}");
+    assert!(!reason.contains("README.md"), "{reason}");
+    let free = patch("*** Update File: README.md\n@@\n-r\n+s\n*** Delete File: docs/x.md\n");
+    assert_eq!(edit_hook(&home, &free, HookMode::Block, now), None);
+    // Another tool's `command` (a shell command) is no patch.
+    let shell = json!({"cwd": repo, "tool_name": "Bash",
+        "tool_input": {"command": "*** Update File: src/api/auth.rs"}});
+    assert_eq!(
+        edit_hook(&home, &shell.to_string(), HookMode::Block, now),
+        None
+    );
+}
+
 /// The holder's own edits go through: the hook's session is the claim's.
 #[test]
 fn the_holder_edits_freely() {

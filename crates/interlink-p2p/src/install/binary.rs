@@ -20,13 +20,15 @@ const EXE: &str = "interlink-p2p";
 
 /// Why `exe` would not outlive its directory, if it would not.
 pub(super) fn transient_place(exe: &Path) -> Option<&'static str> {
-    // Cargo marks every target directory with CACHEDIR.TAG, wherever CARGO_TARGET_DIR
-    // puts it; a path component named node_modules is an npm install (npx's cache too).
-    if exe
-        .ancestors()
-        .skip(1)
-        .any(|dir| dir.join("CACHEDIR.TAG").is_file())
-    {
+    // Cargo marks a target directory it creates with CACHEDIR.TAG, wherever
+    // CARGO_TARGET_DIR puts it, but not one that existed before its first build (seen:
+    // a fresh machine's CI made the directory first); each profile directory has its
+    // `.fingerprint` either way. A path component named node_modules is an npm install
+    // (npx's cache too).
+    if exe.ancestors().skip(1).any(|dir| {
+        dir.join("CACHEDIR.TAG").is_file()
+            || (dir.join(".fingerprint").is_dir() && dir.join(".cargo-lock").is_file())
+    }) {
         return Some("a Cargo build directory");
     }
     if exe.components().any(|c| c.as_os_str() == "node_modules") {

@@ -24,6 +24,15 @@ fn build_and_npm_directories_are_transient_others_are_not() {
         )),
         Some("an npm package directory")
     );
+    // A target directory that existed before cargo's first build has no CACHEDIR.TAG;
+    // its profile directory is still cargo's.
+    let made_first = t.path().join("made-first/debug");
+    std::fs::create_dir_all(made_first.join(".fingerprint")).unwrap();
+    std::fs::write(made_first.join(".cargo-lock"), "").unwrap();
+    assert_eq!(
+        transient_place(&made_first.join("interlink-p2p")),
+        Some("a Cargo build directory")
+    );
     assert_eq!(transient_place(&t.path().join("bin/interlink-p2p")), None);
     assert_eq!(
         transient_place(Path::new("/usr/local/bin/interlink-p2p")),

@@ -112,7 +112,7 @@ fn wait_hook(command: &str) -> Value {
 
 /// `s` as one POSIX shell word: as it is when it has nothing a shell reads, else in
 /// single quotes.
-fn shell_quoted(s: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn shell_quoted(s: &str) -> std::borrow::Cow<'_, str> {
     let plain = !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"/._-+:,@%=".contains(&b));

@@ -5,9 +5,12 @@
 //! calling `bind_codex_session` with the thread id and directory (`${session_id}`,
 //! `${cwd}`) on SessionStart,
 //! UserPromptSubmit and PreToolUse (matcher `^mcp__interlink__`) — SessionStart may
-//! run before the server is ready; the others are idempotent fallbacks. Codex runs
-//! user hooks only once the user has trusted them (its startup review or `/hooks`), so
-//! `install codex` says so when it adds them.
+//! run before the server is ready; the others are idempotent fallbacks. And the
+//! claims hook: a PreToolUse `command` hook on `apply_patch` running
+//! `interlink-p2p claims hook`, which warns the agent (or refuses the patch) when it
+//! edits a file another live session claims. Codex runs user hooks only once the user
+//! has trusted them (its startup review or `/hooks`), so `install codex` says so when
+//! it adds them.
 
 use anyhow::Context as _;
 use interlink_store::env;
@@ -29,6 +32,9 @@ pub const CODEX_HOOK_EVENTS: &[(&str, Option<&str>)] = &[
 /// `hook: Stop Failed` after every turn (codex-cli 0.171). By the end of a turn
 /// UserPromptSubmit has bound the thread anyway.
 pub const CODEX_RETIRED_HOOK_EVENTS: &[&str] = &["Stop"];
+/// The tool the claims hook looks at: Codex's one edit tool (codex-cli 0.171 passes the
+/// patch as `tool_input.command`).
+pub(super) const CODEX_EDIT_MATCHER: &str = "^apply_patch$";
 /// Seconds a Codex `mcp_tool` hook may take.
 const CODEX_HOOK_TIMEOUT: i64 = 10;
 /// The variables Codex must pass on to `interlink-p2p mcp` (its `env_vars`).
@@ -77,44 +83,143 @@ fn codex_handler() -> Table {
     handler
 }
 
-/// Whether a hook handler (a table or an inline table) is our bind call.
-fn is_our_handler(get: impl Fn(&str) -> Option<String>) -> bool {
+/// The claims hook's command line: a shell command on Unix, a `cmd /C` one on Windows.
+fn claims_command(binary: &str) -> String {
+    if cfg!(windows) {
+        format!("\"{binary}\" claims hook")
+    } else {
+        format!("{} claims hook", super::claude::shell_quoted(binary))
+    }
+}
+
+fn claims_handler(binary: &str) -> Table {
+    let mut handler = Table::new();
+    handler["type"] = value("command");
+    handler["command"] = value(claims_command(binary));
+    handler["timeout"] = value(CODEX_HOOK_TIMEOUT);
+    handler
+}
+
+/// A field of a hook handler, a table or an inline table.
+type Field<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Whether a hook handler is our bind call.
+fn is_bind_handler(get: Field<'_>) -> bool {
     get("type").as_deref() == Some("mcp_tool")
         && get("server").as_deref() == Some(SERVER_NAME)
         && get("tool").as_deref() == Some("bind_codex_session")
 }
 
-fn group_has_ours(group: &Table) -> bool {
-    match group.get("hooks") {
-        Some(Item::ArrayOfTables(a)) => a
-            .iter()
-            .any(|t| is_our_handler(|k| t.get(k)?.as_str().map(str::to_owned))),
-        Some(Item::Value(v)) => v.as_array().is_some_and(|a| {
-            a.iter().any(|h| {
-                h.as_inline_table()
-                    .is_some_and(|t| is_our_handler(|k| t.get(k)?.as_str().map(str::to_owned)))
-            })
-        }),
-        _ => false,
-    }
+/// Whether a hook handler runs this program's `claims hook`, wherever the binary is.
+fn is_claims_handler(get: Field<'_>) -> bool {
+    let Some(command) = get("command") else {
+        return false;
+    };
+    let Some(program) = command.strip_suffix(" claims hook") else {
+        return false;
+    };
+    let program = program.trim_matches(['\'', '"']);
+    let name = program.rsplit(['/', '\\']).next().unwrap_or(program);
+    get("type").as_deref() == Some("command")
+        && (name == "interlink-p2p" || name.eq_ignore_ascii_case("interlink-p2p.exe"))
 }
 
-/// Removes the groups of `hooks.<event>` that call our `bind_codex_session` (and the
-/// event when no group is left), noting it.
-fn remove_our_hooks(hooks: &mut Table, event: &str, notes: &mut Vec<String>) {
+/// The commands of the handlers of `group` that `ours` recognises.
+fn our_handlers(group: &Table, ours: fn(Field<'_>) -> bool) -> Vec<Option<String>> {
+    let mut found = Vec::new();
+    match group.get("hooks") {
+        Some(Item::ArrayOfTables(a)) => {
+            for t in a.iter() {
+                let get = |k: &str| t.get(k)?.as_str().map(str::to_owned);
+                if ours(&get) {
+                    found.push(get("command"));
+                }
+            }
+        }
+        Some(Item::Value(v)) => {
+            for t in v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|h| h.as_inline_table())
+            {
+                let get = |k: &str| t.get(k)?.as_str().map(str::to_owned);
+                if ours(&get) {
+                    found.push(get("command"));
+                }
+            }
+        }
+        _ => {}
+    }
+    found
+}
+
+/// Removes the groups of `hooks.<event>` that hold a handler `ours` recognises (and
+/// the event when no group is left); whether it removed any.
+fn remove_groups(hooks: &mut Table, event: &str, ours: fn(Field<'_>) -> bool) -> bool {
     let Some(groups) = hooks.get_mut(event).and_then(Item::as_array_of_tables_mut) else {
-        return;
+        return false;
     };
     let before = groups.len();
-    groups.retain(|g| !group_has_ours(g));
-    if groups.len() != before {
+    groups.retain(|g| our_handlers(g, ours).is_empty());
+    let removed = groups.len() != before;
+    if groups.is_empty() {
+        hooks.remove(event);
+    }
+    removed
+}
+
+/// Removes our bind hooks from `hooks.<event>`, noting it.
+fn remove_our_hooks(hooks: &mut Table, event: &str, notes: &mut Vec<String>) {
+    if remove_groups(hooks, event, is_bind_handler) {
         notes.push(format!(
             "removed the {event} hook calling bind_codex_session"
         ));
     }
-    if groups.is_empty() {
-        hooks.remove(event);
+}
+
+/// Installs (or points at `binary` again) or removes the claims hook on `apply_patch`.
+fn claims_hook(hooks: &mut Table, binary: &str, action: Action, notes: &mut Vec<String>) {
+    let wanted = claims_command(binary);
+    let current: Vec<Option<String>> = hooks
+        .get("PreToolUse")
+        .and_then(Item::as_array_of_tables)
+        .into_iter()
+        .flat_map(|groups| groups.iter())
+        .flat_map(|g| our_handlers(g, is_claims_handler))
+        .collect();
+    let up_to_date = current.len() == 1 && current[0].as_deref() == Some(wanted.as_str());
+    if action == Action::Install && up_to_date {
+        return;
     }
+    let removed = remove_groups(hooks, "PreToolUse", is_claims_handler);
+    if action == Action::Uninstall {
+        if removed {
+            notes.push("removed the PreToolUse claims hook on apply_patch".to_owned());
+        }
+        return;
+    }
+    let mut group = Table::new();
+    group["matcher"] = value(CODEX_EDIT_MATCHER);
+    let mut handlers = ArrayOfTables::new();
+    handlers.push(claims_handler(binary));
+    group.insert("hooks", Item::ArrayOfTables(handlers));
+    match hooks
+        .entry("PreToolUse")
+        .or_insert(Item::ArrayOfTables(ArrayOfTables::new()))
+        .as_array_of_tables_mut()
+    {
+        Some(groups) => groups.push(group),
+        None => {
+            notes.push("`hooks.PreToolUse` is not an array of tables: no claims hook".to_owned());
+            return;
+        }
+    }
+    notes.push(if removed {
+        "updated the PreToolUse claims hook on apply_patch".to_owned()
+    } else {
+        "added the PreToolUse hook on apply_patch: `claims hook` (claims on files)".to_owned()
+    });
 }
 
 pub(super) fn edit(
@@ -197,7 +302,10 @@ pub(super) fn edit(
                     .or_insert(Item::ArrayOfTables(ArrayOfTables::new()))
                     .as_array_of_tables_mut()
                     .with_context(|| format!("`hooks.{event}` is not an array of tables"))?;
-                if groups.iter().any(group_has_ours) {
+                if groups
+                    .iter()
+                    .any(|g| !our_handlers(g, is_bind_handler).is_empty())
+                {
                     continue;
                 }
                 let mut group = Table::new();
@@ -213,6 +321,7 @@ pub(super) fn edit(
             for event in CODEX_RETIRED_HOOK_EVENTS {
                 remove_our_hooks(hooks, event, &mut notes);
             }
+            claims_hook(hooks, command, action, &mut notes);
         }
         Action::Uninstall => {
             if let Some(servers) = doc.get_mut("mcp_servers").and_then(Item::as_table_mut)
@@ -225,6 +334,7 @@ pub(super) fn edit(
                 for event in events.chain(CODEX_RETIRED_HOOK_EVENTS.iter().copied()) {
                     remove_our_hooks(hooks, event, &mut notes);
                 }
+                claims_hook(hooks, command, action, &mut notes);
             }
             // The tables `install` may have made, if our removal left them empty.
             if !notes.is_empty() {

@@ -5,7 +5,7 @@ fn codex_edits_are_idempotent_and_reversible() {
     let original = "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\"\n";
     let mut doc: DocumentMut = original.parse().unwrap();
     let notes = edit(&mut doc, "/bin/interlink-p2p", Action::Install).unwrap();
-    assert_eq!(notes.len(), 1 + CODEX_HOOK_EVENTS.len(), "{notes:?}");
+    assert_eq!(notes.len(), 2 + CODEX_HOOK_EVENTS.len(), "{notes:?}");
     let installed = doc.to_string();
     assert!(installed.contains("# my settings"), "{installed}");
     assert!(installed.contains("[mcp_servers.other]"), "{installed}");
@@ -31,7 +31,7 @@ fn codex_edits_are_idempotent_and_reversible() {
             .is_empty()
     );
     let notes = edit(&mut again, "/bin/interlink-p2p", Action::Uninstall).unwrap();
-    assert_eq!(notes.len(), 1 + CODEX_HOOK_EVENTS.len(), "{notes:?}");
+    assert_eq!(notes.len(), 2 + CODEX_HOOK_EVENTS.len(), "{notes:?}");
     let removed = again.to_string();
     assert!(!removed.contains("interlink"), "{removed}");
     assert!(removed.contains("[mcp_servers.other]") && removed.contains("# my settings"));
@@ -108,5 +108,78 @@ fn codex_update_keeps_the_users_own_keys_in_our_entry() {
             .unwrap()
             .is_empty(),
         "{again}"
+    );
+}
+
+/// The claims hook on `apply_patch` sits in a group of its own next to the user's own
+/// PreToolUse hooks and our bind hook; a moved binary updates it in place of adding a
+/// second; uninstall removes it alone.
+#[test]
+fn codex_claims_hook_is_added_updated_and_removed() {
+    let theirs = "[[hooks.PreToolUse]]\nmatcher = \"^Bash$\"\n[[hooks.PreToolUse.hooks]]\n\
+                  type = \"command\"\ncommand = \"audit.sh\"\n";
+    let mut doc: DocumentMut = theirs.parse().unwrap();
+    let notes = edit(&mut doc, "/opt/my tools/interlink-p2p", Action::Install).unwrap();
+    assert!(
+        notes.contains(
+            &"added the PreToolUse hook on apply_patch: `claims hook` (claims on files)".to_owned()
+        ),
+        "{notes:?}"
+    );
+    let claims_groups = |doc: &DocumentMut| -> Vec<(String, String)> {
+        doc["hooks"]["PreToolUse"]
+            .as_array_of_tables()
+            .unwrap()
+            .iter()
+            .filter(|g| g.get("matcher").and_then(Item::as_str) == Some(CODEX_EDIT_MATCHER))
+            .map(|g| {
+                let h = &g["hooks"].as_array_of_tables().unwrap().get(0).unwrap();
+                (
+                    h["type"].as_str().unwrap().to_owned(),
+                    h["command"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let expected = if cfg!(windows) {
+        "\"/opt/my tools/interlink-p2p\" claims hook"
+    } else {
+        "'/opt/my tools/interlink-p2p' claims hook"
+    };
+    assert_eq!(
+        claims_groups(&doc),
+        [("command".to_owned(), expected.to_owned())]
+    );
+    // Three PreToolUse groups: the user's, our bind hook, the claims hook.
+    assert_eq!(
+        doc["hooks"]["PreToolUse"]
+            .as_array_of_tables()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    let mut moved: DocumentMut = doc.to_string().parse().unwrap();
+    let notes = edit(&mut moved, "/usr/bin/interlink-p2p", Action::Install).unwrap();
+    assert!(
+        notes.contains(&"updated the PreToolUse claims hook on apply_patch".to_owned()),
+        "{notes:?}"
+    );
+    assert_eq!(claims_groups(&moved).len(), 1, "{moved}");
+    assert!(
+        claims_groups(&moved)[0]
+            .1
+            .starts_with("/usr/bin/interlink-p2p")
+    );
+
+    let notes = edit(&mut moved, "/usr/bin/interlink-p2p", Action::Uninstall).unwrap();
+    assert!(
+        notes.contains(&"removed the PreToolUse claims hook on apply_patch".to_owned()),
+        "{notes:?}"
+    );
+    let left = moved.to_string();
+    assert!(
+        left.contains("audit.sh") && !left.contains("claims hook"),
+        "{left}"
     );
 }
