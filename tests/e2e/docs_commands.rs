@@ -56,6 +56,10 @@ const EXPECTED: &[(&str, Expect)] = &[
         ]),
     ),
     ("inbox", Expect::Exits(&[])),
+    // A fresh home has no messages.
+    ("search", Expect::Exits(&[(1, "no message matched")])),
+    // The page's server: it prints its address and serves until stopped.
+    ("ui", Expect::Serves(None)),
     // Into the fresh home's own Claude Code configuration and data directory.
     ("install", Expect::Exits(&[])),
     ("peers", Expect::Exits(&[])),

@@ -8,6 +8,7 @@
 #![cfg(unix)]
 
 pub mod agent_cli;
+pub mod browser;
 pub mod framing;
 pub mod lab;
 pub mod lan;

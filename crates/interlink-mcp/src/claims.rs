@@ -263,6 +263,23 @@ pub fn seen_from(
     })
 }
 
+/// Each project's board as the home's running sessions see it together at `now` (the
+/// page of `interlink-p2p ui`).
+pub fn boards(home: &interlink_store::paths::Home, now: u64) -> Vec<BoardView> {
+    let mut views = interlink_store::claims::read_all_boards(home, now);
+    let mut out = Vec::new();
+    while let Some(first) = views.first() {
+        let project = first.project.clone();
+        let split = views
+            .iter()
+            .position(|v| v.project != project)
+            .unwrap_or(views.len());
+        let rest = views.split_off(split);
+        out.extend(merge(std::mem::replace(&mut views, rest), now));
+    }
+    out
+}
+
 /// One board from the views of several sessions, freshest first: each session's
 /// claims as the freshest view that lists it has them, ranked anew. One session may
 /// not see what another does (it is not connected to the holder yet), so the freshest

@@ -7,6 +7,7 @@ pub use crate::{
     codex::CodexConfig,
     dates::utc,
     host_inbox::{HOST_INBOX, HostInbox, user_home},
+    render::USER_SESSION_PREFIX,
     serve::{Options, ServeError, SessionSource, resolve_session, serve_stdio},
 };
 
@@ -50,6 +51,6 @@ pub mod network_view {
 /// directory (asked of git), the board the home's running sessions keep, and who holds
 /// a path.
 pub mod claims {
-    pub use crate::claims::{Seen, claim_line, held_against, seen_from};
+    pub use crate::claims::{Seen, boards, claim_line, held_against, seen_from};
     pub use crate::project::{Project, detect as project_of};
 }

@@ -111,6 +111,17 @@ pub(crate) fn save_failures(dir: &SessionDir, failures: &[Failure]) -> std::io::
 /// The notice queued into the thread for one message: who sent it (verified), where it
 /// belongs, and how to read it — never the peer's text itself.
 pub(crate) fn notice(e: &InboxEntry, name: Option<&str>) -> String {
+    if name == Some("self")
+        && e.sender_session
+            .starts_with(crate::render::USER_SESSION_PREFIX)
+    {
+        return format!(
+            "[interlink] New message {} from your user (written on their interlink page, \
+             signed with their key). Call receive_messages to read it, then \
+             acknowledge_messages; answer in this thread.",
+            e.msg_id
+        );
+    }
     let who = match name {
         Some(n) => format!("{n} ({})", e.sender_fingerprint),
         None => e.sender_fingerprint.clone(),

@@ -97,3 +97,62 @@ fn ages() {
     assert_eq!(age(7_200_000), "2h");
     assert_eq!(age(3 * 86_400_000), "3d");
 }
+
+/// The user's own words from their page: this user's key and a `user-` session. A
+/// peer (another key) from a session so named, or the user's other sessions, are not;
+/// and a peer's text quoting the header cannot pass for it (it stays in the block).
+#[test]
+fn only_the_users_own_key_from_the_page_is_the_user() {
+    let mut e = interlink_store::read_state::testing::entry(
+        interlink_core::MsgId::from_bytes([1; 16]),
+        interlink_core::wire::EnvelopeKind::Message,
+    );
+    let sender: IdentityKey = e.sender.parse().unwrap();
+    let other = interlink_core::Identity::from_seed(&[7; 32]).public();
+    let mut policy = PeerPolicy::new();
+    policy.add("bob", sender).unwrap();
+    let as_owner = Names::new(&policy, &sender);
+    let as_peer = Names::new(&policy, &other);
+    e.sender_session = "user-page".into();
+    assert!(from_user(&e, &as_owner));
+    assert!(
+        !from_user(&e, &as_peer),
+        "bob's key, whatever its session is called"
+    );
+    assert!(
+        !from_user(&e, &Names::peers_only(&policy)),
+        "no own key known"
+    );
+    let fence = framing::Fence::from_nonce([9; 8]);
+    let mine = message_text_with(&fence, &e, &as_owner);
+    assert!(
+        mine.lines().next().unwrap().contains("from your user")
+            && mine
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with("(verified: your own key):"),
+        "{mine}"
+    );
+    e.text = Some(mine.clone());
+    let forged = message_text_with(&fence, &e, &as_peer);
+    let header = forged.lines().next().unwrap();
+    assert!(
+        header.contains("from bob") && header.ends_with("(verified sender):"),
+        "{forged}"
+    );
+    assert!(
+        forged
+            .lines()
+            .skip(2)
+            .filter(|l| l.contains("from your user"))
+            .all(|l| l.starts_with('|')),
+        "{forged}"
+    );
+    e.sender_session = "a2".into();
+    assert!(
+        !from_user(&e, &as_owner),
+        "the user's other session is not the user"
+    );
+    assert_eq!(message_json(&e, &as_owner)["from_user"], false);
+}

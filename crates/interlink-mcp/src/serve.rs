@@ -112,7 +112,7 @@ pub fn resolve_session(
     rng: &mut impl CryptoRng,
 ) -> Result<(SessionId, SessionSource), SessionIdError> {
     if let Some(f) = flag {
-        return Ok((SessionId::new(f)?, SessionSource::Flag));
+        return Ok((agent_session(SessionId::new(f)?)?, SessionSource::Flag));
     }
     for (var, source) in [
         (env::SESSION, SessionSource::InterlinkEnv),
@@ -120,16 +120,28 @@ pub fn resolve_session(
     ] {
         match env(var) {
             Some(v) if !v.trim().is_empty() => {
-                let id = SessionId::new(v.trim()).map_err(|e| SessionIdError::InvalidEnv {
-                    var,
-                    source: Box::new(e),
-                })?;
+                let id = SessionId::new(v.trim())
+                    .and_then(agent_session)
+                    .map_err(|e| SessionIdError::InvalidEnv {
+                        var,
+                        source: Box::new(e),
+                    })?;
                 return Ok((id, source));
             }
             _ => {}
         }
     }
     Ok((SessionId::random(rng), SessionSource::Random))
+}
+
+/// An agent session's id, never one of the ids the user's own page writes from
+/// ([`crate::render::USER_SESSION_PREFIX`]): what arrives from those is shown to agents
+/// as their user's words.
+pub(crate) fn agent_session(id: SessionId) -> Result<SessionId, SessionIdError> {
+    if id.as_str().starts_with(crate::render::USER_SESSION_PREFIX) {
+        return Err(SessionIdError::Reserved(id.as_str().to_owned()));
+    }
+    Ok(id)
 }
 
 /// When a session with these options starts ([`crate::startup`]).

@@ -35,6 +35,19 @@ fn resolution_order() {
     assert!(!src.is_pinned());
 }
 
+/// An agent session never takes the id the user's page writes from: what comes from
+/// it is shown to agents as their user's words.
+#[test]
+fn an_agent_session_cannot_take_the_pages_id() {
+    let mut rng = session::os_rng();
+    let err = resolve_session(Some("user-page"), vars(&[]), &mut rng).unwrap_err();
+    assert!(err.to_string().contains("never a session id"), "{err}");
+    let pinned = [(env::SESSION, "user-x")];
+    let err = resolve_session(None, vars(&pinned), &mut rng).unwrap_err();
+    assert!(err.to_string().contains(env::SESSION), "{err}");
+    assert!(resolve_session(Some("users-x"), vars(&[]), &mut rng).is_ok());
+}
+
 #[test]
 fn an_invalid_variable_is_an_error_naming_it() {
     let bad = [(env::SESSION, "no/slash")];

@@ -54,7 +54,9 @@ pub(crate) fn start(ctx: &Arc<Context>, thread: Option<&str>) -> Result<(), Tool
         return Ok(());
     };
     let session = match (starter.at, thread) {
-        (StartAt::Bind, Some(t)) => SessionId::new(t).map_err(|e| ToolError(e.to_string()))?,
+        (StartAt::Bind, Some(t)) => SessionId::new(t)
+            .and_then(crate::serve::agent_session)
+            .map_err(|e| ToolError(e.to_string()))?,
         _ => starter.session.clone(),
     };
     let result = start_with(ctx, starter, session);

@@ -7,7 +7,7 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode};
 use clap::{Parser, Subcommand};
 use interlink_p2p::{
     Ctx, claims, demo, group, guard, id, inbox, install, invite, join, mcp, pair, peer, peers,
-    probe, run, send, wait,
+    probe, run, search, send, ui, wait,
 };
 
 /// Coding-agent sessions that find each other and talk, peer to peer.
@@ -32,6 +32,7 @@ enum Command {
     Peers(peers::Args),
     Send(send::Args),
     Inbox(inbox::Args),
+    Search(search::Args),
     Peer(peer::Args),
     Group(group::Args),
     Claims(claims::Args),
@@ -42,6 +43,7 @@ enum Command {
     Install(install::Args),
     Uninstall(install::UninstallArgs),
     Probe(probe::Args),
+    Ui(ui::Args),
 }
 
 /// Exit code of a usage error (sysexits' EX_USAGE), distinct from probe's codes.
@@ -100,6 +102,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Peers(a) => peers::command(a, ctx),
         Command::Send(a) => send::command(a, ctx),
         Command::Inbox(a) => inbox::command(a, ctx),
+        Command::Search(a) => search::command(a, ctx),
         Command::Peer(a) => peer::command(a, ctx),
         Command::Group(a) => group::command(a, ctx),
         Command::Claims(a) => claims::command(a, ctx),
@@ -110,6 +113,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Install(a) => install::command(a, ctx),
         Command::Uninstall(a) => install::uninstall(a, ctx),
         Command::Probe(a) => probe::command(a, ctx),
+        Command::Ui(a) => ui::command(a, ctx),
     }
 }
 

@@ -34,6 +34,7 @@ use interlink_net::{
 };
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
+use interlink_mcp::cli::USER_SESSION_PREFIX;
 use interlink_mcp::cli::{
     route::{self as sender, RouteWaitError, Target, TargetError},
     session::{Describe, session_spec, start_node},
@@ -88,6 +89,9 @@ pub struct Options {
     pub cwd: PathBuf,
     /// The session of this user that replies go to ([`reply_to`]).
     pub reply_to: Option<SessionId>,
+    /// Sent by the user on their page (`interlink-p2p ui`): from a
+    /// [`USER_SESSION_PREFIX`] session, which agents are shown as their user's words.
+    pub from_user: bool,
 }
 
 /// The session replies to a shell `send` go to: `--reply-to`, else the session the
@@ -328,7 +332,13 @@ fn join(
     options: &Options,
     progress: &mut impl Write,
 ) -> anyhow::Result<(Node, SessionAddr)> {
-    let session = SessionId::new(format!("send-{}", SessionId::random(&mut crate::os_rng())))?;
+    // The page's messages come from one session, so an agent sees one thread with its
+    // user; the page sends one at a time ([`crate::ui`]).
+    let session = if options.from_user {
+        SessionId::new(format!("{USER_SESSION_PREFIX}page"))?
+    } else {
+        SessionId::new(format!("send-{}", SessionId::random(&mut crate::os_rng())))?
+    };
     let own = SessionAddr {
         key: own_key,
         session: session.clone(),
@@ -343,7 +353,11 @@ fn join(
         address_book: Some(home.addresses()),
     };
     let describe = Describe {
-        summary: "interlink-p2p send".into(),
+        summary: if options.from_user {
+            "interlink-p2p ui".into()
+        } else {
+            "interlink-p2p send".into()
+        },
         cwd: options.cwd.clone(),
         host: HostKind::Other,
         delivery: DeliveryMode::Poll,
@@ -621,6 +635,7 @@ pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::Exi
         wait: crate::ctx::seconds("--wait", args.wait)?,
         reply_to: reply_to(args.reply_to.as_deref(), |k| std::env::var(k).ok())?,
         cwd: std::env::current_dir().context("reading the current directory")?,
+        from_user: false,
     };
     let home = ctx.home()?;
     let messages = match (args.text, args.stdin) {

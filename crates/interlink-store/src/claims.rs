@@ -165,6 +165,26 @@ pub fn read_boards(home: &Home, project: &str, now: u64) -> Vec<BoardView> {
     views
 }
 
+/// Every project's fresh views in `home` (see [`read_boards`]), each project's freshest
+/// first.
+pub fn read_all_boards(home: &Home, now: u64) -> Vec<BoardView> {
+    let Ok(entries) = std::fs::read_dir(home.sessions()) else {
+        return Vec::new();
+    };
+    let mut views: Vec<BoardView> = entries
+        .take(MAX_BOARDS_SCANNED)
+        .filter_map(Result::ok)
+        .filter_map(|e| read_board(&e.path().join(BOARD_FILE)))
+        .filter(|v| now.saturating_sub(v.written_ms) <= BOARD_FRESH_MS)
+        .collect();
+    views.sort_by(|a, b| {
+        a.project
+            .cmp(&b.project)
+            .then(b.written_ms.cmp(&a.written_ms))
+    });
+    views
+}
+
 fn read_board(path: &Path) -> Option<BoardView> {
     crate::small_file::read::<BoardView>(path, MAX_BOARD_FILE_BYTES)
         .filter(|v| v.version == VERSION)

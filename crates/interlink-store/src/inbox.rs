@@ -52,7 +52,8 @@ use interlink_core::{
     wire::{EnvelopeKind, TaskStatus},
 };
 pub use segment::{
-    ARCHIVE_FILE, bounds, read_from, read_hot_from, read_newest, read_positioned_from,
+    ARCHIVE_FILE, bounds, read_from, read_hot_from, read_newest, read_newest_lines,
+    read_positioned_from,
 };
 use segment::{PADDING, Segment, archive_path, next_line, read_at_most};
 use serde::{Deserialize, Serialize};

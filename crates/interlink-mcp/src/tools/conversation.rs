@@ -34,6 +34,7 @@ impl Server {
         let ctx = &self.ctx;
         let result = async {
             let session = interlink_core::SessionId::new(args.session_id.trim())
+                .and_then(crate::serve::agent_session)
                 .map_err(|e| ToolError(format!("session_id: {e}")))?;
             if ctx.shared().pinned {
                 return Ok((

@@ -203,7 +203,11 @@ fn received_item(
     own: IdentityKey,
 ) -> (u64, String, Value) {
     let names = render::Names::new(policy, &own);
-    let name = names.of_hex(&e.sender);
+    let name = if render::from_user(e, &names) {
+        Some("your user".to_owned())
+    } else {
+        names.of_hex(&e.sender)
+    };
     let mut v = render::message_json(e, &names);
     v["direction"] = json!("received");
     let status = e

@@ -41,7 +41,12 @@ pub(crate) const CHANNEL_METHOD: &str = "notifications/claude/channel";
 /// absent fields left out), and for a group message the group, its thread and its
 /// recipients as this user names them (`group_to`, comma-separated).
 pub(crate) fn notification(e: &InboxEntry, names: &render::Names<'_>) -> CustomNotification {
-    let name = names.of_hex(&e.sender);
+    let user = render::from_user(e, names);
+    let name = if user {
+        Some("your user".to_owned())
+    } else {
+        names.of_hex(&e.sender)
+    };
     let mut meta = Map::new();
     let mut put = |k: &str, v: Option<String>| {
         if let Some(v) = v {
@@ -61,6 +66,8 @@ pub(crate) fn notification(e: &InboxEntry, names: &render::Names<'_>) -> CustomN
             .and_then(|v| v.as_str().map(str::to_owned)),
     );
     put("in_reply_to", e.in_reply_to.clone());
+    // The user's own words, from their page: the one sender that is not another agent.
+    put("from_user", user.then(|| "true".to_owned()));
     if let Some(g) = &e.group {
         put("group", Some(g.name.clone()));
         put("group_thread", Some(g.thread.clone()));

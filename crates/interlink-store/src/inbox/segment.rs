@@ -332,6 +332,25 @@ pub fn read_newest(
     limit: usize,
     max_lines: usize,
     sender: Option<&str>,
+    keep: impl FnMut(&InboxEntry) -> bool,
+) -> Result<(Vec<InboxEntry>, bool), InboxError> {
+    read_newest_lines(
+        path,
+        limit,
+        max_lines,
+        |line| sender.is_none_or(|want| from_sender(line, want)),
+        keep,
+    )
+}
+
+/// Like [`read_newest`], with `line` looking at each line's bytes before it is decoded
+/// (a line it refuses is not): a search that rules most lines out by a word they lack
+/// decodes only the few that have it.
+pub fn read_newest_lines(
+    path: &Path,
+    limit: usize,
+    max_lines: usize,
+    mut line_ok: impl FnMut(&[u8]) -> bool,
     mut keep: impl FnMut(&InboxEntry) -> bool,
 ) -> Result<(Vec<InboxEntry>, bool), InboxError> {
     let io_err = |p: &Path| {
@@ -347,9 +366,7 @@ pub fn read_newest(
             return false;
         }
         seen += 1;
-        if let Some(want) = sender
-            && !from_sender(line, want)
-        {
+        if !line_ok(line) {
             return true;
         }
         if let Ok(e) = serde_json::from_slice::<InboxEntry>(line)

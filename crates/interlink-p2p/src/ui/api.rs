@@ -1,0 +1,421 @@
+//! The page's data and actions, as JSON. Every read is of the home's files (sessions
+//! need not run; running ones are not disturbed: nothing here takes a session's lock or
+//! moves a read cursor); every action is one the CLI has (`pair`, `peer`, `send`).
+
+use std::{
+    collections::BTreeMap,
+    convert::Infallible,
+    time::{Duration, SystemTime},
+};
+
+use axum::{
+    Json,
+    extract::{Query as UrlQuery, State},
+    http::StatusCode,
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
+};
+use futures::Stream;
+use interlink_core::IdentityKey;
+use interlink_store::{pairing, paths::Home};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::App;
+use crate::history::{self, Message, Query};
+
+/// A running session rewrites its `network.json` at least this often
+/// ([`interlink_mcp::network_view::REWRITE_AT_LEAST`]); older means it stopped.
+const LIVE_WITHIN: Duration = Duration::from_secs(45);
+/// Most messages of one thread shown.
+const THREAD_LIMIT: usize = 500;
+/// Most bytes of one message the human writes on the page.
+const MAX_WRITE_BYTES: usize = 16 * 1024;
+/// Most recent messages the overview's conversations are counted from.
+const OVERVIEW_MESSAGES: usize = 1000;
+
+/// An error as the page shows it.
+pub(super) struct Failure(StatusCode, String);
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Self(StatusCode::BAD_REQUEST, format!("{e:#}"))
+    }
+}
+
+/// Runs blocking file reads off the server's threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+        .map_err(Failure::from)
+}
+
+fn age(path: &std::path::Path) -> Option<Duration> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    SystemTime::now().duration_since(modified).ok()
+}
+
+/// `GET /api/overview`: this user, the home's sessions and what each is connected to,
+/// the peers, pair requests, conversations and claims.
+pub(super) async fn overview(State(app): State<App>) -> Result<Json<Value>, Failure> {
+    blocking(move || Ok(Json(overview_of(&app)))).await
+}
+
+fn overview_of(app: &App) -> Value {
+    let home = &app.home;
+    let now = app.clock.now_ms();
+    let own = interlink_mcp::cli::peers::own_key(home);
+    let peers = interlink_store::policy::load(home).unwrap_or_default();
+    // A session's network view names the user's own identity by its fingerprint.
+    let own_prefix = own.as_ref().map(|k| format!("{}/", k.fingerprint()));
+    let sessions: Vec<Value> = history::sessions(home)
+        .into_iter()
+        .map(|(id, dir)| {
+            let network: Value = std::fs::read(dir.network())
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or(Value::Null);
+            let live = age(&dir.network()).is_some_and(|a| a < LIVE_WITHIN);
+            let links: Vec<Value> = network["peers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|p| {
+                    let route = p["route"].clone();
+                    let own_prefix = own_prefix.clone();
+                    p["sessions"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(move |s| {
+                            let s = s.as_str().unwrap_or_default();
+                            let s = match own_prefix.as_deref().and_then(|p| s.strip_prefix(p)) {
+                                Some(own_session) => format!("you/{own_session}"),
+                                None => s.to_owned(),
+                            };
+                            json!({"session": s, "route": route})
+                        })
+                })
+                .collect();
+            json!({"id": id, "live": live, "links": if live { links } else { Vec::new() }})
+        })
+        .collect();
+    let peer_list: Vec<Value> = peers
+        .iter()
+        .map(|(name, key)| json!({"name": name, "key": key.to_hex(), "fingerprint": key.fingerprint().to_string()}))
+        .collect();
+    let pairing = pairing::current(home, now).ok();
+    let (recent, _) = history::search(
+        home,
+        &Query {
+            limit: OVERVIEW_MESSAGES,
+            ..Query::default()
+        },
+    );
+    let mut conversations: BTreeMap<(String, String, String), (usize, Message)> = BTreeMap::new();
+    for m in recent {
+        let key = (m.session.clone(), m.peer.clone(), m.peer_session.clone());
+        let entry = conversations.entry(key).or_insert((0, m.clone()));
+        entry.0 += 1;
+    }
+    let conversations: Vec<Value> = conversations
+        .into_values()
+        .map(|(count, last)| {
+            json!({
+                "session": last.session, "peer": last.peer, "peer_name": last.peer_name,
+                "peer_session": last.peer_session, "own": last.own, "count": count,
+                "last_at": last.at, "last_text": last.text.chars().take(160).collect::<String>(),
+                "last_state": last.state,
+            })
+        })
+        .collect();
+    json!({
+        "me": {
+            "key": own.as_ref().map(IdentityKey::to_hex),
+            "fingerprint": own.as_ref().map(|k| k.fingerprint().to_string()),
+            "name": app.name,
+        },
+        "now": now,
+        "sessions": sessions,
+        "peers": peer_list,
+        "pairing": pairing.map(|p| json!({"incoming": p.incoming, "outgoing": p.outgoing})),
+        "conversations": conversations,
+        "claims": interlink_mcp::cli::claims::boards(home, now),
+    })
+}
+
+/// The thread between one of the home's sessions and one peer session.
+#[derive(Debug, Deserialize)]
+pub(super) struct ThreadArgs {
+    session: String,
+    peer: String,
+    peer_session: String,
+}
+
+/// `GET /api/thread`: its messages, oldest first, each with its state.
+pub(super) async fn thread(
+    State(app): State<App>,
+    UrlQuery(args): UrlQuery<ThreadArgs>,
+) -> Result<Json<Value>, Failure> {
+    blocking(move || {
+        let query = Query {
+            session: Some(args.session),
+            peer: Some(args.peer.clone()),
+            limit: THREAD_LIMIT,
+            ..Query::default()
+        };
+        let (mut found, more) = history::search(&app.home, &query);
+        found.retain(|m| m.peer == args.peer && m.peer_session == args.peer_session);
+        found.reverse();
+        Ok(Json(json!({"messages": found, "more": more})))
+    })
+    .await
+}
+
+/// A search from the page.
+#[derive(Debug, Deserialize)]
+pub(super) struct SearchArgs {
+    #[serde(default)]
+    q: String,
+    peer: Option<String>,
+    session: Option<String>,
+    state: Option<String>,
+    /// Only the last this many hours.
+    hours: Option<u64>,
+}
+
+/// `GET /api/search`.
+pub(super) async fn search(
+    State(app): State<App>,
+    UrlQuery(args): UrlQuery<SearchArgs>,
+) -> Result<Json<Value>, Failure> {
+    blocking(move || {
+        let start = std::time::Instant::now();
+        let mut query = Query::words(&args.q);
+        query.peer = args.peer.filter(|p| !p.is_empty());
+        query.session = args.session.filter(|s| !s.is_empty());
+        query.state = args.state.filter(|s| !s.is_empty());
+        query.since = args.hours.map(|h| {
+            app.clock
+                .now_ms()
+                .saturating_sub(h.saturating_mul(3_600_000))
+        });
+        query.limit = 200;
+        let (found, more) = history::search(&app.home, &query);
+        let ms = start.elapsed().as_secs_f64() * 1000.0;
+        Ok(Json(json!({"messages": found, "more": more, "ms": ms})))
+    })
+    .await
+}
+
+/// `GET /api/events`: a `change` event whenever the home's files change (a message in
+/// or out, a state moving, a session starting or stopping, a pair request, a claim).
+pub(super) async fn events(
+    State(app): State<App>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Failure> {
+    let Ok(permit) = app.streams.clone().try_acquire_owned() else {
+        return Err(Failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("at most {} pages at once", super::MAX_EVENT_STREAMS),
+        ));
+    };
+    let mut changes = app.changes.clone();
+    let stream = async_stream(move |tx| async move {
+        let _permit = permit;
+        loop {
+            let stamp = *changes.borrow_and_update();
+            if tx
+                .send(Event::default().event("change").data(stamp.to_string()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// A stream fed by `f` through a bounded channel.
+fn async_stream<F, Fut>(f: F) -> impl Stream<Item = Result<Event, Infallible>>
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Event>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(f(tx));
+    futures::stream::unfold(
+        rx,
+        |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
+    )
+}
+
+/// A stamp of the home's files the page shows: it changes when any of them does.
+pub(super) fn home_stamp(home: &Home) -> u64 {
+    use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+    let mut h = DefaultHasher::new();
+    let stat = |h: &mut DefaultHasher, p: std::path::PathBuf| {
+        if let Ok(m) = std::fs::metadata(&p) {
+            m.len().hash(h);
+            m.modified().ok().hash(h);
+        }
+    };
+    stat(&mut h, home.peers());
+    stat(&mut h, home.pairing());
+    for (id, dir) in history::sessions(home) {
+        id.hash(&mut h);
+        stat(&mut h, dir.inbox());
+        stat(&mut h, dir.sent_log());
+        stat(&mut h, dir.network());
+        stat(&mut h, dir.path().join("board.json"));
+    }
+    h.finish()
+}
+
+/// A pair request, by its fingerprint.
+#[derive(Debug, Deserialize)]
+pub(super) struct Fingerprint {
+    fingerprint: String,
+}
+
+/// `POST /api/pair/accept`: pins the requester and confirms to its session (as
+/// `interlink-p2p pair accept`).
+pub(super) async fn pair_accept(
+    State(app): State<App>,
+    Json(args): Json<Fingerprint>,
+) -> Result<Json<Value>, Failure> {
+    let mut out = Vec::new();
+    crate::pair::run(
+        &app.home,
+        crate::pair::Action::Accept {
+            fingerprint: args.fingerprint,
+            wait: 5.0,
+        },
+        app.config.clone(),
+        app.name.clone(),
+        &mut out,
+    )
+    .await?;
+    Ok(Json(json!({"done": String::from_utf8_lossy(&out).trim()})))
+}
+
+/// `POST /api/pair/reject`.
+pub(super) async fn pair_reject(
+    State(app): State<App>,
+    Json(args): Json<Fingerprint>,
+) -> Result<Json<Value>, Failure> {
+    blocking(move || {
+        let request = pairing::reject(&app.home, &args.fingerprint)?;
+        Ok(Json(
+            json!({"done": format!("rejected {}", request.fingerprint)}),
+        ))
+    })
+    .await
+}
+
+/// A peer edit.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub(super) enum PeerEdit {
+    /// Give a peer another petname.
+    Rename {
+        /// Its petname now.
+        old: String,
+        /// The new one.
+        new: String,
+    },
+    /// Remove a peer.
+    Remove {
+        /// Its petname.
+        name: String,
+    },
+}
+
+/// `POST /api/peer`: rename or remove (as `interlink-p2p peer`).
+pub(super) async fn peer(
+    State(app): State<App>,
+    Json(edit): Json<PeerEdit>,
+) -> Result<Json<Value>, Failure> {
+    blocking(move || {
+        let action = match edit {
+            PeerEdit::Rename { old, new } => crate::peer::Action::Rename { old, new },
+            PeerEdit::Remove { name } => crate::peer::Action::Remove { name },
+        };
+        let mut out = Vec::new();
+        crate::peer::run(&app.home, action, &mut out, &mut std::io::sink())?;
+        Ok(Json(json!({"done": String::from_utf8_lossy(&out).trim()})))
+    })
+    .await
+}
+
+/// Words from the human to one of the home's sessions.
+#[derive(Debug, Deserialize)]
+pub(super) struct Write {
+    session: String,
+    text: String,
+}
+
+/// `POST /api/send`: the human's message to one of their sessions, signed with their key
+/// from the page's own session, which the agent is shown as its user's words
+/// ([`interlink_mcp::cli::USER_SESSION_PREFIX`]). One at a time: the page's session is
+/// one node.
+pub(super) async fn send(
+    State(app): State<App>,
+    Json(w): Json<Write>,
+) -> Result<Json<Value>, Failure> {
+    let text = w.text.trim().to_owned();
+    if text.is_empty() {
+        return Err(Failure(StatusCode::BAD_REQUEST, "nothing to send".into()));
+    }
+    if text.len() > MAX_WRITE_BYTES {
+        return Err(Failure(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{} bytes; a message holds at most {}",
+                text.len(),
+                MAX_WRITE_BYTES
+            ),
+        ));
+    }
+    let _one = app.sending.lock().await;
+    let options = crate::send::Options {
+        to: "self".into(),
+        session: Some(w.session),
+        task_id: None,
+        status: None,
+        wait: Duration::from_secs(5),
+        cwd: app.home.path().to_owned(),
+        reply_to: None,
+        from_user: true,
+    };
+    let (mut out, mut progress) = (Vec::new(), Vec::new());
+    let sent = crate::send::send(
+        &app.home,
+        app.config.clone(),
+        options,
+        crate::send::Messages::<tokio::io::BufReader<tokio::io::Empty>>::One(text),
+        &mut out,
+        &mut progress,
+    )
+    .await;
+    let out = String::from_utf8_lossy(&out).trim().to_owned();
+    match sent {
+        Ok(_) => Ok(Json(json!({"done": out}))),
+        Err(e) => Err(Failure(StatusCode::BAD_GATEWAY, format!("{e:#}"))),
+    }
+}
