@@ -331,8 +331,11 @@ fn p2p_in<'a>(home: &Path, args: impl IntoIterator<Item = &'a str>) -> std::proc
     ] {
         cmd.env(var, home);
     }
+    // `ui` opens no browser on the developer's screen.
     cmd.env_remove("INTERLINK_RELAY")
-        .env_remove("INTERLINK_NAME");
+        .env_remove("INTERLINK_NAME")
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY");
     cmd.args(args);
     cmd
 }

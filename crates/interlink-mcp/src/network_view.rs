@@ -129,11 +129,11 @@ pub async fn keep_written(
     let mut names = policy::load(&home).unwrap_or_default();
     loop {
         tokio::select! {
-            () = cancel.cancelled() => return,
+            () = cancel.cancelled() => break,
             _ = tick.tick() => {}
         }
         let (Ok(diag), Ok(roster)) = (handle.diagnostics().await, handle.roster().await) else {
-            return;
+            break;
         };
         if let Some(Ok(changed)) = watcher.poll() {
             names = changed;
@@ -154,5 +154,14 @@ pub async fn keep_written(
         }
         last = now;
         written = std::time::Instant::now();
+    }
+    // The view stays (`peers --session` shows what the session last saw), marked as the
+    // view of a session that ended, so a reader need not wait for it to go stale.
+    if last.is_object() {
+        last["updated_ms"] = json!(clock.now_ms());
+        last["stopped_ms"] = json!(clock.now_ms());
+        if let Ok(bytes) = serde_json::to_vec_pretty(&last) {
+            let _ = write_replacing(&dir.network(), &bytes);
+        }
     }
 }

@@ -148,7 +148,15 @@ pub fn search(home: &Home, query: &Query) -> (Vec<Message>, bool) {
                 received(&session, e, peer_name, own)
             }));
         }
-        let log = SentLog::load(&dir);
+        // A sent log that lacks a word (as bytes, case aside) holds no match: it is not
+        // decoded at all.
+        let may_hold = words.is_empty()
+            || std::fs::read(dir.sent_log()).is_ok_and(|b| line_may_hold(&b, &words));
+        let log = if may_hold {
+            SentLog::load(&dir)
+        } else {
+            SentLog::default()
+        };
         for e in log.iter() {
             let ok = query.state.as_deref().is_none_or(|s| s == e.state.as_str())
                 && query.since.is_none_or(|t| e.sent_at >= t)

@@ -168,10 +168,16 @@ fn the_line_prefilter_never_drops_a_match() {
 /// A home with 100 sessions of 1,000 messages each (half received, half sent): how long
 /// a search for a rare word, a common word, and a filter alone take. On demand:
 /// `cargo test -p interlink-p2p --release bench_search -- --ignored --nocapture`.
+/// With `INTERLINK_BENCH_HOME=<dir>` the home is written there and kept (to point
+/// `interlink-p2p ui` at it).
 #[test]
 #[ignore = "benchmark: run on demand"]
 fn bench_search_100k() {
     let (_tmp, home) = home();
+    let home = match std::env::var_os("INTERLINK_BENCH_HOME") {
+        Some(dir) => Home::new(std::path::PathBuf::from(dir)),
+        None => home,
+    };
     let words = [
         "deploy", "schema", "review", "tests", "flaky", "merge", "auth", "docs",
     ];
@@ -208,6 +214,13 @@ fn bench_search_100k() {
     for (what, query) in [
         ("rare word", Query::words("zeppelin")),
         ("common word (limit 50)", Query::words("schema")),
+        (
+            "the page's overview (newest 200, no words)",
+            Query {
+                limit: 200,
+                ..Query::default()
+            },
+        ),
         ("filter only: state read", {
             let mut q = Query::words("");
             q.state = Some("read".into());
@@ -219,7 +232,7 @@ fn bench_search_100k() {
             let start = std::time::Instant::now();
             let (found, _) = search(&home, &query);
             times.push(start.elapsed());
-            assert!(what.starts_with("filter") || !found.is_empty());
+            assert!(what.starts_with("filter") || !found.is_empty(), "{what}");
         }
         times.sort();
         println!(

@@ -79,7 +79,9 @@ pub fn session_view(
     let age = view["updated_ms"]
         .as_u64()
         .map(|t| Duration::from_millis(clock.now_ms().saturating_sub(t)));
+    let stopped = view["stopped_ms"].is_u64();
     let state = match age {
+        Some(a) if stopped => format!("stopped: as it saw it {}s ago", a.as_secs()),
         Some(a) if a <= VIEW_STALE_AFTER => "running".to_owned(),
         Some(a) => format!("not running: as it saw it {}s ago", a.as_secs()),
         None => "age unknown".to_owned(),

@@ -34,7 +34,7 @@ const THREAD_LIMIT: usize = 500;
 /// Most bytes of one message the human writes on the page.
 const MAX_WRITE_BYTES: usize = 16 * 1024;
 /// Most recent messages the overview's conversations are counted from.
-const OVERVIEW_MESSAGES: usize = 1000;
+const OVERVIEW_MESSAGES: usize = 200;
 
 /// An error as the page shows it.
 pub(super) struct Failure(StatusCode, String);
@@ -86,7 +86,8 @@ fn overview_of(app: &App) -> Value {
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok())
                 .unwrap_or(Value::Null);
-            let live = age(&dir.network()).is_some_and(|a| a < LIVE_WITHIN);
+            let live = network["stopped_ms"].is_null()
+                && age(&dir.network()).is_some_and(|a| a < LIVE_WITHIN);
             let links: Vec<Value> = network["peers"]
                 .as_array()
                 .into_iter()
