@@ -8,7 +8,8 @@
 //!   bob's show; a message and a task between alice and bob appear in their thread with
 //!   their delivery states as they move (delivered, then read once bob acknowledges);
 //!   a search finds a message by a word in it; carol's pair request is accepted with a
-//!   click, and carol is paired on both sides; the human writes to a session, and its
+//!   click, and carol is paired on both sides; an invite made on the page pairs dave;
+//!   the human writes to a session, and its
 //!   agent receives it framed as its user's words. The screenshot taken at the end is
 //!   the README's (`INTERLINK_UI_SCREENSHOT=<path>` keeps it).
 #![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
@@ -394,6 +395,21 @@ async fn the_page_shows_sessions_threads_states_and_search_and_acts_for_the_huma
         c1.poll("list_peers", json!({}), deadline(), |v| v["peers"].to_string().contains("\"alice\""))
             .await
             .unwrap();
+
+        // An invite made on the page: dave joins with its code and shows as a peer.
+        browser.client.find(Locator::Css("#invite")).await.unwrap().click().await.unwrap();
+        let code = browser.wait_for("#invite-code", Some("interlink2"), deadline()).await.unwrap();
+        let mut named = STEADY.to_vec();
+        named.push(("INTERLINK_NAME", "dave"));
+        let dave = User::new("dave", &named).unwrap();
+        let joined = dave.cli(&["join", code.trim()], None).unwrap();
+        assert!(joined.status.success(), "join: {}", joined.stderr);
+        if let Err(e) = browser.wait_for("#peers li[data-peer=\"dave\"]", None, deadline()).await {
+            panic!(
+                "{e}\npeers.json: {:?}",
+                std::fs::read_to_string(alice.home().join("peers.json"))
+            );
+        }
 
         // The human writes to a1 (the open thread's session), as its user.
         let words = "stop after this change and run the whole suite";

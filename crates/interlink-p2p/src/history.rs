@@ -107,66 +107,17 @@ impl Query {
 /// The newest messages that match, newest first; and whether more matched than were
 /// returned.
 pub fn search(home: &Home, query: &Query) -> (Vec<Message>, bool) {
-    let own = interlink_mcp::cli::peers::own_key(home);
-    let peers = interlink_store::policy::load(home).unwrap_or_default();
-    let limit = query.limit.clamp(1, MAX_LIMIT);
-    let peer = query.peer.as_deref().map(|p| PeerFilter::new(p, &peers));
-    let words: Vec<String> = query.words.iter().map(|w| w.to_lowercase()).collect();
+    let searcher = Searcher::new(home, query);
+    let limit = searcher.limit;
     let mut found = Vec::new();
     let mut more = false;
     for (session, dir) in sessions(home) {
         if query.session.as_deref().is_some_and(|s| s != session) {
             continue;
         }
-        let label = |key: &str| -> (Option<String>, bool) {
-            let parsed = key.parse::<IdentityKey>().ok();
-            let name = parsed
-                .as_ref()
-                .and_then(|k| peers.name_of(k))
-                .map(str::to_owned);
-            (name, parsed.is_some() && parsed == own)
-        };
-        let wants_received = query.state.as_deref().is_none_or(|s| s == "received");
-        if wants_received {
-            let keep = |e: &InboxEntry| {
-                e.kind == EnvelopeKind::Message
-                    && query.since.is_none_or(|t| e.sent_at >= t)
-                    && peer.as_ref().is_none_or(|p| p.matches(&e.sender))
-                    && e.text.as_deref().is_some_and(|t| holds_all(t, &words))
-            };
-            let (entries, over) = inbox::read_newest_lines(
-                &dir.inbox(),
-                limit,
-                MAX_LINES_PER_SESSION,
-                |line| line_may_hold(line, &words),
-                keep,
-            )
-            .unwrap_or_default();
-            more |= over;
-            found.extend(entries.into_iter().map(|e| {
-                let (peer_name, own) = label(&e.sender);
-                received(&session, e, peer_name, own)
-            }));
-        }
-        // A sent log that lacks a word (as bytes, case aside) holds no match: it is not
-        // decoded at all.
-        let may_hold = words.is_empty()
-            || std::fs::read(dir.sent_log()).is_ok_and(|b| line_may_hold(&b, &words));
-        let log = if may_hold {
-            SentLog::load(&dir)
-        } else {
-            SentLog::default()
-        };
-        for e in log.iter() {
-            let ok = query.state.as_deref().is_none_or(|s| s == e.state.as_str())
-                && query.since.is_none_or(|t| e.sent_at >= t)
-                && peer.as_ref().is_none_or(|p| p.matches(&e.to_key))
-                && holds_all(&e.text, &words);
-            if ok {
-                let (peer_name, own) = label(&e.to_key);
-                found.push(sent(&session, e, peer_name, own));
-            }
-        }
+        let (here, over) = searcher.session(&session, &dir);
+        more |= over;
+        found.extend(here);
         // Keep the newest `limit` as we go: memory stays bounded by the limit times the
         // sessions read, not by the home's messages.
         if found.len() > limit * 4 {
@@ -181,6 +132,91 @@ pub fn search(home: &Home, query: &Query) -> (Vec<Message>, bool) {
         found.truncate(limit);
     }
     (found, more)
+}
+
+/// A query made ready for the files: the home's names and own key read once, the words
+/// lowercased.
+#[derive(Debug)]
+pub struct Searcher<'q> {
+    query: &'q Query,
+    own: Option<IdentityKey>,
+    peers: PeerPolicy,
+    peer: Option<PeerFilter>,
+    words: Vec<String>,
+    limit: usize,
+}
+
+impl<'q> Searcher<'q> {
+    /// Ready to search `home` for `query` (its session filter is the caller's).
+    pub fn new(home: &Home, query: &'q Query) -> Self {
+        let peers = interlink_store::policy::load(home).unwrap_or_default();
+        Self {
+            own: interlink_mcp::cli::peers::own_key(home),
+            peer: query.peer.as_deref().map(|p| PeerFilter::new(p, &peers)),
+            peers,
+            words: query.words.iter().map(|w| w.to_lowercase()).collect(),
+            limit: query.limit.clamp(1, MAX_LIMIT),
+            query,
+        }
+    }
+
+    fn label(&self, key: &str) -> (Option<String>, bool) {
+        let parsed = key.parse::<IdentityKey>().ok();
+        let name = parsed
+            .as_ref()
+            .and_then(|k| self.peers.name_of(k))
+            .map(str::to_owned);
+        (name, parsed.is_some() && parsed == self.own)
+    }
+
+    /// The matches of one session (`dir`): the newest `limit` received, every sent one;
+    /// and whether more received ones may match.
+    pub fn session(&self, session: &str, dir: &SessionDir) -> (Vec<Message>, bool) {
+        let (query, words) = (self.query, &self.words);
+        let mut found = Vec::new();
+        let mut more = false;
+        if query.state.as_deref().is_none_or(|s| s == "received") {
+            let keep = |e: &InboxEntry| {
+                e.kind == EnvelopeKind::Message
+                    && query.since.is_none_or(|t| e.sent_at >= t)
+                    && self.peer.as_ref().is_none_or(|p| p.matches(&e.sender))
+                    && e.text.as_deref().is_some_and(|t| holds_all(t, words))
+            };
+            let (entries, over) = inbox::read_newest_lines(
+                &dir.inbox(),
+                self.limit,
+                MAX_LINES_PER_SESSION,
+                |line| line_may_hold(line, words),
+                keep,
+            )
+            .unwrap_or_default();
+            more = over;
+            found.extend(entries.into_iter().map(|e| {
+                let (peer_name, own) = self.label(&e.sender);
+                received(session, e, peer_name, own)
+            }));
+        }
+        // A sent log that lacks a word (as bytes, case aside) holds no match: it is not
+        // decoded at all.
+        let may_hold = words.is_empty()
+            || std::fs::read(dir.sent_log()).is_ok_and(|b| line_may_hold(&b, words));
+        let log = if may_hold {
+            SentLog::load(dir)
+        } else {
+            SentLog::default()
+        };
+        for e in log.iter() {
+            let ok = query.state.as_deref().is_none_or(|s| s == e.state.as_str())
+                && query.since.is_none_or(|t| e.sent_at >= t)
+                && self.peer.as_ref().is_none_or(|p| p.matches(&e.to_key))
+                && holds_all(&e.text, words);
+            if ok {
+                let (peer_name, own) = self.label(&e.to_key);
+                found.push(sent(session, e, peer_name, own));
+            }
+        }
+        (found, more)
+    }
 }
 
 fn newest_first(found: &mut [Message]) {
@@ -247,6 +283,7 @@ fn contains_ascii_nocase(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// A peer filter: a petname, or the start of a key.
+#[derive(Debug)]
 struct PeerFilter {
     keys: Vec<String>,
     prefix: Option<String>,

@@ -33,8 +33,10 @@ const LIVE_WITHIN: Duration = Duration::from_secs(45);
 const THREAD_LIMIT: usize = 500;
 /// Most bytes of one message the human writes on the page.
 const MAX_WRITE_BYTES: usize = 16 * 1024;
-/// Most recent messages the overview's conversations are counted from.
-const OVERVIEW_MESSAGES: usize = 200;
+/// Newest messages of each session the overview's conversations are counted from.
+const OVERVIEW_MESSAGES: usize = 50;
+/// Characters of a message's text the overview keeps (the latest one's is shown).
+const OVERVIEW_TEXT_CHARS: usize = 160;
 
 /// An error as the page shows it.
 pub(super) struct Failure(StatusCode, String);
@@ -118,13 +120,7 @@ fn overview_of(app: &App) -> Value {
         .map(|(name, key)| json!({"name": name, "key": key.to_hex(), "fingerprint": key.fingerprint().to_string()}))
         .collect();
     let pairing = pairing::current(home, now).ok();
-    let (recent, _) = history::search(
-        home,
-        &Query {
-            limit: OVERVIEW_MESSAGES,
-            ..Query::default()
-        },
-    );
+    let recent = app.recent.recent(home);
     let mut conversations: BTreeMap<(String, String, String), (usize, Message)> = BTreeMap::new();
     for m in recent {
         let key = (m.session.clone(), m.peer.clone(), m.peer_session.clone());
@@ -137,7 +133,7 @@ fn overview_of(app: &App) -> Value {
             json!({
                 "session": last.session, "peer": last.peer, "peer_name": last.peer_name,
                 "peer_session": last.peer_session, "own": last.own, "count": count,
-                "last_at": last.at, "last_text": last.text.chars().take(160).collect::<String>(),
+                "last_at": last.at, "last_text": last.text,
                 "last_state": last.state,
             })
         })
@@ -155,6 +151,64 @@ fn overview_of(app: &App) -> Value {
         "conversations": conversations,
         "claims": interlink_mcp::cli::claims::boards(home, now),
     })
+}
+
+/// Each session's newest messages, kept between overviews and read again only for the
+/// sessions whose inbox or sent log changed: with 100,000 messages in a home, reading
+/// them all for every change would cost ~100 ms each time.
+#[derive(Debug, Default)]
+pub(super) struct Recent {
+    by_session: std::sync::Mutex<BTreeMap<String, (u64, Vec<Message>)>>,
+}
+
+impl Recent {
+    /// The newest [`OVERVIEW_MESSAGES`] of every session (their texts cut to what the
+    /// overview shows), all sessions together.
+    fn recent(&self, home: &Home) -> Vec<Message> {
+        let query = Query {
+            limit: OVERVIEW_MESSAGES,
+            ..Query::default()
+        };
+        let sessions = history::sessions(home);
+        let mut searcher = None;
+        let Ok(mut cache) = self.by_session.lock() else {
+            return Vec::new();
+        };
+        cache.retain(|id, _| sessions.iter().any(|(s, _)| s == id));
+        for (id, dir) in &sessions {
+            let stamp = files_stamp(&[dir.inbox(), dir.sent_log()]);
+            if cache.get(id).is_some_and(|(s, _)| *s == stamp) {
+                continue;
+            }
+            let searcher = searcher.get_or_insert_with(|| history::Searcher::new(home, &query));
+            let (mut found, _) = searcher.session(id, dir);
+            found.sort_by(|a, b| b.at.cmp(&a.at));
+            found.truncate(OVERVIEW_MESSAGES);
+            for m in &mut found {
+                if let Some((cut, _)) = m.text.char_indices().nth(OVERVIEW_TEXT_CHARS) {
+                    m.text.truncate(cut);
+                }
+            }
+            cache.insert(id.clone(), (stamp, found));
+        }
+        cache
+            .values()
+            .flat_map(|(_, m)| m.iter().cloned())
+            .collect()
+    }
+}
+
+/// A stamp of files' sizes and modification times.
+fn files_stamp(paths: &[std::path::PathBuf]) -> u64 {
+    use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+    let mut h = DefaultHasher::new();
+    for p in paths {
+        if let Ok(m) = std::fs::metadata(p) {
+            m.len().hash(&mut h);
+            m.modified().ok().hash(&mut h);
+        }
+    }
+    h.finish()
 }
 
 /// The thread between one of the home's sessions and one peer session.
@@ -419,4 +473,91 @@ pub(super) async fn send(
         Ok(_) => Ok(Json(json!({"done": out}))),
         Err(e) => Err(Failure(StatusCode::BAD_GATEWAY, format!("{e:#}"))),
     }
+}
+
+/// How long a code made on the page admits, unless the page says otherwise.
+const INVITE_FOR: Duration = Duration::from_secs(3600);
+
+/// An invite's lifetime, from the page.
+#[derive(Debug, Deserialize)]
+pub(super) struct InviteArgs {
+    minutes: Option<u64>,
+}
+
+/// The code's line of an invite's output, handed over as soon as it is written (the
+/// invite then goes on waiting for the join).
+struct FirstLine {
+    buf: Vec<u8>,
+    tx: Option<tokio::sync::oneshot::Sender<String>>,
+}
+
+impl std::io::Write for FirstLine {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.tx.is_some() {
+            self.buf.extend_from_slice(b);
+            if let Some(nl) = self.buf.iter().position(|&c| c == b'\n') {
+                let line = String::from_utf8_lossy(&self.buf[..nl]).into_owned();
+                if let Some(tx) = self.tx.take() {
+                    let _ = tx.send(line);
+                }
+            }
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `POST /api/invite`: a one-line code that pairs one person with this user, once (as
+/// `interlink-p2p invite`). The page's server keeps the invite's session waiting for
+/// the join until the code expires or the server stops; the join then shows as a new
+/// peer.
+pub(super) async fn invite(
+    State(app): State<App>,
+    Json(args): Json<InviteArgs>,
+) -> Result<Json<Value>, Failure> {
+    let Ok(permit) = app.invites.clone().try_acquire_owned() else {
+        return Err(Failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "{} invites are waiting already; let one be used or expire",
+                super::MAX_WAITING_INVITES
+            ),
+        ));
+    };
+    let expires = args.minutes.map_or(INVITE_FOR, |m| {
+        Duration::from_secs(m.clamp(1, 7 * 24 * 60) * 60)
+    });
+    let options = crate::invite::InviteOptions {
+        expires,
+        no_wait: false,
+        name: app.name.clone(),
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (home, config) = (app.home.clone(), app.config.clone());
+    tokio::spawn(async move {
+        let _permit = permit;
+        let mut out = FirstLine {
+            buf: Vec::new(),
+            tx: Some(tx),
+        };
+        if let Err(e) =
+            crate::invite::invite(&home, config, &options, &mut out, &mut std::io::sink()).await
+        {
+            tracing::warn!("the page's invite ended: {e:#}");
+        }
+    });
+    let code = rx.await.map_err(|_| {
+        Failure(
+            StatusCode::BAD_GATEWAY,
+            "the invite could not start (see the server's log)".into(),
+        )
+    })?;
+    Ok(Json(json!({
+        "code": code,
+        "minutes": expires.as_secs() / 60,
+        "done": "send this code to the person over a channel you trust; they run: interlink-p2p join <code>",
+    })))
 }

@@ -23,6 +23,8 @@ pub use access::{Access, COOKIE, CSRF_HEADER};
 
 /// Most pages with a live event stream at once.
 pub const MAX_EVENT_STREAMS: usize = 16;
+/// Most invites made on the page waiting for their guest at once.
+pub const MAX_WAITING_INVITES: usize = 4;
 /// Largest request body (an action's JSON).
 const MAX_BODY: usize = 64 * 1024;
 /// How often the home's files are looked at for changes (a stat of each).
@@ -59,6 +61,8 @@ pub struct App {
     changes: tokio::sync::watch::Receiver<u64>,
     streams: Arc<tokio::sync::Semaphore>,
     sending: Arc<tokio::sync::Mutex<()>>,
+    invites: Arc<tokio::sync::Semaphore>,
+    recent: Arc<api::Recent>,
 }
 
 impl axum::extract::FromRef<App> for Access {
@@ -91,6 +95,8 @@ pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::Exi
             changes,
             streams: Arc::new(tokio::sync::Semaphore::new(MAX_EVENT_STREAMS)),
             sending: Arc::new(tokio::sync::Mutex::new(())),
+            invites: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING_INVITES)),
+            recent: Arc::default(),
         };
         println!("interlink ui: {url}");
         if !args.no_open && !open_browser(&url) {
@@ -126,6 +132,7 @@ pub fn router(app: App) -> Router {
         .route("/api/pair/reject", post(api::pair_reject))
         .route("/api/peer", post(api::peer))
         .route("/api/send", post(api::send))
+        .route("/api/invite", post(api::invite))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn_with_state(
             app.access.clone(),

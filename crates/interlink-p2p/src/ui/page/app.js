@@ -236,6 +236,16 @@ document.getElementById("write").addEventListener("submit", async (ev) => {
   } catch (e) { out.textContent = "not sent: " + e.message; }
 });
 
+document.getElementById("invite").addEventListener("click", async () => {
+  const note = document.getElementById("invite-note");
+  note.textContent = "making a code…";
+  try {
+    const r = await post("/api/invite", {});
+    document.getElementById("invite-code").textContent = r.code;
+    note.textContent = `Valid ${r.minutes} minutes, for one person. ${r.done}`;
+  } catch (e) { note.textContent = "no invite: " + e.message; }
+});
+
 const events = new EventSource("/api/events");
 events.addEventListener("change", () => {
   document.getElementById("live").textContent = "live";
