@@ -5,7 +5,7 @@
 //!   changes from another origin, without the page's CSRF token or not as JSON are
 //!   refused; the secret in the address becomes an HttpOnly, SameSite=Strict cookie.
 //! - In a real headless Chromium (`interlink_e2e::browser`): alice's two sessions and
-//!   bob's show; a message and a task between alice and bob appear in their thread with
+//!   bob's show, bob's live on the overlay as the page's own observer node sees it; a message and a task between alice and bob appear in their thread with
 //!   their delivery states as they move (delivered, then read once bob acknowledges);
 //!   a search finds a message by a word in it; carol's pair request is accepted with a
 //!   click, and carol is paired on both sides; an invite made on the page pairs dave;
@@ -318,6 +318,17 @@ async fn the_page_shows_sessions_threads_states_and_search_and_acts_for_the_huma
             .wait_for("#overlay text", Some("bob/b1"), deadline())
             .await
             .unwrap();
+        // The page's own observer sees the overlay: bob's session is live, and what it
+        // works on (sealed for alice, a peer) is read.
+        let bob_there = browser
+            .wait_for("#identities li[data-overlay-session=\"bob/b1\"]", Some("live"), deadline())
+            .await
+            .unwrap();
+        eprintln!("bob's session on the page: {bob_there}");
+        browser
+            .wait_for("#identities li[data-overlay-session=\"you/a2\"]", Some("live"), deadline())
+            .await
+            .unwrap();
 
         // A message and a task, alice's a1 to bob's b1.
         let (_, sent) = a1
@@ -441,12 +452,12 @@ async fn the_page_shows_sessions_threads_states_and_search_and_acts_for_the_huma
             "{got}"
         );
 
-        let png = browser.client.screenshot().await.unwrap();
         // The page shows the human's message as a1's conversation with the page.
         browser
             .wait_for("#conversations li[data-session=\"a1\"][data-peer-session=\"user-page\"]", Some("you (this page)"), deadline())
             .await
             .unwrap();
+        let png = browser.client.screenshot().await.unwrap();
         if let Some(path) = std::env::var_os("INTERLINK_UI_SCREENSHOT") {
             std::fs::write(path, &png).unwrap();
         }

@@ -19,7 +19,10 @@ use axum::{
 };
 use futures::Stream;
 use interlink_core::IdentityKey;
-use interlink_store::{pairing, paths::Home};
+use interlink_store::{
+    pairing,
+    paths::{Home, SessionDir},
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -71,7 +74,16 @@ fn age(path: &std::path::Path) -> Option<Duration> {
 /// `GET /api/overview`: this user, the home's sessions and what each is connected to,
 /// the peers, pair requests, conversations and claims.
 pub(super) async fn overview(State(app): State<App>) -> Result<Json<Value>, Failure> {
-    blocking(move || Ok(Json(overview_of(&app)))).await
+    let overlay = match &app.overlay {
+        Some(o) => o.report(&app.home, app.clock.now_ms()).await,
+        None => None,
+    };
+    blocking(move || {
+        let mut v = overview_of(&app);
+        v["overlay"] = serde_json::to_value(overlay).unwrap_or(Value::Null);
+        Ok(Json(v))
+    })
+    .await
 }
 
 fn overview_of(app: &App) -> Value {
@@ -176,7 +188,7 @@ impl Recent {
         };
         cache.retain(|id, _| sessions.iter().any(|(s, _)| s == id));
         for (id, dir) in &sessions {
-            let stamp = files_stamp(&[dir.inbox(), dir.sent_log()]);
+            let stamp = session_stamp(dir);
             if cache.get(id).is_some_and(|(s, _)| *s == stamp) {
                 continue;
             }
@@ -198,17 +210,28 @@ impl Recent {
     }
 }
 
-/// A stamp of files' sizes and modification times.
-fn files_stamp(paths: &[std::path::PathBuf]) -> u64 {
+/// A stamp of a session's messages: its inbox's logical bounds (an append overwrites
+/// the inbox's padding, so neither its size nor, within the clock's coarse tick, its
+/// modification time need change) and its sent log's file (replaced whole on a change).
+fn session_stamp(dir: &SessionDir) -> u64 {
     use std::hash::{DefaultHasher, Hash as _, Hasher as _};
     let mut h = DefaultHasher::new();
-    for p in paths {
-        if let Ok(m) = std::fs::metadata(p) {
-            m.len().hash(&mut h);
-            m.modified().ok().hash(&mut h);
-        }
-    }
+    interlink_store::inbox::bounds(&dir.inbox())
+        .ok()
+        .hash(&mut h);
+    file_stamp(&dir.sent_log()).hash(&mut h);
     h.finish()
+}
+
+/// A file's size, modification time and (on Unix) inode: a file replaced by a rename
+/// is a new inode even when size and time are the same.
+fn file_stamp(path: &std::path::Path) -> Option<(u64, Option<SystemTime>, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let ino = 0;
+    Some((m.len(), m.modified().ok(), ino))
 }
 
 /// The thread between one of the home's sessions and one peer session.
@@ -324,20 +347,13 @@ where
 pub(super) fn home_stamp(home: &Home) -> u64 {
     use std::hash::{DefaultHasher, Hash as _, Hasher as _};
     let mut h = DefaultHasher::new();
-    let stat = |h: &mut DefaultHasher, p: std::path::PathBuf| {
-        if let Ok(m) = std::fs::metadata(&p) {
-            m.len().hash(h);
-            m.modified().ok().hash(h);
-        }
-    };
-    stat(&mut h, home.peers());
-    stat(&mut h, home.pairing());
+    file_stamp(&home.peers()).hash(&mut h);
+    file_stamp(&home.pairing()).hash(&mut h);
     for (id, dir) in history::sessions(home) {
         id.hash(&mut h);
-        stat(&mut h, dir.inbox());
-        stat(&mut h, dir.sent_log());
-        stat(&mut h, dir.network());
-        stat(&mut h, dir.path().join("board.json"));
+        session_stamp(&dir).hash(&mut h);
+        file_stamp(&dir.network()).hash(&mut h);
+        file_stamp(&dir.path().join("board.json")).hash(&mut h);
     }
     h.finish()
 }

@@ -63,6 +63,52 @@ pub struct App {
     sending: Arc<tokio::sync::Mutex<()>>,
     invites: Arc<tokio::sync::Semaphore>,
     recent: Arc<api::Recent>,
+    overlay: Option<Overlay>,
+}
+
+/// The page's view of the overlay: an observer node (it never announces, as `peers`
+/// does) reading the sessions' details as this user.
+#[derive(Clone)]
+struct Overlay {
+    handle: interlink_net::Handle,
+    reader: Arc<std::sync::Mutex<interlink_core::wire::DetailsReader>>,
+    network: String,
+}
+
+impl Overlay {
+    /// The overlay as `interlink-p2p peers --json` shows it.
+    async fn report(&self, home: &Home, now: u64) -> Option<crate::peers::report::Report> {
+        let mut roster = self.handle.roster().await.ok()?;
+        self.reader
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .fill(&mut roster);
+        let diagnostics = self.handle.diagnostics().await.ok()?;
+        let petnames = interlink_store::policy::load(home).unwrap_or_default();
+        let own = interlink_mcp::cli::peers::own_key(home);
+        Some(crate::peers::report::build(
+            &self.network,
+            now,
+            &roster,
+            &diagnostics,
+            &petnames,
+            own.as_ref(),
+        ))
+    }
+
+    /// A stamp of who is on the overlay and their presence.
+    async fn stamp(&self) -> u64 {
+        use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+        let mut h = DefaultHasher::new();
+        for i in self.handle.roster().await.unwrap_or_default() {
+            i.key.to_hex().hash(&mut h);
+            for s in &i.sessions {
+                s.addr.session.as_str().hash(&mut h);
+                format!("{:?}", s.presence).hash(&mut h);
+            }
+        }
+        h.finish()
+    }
 }
 
 impl axum::extract::FromRef<App> for Access {
@@ -84,8 +130,14 @@ pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::Exi
         let port = listener.local_addr()?.port();
         let access = Access::new(port)?;
         let url = access.url();
+        let observer = start_observer(&home, &config);
+        let overlay = observer.as_ref().map(|(node, reader)| Overlay {
+            handle: node.handle(),
+            reader: reader.clone(),
+            network: config.network.as_str().to_owned(),
+        });
         let (tx, changes) = tokio::sync::watch::channel(api::home_stamp(&home));
-        tokio::spawn(watch_home(home.clone(), tx));
+        tokio::spawn(watch_home(home.clone(), overlay.clone(), tx));
         let app = App {
             home,
             access,
@@ -97,6 +149,7 @@ pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::Exi
             sending: Arc::new(tokio::sync::Mutex::new(())),
             invites: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING_INVITES)),
             recent: Arc::default(),
+            overlay,
         };
         println!("interlink ui: {url}");
         if !args.no_open && !open_browser(&url) {
@@ -108,6 +161,9 @@ pub fn command(args: Args, ctx: &crate::Ctx) -> anyhow::Result<std::process::Exi
             })
             .await
             .context("serving the page")?;
+        if let Some((node, _)) = observer {
+            node.shutdown().await;
+        }
         Ok(std::process::ExitCode::SUCCESS)
     })
 }
@@ -146,16 +202,47 @@ async fn index(State(app): State<App>) -> impl IntoResponse {
     Html(INDEX.replace("{{csrf}}", app.access.csrf()))
 }
 
-/// Tells the pages when the home changed.
-async fn watch_home(home: Home, tx: tokio::sync::watch::Sender<u64>) {
+/// The observer node, if it can start (without one the page shows the home's own view
+/// only, and says why in the log).
+fn start_observer(
+    home: &Home,
+    config: &interlink_net::Config,
+) -> Option<(
+    interlink_net::Node,
+    Arc<std::sync::Mutex<interlink_core::wire::DetailsReader>>,
+)> {
+    let identity = interlink_store::keyfile::load(&home.identity()).ok()?;
+    let reader = Arc::new(std::sync::Mutex::new(
+        interlink_core::wire::DetailsReader::new(&identity),
+    ));
+    let key = libp2p::identity::Keypair::generate_ed25519();
+    let started = interlink_net::build_swarm(key, config).and_then(|swarm| {
+        interlink_net::Node::spawn(swarm, config.clone(), interlink_net::Role::Observer)
+    });
+    match started {
+        Ok(node) => Some((node, reader)),
+        Err(e) => {
+            tracing::warn!("the page sees no overlay (its observer did not start): {e:#}");
+            None
+        }
+    }
+}
+
+/// Tells the pages when the home or the overlay changed.
+async fn watch_home(home: Home, overlay: Option<Overlay>, tx: tokio::sync::watch::Sender<u64>) {
     let mut tick = tokio::time::interval(WATCH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let h = home.clone();
-        let Ok(stamp) = tokio::task::spawn_blocking(move || api::home_stamp(&h)).await else {
+        let Ok(files) = tokio::task::spawn_blocking(move || api::home_stamp(&h)).await else {
             return;
         };
+        let seen = match &overlay {
+            Some(o) => o.stamp().await,
+            None => 0,
+        };
+        let stamp = files ^ seen.rotate_left(17);
         tx.send_if_modified(|old| std::mem::replace(old, stamp) != stamp);
         if tx.is_closed() && tx.receiver_count() == 0 {
             return;

@@ -73,6 +73,43 @@ function message(m) {
   return el("li", { class: m.direction, "data-id": m.id, "data-state": m.state }, meta, el("div", { class: "text" }, m.text));
 }
 
+// The overlay's sessions by their label on the page (`bob/b1`, `you/a2`).
+function overlaySessions(o) {
+  const map = new Map();
+  for (const i of (o.overlay && o.overlay.identities) || []) {
+    const who = i.own ? "you" : (i.petname || i.fingerprint);
+    for (const s of i.sessions) map.set(who + "/" + s.session_id, Object.assign({ who }, s));
+  }
+  return map;
+}
+
+function describe(s) {
+  const parts = [s.presence];
+  if (s.host) parts.push(s.host);
+  if (s.git_label) parts.push(s.git_label);
+  if (s.summary) parts.push(s.summary);
+  if (s.private) parts.push("details sealed for others");
+  return parts.join(" · ");
+}
+
+function drawIdentities(o) {
+  const list = document.getElementById("identities");
+  list.replaceChildren();
+  const ids = (o.overlay && o.overlay.identities) || [];
+  if (!o.overlay) list.append(el("li", {}, "The page could not join the overlay (see the log of `interlink-p2p ui`)."));
+  else if (!ids.length) list.append(el("li", {}, "No session seen on the overlay yet."));
+  for (const i of ids) {
+    const who = i.own ? "you" : (i.petname || "not paired");
+    for (const s of i.sessions) {
+      list.append(el("li", { "data-overlay-session": (i.own ? "you" : (i.petname || i.fingerprint)) + "/" + s.session_id },
+        el("strong", {}, who + "/" + s.session_id),
+        el("span", { class: "badge presence-" + s.presence }, s.presence),
+        el("span", { class: "note" }, describe(s).replace(/^[a-z]+( · )?/, "")),
+        s.connected ? el("span", { class: "badge" }, "connected") : ""));
+    }
+  }
+}
+
 function drawOverlay(o) {
   const pic = document.getElementById("overlay");
   pic.replaceChildren();
@@ -97,13 +134,19 @@ function drawOverlay(o) {
   };
   for (const s of own) for (const l of s.links) edge("you/" + s.id, l.session, l.route === "relayed" ? "edge-relayed" : "edge-direct");
   for (const c of o.conversations) edge("you/" + c.session, peerLabel(c.own, c.peer_name, c.peer, c.peer_session), "edge-talk");
+  const seen = overlaySessions(o);
   for (const [name, [x, y]] of pos) {
     const mine = name.startsWith("you/") && own.some((s) => "you/" + s.id === name);
     const s = own.find((s) => "you/" + s.id === name);
-    const cls = mine ? (s.live ? "node-live" : "node-gone") : "node-peer";
-    pic.append(svg("circle", { cx: x, cy: y, r: 9, class: cls, "data-node": name }));
+    const far = seen.get(name);
+    const cls = mine ? (s.live ? "node-live" : "node-gone") : "node-peer" + (far ? " presence-" + far.presence : "");
+    const dot = svg("circle", { cx: x, cy: y, r: 9, class: cls, "data-node": name });
+    const title = svg("title", {});
+    title.textContent = far ? describe(far) : (mine ? (s.live ? "running" : "stopped") : "not on the overlay now");
+    dot.append(title);
+    pic.append(dot);
     const t = svg("text", { x: mine ? x - 14 : x + 14, y: y + 4, "text-anchor": mine ? "end" : "start" });
-    t.textContent = mine ? s.id + (s.live ? "" : " (stopped)") : name;
+    t.textContent = mine ? s.id + (s.live ? "" : " (stopped)") : name + (far ? " · " + far.presence + (far.host ? " · " + far.host : "") : "");
     pic.append(t);
   }
 }
@@ -113,6 +156,7 @@ function render(o) {
   const me = document.getElementById("me");
   me.textContent = (o.me.name || "") + (o.me.fingerprint ? "  " + o.me.fingerprint : "");
   drawOverlay(o);
+  drawIdentities(o);
 
   const conv = document.getElementById("conversations");
   conv.replaceChildren();
@@ -193,9 +237,15 @@ async function refreshThread() {
   list.scrollTop = list.scrollHeight;
 }
 
+// Refreshes may overlap (a change event during a slow read): only the newest one's
+// answer is drawn.
+let asked = 0;
 async function refresh() {
+  const mine = ++asked;
   try {
-    render(await get("/api/overview"));
+    const o = await get("/api/overview");
+    if (mine !== asked) return;
+    render(o);
     await refreshThread();
   } catch (e) {
     document.getElementById("live").textContent = "error: " + e.message;
