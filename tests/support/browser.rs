@@ -53,12 +53,17 @@ impl Browser {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
-        let driver = Command::new(driver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting chromedriver")?;
+        // In a process group of its own, so the browser it starts goes with it even
+        // when a failing test never closes the session.
+        let driver = std::os::unix::process::CommandExt::process_group(
+            Command::new(driver)
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+            0,
+        )
+        .spawn()
+        .context("starting chromedriver")?;
         let profile = tempfile::tempdir()?;
         // The flags the machine notes name: no sandbox as root, and nothing that
         // reaches for the (closed) network on its own.
@@ -143,6 +148,9 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &format!("-{}", self.driver.id())])
+            .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }

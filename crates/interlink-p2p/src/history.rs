@@ -10,12 +10,14 @@
 //! Reading takes no lock and writes nothing, so it never disturbs a running session.
 
 use interlink_core::{IdentityKey, trust::PeerPolicy, wire::EnvelopeKind};
+use std::borrow::Cow;
+
 use interlink_store::{
     inbox::{self, InboxEntry},
     paths::{Home, SessionDir, session_of_dir_name},
-    sent_log::{SentEntry, SentLog},
+    sent_log::{HeldBy, MAX_SENT, State},
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Most sessions of a home read.
 pub const MAX_SESSIONS: usize = 1024;
@@ -70,6 +72,10 @@ pub struct Message {
     /// Sent: `queued`, `not_kept`, `delivered`, `host_queued` or `read`, as the sender
     /// knows it. Received: `received` (in the session's inbox).
     pub state: &'static str,
+    /// A queued message: where it was held when it was sent (this session's outbox, and
+    /// how many relays and peers its mailbox copy went to).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<HeldBy>,
 }
 
 /// What to look for. Empty fields match everything.
@@ -197,22 +203,24 @@ impl<'q> Searcher<'q> {
             }));
         }
         // A sent log that lacks a word (as bytes, case aside) holds no match: it is not
-        // decoded at all.
-        let may_hold = words.is_empty()
-            || std::fs::read(dir.sent_log()).is_ok_and(|b| line_may_hold(&b, words));
-        let log = if may_hold {
-            SentLog::load(dir)
-        } else {
-            SentLog::default()
-        };
-        for e in log.iter() {
-            let ok = query.state.as_deref().is_none_or(|s| s == e.state.as_str())
-                && query.since.is_none_or(|t| e.sent_at >= t)
-                && self.peer.as_ref().is_none_or(|p| p.matches(&e.to_key))
-                && holds_all(&e.text, words);
-            if ok {
-                let (peer_name, own) = self.label(&e.to_key);
-                found.push(sent(session, e, peer_name, own));
+        // decoded at all. One that may is decoded in place (its strings borrowed from
+        // the file's bytes), and an entry's text is lowercased only when its bytes may
+        // hold the words.
+        let bytes = std::fs::read(dir.sent_log()).unwrap_or_default();
+        if words.is_empty() || line_may_hold(&bytes, words) {
+            let rows = serde_json::from_slice::<SentFile<'_>>(&bytes)
+                .map(|f| f.sent)
+                .unwrap_or_default();
+            for e in rows.iter().rev().take(MAX_SENT) {
+                let ok = query.state.as_deref().is_none_or(|s| s == e.state.as_str())
+                    && query.since.is_none_or(|t| e.sent_at >= t)
+                    && self.peer.as_ref().is_none_or(|p| p.matches(&e.to_key))
+                    && line_may_hold(e.text.as_bytes(), words)
+                    && holds_all(&e.text, words);
+                if ok {
+                    let (peer_name, own) = self.label(&e.to_key);
+                    found.push(sent(session, e, peer_name, own));
+                }
             }
         }
         (found, more)
@@ -331,26 +339,63 @@ fn received(session: &str, e: InboxEntry, peer_name: Option<String>, own: bool) 
         text: e.text.unwrap_or_default(),
         at: e.sent_at,
         state: "received",
+        held_by: None,
     }
 }
 
-fn sent(session: &str, e: &SentEntry, peer_name: Option<String>, own: bool) -> Message {
+/// A session's `sent.json` ([`interlink_store::sent_log`]) as search reads it: the
+/// fields it shows, borrowed from the file's bytes where no escape forces a copy.
+#[derive(Deserialize)]
+struct SentFile<'a> {
+    #[serde(borrow)]
+    sent: Vec<SentRow<'a>>,
+}
+
+#[derive(Deserialize)]
+struct SentRow<'a> {
+    #[serde(borrow)]
+    msg_id: Cow<'a, str>,
+    #[serde(borrow)]
+    to_key: Cow<'a, str>,
+    #[serde(borrow)]
+    to_session: Cow<'a, str>,
+    state: State,
+    #[serde(borrow, default)]
+    task_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    status: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    in_reply_to: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    text: Cow<'a, str>,
+    sent_at: u64,
+    #[serde(borrow, default)]
+    group: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thread: Option<Cow<'a, str>>,
+    #[serde(default)]
+    held_by: Option<HeldBy>,
+}
+
+fn sent(session: &str, e: &SentRow<'_>, peer_name: Option<String>, own: bool) -> Message {
+    let owned = |v: &Option<Cow<'_, str>>| v.as_deref().map(str::to_owned);
     Message {
         session: session.to_owned(),
         direction: Direction::Out,
-        peer: e.to_key.clone(),
+        peer: e.to_key.clone().into_owned(),
         peer_name,
-        peer_session: e.to_session.clone(),
+        peer_session: e.to_session.clone().into_owned(),
         own,
-        id: e.msg_id.clone(),
-        task_id: e.task_id.clone(),
-        status: e.status.clone(),
-        in_reply_to: e.in_reply_to.clone(),
-        group: e.group.clone(),
-        thread: e.thread.clone(),
-        text: e.text.clone(),
+        id: e.msg_id.clone().into_owned(),
+        task_id: owned(&e.task_id),
+        status: owned(&e.status),
+        in_reply_to: owned(&e.in_reply_to),
+        group: owned(&e.group),
+        thread: owned(&e.thread),
+        text: e.text.clone().into_owned(),
         at: e.sent_at,
         state: e.state.as_str(),
+        held_by: (e.state == State::Queued).then_some(e.held_by).flatten(),
     }
 }
 

@@ -29,6 +29,7 @@ fn a_line_shows_peer_text_escaped_on_one_line() {
         text: "done\u{1b}[2J\nsecond line".into(),
         at: 1_765_000_000_000,
         state: "received",
+        held_by: None,
     };
     let l = line(&m);
     assert!(

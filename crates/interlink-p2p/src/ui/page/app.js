@@ -70,6 +70,14 @@ function message(m) {
     el("span", { class: "badge state-" + state.replace(" ", "_"), "data-state": m.state }, state));
   if (m.task_id) meta.append(el("span", { class: "badge" }, "task " + m.task_id + (m.status ? " · " + m.status : "")));
   if (m.group) meta.append(el("span", { class: "badge" }, "group " + m.group));
+  if (m.held_by) {
+    const h = m.held_by;
+    const where = [h.outbox ? "this session's outbox" : null,
+      h.relays_asked ? h.relays_asked + (h.relays_asked === 1 ? " relay" : " relays") : null,
+      h.peers_asked ? h.peers_asked + (h.peers_asked === 1 ? " peer" : " peers") : null].filter(Boolean);
+    meta.append(el("span", { class: "badge", "data-held": "1" }, "held by " + (where.join(", ") || "nobody yet")));
+  }
+  if (m.in_reply_to) meta.append(el("span", { class: "note", title: m.in_reply_to }, "↩ reply to " + m.in_reply_to.slice(0, 8)));
   return el("li", { class: m.direction, "data-id": m.id, "data-state": m.state }, meta, el("div", { class: "text" }, m.text));
 }
 
@@ -263,8 +271,11 @@ document.getElementById("search").addEventListener("submit", async (ev) => {
   const q = new URLSearchParams({
     q: document.getElementById("q").value,
     peer: document.getElementById("search-peer").value,
+    session: document.getElementById("search-session").value,
     state: document.getElementById("search-state").value,
   });
+  const hours = document.getElementById("search-hours").value;
+  if (hours) q.set("hours", hours);
   try {
     const r = await get("/api/search?" + q);
     document.getElementById("results").replaceChildren(...r.messages.map(message));
