@@ -197,7 +197,7 @@ impl Recent {
             }
             let searcher = searcher.get_or_insert_with(|| history::Searcher::new(home, &query));
             let (mut found, _) = searcher.session(id, dir);
-            found.sort_by(|a, b| b.at.cmp(&a.at));
+            found.sort_by_key(|m| std::cmp::Reverse(m.at));
             found.truncate(OVERVIEW_MESSAGES);
             for m in &mut found {
                 if let Some((cut, _)) = m.text.char_indices().nth(OVERVIEW_TEXT_CHARS) {
