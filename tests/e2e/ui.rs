@@ -1,17 +1,18 @@
 //! The human's page, `interlink-p2p ui`: the real binary serving alice's home on
-//! loopback, next to real MCP sessions of two identities.
+//! loopback, next to real MCP sessions of several identities.
 //!
 //! - Who gets in: no secret, a wrong one, a foreign Host header (DNS rebinding), and
 //!   changes from another origin, without the page's CSRF token or not as JSON are
 //!   refused; the secret in the address becomes an HttpOnly, SameSite=Strict cookie.
 //! - In a real headless Chromium (`interlink_e2e::browser`): alice's two sessions and
-//!   bob's show, bob's live on the overlay as the page's own observer node sees it; a message and a task between alice and bob appear in their thread with
-//!   their delivery states as they move (delivered, then read once bob acknowledges);
-//!   a search finds a message by a word in it; carol's pair request is accepted with a
+//!   bob's show, bob's live on the overlay as the page's own observer node sees it; a
+//!   message and a task between alice and bob appear in their thread with their
+//!   delivery states as they move (delivered, then read once bob acknowledges); a
+//!   search finds a message by a word in it; carol's pair request is accepted with a
 //!   click, and carol is paired on both sides; an invite made on the page pairs dave;
-//!   the human writes to a session, and its
-//!   agent receives it framed as its user's words. The screenshot taken at the end is
-//!   the README's (`INTERLINK_UI_SCREENSHOT=<path>` keeps it).
+//!   the human writes to a session, and its agent receives it framed as its user's
+//!   words. The screenshot taken at the end is the README's
+//!   (`INTERLINK_UI_SCREENSHOT=<path>` keeps it).
 #![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
@@ -25,7 +26,7 @@ use std::{
 use fantoccini::Locator;
 use interlink_e2e::{
     browser::{self, Browser},
-    mcp_session::{Human, LOOPBACK, McpSession, STEADY, deadline, loopback_addr},
+    mcp_session::{Human, LOOPBACK, McpSession, STEADY, deadline, loopback_addr, sees},
     process::command_in,
     user::User,
 };
@@ -267,16 +268,6 @@ async fn start(user: &User, session: &str, boot: Option<&str>) -> McpSession {
     .unwrap()
 }
 
-async fn sees(viewer: &McpSession, session: &str) {
-    viewer
-        .poll("discover", json!({}), deadline(), |v| {
-            v.to_string()
-                .contains(&format!("\"session_id\":\"{session}\""))
-        })
-        .await
-        .unwrap();
-}
-
 fn fingerprint(user: &User) -> String {
     let out = user.cli(&["id", "--json"], None).unwrap();
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
@@ -298,8 +289,8 @@ async fn the_page_shows_sessions_threads_states_and_search_and_acts_for_the_huma
         let boot = loopback_addr(&a1).await;
         let a2 = start(&alice, "a2", Some(&boot)).await;
         let b1 = start(&bob, "b1", Some(&boot)).await;
-        sees(&a1, "b1").await;
-        sees(&a1, "a2").await;
+        sees(&a1, "b1").await.unwrap();
+        sees(&a1, "a2").await.unwrap();
 
         let ui = Ui::start(&alice, Some(&boot));
         let browser = Browser::start(&chromium, &driver).await.unwrap();
@@ -388,7 +379,7 @@ async fn the_page_shows_sessions_threads_states_and_search_and_acts_for_the_huma
 
         // Carol knocks on alice; the human accepts on the page.
         let c1 = start(&carol, "c1", Some(&boot)).await;
-        sees(&c1, "a1").await;
+        sees(&c1, "a1").await.unwrap();
         let alice_fp = fingerprint(&alice);
         let carol_fp = fingerprint(&carol);
         c1.ok("request_pair", json!({"target": alice_fp, "session": "a1"})).await.unwrap();

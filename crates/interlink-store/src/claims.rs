@@ -152,16 +152,8 @@ pub fn remove_board(dir: &SessionDir) {
 /// The fresh board views of `project` (hex) in the home, newest first: written within
 /// [`BOARD_FRESH_MS`] of `now` by a running session.
 pub fn read_boards(home: &Home, project: &str, now: u64) -> Vec<BoardView> {
-    let Ok(entries) = std::fs::read_dir(home.sessions()) else {
-        return Vec::new();
-    };
-    let mut views: Vec<BoardView> = entries
-        .take(MAX_BOARDS_SCANNED)
-        .filter_map(Result::ok)
-        .filter_map(|e| read_board(&e.path().join(BOARD_FILE)))
-        .filter(|v| v.project == project && now.saturating_sub(v.written_ms) <= BOARD_FRESH_MS)
-        .collect();
-    views.sort_by_key(|v| std::cmp::Reverse(v.written_ms));
+    let mut views = read_all_boards(home, now);
+    views.retain(|v| v.project == project);
     views
 }
 
