@@ -169,7 +169,9 @@ fn codex_claims_hook_is_added_updated_and_removed() {
     assert!(
         claims_groups(&moved)[0]
             .1
-            .starts_with("/usr/bin/interlink-p2p")
+            .trim_start_matches('"')
+            .starts_with("/usr/bin/interlink-p2p"),
+        "quoted on Windows, bare on Unix: {moved}"
     );
 
     let notes = edit(&mut moved, "/usr/bin/interlink-p2p", Action::Uninstall).unwrap();
