@@ -312,38 +312,20 @@ pub(super) async fn events(
             format!("at most {} pages at once", super::MAX_EVENT_STREAMS),
         ));
     };
-    let mut changes = app.changes.clone();
-    let stream = async_stream(move |tx| async move {
-        let _permit = permit;
-        loop {
+    // The watch channel itself is the stream: the current stamp at once, then one
+    // event per change; the permit goes with the stream when the page leaves.
+    let stream = futures::stream::unfold(
+        (app.changes.clone(), permit, true),
+        |(mut changes, permit, first)| async move {
+            if !first && changes.changed().await.is_err() {
+                return None;
+            }
             let stamp = *changes.borrow_and_update();
-            if tx
-                .send(Event::default().event("change").data(stamp.to_string()))
-                .await
-                .is_err()
-            {
-                return;
-            }
-            if changes.changed().await.is_err() {
-                return;
-            }
-        }
-    });
+            let event = Event::default().event("change").data(stamp.to_string());
+            Some((Ok(event), (changes, permit, false)))
+        },
+    );
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
-}
-
-/// A stream fed by `f` through a bounded channel.
-fn async_stream<F, Fut>(f: F) -> impl Stream<Item = Result<Event, Infallible>>
-where
-    F: FnOnce(tokio::sync::mpsc::Sender<Event>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tokio::spawn(f(tx));
-    futures::stream::unfold(
-        rx,
-        |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
-    )
 }
 
 /// A stamp of the home's files the page shows: it changes when any of them does.

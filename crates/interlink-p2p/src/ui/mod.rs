@@ -244,9 +244,6 @@ async fn watch_home(home: Home, overlay: Option<Overlay>, tx: tokio::sync::watch
         };
         let stamp = files ^ seen.rotate_left(17);
         tx.send_if_modified(|old| std::mem::replace(old, stamp) != stamp);
-        if tx.is_closed() && tx.receiver_count() == 0 {
-            return;
-        }
     }
 }
 
