@@ -111,13 +111,14 @@ fn network_variables_are_read_named_in_errors_and_never_written_by_install() {
         ],
     )
     .unwrap();
-    // --help shows each setting's variable, and its value when set.
+    // --help shows each setting's variable, and its value when set (the harness sets
+    // INTERLINK_MDNS=0 outside a lab namespace: tests/support/process.rs).
     let out = alice.cli(&["peers", "--help"], None).unwrap();
     for var in [
         "[env: INTERLINK_NETWORK=]",
         "[env: INTERLINK_LISTEN=]",
         "[env: INTERLINK_BOOTSTRAP=]",
-        "[env: INTERLINK_MDNS=]",
+        "[env: INTERLINK_MDNS=0]",
     ] {
         assert!(out.stdout.contains(var), "{var} in {}", out.stdout);
     }

@@ -65,17 +65,24 @@ impl Browser {
         .spawn()
         .context("starting chromedriver")?;
         let profile = tempfile::tempdir()?;
-        // The flags the machine notes name: no sandbox as root, and nothing that
-        // reaches for the (closed) network on its own.
+        // No sandbox as root, and nothing that leaves the machine: without the
+        // resolver rule Chromium still looks up its update, autofill, account and
+        // start-page hosts (seen with tcpdump on the real interface), whatever the
+        // other flags say; with it every name but the page's loopback fails unasked.
         let args = [
             "--headless=new".to_owned(),
             "--no-sandbox".to_owned(),
             "--disable-gpu".to_owned(),
             "--disable-quic".to_owned(),
             "--no-first-run".to_owned(),
+            "--no-default-browser-check".to_owned(),
             "--disable-background-networking".to_owned(),
             "--disable-component-update".to_owned(),
+            "--disable-default-apps".to_owned(),
+            "--disable-domain-reliability".to_owned(),
+            "--disable-extensions".to_owned(),
             "--disable-sync".to_owned(),
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost".to_owned(),
             "--window-size=1280,1400".to_owned(),
             format!("--user-data-dir={}", profile.path().display()),
         ];
@@ -149,7 +156,7 @@ impl Browser {
 impl Drop for Browser {
     fn drop(&mut self) {
         let _ = Command::new("kill")
-            .args(["-KILL", &format!("-{}", self.driver.id())])
+            .args(["-KILL", "--", &format!("-{}", self.driver.id())])
             .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();

@@ -19,6 +19,10 @@ use crate::binary;
 /// itself: no host's well-known port.
 pub const NO_WELL_KNOWN_PORT: (&str, &str) = ("INTERLINK_PORT", "0");
 
+/// What every command run outside a network namespace starts with unless the test
+/// sets `INTERLINK_MDNS`: mDNS off.
+pub const NO_MDNS: (&str, &str) = ("INTERLINK_MDNS", "0");
+
 /// The default deadline for anything a test waits on.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -66,6 +70,11 @@ pub fn command_in(
     // many sessions of unrelated homes on one host, in parallel, and through the port
     // they would all meet each other's.
     cmd.env(NO_WELL_KNOWN_PORT.0, NO_WELL_KNOWN_PORT.1);
+    // No mDNS outside a namespace of the test's own: its multicast would leave the
+    // machine through the real interface (tests/e2e/mdns.rs runs it on a lab LAN).
+    if netns.is_none() {
+        cmd.env(NO_MDNS.0, NO_MDNS.1);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
