@@ -82,7 +82,8 @@ impl Browser {
             "--disable-domain-reliability".to_owned(),
             "--disable-extensions".to_owned(),
             "--disable-sync".to_owned(),
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost".to_owned(),
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"
+                .to_owned(),
             "--window-size=1280,1400".to_owned(),
             format!("--user-data-dir={}", profile.path().display()),
         ];
