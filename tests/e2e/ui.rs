@@ -11,8 +11,9 @@
 //!   search finds a message by a word in it; carol's pair request is accepted with a
 //!   click, and carol is paired on both sides; an invite made on the page pairs dave;
 //!   the human writes to a session, and its agent receives it framed as its user's
-//!   words. The screenshot taken at the end is the README's
-//!   (`INTERLINK_UI_SCREENSHOT=<path>` keeps it).
+//!   words; the page shows it unread, then consumed once the agent acknowledges it.
+//!   The screenshot taken at the end is the README's (`INTERLINK_UI_SCREENSHOT=<path>`
+//!   keeps it).
 #![cfg(unix)] // Drives the real binaries with Unix signals, sockets or network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
@@ -443,11 +444,16 @@ async fn the_page_shows_sessions_threads_states_and_search_and_acts_for_the_huma
             "{got}"
         );
 
-        // The page shows the human's message as a1's conversation with the page.
-        browser
-            .wait_for("#conversations li[data-session=\"a1\"][data-peer-session=\"user-page\"]", Some("you (this page)"), deadline())
-            .await
-            .unwrap();
+        // The page shows the human's message as a1's conversation with the page, and
+        // whether a1's agent has consumed it: not until it acknowledges, then at once.
+        let with_page = "#conversations li[data-session=\"a1\"][data-peer-session=\"user-page\"]";
+        browser.wait_for(with_page, Some("you (this page)"), deadline()).await.unwrap();
+        browser.client.find(Locator::Css(with_page)).await.unwrap().click().await.unwrap();
+        let yours = mine[0]["msg_id"].as_str().unwrap().to_owned();
+        let consumed = |c: &str| format!("#thread li[data-id=\"{yours}\"][data-consumed=\"{c}\"]");
+        browser.wait_for(&consumed("0"), Some(words), deadline()).await.unwrap();
+        a1.ok("acknowledge_messages", json!({"msg_ids": [yours.clone()]})).await.unwrap();
+        browser.wait_for(&consumed("1"), Some("consumed"), deadline()).await.unwrap();
         let png = browser.client.screenshot().await.unwrap();
         if let Some(path) = std::env::var_os("INTERLINK_UI_SCREENSHOT") {
             std::fs::write(path, &png).unwrap();

@@ -10,11 +10,12 @@
 //! Reading takes no lock and writes nothing, so it never disturbs a running session.
 
 use interlink_core::{IdentityKey, trust::PeerPolicy, wire::EnvelopeKind};
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::HashSet};
 
 use interlink_store::{
     inbox::{self, InboxEntry},
     paths::{Home, SessionDir, session_of_dir_name},
+    read_state::ReadState,
     sent_log::{HeldBy, MAX_SENT, State},
 };
 use serde::{Deserialize, Serialize};
@@ -76,6 +77,10 @@ pub struct Message {
     /// how many relays and peers its mailbox copy went to).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_by: Option<HeldBy>,
+    /// Received, where asked ([`mark_consumed`]): whether the session's agent has
+    /// consumed it (acknowledged it, or its host was handed it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumed: Option<bool>,
 }
 
 /// What to look for. Empty fields match everything.
@@ -227,6 +232,28 @@ impl<'q> Searcher<'q> {
     }
 }
 
+/// Marks each of `found`'s messages received by the session in `dir` with whether its
+/// agent consumed it, as that session's read state says (`read.json`, the state the
+/// MCP server keeps; only read here). Unmarked when the state cannot be read.
+///
+/// It costs one read of the inbox past the consumed offset, so it is for one thread,
+/// not for a search over every session.
+pub fn mark_consumed(dir: &SessionDir, found: &mut [Message]) {
+    if !found.iter().any(|m| m.direction == Direction::In) {
+        return;
+    }
+    let Ok(unread) = ReadState::load(dir).and_then(|s| s.unread()) else {
+        return;
+    };
+    let unread: HashSet<(&str, &str)> = unread
+        .iter()
+        .map(|e| (e.sender.as_str(), e.msg_id.as_str()))
+        .collect();
+    for m in found.iter_mut().filter(|m| m.direction == Direction::In) {
+        m.consumed = Some(!unread.contains(&(m.peer.as_str(), m.id.as_str())));
+    }
+}
+
 fn newest_first(found: &mut [Message]) {
     found.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.id.cmp(&b.id)));
 }
@@ -340,6 +367,7 @@ fn received(session: &str, e: InboxEntry, peer_name: Option<String>, own: bool) 
         at: e.sent_at,
         state: "received",
         held_by: None,
+        consumed: None,
     }
 }
 
@@ -396,6 +424,7 @@ fn sent(session: &str, e: &SentRow<'_>, peer_name: Option<String>, own: bool) ->
         at: e.sent_at,
         state: e.state.as_str(),
         held_by: (e.state == State::Queued).then_some(e.held_by).flatten(),
+        consumed: None,
     }
 }
 

@@ -241,3 +241,50 @@ fn bench_search_100k() {
         );
     }
 }
+
+#[test]
+fn a_thread_says_which_received_messages_the_agent_consumed() {
+    let (_tmp, home) = home();
+    let received = [
+        received_entry(ALICE, 1, "first", 10),
+        received_entry(ALICE, 2, "second", 20),
+        received_entry(BOB, 3, "third", 30),
+    ];
+    let sent = [sent_entry(BOB, 4, "answer", 40, State::Delivered)];
+    fill(&home, "s1", &received, &sent);
+    let dir = home
+        .session(&interlink_core::SessionId::new("s1").unwrap())
+        .unwrap();
+    let query = Query {
+        limit: 10,
+        ..Query::default()
+    };
+
+    // Nothing read yet (no read.json): every received message is unread; a sent one
+    // is not marked.
+    let (mut found, _) = search(&home, &query);
+    mark_consumed(&dir, &mut found);
+    let marks = |found: &[Message]| -> Vec<(String, Option<bool>)> {
+        found.iter().map(|m| (m.text.clone(), m.consumed)).collect()
+    };
+    assert_eq!(
+        marks(&found),
+        [
+            ("answer".to_owned(), None),
+            ("third".to_owned(), Some(false)),
+            ("second".to_owned(), Some(false)),
+            ("first".to_owned(), Some(false)),
+        ]
+    );
+
+    // The agent acknowledges the second (out of order): only it is consumed.
+    interlink_store::read_state::ReadState::load(&dir)
+        .unwrap()
+        .acknowledge(&[id(2)])
+        .unwrap();
+    let (mut found, _) = search(&home, &query);
+    mark_consumed(&dir, &mut found);
+    assert_eq!(marks(&found)[2], ("second".to_owned(), Some(true)));
+    assert_eq!(marks(&found)[3], ("first".to_owned(), Some(false)));
+    assert_eq!(marks(&found)[1], ("third".to_owned(), Some(false)));
+}

@@ -30,6 +30,7 @@ fn a_line_shows_peer_text_escaped_on_one_line() {
         at: 1_765_000_000_000,
         state: "received",
         held_by: None,
+        consumed: None,
     };
     let l = line(&m);
     assert!(

@@ -45,6 +45,7 @@ use crate::{
 };
 
 mod lazy;
+pub use lazy::LAZY_FILE;
 /// Most message ids acknowledged ahead of an older unread message that the state
 /// remembers; an acknowledgement beyond it is refused until older messages are
 /// acknowledged.

@@ -18,7 +18,7 @@ use axum::{
     },
 };
 use futures::Stream;
-use interlink_core::IdentityKey;
+use interlink_core::{IdentityKey, SessionId};
 use interlink_store::{
     pairing,
     paths::{Home, SessionDir},
@@ -252,7 +252,7 @@ pub(super) async fn thread(
 ) -> Result<Json<Value>, Failure> {
     blocking(move || {
         let query = Query {
-            session: Some(args.session),
+            session: Some(args.session.clone()),
             peer: Some(args.peer.clone()),
             limit: THREAD_LIMIT,
             ..Query::default()
@@ -260,6 +260,12 @@ pub(super) async fn thread(
         let (mut found, more) = history::search(&app.home, &query);
         found.retain(|m| m.peer == args.peer && m.peer_session == args.peer_session);
         found.reverse();
+        if let Ok(dir) = SessionId::new(args.session.as_str())
+            .map_err(anyhow::Error::from)
+            .and_then(|id| Ok(app.home.session(&id)?))
+        {
+            history::mark_consumed(&dir, &mut found);
+        }
         Ok(Json(json!({"messages": found, "more": more})))
     })
     .await
@@ -339,6 +345,9 @@ pub(super) fn home_stamp(home: &Home) -> u64 {
         session_stamp(&dir).hash(&mut h);
         file_stamp(&dir.network()).hash(&mut h);
         file_stamp(&dir.path().join("board.json")).hash(&mut h);
+        // What the session's agent consumed: a thread shows it.
+        file_stamp(&dir.read_state()).hash(&mut h);
+        file_stamp(&dir.path().join(interlink_store::read_state::LAZY_FILE)).hash(&mut h);
     }
     h.finish()
 }

@@ -27,7 +27,7 @@ use sha2::{Digest as _, Sha256};
 use crate::files::private_file;
 
 /// File name of the lazy slots, next to `read.json`.
-pub(crate) const LAZY_FILE: &str = "read.lazy";
+pub const LAZY_FILE: &str = "read.lazy";
 /// Bytes of one slot (a page: one write that a process crash cannot tear).
 pub(crate) const SLOT_BYTES: usize = 4096;
 const MAGIC: &[u8; 4] = b"ILR1";

@@ -68,6 +68,12 @@ function message(m) {
     el("span", {}, when(m.at)),
     el("span", {}, m.direction === "out" ? m.session + " → " + who(m) : who(m) + " → " + m.session),
     el("span", { class: "badge state-" + state.replace(" ", "_"), "data-state": m.state }, state));
+  if (m.consumed !== undefined) {
+    meta.append(el("span", {
+      class: "badge " + (m.consumed ? "state-consumed" : ""),
+      title: m.consumed ? "its agent has it: acknowledged, or handed to its host" : "not yet consumed by its agent",
+    }, m.consumed ? "consumed" : "unread"));
+  }
   if (m.task_id) meta.append(el("span", { class: "badge" }, "task " + m.task_id + (m.status ? " · " + m.status : "")));
   if (m.group) meta.append(el("span", { class: "badge" }, "group " + m.group));
   if (m.held_by) {
@@ -78,7 +84,9 @@ function message(m) {
     meta.append(el("span", { class: "badge", "data-held": "1" }, "held by " + (where.join(", ") || "nobody yet")));
   }
   if (m.in_reply_to) meta.append(el("span", { class: "note", title: m.in_reply_to }, "↩ reply to " + m.in_reply_to.slice(0, 8)));
-  return el("li", { class: m.direction, "data-id": m.id, "data-state": m.state }, meta, el("div", { class: "text" }, m.text));
+  const item = el("li", { class: m.direction, "data-id": m.id, "data-state": m.state }, meta, el("div", { class: "text" }, m.text));
+  if (m.consumed !== undefined) item.dataset.consumed = m.consumed ? "1" : "0";
+  return item;
 }
 
 // The overlay's sessions by their label on the page (`bob/b1`, `you/a2`).
