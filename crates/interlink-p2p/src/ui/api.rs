@@ -260,9 +260,8 @@ pub(super) async fn thread(
         let (mut found, more) = history::search(&app.home, &query);
         found.retain(|m| m.peer == args.peer && m.peer_session == args.peer_session);
         found.reverse();
-        if let Ok(dir) = SessionId::new(args.session.as_str())
-            .map_err(anyhow::Error::from)
-            .and_then(|id| Ok(app.home.session(&id)?))
+        if let Ok(id) = SessionId::new(args.session.as_str())
+            && let Ok(dir) = app.home.session(&id)
         {
             history::mark_consumed(&dir, &mut found);
         }
